@@ -1,0 +1,43 @@
+"""tilecraft: a Python-embedded DSL for ML kernels, compiled to Triton and autotuned."""
+
+from __future__ import annotations
+
+from tilecraft import exc
+from tilecraft.language import (
+    Tile,
+    arange,
+    atomic_add,
+    dot,
+    full,
+    grid,
+    load,
+    register_block_size,
+    register_tunable,
+    specialize,
+    store,
+    tile,
+    zeros,
+)
+from tilecraft.runtime.config import Config
+from tilecraft.runtime.kernel import BoundKernel, Kernel, kernel
+
+__all__ = [
+    "BoundKernel",
+    "Config",
+    "Kernel",
+    "Tile",
+    "arange",
+    "atomic_add",
+    "dot",
+    "exc",
+    "full",
+    "grid",
+    "kernel",
+    "load",
+    "register_block_size",
+    "register_tunable",
+    "specialize",
+    "store",
+    "tile",
+    "zeros",
+]

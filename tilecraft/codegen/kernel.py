@@ -1,0 +1,317 @@
+"""Tile IR -> the source of one `@triton.jit` kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tilecraft.codegen.rules import ELEMENTWISE, TL_REDUCE, identity, literal, tl_dtype
+from tilecraft.exc import LoweringError
+from tilecraft.ir.nodes import Access, DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.types import Block, Dim
+
+INT32_LIMIT = 2**31
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def is_rolled(block: Block) -> bool:
+    """A whole-dimension block computed as a loop over chunks."""
+    return block.kind == "reduction" and (block.fixed_size or 0) < next_power_of_2(block.extent)
+
+
+def needs_mask(block: Block) -> bool:
+    if block.kind == "grid":
+        return False
+    return block.extent % (block.fixed_size or 1) != 0
+
+
+def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:
+    """`expr` (of `width` dims) placed at `pos` in a tile of `rank` dims."""
+    if rank == width:
+        return expr
+    items = ["None"] * pos + [":"] * width + ["None"] * (rank - pos - width)
+    return f"{expr}[{', '.join(items)}]"
+
+
+@dataclass
+class KernelWriter:
+    """Writes a DeviceKernel as Triton source; `launch_args` lists what the host passes."""
+
+    kernel: DeviceKernel
+    lines: list[str] = field(default_factory=list)
+    depth: int = 1
+    strides: dict[str, str] = field(default_factory=dict)
+    constexprs: dict[str, int] = field(default_factory=dict)
+
+    # -- helpers ------------------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def size(self, block_id: int) -> str:
+        block = self.kernel.blocks[block_id]
+        name = f"_RBLOCK_{block_id}" if block.kind == "reduction" else f"_BLOCK_SIZE_{block_id}"
+        self.constexprs[name] = block.fixed_size or 1
+        return name
+
+    def shape(self, dims: tuple[Dim, ...]) -> str:
+        return "[" + ", ".join("1" if d is None else self.size(d) for d in dims) + "]"
+
+    def operand(self, x: Any, dims: tuple[Dim, ...], dtype: torch.dtype | None) -> str:
+        if not isinstance(x, Value):
+            return literal(x)
+        text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
+        if dtype is not None and x.type.dtype != dtype:
+            text = f"{text}.to({tl_dtype(dtype)})"
+        return text
+
+    def cast_out(self, expr: str, compute: torch.dtype, out: torch.dtype) -> str:
+        return expr if compute == out else f"({expr}).to({tl_dtype(out)})"
+
+    # -- the kernel ------------------------------------------------------------------------
+    def write(self) -> str:
+        self.grid_prologue()
+        for block in self.kernel.blocks.values():
+            if block.kind == "reduction" and not is_rolled(block):
+                self.define_indices(block, "0")
+        self.body(self.kernel.body)
+        return self.signature() + "\n".join(self.lines) + "\n"
+
+    def signature(self) -> str:
+        params = [p.name for p in self.kernel.params if p.is_tensor]
+        params += list(self.strides)
+        params += [p.name for p in self.kernel.params if not p.is_tensor]
+        params += [f"{c}: tl.constexpr" for c in self.constexprs]
+        return f"@triton.jit\ndef {self.kernel.name}({', '.join(params)}):\n"
+
+    def grid_prologue(self) -> None:
+        """Split the flat program id into one offset per grid dim (the first varies fastest)."""
+        grid = [self.kernel.blocks[b] for b in self.kernel.grid_blocks]
+        self.line("pid = tl.program_id(0)")
+        divisor = ""
+        for i, block in enumerate(grid):
+            size = "1" if block.kind == "grid" else self.size(block.id)
+            pid = f"pid{divisor}"
+            if i < len(grid) - 1:
+                self.line(f"num_blocks_{block.id} = tl.cdiv({block.extent}, {size})")
+                pid = f"{pid} % num_blocks_{block.id}"
+                divisor += f" // num_blocks_{block.id}"
+            self.line(f"pid_{block.id} = {pid}")
+            start = f"{block.begin} + " if block.begin else ""
+            self.line(f"offset_{block.id} = {start}pid_{block.id} * {size}")
+            if block.kind != "grid":
+                self.define_indices(block, f"offset_{block.id}")
+
+    def define_indices(self, block: Block, start: str) -> None:
+        self.line(f"indices_{block.id} = {start} + tl.arange(0, {self.size(block.id)})")
+        if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
+            self.line(f"mask_{block.id} = indices_{block.id} < {block.end}")
+
+    def has_mask(self, block_id: int) -> bool:
+        block = self.kernel.blocks[block_id]
+        return needs_mask(block) or is_rolled(block)
+
+    # -- bodies ------------------------------------------------------------------------
+    def body(self, nodes: list[Node]) -> None:
+        from tilecraft.codegen.rolled import RolledBody
+
+        RolledBody(self, nodes).write()
+
+    def loop(self, loop: Loop) -> None:
+        for c in loop.carried:
+            if c.init.name != c.param.name:
+                self.line(f"{c.param.name} = {c.init.name}")
+        outer = self.depth
+        for block_id in loop.blocks:
+            block = self.kernel.blocks[block_id]
+            bs = "1" if block.kind == "grid" else self.size(block_id)
+            self.line(f"for offset_{block_id} in tl.range({block.begin}, {block.end}, {bs}):")
+            self.depth += 1
+            if block.kind != "grid":
+                self.define_indices(block, f"offset_{block_id}")
+        self.body(loop.body)
+        for c in loop.carried:
+            assert c.final is not None
+            if c.final.name != c.param.name:
+                self.line(f"{c.param.name} = {c.final.name}")
+        self.depth = outer
+
+    def op(self, op: Op) -> None:
+        try:
+            rule = getattr(self, f"op_{op.name}", None)
+            if rule is not None:
+                rule(op)
+            else:
+                self.elementwise(op)
+        except LoweringError:
+            raise
+        except Exception as e:
+            raise LoweringError(f"cannot generate Triton for {op.name}: {e}", op.loc) from e
+
+    def assign(self, op: Op, expr: str) -> None:
+        assert op.out is not None
+        self.line(f"{op.out.name} = {expr}")
+
+    def elementwise(self, op: Op) -> None:
+        assert op.out is not None
+        compute = op.attrs["compute"]
+        dims = op.out.type.dims
+        args = [self.operand(a, dims, compute) for a in op.args]
+        expr = ELEMENTWISE[op.name](*args)
+        self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+
+    def op_cast(self, op: Op) -> None:
+        assert op.out is not None
+        (x,) = op.args
+        if op.out.type.dtype == torch.bool:
+            self.assign(op, f"{x.name} != 0")
+        else:
+            self.assign(op, f"{x.name}.to({tl_dtype(op.out.type.dtype)})")
+
+    def op_where(self, op: Op) -> None:
+        assert op.out is not None
+        cond, a, b = op.args
+        dims, compute = op.out.type.dims, op.attrs["compute"]
+        expr = ELEMENTWISE["where"](self.operand(cond, dims, None), self.operand(a, dims, compute),
+                                    self.operand(b, dims, compute))
+        self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+
+    def op_view(self, op: Op) -> None:
+        self.assign(op, f"{op.args[0].name}[{', '.join(op.attrs['index'])}]")
+
+    def op_trans(self, op: Op) -> None:
+        self.assign(op, f"tl.trans({op.args[0].name})")
+
+    def op_full(self, op: Op) -> None:
+        assert op.out is not None
+        dtype = tl_dtype(op.out.type.dtype)
+        value = literal(op.attrs["value"])
+        self.assign(op, f"tl.full({self.shape(op.out.type.dims)}, {value}, {dtype})")
+
+    def op_arange(self, op: Op) -> None:
+        assert op.out is not None
+        block = op.out.type.dims[0]
+        begin = op.attrs["begin"]
+        expr = f"indices_{block}" if not begin else f"{begin} + indices_{block}"
+        self.assign(op, f"({expr}).to({tl_dtype(op.out.type.dtype)})")
+
+    def op_tile_index(self, op: Op) -> None:
+        self.assign(op, f"indices_{op.args[0]}")
+
+    def op_tile_begin(self, op: Op) -> None:
+        self.assign(op, f"offset_{op.args[0]}")
+
+    def op_tile_end(self, op: Op) -> None:
+        block = self.kernel.blocks[op.args[0]]
+        self.assign(op, f"tl.minimum(offset_{block.id} + {self.size(block.id)}, {block.end})")
+
+    def op_tile_id(self, op: Op) -> None:
+        block = self.kernel.blocks[op.args[0]]
+        self.assign(op, f"(offset_{block.id} - {block.begin}) // {self.size(block.id)}")
+
+    def op_dot(self, op: Op) -> None:
+        assert op.out is not None
+        a, b, acc = op.args
+        args = f"{a.name}, {b.name}"
+        if acc is not None and acc.type.dtype == torch.float32:
+            self.assign(op, f"tl.dot({args}, acc={acc.name})")
+            return
+        expr = f"tl.dot({args})"
+        if acc is not None:
+            expr = f"{acc.name} + {expr}.to({tl_dtype(acc.type.dtype)})"
+        self.assign(op, self.cast_out(expr, torch.float32 if acc is None else op.out.type.dtype,
+                                      op.out.type.dtype))
+
+    def op_reduce(self, op: Op) -> None:
+        assert op.out is not None
+        (x,) = op.args
+        kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
+        compute = reduce_compute(op)
+        value = self.operand(x, x.type.dims, compute)
+        if block is not None and self.has_mask(block):
+            mask = expand(f"mask_{block}", x.type.rank, axis)
+            value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
+        keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
+        expr = f"{TL_REDUCE[kind]}({value}, {axis}{keep})"
+        result = torch.int32 if kind.startswith("arg") else compute
+        self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
+
+    # -- memory -----------------------------------------------------------------------
+    def pointer(self, access: Access) -> tuple[str, str | None]:
+        """The pointer expression and mask of an access."""
+        param = access.param
+        wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
+        rank, pos, terms, masks = len(access.dims), 0, [], []
+        dim = 0
+        for index in access.indices:
+            width = len(index.dims())
+            if index.kind == "newaxis":
+                pos += width
+                continue
+            stride = f"{param.name}_stride_{dim}"
+            self.strides[stride] = f"{param.host_expr}.stride({dim})"
+            term = self.index_expr(index, rank, pos, masks)
+            if term is not None:
+                term = f"{term}.to(tl.int64)" if wide and index.kind != "scalar" else term
+                terms.append(f"{term} * {stride}")
+            pos += width
+            dim += 1
+        offset = " + ".join(terms) if terms else "0"
+        return f"{param.name} + ({offset})", " & ".join(masks) or None
+
+    def index_expr(self, index: Any, rank: int, pos: int, masks: list[str]) -> str | None:
+        if index.kind == "unit":
+            return None
+        if index.kind == "scalar":
+            return index.value.name if isinstance(index.value, Value) else str(index.value)
+        if index.kind == "block":
+            if self.has_mask(index.block):
+                masks.append(expand(f"mask_{index.block}", rank, pos))
+            return expand(f"indices_{index.block}", rank, pos)
+        value = index.value
+        for i, d in enumerate(value.type.dims):
+            if d is not None and self.has_mask(d):
+                masks.append(expand(f"mask_{d}", rank, pos + i))
+        return expand(value.name, rank, pos, value.type.rank)
+
+    def full_mask(self, access: Access, base: str | None, extra: Value | None) -> str | None:
+        if extra is None:
+            return base
+        extra_text = self.operand(extra, access.dims, None)
+        return extra_text if base is None else f"({base}) & {extra_text}"
+
+    def op_load(self, op: Op) -> None:
+        (access,) = op.args
+        ptr, mask = self.pointer(access)
+        mask = self.full_mask(access, mask, op.attrs.get("extra_mask"))
+        masked = f", mask={mask}, other=0" if mask else ""
+        self.assign(op, f"tl.load({ptr}{masked})")
+
+    def op_store(self, op: Op, fn: str = "tl.store") -> None:
+        access, value = op.args
+        ptr, mask = self.pointer(access)
+        mask = self.full_mask(access, mask, op.attrs.get("extra_mask"))
+        text = self.operand(value, access.dims, access.param.dtype)
+        self.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''})")
+
+    def op_atomic_add(self, op: Op) -> None:
+        self.op_store(op, "tl.atomic_add")
+
+
+def reduce_compute(op: Op) -> torch.dtype:
+    """The dtype a reduction accumulates in."""
+    assert op.out is not None
+    if op.attrs["kind"] == "sum" and not op.out.type.dtype.is_floating_point:
+        return torch.int64
+    return op.attrs["compute"]
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

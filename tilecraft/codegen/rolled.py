@@ -1,0 +1,153 @@
+"""Writing a body whose whole-dimension blocks are looped over in chunks.
+
+With `reduction_loops=[chunk]`, values spanning a rolled dimension are never
+materialized whole. Each consumer of such values (a reduction over the dimension, or
+a store) gets its own loop over chunks, which recomputes the values it needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tilecraft.codegen.rules import identity, tl_dtype
+from tilecraft.exc import LoweringError
+from tilecraft.ir.nodes import Access, Loop, Node, Op, Value
+
+if TYPE_CHECKING:
+    from tilecraft.codegen.kernel import KernelWriter
+
+
+class RolledBody:
+    """Emits `nodes`, deferring values over rolled blocks into per-consumer loops."""
+
+    def __init__(self, w: KernelWriter, nodes: list[Node]) -> None:
+        from tilecraft.codegen.kernel import is_rolled
+
+        self.w, self.nodes = w, nodes
+        self.rolled = {b.id for b in w.kernel.blocks.values() if is_rolled(b)}
+        self.deferred: dict[int, Op] = {}
+
+    def spans_rolled(self, op: Op) -> set[int]:
+        dims = set(op.out.type.dims) if op.out else set()
+        for a in op.args:
+            if isinstance(a, Access):
+                dims |= set(a.dims)
+        return dims & self.rolled
+
+    def write(self) -> None:
+        for node in self.nodes:
+            if isinstance(node, Loop):
+                self.check_not_deferred(node)
+                self.w.loop(node)
+            elif node.out is not None and self.spans_rolled(node):
+                self.deferred[id(node.out)] = node
+            elif self.spans_rolled(node) or self.uses_deferred(node):
+                self.roll(node)
+            else:
+                self.w.op(node)
+
+    def uses_deferred(self, op: Op) -> bool:
+        return any(id(v) in self.deferred for v in op.inputs())
+
+    def check_not_deferred(self, loop: Loop) -> None:
+        from tilecraft.ir.nodes import _walk
+
+        for op in _walk(loop.body):
+            if self.uses_deferred(op):
+                raise LoweringError(
+                    "a value over a looped reduction dim is used in a nested loop; "
+                    "use reduction_loops=[None] for this kernel", op.loc)
+
+    def needed(self, op: Op) -> list[Op]:
+        """The deferred ops `op` depends on, in program order."""
+        seen: dict[int, Op] = {}
+        stack = list(op.inputs())
+        while stack:
+            v = stack.pop()
+            producer = self.deferred.get(id(v))
+            if producer is not None and id(producer) not in seen:
+                seen[id(producer)] = producer
+                stack += producer.inputs()
+        order = {id(n): i for i, n in enumerate(self.nodes)}
+        return sorted(seen.values(), key=lambda n: order[id(n)])
+
+    def rolled_block(self, op: Op, needed: list[Op]) -> int:
+        blocks = set().union(self.spans_rolled(op), *(self.spans_rolled(n) for n in needed))
+        if len(blocks) != 1:
+            raise LoweringError("an op spans several looped reduction dims", op.loc)
+        return blocks.pop()
+
+    def roll(self, op: Op) -> None:
+        needed = self.needed(op)
+        block = self.w.kernel.blocks[self.rolled_block(op, needed)]
+        size = self.w.size(block.id)
+        if op.name == "reduce":
+            self.init_accumulator(op)
+        elif op.name not in ("store", "atomic_add"):
+            raise LoweringError(f"{op.name} over a looped reduction dim", op.loc)
+        self.w.line(f"for roffset_{block.id} in tl.range(0, {block.extent}, {size}):")
+        self.w.depth += 1
+        self.w.define_indices(block, f"roffset_{block.id}")
+        for n in needed:
+            self.w.op(n)
+        if op.name == "reduce":
+            self.accumulate(op)
+        else:
+            self.w.op(op)
+        self.w.depth -= 1
+        if op.name == "reduce":
+            self.finish(op)
+
+    def init_accumulator(self, op: Op) -> None:
+        from tilecraft.codegen.kernel import reduce_compute
+
+        x: Value = op.args[0]
+        kind, compute = op.attrs["kind"], reduce_compute(op)
+        shape = self.w.shape(x.type.dims)
+        assert op.out is not None
+        self.w.line(f"{op.out.name}_acc = tl.full({shape}, {identity(kind, compute)}, "
+                    f"{tl_dtype(compute)})")
+        if kind.startswith("arg"):
+            self.w.line(f"{op.out.name}_idx = tl.full({shape}, 0, tl.int64)")
+
+    def accumulate(self, op: Op) -> None:
+        from tilecraft.codegen.kernel import expand, reduce_compute
+
+        x: Value = op.args[0]
+        assert op.out is not None
+        kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
+        acc, compute = f"{op.out.name}_acc", reduce_compute(op)
+        value = self.w.operand(x, x.type.dims, compute)
+        mask = expand(f"mask_{block}", x.type.rank, axis)
+        if kind == "sum":
+            self.w.line(f"{acc} = {acc} + tl.where({mask}, {value}, 0)")
+        elif kind in ("max", "min"):
+            fn = "tl.maximum" if kind == "max" else "tl.minimum"
+            self.w.line(f"{acc} = tl.where({mask}, {fn}({acc}, {value}), {acc})")
+        else:
+            better = ">" if kind == "argmax" else "<"
+            index = expand(f"indices_{block}", x.type.rank, axis)
+            self.w.line(f"take = {mask} & ({value} {better} {acc})")
+            self.w.line(f"{acc} = tl.where(take, {value}, {acc})")
+            self.w.line(f"{op.out.name}_idx = tl.where(take, {index}.to(tl.int64), "
+                        f"{op.out.name}_idx)")
+
+    def finish(self, op: Op) -> None:
+        from tilecraft.codegen.kernel import reduce_compute
+
+        x: Value = op.args[0]
+        assert op.out is not None
+        kind, axis = op.attrs["kind"], op.attrs["axis"]
+        keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
+        acc, out = f"{op.out.name}_acc", op.out
+        if kind.startswith("arg"):
+            best = "tl.max" if kind == "argmax" else "tl.min"
+            self.w.line(f"{out.name}_best = {best}({acc}, {axis}, keep_dims=True)")
+            expr = (f"tl.min(tl.where({acc} == {out.name}_best, {out.name}_idx, "
+                    f"{2**62}), {axis}{keep})")
+            self.w.line(f"{out.name} = {expr}")
+            return
+        fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[kind]
+        expr = f"{fn}({acc}, {axis}{keep})"
+        compute = reduce_compute(op)
+        self.w.line(f"{out.name} = {self.w.cast_out(expr, compute, out.type.dtype)}")

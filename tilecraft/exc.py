@@ -1,0 +1,67 @@
+"""The catalog of errors tilecraft raises, each naming the user's own source line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A place in the user's source: file, line and the text of that line."""
+
+    filename: str
+    lineno: int
+    text: str = ""
+
+    def __str__(self) -> str:
+        where = f'File "{self.filename}", line {self.lineno}'
+        return f"{where}\n    {self.text.strip()}" if self.text else where
+
+
+class TilecraftError(Exception):
+    """Base class of every tilecraft error; `loc` is the user's line when known."""
+
+    def __init__(self, message: str, loc: SourceLoc | None = None) -> None:
+        self.message = message
+        self.loc = loc
+        super().__init__(f"{message}\n  {loc}" if loc else message)
+
+    def at(self, loc: SourceLoc) -> TilecraftError:
+        """Return this error located at `loc` unless it already has a location."""
+        return self if self.loc else type(self)(self.message, loc)
+
+
+class UnsupportedSyntax(TilecraftError):
+    """Python syntax that tilecraft cannot compile inside a kernel."""
+
+
+class UnsupportedOperation(TilecraftError):
+    """A call or operator that has no tile lowering."""
+
+
+class ShapeMismatch(TilecraftError):
+    """Tiles whose shapes do not broadcast, or an index of the wrong rank."""
+
+
+class DtypeError(TilecraftError):
+    """An operation applied to operands of a dtype it does not accept."""
+
+
+class NotInKernel(TilecraftError):
+    """A tile operation called outside a tilecraft kernel's device loop."""
+
+
+class HostCodeError(TilecraftError):
+    """The host code (outside `tc.tile` loops) failed for the given arguments."""
+
+
+class BadArgument(TilecraftError):
+    """Kernel arguments that cannot be used: wrong device, rank or dtype."""
+
+
+class InvalidConfig(TilecraftError):
+    """A Config that does not fit the kernel it is given to."""
+
+
+class LoweringError(TilecraftError):
+    """An internal failure while lowering an operation, reported at its source line."""

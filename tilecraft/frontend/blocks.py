@@ -1,0 +1,101 @@
+"""Allocating the symbolic block dimensions of a kernel and their config sizes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilecraft.exc import InvalidConfig
+from tilecraft.ir.types import Block
+
+
+class BlockSizeInt(int):
+    """An int from `tc.register_block_size`, remembering which config entry it is."""
+
+    index: int
+
+    def __new__(cls, value: int, index: int) -> BlockSizeInt:
+        obj = super().__new__(cls, value)
+        obj.index = index
+        return obj
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """What the config space needs to know about one tuned block size."""
+
+    extent: int
+    inner: bool
+    fixed: bool = False
+
+
+@dataclass
+class BlockTable:
+    """Blocks in order of appearance; sizes come from the config being compiled.
+
+    `block_sizes` in a Config lists, in order, the `register_block_size` calls and then
+    the `tc.tile` dimensions; `reduction_loops` lists the whole-dimension (`:`) sizes.
+    """
+
+    block_sizes: list[int | None]
+    reduction_loops: list[int | None]
+    blocks: dict[int, Block] = field(default_factory=dict)
+    tile_specs: list[BlockSpec] = field(default_factory=list)
+    reduction_extents: list[int] = field(default_factory=list)
+    registered: list[BlockSizeInt] = field(default_factory=list)
+
+    def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
+        index = len(self.tile_specs)
+        extent = int(high if high is not None else low or 1024)
+        self.tile_specs.append(BlockSpec(extent, inner=True))
+        chosen = self._chosen(index, 32)
+        self.registered.append(BlockSizeInt(chosen, index))
+        return self.registered[-1]
+
+    def _chosen(self, index: int, default: int) -> int:
+        size = self.block_sizes[index] if index < len(self.block_sizes) else None
+        return default if size is None else size
+
+    def _new(self, **kw: Any) -> Block:
+        block = Block(id=len(self.blocks), **kw)
+        self.blocks[block.id] = block
+        return block
+
+    def tile(self, begin: int, end: int, inner: bool, block_size: Any) -> Block:
+        extent = max(end - begin, 0)
+        if isinstance(block_size, BlockSizeInt):
+            return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(block_size),
+                             config_index=block_size.index)
+        if block_size is not None:
+            return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(block_size))
+        index = len(self.tile_specs)
+        self.tile_specs.append(BlockSpec(extent, inner))
+        size = self._chosen(index, 16)
+        _check_power_of_two(size, f"block_sizes[{index}]")
+        return self._new(kind="tile", extent=extent, begin=begin, fixed_size=size,
+                         config_index=index)
+
+    def grid(self, begin: int, end: int) -> Block:
+        return self._new(kind="grid", extent=max(end - begin, 0), begin=begin, fixed_size=1)
+
+    def reduction(self, extent: int) -> Block:
+        for block in self.blocks.values():
+            if block.kind == "reduction" and block.extent == extent:
+                return block
+        index = len(self.reduction_extents)
+        self.reduction_extents.append(extent)
+        chunk = self.reduction_loops[index] if index < len(self.reduction_loops) else None
+        padded = _next_power_of_2(extent)
+        if chunk is not None:
+            _check_power_of_two(chunk, f"reduction_loops[{index}]")
+        size = padded if chunk is None or chunk >= padded else chunk
+        return self._new(kind="reduction", extent=extent, fixed_size=size, config_index=index)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _check_power_of_two(size: int, what: str) -> None:
+    if not isinstance(size, int) or size < 1 or size & (size - 1):
+        raise InvalidConfig(f"{what} must be a power of two, got {size!r}")

@@ -1,0 +1,110 @@
+"""Building typed IR: fresh names, operands, broadcasting and dtype promotion."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tilecraft.exc import DtypeError, ShapeMismatch, SourceLoc
+from tilecraft.ir.nodes import Node, Op, Value
+from tilecraft.ir.types import Block, Dim, TileType, broadcast_dims
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+Operand = Value | int | float | bool
+
+
+def category(x: Operand | torch.dtype) -> int:
+    """0 for bool, 1 for integers, 2 for floating point."""
+    dtype = x.type.dtype if isinstance(x, Value) else x
+    if isinstance(dtype, torch.dtype):
+        return 0 if dtype == torch.bool else (2 if dtype.is_floating_point else 1)
+    return 0 if isinstance(dtype, bool) else (1 if isinstance(dtype, int) else 2)
+
+
+def promote(*operands: Operand) -> torch.dtype:
+    """The result dtype of an elementwise op, by PyTorch's rules (scalars are weak)."""
+    dtypes = [o.type.dtype for o in operands if isinstance(o, Value)]
+    result = dtypes[0]
+    for d in dtypes[1:]:
+        result = torch.promote_types(result, d)
+    for o in operands:
+        if not isinstance(o, Value) and category(o) > category(result):
+            result = torch.float32 if category(o) == 2 else torch.int64
+    return result
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Low-precision floats are computed in float32, as PyTorch's kernels do."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+@dataclass
+class Builder:
+    """Appends Ops to the current body; the device compiler pushes a body per loop."""
+
+    loc: SourceLoc
+    blocks: dict[int, Block]
+    bodies: list[list[Node]] = field(default_factory=lambda: [[]])
+    used_names: set[str] = field(default_factory=set)
+    _counter: Any = field(default_factory=itertools.count)
+
+    def fresh(self, hint: str = "v") -> str:
+        hint = hint if hint.isidentifier() else "v"
+        name = hint
+        while name in self.used_names or name == "v":
+            name = f"{hint}_{next(self._counter)}"
+        self.used_names.add(name)
+        return name
+
+    def add(self, node: Node) -> None:
+        self.bodies[-1].append(node)
+
+    def op(self, name: str, args: tuple, dtype: torch.dtype, dims: tuple[Dim, ...],
+           hint: str = "v", **attrs: Any) -> Value:
+        out = Value(TileType(dtype, dims), self.fresh(hint))
+        self.add(Op(name, args, out, self.loc, attrs))
+        return out
+
+    def effect(self, name: str, args: tuple, **attrs: Any) -> None:
+        self.add(Op(name, args, None, self.loc, attrs))
+
+    def broadcast(self, *operands: Operand) -> tuple[Dim, ...]:
+        dims: tuple[Dim, ...] = ()
+        for o in operands:
+            if isinstance(o, Value):
+                joined = broadcast_dims(dims, o.type.dims)
+                if joined is None:
+                    raise ShapeMismatch(
+                        f"tiles of shapes {self.describe(dims)} and "
+                        f"{self.describe(o.type.dims)} do not broadcast", self.loc)
+                dims = joined
+        return dims
+
+    def describe(self, dims: tuple[Dim, ...]) -> str:
+        return "[" + ", ".join(self._describe_dim(d) for d in dims) + "]"
+
+    def _describe_dim(self, d: Dim) -> str:
+        if d is None:
+            return "1"
+        b = self.blocks[d]
+        return f"{b.kind} block over {b.begin}:{b.end}" if b.kind != "reduction" else str(b.extent)
+
+    def elementwise(self, name: str, *operands: Operand, dtype: torch.dtype | None = None,
+                    hint: str = "v", **attrs: Any) -> Value:
+        """An elementwise op; `dtype` overrides the promoted result dtype (comparisons)."""
+        if not any(isinstance(o, Value) for o in operands):
+            raise DtypeError(f"{name} needs at least one tile operand", self.loc)
+        promoted = promote(*operands)
+        dims = self.broadcast(*operands)
+        attrs.setdefault("compute", compute_dtype(promoted))
+        return self.op(name, operands, dtype or promoted, dims, hint, **attrs)
+
+    def cast(self, x: Operand, dtype: torch.dtype) -> Operand:
+        if not isinstance(x, Value):
+            return x
+        if x.type.dtype == dtype:
+            return x
+        return self.op("cast", (x,), dtype, x.type.dims, compute=dtype)

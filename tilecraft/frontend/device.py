@@ -1,0 +1,464 @@
+"""Compiling one top-level device loop (Python AST) into a typed DeviceKernel."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tilecraft import language as lang
+from tilecraft.exc import (
+    LoweringError,
+    NotInKernel,
+    ShapeMismatch,
+    TilecraftError,
+    UnsupportedOperation,
+    UnsupportedSyntax,
+)
+from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.memory import MemoryLowering
+from tilecraft.frontend.ops import OPS, lookup, view
+from tilecraft.frontend.source import KernelSource
+from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
+
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+          ast.FloorDiv: "floordiv", ast.Mod: "remainder", ast.Pow: "pow",
+          ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
+          ast.MatMult: "matmul"}
+PYOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+         ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+         ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+         ast.BitXor: operator.xor, ast.Lt: operator.lt, ast.LtE: operator.le,
+         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq",
+          ast.NotEq: "ne"}
+TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
+
+
+@dataclass(frozen=True)
+class TileRef:
+    """A `tc.tile` loop variable: one block of indices."""
+
+    block: int
+
+
+@dataclass(frozen=True)
+class HostTensor:
+    """A host tensor used on the device: its kernel parameter and its meta tensor."""
+
+    param: Param
+    meta: torch.Tensor
+
+
+class DeviceCompiler:
+    """Walks a device loop's statements, building IR with a Builder."""
+
+    def __init__(self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable,
+                 name: str) -> None:
+        self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
+        self.b = Builder(src.loc(src.tree), table.blocks)
+        self.env: dict[str, Any] = {}
+        self.params: list[Param] = []
+        self.mem = MemoryLowering(self.b, table)
+
+    # -- entry -------------------------------------------------------------------
+    def compile(self, loop: ast.For) -> DeviceKernel:
+        self.b.loc = self.src.loc(loop)
+        try:
+            blocks = self._loop_blocks(loop, inner=False)
+            self._bind_target(loop.target, blocks)
+        except TilecraftError as e:
+            raise e.at(self.b.loc) from None
+        self._body(loop.body)
+        grid = [blk for blk, _ in blocks]
+        return DeviceKernel(self.name, grid, self.b.bodies[0], self.params, self.table.blocks,
+                            self.src.loc(loop))
+
+    def _body(self, stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            self.b.loc = self.src.loc(stmt)
+            try:
+                self.stmt(stmt)
+            except TilecraftError as e:
+                raise e.at(self.b.loc) from None
+            except Exception as e:  # an internal failure: report it at the user's line
+                raise LoweringError(f"{type(e).__name__}: {e}", self.b.loc) from e
+
+    # -- statements ---------------------------------------------------------------
+    def stmt(self, node: ast.stmt) -> None:
+        handler = getattr(self, f"stmt_{type(node).__name__}", None)
+        if handler is None:
+            raise UnsupportedSyntax(f"`{type(node).__name__}` statements are not supported "
+                                    "inside a device loop")
+        handler(node)
+
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assign(node.target, self.expr(node.value))
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        load = ast.copy_location(type(node.target)(**{**vars(node.target), "ctx": ast.Load()}),
+                                 node.target)
+        value = self.binop(BINOPS[type(node.op)], self.expr(load), self.expr(node.value),
+                           type(node.op))
+        self.assign(node.target, value)
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Call) and self._callee(node.value) is builtins.print:
+            return  # print runs in interpret mode only
+        self.expr(node.value)
+
+    def stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_Assert(self, node: ast.Assert) -> None:
+        test = self.expr(node.test)
+        if not isinstance(test, Value) and not test:
+            raise ShapeMismatch("assertion failed inside the kernel")
+
+    def stmt_If(self, node: ast.If) -> None:
+        test = self.expr(node.test)
+        if isinstance(test, Value):
+            raise UnsupportedSyntax("`if` on a tile value: use torch.where(cond, a, b)")
+        self._body(node.body if test else node.orelse)
+
+    def stmt_For(self, node: ast.For) -> None:
+        if self._callee(node.iter) not in (lang.tile, lang.grid):
+            raise UnsupportedSyntax("device loops must iterate over tc.tile(...) or tc.grid(...)")
+        blocks = self._loop_blocks(node, inner=True)
+        carried = self._carried(node)
+        saved = dict(self.env)
+        self.b.bodies.append([])
+        self._bind_target(node.target, blocks)
+        self._body(node.body)
+        for c in carried:
+            c.final = self._carried_final(c)
+        body = self.b.bodies.pop()
+        self.b.add(Loop([blk for blk, _ in blocks], body, carried, self.src.loc(node)))
+        self.env = saved
+        for c in carried:
+            c.out = Value(c.param.type, c.param.name)
+            self.env[c.name] = c.out
+
+    def _carried(self, node: ast.For) -> list[Carried]:
+        assigned = {n.id for s in node.body for n in ast.walk(s)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        carried = []
+        for name in sorted(assigned):
+            init = self.env.get(name)
+            if isinstance(init, Value):
+                param = Value(init.type, self.b.fresh(name))
+                carried.append(Carried(name, init, param))
+                self.env[name] = param
+        return carried
+
+    def _carried_final(self, c: Carried) -> Value:
+        final = self.env.get(c.name)
+        if not isinstance(final, Value):
+            raise UnsupportedSyntax(f"`{c.name}` must stay a tile across loop iterations")
+        if final.type.dims != c.param.type.dims:
+            raise ShapeMismatch(
+                f"`{c.name}` changes shape inside the loop: {self.b.describe(c.param.type.dims)}"
+                f" before, {self.b.describe(final.type.dims)} after")
+        return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
+
+    # -- loops and targets --------------------------------------------------------
+    def _loop_blocks(self, node: ast.For, inner: bool) -> list[tuple[int, bool]]:
+        call = node.iter
+        assert isinstance(call, ast.Call)
+        fn = self._callee(call)
+        args = [self.expr(a) for a in call.args]
+        kwargs = {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
+        begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
+        begins, ends = _ranges(begin, end)
+        block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
+        sizes = block_size if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
+        multi = isinstance(begin, (list, tuple, torch.Size))
+        out = []
+        for lo, hi, size in zip(begins, ends, sizes, strict=True):
+            if fn is lang.grid:
+                blk = self.table.grid(lo, hi)
+            else:
+                blk = self.table.tile(lo, hi, inner, size)
+            out.append((blk.id, fn is lang.grid))
+        return out if multi else out[:1]
+
+    def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
+        refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
+        if isinstance(target, ast.Name):
+            self.env[target.id] = refs[0] if len(refs) == 1 else tuple(refs)
+        elif isinstance(target, ast.Tuple) and len(target.elts) == len(refs):
+            for elt, ref in zip(target.elts, refs, strict=True):
+                if not isinstance(elt, ast.Name):
+                    raise UnsupportedSyntax("loop targets must be plain names")
+                self.env[elt.id] = ref
+        else:
+            raise UnsupportedSyntax("the loop target does not match the number of tiled dims")
+
+    def _grid_index(self, block: int) -> Value:
+        return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+
+    def assign(self, target: ast.expr, value: Any) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, Value) and not self._is_named(value):
+                value.name = self.b.fresh(target.id)
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = list(value) if isinstance(value, (tuple, list)) else None
+            if values is None or len(values) != len(target.elts):
+                raise UnsupportedSyntax("cannot unpack this value into that many names")
+            for elt, v in zip(target.elts, values, strict=True):
+                self.assign(elt, v)
+        elif isinstance(target, ast.Subscript):
+            tensor = self.expr(target.value)
+            if not isinstance(tensor, HostTensor):
+                raise UnsupportedSyntax("only tensors from the host can be stored to")
+            self.mem.store(tensor.param, tensor.meta, self._subscript(target.slice), value)
+        else:
+            raise UnsupportedSyntax(f"cannot assign to `{ast.unparse(target)}`")
+
+    def _is_named(self, value: Value) -> bool:
+        return any(v is value for v in self.env.values())
+
+    # -- expressions --------------------------------------------------------------
+    def expr(self, node: ast.expr) -> Any:
+        handler = getattr(self, f"expr_{type(node).__name__}", None)
+        if handler is None:
+            raise UnsupportedSyntax(f"`{ast.unparse(node)}` is not supported in a device loop")
+        return handler(node)
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        if node.id in self.env:
+            return self.env[node.id]
+        if node.id in self.host_locals:
+            self.env[node.id] = self._from_host(node.id, self.host_locals[node.id])
+            return self.env[node.id]
+        if node.id in self.src.namespace:
+            return self.src.namespace[node.id]
+        if hasattr(builtins, node.id):
+            return getattr(builtins, node.id)
+        raise UnsupportedSyntax(f"name `{node.id}` is not defined")
+
+    def _from_host(self, name: str, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            param = Param(self._param_name(name), name, value.dtype, tuple(value.shape))
+            self.params.append(param)
+            return HostTensor(param, value)
+        if isinstance(value, float):
+            param = Param(self._param_name(name), name, torch.float32)
+            self.params.append(param)
+            return Value(torch_scalar_type(), param.name)
+        return value
+
+    def _param_name(self, name: str) -> str:
+        return self.b.fresh(re.sub(r"\W", "_", name))
+
+    def expr_Tuple(self, node: ast.Tuple) -> tuple:
+        return tuple(self.expr(e) for e in node.elts)
+
+    def expr_List(self, node: ast.List) -> list:
+        return [self.expr(e) for e in node.elts]
+
+    def expr_Slice(self, node: ast.Slice) -> slice:
+        parts = [None if p is None else self.expr(p) for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        obj = self.expr(node.value)
+        if isinstance(obj, TileRef):
+            return self.mem.tile_attr(obj.block, node.attr)
+        if isinstance(obj, HostTensor):
+            if node.attr not in TENSOR_QUERIES:
+                raise UnsupportedOperation(f"tensor.{node.attr} on a host tensor in a device loop")
+            return getattr(obj.meta, node.attr)
+        if isinstance(obj, Value):
+            if node.attr == "dtype":
+                return obj.type.dtype
+            if node.attr == "T" and obj.type.rank == 2:
+                return self.b.op("trans", (obj,), obj.type.dtype, obj.type.dims[::-1])
+            return _BoundMethod(obj, node.attr)
+        return getattr(obj, node.attr)
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        obj = self.expr(node.value)
+        if isinstance(obj, HostTensor):
+            return self.mem.load(obj.param, obj.meta, self._subscript(node.slice), None)
+        key = self.expr(node.slice)
+        if isinstance(obj, Value):
+            return view(self.b, obj, _view_items(key, obj.type.rank))
+        return obj[key]
+
+    def _subscript(self, node: ast.expr) -> list[Any]:
+        items = node.elts if isinstance(node, ast.Tuple) else [node]
+        out: list[Any] = []
+        for item in items:
+            value = self.expr(item)
+            out += list(value) if isinstance(value, tuple) else [value]
+        return out
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binop(BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right),
+                          type(node.op))
+
+    def binop(self, name: str, left: Any, right: Any, pyop: type) -> Any:
+        if not isinstance(left, Value) and not isinstance(right, Value):
+            return PYOPS[pyop](left, right)
+        if name == "matmul":
+            return self.call_op("matmul", [left, right], {})
+        if not isinstance(left, Value) and name in ("sub", "div", "floordiv", "remainder", "pow"):
+            return self._reversed(name, left, right)
+        return OPS[name](self.b, left, right)
+
+    def _reversed(self, name: str, left: Any, right: Value) -> Value:
+        if name == "sub":
+            return OPS["add"](self.b, OPS["neg"](self.b, right), left)
+        return self.b.elementwise({"div": "truediv", "remainder": "mod"}.get(name, name),
+                                  left, right, rev=True)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        x = self.expr(node.operand)
+        if not isinstance(x, Value):
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                    ast.Invert: operator.invert}[type(node.op)](x)
+        if isinstance(node.op, ast.USub):
+            return OPS["neg"](self.b, x)
+        if isinstance(node.op, (ast.Not, ast.Invert)):
+            return self.b.elementwise("not", x)
+        return x
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) != 1:
+            raise UnsupportedSyntax("chained comparisons: combine them with &")
+        left, right = self.expr(node.left), self.expr(node.comparators[0])
+        if not isinstance(left, Value) and not isinstance(right, Value):
+            if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+                return _py_compare(node.ops[0], left, right)
+            return PYOPS[type(node.ops[0])](left, right)
+        return OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        values = [self.expr(v) for v in node.values]
+        if not any(isinstance(v, Value) for v in values):
+            result = values[0]
+            for v in values[1:]:
+                result = (result and v) if isinstance(node.op, ast.And) else (result or v)
+            return result
+        name = "bitwise_and" if isinstance(node.op, ast.And) else "bitwise_or"
+        result = values[0]
+        for v in values[1:]:
+            result = OPS[name](self.b, result, v)
+        return result
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        test = self.expr(node.test)
+        if isinstance(test, Value):
+            return OPS["where"](self.b, test, self.expr(node.body), self.expr(node.orelse))
+        return self.expr(node.body if test else node.orelse)
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        fn = self.expr(node.func)
+        args = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                args += list(self.expr(a.value))
+            else:
+                args.append(self.expr(a))
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords if k.arg}
+        if isinstance(fn, _BoundMethod):
+            return self.call_op(fn.name, [fn.obj, *args], kwargs)
+        return self.call(fn, args, kwargs)
+
+    def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        special = self.mem.language_call(fn, args, kwargs)
+        if special is not NotImplemented:
+            return special
+        if fn in (lang.tile, lang.grid):
+            raise UnsupportedSyntax("tc.tile/tc.grid can only be iterated by a for loop")
+        handler = lookup(fn)
+        if handler is not None:
+            name = next(k for k, v in OPS.items() if v is handler)
+            return self.call_op(name, args, kwargs)
+        if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
+            raise UnsupportedOperation(f"`{getattr(fn, '__name__', fn)}` is not supported on "
+                                       "tiles")
+        if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
+            raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
+        return fn(*args, **kwargs)
+
+    def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if name in ("matmul", "mm", "bmm", "addmm", "baddbmm"):
+            return self.mem.matmul(name, args, kwargs)
+        if name not in OPS:
+            raise UnsupportedOperation(f"`{name}` is not supported on tiles")
+        return OPS[name](self.b, *args, **kwargs)
+
+    def _callee(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Call):
+            node = node.func
+        try:
+            return self.expr(node) if not isinstance(node, ast.Call) else None
+        except TilecraftError:
+            return None
+
+
+@dataclass(frozen=True)
+class _BoundMethod:
+    obj: Value
+    name: str
+
+
+def torch_scalar_type() -> Any:
+    from tilecraft.ir.types import TileType
+
+    return TileType(torch.float32, ())
+
+
+def _ranges(begin: Any, end: Any) -> tuple[list[int], list[int]]:
+    if end is None:
+        sizes = list(begin) if isinstance(begin, (list, tuple, torch.Size)) else [begin]
+        return [0] * len(sizes), [int(s) for s in sizes]
+    begins = list(begin) if isinstance(begin, (list, tuple)) else [begin]
+    ends = list(end) if isinstance(end, (list, tuple)) else [end]
+    if any(isinstance(v, Value) for v in begins + ends):
+        raise UnsupportedSyntax("tile bounds must be host values (sizes), not tile values")
+    return [int(b) for b in begins], [int(e) for e in ends]
+
+
+def _view_items(key: Any, rank: int) -> tuple[str, ...]:
+    items = key if isinstance(key, tuple) else (key,)
+    out = []
+    for item in items:
+        if item is None:
+            out.append("None")
+        elif item == slice(None):
+            out.append(":")
+        else:
+            raise UnsupportedSyntax("tiles can only be indexed with `:` and `None`")
+    kept = out.count(":")
+    if kept > rank:
+        raise ShapeMismatch(f"too many indices for a tile of rank {rank}")
+    return tuple(out + [":"] * (rank - kept))
+
+
+def _py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
+    if isinstance(op, ast.Is):
+        return left is right
+    if isinstance(op, ast.IsNot):
+        return left is not right
+    if isinstance(op, ast.In):
+        return left in right
+    return left not in right

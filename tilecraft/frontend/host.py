@@ -1,0 +1,103 @@
+"""Splitting a kernel into host code and device loops, and rewriting the host code.
+
+The host code (everything outside the top-level `tc.tile`/`tc.grid` loops) stays Python:
+tilecraft runs it as written, with each device loop replaced by either a capture of
+the local variables (to learn shapes at bind time, on meta tensors), a kernel launch
+(the generated launcher), or left in place with tile subscripts made eager (interpret
+mode).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from tilecraft import language as lang
+from tilecraft.exc import NotInKernel, UnsupportedSyntax
+from tilecraft.frontend.source import KernelSource
+
+LOOP_FUNCS = (lang.tile, lang.grid)
+HOST_FUNCS = (lang.register_block_size, lang.register_tunable, lang.specialize)
+
+
+def device_loops(src: KernelSource) -> list[ast.For]:
+    """The top-level device loops of the kernel, checking that host code uses no tile op."""
+    loops = [s for s in src.tree.body if _is_device_loop(src, s)]
+    for stmt in src.tree.body:
+        if stmt not in loops:
+            _check_host_stmt(src, stmt)
+    if not loops:
+        raise UnsupportedSyntax("a kernel needs at least one `for ... in tc.tile(...)` loop",
+                                src.loc(src.tree))
+    return loops
+
+
+def _is_device_loop(src: KernelSource, stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.For) or not isinstance(stmt.iter, ast.Call):
+        return False
+    return src.resolve(stmt.iter.func) in LOOP_FUNCS
+
+
+def _check_host_stmt(src: KernelSource, stmt: ast.stmt) -> None:
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call):
+            obj = src.resolve(node.func)
+            if callable(obj) and getattr(obj, "__module__", "").startswith("tilecraft.language"):
+                if obj not in HOST_FUNCS:
+                    name = getattr(obj, "__name__", "op")
+                    raise NotInKernel(
+                        f"tc.{name}() is a device op: use it inside a `tc.tile` loop",
+                        src.loc(node),
+                    )
+
+
+class _HostCalls(ast.NodeTransformer):
+    """Routes `register_block_size`/`register_tunable` to the values a config picks."""
+
+    def __init__(self, src: KernelSource) -> None:
+        self.src = src
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        obj = self.src.resolve(node.func)
+        if obj is lang.register_block_size:
+            node.func = ast.Name("_tc_block_size", ast.Load())
+        elif obj is lang.register_tunable:
+            node.func = ast.Name("_tc_tunable", ast.Load())
+        return node
+
+
+def rewrite_host(src: KernelSource, make: Callable[[int, ast.For], ast.stmt]) -> ast.Module:
+    """A copy of the kernel whose device loops are replaced by `make(index, loop)`."""
+    func = copy.deepcopy(src.tree)
+    body: list[ast.stmt] = []
+    loops = 0
+    for stmt in func.body:
+        if _is_device_loop(src, stmt):
+            assert isinstance(stmt, ast.For)
+            body.append(ast.copy_location(make(loops, stmt), stmt))
+            loops += 1
+        else:
+            body.append(_HostCalls(src).visit(stmt))
+    func.body = body
+    module = ast.Module(body=[func], type_ignores=[])
+    return ast.fix_missing_locations(module)
+
+
+def capture_stmt(index: int, loop: ast.For) -> ast.stmt:
+    """`_tc_capture(index, locals())`: records the host locals where a loop starts."""
+    call = ast.Call(
+        ast.Name("_tc_capture", ast.Load()),
+        [ast.Constant(index), ast.Call(ast.Name("locals", ast.Load()), [], [])],
+        [],
+    )
+    return ast.Expr(call)
+
+
+def compile_function(module: ast.Module, src: KernelSource, extra: dict[str, Any]) -> Any:
+    """Compile a rewritten kernel module into a function (errors keep the user's lines)."""
+    namespace = {**src.namespace, **extra}
+    exec(compile(module, src.filename, "exec"), namespace)
+    return namespace[src.tree.name]

@@ -1,0 +1,300 @@
+"""Tile lowerings of PyTorch operations: a table of handlers keyed by op name.
+
+Each handler takes the Builder and the call's arguments (tile Values or Python
+constants) and returns what the call evaluates to, usually a new Value. Composite
+ops (softmax, var, gelu, ...) are expanded here into primitive ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.ir.nodes import Value
+
+Handler = Callable[..., Any]
+OPS: dict[str, Handler] = {}
+
+
+def op(*names: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        for name in names:
+            OPS[name] = fn
+        return fn
+
+    return register
+
+
+def _unary(name: str) -> Handler:
+    def handler(b: Builder, x: Value) -> Value:
+        promoted = x.type.dtype if x.type.dtype.is_floating_point else torch.float32
+        return b.op(name, (x,), promoted, x.type.dims, compute=compute_dtype(promoted))
+
+    return handler
+
+
+for _name in ("exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "erf", "exp2", "log2",
+              "sin", "cos", "floor", "ceil"):
+    OPS[_name] = _unary(_name)
+
+
+@op("neg")
+def _neg(b: Builder, x: Value) -> Value:
+    return b.elementwise("neg", x)
+
+
+@op("abs")
+def _abs(b: Builder, x: Value) -> Value:
+    return b.elementwise("abs", x)
+
+
+@op("relu")
+def _relu(b: Builder, x: Value) -> Value:
+    return b.elementwise("maximum", x, 0)
+
+
+@op("silu")
+def _silu(b: Builder, x: Value) -> Value:
+    xf = b.cast(x, torch.float32)
+    return b.cast(b.elementwise("mul", xf, OPS["sigmoid"](b, xf)), x.type.dtype)  # type: ignore[return-value]
+
+
+@op("gelu")
+def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
+    xf = b.cast(x, torch.float32)
+    if approximate == "tanh":
+        cube = b.elementwise("mul", b.elementwise("mul", xf, xf), xf)
+        inner = b.elementwise("add", xf, b.elementwise("mul", cube, 0.044715))
+        t = OPS["tanh"](b, b.elementwise("mul", inner, math.sqrt(2.0 / math.pi)))
+    elif approximate == "none":
+        t = OPS["erf"](b, b.elementwise("mul", xf, 1.0 / math.sqrt(2.0)))
+    else:
+        raise UnsupportedOperation(f"gelu(approximate={approximate!r})", b.loc)
+    half = b.elementwise("mul", xf, 0.5)
+    return b.cast(b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x.type.dtype)  # type: ignore[return-value]
+
+
+BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum",
+          "minimum": "minimum", "floordiv": "floordiv", "remainder": "mod",
+          "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}
+for _torch_name, _ir_name in BINARY.items():
+    OPS[_torch_name] = lambda b, x, y, _n=_ir_name: b.elementwise(_n, x, y)
+for _cmp in ("lt", "le", "gt", "ge", "eq", "ne"):
+    OPS[_cmp] = lambda b, x, y, _n=_cmp: b.elementwise(_n, x, y, dtype=torch.bool)
+
+
+@op("div", "true_divide")
+def _div(b: Builder, x: Operand, y: Operand) -> Value:
+    out = b.elementwise("truediv", x, y)
+    if not out.type.dtype.is_floating_point:
+        out.type = out.type.with_dtype(torch.float32)
+        b.bodies[-1][-1].attrs["compute"] = torch.float32
+    return out
+
+
+@op("pow")
+def _pow(b: Builder, x: Value, y: Operand) -> Value:
+    if isinstance(y, int | float) and float(y).is_integer() and 1 <= y <= 4:
+        result = x
+        for _ in range(int(y) - 1):
+            result = b.elementwise("mul", result, x)
+        return result
+    if y == 0.5:
+        return OPS["sqrt"](b, x)
+    if y == -0.5:
+        return OPS["rsqrt"](b, x)
+    return b.elementwise("pow", x, y, dtype=promote(x, y, 1.0))
+
+
+@op("where")
+def _where(b: Builder, cond: Value, x: Operand, y: Operand) -> Value:
+    if not isinstance(cond, Value) or cond.type.dtype != torch.bool:
+        raise DtypeError("torch.where needs a boolean tile as its condition", b.loc)
+    dtype = promote(x, y) if isinstance(x, Value) or isinstance(y, Value) else torch.float32
+    dims = b.broadcast(cond, x, y)
+    return b.op("where", (cond, x, y), dtype, dims, compute=compute_dtype(dtype))
+
+
+@op("clamp", "clip")
+def _clamp(b: Builder, x: Value, min: Operand | None = None, max: Operand | None = None) -> Value:
+    out = x
+    if min is not None:
+        out = b.elementwise("maximum", out, min)
+    if max is not None:
+        out = b.elementwise("minimum", out, max)
+    return out
+
+
+@op("to", "type")
+def _to(b: Builder, x: Value, dtype: torch.dtype | None = None, *_: Any, **kw: Any) -> Value:
+    dtype = kw.get("dtype", dtype)
+    if not isinstance(dtype, torch.dtype):
+        raise DtypeError(f".to() needs a torch dtype, got {dtype!r}", b.loc)
+    return b.cast(x, dtype)  # type: ignore[return-value]
+
+
+for _meth, _dt in (("float", torch.float32), ("half", torch.float16),
+                   ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
+                   ("bool", torch.bool), ("double", torch.float64)):
+    OPS[_meth] = lambda b, x, _d=_dt: b.cast(x, _d)
+
+
+def _axis(b: Builder, x: Value, dim: int | None) -> int:
+    rank = x.type.rank
+    if dim is None:
+        if rank != 1:
+            raise UnsupportedOperation("reduce over all dims of a multi-dim tile: give dim=",
+                                       b.loc)
+        return 0
+    if not -rank <= dim < rank:
+        raise ShapeMismatch(f"dim={dim} is out of range for a tile of rank {rank}", b.loc)
+    return dim % rank
+
+
+def reduce(b: Builder, kind: str, x: Value, dim: int | None, keepdim: bool) -> Value:
+    """A reduction along one dim (`kind` in sum, max, min, argmax, argmin)."""
+    axis = _axis(b, x, dim)
+    dims = list(x.type.dims)
+    block = dims[axis]
+    dims[axis] = None
+    if not keepdim:
+        del dims[axis]
+    dtype = x.type.dtype
+    if kind in ("argmax", "argmin") or (kind == "sum" and not dtype.is_floating_point):
+        dtype = torch.int64
+    return b.op("reduce", (x,), dtype, tuple(dims), hint=kind, kind=kind, axis=axis,
+                block=block, compute=compute_dtype(x.type.dtype))
+
+
+def _reducer(kind: str) -> Handler:
+    def handler(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False,
+                **kw: Any) -> Any:
+        if isinstance(dim, (list, tuple)):
+            dim = dim[0] if len(dim) == 1 else None
+        if kw.get("dtype") is not None:
+            x = b.cast(x, kw["dtype"])  # type: ignore[assignment]
+        return reduce(b, kind, x, dim, keepdim)
+
+    return handler
+
+
+OPS["sum"] = _reducer("sum")
+OPS["amax"] = _reducer("max")
+OPS["amin"] = _reducer("min")
+OPS["argmax"] = _reducer("argmax")
+OPS["argmin"] = _reducer("argmin")
+
+
+def _max_or_min(kind: str) -> Handler:
+    def handler(b: Builder, x: Value, other: Any = None, keepdim: bool = False,
+                dim: int | None = None) -> Any:
+        if isinstance(other, Value):
+            return b.elementwise("maximum" if kind == "max" else "minimum", x, other)
+        dim = other if other is not None else dim
+        values = reduce(b, kind, x, dim, keepdim)
+        if dim is None:
+            return values
+        return (values, reduce(b, "arg" + kind, x, dim, keepdim))
+
+    return handler
+
+
+OPS["max"] = _max_or_min("max")
+OPS["min"] = _max_or_min("min")
+
+
+def _extent(b: Builder, x: Value, axis: int) -> int:
+    block = x.type.dims[axis]
+    if block is None:
+        return 1
+    info = b.blocks[block]
+    if info.kind == "tile":
+        raise UnsupportedOperation("mean/var over a tile's dim: use sum() and divide", b.loc)
+    return info.extent
+
+
+@op("mean")
+def _mean(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False, **kw: Any) -> Value:
+    if isinstance(dim, (list, tuple)):
+        dim = dim[0]
+    x = b.cast(x, kw.get("dtype") or x.type.dtype)  # type: ignore[assignment]
+    total = reduce(b, "sum", b.cast(x, compute_dtype(x.type.dtype)), dim, keepdim)  # type: ignore[arg-type]
+    mean = b.elementwise("truediv", total, float(_extent(b, x, _axis(b, x, dim))))
+    return b.cast(mean, x.type.dtype)  # type: ignore[return-value]
+
+
+@op("var")
+def _var(b: Builder, x: Value, dim: int | None = None, unbiased: bool | None = None,
+         keepdim: bool = False, correction: int | None = None) -> Value:
+    if isinstance(dim, (list, tuple)):
+        dim = dim[0]
+    corr = correction if correction is not None else (0 if unbiased is False else 1)
+    xf = b.cast(x, compute_dtype(x.type.dtype))
+    mean = _mean(b, xf, dim, keepdim=True)  # type: ignore[arg-type]
+    diff = b.elementwise("sub", xf, mean)
+    total = reduce(b, "sum", b.elementwise("mul", diff, diff), dim, keepdim)
+    n = _extent(b, x, _axis(b, x, dim))
+    return b.cast(b.elementwise("truediv", total, float(max(n - corr, 0))), x.type.dtype)  # type: ignore[return-value]
+
+
+def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) -> tuple:
+    xf = b.cast(x, compute_dtype(dtype or x.type.dtype))
+    shifted = b.elementwise("sub", xf, reduce(b, "max", xf, dim, True))  # type: ignore[arg-type]
+    exp = OPS["exp"](b, shifted)
+    return shifted, exp, reduce(b, "sum", exp, dim, True)
+
+
+@op("softmax")
+def _softmax(b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None,
+             **_: Any) -> Value:
+    _, exp, total = _softmax_parts(b, x, dim, dtype)
+    return b.cast(b.elementwise("truediv", exp, total), dtype or x.type.dtype)  # type: ignore[return-value]
+
+
+@op("log_softmax")
+def _log_softmax(b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None,
+                 **_: Any) -> Value:
+    shifted, _, total = _softmax_parts(b, x, dim, dtype)
+    out = b.elementwise("sub", shifted, OPS["log"](b, total))
+    return b.cast(out, dtype or x.type.dtype)  # type: ignore[return-value]
+
+
+def view(b: Builder, x: Value, index: tuple[str, ...]) -> Value:
+    """`x[:, None]`-style views: each item is ":" (keep a dim) or "None" (a new one)."""
+    kept = iter(x.type.dims)
+    dims = tuple(None if i == "None" else next(kept) for i in index)
+    return b.op("view", (x,), x.type.dtype, dims, index=index)
+
+
+@op("unsqueeze")
+def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
+    index = [":"] * x.type.rank
+    index.insert(dim % (x.type.rank + 1), "None")
+    return view(b, x, tuple(index))
+
+
+def _torch_names() -> dict[int, str]:
+    pairs: dict[int, str] = {}
+    for name in [*OPS, "abs", "neg", "negative"]:
+        for module in (torch, torch.Tensor, torch.special, F):
+            fn = getattr(module, name, None)
+            if fn is not None and name not in ("type", "float", "int", "bool"):
+                pairs.setdefault(id(fn), "neg" if name == "negative" else name)
+    pairs[id(torch.special.expit)] = "sigmoid"
+    pairs[id(torch.nn.functional.softmax)] = "softmax"
+    return pairs
+
+
+TORCH_FUNCTIONS = _torch_names()
+
+
+def lookup(fn: object) -> Handler | None:
+    """The handler for a PyTorch function object, or None."""
+    name = TORCH_FUNCTIONS.get(id(fn))
+    return OPS.get(name) if name else None

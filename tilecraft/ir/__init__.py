@@ -1,0 +1,1 @@
+"""The tile IR: typed values over symbolic block dimensions."""

@@ -1,0 +1,48 @@
+"""A readable text form of the tile IR, for debugging and tests."""
+
+from __future__ import annotations
+
+from tilecraft.ir.nodes import Access, DeviceKernel, Loop, Node, Value
+
+
+def _arg(a: object) -> str:
+    if isinstance(a, Value):
+        return f"%{a.name}"
+    if isinstance(a, Access):
+        subs = ", ".join(_index(i) for i in a.indices)
+        return f"{a.param.name}[{subs}]"
+    return repr(a)
+
+
+def _index(i: object) -> str:
+    kind = getattr(i, "kind", "")
+    if kind == "block":
+        return f"b{i.block}"  # type: ignore[attr-defined]
+    if kind == "newaxis":
+        return "None"
+    return _arg(i.value)  # type: ignore[attr-defined]
+
+
+def _lines(body: list[Node], depth: int) -> list[str]:
+    pad = "  " * depth
+    out: list[str] = []
+    for node in body:
+        if isinstance(node, Loop):
+            carried = ", ".join(c.name for c in node.carried)
+            blocks = ", ".join(f"b{b}" for b in node.blocks)
+            out.append(f"{pad}loop {blocks} carry({carried}):")
+            out += _lines(node.body, depth + 1)
+            continue
+        args = ", ".join(_arg(a) for a in node.args)
+        attrs = "".join(f", {k}={_arg(v)}" for k, v in node.attrs.items())
+        lhs = f"{node.out!r} = " if node.out else ""
+        out.append(f"{pad}{lhs}{node.name}({args}{attrs})")
+    return out
+
+
+def format_kernel(kernel: DeviceKernel) -> str:
+    """The IR of a device kernel as text."""
+    blocks = ", ".join(f"b{b.id}:{b.kind}[{b.begin}:{b.end}]" for b in kernel.blocks.values())
+    params = ", ".join(p.name for p in kernel.params)
+    head = [f"kernel {kernel.name}({params}) grid({kernel.grid_blocks}) blocks({blocks})"]
+    return "\n".join(head + _lines(kernel.body, 1))

@@ -1,0 +1,66 @@
+"""Types of tile values: a dtype and a tuple of symbolic dimensions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# A dimension is a block id (its size is that block's size) or None (size 1).
+Dim = int | None
+
+
+@dataclass(frozen=True)
+class TileType:
+    """The dtype and symbolic shape of a value on the device; `dims == ()` is a scalar."""
+
+    dtype: torch.dtype
+    dims: tuple[Dim, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def with_dtype(self, dtype: torch.dtype) -> TileType:
+        return TileType(dtype, self.dims)
+
+    def with_dims(self, dims: tuple[Dim, ...]) -> TileType:
+        return TileType(self.dtype, dims)
+
+    def __str__(self) -> str:
+        dims = ", ".join("1" if d is None else f"b{d}" for d in self.dims)
+        return f"{str(self.dtype).removeprefix('torch.')}[{dims}]"
+
+
+@dataclass(frozen=True)
+class Block:
+    """A symbolic dimension: a tiled loop range or a full-size (reduction) dimension.
+
+    `kind` is "tile" for `tc.tile` loops (size from `Config.block_sizes`), "grid" for
+    `tc.grid` loops (size 1), "reduction" for whole dimensions taken with `:` (the whole
+    range in one block, or a loop over chunks per `Config.reduction_loops`).
+    """
+
+    id: int
+    kind: str
+    extent: int
+    begin: int = 0
+    fixed_size: int | None = None
+    config_index: int | None = None
+
+    @property
+    def end(self) -> int:
+        return self.begin + self.extent
+
+
+def broadcast_dims(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
+    """Dims of `a` and `b` broadcast right-aligned as PyTorch does; None if they clash."""
+    n = max(len(a), len(b))
+    a = (None,) * (n - len(a)) + a
+    b = (None,) * (n - len(b)) + b
+    out: list[Dim] = []
+    for x, y in zip(a, b, strict=True):
+        if x is not None and y is not None and x != y:
+            return None
+        out.append(x if x is not None else y)
+    return tuple(out)

@@ -1,0 +1,34 @@
+"""The DSL surface: `import tilecraft.language as hl` reads like Helion code."""
+
+from __future__ import annotations
+
+from tilecraft.language.creation import arange, dot, full, zeros
+from tilecraft.language.memory import atomic_add, load, store
+from tilecraft.language.tiles import Tile, grid, tile
+from tilecraft.language.tunables import (
+    Choice,
+    IntRange,
+    PowerOfTwo,
+    register_block_size,
+    register_tunable,
+    specialize,
+)
+
+__all__ = [
+    "Choice",
+    "IntRange",
+    "PowerOfTwo",
+    "Tile",
+    "arange",
+    "atomic_add",
+    "dot",
+    "full",
+    "grid",
+    "load",
+    "register_block_size",
+    "register_tunable",
+    "specialize",
+    "store",
+    "tile",
+    "zeros",
+]

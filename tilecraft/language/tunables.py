@@ -1,0 +1,78 @@
+"""Values chosen per config or per specialization: block sizes, tunables, specialize."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilecraft.language.state import eager_context
+
+
+@dataclass(frozen=True)
+class PowerOfTwo:
+    """A tunable power of two in `[low, high]`."""
+
+    low: int
+    high: int
+    default: int | None = None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A tunable picked from a fixed list of values; the first is the default."""
+
+    values: tuple[object, ...]
+
+    def __init__(self, *values: object) -> None:
+        object.__setattr__(self, "values", tuple(values))
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """A tunable integer in `[low, high]`."""
+
+    low: int
+    high: int
+    default: int | None = None
+
+
+Fragment = PowerOfTwo | Choice | IntRange
+
+
+def fragment_default(fragment: Fragment) -> object:
+    """The value a fragment takes when nothing was tuned."""
+    if isinstance(fragment, Choice):
+        return fragment.values[0]
+    return fragment.default if fragment.default is not None else fragment.low
+
+
+def register_block_size(low: int, high: int | None = None) -> int:
+    """Declare a tuned block size (a power of two), for `tile(..., block_size=b)`.
+
+    Example::
+
+        block_k = tc.register_block_size(k)
+        for tile_k in tc.tile(k, block_size=block_k): ...
+    """
+    ctx = eager_context("register_block_size")
+    return ctx.next_block_size(None)
+
+
+def register_tunable(name: str, fragment: Fragment) -> object:
+    """Declare a named tunable value; the config picks it (`Config(name=value)`).
+
+    Example::
+
+        unroll = tc.register_tunable("unroll", tc.language.Choice(1, 2, 4))
+    """
+    ctx = eager_context("register_tunable")
+    return ctx.tunables.get(name, fragment_default(fragment))
+
+
+def specialize(value: int) -> int:
+    """Compile a separate kernel for each value of this host integer (e.g. a size).
+
+    Example::
+
+        n = tc.specialize(x.size(1))
+    """
+    return value

@@ -1,0 +1,158 @@
+"""`BoundKernel`: a kernel specialized to its arguments' dtypes, shapes and device."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilecraft.codegen.kernel import KernelWriter
+from tilecraft.codegen.module import Launch, module_source
+from tilecraft.exc import HostCodeError, TilecraftError
+from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.device import DeviceCompiler
+from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
+from tilecraft.frontend.source import KernelSource
+from tilecraft.ir.nodes import DeviceKernel
+from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.runtime.config import Config
+from tilecraft.runtime.heuristics import KernelSpec, default_config
+from tilecraft.runtime.settings import Settings
+
+
+@dataclass
+class Analysis:
+    """The device kernels of one config, and the block table they were built with."""
+
+    kernels: list[DeviceKernel]
+    table: BlockTable
+    tunables: dict[str, Fragment]
+    config: Config
+
+
+def meta_like(value: Any) -> Any:
+    """A meta tensor with the same metadata (no data, no device work)."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+    return value
+
+
+class BoundKernel:
+    """One specialization of a Kernel: analyses, generated code and compiled configs."""
+
+    def __init__(self, src: KernelSource, args: tuple, settings: Settings) -> None:
+        self.src, self.settings = src, settings
+        self.loops = device_loops(src)
+        self.meta_args = tuple(meta_like(a) for a in args)
+        self._compiled: dict[Config, Callable[..., Any]] = {}
+        first = self.analyze(Config())
+        self.spec = KernelSpec(first.table.tile_specs, first.table.reduction_extents,
+                               first.tunables)
+        self.default_config = default_config(self.spec)
+
+    # -- analysis ----------------------------------------------------------------------
+    def analyze(self, config: Config) -> Analysis:
+        """Run the host code on meta tensors, then compile each device loop to IR."""
+        table = BlockTable(config.block_sizes, config.reduction_loops)
+        tunables: dict[str, Fragment] = {}
+        captured: dict[int, dict[str, Any]] = {}
+
+        def tunable(name: str, fragment: Fragment) -> Any:
+            tunables[name] = fragment
+            return config.tunables.get(name, fragment_default(fragment))
+
+        extra = {"_tc_capture": lambda i, env: captured.__setitem__(i, dict(env)),
+                 "_tc_block_size": table.register, "_tc_tunable": tunable}
+        fn = compile_function(rewrite_host(self.src, capture_stmt), self.src, extra)
+        self._run_host(fn)
+        kernels = []
+        for i, loop in enumerate(self.loops):
+            name = f"_{self.src.tree.name}_kernel{'' if i == 0 else i}"
+            compiler = DeviceCompiler(self.src, captured.get(i, {}), table, name)
+            kernels.append(compiler.compile(loop))
+        return Analysis(kernels, table, tunables, config)
+
+    def _run_host(self, fn: Callable[..., Any]) -> None:
+        try:
+            fn(*self.meta_args)
+        except TilecraftError:
+            raise
+        except Exception as e:
+            raise HostCodeError(f"host code failed for these arguments: {type(e).__name__}: "
+                                f"{e}", self._user_frame(e)) from None
+
+    def _user_frame(self, e: Exception) -> Any:
+        frames = [f for f in traceback.extract_tb(e.__traceback__)
+                  if f.filename == self.src.filename]
+        if not frames:
+            return None
+        return self.src.loc(ast.Pass(lineno=frames[-1].lineno))
+
+    # -- code generation ---------------------------------------------------------------
+    def resolve(self, config: Config | None) -> Config:
+        """`config` with every missing entry taken from the default config."""
+        return (config or Config()).merged(self.default_config)
+
+    def to_triton_code(self, config: Config | None = None) -> str:
+        """The generated module (Triton kernels and host launcher) for `config`."""
+        config = self.resolve(config)
+        analysis = self.analyze(config)
+        launches = [self._launch(k, config) for k in analysis.kernels]
+        sources = [launch.writer.write() for launch in launches]
+        host = rewrite_host(self.src, lambda i, loop: launches[i].statement())
+        host = _FixHostValues(analysis, config).visit(host)
+        where = f"{self.src.filename}:{self.src.tree.lineno}"
+        return module_source(self.src.tree.name, where, sources, ast.fix_missing_locations(host))
+
+    def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
+        return Launch(kernel, KernelWriter(kernel), config.num_warps or 4,
+                      config.num_stages or 1)
+
+    def compile(self, config: Config | None = None) -> Callable[..., Any]:
+        """The launcher for `config`, compiled once and cached."""
+        config = self.resolve(config)
+        cached = self._compiled.get(config)
+        if cached is None:
+            code = self.to_triton_code(config)
+            if self.settings.print_code:
+                print(code, file=sys.stderr)
+            cached = self._compiled[config] = self._load(code)
+        return cached
+
+    def _load(self, code: str) -> Callable[..., Any]:
+        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+        path = Path(self.settings.cache_dir) / "code" / f"{self.src.tree.name}_{digest}.py"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(code)
+            os.replace(tmp, path)
+        namespace = dict(self.src.namespace)
+        exec(compile(code, str(path), "exec"), namespace)
+        return namespace[self.src.tree.name]
+
+
+class _FixHostValues(ast.NodeTransformer):
+    """Replaces `register_block_size`/`register_tunable` calls by the config's values."""
+
+    def __init__(self, analysis: Analysis, config: Config) -> None:
+        self.blocks = iter(int(b) for b in analysis.table.registered)
+        self.config = config
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name == "_tc_block_size":
+            return ast.copy_location(ast.Constant(next(self.blocks)), node)
+        if name == "_tc_tunable" and isinstance(node.args[0], ast.Constant):
+            key = node.args[0].value
+            return ast.copy_location(ast.Constant(self.config.tunables.get(key)), node)
+        return node

@@ -1,0 +1,61 @@
+"""The default config: correct everywhere and reasonably fast on a GPU, before tuning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilecraft.frontend.blocks import BlockSpec
+from tilecraft.language.tunables import fragment_default
+from tilecraft.runtime.config import Config
+
+ROW_LIMIT = 16384  # rows up to this many elements are reduced in one block by default
+ROW_CHUNK = 4096
+
+
+@dataclass
+class KernelSpec:
+    """What a kernel's config space is made of (learned from a first analysis)."""
+
+    blocks: list[BlockSpec] = field(default_factory=list)
+    reductions: list[int] = field(default_factory=list)
+    tunables: dict[str, Any] = field(default_factory=dict)
+
+
+def _pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(value, high))
+
+
+def default_config(spec: KernelSpec) -> Config:
+    """Heuristic block sizes, reduction strategy and warps for a kernel spec."""
+    reduction_loops: list[int | None] = [
+        None if _pow2(n) <= ROW_LIMIT else ROW_CHUNK for n in spec.reductions
+    ]
+    row = max([min(_pow2(n), ROW_LIMIT) for n in spec.reductions], default=1)
+    grid = [b for b in spec.blocks if not b.inner]
+    inner = [b for b in spec.blocks if b.inner]
+    sizes: list[int | None] = []
+    for b in spec.blocks:
+        sizes.append(_block_size(b, len(grid), bool(inner), row))
+    elements = row
+    for s in sizes:
+        elements *= s or 1
+    warps = _clamp(_pow2(elements // 512), 4, 16 if not inner else 8)
+    tunables = {k: fragment_default(f) for k, f in spec.tunables.items()}
+    return Config(block_sizes=sizes, reduction_loops=reduction_loops, num_warps=warps,
+                  num_stages=3 if inner else 1, **tunables)
+
+
+def _block_size(b: BlockSpec, n_grid: int, has_inner: bool, row: int) -> int:
+    cap = _pow2(b.extent)
+    if b.inner:
+        return min(cap, 32 if n_grid >= 2 else max(16, 1024 // row))
+    if has_inner:
+        return min(cap, 64 if n_grid >= 2 else 8)
+    if row > 1:
+        return min(cap, max(1, 4096 // row))
+    return min(cap, 1024 if n_grid == 1 else 64)

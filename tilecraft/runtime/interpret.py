@@ -1,0 +1,77 @@
+"""TILECRAFT_INTERPRET=1: run a kernel's body eagerly in PyTorch, tiles and all."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import torch
+
+from tilecraft import language as lang
+from tilecraft.frontend.host import compile_function, rewrite_host
+from tilecraft.frontend.source import KernelSource
+from tilecraft.language.memory import eager_key
+from tilecraft.language.state import EagerContext, running_eagerly
+
+
+def _getitem(obj: Any, key: Any) -> Any:
+    return obj[eager_key(key)] if isinstance(obj, torch.Tensor) else obj[key]
+
+
+def _setitem(obj: Any, key: Any, value: Any) -> None:
+    obj[eager_key(key)] = value
+
+
+class _EagerSubscripts(ast.NodeTransformer):
+    """`x[k]` -> `_tc_getitem(x, k)` and `x[k] = v` -> `_tc_setitem(x, k, v)`."""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        return ast.copy_location(_call("_tc_getitem", node.value, _key(node.slice)), node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt:
+        target = node.targets[0]
+        if len(node.targets) != 1 or not isinstance(target, ast.Subscript):
+            self.generic_visit(node)
+            return node
+        value = self.visit(node.value)
+        obj, key = self.visit(target.value), _key(self.visit(target.slice))
+        return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, value)), node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
+        target = node.target
+        if not isinstance(target, ast.Subscript):
+            self.generic_visit(node)
+            return node
+        obj, key = self.visit(target.value), _key(self.visit(target.slice))
+        new = ast.BinOp(_call("_tc_getitem", obj, key), node.op, self.visit(node.value))
+        return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, new)), node)
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Name(name, ast.Load()), list(args), [])
+
+
+def _key(node: ast.expr) -> ast.expr:
+    if isinstance(node, ast.Slice):
+        parts = [p or ast.Constant(None) for p in (node.lower, node.upper, node.step)]
+        return _call("slice", *parts)
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple([_key(e) for e in node.elts], ast.Load())
+    return node
+
+
+def eager_function(src: KernelSource) -> Any:
+    """The kernel as a plain Python function whose device loops run eagerly."""
+    module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(loop))
+    extra = {"_tc_getitem": _getitem, "_tc_setitem": _setitem,
+             "_tc_block_size": lang.register_block_size, "_tc_tunable": lang.register_tunable}
+    return compile_function(module, src, extra)
+
+
+def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any]) -> Any:
+    """Call an eager kernel function with DSL ops computing on the arguments' device."""
+    devices = [a.device for a in args if isinstance(a, torch.Tensor)]
+    ctx = EagerContext(devices[0] if devices else torch.device("cpu"), tunables=tunables)
+    with running_eagerly(ctx):
+        return fn(*args)

@@ -1,0 +1,120 @@
+"""`Kernel`: the decorated function; `tc.kernel` builds one."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+import torch
+
+from tilecraft.exc import BadArgument
+from tilecraft.frontend.source import KernelSource, read_source
+from tilecraft.runtime.bound import BoundKernel
+from tilecraft.runtime.config import Config
+from tilecraft.runtime.interpret import eager_function, run_eagerly
+from tilecraft.runtime.settings import Settings
+
+
+class Kernel:
+    """A tilecraft kernel: call it like the function; it compiles per specialization."""
+
+    def __init__(self, fn: Callable[..., Any], config: Config | None = None,
+                 configs: Sequence[Config] | None = None, static_shapes: bool = True,
+                 **settings: Any) -> None:
+        self.fn = fn
+        self.config = config
+        self.configs = list(configs or [])
+        self.settings = Settings(static_shapes=static_shapes, **settings)
+        self.signature = inspect.signature(fn)
+        self._bound: dict[tuple, BoundKernel] = {}
+        self._source: KernelSource | None = None
+        self._eager: Callable[..., Any] | None = None
+        functools.update_wrapper(self, fn)
+
+    @property
+    def source(self) -> KernelSource:
+        if self._source is None:
+            self._source = read_source(self.fn)
+        return self._source
+
+    def normalize(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """Positional arguments with defaults filled in."""
+        if not kwargs and len(args) == len(self.signature.parameters):
+            return args
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments.values())
+
+    def key(self, args: tuple) -> tuple:
+        """What a compiled kernel is specialized on."""
+        return tuple(_arg_key(a, self.settings.static_shapes) for a in args)
+
+    def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
+        """The BoundKernel for these arguments (created on first use)."""
+        args = self.normalize(tuple(args), kwargs or {})
+        key = self.key(args)
+        bound = self._bound.get(key)
+        if bound is None:
+            _check_devices(args)
+            bound = self._bound[key] = BoundKernel(self.source, args, self.settings)
+        return bound
+
+    def chosen_config(self) -> Config | None:
+        return self.config or (self.configs[0] if self.configs else None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = self.normalize(args, kwargs)
+        if self.settings.interpret:
+            return self.run_eagerly(args)
+        bound = self._bound.get(self.key(args)) or self.bind(args)
+        return bound.compile(self.chosen_config())(*args)
+
+    def run_eagerly(self, args: tuple) -> Any:
+        """Run the body in PyTorch (interpret mode)."""
+        if self._eager is None:
+            from tilecraft.runtime.interpret import eager_function
+
+            self._eager = eager_function(self.source)
+        config = self.chosen_config()
+        return run_eagerly(self._eager, args, config.tunables if config else {})
+
+
+def _arg_key(arg: Any, static: bool) -> Any:
+    if isinstance(arg, torch.Tensor):
+        shape = tuple(arg.shape) if static else tuple(min(s, 2) for s in arg.shape)
+        return (arg.dtype, shape, arg.device)
+    if isinstance(arg, float):
+        return float
+    if isinstance(arg, (int, bool, str, type(None), torch.dtype)):
+        return arg
+    return type(arg)
+
+
+def _check_devices(args: tuple) -> None:
+    devices = {a.device for a in args if isinstance(a, torch.Tensor)}
+    if len(devices) > 1:
+        raise BadArgument(f"tensor arguments are on different devices: "
+                          f"{', '.join(sorted(map(str, devices)))}")
+
+
+@overload
+def kernel(fn: Callable[..., Any]) -> Kernel: ...
+@overload
+def kernel(fn: None = None, **options: Any) -> Callable[[Callable[..., Any]], Kernel]: ...
+def kernel(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Make a tilecraft kernel from a function: `@tc.kernel` or `@tc.kernel(config=...)`.
+
+    Example::
+
+        @tc.kernel
+        def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            for tile in tc.tile(x.size()):
+                out[tile] = x[tile] + y[tile]
+            return out
+    """
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
