@@ -32,7 +32,7 @@ def needs_mask(block: Block) -> bool:
 
 def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:
     """`expr` (of `width` dims) placed at `pos` in a tile of `rank` dims."""
-    if rank == width:
+    if rank == width or width == 0:
         return expr
     items = ["None"] * pos + [":"] * width + ["None"] * (rank - pos - width)
     return f"{expr}[{', '.join(items)}]"
@@ -47,6 +47,7 @@ class KernelWriter:
     depth: int = 1
     strides: dict[str, str] = field(default_factory=dict)
     constexprs: dict[str, int] = field(default_factory=dict)
+    live: set[int] = field(default_factory=set)  # blocks whose indices/masks are in scope
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -107,13 +108,14 @@ class KernelWriter:
                 self.define_indices(block, f"offset_{block.id}")
 
     def define_indices(self, block: Block, start: str) -> None:
+        self.live.add(block.id)
         self.line(f"indices_{block.id} = {start} + tl.arange(0, {self.size(block.id)})")
         if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
             self.line(f"mask_{block.id} = indices_{block.id} < {block.end}")
 
     def has_mask(self, block_id: int) -> bool:
         block = self.kernel.blocks[block_id]
-        return needs_mask(block) or is_rolled(block)
+        return block_id in self.live and (needs_mask(block) or is_rolled(block))
 
     # -- bodies ------------------------------------------------------------------------
     def body(self, nodes: list[Node]) -> None:
@@ -125,7 +127,7 @@ class KernelWriter:
         for c in loop.carried:
             if c.init.name != c.param.name:
                 self.line(f"{c.param.name} = {c.init.name}")
-        outer = self.depth
+        outer, live = self.depth, set(self.live)
         for block_id in loop.blocks:
             block = self.kernel.blocks[block_id]
             bs = "1" if block.kind == "grid" else self.size(block_id)
@@ -138,7 +140,7 @@ class KernelWriter:
             assert c.final is not None
             if c.final.name != c.param.name:
                 self.line(f"{c.param.name} = {c.final.name}")
-        self.depth = outer
+        self.depth, self.live = outer, live
 
     def op(self, op: Op) -> None:
         try:

@@ -95,6 +95,7 @@ class RolledBody:
         else:
             self.w.op(op)
         self.w.depth -= 1
+        self.w.live.discard(block.id)
         if op.name == "reduce":
             self.finish(op)
 

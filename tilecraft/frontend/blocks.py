@@ -43,11 +43,13 @@ class BlockTable:
     tile_specs: list[BlockSpec] = field(default_factory=list)
     reduction_extents: list[int] = field(default_factory=list)
     registered: list[BlockSizeInt] = field(default_factory=list)
+    registered_extents: dict[int, int] = field(default_factory=dict)
 
     def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
         index = len(self.tile_specs)
         extent = int(high if high is not None else low or 1024)
         self.tile_specs.append(BlockSpec(extent, inner=True))
+        self.registered_extents[index] = extent
         chosen = self._chosen(index, 32)
         self.registered.append(BlockSizeInt(chosen, index))
         return self.registered[-1]
@@ -64,8 +66,7 @@ class BlockTable:
     def tile(self, begin: int, end: int, inner: bool, block_size: Any) -> Block:
         extent = max(end - begin, 0)
         if isinstance(block_size, BlockSizeInt):
-            return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(block_size),
-                             config_index=block_size.index)
+            return self.registered_block(block_size, begin, extent)
         if block_size is not None:
             return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(block_size))
         index = len(self.tile_specs)
@@ -74,6 +75,17 @@ class BlockTable:
         _check_power_of_two(size, f"block_sizes[{index}]")
         return self._new(kind="tile", extent=extent, begin=begin, fixed_size=size,
                          config_index=index)
+
+    def registered_block(self, size: BlockSizeInt, begin: int = 0,
+                         extent: int | None = None) -> Block:
+        """The block of a `register_block_size` value (one per value and range)."""
+        extent = self.registered_extents[size.index] if extent is None else extent
+        for block in self.blocks.values():
+            if block.config_index == size.index and block.kind == "tile" and (
+                    block.begin, block.extent) == (begin, extent):
+                return block
+        return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(size),
+                         config_index=size.index)
 
     def grid(self, begin: int, end: int) -> Block:
         return self._new(kind="grid", extent=max(end - begin, 0), begin=begin, fixed_size=1)

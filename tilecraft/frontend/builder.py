@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +55,7 @@ class Builder:
     def fresh(self, hint: str = "v") -> str:
         hint = hint if hint.isidentifier() else "v"
         name = hint
-        while name in self.used_names or name == "v":
+        while name in self.used_names or name == "v" or hasattr(builtins, name):
             name = f"{hint}_{next(self._counter)}"
         self.used_names.add(name)
         return name

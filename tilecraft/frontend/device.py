@@ -64,6 +64,7 @@ class DeviceCompiler:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
         self.b = Builder(src.loc(src.tree), table.blocks)
         self.env: dict[str, Any] = {}
+        self.host_values: dict[str, Any] = {}
         self.params: list[Param] = []
         self.mem = MemoryLowering(self.b, table)
 
@@ -229,7 +230,8 @@ class DeviceCompiler:
             raise UnsupportedSyntax(f"cannot assign to `{ast.unparse(target)}`")
 
     def _is_named(self, value: Value) -> bool:
-        return any(v is value for v in self.env.values())
+        bound = [*self.env.values(), *self.host_values.values()]
+        return any(v is value for v in bound)
 
     # -- expressions --------------------------------------------------------------
     def expr(self, node: ast.expr) -> Any:
@@ -245,8 +247,9 @@ class DeviceCompiler:
         if node.id in self.env:
             return self.env[node.id]
         if node.id in self.host_locals:
-            self.env[node.id] = self._from_host(node.id, self.host_locals[node.id])
-            return self.env[node.id]
+            if node.id not in self.host_values:
+                self.host_values[node.id] = self._from_host(node.id, self.host_locals[node.id])
+            return self.host_values[node.id]
         if node.id in self.src.namespace:
             return self.src.namespace[node.id]
         if hasattr(builtins, node.id):

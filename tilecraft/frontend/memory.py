@@ -8,7 +8,7 @@ import torch
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
-from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder, promote
 from tilecraft.ir.nodes import Access, Index, Param, Value
 from tilecraft.ir.types import Dim, broadcast_dims
@@ -133,6 +133,8 @@ class MemoryLowering:
         for item in items:
             if isinstance(item, TileRef):
                 dims.append(item.block)
+            elif isinstance(item, BlockSizeInt):
+                dims.append(self.table.registered_block(item).id)
             elif isinstance(item, int):
                 dims.append(None if item == 1 else self.table.reduction(item).id)
             else:

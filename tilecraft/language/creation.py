@@ -13,6 +13,7 @@ Shape = Sequence["int | Tile"]
 
 
 def _sizes(shape: Shape) -> list[int]:
+    # in interpret mode a tile at a ragged edge holds just its valid indices
     return [len(s) if isinstance(s, Tile) else int(s) for s in shape]
 
 

@@ -10,18 +10,18 @@ from tilecraft.language.state import eager_context
 from tilecraft.language.tiles import Tile
 
 
-def eager_key(key: object) -> tuple:
-    """Turn a subscript with tiles into one PyTorch understands (tiles become slices)."""
+def _flatten(key: object) -> list[object]:
     items = key if isinstance(key, tuple) else (key,)
     out: list[object] = []
     for item in items:
-        if isinstance(item, Tile):
-            out.append(slice(item.begin, item.end))
-        elif isinstance(item, tuple) and item and all(isinstance(t, Tile) for t in item):
-            out.extend(slice(t.begin, t.end) for t in item)
-        else:
-            out.append(item)
-    return tuple(out)
+        is_tiles = isinstance(item, tuple) and item and all(isinstance(t, Tile) for t in item)
+        out.extend(item if is_tiles else [item])  # type: ignore[arg-type]
+    return out
+
+
+def eager_key(key: object) -> tuple:
+    """Turn a subscript with tiles into one PyTorch understands (tiles become slices)."""
+    return tuple(slice(i.begin, i.end) if isinstance(i, Tile) else i for i in _flatten(key))
 
 
 def _masked(value: torch.Tensor, extra_mask: torch.Tensor | None) -> torch.Tensor:

@@ -1,0 +1,36 @@
+"""Checking kernels against PyTorch references, with tolerances per dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+TOLERANCES = {
+    torch.float32: (1e-4, 1e-5),
+    torch.float16: (1e-2, 1e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+    torch.float64: (1e-7, 1e-9),
+}
+
+
+def tolerance(dtype: torch.dtype) -> dict[str, float]:
+    """`rtol`/`atol` for comparing results computed in `dtype`."""
+    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
+    return {"rtol": rtol, "atol": atol}
+
+
+def assert_close(actual: Any, expected: Any, dtype: torch.dtype | None = None) -> None:
+    """Compare a kernel's outputs with a reference (tensors or tuples of them)."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_close(a, e, dtype)
+        return
+    tol = tolerance(dtype or expected.dtype)
+    torch.testing.assert_close(actual, expected.to(actual.dtype), **tol)
+
+
+def default_device() -> torch.device:
+    """The GPU when there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
