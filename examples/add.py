@@ -23,8 +23,9 @@ def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def inputs(shape=(1000, 333), dtype=torch.float32, device=None) -> tuple:
     device = device or default_device()
-    return torch.randn(shape, dtype=dtype, device=device), torch.randn(shape, dtype=dtype,
-                                                                       device=device)
+    return torch.randn(shape, dtype=dtype, device=device), torch.randn(
+        shape, dtype=dtype, device=device
+    )
 
 
 def main() -> None:

@@ -178,8 +178,11 @@ class KernelWriter:
         assert op.out is not None
         cond, a, b = op.args
         dims, compute = op.out.type.dims, op.attrs["compute"]
-        expr = ELEMENTWISE["where"](self.operand(cond, dims, None), self.operand(a, dims, compute),
-                                    self.operand(b, dims, compute))
+        expr = ELEMENTWISE["where"](
+            self.operand(cond, dims, None),
+            self.operand(a, dims, compute),
+            self.operand(b, dims, compute),
+        )
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
     def op_view(self, op: Op) -> None:
@@ -225,8 +228,12 @@ class KernelWriter:
         expr = f"tl.dot({args})"
         if acc is not None:
             expr = f"{acc.name} + {expr}.to({tl_dtype(acc.type.dtype)})"
-        self.assign(op, self.cast_out(expr, torch.float32 if acc is None else op.out.type.dtype,
-                                      op.out.type.dtype))
+        self.assign(
+            op,
+            self.cast_out(
+                expr, torch.float32 if acc is None else op.out.type.dtype, op.out.type.dtype
+            ),
+        )
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
@@ -247,7 +254,9 @@ class KernelWriter:
         """The pointer expression and mask of an access."""
         param = access.param
         wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
-        rank, pos, terms, masks = len(access.dims), 0, [], []
+        rank, pos = len(access.dims), 0
+        terms: list[str] = []
+        masks: list[str] = []
         dim = 0
         for index in access.indices:
             width = len(index.dims())

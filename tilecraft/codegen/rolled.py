@@ -32,7 +32,7 @@ class RolledBody:
         for a in op.args:
             if isinstance(a, Access):
                 dims |= set(a.dims)
-        return dims & self.rolled
+        return {d for d in dims if d is not None} & self.rolled
 
     def write(self) -> None:
         for node in self.nodes:
@@ -56,7 +56,9 @@ class RolledBody:
             if self.uses_deferred(op):
                 raise LoweringError(
                     "a value over a looped reduction dim is used in a nested loop; "
-                    "use reduction_loops=[None] for this kernel", op.loc)
+                    "use reduction_loops=[None] for this kernel",
+                    op.loc,
+                )
 
     def needed(self, op: Op) -> list[Op]:
         """The deferred ops `op` depends on, in program order."""
@@ -106,8 +108,9 @@ class RolledBody:
         kind, compute = op.attrs["kind"], reduce_compute(op)
         shape = self.w.shape(x.type.dims)
         assert op.out is not None
-        self.w.line(f"{op.out.name}_acc = tl.full({shape}, {identity(kind, compute)}, "
-                    f"{tl_dtype(compute)})")
+        self.w.line(
+            f"{op.out.name}_acc = tl.full({shape}, {identity(kind, compute)}, {tl_dtype(compute)})"
+        )
         if kind.startswith("arg"):
             self.w.line(f"{op.out.name}_idx = tl.full({shape}, 0, tl.int64)")
 
@@ -130,8 +133,9 @@ class RolledBody:
             index = expand(f"indices_{block}", x.type.rank, axis)
             self.w.line(f"take = {mask} & ({value} {better} {acc})")
             self.w.line(f"{acc} = tl.where(take, {value}, {acc})")
-            self.w.line(f"{op.out.name}_idx = tl.where(take, {index}.to(tl.int64), "
-                        f"{op.out.name}_idx)")
+            self.w.line(
+                f"{op.out.name}_idx = tl.where(take, {index}.to(tl.int64), {op.out.name}_idx)"
+            )
 
     def finish(self, op: Op) -> None:
         from tilecraft.codegen.kernel import reduce_compute
@@ -144,8 +148,9 @@ class RolledBody:
         if kind.startswith("arg"):
             best = "tl.max" if kind == "argmax" else "tl.min"
             self.w.line(f"{out.name}_best = {best}({acc}, {axis}, keep_dims=True)")
-            expr = (f"tl.min(tl.where({acc} == {out.name}_best, {out.name}_idx, "
-                    f"{2**62}), {axis}{keep})")
+            expr = (
+                f"tl.min(tl.where({acc} == {out.name}_best, {out.name}_idx, {2**62}), {axis}{keep})"
+            )
             self.w.line(f"{out.name} = {expr}")
             return
         fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[kind]

@@ -8,9 +8,15 @@ from collections.abc import Callable
 import torch
 
 TL_DTYPES = {
-    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
-    torch.float64: "tl.float64", torch.int8: "tl.int8", torch.int16: "tl.int16",
-    torch.int32: "tl.int32", torch.int64: "tl.int64", torch.uint8: "tl.uint8",
+    torch.float32: "tl.float32",
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64",
+    torch.int8: "tl.int8",
+    torch.int16: "tl.int16",
+    torch.int32: "tl.int32",
+    torch.int64: "tl.int64",
+    torch.uint8: "tl.uint8",
     torch.bool: "tl.int1",
 }
 
@@ -71,8 +77,13 @@ ELEMENTWISE: dict[str, Rule] = {
     "where": lambda c, a, b: f"tl.where({c}, {a}, {b})",
 }
 
-TL_REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min", "argmax": "tl.argmax",
-             "argmin": "tl.argmin"}
+TL_REDUCE = {
+    "sum": "tl.sum",
+    "max": "tl.max",
+    "min": "tl.min",
+    "argmax": "tl.argmax",
+    "argmin": "tl.argmin",
+}
 
 
 def identity(kind: str, dtype: torch.dtype) -> str:

@@ -73,19 +73,25 @@ class BlockTable:
         self.tile_specs.append(BlockSpec(extent, inner))
         size = self._chosen(index, 16)
         _check_power_of_two(size, f"block_sizes[{index}]")
-        return self._new(kind="tile", extent=extent, begin=begin, fixed_size=size,
-                         config_index=index)
+        return self._new(
+            kind="tile", extent=extent, begin=begin, fixed_size=size, config_index=index
+        )
 
-    def registered_block(self, size: BlockSizeInt, begin: int = 0,
-                         extent: int | None = None) -> Block:
+    def registered_block(
+        self, size: BlockSizeInt, begin: int = 0, extent: int | None = None
+    ) -> Block:
         """The block of a `register_block_size` value (one per value and range)."""
         extent = self.registered_extents[size.index] if extent is None else extent
         for block in self.blocks.values():
-            if block.config_index == size.index and block.kind == "tile" and (
-                    block.begin, block.extent) == (begin, extent):
+            if (
+                block.config_index == size.index
+                and block.kind == "tile"
+                and (block.begin, block.extent) == (begin, extent)
+            ):
                 return block
-        return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(size),
-                         config_index=size.index)
+        return self._new(
+            kind="tile", extent=extent, begin=begin, fixed_size=int(size), config_index=size.index
+        )
 
     def grid(self, begin: int, end: int) -> Block:
         return self._new(kind="grid", extent=max(end - begin, 0), begin=begin, fixed_size=1)

@@ -63,8 +63,15 @@ class Builder:
     def add(self, node: Node) -> None:
         self.bodies[-1].append(node)
 
-    def op(self, name: str, args: tuple, dtype: torch.dtype, dims: tuple[Dim, ...],
-           hint: str = "v", **attrs: Any) -> Value:
+    def op(
+        self,
+        name: str,
+        args: tuple,
+        dtype: torch.dtype,
+        dims: tuple[Dim, ...],
+        hint: str = "v",
+        **attrs: Any,
+    ) -> Value:
         out = Value(TileType(dtype, dims), self.fresh(hint))
         self.add(Op(name, args, out, self.loc, attrs))
         return out
@@ -80,7 +87,9 @@ class Builder:
                 if joined is None:
                     raise ShapeMismatch(
                         f"tiles of shapes {self.describe(dims)} and "
-                        f"{self.describe(o.type.dims)} do not broadcast", self.loc)
+                        f"{self.describe(o.type.dims)} do not broadcast",
+                        self.loc,
+                    )
                 dims = joined
         return dims
 
@@ -93,8 +102,14 @@ class Builder:
         b = self.blocks[d]
         return f"{b.kind} block over {b.begin}:{b.end}" if b.kind != "reduction" else str(b.extent)
 
-    def elementwise(self, name: str, *operands: Operand, dtype: torch.dtype | None = None,
-                    hint: str = "v", **attrs: Any) -> Value:
+    def elementwise(
+        self,
+        name: str,
+        *operands: Operand,
+        dtype: torch.dtype | None = None,
+        hint: str = "v",
+        **attrs: Any,
+    ) -> Value:
         """An elementwise op; `dtype` overrides the promoted result dtype (comparisons)."""
         if not any(isinstance(o, Value) for o in operands):
             raise DtypeError(f"{name} needs at least one tile operand", self.loc)

@@ -27,17 +27,44 @@ from tilecraft.frontend.ops import OPS, lookup, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 
-BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
-          ast.FloorDiv: "floordiv", ast.Mod: "remainder", ast.Pow: "pow",
-          ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
-          ast.MatMult: "matmul"}
-PYOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-         ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-         ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
-         ast.BitXor: operator.xor, ast.Lt: operator.lt, ast.LtE: operator.le,
-         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne}
-CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq",
-          ast.NotEq: "ne"}
+BINOPS = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "div",
+    ast.FloorDiv: "floordiv",
+    ast.Mod: "remainder",
+    ast.Pow: "pow",
+    ast.BitAnd: "bitwise_and",
+    ast.BitOr: "bitwise_or",
+    ast.BitXor: "bitwise_xor",
+    ast.MatMult: "matmul",
+}
+PYOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+    ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+UNARY_PYOPS: dict[type, Any] = {
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+    ast.Not: operator.not_,
+    ast.Invert: operator.invert,
+}
+CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
 
 
@@ -59,8 +86,9 @@ class HostTensor:
 class DeviceCompiler:
     """Walks a device loop's statements, building IR with a Builder."""
 
-    def __init__(self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable,
-                 name: str) -> None:
+    def __init__(
+        self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable, name: str
+    ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
         self.b = Builder(src.loc(src.tree), table.blocks)
         self.env: dict[str, Any] = {}
@@ -78,8 +106,9 @@ class DeviceCompiler:
             raise e.at(self.b.loc) from None
         self._body(loop.body)
         grid = [blk for blk, _ in blocks]
-        return DeviceKernel(self.name, grid, self.b.bodies[0], self.params, self.table.blocks,
-                            self.src.loc(loop))
+        return DeviceKernel(
+            self.name, grid, self.b.bodies[0], self.params, self.table.blocks, self.src.loc(loop)
+        )
 
     def _body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
@@ -95,8 +124,9 @@ class DeviceCompiler:
     def stmt(self, node: ast.stmt) -> None:
         handler = getattr(self, f"stmt_{type(node).__name__}", None)
         if handler is None:
-            raise UnsupportedSyntax(f"`{type(node).__name__}` statements are not supported "
-                                    "inside a device loop")
+            raise UnsupportedSyntax(
+                f"`{type(node).__name__}` statements are not supported inside a device loop"
+            )
         handler(node)
 
     def stmt_Assign(self, node: ast.Assign) -> None:
@@ -109,10 +139,12 @@ class DeviceCompiler:
             self.assign(node.target, self.expr(node.value))
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
-        load = ast.copy_location(type(node.target)(**{**vars(node.target), "ctx": ast.Load()}),
-                                 node.target)
-        value = self.binop(BINOPS[type(node.op)], self.expr(load), self.expr(node.value),
-                           type(node.op))
+        load = ast.copy_location(
+            type(node.target)(**{**vars(node.target), "ctx": ast.Load()}), node.target
+        )
+        value = self.binop(
+            BINOPS[type(node.op)], self.expr(load), self.expr(node.value), type(node.op)
+        )
         self.assign(node.target, value)
 
     def stmt_Expr(self, node: ast.Expr) -> None:
@@ -153,8 +185,12 @@ class DeviceCompiler:
             self.env[c.name] = c.out
 
     def _carried(self, node: ast.For) -> list[Carried]:
-        assigned = {n.id for s in node.body for n in ast.walk(s)
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        assigned = {
+            n.id
+            for s in node.body
+            for n in ast.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
         carried = []
         for name in sorted(assigned):
             init = self.env.get(name)
@@ -171,7 +207,8 @@ class DeviceCompiler:
         if final.type.dims != c.param.type.dims:
             raise ShapeMismatch(
                 f"`{c.name}` changes shape inside the loop: {self.b.describe(c.param.type.dims)}"
-                f" before, {self.b.describe(final.type.dims)} after")
+                f" before, {self.b.describe(final.type.dims)} after"
+            )
         return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
 
     # -- loops and targets --------------------------------------------------------
@@ -314,29 +351,21 @@ class DeviceCompiler:
         return out
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
-        return self.binop(BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right),
-                          type(node.op))
+        return self.binop(
+            BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right), type(node.op)
+        )
 
-    def binop(self, name: str, left: Any, right: Any, pyop: type) -> Any:
+    def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[pyop](left, right)
         if name == "matmul":
             return self.call_op("matmul", [left, right], {})
-        if not isinstance(left, Value) and name in ("sub", "div", "floordiv", "remainder", "pow"):
-            return self._reversed(name, left, right)
         return OPS[name](self.b, left, right)
-
-    def _reversed(self, name: str, left: Any, right: Value) -> Value:
-        if name == "sub":
-            return OPS["add"](self.b, OPS["neg"](self.b, right), left)
-        return self.b.elementwise({"div": "truediv", "remainder": "mod"}.get(name, name),
-                                  left, right, rev=True)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         x = self.expr(node.operand)
         if not isinstance(x, Value):
-            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-                    ast.Invert: operator.invert}[type(node.op)](x)
+            return UNARY_PYOPS[type(node.op)](x)
         if isinstance(node.op, ast.USub):
             return OPS["neg"](self.b, x)
         if isinstance(node.op, (ast.Not, ast.Invert)):
@@ -396,8 +425,7 @@ class DeviceCompiler:
             name = next(k for k, v in OPS.items() if v is handler)
             return self.call_op(name, args, kwargs)
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
-            raise UnsupportedOperation(f"`{getattr(fn, '__name__', fn)}` is not supported on "
-                                       "tiles")
+            raise UnsupportedOperation(f"`{getattr(fn, '__name__', fn)}` is not supported on tiles")
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)

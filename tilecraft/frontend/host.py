@@ -24,13 +24,14 @@ HOST_FUNCS = (lang.register_block_size, lang.register_tunable, lang.specialize)
 
 def device_loops(src: KernelSource) -> list[ast.For]:
     """The top-level device loops of the kernel, checking that host code uses no tile op."""
-    loops = [s for s in src.tree.body if _is_device_loop(src, s)]
+    loops = [s for s in src.tree.body if isinstance(s, ast.For) and _is_device_loop(src, s)]
     for stmt in src.tree.body:
         if stmt not in loops:
             _check_host_stmt(src, stmt)
     if not loops:
-        raise UnsupportedSyntax("a kernel needs at least one `for ... in tc.tile(...)` loop",
-                                src.loc(src.tree))
+        raise UnsupportedSyntax(
+            "a kernel needs at least one `for ... in tc.tile(...)` loop", src.loc(src.tree)
+        )
     return loops
 
 
@@ -42,15 +43,18 @@ def _is_device_loop(src: KernelSource, stmt: ast.stmt) -> bool:
 
 def _check_host_stmt(src: KernelSource, stmt: ast.stmt) -> None:
     for node in ast.walk(stmt):
-        if isinstance(node, ast.Call):
-            obj = src.resolve(node.func)
-            if callable(obj) and getattr(obj, "__module__", "").startswith("tilecraft.language"):
-                if obj not in HOST_FUNCS:
-                    name = getattr(obj, "__name__", "op")
-                    raise NotInKernel(
-                        f"tc.{name}() is a device op: use it inside a `tc.tile` loop",
-                        src.loc(node),
-                    )
+        obj = src.resolve(node.func) if isinstance(node, ast.Call) else None
+        if _is_language_op(obj) and obj not in HOST_FUNCS:
+            name = getattr(obj, "__name__", "op")
+            raise NotInKernel(
+                f"tc.{name}() is a device op: use it inside a `tc.tile` loop", src.loc(node)
+            )
+
+
+def _is_language_op(obj: object) -> bool:
+    return callable(obj) and (getattr(obj, "__module__", None) or "").startswith(
+        "tilecraft.language"
+    )
 
 
 class _HostCalls(ast.NodeTransformer):

@@ -27,8 +27,9 @@ class MemoryLowering:
         shape = list(meta.shape)
         consumed = sum(1 for i in items if i is not None)
         if consumed > len(shape):
-            raise ShapeMismatch(f"`{param.host_expr}` has {len(shape)} dims but is indexed "
-                                f"with {consumed}")
+            raise ShapeMismatch(
+                f"`{param.host_expr}` has {len(shape)} dims but is indexed with {consumed}"
+            )
         items = items + [slice(None)] * (len(shape) - consumed)
         indices: list[Index] = []
         dim = 0
@@ -43,15 +44,19 @@ class MemoryLowering:
             elif isinstance(item, slice):
                 if item != slice(None):
                     raise UnsupportedSyntax("only full slices `:` are supported on tensors")
-                indices.append(Index("unit", value=0) if size == 1 else
-                               Index("block", block=self.table.reduction(size).id))
+                indices.append(
+                    Index("unit", value=0)
+                    if size == 1
+                    else Index("block", block=self.table.reduction(size).id)
+                )
             elif isinstance(item, Value) and item.type.dims:
                 if item.type.dtype.is_floating_point:
                     raise DtypeError("a gather index tile must hold integers")
                 indices.append(Index("gather", value=item))
             elif isinstance(item, (int, Value)):
-                indices.append(Index("scalar", value=item % size if isinstance(item, int)
-                                     else item))
+                indices.append(
+                    Index("scalar", value=item % size if isinstance(item, int) else item)
+                )
             else:
                 raise UnsupportedSyntax(f"cannot index a tensor with {type(item).__name__}")
             dim += 1
@@ -62,23 +67,32 @@ class MemoryLowering:
         if block.end > size:
             raise ShapeMismatch(
                 f"a tile over {block.begin}:{block.end} indexes dim {dim} of "
-                f"`{param.host_expr}`, which has size {size}")
+                f"`{param.host_expr}`, which has size {size}"
+            )
 
-    def load(self, param: Param, meta: torch.Tensor, items: list[Any],
-             extra_mask: Value | None) -> Value:
+    def load(
+        self, param: Param, meta: torch.Tensor, items: list[Any], extra_mask: Value | None
+    ) -> Value:
         acc = self.access(param, meta, items)
-        return self.b.op("load", (acc,), param.dtype, acc.dims, hint="load",
-                         extra_mask=extra_mask)
+        return self.b.op("load", (acc,), param.dtype, acc.dims, hint="load", extra_mask=extra_mask)
 
-    def store(self, param: Param, meta: torch.Tensor, items: list[Any], value: Any,
-              extra_mask: Value | None = None, name: str = "store") -> None:
+    def store(
+        self,
+        param: Param,
+        meta: torch.Tensor,
+        items: list[Any],
+        value: Any,
+        extra_mask: Value | None = None,
+        name: str = "store",
+    ) -> None:
         acc = self.access(param, meta, items)
         if isinstance(value, Value):
             joined = broadcast_dims(acc.dims, value.type.dims)
             if joined != acc.dims or value.type.rank > len(acc.dims):
                 raise ShapeMismatch(
                     f"cannot store a tile of shape {self.b.describe(value.type.dims)} into "
-                    f"`{param.host_expr}[...]` of shape {self.b.describe(acc.dims)}")
+                    f"`{param.host_expr}[...]` of shape {self.b.describe(acc.dims)}"
+                )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
         self.b.effect(name, (acc, value), extra_mask=extra_mask)
@@ -114,15 +128,18 @@ class MemoryLowering:
                 raise UnsupportedSyntax(f"tc.{fn.__name__} needs a tensor from the host")
             items = list(index) if isinstance(index, (list, tuple)) else [index]
             if fn is lang.load:
-                return self.load(tensor.param, tensor.meta, items,
-                                 kwargs.get("extra_mask", rest[0] if rest else None))
+                return self.load(
+                    tensor.param,
+                    tensor.meta,
+                    items,
+                    kwargs.get("extra_mask", rest[0] if rest else None),
+                )
             value = rest[0] if rest else kwargs["value"]
             mask = kwargs.get("extra_mask", rest[1] if len(rest) > 1 else None)
             self.store(tensor.param, tensor.meta, items, value, mask, fn.__name__)
             return None
         if fn is lang.dot:
-            return self.dot(args[0], args[1], kwargs.get("acc", args[2] if len(args) > 2
-                                                           else None))
+            return self.dot(args[0], args[1], kwargs.get("acc", args[2] if len(args) > 2 else None))
         return NotImplemented
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:
@@ -146,8 +163,7 @@ class MemoryLowering:
             raise UnsupportedSyntax("tc.full needs a constant fill value")
         return self.b.op("full", (), dtype, self._shape_dims(shape), hint="acc", value=value)
 
-    def arange(self, begin: int, end: int | None = None,
-               dtype: torch.dtype = torch.int32) -> Value:
+    def arange(self, begin: int, end: int | None = None, dtype: torch.dtype = torch.int32) -> Value:
         lo, hi = (0, begin) if end is None else (begin, end)
         block = self.table.reduction(int(hi) - int(lo))
         return self.b.op("arange", (), dtype, (block.id,), hint="arange", begin=int(lo))
@@ -157,14 +173,17 @@ class MemoryLowering:
         if not isinstance(a, Value) or not isinstance(c, Value) or a.type.rank != c.type.rank:
             raise ShapeMismatch("a matrix product needs two tiles of the same rank (2 or 3)")
         if a.type.rank not in (2, 3) or a.type.dims[-1] != c.type.dims[-2]:
-            raise ShapeMismatch(f"matrix product of {self.b.describe(a.type.dims)} and "
-                                f"{self.b.describe(c.type.dims)}: inner dims differ")
+            raise ShapeMismatch(
+                f"matrix product of {self.b.describe(a.type.dims)} and "
+                f"{self.b.describe(c.type.dims)}: inner dims differ"
+            )
         dims = (*a.type.dims[:-1], c.type.dims[-1])
         if acc is not None and broadcast_dims(dims, acc.type.dims) != acc.type.dims:
             raise ShapeMismatch("the accumulator's shape does not match the product")
         dtype = acc.type.dtype if acc is not None else (out_dtype or torch.float32)
-        return self.b.op("dot", (a, c, acc), dtype, dims, hint="mm",
-                         block=a.type.dims[-1], compute=torch.float32)
+        return self.b.op(
+            "dot", (a, c, acc), dtype, dims, hint="mm", block=a.type.dims[-1], compute=torch.float32
+        )
 
     def matmul(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Value:
         if name in ("addmm", "baddbmm"):

@@ -39,8 +39,21 @@ def _unary(name: str) -> Handler:
     return handler
 
 
-for _name in ("exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "erf", "exp2", "log2",
-              "sin", "cos", "floor", "ceil"):
+for _name in (
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "sigmoid",
+    "tanh",
+    "erf",
+    "exp2",
+    "log2",
+    "sin",
+    "cos",
+    "floor",
+    "ceil",
+):
     OPS[_name] = _unary(_name)
 
 
@@ -80,9 +93,18 @@ def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
     return b.cast(b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x.type.dtype)  # type: ignore[return-value]
 
 
-BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum",
-          "minimum": "minimum", "floordiv": "floordiv", "remainder": "mod",
-          "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}
+BINARY = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "floordiv": "floordiv",
+    "remainder": "mod",
+    "bitwise_and": "and",
+    "bitwise_or": "or",
+    "bitwise_xor": "xor",
+}
 for _torch_name, _ir_name in BINARY.items():
     OPS[_torch_name] = lambda b, x, y, _n=_ir_name: b.elementwise(_n, x, y)
 for _cmp in ("lt", "le", "gt", "ge", "eq", "ne"):
@@ -91,11 +113,9 @@ for _cmp in ("lt", "le", "gt", "ge", "eq", "ne"):
 
 @op("div", "true_divide")
 def _div(b: Builder, x: Operand, y: Operand) -> Value:
-    out = b.elementwise("truediv", x, y)
-    if not out.type.dtype.is_floating_point:
-        out.type = out.type.with_dtype(torch.float32)
-        b.bodies[-1][-1].attrs["compute"] = torch.float32
-    return out
+    if promote(x, y).is_floating_point:
+        return b.elementwise("truediv", x, y)
+    return b.elementwise("truediv", x, y, dtype=torch.float32, compute=torch.float32)
 
 
 @op("pow")
@@ -139,9 +159,15 @@ def _to(b: Builder, x: Value, dtype: torch.dtype | None = None, *_: Any, **kw: A
     return b.cast(x, dtype)  # type: ignore[return-value]
 
 
-for _meth, _dt in (("float", torch.float32), ("half", torch.float16),
-                   ("bfloat16", torch.bfloat16), ("int", torch.int32), ("long", torch.int64),
-                   ("bool", torch.bool), ("double", torch.float64)):
+for _meth, _dt in (
+    ("float", torch.float32),
+    ("half", torch.float16),
+    ("bfloat16", torch.bfloat16),
+    ("int", torch.int32),
+    ("long", torch.int64),
+    ("bool", torch.bool),
+    ("double", torch.float64),
+):
     OPS[_meth] = lambda b, x, _d=_dt: b.cast(x, _d)
 
 
@@ -149,8 +175,7 @@ def _axis(b: Builder, x: Value, dim: int | None) -> int:
     rank = x.type.rank
     if dim is None:
         if rank != 1:
-            raise UnsupportedOperation("reduce over all dims of a multi-dim tile: give dim=",
-                                       b.loc)
+            raise UnsupportedOperation("reduce over all dims of a multi-dim tile: give dim=", b.loc)
         return 0
     if not -rank <= dim < rank:
         raise ShapeMismatch(f"dim={dim} is out of range for a tile of rank {rank}", b.loc)
@@ -168,13 +193,23 @@ def reduce(b: Builder, kind: str, x: Value, dim: int | None, keepdim: bool) -> V
     dtype = x.type.dtype
     if kind in ("argmax", "argmin") or (kind == "sum" and not dtype.is_floating_point):
         dtype = torch.int64
-    return b.op("reduce", (x,), dtype, tuple(dims), hint=kind, kind=kind, axis=axis,
-                block=block, compute=compute_dtype(x.type.dtype))
+    return b.op(
+        "reduce",
+        (x,),
+        dtype,
+        tuple(dims),
+        hint=kind,
+        kind=kind,
+        axis=axis,
+        block=block,
+        compute=compute_dtype(x.type.dtype),
+    )
 
 
 def _reducer(kind: str) -> Handler:
-    def handler(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False,
-                **kw: Any) -> Any:
+    def handler(
+        b: Builder, x: Value, dim: int | None = None, keepdim: bool = False, **kw: Any
+    ) -> Any:
         if isinstance(dim, (list, tuple)):
             dim = dim[0] if len(dim) == 1 else None
         if kw.get("dtype") is not None:
@@ -192,8 +227,9 @@ OPS["argmin"] = _reducer("argmin")
 
 
 def _max_or_min(kind: str) -> Handler:
-    def handler(b: Builder, x: Value, other: Any = None, keepdim: bool = False,
-                dim: int | None = None) -> Any:
+    def handler(
+        b: Builder, x: Value, other: Any = None, keepdim: bool = False, dim: int | None = None
+    ) -> Any:
         if isinstance(other, Value):
             return b.elementwise("maximum" if kind == "max" else "minimum", x, other)
         dim = other if other is not None else dim
@@ -230,8 +266,14 @@ def _mean(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False, *
 
 
 @op("var")
-def _var(b: Builder, x: Value, dim: int | None = None, unbiased: bool | None = None,
-         keepdim: bool = False, correction: int | None = None) -> Value:
+def _var(
+    b: Builder,
+    x: Value,
+    dim: int | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: int | None = None,
+) -> Value:
     if isinstance(dim, (list, tuple)):
         dim = dim[0]
     corr = correction if correction is not None else (0 if unbiased is False else 1)
@@ -251,15 +293,17 @@ def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) ->
 
 
 @op("softmax")
-def _softmax(b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None,
-             **_: Any) -> Value:
+def _softmax(
+    b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None, **_: Any
+) -> Value:
     _, exp, total = _softmax_parts(b, x, dim, dtype)
     return b.cast(b.elementwise("truediv", exp, total), dtype or x.type.dtype)  # type: ignore[return-value]
 
 
 @op("log_softmax")
-def _log_softmax(b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None,
-                 **_: Any) -> Value:
+def _log_softmax(
+    b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None, **_: Any
+) -> Value:
     shifted, _, total = _softmax_parts(b, x, dim, dtype)
     out = b.elementwise("sub", shifted, OPS["log"](b, total))
     return b.cast(out, dtype or x.type.dtype)  # type: ignore[return-value]

@@ -61,9 +61,7 @@ def store(
         tensor[key] = torch.where(extra_mask, value, tensor[key])
 
 
-def atomic_add(
-    tensor: torch.Tensor, index: Sequence[object], value: torch.Tensor | float
-) -> None:
+def atomic_add(tensor: torch.Tensor, index: Sequence[object], value: torch.Tensor | float) -> None:
     """Atomically add `value` to `tensor[index]` (safe when programs overlap).
 
     Example::

@@ -54,8 +54,9 @@ class BoundKernel:
         self.meta_args = tuple(meta_like(a) for a in args)
         self._compiled: dict[Config, Callable[..., Any]] = {}
         first = self.analyze(Config())
-        self.spec = KernelSpec(first.table.tile_specs, first.table.reduction_extents,
-                               first.tunables)
+        self.spec = KernelSpec(
+            first.table.tile_specs, first.table.reduction_extents, first.tunables
+        )
         self.default_config = default_config(self.spec)
 
     # -- analysis ----------------------------------------------------------------------
@@ -69,8 +70,11 @@ class BoundKernel:
             tunables[name] = fragment
             return config.tunables.get(name, fragment_default(fragment))
 
-        extra = {"_tc_capture": lambda i, env: captured.__setitem__(i, dict(env)),
-                 "_tc_block_size": table.register, "_tc_tunable": tunable}
+        extra = {
+            "_tc_capture": lambda i, env: captured.__setitem__(i, dict(env)),
+            "_tc_block_size": table.register,
+            "_tc_tunable": tunable,
+        }
         fn = compile_function(rewrite_host(self.src, capture_stmt), self.src, extra)
         self._run_host(fn)
         kernels = []
@@ -86,15 +90,18 @@ class BoundKernel:
         except TilecraftError:
             raise
         except Exception as e:
-            raise HostCodeError(f"host code failed for these arguments: {type(e).__name__}: "
-                                f"{e}", self._user_frame(e)) from None
+            raise HostCodeError(
+                f"host code failed for these arguments: {type(e).__name__}: {e}",
+                self._user_frame(e),
+            ) from None
 
     def _user_frame(self, e: Exception) -> Any:
-        frames = [f for f in traceback.extract_tb(e.__traceback__)
-                  if f.filename == self.src.filename]
+        frames = [
+            f for f in traceback.extract_tb(e.__traceback__) if f.filename == self.src.filename
+        ]
         if not frames:
             return None
-        return self.src.loc(ast.Pass(lineno=frames[-1].lineno))
+        return self.src.loc(ast.Pass(lineno=frames[-1].lineno or 0))
 
     # -- code generation ---------------------------------------------------------------
     def resolve(self, config: Config | None) -> Config:
@@ -113,8 +120,7 @@ class BoundKernel:
         return module_source(self.src.tree.name, where, sources, ast.fix_missing_locations(host))
 
     def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
-        return Launch(kernel, KernelWriter(kernel), config.num_warps or 4,
-                      config.num_stages or 1)
+        return Launch(kernel, KernelWriter(kernel), config.num_warps or 4, config.num_stages or 1)
 
     def compile(self, config: Config | None = None) -> Callable[..., Any]:
         """The launcher for `config`, compiled once and cached."""
@@ -153,6 +159,6 @@ class _FixHostValues(ast.NodeTransformer):
         if name == "_tc_block_size":
             return ast.copy_location(ast.Constant(next(self.blocks)), node)
         if name == "_tc_tunable" and isinstance(node.args[0], ast.Constant):
-            key = node.args[0].value
+            key = str(node.args[0].value)
             return ast.copy_location(ast.Constant(self.config.tunables.get(key)), node)
         return node

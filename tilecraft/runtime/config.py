@@ -67,8 +67,8 @@ class Config:
             base = defaults._values.get(key)
             if isinstance(value, list) and isinstance(base, list):
                 fill = key == "block_sizes"
-                value = [b if fill and v is None else v for v, b in zip(value, base)]
-                value += self._values[key][len(base):] + base[len(value):]
+                value = [b if fill and v is None else v for v, b in zip(value, base, strict=False)]
+                value += self._values[key][len(base) :] + base[len(value) :]
             values[key] = value
         return Config(**values)
 
@@ -94,7 +94,7 @@ class Config:
 
 
 def _validate(key: str, value: Any) -> None:
-    expected = FIELDS.get(key)
+    expected: Any = FIELDS.get(key)
     if expected is None or value is None:
         return
     if not isinstance(value, expected):

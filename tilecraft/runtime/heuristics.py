@@ -46,8 +46,13 @@ def default_config(spec: KernelSpec) -> Config:
         elements *= s or 1
     warps = _clamp(_pow2(elements // 512), 4, 16 if not inner else 8)
     tunables = {k: fragment_default(f) for k, f in spec.tunables.items()}
-    return Config(block_sizes=sizes, reduction_loops=reduction_loops, num_warps=warps,
-                  num_stages=3 if inner else 1, **tunables)
+    return Config(
+        block_sizes=sizes,
+        reduction_loops=reduction_loops,
+        num_warps=warps,
+        num_stages=3 if inner else 1,
+        **tunables,
+    )
 
 
 def _block_size(b: BlockSpec, n_grid: int, has_inner: bool, row: int) -> int:

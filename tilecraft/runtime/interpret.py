@@ -64,8 +64,12 @@ def _key(node: ast.expr) -> ast.expr:
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
     module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(loop))
-    extra = {"_tc_getitem": _getitem, "_tc_setitem": _setitem,
-             "_tc_block_size": lang.register_block_size, "_tc_tunable": lang.register_tunable}
+    extra = {
+        "_tc_getitem": _getitem,
+        "_tc_setitem": _setitem,
+        "_tc_block_size": lang.register_block_size,
+        "_tc_tunable": lang.register_tunable,
+    }
     return compile_function(module, src, extra)
 
 

@@ -13,16 +13,21 @@ from tilecraft.exc import BadArgument
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.interpret import eager_function, run_eagerly
+from tilecraft.runtime.interpret import run_eagerly
 from tilecraft.runtime.settings import Settings
 
 
 class Kernel:
     """A tilecraft kernel: call it like the function; it compiles per specialization."""
 
-    def __init__(self, fn: Callable[..., Any], config: Config | None = None,
-                 configs: Sequence[Config] | None = None, static_shapes: bool = True,
-                 **settings: Any) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        config: Config | None = None,
+        configs: Sequence[Config] | None = None,
+        static_shapes: bool = True,
+        **settings: Any,
+    ) -> None:
         self.fn = fn
         self.config = config
         self.configs = list(configs or [])
@@ -95,8 +100,9 @@ def _arg_key(arg: Any, static: bool) -> Any:
 def _check_devices(args: tuple) -> None:
     devices = {a.device for a in args if isinstance(a, torch.Tensor)}
     if len(devices) > 1:
-        raise BadArgument(f"tensor arguments are on different devices: "
-                          f"{', '.join(sorted(map(str, devices)))}")
+        raise BadArgument(
+            f"tensor arguments are on different devices: {', '.join(sorted(map(str, devices)))}"
+        )
 
 
 @overload
