@@ -271,6 +271,8 @@ class KernelWriter:
                 terms.append(f"{term} * {stride}")
             pos += width
             dim += 1
+        if any(i.kind in ("unit", "newaxis") for i in access.indices):
+            terms.append(f"tl.zeros({self.shape(access.dims)}, tl.int32)")  # keep size-1 dims
         offset = " + ".join(terms) if terms else "0"
         return f"{param.name} + ({offset})", " & ".join(masks) or None
 

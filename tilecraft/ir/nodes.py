@@ -44,7 +44,8 @@ class Index:
     """One subscript of a memory access: a block, a scalar, a gather, or a new axis.
 
     kind: "block" (a tile or `:`; `block` is its id), "scalar" (`value` is a Value or an
-    int), "gather" (`value` is a loaded index tile), "newaxis" (`None`).
+    int), "gather" (`value` is a loaded index tile), "newaxis" (`None`), "unit" (`:` over
+    a dim of size 1, which stays a broadcastable dim of size 1).
     """
 
     kind: str
@@ -57,7 +58,7 @@ class Index:
         if self.kind == "gather":
             assert isinstance(self.value, Value)
             return self.value.type.dims
-        return (None,) if self.kind == "newaxis" else ()
+        return (None,) if self.kind in ("newaxis", "unit") else ()
 
 
 @dataclass(eq=False)

@@ -53,6 +53,7 @@ class BoundKernel:
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
         self._compiled: dict[Config, Callable[..., Any]] = {}
+        self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         first = self.analyze(Config())
         self.spec = KernelSpec(
             first.table.tile_specs, first.table.reduction_extents, first.tunables
@@ -132,6 +133,11 @@ class BoundKernel:
                 print(code, file=sys.stderr)
             cached = self._compiled[config] = self._load(code)
         return cached
+
+    def select(self, config: Config | None) -> Callable[..., Any]:
+        """Compile `config` and make it the one this specialization runs."""
+        self.launcher = self.compile(config)
+        return self.launcher
 
     def _load(self, code: str) -> Callable[..., Any]:
         digest = hashlib.sha256(code.encode()).hexdigest()[:16]

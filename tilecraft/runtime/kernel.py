@@ -54,7 +54,7 @@ class Kernel:
 
     def key(self, args: tuple) -> tuple:
         """What a compiled kernel is specialized on."""
-        return tuple(_arg_key(a, self.settings.static_shapes) for a in args)
+        return tuple(_arg_key(a) for a in args)
 
     def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
         """The BoundKernel for these arguments (created on first use)."""
@@ -74,7 +74,8 @@ class Kernel:
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
-        return bound.compile(self.chosen_config())(*args)
+        launcher = bound.launcher or bound.select(self.chosen_config())
+        return launcher(*args)
 
     def run_eagerly(self, args: tuple) -> Any:
         """Run the body in PyTorch (interpret mode)."""
@@ -86,10 +87,10 @@ class Kernel:
         return run_eagerly(self._eager, args, config.tunables if config else {})
 
 
-def _arg_key(arg: Any, static: bool) -> Any:
+def _arg_key(arg: Any) -> Any:
     if isinstance(arg, torch.Tensor):
-        shape = tuple(arg.shape) if static else tuple(min(s, 2) for s in arg.shape)
-        return (arg.dtype, shape, arg.device)
+        # generated code has sizes baked in, so shapes are always part of the key for now
+        return (arg.dtype, arg.shape, arg.device)
     if isinstance(arg, float):
         return float
     if isinstance(arg, (int, bool, str, type(None), torch.dtype)):
