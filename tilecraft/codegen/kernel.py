@@ -7,7 +7,15 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen.rules import ELEMENTWISE, TL_REDUCE, identity, literal, tl_dtype
+from tilecraft.codegen.rules import (
+    ELEMENTWISE,
+    TL_REDUCE,
+    floordiv,
+    identity,
+    literal,
+    remainder,
+    tl_dtype,
+)
 from tilecraft.exc import LoweringError
 from tilecraft.ir.nodes import Access, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.types import Block, Dim
@@ -164,6 +172,19 @@ class KernelWriter:
         dims = op.out.type.dims
         args = [self.operand(a, dims, compute) for a in op.args]
         expr = ELEMENTWISE[op.name](*args)
+        self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+
+    def op_floordiv(self, op: Op) -> None:
+        self.division(op, floordiv)
+
+    def op_mod(self, op: Op) -> None:
+        self.division(op, remainder)
+
+    def division(self, op: Op, rule: Any) -> None:
+        assert op.out is not None
+        compute, dims = op.attrs["compute"], op.out.type.dims
+        a, b = (f"({self.operand(x, dims, compute)})" for x in op.args)
+        expr = rule(a, b, compute.is_floating_point)
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
     def op_cast(self, op: Op) -> None:

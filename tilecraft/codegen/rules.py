@@ -43,8 +43,6 @@ ELEMENTWISE: dict[str, Rule] = {
     "sub": lambda a, b: f"{a} - {b}",
     "mul": lambda a, b: f"{a} * {b}",
     "truediv": lambda a, b: f"{a} / {b}",
-    "floordiv": lambda a, b: f"{a} // {b}",
-    "mod": lambda a, b: f"{a} % {b}",
     "and": lambda a, b: f"{a} & {b}",
     "or": lambda a, b: f"{a} | {b}",
     "xor": lambda a, b: f"{a} ^ {b}",
@@ -76,6 +74,23 @@ ELEMENTWISE: dict[str, Rule] = {
     "ceil": lambda a: f"tl.ceil({a})",
     "where": lambda c, a, b: f"tl.where({c}, {a}, {b})",
 }
+
+
+
+def floordiv(a: str, b: str, is_float: bool) -> str:
+    """PyTorch's flooring division (Triton's `//` truncates toward zero)."""
+    if is_float:
+        return f"tl.floor({a} / {b})"
+    return f"{a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({a}.dtype)"
+
+
+def remainder(a: str, b: str, is_float: bool) -> str:
+    """PyTorch's remainder, which takes the sign of the divisor."""
+    if is_float:
+        return f"{a} - tl.floor({a} / {b}) * {b}"
+    r = f"({a} % {b})"
+    return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
+
 
 TL_REDUCE = {
     "sum": "tl.sum",
