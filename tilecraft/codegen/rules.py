@@ -76,7 +76,6 @@ ELEMENTWISE: dict[str, Rule] = {
 }
 
 
-
 def floordiv(a: str, b: str, is_float: bool) -> str:
     """PyTorch's flooring division (Triton's `//` truncates toward zero)."""
     if is_float:

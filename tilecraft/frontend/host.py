@@ -28,11 +28,36 @@ def device_loops(src: KernelSource) -> list[ast.For]:
     for stmt in src.tree.body:
         if stmt not in loops:
             _check_host_stmt(src, stmt)
+    _check_device_names(src)
     if not loops:
         raise UnsupportedSyntax(
             "a kernel needs at least one `for ... in tc.tile(...)` loop", src.loc(src.tree)
         )
     return loops
+
+
+def _stored(node: ast.AST) -> set[str]:
+    return {
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+
+
+def _check_device_names(src: KernelSource) -> None:
+    """Host code cannot read a variable that only a device loop defines."""
+    host = {a.arg for a in ast.walk(src.tree.args) if isinstance(a, ast.arg)}
+    device: set[str] = set()
+    for stmt in src.tree.body:
+        if _is_device_loop(src, stmt):
+            device |= _stored(stmt) - host
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device:
+                raise UnsupportedSyntax(
+                    f"`{node.id}` is computed inside a device loop and cannot be used by host "
+                    "code; store it to a tensor instead",
+                    src.loc(node),
+                )
+        host |= _stored(stmt)
 
 
 def _is_device_loop(src: KernelSource, stmt: ast.stmt) -> bool:

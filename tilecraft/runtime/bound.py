@@ -16,7 +16,7 @@ import torch
 
 from tilecraft.codegen.kernel import KernelWriter
 from tilecraft.codegen.module import Launch, module_source
-from tilecraft.exc import HostCodeError, TilecraftError
+from tilecraft.exc import HostCodeError, LoweringError, TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
 from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
@@ -134,10 +134,22 @@ class BoundKernel:
             cached = self._compiled[config] = self._load(code)
         return cached
 
-    def select(self, config: Config | None) -> Callable[..., Any]:
-        """Compile `config` and make it the one this specialization runs."""
-        self.launcher = self.compile(config)
-        return self.launcher
+    def first_call(self, config: Config | None, args: tuple) -> Any:
+        """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
+        launcher = self.compile(config)
+        try:
+            result = launcher(*args)
+        except Exception as e:
+            if not type(e).__module__.startswith("triton"):
+                raise
+            where = self.src.loc(self.src.tree)
+            raise LoweringError(
+                f"Triton failed on the generated code for `{self.src.tree.name}`"
+                f" ({type(e).__name__}: {str(e)[-600:]})",
+                where,
+            ) from e
+        self.launcher = launcher
+        return result
 
     def _load(self, code: str) -> Callable[..., Any]:
         digest = hashlib.sha256(code.encode()).hexdigest()[:16]

@@ -74,8 +74,9 @@ class Kernel:
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
-        launcher = bound.launcher or bound.select(self.chosen_config())
-        return launcher(*args)
+        if bound.launcher is None:
+            return bound.first_call(self.chosen_config(), args)
+        return bound.launcher(*args)
 
     def run_eagerly(self, args: tuple) -> Any:
         """Run the body in PyTorch (interpret mode)."""
