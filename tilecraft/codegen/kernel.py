@@ -51,6 +51,7 @@ class KernelWriter:
     """Writes a DeviceKernel as Triton source; `launch_args` lists what the host passes."""
 
     kernel: DeviceKernel
+    allow_tf32: bool = False
     lines: list[str] = field(default_factory=list)
     depth: int = 1
     strides: dict[str, str] = field(default_factory=dict)
@@ -243,6 +244,8 @@ class KernelWriter:
         assert op.out is not None
         a, b, acc = op.args
         args = f"{a.name}, {b.name}"
+        if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
+            args += ', input_precision="tf32"' if self.allow_tf32 else ', input_precision="ieee"'
         if acc is not None and acc.type.dtype == torch.float32:
             self.assign(op, f"tl.dot({args}, acc={acc.name})")
             return

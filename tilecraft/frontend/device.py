@@ -358,8 +358,6 @@ class DeviceCompiler:
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[pyop](left, right)
-        if name == "matmul":
-            return self.call_op("matmul", [left, right], {})
         return OPS[name](self.b, left, right)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
@@ -431,8 +429,6 @@ class DeviceCompiler:
         return fn(*args, **kwargs)
 
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if name in ("matmul", "mm", "bmm", "addmm", "baddbmm"):
-            return self.mem.matmul(name, args, kwargs)
         if name not in OPS:
             raise UnsupportedOperation(f"`{name}` is not supported on tiles")
         return OPS[name](self.b, *args, **kwargs)

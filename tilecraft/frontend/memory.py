@@ -9,7 +9,7 @@ import torch
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
-from tilecraft.frontend.builder import Builder, promote
+from tilecraft.frontend.builder import Builder
 from tilecraft.ir.nodes import Access, Index, Param, Value
 from tilecraft.ir.types import Dim, broadcast_dims
 
@@ -167,27 +167,3 @@ class MemoryLowering:
         lo, hi = (0, begin) if end is None else (begin, end)
         block = self.table.reduction(int(hi) - int(lo))
         return self.b.op("arange", (), dtype, (block.id,), hint="arange", begin=int(lo))
-
-    # -- matrix products --------------------------------------------------------------
-    def dot(self, a: Value, c: Value, acc: Value | None, out_dtype: Any = None) -> Value:
-        if not isinstance(a, Value) or not isinstance(c, Value) or a.type.rank != c.type.rank:
-            raise ShapeMismatch("a matrix product needs two tiles of the same rank (2 or 3)")
-        if a.type.rank not in (2, 3) or a.type.dims[-1] != c.type.dims[-2]:
-            raise ShapeMismatch(
-                f"matrix product of {self.b.describe(a.type.dims)} and "
-                f"{self.b.describe(c.type.dims)}: inner dims differ"
-            )
-        dims = (*a.type.dims[:-1], c.type.dims[-1])
-        if acc is not None and broadcast_dims(dims, acc.type.dims) != acc.type.dims:
-            raise ShapeMismatch("the accumulator's shape does not match the product")
-        dtype = acc.type.dtype if acc is not None else (out_dtype or torch.float32)
-        return self.b.op(
-            "dot", (a, c, acc), dtype, dims, hint="mm", block=a.type.dims[-1], compute=torch.float32
-        )
-
-    def matmul(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Value:
-        if name in ("addmm", "baddbmm"):
-            acc, a, c = args[:3]
-            return self.dot(a, c, acc)
-        a, c = args[:2]
-        return self.dot(a, c, None, promote(a, c))

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
 from tilecraft.ir.nodes import Value
@@ -309,6 +310,38 @@ def _log_softmax(
     return b.cast(out, dtype or x.type.dtype)  # type: ignore[return-value]
 
 
+def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any = None) -> Value:
+    """A matrix product of 2-D (or batched 3-D) tiles, accumulated in float32."""
+    if not isinstance(a, Value) or not isinstance(c, Value) or a.type.rank != c.type.rank:
+        raise ShapeMismatch("a matrix product needs two tiles of the same rank (2 or 3)")
+    if a.type.rank not in (2, 3) or a.type.dims[-1] != c.type.dims[-2]:
+        raise ShapeMismatch(
+            f"matrix product of {b.describe(a.type.dims)} and {b.describe(c.type.dims)}: "
+            "inner dims differ"
+        )
+    dims = (*a.type.dims[:-1], c.type.dims[-1])
+    if acc is not None and b.broadcast(acc, Value(a.type.with_dims(dims), "")) != acc.type.dims:
+        raise ShapeMismatch("the accumulator's shape does not match the product")
+    dtype = acc.type.dtype if acc is not None else (out_dtype or torch.float32)
+    if a.type.dtype != c.type.dtype:
+        common = promote(a, c)
+        a, c = b.cast(a, common), b.cast(c, common)  # type: ignore[assignment]
+    return b.op("dot", (a, c, acc), dtype, dims, hint="mm", compute=torch.float32)
+
+
+OPS["dot"] = dot
+
+
+@op("matmul", "mm", "bmm")
+def _matmul(b: Builder, a: Value, c: Value) -> Value:
+    return dot(b, a, c, None, promote(a, c))
+
+
+@op("addmm", "baddbmm")
+def _addmm(b: Builder, acc: Value, a: Value, c: Value) -> Value:
+    return dot(b, a, c, acc)
+
+
 def view(b: Builder, x: Value, index: tuple[str, ...]) -> Value:
     """`x[:, None]`-style views: each item is ":" (keep a dim) or "None" (a new one)."""
     kept = iter(x.type.dims)
@@ -331,6 +364,7 @@ def _torch_names() -> dict[int, str]:
             if fn is not None and name not in ("type", "float", "int", "bool"):
                 pairs.setdefault(id(fn), "neg" if name == "negative" else name)
     pairs[id(torch.special.expit)] = "sigmoid"
+    pairs[id(lang.dot)] = "dot"
     pairs[id(torch.nn.functional.softmax)] = "softmax"
     return pairs
 

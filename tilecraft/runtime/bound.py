@@ -121,7 +121,8 @@ class BoundKernel:
         return module_source(self.src.tree.name, where, sources, ast.fix_missing_locations(host))
 
     def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
-        return Launch(kernel, KernelWriter(kernel), config.num_warps or 4, config.num_stages or 1)
+        writer = KernelWriter(kernel, allow_tf32=self.settings.allow_tf32)
+        return Launch(kernel, writer, config.num_warps or 4, config.num_stages or 1)
 
     def compile(self, config: Config | None = None) -> Callable[..., Any]:
         """The launcher for `config`, compiled once and cached."""

@@ -26,6 +26,8 @@ class Settings:
     print_code: bool = field(default_factory=lambda: _flag("TILECRAFT_PRINT_CODE"))
     #: TILECRAFT_CACHE_DIR: where generated code (and later tuning data) is kept.
     cache_dir: Path = field(default_factory=_cache_dir)
+    #: TILECRAFT_ALLOW_TF32=1 lets float32 matrix products use TF32 (faster, ~1e-3 error).
+    allow_tf32: bool = field(default_factory=lambda: _flag("TILECRAFT_ALLOW_TF32"))
     #: Compile one kernel per exact shape (True) or per shape bucket (False).
     static_shapes: bool = True
 

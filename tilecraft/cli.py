@@ -1,0 +1,45 @@
+"""The `tilecraft` command: `tilecraft demo`, `tilecraft code EXAMPLE`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from tilecraft import demo
+
+
+def print_code(example: str, examples: str | None = None, dtype: str | None = None) -> int:
+    """Print the generated Triton code of each kernel of one example, for its default inputs."""
+    path = demo.find_examples(examples) / f"{example.removesuffix('.py')}.py"
+    if not path.is_file():
+        print(f"tilecraft: no example {path}", file=sys.stderr)
+        return 2
+    module = demo.load_example(path)
+    for name, kernel in demo.example_kernels(module):
+        args = module.inputs(dtype=demo.DTYPES[dtype]) if dtype else module.inputs()
+        bound = kernel.bind(args)
+        print(f"# ===== {path.stem}.{name}: {bound.default_config}")
+        print(bound.to_triton_code())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line parser."""
+    p = argparse.ArgumentParser(prog="tilecraft", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("demo", help="run, check and time every example kernel")
+    code = sub.add_parser("code", help="print the generated Triton code of an example")
+    code.add_argument("example", help="an example's name, e.g. softmax")
+    for command in (run, code):
+        command.add_argument("--examples", help="the examples folder (default: ./examples)")
+        command.add_argument("--dtype", choices=sorted(demo.DTYPES), help="the inputs' dtype")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `tilecraft` console script."""
+    args = parser().parse_args(argv)
+    if args.command == "demo":
+        return demo.run_demo(args.examples, args.dtype)
+    return print_code(args.example, args.examples, args.dtype)

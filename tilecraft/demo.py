@@ -1,0 +1,189 @@
+"""`tilecraft demo`: run every example kernel, check it against PyTorch, time it, show a table."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+import tilecraft
+from tilecraft.runtime.kernel import Kernel
+from tilecraft.testing import assert_close
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class Row:
+    """One kernel's line in the demo table; times in milliseconds."""
+
+    example: str
+    kernel: str
+    shape: str = ""
+    dtype: str = ""
+    check: str = ""
+    ok: bool = False
+    compile_s: float | None = None
+    time_ms: float | None = None
+    eager_ms: float | None = None
+    error: str = ""
+
+
+def find_examples(given: str | Path | None = None) -> Path:
+    """The examples folder: `given`, else ./examples, else the one beside the package."""
+    candidates = [Path(given)] if given else [Path.cwd() / "examples"]
+    candidates.append(Path(tilecraft.__file__).resolve().parents[1] / "examples")
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise FileNotFoundError(f"no examples folder among: {', '.join(map(str, candidates))}")
+
+
+def load_example(path: Path) -> ModuleType:
+    """Import one example file by path (registered in sys.modules, so source is readable)."""
+    name = f"_tilecraft_example_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def example_kernels(module: ModuleType) -> list[tuple[str, Kernel]]:
+    """The module-level `tc.Kernel` objects of an example, in definition order."""
+    return [(name, obj) for name, obj in vars(module).items() if isinstance(obj, Kernel)]
+
+
+def on_gpu() -> bool:
+    """Whether kernels run on a GPU (else on CPU under Triton's interpreter)."""
+    return torch.cuda.is_available()
+
+
+def device_name() -> str:
+    """The device the demo runs on, in words."""
+    return torch.cuda.get_device_name() if on_gpu() else "CPU (Triton interpreter)"
+
+
+def default_shape(module: ModuleType) -> tuple[int, ...]:
+    """The default `shape` of an example's `inputs()`."""
+    return tuple(inspect.signature(module.inputs).parameters["shape"].default)
+
+
+def max_error(actual: Any, expected: Any) -> float:
+    """The largest absolute difference over a tensor or a tuple of tensors."""
+    if isinstance(expected, (tuple, list)):
+        return max((max_error(a, e) for a, e in zip(actual, expected, strict=True)), default=0.0)
+    return (actual.double() - expected.double()).abs().max().item() if expected.numel() else 0.0
+
+
+def time_ms(fn: Callable[[], Any]) -> float:
+    """Median time of `fn` in ms: CUDA events on a GPU, wall clock of 3 runs on the CPU."""
+    if on_gpu():
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, return_mode="median"))
+    samples = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)
+
+
+def wall_s(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """`fn()` and the seconds it took, the device work included."""
+    start = time.perf_counter()
+    result = fn()
+    if on_gpu():
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - start
+
+
+def run_kernel(row: Row, kernel: Kernel, module: ModuleType, dtype: torch.dtype) -> Row:
+    """Fill `row`: compile, check and time one kernel (failures are recorded, not raised)."""
+    row.dtype = str(dtype).removeprefix("torch.")
+    try:
+        args = module.inputs(shape=default_shape(module), dtype=dtype)
+        row.shape = "x".join(map(str, args[0].shape))
+        out, row.compile_s = wall_s(lambda: kernel(*args))
+        expected = module.reference(*args)
+        row.check = f"{max_error(out, expected):.1e}"
+        assert_close(out, expected, dtype)
+        row.ok, row.check = True, f"ok {row.check}"
+        row.time_ms = time_ms(lambda: kernel(*args))
+        row.eager_ms = time_ms(lambda: module.reference(*args))
+    except Exception as e:
+        row.check = f"FAIL {row.check}".strip()
+        row.error = "".join(traceback.format_exception_only(type(e), e)).strip()
+    return row
+
+
+def demo_rows(examples: Path, dtype: torch.dtype) -> Iterator[Row]:
+    """One row per kernel of every example (one FAIL row for an example that won't import)."""
+    for path in sorted(examples.glob("*.py")):
+        try:
+            module = load_example(path)
+        except Exception as e:
+            yield Row(path.stem, "-", check="FAIL import", error=f"{type(e).__name__}: {e}")
+            continue
+        for name, kernel in example_kernels(module):
+            yield run_kernel(Row(path.stem, name), kernel, module, dtype)
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def render(rows: list[Row]) -> Any:
+    """The rich table of the demo's rows."""
+    from rich.table import Table
+
+    title = "tilecraft examples vs torch eager"
+    if not on_gpu():
+        title += " (CPU times come from Triton's interpreter and mean nothing for speed)"
+    table = Table(title=title)
+    for column in ("example", "kernel", "shape", "dtype", "check", "compile s"):
+        table.add_column(column)
+    for column in ("time ms", "torch eager ms", "speedup"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        ratio = r.eager_ms / r.time_ms if r.eager_ms and r.time_ms else None
+        check = r.check if r.ok else f"[red]{r.check}[/red]"
+        times = (_fmt(r.compile_s, ".2f"), _fmt(r.time_ms, ".3f"), _fmt(r.eager_ms, ".3f"))
+        table.add_row(r.example, r.kernel, r.shape, r.dtype, check, *times, _fmt(ratio, ".2f"))
+    return table
+
+
+def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> int:
+    """Run, check and time every example kernel; print the table; 1 if any check failed."""
+    from rich.console import Console
+
+    if not on_gpu():
+        # Read when generated modules are exec'd, so it must be set before the first call.
+        os.environ["TRITON_INTERPRET"] = "1"
+    console = Console() if sys.stdout.isatty() else Console(width=140)
+    chosen = DTYPES[dtype] if dtype else (torch.bfloat16 if on_gpu() else torch.float32)
+    folder = find_examples(examples)
+    console.print(f"tilecraft demo on {device_name()}, examples from {folder}")
+    rows = []
+    with console.status("running examples...") as status:
+        for row in demo_rows(folder, chosen):
+            status.update(f"ran {row.example}.{row.kernel}")
+            rows.append(row)
+    console.print(render(rows))
+    for r in (r for r in rows if r.error):
+        label = r.example if r.kernel == "-" else f"{r.example}.{r.kernel}"
+        console.print(f"[red]{label}[/red]:", r.error, highlight=False)
+    return 0 if rows and all(r.ok for r in rows) else 1
