@@ -169,6 +169,7 @@ def render(rows: list[Row]) -> Any:
 def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> int:
     """Run, check and time every example kernel; print the table; 1 if any check failed."""
     from rich.console import Console
+    from rich.markup import escape
 
     if not on_gpu():
         # Read when generated modules are exec'd, so it must be set before the first call.
@@ -185,5 +186,5 @@ def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> in
     console.print(render(rows))
     for r in (r for r in rows if r.error):
         label = r.example if r.kernel == "-" else f"{r.example}.{r.kernel}"
-        console.print(f"[red]{label}[/red]:", r.error, highlight=False)
+        console.print(f"[red]{escape(label)}[/red]: {escape(r.error)}", highlight=False)
     return 0 if rows and all(r.ok for r in rows) else 1

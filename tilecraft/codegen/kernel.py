@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from tilecraft.codegen import access
+from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rules import (
     ELEMENTWISE,
     TL_REDUCE,
@@ -17,10 +19,15 @@ from tilecraft.codegen.rules import (
     tl_dtype,
 )
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import Access, DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.nodes import DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.types import Block, Dim
 
-INT32_LIMIT = 2**31
+RANGE_KNOBS = (
+    ("range_num_stages", "num_stages"),
+    ("range_unroll_factors", "loop_unroll_factor"),
+    ("range_flattens", "flatten"),
+    ("range_multi_buffers", "disallow_acc_multi_buffer"),
+)
 
 
 def next_power_of_2(n: int) -> int:
@@ -51,7 +58,11 @@ class KernelWriter:
     """Writes a DeviceKernel as Triton source; `launch_args` lists what the host passes."""
 
     kernel: DeviceKernel
+    plan: GridPlan
+    choices: dict[str, Any] = field(default_factory=dict)
     allow_tf32: bool = False
+    aligned_inputs: bool = True  # every tensor argument starts 16-byte aligned
+    descriptors: dict[str, str] = field(default_factory=dict)  # tensor descriptors, by name
     lines: list[str] = field(default_factory=list)
     depth: int = 1
     strides: dict[str, str] = field(default_factory=dict)
@@ -89,7 +100,8 @@ class KernelWriter:
             if block.kind == "reduction" and not is_rolled(block):
                 self.define_indices(block, "0")
         self.body(self.kernel.body)
-        return self.signature() + "\n".join(self.lines) + "\n"
+        head = ["    " + line for line in self.descriptors.values()]
+        return self.signature() + "\n".join(head + self.lines) + "\n"
 
     def signature(self) -> str:
         params = [p.name for p in self.kernel.params if p.is_tensor]
@@ -99,18 +111,17 @@ class KernelWriter:
         return f"@triton.jit\ndef {self.kernel.name}({', '.join(params)}):\n"
 
     def grid_prologue(self) -> None:
-        """Split the flat program id into one offset per grid dim (the first varies fastest)."""
-        grid = [self.kernel.blocks[b] for b in self.kernel.grid_blocks]
-        self.line("pid = tl.program_id(0)")
-        divisor = ""
-        for i, block in enumerate(grid):
+        """Program ids -> grid offsets (inside a loop over tiles for persistent kernels)."""
+        plan = self.plan
+        lines, persistent = program_lines(plan)
+        for line in lines:
+            self.line(line)
+        if persistent:
+            self.depth += 1
+            for line in pid_lines(plan, "virtual_pid"):
+                self.line(line)
+        for block in plan.blocks:
             size = "1" if block.kind == "grid" else self.size(block.id)
-            pid = f"pid{divisor}"
-            if i < len(grid) - 1:
-                self.line(f"num_blocks_{block.id} = tl.cdiv({block.extent}, {size})")
-                pid = f"{pid} % num_blocks_{block.id}"
-                divisor += f" // num_blocks_{block.id}"
-            self.line(f"pid_{block.id} = {pid}")
             start = f"{block.begin} + " if block.begin else ""
             self.line(f"offset_{block.id} = {start}pid_{block.id} * {size}")
             if block.kind != "grid":
@@ -121,6 +132,9 @@ class KernelWriter:
         self.line(f"indices_{block.id} = {start} + tl.arange(0, {self.size(block.id)})")
         if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
             self.line(f"mask_{block.id} = indices_{block.id} < {block.end}")
+
+    def is_rolled_id(self, block_id: int) -> bool:
+        return is_rolled(self.kernel.blocks[block_id])
 
     def has_mask(self, block_id: int) -> bool:
         block = self.kernel.blocks[block_id]
@@ -137,10 +151,12 @@ class KernelWriter:
             if c.init.name != c.param.name:
                 self.line(f"{c.param.name} = {c.init.name}")
         outer, live = self.depth, set(self.live)
-        for block_id in loop.blocks:
+        for i, block_id in enumerate(loop.blocks):
             block = self.kernel.blocks[block_id]
             bs = "1" if block.kind == "grid" else self.size(block_id)
-            self.line(f"for offset_{block_id} in tl.range({block.begin}, {block.end}, {bs}):")
+            extra = self.range_options(loop.index) if i == len(loop.blocks) - 1 else ""
+            head = f"tl.range({block.begin}, {block.end}, {bs}{extra})"
+            self.line(f"for offset_{block_id} in {head}:")
             self.depth += 1
             if block.kind != "grid":
                 self.define_indices(block, f"offset_{block_id}")
@@ -150,6 +166,18 @@ class KernelWriter:
             if c.final.name != c.param.name:
                 self.line(f"{c.param.name} = {c.final.name}")
         self.depth, self.live = outer, live
+
+    def range_options(self, index: int) -> str:
+        """`tl.range` keywords from the config's range_* knobs for device loop `index`."""
+        options = []
+        for knob, keyword in RANGE_KNOBS:
+            values = self.choices.get(knob) or []
+            value = values[index] if index < len(values) else None
+            if value is not None:
+                if knob == "range_multi_buffers":
+                    value = not value
+                options.append(f", {keyword}={value!r}")
+        return "".join(options)
 
     def op(self, op: Op) -> None:
         try:
@@ -273,70 +301,14 @@ class KernelWriter:
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
-    # -- memory -----------------------------------------------------------------------
-    def pointer(self, access: Access) -> tuple[str, str | None]:
-        """The pointer expression and mask of an access."""
-        param = access.param
-        wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
-        rank, pos = len(access.dims), 0
-        terms: list[str] = []
-        masks: list[str] = []
-        dim = 0
-        for index in access.indices:
-            width = len(index.dims())
-            if index.kind == "newaxis":
-                pos += width
-                continue
-            stride = f"{param.name}_stride_{dim}"
-            self.strides[stride] = f"{param.host_expr}.stride({dim})"
-            term = self.index_expr(index, rank, pos, masks)
-            if term is not None:
-                term = f"{term}.to(tl.int64)" if wide and index.kind != "scalar" else term
-                terms.append(f"{term} * {stride}")
-            pos += width
-            dim += 1
-        if any(i.kind in ("unit", "newaxis") for i in access.indices):
-            terms.append(f"tl.zeros({self.shape(access.dims)}, tl.int32)")  # keep size-1 dims
-        offset = " + ".join(terms) if terms else "0"
-        return f"{param.name} + ({offset})", " & ".join(masks) or None
-
-    def index_expr(self, index: Any, rank: int, pos: int, masks: list[str]) -> str | None:
-        if index.kind == "unit":
-            return None
-        if index.kind == "scalar":
-            return index.value.name if isinstance(index.value, Value) else str(index.value)
-        if index.kind == "block":
-            if self.has_mask(index.block):
-                masks.append(expand(f"mask_{index.block}", rank, pos))
-            return expand(f"indices_{index.block}", rank, pos)
-        value = index.value
-        for i, d in enumerate(value.type.dims):
-            if d is not None and self.has_mask(d):
-                masks.append(expand(f"mask_{d}", rank, pos + i))
-        return expand(value.name, rank, pos, value.type.rank)
-
-    def full_mask(self, access: Access, base: str | None, extra: Value | None) -> str | None:
-        if extra is None:
-            return base
-        extra_text = self.operand(extra, access.dims, None)
-        return extra_text if base is None else f"({base}) & {extra_text}"
-
     def op_load(self, op: Op) -> None:
-        (access,) = op.args
-        ptr, mask = self.pointer(access)
-        mask = self.full_mask(access, mask, op.attrs.get("extra_mask"))
-        masked = f", mask={mask}, other=0" if mask else ""
-        self.assign(op, f"tl.load({ptr}{masked})")
+        access.load(self, op)
 
-    def op_store(self, op: Op, fn: str = "tl.store") -> None:
-        access, value = op.args
-        ptr, mask = self.pointer(access)
-        mask = self.full_mask(access, mask, op.attrs.get("extra_mask"))
-        text = self.operand(value, access.dims, access.param.dtype)
-        self.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''})")
+    def op_store(self, op: Op) -> None:
+        access.store(self, op)
 
     def op_atomic_add(self, op: Op) -> None:
-        self.op_store(op, "tl.atomic_add")
+        access.atomic_add(self, op)
 
 
 def reduce_compute(op: Op) -> torch.dtype:
@@ -345,10 +317,3 @@ def reduce_compute(op: Op) -> torch.dtype:
     if op.attrs["kind"] == "sum" and not op.out.type.dtype.is_floating_point:
         return torch.int64
     return op.attrs["compute"]
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n

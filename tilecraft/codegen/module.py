@@ -19,6 +19,13 @@ import triton.language as tl
 '''
 
 
+ALLOCATOR = """
+from tilecraft.runtime.launch import use_torch_allocator
+
+use_torch_allocator()  # tensor descriptors need scratch memory on the device
+"""
+
+
 @dataclass
 class Launch:
     """How the host launches one device kernel."""
@@ -28,19 +35,11 @@ class Launch:
     num_warps: int
     num_stages: int
 
-    def grid_size(self) -> int:
-        n = 1
-        for b in self.kernel.grid_blocks:
-            block = self.kernel.blocks[b]
-            size = block.fixed_size or 1
-            n *= -(-block.extent // size)
-        return n
-
     def statement(self) -> ast.stmt:
         """`_kernel[(grid,)](args..., CONSTS=..., num_warps=...)`, or `pass` for no work."""
-        grid = self.grid_size()
-        if grid == 0:
+        if self.writer.plan.total() == 0:
             return ast.Pass()
+        grid = ", ".join(str(n) for n in self.writer.plan.launch_grid())
         params = self.kernel.params
         args = [p.host_expr for p in params if p.is_tensor]
         args += list(self.writer.strides.values())
@@ -53,4 +52,7 @@ class Launch:
 def module_source(name: str, where: str, kernels: list[str], host: ast.Module) -> str:
     """The whole generated module as readable source."""
     body = "\n\n".join(kernels)
-    return HEADER.format(name=name, where=where) + "\n" + body + "\n\n" + ast.unparse(host) + "\n"
+    head = HEADER.format(name=name, where=where)
+    if "tl.make_tensor_descriptor" in body:
+        head += ALLOCATOR
+    return head + "\n" + body + "\n\n" + ast.unparse(host) + "\n"

@@ -37,13 +37,39 @@ class BlockTable:
     the `tc.tile` dimensions; `reduction_loops` lists the whole-dimension (`:`) sizes.
     """
 
-    block_sizes: list[int | None]
-    reduction_loops: list[int | None]
+    choices: dict[str, Any]  # the config being compiled, as a dict
     blocks: dict[int, Block] = field(default_factory=dict)
     tile_specs: list[BlockSpec] = field(default_factory=list)
     reduction_extents: list[int] = field(default_factory=list)
     registered: list[BlockSizeInt] = field(default_factory=list)
     registered_extents: dict[int, int] = field(default_factory=dict)
+    loop_order_dims: list[int] = field(default_factory=list)  # dims of each multi-dim tile
+    device_loops: int = 0  # nested tile loops so far (for the range_* knobs)
+    memory_ops: int = 0  # loads and stores so far (for the indexing knob)
+    grids: list[int] = field(default_factory=list)  # tiled dims of each top-level loop
+
+    def choice(self, key: str, index: int, default: Any = None) -> Any:
+        """Entry `index` of the list knob `key` in the config, or `default`."""
+        values = self.choices.get(key) or []
+        value = values[index] if index < len(values) else None
+        return default if value is None else value
+
+    def loop_order(self, ndim: int) -> list[int]:
+        """The permutation the config picks for the next multi-dim tile loop."""
+        index = len(self.loop_order_dims)
+        self.loop_order_dims.append(ndim)
+        order = list(self.choice("loop_orders", index, range(ndim)))
+        if sorted(order) != list(range(ndim)):
+            raise InvalidConfig(f"loop_orders[{index}] must be a permutation of 0..{ndim - 1}")
+        return order
+
+    def next_device_loop(self) -> int:
+        self.device_loops += 1
+        return self.device_loops - 1
+
+    def next_memory_op(self) -> int:
+        self.memory_ops += 1
+        return self.memory_ops - 1
 
     def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
         index = len(self.tile_specs)
@@ -55,8 +81,7 @@ class BlockTable:
         return self.registered[-1]
 
     def _chosen(self, index: int, default: int) -> int:
-        size = self.block_sizes[index] if index < len(self.block_sizes) else None
-        return default if size is None else size
+        return int(self.choice("block_sizes", index, default))
 
     def _new(self, **kw: Any) -> Block:
         block = Block(id=len(self.blocks), **kw)
@@ -102,7 +127,7 @@ class BlockTable:
                 return block
         index = len(self.reduction_extents)
         self.reduction_extents.append(extent)
-        chunk = self.reduction_loops[index] if index < len(self.reduction_loops) else None
+        chunk = self.choice("reduction_loops", index)
         padded = _next_power_of_2(extent)
         if chunk is not None:
             _check_power_of_two(chunk, f"reduction_loops[{index}]")

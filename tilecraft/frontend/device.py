@@ -100,14 +100,21 @@ class DeviceCompiler:
     def compile(self, loop: ast.For) -> DeviceKernel:
         self.b.loc = self.src.loc(loop)
         try:
-            blocks = self._loop_blocks(loop, inner=False)
+            blocks, order = self._loop_blocks(loop, inner=False)
             self._bind_target(loop.target, blocks)
         except TilecraftError as e:
             raise e.at(self.b.loc) from None
+        grid_index = len(self.table.grids)
+        self.table.grids.append(sum(not g for _, g in blocks))
         self._body(loop.body)
-        grid = [blk for blk, _ in blocks]
         return DeviceKernel(
-            self.name, grid, self.b.bodies[0], self.params, self.table.blocks, self.src.loc(loop)
+            self.name,
+            order,
+            self.b.bodies[0],
+            self.params,
+            self.table.blocks,
+            self.src.loc(loop),
+            grid_index,
         )
 
     def _body(self, stmts: list[ast.stmt]) -> None:
@@ -169,7 +176,8 @@ class DeviceCompiler:
     def stmt_For(self, node: ast.For) -> None:
         if self._callee(node.iter) not in (lang.tile, lang.grid):
             raise UnsupportedSyntax("device loops must iterate over tc.tile(...) or tc.grid(...)")
-        blocks = self._loop_blocks(node, inner=True)
+        blocks, order = self._loop_blocks(node, inner=True)
+        index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
         self.b.bodies.append([])
@@ -178,7 +186,7 @@ class DeviceCompiler:
         for c in carried:
             c.final = self._carried_final(c)
         body = self.b.bodies.pop()
-        self.b.add(Loop([blk for blk, _ in blocks], body, carried, self.src.loc(node)))
+        self.b.add(Loop(order, body, carried, self.src.loc(node), index))
         self.env = saved
         for c in carried:
             c.out = Value(c.param.type, c.param.name)
@@ -212,7 +220,8 @@ class DeviceCompiler:
         return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
 
     # -- loops and targets --------------------------------------------------------
-    def _loop_blocks(self, node: ast.For, inner: bool) -> list[tuple[int, bool]]:
+    def _loop_blocks(self, node: ast.For, inner: bool) -> tuple[list[tuple[int, bool]], list[int]]:
+        """The blocks a loop binds (in the user's order) and its iteration order."""
         call = node.iter
         assert isinstance(call, ast.Call)
         fn = self._callee(call)
@@ -230,7 +239,10 @@ class DeviceCompiler:
             else:
                 blk = self.table.tile(lo, hi, inner, size)
             out.append((blk.id, fn is lang.grid))
-        return out if multi else out[:1]
+        out = out if multi else out[:1]
+        order = self.table.loop_order(len(out)) if len(out) > 1 and fn is lang.tile else None
+        ids = [blk for blk, _ in out]
+        return out, ids if order is None else [ids[i] for i in order]
 
     def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
         refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
@@ -295,7 +307,15 @@ class DeviceCompiler:
 
     def _from_host(self, name: str, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            param = Param(self._param_name(name), name, value.dtype, tuple(value.shape))
+            offset = int(value.storage_offset()) * value.element_size()
+            param = Param(
+                self._param_name(name),
+                name,
+                value.dtype,
+                tuple(value.shape),
+                tuple(value.stride()),
+                offset,
+            )
             self.params.append(param)
             return HostTensor(param, value)
         if isinstance(value, float):

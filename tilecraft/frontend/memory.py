@@ -74,7 +74,16 @@ class MemoryLowering:
         self, param: Param, meta: torch.Tensor, items: list[Any], extra_mask: Value | None
     ) -> Value:
         acc = self.access(param, meta, items)
-        return self.b.op("load", (acc,), param.dtype, acc.dims, hint="load", extra_mask=extra_mask)
+        index = self.table.next_memory_op()
+        return self.b.op(
+            "load",
+            (acc,),
+            param.dtype,
+            acc.dims,
+            hint="load",
+            extra_mask=extra_mask,
+            mem_index=index,
+        )
 
     def store(
         self,
@@ -95,7 +104,8 @@ class MemoryLowering:
                 )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
-        self.b.effect(name, (acc, value), extra_mask=extra_mask)
+        index = self.table.next_memory_op()
+        self.b.effect(name, (acc, value), extra_mask=extra_mask, mem_index=index)
 
     # -- tile attributes ---------------------------------------------------------------
     def tile_attr(self, block: int, attr: str) -> Any:
@@ -138,8 +148,6 @@ class MemoryLowering:
             mask = kwargs.get("extra_mask", rest[1] if len(rest) > 1 else None)
             self.store(tensor.param, tensor.meta, items, value, mask, fn.__name__)
             return None
-        if fn is lang.dot:
-            return self.dot(args[0], args[1], kwargs.get("acc", args[2] if len(args) > 2 else None))
         return NotImplemented
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:

@@ -33,6 +33,8 @@ class Param:
     host_expr: str
     dtype: torch.dtype
     shape: tuple[int, ...] | None = None  # None for scalars
+    strides: tuple[int, ...] | None = None
+    offset_bytes: int = 0  # where the tensor starts in its storage
 
     @property
     def is_tensor(self) -> bool:
@@ -108,10 +110,11 @@ class Carried:
 class Loop:
     """A device loop over one or more tile blocks, run sequentially inside a program."""
 
-    blocks: list[int]
+    blocks: list[int]  # in iteration order: the first is the outermost loop
     body: list[Node]
     carried: list[Carried]
     loc: SourceLoc
+    index: int = 0  # position among the kernel's device loops, for the range_* knobs
 
 
 Node = Op | Loop
@@ -122,11 +125,12 @@ class DeviceKernel:
     """One Triton kernel: the body of a top-level `tc.tile`/`tc.grid` loop."""
 
     name: str
-    grid_blocks: list[int]
+    grid_blocks: list[int]  # in launch order: the first varies fastest
     body: list[Node]
     params: list[Param]
     blocks: dict[int, Block]
     loc: SourceLoc
+    grid_index: int = 0  # position among the kernel's top-level loops
 
     def walk(self) -> list[Op]:
         """Every Op in program order, loops flattened."""

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.codegen.grid import plan_grid
 from tilecraft.codegen.kernel import KernelWriter
 from tilecraft.codegen.module import Launch, module_source
 from tilecraft.exc import HostCodeError, LoweringError, TilecraftError
@@ -52,6 +53,8 @@ class BoundKernel:
         self.src, self.settings = src, settings
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
+        self.num_sms = _sm_count(args)
+        self.aligned = all(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         first = self.analyze(Config())
@@ -63,7 +66,7 @@ class BoundKernel:
     # -- analysis ----------------------------------------------------------------------
     def analyze(self, config: Config) -> Analysis:
         """Run the host code on meta tensors, then compile each device loop to IR."""
-        table = BlockTable(config.block_sizes, config.reduction_loops)
+        table = BlockTable(config.to_dict())
         tunables: dict[str, Fragment] = {}
         captured: dict[int, dict[str, Any]] = {}
 
@@ -121,7 +124,11 @@ class BoundKernel:
         return module_source(self.src.tree.name, where, sources, ast.fix_missing_locations(host))
 
     def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
-        writer = KernelWriter(kernel, allow_tf32=self.settings.allow_tf32)
+        blocks = [kernel.blocks[b] for b in kernel.grid_blocks]
+        plan = plan_grid(blocks, config.to_dict(), kernel.grid_index, self.num_sms)
+        writer = KernelWriter(
+            kernel, plan, config.to_dict(), self.settings.allow_tf32, self.aligned
+        )
         return Launch(kernel, writer, config.num_warps or 4, config.num_stages or 1)
 
     def compile(self, config: Config | None = None) -> Callable[..., Any]:
@@ -181,3 +188,11 @@ class _FixHostValues(ast.NodeTransformer):
             key = str(node.args[0].value)
             return ast.copy_location(ast.Constant(self.config.tunables.get(key)), node)
         return node
+
+
+def _sm_count(args: tuple) -> int:
+    """Multiprocessors of the arguments' GPU (persistent kernels launch one program each)."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+            return torch.cuda.get_device_properties(a.device).multi_processor_count
+    return 4  # CPU (Triton's interpreter): a few programs exercise the persistent loop
