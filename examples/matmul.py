@@ -29,8 +29,10 @@ def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def inputs(shape=(100, 200, 70), dtype=torch.float32, device=None) -> tuple:
     device = device or default_device()
     m, k, n = shape if len(shape) == 3 else (*shape, shape[0])
-    return (torch.randn(m, k, dtype=dtype, device=device),
-            torch.randn(k, n, dtype=dtype, device=device))
+    return (
+        torch.randn(m, k, dtype=dtype, device=device),
+        torch.randn(k, n, dtype=dtype, device=device),
+    )
 
 
 def main() -> None:

@@ -58,7 +58,7 @@ def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
         return False
     for dim, index in enumerate(access.indices):
         block = w.kernel.blocks[index.block]  # type: ignore[index]
-        if block.end != shape[dim] and w.has_mask(block.id):
+        if (block.dynamic or block.end != shape[dim]) and w.has_mask(block.id):
             return False  # boundary checks clip at the tensor's end, not the tile's
     return kind != "tensor_descriptor" or descriptor_eligible(w, access)
 

@@ -17,6 +17,7 @@ from tilecraft.codegen.rules import (
     literal,
     remainder,
     tl_dtype,
+    triton_interpret,
 )
 from tilecraft.exc import LoweringError
 from tilecraft.ir.nodes import DeviceKernel, Loop, Node, Op, Value
@@ -42,7 +43,7 @@ def is_rolled(block: Block) -> bool:
 def needs_mask(block: Block) -> bool:
     if block.kind == "grid":
         return False
-    return block.extent % (block.fixed_size or 1) != 0
+    return block.dynamic or block.extent % (block.fixed_size or 1) != 0
 
 
 def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:
@@ -131,7 +132,7 @@ class KernelWriter:
         self.live.add(block.id)
         self.line(f"indices_{block.id} = {start} + tl.arange(0, {self.size(block.id)})")
         if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
-            self.line(f"mask_{block.id} = indices_{block.id} < {block.end}")
+            self.line(f"mask_{block.id} = indices_{block.id} < {block.end_code()}")
 
     def is_rolled_id(self, block_id: int) -> bool:
         return is_rolled(self.kernel.blocks[block_id])
@@ -155,7 +156,7 @@ class KernelWriter:
             block = self.kernel.blocks[block_id]
             bs = "1" if block.kind == "grid" else self.size(block_id)
             extra = self.range_options(loop.index) if i == len(loop.blocks) - 1 else ""
-            head = f"tl.range({block.begin}, {block.end}, {bs}{extra})"
+            head = f"tl.range({block.begin_code()}, {block.end_code()}, {bs}{extra})"
             self.line(f"for offset_{block_id} in {head}:")
             self.depth += 1
             if block.kind != "grid":
@@ -262,16 +263,21 @@ class KernelWriter:
 
     def op_tile_end(self, op: Op) -> None:
         block = self.kernel.blocks[op.args[0]]
-        self.assign(op, f"tl.minimum(offset_{block.id} + {self.size(block.id)}, {block.end})")
+        end = block.end_code()
+        self.assign(op, f"tl.minimum(offset_{block.id} + {self.size(block.id)}, {end})")
 
     def op_tile_id(self, op: Op) -> None:
         block = self.kernel.blocks[op.args[0]]
-        self.assign(op, f"(offset_{block.id} - {block.begin}) // {self.size(block.id)}")
+        begin = block.begin_code()
+        self.assign(op, f"(offset_{block.id} - {begin}) // {self.size(block.id)}")
 
     def op_dot(self, op: Op) -> None:
         assert op.out is not None
         a, b, acc = op.args
         args = f"{a.name}, {b.name}"
+        if a.type.dtype == torch.bfloat16 and triton_interpret():
+            # Triton's CPU interpreter multiplies bf16 wrongly; bf16 -> fp32 is exact
+            args = f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
         if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
             args += ', input_precision="tf32"' if self.allow_tf32 else ', input_precision="ieee"'
         if acc is not None and acc.type.dtype == torch.float32:

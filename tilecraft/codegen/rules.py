@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -34,6 +35,11 @@ def literal(value: object) -> str:
         if math.isnan(value):
             return 'float("nan")'
     return repr(value)
+
+
+def triton_interpret() -> bool:
+    """Whether Triton's CPU interpreter will run the generated code (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 Rule = Callable[..., str]

@@ -8,6 +8,8 @@ from typing import Any
 from tilecraft.exc import InvalidConfig
 from tilecraft.ir.types import Block
 
+DYNAMIC_EXTENT_HINT = 4096  # assumed trip range of a loop with device-computed bounds
+
 
 class BlockSizeInt(int):
     """An int from `tc.register_block_size`, remembering which config entry it is."""
@@ -88,7 +90,9 @@ class BlockTable:
         self.blocks[block.id] = block
         return block
 
-    def tile(self, begin: int, end: int, inner: bool, block_size: Any) -> Block:
+    def tile(self, begin: Any, end: Any, inner: bool, block_size: Any) -> Block:
+        if not isinstance(begin, int) or not isinstance(end, int):
+            return self._dynamic_tile(begin, end, block_size)
         extent = max(end - begin, 0)
         if isinstance(block_size, BlockSizeInt):
             return self.registered_block(block_size, begin, extent)
@@ -100,6 +104,25 @@ class BlockTable:
         _check_power_of_two(size, f"block_sizes[{index}]")
         return self._new(
             kind="tile", extent=extent, begin=begin, fixed_size=size, config_index=index
+        )
+
+    def _dynamic_tile(self, begin: Any, end: Any, block_size: Any) -> Block:
+        """A tile loop whose bounds are scalar values computed on the device."""
+        names = [v if isinstance(v, int) else v.name for v in (begin, end)]
+        hint = DYNAMIC_EXTENT_HINT
+        if block_size is None:
+            index = len(self.tile_specs)
+            self.tile_specs.append(BlockSpec(hint, inner=True))
+            size, config_index = self._chosen(index, 16), index
+        else:
+            size, config_index = int(block_size), getattr(block_size, "index", None)
+        return self._new(
+            kind="tile",
+            extent=hint,
+            fixed_size=size,
+            config_index=config_index,
+            begin_value=str(names[0]),
+            end_value=str(names[1]),
         )
 
     def registered_block(

@@ -438,6 +438,11 @@ class DeviceCompiler:
             return special
         if fn in (lang.tile, lang.grid):
             raise UnsupportedSyntax("tc.tile/tc.grid can only be iterated by a for loop")
+        if fn in (builtins.min, builtins.max) and any(isinstance(a, Value) for a in args):
+            result = args[0]
+            for a in args[1:]:
+                result = OPS["minimum" if fn is builtins.min else "maximum"](self.b, result, a)
+            return result
         handler = lookup(fn)
         if handler is not None:
             name = next(k for k, v in OPS.items() if v is handler)
@@ -474,15 +479,20 @@ def torch_scalar_type() -> Any:
     return TileType(torch.float32, ())
 
 
-def _ranges(begin: Any, end: Any) -> tuple[list[int], list[int]]:
+def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:
     if end is None:
         sizes = list(begin) if isinstance(begin, (list, tuple, torch.Size)) else [begin]
         return [0] * len(sizes), [int(s) for s in sizes]
     begins = list(begin) if isinstance(begin, (list, tuple)) else [begin]
     ends = list(end) if isinstance(end, (list, tuple)) else [end]
-    if any(isinstance(v, Value) for v in begins + ends):
-        raise UnsupportedSyntax("tile bounds must be host values (sizes), not tile values")
-    return [int(b) for b in begins], [int(e) for e in ends]
+    for v in begins + ends:
+        if isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point):
+            raise UnsupportedSyntax("tile bounds must be integers: sizes or tile.begin/.end")
+    return [_bound(b) for b in begins], [_bound(e) for e in ends]
+
+
+def _bound(v: Any) -> Any:
+    return v if isinstance(v, Value) else int(v)
 
 
 def _view_items(key: Any, rank: int) -> tuple[str, ...]:

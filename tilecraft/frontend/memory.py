@@ -64,7 +64,7 @@ class MemoryLowering:
 
     def _check_fits(self, param: Param, dim: int, size: int, block_id: int) -> None:
         block = self.table.blocks[block_id]
-        if block.end > size:
+        if not block.dynamic and block.end > size:
             raise ShapeMismatch(
                 f"a tile over {block.begin}:{block.end} indexes dim {dim} of "
                 f"`{param.host_expr}`, which has size {size}"

@@ -47,10 +47,22 @@ class Block:
     begin: int = 0
     fixed_size: int | None = None
     config_index: int | None = None
+    begin_value: str | None = None  # a tile loop bounded by values computed on the device
+    end_value: str | None = None
 
     @property
     def end(self) -> int:
         return self.begin + self.extent
+
+    @property
+    def dynamic(self) -> bool:
+        return self.begin_value is not None or self.end_value is not None
+
+    def begin_code(self) -> str:
+        return self.begin_value or str(self.begin)
+
+    def end_code(self) -> str:
+        return self.end_value or str(self.end)
 
 
 def broadcast_dims(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...] | None:

@@ -34,8 +34,3 @@ class Settings:
     @classmethod
     def names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
-
-
-def triton_interpret() -> bool:
-    """Whether Triton's CPU interpreter runs generated kernels (TRITON_INTERPRET=1)."""
-    return _flag("TRITON_INTERPRET")
