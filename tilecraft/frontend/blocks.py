@@ -110,6 +110,7 @@ class BlockTable:
         """A tile loop whose bounds are scalar values computed on the device."""
         names = [v if isinstance(v, int) else v.name for v in (begin, end)]
         hint = DYNAMIC_EXTENT_HINT
+        config_index: int | None
         if block_size is None:
             index = len(self.tile_specs)
             self.tile_specs.append(BlockSpec(hint, inner=True))
