@@ -31,6 +31,15 @@ def assert_close(actual: Any, expected: Any, dtype: torch.dtype | None = None) -
     torch.testing.assert_close(actual, expected.to(actual.dtype), rtol=rtol, atol=atol)
 
 
+REL_ERROR_LIMITS = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """`||actual - expected|| / ||expected||`, computed in float64."""
+    diff = (actual.double() - expected.double()).norm()
+    return (diff / expected.double().norm().clamp_min(1e-30)).item()
+
+
 def default_device() -> torch.device:
     """The GPU when there is one, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -220,10 +220,14 @@ class KernelWriter:
     def op_cast(self, op: Op) -> None:
         assert op.out is not None
         (x,) = op.args
-        if op.out.type.dtype == torch.bool:
+        target = op.out.type.dtype
+        if target == torch.bool:
             self.assign(op, f"{x.name} != 0")
+        elif target == torch.bfloat16 and not x.type.dtype.is_floating_point:
+            # through float32: Triton's interpreter cannot convert ints to bf16 directly
+            self.assign(op, f"{x.name}.to(tl.float32).to(tl.bfloat16)")
         else:
-            self.assign(op, f"{x.name}.to({tl_dtype(op.out.type.dtype)})")
+            self.assign(op, f"{x.name}.to({tl_dtype(target)})")
 
     def op_where(self, op: Op) -> None:
         assert op.out is not None

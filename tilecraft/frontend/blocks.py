@@ -97,6 +97,7 @@ class BlockTable:
         if isinstance(block_size, BlockSizeInt):
             return self.registered_block(block_size, begin, extent)
         if block_size is not None:
+            _check_power_of_two(block_size, "tc.tile(..., block_size=)")
             return self._new(kind="tile", extent=extent, begin=begin, fixed_size=int(block_size))
         index = len(self.tile_specs)
         self.tile_specs.append(BlockSpec(extent, inner))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -77,7 +78,7 @@ def _check_host_stmt(src: KernelSource, stmt: ast.stmt) -> None:
 
 
 def _is_language_op(obj: object) -> bool:
-    return callable(obj) and (getattr(obj, "__module__", None) or "").startswith(
+    return inspect.isfunction(obj) and (getattr(obj, "__module__", None) or "").startswith(
         "tilecraft.language"
     )
 

@@ -19,6 +19,7 @@ class MemoryLowering:
 
     def __init__(self, b: Builder, table: BlockTable) -> None:
         self.b, self.table = b, table
+        self.tile_values: dict[int, tuple[str, int]] = {}  # id(value) -> (attribute, block)
 
     # -- subscripts -----------------------------------------------------------------
     def access(self, param: Param, meta: torch.Tensor, items: list[Any]) -> Access:
@@ -109,6 +110,11 @@ class MemoryLowering:
 
     # -- tile attributes ---------------------------------------------------------------
     def tile_attr(self, block: int, attr: str) -> Any:
+        value = self._tile_attr(block, attr)
+        self.tile_values[id(value)] = (attr, block)
+        return value
+
+    def _tile_attr(self, block: int, attr: str) -> Any:
         info = self.table.blocks[block]
         if attr == "index":
             return self.b.op("tile_index", (block,), torch.int32, (block,), hint="index")
@@ -171,7 +177,20 @@ class MemoryLowering:
             raise UnsupportedSyntax("tc.full needs a constant fill value")
         return self.b.op("full", (), dtype, self._shape_dims(shape), hint="acc", value=value)
 
-    def arange(self, begin: int, end: int | None = None, dtype: torch.dtype = torch.int32) -> Value:
+    def arange(self, begin: Any, end: Any = None, dtype: torch.dtype = torch.int32) -> Value:
         lo, hi = (0, begin) if end is None else (begin, end)
+        if isinstance(lo, Value) or isinstance(hi, Value):
+            return self.b.cast(self._tile_range(lo, hi), dtype)  # type: ignore[return-value]
+        if int(hi) - int(lo) == 1:
+            return self.b.op("full", (), dtype, (None,), hint="arange", value=int(lo))
         block = self.table.reduction(int(hi) - int(lo))
         return self.b.op("arange", (), dtype, (block.id,), hint="arange", begin=int(lo))
+
+    def _tile_range(self, lo: Any, hi: Any) -> Value:
+        """`tc.arange(tile.begin, tile.end)`: the tile's own indices."""
+        begin, end = self.tile_values.get(id(lo)), self.tile_values.get(id(hi))
+        if begin is None or end is None or begin != ("begin", end[1]) or end[0] != "end":
+            raise UnsupportedSyntax(
+                "tc.arange bounds must be ints, or a tile's .begin and .end (use tile.index)"
+            )
+        return self.tile_attr(end[1], "index")

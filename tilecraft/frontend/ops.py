@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -227,6 +227,13 @@ OPS["argmax"] = _reducer("argmax")
 OPS["argmin"] = _reducer("argmin")
 
 
+class ValuesIndices(NamedTuple):
+    """What `torch.max(x, dim)` returns: `.values` and `.indices`, or unpack it."""
+
+    values: Value
+    indices: Value
+
+
 def _max_or_min(kind: str) -> Handler:
     def handler(
         b: Builder, x: Value, other: Any = None, keepdim: bool = False, dim: int | None = None
@@ -237,7 +244,7 @@ def _max_or_min(kind: str) -> Handler:
         values = reduce(b, kind, x, dim, keepdim)
         if dim is None:
             return values
-        return (values, reduce(b, "arg" + kind, x, dim, keepdim))
+        return ValuesIndices(values, reduce(b, "arg" + kind, x, dim, keepdim))
 
     return handler
 

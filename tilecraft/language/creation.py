@@ -35,7 +35,8 @@ def zeros(shape: Shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
     """
-    return full(shape, 0, dtype)
+    ctx = eager_context("zeros")
+    return torch.zeros(_sizes(shape), dtype=dtype, device=ctx.device)
 
 
 def arange(begin: int, end: int | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 from tilecraft.codegen.grid import plan_grid
 from tilecraft.codegen.kernel import KernelWriter
 from tilecraft.codegen.module import Launch, module_source
-from tilecraft.exc import HostCodeError, LoweringError, TilecraftError
+from tilecraft.exc import HostCodeError, InvalidConfig, LoweringError, TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
 from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
@@ -110,7 +110,19 @@ class BoundKernel:
     # -- code generation ---------------------------------------------------------------
     def resolve(self, config: Config | None) -> Config:
         """`config` with every missing entry taken from the default config."""
-        return (config or Config()).merged(self.default_config)
+        config = config or Config()
+        self._check_fits(config)
+        return config.merged(self.default_config)
+
+    def _check_fits(self, config: Config) -> None:
+        sizes = {"block_sizes": len(self.spec.blocks), "reduction_loops": len(self.spec.reductions)}
+        for key, allowed in sizes.items():
+            given = len(config.get(key) or [])
+            if given > allowed:
+                raise InvalidConfig(
+                    f"Config.{key} has {given} entries but `{self.src.tree.name}` has {allowed}",
+                    self.src.loc(self.src.tree),
+                )
 
     def to_triton_code(self, config: Config | None = None) -> str:
         """The generated module (Triton kernels and host launcher) for `config`."""

@@ -6,6 +6,7 @@ import ast
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from tilecraft import language as lang
 from tilecraft.frontend.host import compile_function, rewrite_host
@@ -77,5 +78,21 @@ def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any]) -> Any:
     """Call an eager kernel function with DSL ops computing on the arguments' device."""
     devices = [a.device for a in args if isinstance(a, torch.Tensor)]
     ctx = EagerContext(devices[0] if devices else torch.device("cpu"), tunables=tunables)
-    with running_eagerly(ctx):
+    with running_eagerly(ctx), _FloatAccumulation():
         return fn(*args)
+
+
+_ACCUMULATING = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
+
+
+class _FloatAccumulation(TorchFunctionMode):
+    """`torch.addmm(acc_f32, a_bf16, b_bf16)` accumulates in float32, as compiled kernels do
+    (plain PyTorch requires equal dtypes)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
+        kwargs = kwargs or {}
+        if func in _ACCUMULATING and len(args) >= 3 and args[0].dtype != args[1].dtype:
+            acc, a, b = args[:3]
+            product = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+            return acc + product.to(acc.dtype)
+        return func(*args, **kwargs)

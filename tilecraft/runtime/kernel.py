@@ -62,7 +62,7 @@ class Kernel:
         key = self.key(args)
         bound = self._bound.get(key)
         if bound is None:
-            _check_devices(args)
+            _check_devices(args, self.source)
             bound = self._bound[key] = BoundKernel(self.source, args, self.settings)
         return bound
 
@@ -99,12 +99,11 @@ def _arg_key(arg: Any) -> Any:
     return type(arg)
 
 
-def _check_devices(args: tuple) -> None:
+def _check_devices(args: tuple, src: KernelSource) -> None:
     devices = {a.device for a in args if isinstance(a, torch.Tensor)}
     if len(devices) > 1:
-        raise BadArgument(
-            f"tensor arguments are on different devices: {', '.join(sorted(map(str, devices)))}"
-        )
+        names = ", ".join(sorted(map(str, devices)))
+        raise BadArgument(f"tensor arguments are on different devices: {names}", src.loc(src.tree))
 
 
 @overload

@@ -1,0 +1,88 @@
+"""Check every example kernel on the GPU in each dtype, on ragged shapes, against PyTorch.
+
+Usage: python benchmarks/check_examples.py  (writes $OUT/check_examples.json if OUT is set)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+import tilecraft as tc
+from tilecraft.testing import REL_ERROR_LIMITS, relative_error
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [(1, 1000), (129, 1000), (1000, 4097), (4096, 768)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def load_examples() -> list:
+    modules = []
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
+
+
+def check(module, kernel, shape, dtype) -> dict:
+    row = {
+        "example": module.__name__,
+        "kernel": kernel.__name__,
+        "shape": shape,
+        "dtype": str(dtype).removeprefix("torch."),
+    }
+    try:
+        torch.manual_seed(0)
+        args = module.inputs(shape=shape, dtype=dtype, device="cuda")
+        start = time.perf_counter()
+        out = kernel(*args)
+        torch.cuda.synchronize()
+        row["first_call_s"] = round(time.perf_counter() - start, 3)
+        ref = module.reference(*args)
+        err = relative_error(out, ref)
+        row["rel_err"] = err
+        limit = REL_ERROR_LIMITS[dtype]
+        if not torch.isfinite(out).all() or err > limit:
+            raise AssertionError(f"relative error {err:.2e} > {limit:.0e}")
+        row["status"] = "ok"
+    except Exception as e:  # report every failure, keep going
+        row["status"] = f"FAIL {type(e).__name__}: {str(e)[:300]}"
+        row["trace"] = traceback.format_exc()[-2000:]
+    return row
+
+
+def main() -> int:
+    rows = []
+    for module in load_examples():
+        kernels = [v for v in vars(module).values() if isinstance(v, tc.Kernel)]
+        for kernel in kernels:
+            for shape in SHAPES:
+                for dtype in DTYPES:
+                    rows.append(check(module, kernel, shape, dtype))
+                    print(
+                        rows[-1]["example"],
+                        rows[-1]["kernel"],
+                        shape,
+                        rows[-1]["dtype"],
+                        rows[-1]["status"][:200],
+                        flush=True,
+                    )
+    failed = [r for r in rows if r["status"] != "ok"]
+    print(f"{len(rows) - len(failed)} passed, {len(failed)} failed")
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "check_examples.json").write_text(json.dumps(rows, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
