@@ -44,7 +44,8 @@ def default_config(spec: KernelSpec) -> Config:
     elements = row
     for s in sizes:
         elements *= s or 1
-    warps = _clamp(_pow2(elements // 512), 4, 16 if not inner else 8)
+    # measured on an H200 (benchmarks/sweep_rows.py): 4 warps per 8K-element row is best
+    warps = _clamp(_pow2(elements // 2048), 4, 16 if not inner else 8)
     tunables = {k: fragment_default(f) for k, f in spec.tunables.items()}
     return Config(
         block_sizes=sizes,
