@@ -63,7 +63,8 @@ def plan_grid(blocks: list[Block], choices: dict[str, Any], index: int, num_sms:
 def pid_lines(plan: GridPlan, pid: str) -> list[str]:
     """Lines that set `pid_<block>` for every grid block from the flat id `pid`."""
     blocks, counts = plan.blocks, plan.counts()
-    lines = [f"num_blocks_{b.id} = {c}" for b, c in zip(blocks, counts, strict=True)]
+    needed = blocks if plan.group > 1 else blocks[:-1]  # the slowest dim needs no count
+    lines = [f"num_blocks_{b.id} = {c}" for b, c in zip(needed, counts, strict=False)]
     start = 0
     if plan.group > 1:
         lines += _grouped(blocks[0].id, blocks[1].id, plan.group, pid)

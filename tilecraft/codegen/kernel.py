@@ -130,7 +130,8 @@ class KernelWriter:
 
     def define_indices(self, block: Block, start: str) -> None:
         self.live.add(block.id)
-        self.line(f"indices_{block.id} = {start} + tl.arange(0, {self.size(block.id)})")
+        offset = "" if start == "0" else f"{start} + "
+        self.line(f"indices_{block.id} = {offset}tl.arange(0, {self.size(block.id)})")
         if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
             self.line(f"mask_{block.id} = indices_{block.id} < {block.end_code()}")
 
