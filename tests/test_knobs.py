@@ -1,0 +1,116 @@
+"""Every config knob of the matrix-product kernels: right numbers and the intended code."""
+
+from __future__ import annotations
+
+import bmm
+import matmul
+import matmul_split_k
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.codegen.access import supported_indexing
+from tilecraft.exc import InvalidConfig
+from tilecraft.testing import assert_close
+
+SHAPE = (37, 56, 40)  # ragged against the blocks, with 16-byte aligned rows (for TMA)
+BASE = {"block_sizes": [16, 16, 16]}
+KNOBS = {
+    "flat": ({"pid_type": "flat"}, "tl.program_id(0)"),
+    "xyz": ({"pid_type": "xyz"}, "tl.program_id(1)"),
+    "persistent_blocked": ({"pid_type": "persistent_blocked"}, "for virtual_pid in"),
+    "persistent_interleaved": ({"pid_type": "persistent_interleaved"}, "tl.num_programs(0)):"),
+    "l2_grouping": ({"l2_groupings": [2]}, "group_rows = tl.minimum"),
+    "l2_grouping_persistent": (
+        {"l2_groupings": [4], "pid_type": "persistent_interleaved"},
+        "group_span",
+    ),
+    "loop_order": ({"loop_orders": [[1, 0]]}, "pid_0 = pid // num_blocks_1"),
+    "range_num_stages": ({"range_num_stages": [2]}, "num_stages=2)"),
+    "range_unroll": ({"range_unroll_factors": [2]}, "loop_unroll_factor=2"),
+    "range_flatten": ({"range_flattens": [True]}, "flatten=True"),
+    "range_multi_buffer": ({"range_multi_buffers": [False]}, "disallow_acc_multi_buffer=True"),
+    "warps_stages": ({"num_warps": 2, "num_stages": 2}, "num_warps=2, num_stages=2"),
+    "tensor_descriptor": ({"indexing": "tensor_descriptor"}, "tl.make_tensor_descriptor("),
+    "block_ptr": ({"indexing": "block_ptr"}, "tl.make_block_ptr("),
+    "mixed_indexing": (
+        {"indexing": ["tensor_descriptor", "pointer", "pointer"]},
+        "x_desc_0_2.load(",
+    ),
+}
+
+
+def _kernel(knobs: dict) -> tc.Kernel:
+    return tc.kernel(matmul.matmul.fn, config=tc.Config(**BASE, **knobs))
+
+
+@pytest.mark.parametrize("name", list(KNOBS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_knob_is_correct(name: str, dtype: torch.dtype) -> None:
+    knobs, _ = KNOBS[name]
+    args = matmul.inputs(shape=SHAPE, dtype=dtype, device="cpu")
+    assert_close(_kernel(knobs)(*args), matmul.reference(*args), dtype)
+
+
+@pytest.mark.parametrize("name", list(KNOBS))
+def test_knob_changes_the_code(name: str) -> None:
+    knobs, expected = KNOBS[name]
+    if "block_ptr" in str(knobs) and "block_ptr" not in supported_indexing():
+        expected = "tl.load(x + ("  # this Triton removed block pointers: plain pointers
+    args = matmul.inputs(shape=SHAPE, device="cpu")
+    code = _kernel(knobs).bind(args).to_triton_code(tc.Config(**BASE, **knobs))
+    assert expected in code
+    assert "tl.dot(" in code
+
+
+def test_descriptor_falls_back_for_a_gather_free_misaligned_view() -> None:
+    x, y = matmul.inputs(shape=(33, 40, 17), device="cpu")
+    x = x[:, 1:]  # starts 4 bytes into its storage: no tensor descriptor
+    kernel = _kernel({"indexing": "tensor_descriptor"})
+    code = kernel.bind((x, y[1:])).to_triton_code(kernel.config)
+    assert "x_desc" not in code
+    assert_close(kernel(x, y[1:]), matmul.reference(x, y[1:]))
+
+
+@pytest.mark.parametrize(
+    "knobs, message",
+    [
+        ({"pid_type": "diagonal"}, "pid_type"),
+        ({"loop_orders": [[0, 0]]}, "permutation"),
+        ({"l2_groupings": [4], "pid_type": "xyz"}, "l2_groupings"),
+        ({"num_warps": 3}, "num_warps"),
+        ({"block_sizes": [16, 24, 16]}, "powers of two"),
+        ({"block_sizes": [16, 16, 16, 16]}, "entries"),
+    ],
+)
+def test_invalid_configs_are_rejected(knobs: dict, message: str) -> None:
+    args = matmul.inputs(shape=SHAPE, device="cpu")
+    with pytest.raises(InvalidConfig, match=message):
+        tc.kernel(matmul.matmul.fn, config=tc.Config(**knobs))(*args)
+
+
+def test_xyz_rejects_too_many_programs_on_the_second_axis() -> None:
+    args = matmul.inputs(shape=(16, 16, 70000 * 16), device="cpu")
+    kernel = tc.kernel(matmul.matmul.fn, config=tc.Config(block_sizes=[16, 16, 16], pid_type="xyz"))
+    with pytest.raises(InvalidConfig, match="65535"):
+        kernel.bind(args).to_triton_code(kernel.config)
+
+
+def test_batched_and_split_k_products_with_knobs() -> None:
+    a, b = bmm.inputs(shape=(2, 19, 33, 21), device="cpu")
+    for knobs in ({"pid_type": "persistent_interleaved"}, {"loop_orders": [[2, 1, 0]]}):
+        kernel = tc.kernel(bmm.bmm.fn, config=tc.Config(block_sizes=[1, 16, 16, 16], **knobs))
+        assert_close(kernel(a, b), bmm.reference(a, b))
+    x, y = matmul_split_k.inputs(shape=(20, 300, 18), device="cpu")
+    kernel = tc.kernel(matmul_split_k.matmul_split_k.fn, config=tc.Config(block_sizes=[16, 16, 32]))
+    code = kernel.bind((x, y)).to_triton_code(kernel.config)
+    assert "tl.atomic_add(" in code and "tl.range(begin, end" in code
+    assert_close(kernel(x, y), matmul_split_k.reference(x, y), torch.float32)
+
+
+def test_fp32_products_follow_the_tf32_setting() -> None:
+    args = matmul.inputs(shape=SHAPE, device="cpu")
+    exact = tc.kernel(matmul.matmul.fn)
+    fast = tc.kernel(matmul.matmul.fn, allow_tf32=True)
+    assert 'input_precision="ieee"' in exact.bind(args).to_triton_code()
+    assert 'input_precision="tf32"' in fast.bind(args).to_triton_code()
