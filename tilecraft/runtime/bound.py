@@ -25,8 +25,9 @@ from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.heuristics import KernelSpec, default_config
+from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
+from tilecraft.runtime.spec import kernel_spec
 
 
 @dataclass
@@ -58,9 +59,7 @@ class BoundKernel:
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         first = self.analyze(Config())
-        self.spec = KernelSpec(
-            first.table.tile_specs, first.table.reduction_extents, first.tunables
-        )
+        self.spec = kernel_spec(first.kernels, first.table, first.tunables)
         self.default_config = default_config(self.spec)
 
     # -- analysis ----------------------------------------------------------------------

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from tilecraft.frontend.blocks import BlockSpec
 from tilecraft.language.tunables import fragment_default
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.spec import KernelSpec
 
 ROW_LIMIT = 16384  # rows up to this many elements are reduced in one block by default
 ROW_CHUNK = 4096
-
-
-@dataclass
-class KernelSpec:
-    """What a kernel's config space is made of (learned from a first analysis)."""
-
-    blocks: list[BlockSpec] = field(default_factory=list)
-    reductions: list[int] = field(default_factory=list)
-    tunables: dict[str, Any] = field(default_factory=dict)
 
 
 def _pow2(n: int) -> int:

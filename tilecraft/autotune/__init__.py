@@ -1,0 +1,1 @@
+"""Autotuning: the config space, the benchmarking engine, searches and the tuning database."""

@@ -1,0 +1,1 @@
+"""Search strategies over a ConfigSpace, each a small class under one Budget."""

@@ -1,0 +1,209 @@
+"""`ConfigSpace`: typed knobs derived from a bound kernel, each able to give a default, a
+random value, its neighbours and a numeric encoding."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from tilecraft.codegen.access import supported_indexing
+from tilecraft.language.tunables import Choice, IntRange, PowerOfTwo
+from tilecraft.runtime.config import Config
+from tilecraft.runtime.spec import KernelSpec
+
+MAX_ELEMENTS = 1 << 16  # largest tile a program may hold (registers) before it is refused
+MAX_BLOCK = 4096
+MIN_DOT_BLOCK = 16  # tl.dot needs every dim >= 16
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable value: `field` of a Config, at `index` for list fields."""
+
+    field: str
+    index: int | None
+    choices: tuple[Any, ...]  # ordered: neighbours are the adjacent choices
+    default: Any
+
+    @property
+    def name(self) -> str:
+        return self.field if self.index is None else f"{self.field}[{self.index}]"
+
+    def random(self, rng: random.Random) -> Any:
+        return rng.choice(self.choices)
+
+    def neighbors(self, value: Any) -> list[Any]:
+        if value not in self.choices:
+            return [self.default]
+        i = self.choices.index(value)
+        return [self.choices[j] for j in (i - 1, i + 1) if 0 <= j < len(self.choices)]
+
+    def encode(self, value: Any) -> float:
+        """A number for models: log2 of sizes, the position of other choices."""
+        if isinstance(value, bool) or value is None or not isinstance(value, int):
+            return float(self.choices.index(value)) if value in self.choices else -1.0
+        return math.log2(value) if value > 0 else 0.0
+
+    def snap(self, value: Any) -> Any:
+        """The valid choice nearest to `value` (numbers by log distance)."""
+        if value in self.choices:
+            return value
+        numbers = [c for c in self.choices if isinstance(c, int) and not isinstance(c, bool)]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and numbers:
+            target = math.log2(max(float(value), 1e-9))
+            return min(numbers, key=lambda c: abs(math.log2(max(c, 1e-9)) - target))
+        return self.default
+
+
+@dataclass(frozen=True)
+class PermutationKnob(Knob):
+    """A loop order: neighbours swap two adjacent dims."""
+
+    def neighbors(self, value: Any) -> list[Any]:
+        value = list(value)
+        out = []
+        for i in range(len(value) - 1):
+            swapped = value.copy()
+            swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+            out.append(swapped)
+        return out
+
+    def encode(self, value: Any) -> float:
+        return float(self.choices.index(tuple(value))) if tuple(value) in self.choices else -1.0
+
+
+def _powers(low: int, high: int) -> tuple[int, ...]:
+    return tuple(1 << i for i in range(max(low, 1).bit_length() - 1, high.bit_length()))
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+class ConfigSpace:
+    """The configs of one bound kernel, as knobs."""
+
+    def __init__(self, spec: KernelSpec, default: Config, on_gpu: bool = True) -> None:
+        self.spec, self.default_config = spec, default
+        self.knobs = list(self._knobs(spec, default, on_gpu))
+
+    def _knobs(self, spec: KernelSpec, default: Config, on_gpu: bool) -> Any:
+        d = default.to_dict()
+        for i, block in enumerate(spec.blocks):
+            low = MIN_DOT_BLOCK if i in spec.dot_blocks else 1
+            high = max(low, min(_pow2_ceil(block.extent), MAX_BLOCK))
+            yield Knob("block_sizes", i, _powers(low, high), d["block_sizes"][i])
+        for i, extent in enumerate(spec.reductions):
+            padded = _pow2_ceil(extent)
+            chunks = tuple(c for c in _powers(64, padded // 2))
+            yield Knob("reduction_loops", i, (None, *reversed(chunks)), d["reduction_loops"][i])
+        for i, ndim in enumerate(spec.loop_orders):
+            perms = tuple(itertools.permutations(range(ndim)))
+            yield PermutationKnob("loop_orders", i, perms, tuple(range(ndim)))
+        for i, ndim in enumerate(spec.grids):
+            if ndim >= 2:
+                yield Knob("l2_groupings", i, (1, 2, 4, 8, 16, 32, 64), 1)
+        pid_types = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
+        yield Knob("pid_type", None, pid_types, "flat")
+        for i in range(spec.memory_ops):
+            yield Knob("indexing", i, tuple(supported_indexing()), "pointer")
+        for i in range(spec.device_loops):
+            yield Knob("range_num_stages", i, (None, 1, 2, 3, 4), None)
+            yield Knob("range_unroll_factors", i, (None, 1, 2, 4), None)
+        yield Knob("num_warps", None, (1, 2, 4, 8, 16, 32), d.get("num_warps", 4))
+        yield Knob("num_stages", None, (1, 2, 3, 4, 5), d.get("num_stages", 1))
+        for name, fragment in spec.tunables.items():
+            yield Knob(name, None, _fragment_choices(fragment), d.get(name))
+
+    # -- configs <-> knob values ---------------------------------------------------------
+    def values(self, config: Config) -> dict[str, Any]:
+        """The knob values of a config (missing entries take the knob's default)."""
+        d = config.to_dict()
+        out = {}
+        for knob in self.knobs:
+            raw = d.get(knob.field)
+            if knob.index is not None:
+                raw = (
+                    raw[knob.index]
+                    if isinstance(raw, list) and knob.index < len(raw)
+                    else (
+                        raw if knob.field == "indexing" and isinstance(raw, str) else knob.default
+                    )
+                )
+            value = knob.default if raw is None and knob.field != "reduction_loops" else raw
+            if isinstance(knob, PermutationKnob):
+                value = tuple(value or knob.default)
+            out[knob.name] = value
+        return out
+
+    def config(self, values: dict[str, Any]) -> Config:
+        """The Config made of these knob values."""
+        fields: dict[str, Any] = {}
+        for knob in self.knobs:
+            value = values.get(knob.name, knob.default)
+            value = list(value) if isinstance(knob, PermutationKnob) else value
+            if knob.index is None:
+                fields[knob.field] = value
+            else:
+                fields.setdefault(knob.field, []).append(value)
+        return Config(**{k: v for k, v in fields.items() if v is not None})
+
+    def default(self) -> Config:
+        return self.config(self.values(self.default_config))
+
+    def random(self, rng: random.Random) -> Config:
+        for _ in range(100):
+            config = self.config({k.name: k.random(rng) for k in self.knobs})
+            if self.is_valid(config):
+                return config
+        return self.default()
+
+    def neighbors(self, config: Config) -> list[Config]:
+        """Valid configs that differ from `config` in one knob by one step."""
+        values = self.values(config)
+        out = []
+        for knob in self.knobs:
+            for value in knob.neighbors(values[knob.name]):
+                candidate = self.config({**values, knob.name: value})
+                if self.is_valid(candidate):
+                    out.append(candidate)
+        return out
+
+    def encode(self, config: Config) -> list[float]:
+        values = self.values(config)
+        return [k.encode(values[k.name]) for k in self.knobs]
+
+    def snap(self, values: dict[str, Any]) -> Config:
+        """The nearest valid config to (possibly invalid) knob values; unknown names dropped."""
+        known = {k.name: k for k in self.knobs}
+        snapped = {name: known[name].snap(v) for name, v in values.items() if name in known}
+        return self.config({**self.values(self.default_config), **snapped})
+
+    # -- constraints ---------------------------------------------------------------------
+    def is_valid(self, config: Config) -> bool:
+        """Whether a config fits the hardware limits the space knows of."""
+        d = config.to_dict()
+        blocks = [int(b) for b in d.get("block_sizes", [])]
+        rows = [
+            _pow2_ceil(n) if c is None else int(c)
+            for n, c in zip(self.spec.reductions, d.get("reduction_loops", []), strict=False)
+        ]
+        if self.spec.value_elements(blocks, rows) > MAX_ELEMENTS:
+            return False
+        if d.get("pid_type") == "xyz" and (len(self.spec.grids) == 0 or max(self.spec.grids) > 3):
+            return False
+        groups = d.get("l2_groupings") or []
+        return not (d.get("pid_type") == "xyz" and any(g and g > 1 for g in groups))
+
+
+def _fragment_choices(fragment: Any) -> tuple[Any, ...]:
+    if isinstance(fragment, Choice):
+        return fragment.values
+    if isinstance(fragment, PowerOfTwo):
+        return _powers(fragment.low, fragment.high)
+    if isinstance(fragment, IntRange):
+        return tuple(range(fragment.low, fragment.high + 1))
+    raise TypeError(f"unknown tunable fragment {fragment!r}")

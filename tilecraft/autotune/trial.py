@@ -1,0 +1,63 @@
+"""Trials (one measured config) and the budget every search respects."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tilecraft.runtime.config import Config
+
+OK = "ok"
+FAILED_STATUSES = ("compile_error", "runtime_error", "timeout", "wrong_result", "invalid")
+
+
+@dataclass
+class Trial:
+    """One config measured by the benchmarking engine.
+
+    status: "ok", or one of FAILED_STATUSES; `time_ms` is the kernel time (None unless
+    ok); `compile_s` the compile time; `error` a short reason for failures.
+    """
+
+    config: Config
+    status: str
+    time_ms: float | None = None
+    compile_s: float = 0.0
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK and self.time_ms is not None
+
+
+Evaluate = Callable[[list[Config]], list[Trial]]
+
+
+@dataclass
+class Budget:
+    """Stop after `max_configs` trials or `max_seconds` of (possibly simulated) time."""
+
+    max_configs: int | None = None
+    max_seconds: float | None = None
+    clock: Callable[[], float] = time.monotonic
+    started: float = field(default=0.0)
+    used: int = 0
+
+    def start(self) -> None:
+        self.started, self.used = self.clock(), 0
+
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def remaining_configs(self) -> int:
+        left = None if self.max_configs is None else self.max_configs - self.used
+        return 1 << 30 if left is None else max(left, 0)
+
+    def exhausted(self) -> bool:
+        if self.remaining_configs() <= 0:
+            return True
+        return self.max_seconds is not None and self.elapsed() >= self.max_seconds
+
+    def charge(self, n: int) -> None:
+        self.used += n
