@@ -52,6 +52,7 @@ class BoundKernel:
 
     def __init__(self, src: KernelSource, args: tuple, settings: Settings) -> None:
         self.src, self.settings = src, settings
+        self.spec_key = spec_key(args)
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
         self.num_sms = _sm_count(args)
@@ -150,8 +151,12 @@ class BoundKernel:
             code = self.to_triton_code(config)
             if self.settings.print_code:
                 print(code, file=sys.stderr)
-            cached = self._compiled[config] = self._load(code)
+            cached = self._compiled[config] = self._load(code, self._write(code))
         return cached
+
+    def code_path(self, config: Config | None = None) -> Path:
+        """The generated module of `config`, written to the cache dir."""
+        return self._write(self.to_triton_code(config))
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
@@ -170,14 +175,17 @@ class BoundKernel:
         self.launcher = launcher
         return result
 
-    def _load(self, code: str) -> Callable[..., Any]:
+    def _write(self, code: str) -> Path:
         digest = hashlib.sha256(code.encode()).hexdigest()[:16]
         path = Path(self.settings.cache_dir) / "code" / f"{self.src.tree.name}_{digest}.py"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(code)
-            os.replace(tmp, path)
+            os.replace(tmp, path)  # atomic: readers never see a half-written module
+        return path
+
+    def _load(self, code: str, path: Path) -> Callable[..., Any]:
         namespace = dict(self.src.namespace)
         exec(compile(code, str(path), "exec"), namespace)
         return namespace[self.src.tree.name]
@@ -207,3 +215,16 @@ def _sm_count(args: tuple) -> int:
         if isinstance(a, torch.Tensor) and a.device.type == "cuda":
             return torch.cuda.get_device_properties(a.device).multi_processor_count
     return 4  # CPU (Triton's interpreter): a few programs exercise the persistent loop
+
+
+def spec_key(args: tuple) -> str:
+    """The specialization as text: dtypes and shapes of tensors, values of ints."""
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            parts.append(f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}")
+        elif isinstance(a, (int, bool, str)) or a is None:
+            parts.append(repr(a))
+        else:
+            parts.append(type(a).__name__)
+    return ",".join(parts)

@@ -69,13 +69,47 @@ class Kernel:
     def chosen_config(self) -> Config | None:
         return self.config or (self.configs[0] if self.configs else None)
 
+    def config_for(self, bound: BoundKernel, args: tuple) -> Config | None:
+        """The config a first call runs: fixed, cached from an earlier tuning, or tuned now.
+
+        Tuning on a first call happens only on a GPU (on a CPU times mean nothing), unless
+        the effort is "none"; `configs=[...]` are compared against each other.
+        """
+        if self.config is not None:
+            return self.config
+        if len(self.configs) == 1 or self.settings.autotune_effort == "none":
+            return self.chosen_config()
+        from tilecraft.autotune.tune import autotune, cached_config
+
+        cached = cached_config(bound, args, self.settings)
+        if cached is not None:
+            return cached
+        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        if not on_gpu:
+            return self.chosen_config()
+        return autotune(bound, args, self.settings, configs=self.configs or None)
+
+    def autotune(self, args: Sequence[Any], **options: Any) -> Config:
+        """Tune for these arguments now; later calls with the same specialization use it.
+
+        Options: effort ("quick", "full"), search (a strategy name), budget_s, max_configs.
+        Returns the winning Config (also printed as a pasteable decorator line and cached).
+        """
+        from tilecraft.autotune.tune import autotune
+
+        args = self.normalize(tuple(args), {})
+        bound = self.bind(args)
+        config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
+        bound.launcher = bound.compile(config)
+        return config
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.normalize(args, kwargs)
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
         if bound.launcher is None:
-            return bound.first_call(self.chosen_config(), args)
+            return bound.first_call(self.config_for(bound, args), args)
         return bound.launcher(*args)
 
     def run_eagerly(self, args: tuple) -> Any:

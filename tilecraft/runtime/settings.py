@@ -11,6 +11,15 @@ def _flag(name: str) -> bool:
     return os.environ.get(name, "0").lower() in ("1", "true", "yes", "on")
 
 
+def _number(name: str) -> float | None:
+    value = os.environ.get(name)
+    return float(value) if value else None
+
+
+def _default_workers() -> int:
+    return max(1, min((os.cpu_count() or 2) - 1, 8))
+
+
 def _cache_dir() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tilecraft"
     return Path(os.environ.get("TILECRAFT_CACHE_DIR", default))
@@ -28,6 +37,32 @@ class Settings:
     cache_dir: Path = field(default_factory=_cache_dir)
     #: TILECRAFT_ALLOW_TF32=1 lets float32 matrix products use TF32 (faster, ~1e-3 error).
     allow_tf32: bool = field(default_factory=lambda: _flag("TILECRAFT_ALLOW_TF32"))
+    #: TILECRAFT_AUTOTUNE_EFFORT: none, quick or full; how hard the first call on a GPU tunes.
+    autotune_effort: str = field(
+        default_factory=lambda: os.environ.get("TILECRAFT_AUTOTUNE_EFFORT", "quick")
+    )
+    #: TILECRAFT_AUTOTUNE_BUDGET_S: wall seconds a tuning run may take (overrides the effort's).
+    autotune_budget_s: float | None = field(
+        default_factory=lambda: _number("TILECRAFT_AUTOTUNE_BUDGET_S")
+    )
+    #: TILECRAFT_AUTOTUNE_SEARCH: the search strategy (overrides the effort's).
+    autotune_search: str | None = field(
+        default_factory=lambda: os.environ.get("TILECRAFT_AUTOTUNE_SEARCH") or None
+    )
+    #: TILECRAFT_AUTOTUNE_QUIET=1 hides the progress bar and the summary line.
+    autotune_quiet: bool = field(default_factory=lambda: _flag("TILECRAFT_AUTOTUNE_QUIET"))
+    #: TILECRAFT_AUTOTUNE_LOG: a .csv or .jsonl file that receives every trial.
+    autotune_log: str | None = field(
+        default_factory=lambda: os.environ.get("TILECRAFT_AUTOTUNE_LOG") or None
+    )
+    #: TILECRAFT_AUTOTUNE_WORKERS: processes that compile and check candidates in parallel.
+    autotune_workers: int = field(
+        default_factory=lambda: int(_number("TILECRAFT_AUTOTUNE_WORKERS") or _default_workers())
+    )
+    #: TILECRAFT_AUTOTUNE_TIMEOUT_S: a candidate taking longer than this fails as a timeout.
+    autotune_timeout_s: float = field(
+        default_factory=lambda: _number("TILECRAFT_AUTOTUNE_TIMEOUT_S") or 60.0
+    )
     #: Compile one kernel per exact shape (True) or per shape bucket (False).
     static_shapes: bool = True
 

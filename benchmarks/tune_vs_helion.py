@@ -1,0 +1,136 @@
+"""tilecraft's default tuning against Helion 1.5.0's quick effort, on the same kernels.
+
+softmax and rms_norm at 8192x8192 bf16, matmul at 4096^3 bf16: tuning wall time, configs
+tried, and the tuned kernel's time, all in one run. Helion comes from a carried wheel.
+Usage: python benchmarks/tune_vs_helion.py [kernel ...]  (writes $OUT/tune_vs_helion.json)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+from triton.testing import do_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = {"softmax": (8192, 8192), "rms_norm": (8192, 8192), "matmul": (4096, 4096, 4096)}
+
+
+def example(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def helion_kernels() -> dict:
+    """The same kernels written for Helion (only the imports and decorator differ)."""
+    import helion
+    import helion.language as hl
+
+    @helion.kernel(autotune_effort="quick")
+    def softmax(x: torch.Tensor) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m in hl.tile(m):
+            out[tile_m, :] = torch.nn.functional.softmax(x[tile_m, :], dim=1)
+        return out
+
+    @helion.kernel(autotune_effort="quick")
+    def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m in hl.tile(m):
+            row = x[tile_m, :].to(torch.float32)
+            inv_rms = torch.rsqrt(torch.mean(row * row, dim=-1) + eps)
+            out[tile_m, :] = (row * inv_rms[:, None] * weight[:].to(torch.float32)).to(out.dtype)
+        return out
+
+    @helion.kernel(autotune_effort="quick")
+    def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        m, k = x.size()
+        _, n = y.size()
+        out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+        for tile_m, tile_n in hl.tile([m, n]):
+            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+            out[tile_m, tile_n] = acc.to(out.dtype)
+        return out
+
+    return {"softmax": softmax, "rms_norm": rms_norm, "matmul": matmul}
+
+
+def run_helion(kernel, args: tuple) -> dict:
+    captured = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stderr(captured):
+        kernel(*args)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    counts = re.findall(r"(\d+)\s+configs", captured.getvalue())
+    ms = do_bench(lambda: kernel(*args), return_mode="median")
+    return {
+        "tune_s": seconds,
+        "configs": int(counts[-1]) if counts else None,
+        "ms": ms,
+        "log_tail": captured.getvalue()[-600:],
+    }
+
+
+def run_tilecraft(kernel, args: tuple) -> dict:
+    start = time.perf_counter()
+    config = kernel.autotune(args)
+    seconds = time.perf_counter() - start
+    bound = kernel.bind(args)
+    stats = getattr(bound, "tuning", {}) or {}
+    ms = do_bench(lambda: kernel(*args), return_mode="median")
+    return {
+        "tune_s": seconds,
+        "configs": stats.get("configs"),
+        "failed": stats.get("failed"),
+        "ms": ms,
+        "config": repr(config),
+    }
+
+
+def main(names: list[str]) -> int:
+    if not torch.cuda.is_available():
+        print("tune_vs_helion.py needs a GPU")
+        return 0
+    os.environ.setdefault("TILECRAFT_CACHE_DIR", "/tmp/tilecraft-tune")  # start cold
+    helion = helion_kernels()
+    rows = []
+    for name in names:
+        module = example(name)
+        args = module.inputs(shape=SHAPES[name], dtype=torch.bfloat16, device="cuda")
+        row = {"kernel": name, "tilecraft": run_tilecraft(getattr(module, name), args)}
+        print(name, "tilecraft", row["tilecraft"], flush=True)
+        row["helion"] = run_helion(helion[name], args)
+        print(
+            name, "helion", {k: v for k, v in row["helion"].items() if k != "log_tail"}, flush=True
+        )
+        rows.append(row)
+    out = Path(os.environ.get("OUT", ROOT / "benchmarks" / "results"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tune_vs_helion.json").write_text(json.dumps(rows, indent=1, default=str))
+    for r in rows:
+        t, h = r["tilecraft"], r["helion"]
+        print(
+            f"| {r['kernel']} | {t['tune_s']:.1f} s, {t['configs']} configs, {t['ms']:.4f} ms "
+            f"| {h['tune_s']:.1f} s, {h['configs']} configs, {h['ms']:.4f} ms "
+            f"| {h['ms'] / t['ms']:.3f} | {t['tune_s'] / h['tune_s']:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or list(SHAPES)))

@@ -1,0 +1,123 @@
+"""The benchmarking engine: check candidates in parallel isolated workers, then time them.
+
+A candidate that fails to compile, raises, hangs past the timeout or computes a wrong
+result becomes a failed Trial; nothing a candidate does stops the search.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tilecraft.autotune.runner import fresh, outputs, run_job
+from tilecraft.autotune.trial import Trial
+from tilecraft.autotune.workers import WorkerPool
+from tilecraft.exc import TilecraftError
+from tilecraft.runtime.bound import BoundKernel
+from tilecraft.runtime.config import Config
+
+
+class Benchmarker:
+    """Measures configs of one BoundKernel on one set of arguments; call it with a batch.
+
+    `workers=0` runs candidates in this process (fast, but a hang or crash is not
+    contained). On a CPU, times come from Triton's interpreter and mean nothing.
+    """
+
+    def __init__(
+        self,
+        bound: BoundKernel,
+        args: tuple,
+        *,
+        workers: int = 2,
+        timeout_s: float = 60.0,
+        reference: Config | None = None,
+    ) -> None:
+        self.bound, self.args = bound, args
+        self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        self.dir = Path(tempfile.mkdtemp(prefix="tilecraft-bench-"))
+        self.expected = self._reference(reference)
+        self.pool = self._pool(workers, timeout_s) if workers > 0 else None
+
+    def _reference(self, config: Config | None) -> list[torch.Tensor]:
+        run_args = fresh(self.args)
+        result = self.bound.compile(config)(*run_args)
+        return [t.detach().clone() for t in outputs(result, run_args)]
+
+    def _pool(self, workers: int, timeout_s: float) -> WorkerPool:
+        args_path, ref_path = self.dir / "args.pt", self.dir / "expected.pt"
+        torch.save(self.args, args_path)
+        torch.save(self.expected, ref_path)
+        return WorkerPool(args_path, ref_path, workers, timeout_s)
+
+    def _job(self, config: Config, timed: bool) -> dict:
+        src = self.bound.src
+        modules = {
+            k: v.__name__ for k, v in src.namespace.items() if isinstance(v, types.ModuleType)
+        }
+        path = self.bound.code_path(config)
+        return {"code_path": str(path), "name": src.tree.name, "modules": modules, "time": timed}
+
+    def _run(self, jobs: list[dict]) -> list[dict]:
+        if self.pool is not None:
+            return self.pool.run(jobs)
+        return [run_job(job, self.args, self.expected) for job in jobs]
+
+    def __call__(self, configs: list[Config]) -> list[Trial]:
+        """Check every config (in parallel), then time the ones that passed, one at a time."""
+        trials: dict[int, Trial] = {}
+        jobs: list[tuple[int, dict]] = []
+        for i, config in enumerate(configs):
+            try:
+                jobs.append((i, self._job(config, timed=False)))
+            except TilecraftError as e:
+                trials[i] = Trial(config, "invalid", error=e.message)
+        checked = self._run([job for _, job in jobs])
+        passed = [
+            (i, job, r) for (i, job), r in zip(jobs, checked, strict=True) if r["status"] == "ok"
+        ]
+        timed = self._run([{**job, "time": True} for _, job, _ in passed])
+        for (i, _, r), t in zip(passed, timed, strict=True):
+            checked_r = {**r, **t, "compile_s": r.get("compile_s", 0.0)}
+            trials[i] = _trial(configs[i], checked_r)
+        for (i, _), r in zip(jobs, checked, strict=True):
+            trials.setdefault(i, _trial(configs[i], r))
+        return [trials[i] for i in range(len(configs))]
+
+    def retime(self, configs: list[Config], rounds: int = 3) -> dict[Config, float]:
+        """Time the leaders again, interleaved, and keep each one's best median."""
+        best: dict[Config, float] = {}
+        for _ in range(rounds):
+            for config, trial in zip(configs, self(configs), strict=True):
+                if trial.ok and trial.time_ms is not None:
+                    best[config] = min(best.get(config, float("inf")), trial.time_ms)
+        return best
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+    def __enter__(self) -> Benchmarker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _trial(config: Config, result: dict) -> Trial:
+    return Trial(
+        config,
+        result.get("status", "runtime_error"),
+        result.get("time_ms"),
+        float(result.get("compile_s", 0.0)),
+        result.get("error", ""),
+    )
+
+
+def wall_clock() -> float:
+    return time.monotonic()

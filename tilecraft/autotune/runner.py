@@ -1,0 +1,121 @@
+"""Running one candidate: load its generated module, check its outputs, time it.
+
+Used in-process and by the isolated worker process (`worker.py`), so both behave alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tilecraft.testing import REL_ERROR_LIMITS, relative_error
+
+
+def load_launcher(code_path: str, name: str, modules: dict[str, str]) -> Callable[..., Any]:
+    """The host launcher defined in a generated module file."""
+    namespace: dict[str, Any] = {k: importlib.import_module(v) for k, v in modules.items()}
+    with open(code_path) as f:
+        exec(compile(f.read(), code_path, "exec"), namespace)
+    return namespace[name]
+
+
+def outputs(result: Any, args: tuple) -> list[torch.Tensor]:
+    """Everything a kernel produced: its return value and its (maybe mutated) arguments."""
+    found = [result] if isinstance(result, torch.Tensor) else list(result or ())
+    found += [a for a in args if isinstance(a, torch.Tensor)]
+    return [t for t in found if isinstance(t, torch.Tensor)]
+
+
+def fresh(args: tuple) -> tuple:
+    """Copies of the tensor arguments, so a candidate cannot corrupt the originals."""
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def mismatch(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> str:
+    """Why outputs differ from the reference, or "" when they agree."""
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs, expected {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        if a.shape != e.shape or a.dtype != e.dtype:
+            return f"output {i}: {a.dtype}{list(a.shape)}, expected {e.dtype}{list(e.shape)}"
+        if not e.is_floating_point():
+            if not torch.equal(a, e):
+                return f"output {i}: integer values differ"
+            continue
+        limit = REL_ERROR_LIMITS.get(e.dtype, 1e-5) * 4
+        if not torch.isfinite(a).eq(torch.isfinite(e)).all():
+            return f"output {i}: non-finite values differ"
+        err = relative_error(torch.nan_to_num(a), torch.nan_to_num(e))
+        if not err <= limit:
+            return f"output {i}: relative error {err:.1e} > {limit:.0e}"
+    return ""
+
+
+def synchronize(args: tuple) -> None:
+    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        torch.cuda.synchronize()
+
+
+def check(launcher: Callable[..., Any], args: tuple, expected: list[torch.Tensor]) -> dict:
+    """Run once (this compiles) and compare with the reference outputs."""
+    run_args = fresh(args)
+    start = time.perf_counter()
+    try:
+        result = launcher(*run_args)
+        synchronize(run_args)
+    except Exception as e:
+        status = "compile_error" if _is_compile_error(e) else "runtime_error"
+        return {"status": status, "error": _short(e)}
+    compile_s = time.perf_counter() - start
+    why = mismatch(outputs(result, run_args), expected)
+    if why:
+        return {"status": "wrong_result", "error": why, "compile_s": compile_s}
+    return {"status": "ok", "compile_s": compile_s}
+
+
+def measure(launcher: Callable[..., Any], args: tuple, repeats: int = 3) -> float:
+    """Median kernel time in ms: CUDA events with the L2 flushed on a GPU, else wall time."""
+    run_args = fresh(args)
+    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in run_args):
+        from triton.testing import do_bench
+
+        return float(do_bench(lambda: launcher(*run_args), warmup=10, rep=40, return_mode="median"))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        launcher(*run_args)
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def _is_compile_error(e: Exception) -> bool:
+    name = type(e).__name__
+    return (
+        "Compil" in name
+        or "OutOfResources" in name
+        or type(e).__module__.startswith("triton.compiler")
+    )
+
+
+def _short(e: BaseException) -> str:
+    text = f"{type(e).__name__}: {e}"
+    return text if len(text) < 400 else text[:200] + " ... " + text[-200:]
+
+
+def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
+    """Check (and if asked, time) the candidate a job names; never raises."""
+    try:
+        launcher = load_launcher(job["code_path"], job["name"], job["modules"])
+        result = check(launcher, args, expected)
+        if result["status"] == "ok" and job.get("time"):
+            ms = measure(launcher, args)
+            result["time_ms"] = ms if math.isfinite(ms) else None
+        return result
+    except Exception as e:  # anything else the candidate did
+        return {"status": "runtime_error", "error": _short(e) + traceback.format_exc()[-300:]}

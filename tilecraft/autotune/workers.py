@@ -1,0 +1,125 @@
+"""A pool of worker processes that run candidate kernels with a timeout each."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+
+@dataclass
+class Worker:
+    """One `python -m tilecraft.autotune.worker` process."""
+
+    command: list[str]
+    log: Path
+    proc: subprocess.Popen[str] | None = None
+    job: dict | None = None
+    deadline: float = 0.0
+    ready: bool = False  # finished starting up (imports, loading the arguments)
+
+    def start(self) -> None:
+        self.ready = False
+        stderr: IO[str] = open(self.log, "a")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ},
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def submit(self, job: dict, timeout_s: float) -> None:
+        if not self.alive():
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.job, self.deadline = job, time.monotonic() + timeout_s
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc, self.job = None, None
+
+
+@dataclass
+class WorkerPool:
+    """Runs jobs on `size` workers; a job that crashes or outlives its timeout fails alone."""
+
+    args_path: Path
+    ref_path: Path
+    size: int
+    timeout_s: float
+    startup_s: float = 120.0
+    workers: list[Worker] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "tilecraft.autotune.worker",
+            str(self.args_path),
+            str(self.ref_path),
+        ]
+        log = self.args_path.with_name("workers.log")
+        self.workers = [Worker(command, log) for _ in range(self.size)]
+        for w in self.workers:
+            w.start()
+
+    def run(self, jobs: list[dict]) -> list[dict]:
+        """Results in the order of `jobs`."""
+        results: dict[int, dict] = {}
+        pending = list(enumerate(jobs))
+        while pending or any(w.job is not None for w in self.workers):
+            for w in self.workers:
+                if w.job is None and pending:
+                    i, job = pending.pop(0)
+                    startup = 0.0 if w.ready and w.alive() else self.startup_s
+                    w.submit({**job, "_index": i}, self.timeout_s + startup)
+            self._collect(results)
+        return [results[i] for i in range(len(jobs))]
+
+    def _collect(self, results: dict[int, dict]) -> None:
+        busy = [w for w in self.workers if w.job is not None and w.proc and w.proc.stdout]
+        streams: dict[int, Worker] = {w.proc.stdout.fileno(): w for w in busy}  # type: ignore[union-attr]
+        ready, _, _ = select.select(list(streams), [], [], 0.05)
+        for fd in ready:
+            self._read(streams[fd], results)
+        for w in busy:
+            if w.job is not None and time.monotonic() > w.deadline:
+                results[w.job["_index"]] = {
+                    "status": "timeout",
+                    "error": f"no answer in {self.timeout_s:.0f} s",
+                }
+                w.kill()
+
+    def _read(self, w: Worker, results: dict[int, dict]) -> None:
+        assert w.proc is not None and w.proc.stdout is not None and w.job is not None
+        line = w.proc.stdout.readline()
+        if line and json.loads(line).get("ready"):
+            w.ready, w.deadline = True, time.monotonic() + self.timeout_s  # the job's clock
+            return
+        index = w.job["_index"]
+        if not line:
+            code = w.proc.wait()
+            results[index] = {"status": "runtime_error", "error": f"worker died (exit {code})"}
+            w.kill()
+            return
+        results[index] = json.loads(line)
+        w.job = None
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.kill()
