@@ -1,0 +1,257 @@
+"""Errors are tilecraft errors that name the user's file, line and source text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft import exc
+
+THIS_FILE = Path(__file__)
+LINES = THIS_FILE.read_text().splitlines()
+
+
+def raised(error: type[exc.TilecraftError], kernel: tc.Kernel, *args: object) -> str:
+    """Call a kernel in Triton mode and return the message of the `error` it raises."""
+    kernel.settings.interpret = False
+    with pytest.raises(exc.TilecraftError) as info:
+        kernel(*args)
+    assert type(info.value) is error, f"{type(info.value).__name__}: {info.value}"
+    return str(info.value)
+
+
+def assert_names_line(message: str, source: str) -> None:
+    """`message` names this file, the line number of `source` in it, and its text."""
+    matches = [i + 1 for i, line in enumerate(LINES) if line.strip() == source]
+    assert len(matches) == 1, f"the source line must be unique in this file: {source}"
+    assert f'File "{THIS_FILE}", line {matches[0]}' in message
+    assert source in message
+
+
+def vector(n: int = 5) -> torch.Tensor:
+    return torch.randn(n, device=DEVICE)
+
+
+# -- unsupported code in a device loop -----------------------------------------------------
+
+
+@tc.kernel
+def uses_while(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        while out.size(0) < 0:
+            pass
+        out[tile] = x[tile]
+    return out
+
+
+@tc.kernel
+def uses_try(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        try:
+            out[tile] = x[tile]
+        finally:
+            pass
+    return out
+
+
+@tc.kernel
+def uses_if_on_a_tile(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        if x[tile] > 0:
+            out[tile] = x[tile]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "source"),
+    [
+        (uses_while, "while out.size(0) < 0:"),
+        (uses_try, "try:"),
+        (uses_if_on_a_tile, "if x[tile] > 0:"),
+    ],
+    ids=["while", "try", "if"],
+)
+def test_unsupported_syntax(kernel, source) -> None:
+    assert_names_line(raised(exc.UnsupportedSyntax, kernel, vector()), source)
+
+
+@tc.kernel
+def uses_cumsum(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.cumsum(x[tile], dim=0)
+    return out
+
+
+@tc.kernel
+def uses_fft(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.fft.fft(x[tile]).real
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "source"),
+    [
+        (uses_cumsum, "out[tile] = torch.cumsum(x[tile], dim=0)"),
+        (uses_fft, "out[tile] = torch.fft.fft(x[tile]).real"),
+    ],
+    ids=["cumsum", "fft"],
+)
+def test_unsupported_torch_op(kernel, source) -> None:
+    message = raised(exc.UnsupportedOperation, kernel, vector())
+    assert_names_line(message, source)
+    assert "cumsum" in message or "fft" in message
+
+
+# -- tile ops outside device loops ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [("zeros", lambda: tc.zeros([4])), ("full", lambda: tc.full([4], 1.0))],
+    ids=["zeros", "full"],
+)
+def test_tile_op_outside_a_kernel(name, call) -> None:
+    with pytest.raises(exc.NotInKernel) as info:
+        call()
+    assert f"tc.{name}()" in str(info.value)
+
+
+@tc.kernel
+def zeros_in_host_code(x: torch.Tensor) -> torch.Tensor:
+    out = tc.zeros([4])
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile]
+    return out
+
+
+def test_tile_op_in_host_code_raises_at_bind() -> None:
+    with pytest.raises(exc.NotInKernel) as info:
+        zeros_in_host_code.bind((vector(),))
+    assert_names_line(str(info.value), "out = tc.zeros([4])")
+
+
+# -- shapes --------------------------------------------------------------------------------
+
+
+@tc.kernel
+def adds_row_and_column(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in tc.tile(m):
+        out[tile_m, :] = x[tile_m, :] + w[tile_m]
+    return out
+
+
+def test_tiles_that_do_not_broadcast() -> None:
+    message = raised(exc.ShapeMismatch, adds_row_and_column, torch.randn(5, 7), vector())
+    assert_names_line(message, "out[tile_m, :] = x[tile_m, :] + w[tile_m]")
+
+
+@tc.kernel
+def indexes_a_vector_twice(v: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(v)
+    for tile_m, tile_n in tc.tile([v.size(0), v.size(0)]):
+        out[tile_m] = v[tile_m, tile_n]
+    return out
+
+
+def test_too_many_indices() -> None:
+    message = raised(exc.ShapeMismatch, indexes_a_vector_twice, vector())
+    assert_names_line(message, "out[tile_m] = v[tile_m, tile_n]")
+
+
+@tc.kernel
+def stores_a_matrix_into_a_vector(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty(m, device=x.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        out[tile_m] = x[tile_m, tile_n] * 2
+    return out
+
+
+def test_store_of_the_wrong_shape() -> None:
+    message = raised(exc.ShapeMismatch, stores_a_matrix_into_a_vector, torch.randn(5, 3))
+    assert_names_line(message, "out[tile_m] = x[tile_m, tile_n] * 2")
+
+
+@tc.kernel
+def overruns(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0) + 5):
+        out[tile] = x[tile] + 1
+    return out
+
+
+def test_tile_range_larger_than_the_tensor() -> None:
+    assert_names_line(raised(exc.ShapeMismatch, overruns, vector()), "out[tile] = x[tile] + 1")
+
+
+# -- host code and arguments ---------------------------------------------------------------
+
+
+@tc.kernel
+def needs_a_matrix(x: torch.Tensor) -> torch.Tensor:
+    rows, cols = x.size()
+    out = torch.empty_like(x)
+    for tile in tc.tile(rows):
+        out[tile, :] = x[tile, :]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 2), (5,)], ids=["3d", "1d"])
+def test_host_code_failure_names_the_line(shape) -> None:
+    message = raised(exc.HostCodeError, needs_a_matrix, torch.randn(shape))
+    assert_names_line(message, "rows, cols = x.size()")
+    assert "ValueError" in message
+
+
+@tc.kernel
+def adds(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + y[tile]
+    return out
+
+
+def test_tensors_on_different_devices() -> None:
+    message = raised(exc.BadArgument, adds, vector(), torch.randn(5, device="meta"))
+    assert "cpu" in message and "meta" in message
+    assert_names_line(message, "def adds(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:")
+
+
+# -- configs -------------------------------------------------------------------------------
+
+
+def test_invalid_config() -> None:
+    with pytest.raises(exc.InvalidConfig, match="num_warps"):
+        tc.kernel(adds.fn, config=tc.Config(num_warps=3))
+    with pytest.raises(exc.InvalidConfig, match="block_sizes"):
+        adds.bind((vector(), vector())).to_triton_code(tc.Config(block_sizes=[48]))
+
+
+@tc.kernel
+def odd_block_size(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0), block_size=48):
+        out[tile] = x[tile]
+    return out
+
+
+def test_explicit_block_size_not_a_power_of_two() -> None:
+    message = raised(exc.InvalidConfig, odd_block_size, vector(50))
+    assert_names_line(message, "for tile in tc.tile(x.size(0), block_size=48):")
+
+
+def test_config_that_does_not_fit_the_kernel() -> None:
+    kernel = tc.kernel(needs_a_matrix.fn, config=tc.Config(reduction_loops=[4, 4]))
+    raised(exc.InvalidConfig, kernel, torch.randn(4, 9))

@@ -1,0 +1,57 @@
+"""Every example kernel against its PyTorch reference, in each dtype and mode."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+import torch
+from conftest import DEVICE, EXAMPLES
+
+import tilecraft as tc
+from tilecraft.testing import assert_close
+
+MODULES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+# divisible by the default block sizes, ragged, and a single row
+SHAPES = [(16, 64), (37, 129), (1, 300), (7, 1)]
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def example_kernels() -> list[tuple[str, str]]:
+    found = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        found += [(name, k) for k, _ in inspect.getmembers(module, _is_kernel)]
+    return found
+
+
+def _is_kernel(value: object) -> bool:
+    return isinstance(value, tc.Kernel)
+
+
+def test_examples_are_found() -> None:
+    assert "add" in MODULES and len(example_kernels()) >= len(MODULES)
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_example_has_main_and_reference(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert callable(module.main) and callable(module.reference) and callable(module.inputs)
+    assert any(_is_kernel(v) for v in vars(module).values()), "an example defines a tc.Kernel"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.mark.parametrize(("module_name", "kernel_name"), example_kernels())
+def test_example_kernel(module_name, kernel_name, dtype, shape, mode) -> None:
+    module = importlib.import_module(module_name)
+    kernel = mode(getattr(module, kernel_name))
+    args = module.inputs(shape=shape, dtype=dtype, device=DEVICE)
+    assert_close(kernel(*args), module.reference(*args), dtype)
+
+
+@pytest.mark.parametrize("module_name", MODULES)
+def test_example_main(module_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    importlib.import_module(module_name).main()
+    assert "ok" in capsys.readouterr().out

@@ -1,0 +1,381 @@
+"""The tuning database: every trial and the best config per key, in one SQLite file.
+
+Several processes may tune into the same file at once: it is kept in WAL mode, waits up
+to `BUSY_TIMEOUT_S` for the write lock, and writes each batch in its own short
+`BEGIN IMMEDIATE` transaction, so a batch lands whole or not at all. A file that cannot
+be used (not a database, another program's database, a newer schema) never stops the
+tuner: it is set aside or left alone with a `TuningDBWarning`, and tuning goes on.
+
+Example::
+
+    with TuningDB(default_db_path()) as db:
+        db.record(trials, kernel=fp, kernel_name="matmul", spec_key=spec,
+                  hardware="NVIDIA H200", versions=versions, search="random")
+        db.save_best(TuneKey(fp, spec, "NVIDIA H200", versions), best.config, best.time_ms)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tilecraft.autotune.trial import Trial
+from tilecraft.exc import InvalidConfig
+from tilecraft.runtime.config import Config
+from tilecraft.runtime.settings import Settings
+
+SCHEMA_VERSION = 1
+#: Stamped in the file header so that another program's SQLite file is never mistaken
+#: for ours ("TCdb").
+APPLICATION_ID = 0x54436462
+BUSY_TIMEOUT_S = 30.0
+MEMORY = ":memory:"
+
+_SCHEMA = """
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created REAL NOT NULL,
+    kernel TEXT NOT NULL,
+    kernel_name TEXT NOT NULL,
+    spec_key TEXT NOT NULL,
+    hardware TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    search TEXT NOT NULL,
+    config TEXT NOT NULL,
+    status TEXT NOT NULL,
+    time_ms REAL,
+    compile_s REAL NOT NULL,
+    error TEXT NOT NULL
+);
+CREATE INDEX trials_by_key ON trials (kernel, spec_key, hardware);
+CREATE TABLE best (
+    kernel TEXT NOT NULL,
+    spec_key TEXT NOT NULL,
+    hardware TEXT NOT NULL,
+    versions TEXT NOT NULL,
+    config TEXT NOT NULL,
+    time_ms REAL NOT NULL,
+    created REAL NOT NULL,
+    PRIMARY KEY (kernel, spec_key, hardware, versions)
+);
+"""
+_TRIAL_COLUMNS = (
+    "id",
+    "created",
+    "kernel",
+    "kernel_name",
+    "spec_key",
+    "hardware",
+    "versions",
+    "search",
+    "config",
+    "status",
+    "time_ms",
+    "compile_s",
+    "error",
+)
+_INSERT_TRIAL = (
+    f"INSERT INTO trials ({', '.join(_TRIAL_COLUMNS[1:])})"
+    f" VALUES ({', '.join('?' * (len(_TRIAL_COLUMNS) - 1))})"
+)
+_UPSERT_BEST = (
+    "INSERT INTO best (kernel, spec_key, hardware, versions, config, time_ms, created)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kernel, spec_key, hardware, versions)"
+    " DO UPDATE SET config = excluded.config, time_ms = excluded.time_ms,"
+    " created = excluded.created"
+)
+_SELECT_BEST = (
+    "SELECT config FROM best WHERE kernel = ? AND spec_key = ? AND hardware = ? AND versions = ?"
+)
+# SQLite's primary result codes for a damaged file: SQLITE_CORRUPT and SQLITE_NOTADB.
+_CORRUPT_CODES = (11, 26)
+
+
+class TuningDBWarning(UserWarning):
+    """The tuning database file could not be used as it is; tuning goes on without it."""
+
+
+class _Unusable(Exception):
+    """A readable SQLite file that is not (or not yet) a tilecraft tuning database."""
+
+
+@dataclass(frozen=True)
+class TuneKey:
+    """What a best config is valid for: kernel fingerprint, specialization, machine, versions."""
+
+    kernel: str
+    spec_key: str
+    hardware: str
+    versions: str
+
+
+def default_db_path() -> Path:
+    """The shared tuning database under `Settings().cache_dir` (TILECRAFT_CACHE_DIR)."""
+    return Settings().cache_dir / "tuning.sqlite3"
+
+
+class TuningDB:
+    """Trials and best configs in one SQLite file, safe to share between processes.
+
+    `in_memory` is True when the file could not be used and results only last as long
+    as this object (a `TuningDBWarning` said why).
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.in_memory = str(path) == MEMORY
+        # One connection per instance, shared by threads; the lock keeps their
+        # transactions from interleaving on it.
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = self._open()
+
+    def record(
+        self,
+        trials: Sequence[Trial],
+        *,
+        kernel: str,
+        kernel_name: str,
+        spec_key: str,
+        hardware: str,
+        versions: str,
+        search: str,
+    ) -> None:
+        """Store a batch of trials in one transaction: all of them or none."""
+        now = time.time()
+        head = (now, kernel, kernel_name, spec_key, hardware, versions, search)
+        rows = [head + _trial_values(trial) for trial in trials]
+        with self._write() as conn:
+            conn.executemany(_INSERT_TRIAL, rows)
+
+    def trials(
+        self, kernel: str | None = None, spec_key: str | None = None, hardware: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored trials in insertion order, filtered by the keys given; `config` is a Config."""
+        filters = {"kernel": kernel, "spec_key": spec_key, "hardware": hardware}
+        given = {name: value for name, value in filters.items() if value is not None}
+        where = " AND ".join(f"{name} = ?" for name in given) or "1"
+        sql = f"SELECT {', '.join(_TRIAL_COLUMNS)} FROM trials WHERE {where} ORDER BY id"
+        with self._read() as conn:
+            rows = conn.execute(sql, tuple(given.values())).fetchall()
+        return [_trial_dict(row) for row in rows]
+
+    def save_best(self, key: TuneKey, config: Config, time_ms: float) -> None:
+        """Make `config` the best for `key`, replacing any earlier one."""
+        values = (key.kernel, key.spec_key, key.hardware, key.versions)
+        with self._write() as conn:
+            conn.execute(_UPSERT_BEST, (*values, config.to_json(), time_ms, time.time()))
+
+    def load_best(self, key: TuneKey) -> Config | None:
+        """The best config saved for `key`, or None (also for one this version cannot read)."""
+        values = (key.kernel, key.spec_key, key.hardware, key.versions)
+        with self._read() as conn:
+            row = conn.execute(_SELECT_BEST, values).fetchone()
+        return None if row is None else _parse_config(row[0])
+
+    def count(self) -> int:
+        """How many trials are stored."""
+        with self._read() as conn:
+            return int(conn.execute("SELECT count(*) FROM trials").fetchone()[0])
+
+    def export_jsonl(self, path: Path | str) -> int:
+        """Write every trial as one JSON object per line (config as a dict); return the count."""
+        sql = f"SELECT {', '.join(_TRIAL_COLUMNS)} FROM trials ORDER BY id"
+        with self._read() as conn:
+            rows = conn.execute(sql).fetchall()
+        with open(path, "w", encoding="utf-8") as out:
+            for row in rows:
+                record = dict(zip(_TRIAL_COLUMNS, row, strict=True))
+                record["config"] = json.loads(record["config"])
+                out.write(json.dumps(record, sort_keys=True) + "\n")
+        return len(rows)
+
+    def close(self) -> None:
+        """Close the connection; further calls on this object raise."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> TuningDB:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = "in memory" if self.in_memory else str(self.path)
+        return f"TuningDB({where})"
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            yield self._connection()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One short IMMEDIATE transaction: takes the write lock up front (waiting for it up
+        to the busy timeout) so that it never fails half-way on a lock upgrade."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise sqlite3.ProgrammingError(f"{self!r} is closed")
+        return self._conn
+
+    def _open(self) -> sqlite3.Connection:
+        """Open the file, setting aside a damaged one; fall back to memory if it is unusable."""
+        if self.in_memory:
+            return _connect(MEMORY)
+        try:
+            return _connect(self.path)
+        except _Unusable as problem:
+            return self._fall_back(f"{problem}; it is left untouched")
+        except sqlite3.DatabaseError as error:
+            if not _is_corrupt(error):
+                return self._fall_back(f"it cannot be opened ({error})")
+            return self._replace_corrupt(error)
+        except OSError as error:
+            return self._fall_back(f"it cannot be opened ({error})")
+
+    def _replace_corrupt(self, error: sqlite3.DatabaseError) -> sqlite3.Connection:
+        aside = _move_aside(self.path)
+        _warn(self.path, f"it is damaged ({error}); moved it to {aside.name} and started anew")
+        try:
+            return _connect(self.path)
+        except (sqlite3.Error, _Unusable, OSError) as again:
+            return self._fall_back(f"a fresh database cannot be made there either ({again})")
+
+    def _fall_back(self, reason: str) -> sqlite3.Connection:
+        _warn(self.path, f"{reason}; results of this run are kept in memory only")
+        self.in_memory = True
+        return _connect(MEMORY)
+
+
+def _connect(path: Path | str) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN ourselves) on a ready schema."""
+    if path != MEMORY:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # WAL is durable against process crashes with NORMAL; FULL only adds power-loss
+        # safety for the last commits, which a tuner can afford to lose.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        if _needs_schema(conn):
+            _create_schema(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _needs_schema(conn: sqlite3.Connection) -> bool:
+    """True for an empty file; raise _Unusable for one that is not ours or too new."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    app = conn.execute("PRAGMA application_id").fetchone()[0]
+    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    if version == 0 and app == 0 and tables == 0:
+        return True
+    if app != APPLICATION_ID:
+        raise _Unusable("it is not a tilecraft tuning database")
+    if version > SCHEMA_VERSION:
+        raise _Unusable(
+            f"its schema version {version} is newer than this tilecraft's ({SCHEMA_VERSION})"
+        )
+    if version != SCHEMA_VERSION:
+        raise _Unusable(f"its schema version {version} is unknown")
+    return False
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables, unless another process did so while we waited for the lock."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _needs_schema(conn):
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _CORRUPT_CODES
+    text = str(error)
+    return "not a database" in text or "malformed" in text
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged file (and its journals) to `<name>.corrupt-<timestamp>`."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
+    # A stale WAL would be replayed into the fresh file, so it goes with the database.
+    for suffix in ("", "-wal", "-journal"):
+        _rename_if_present(Path(f"{path}{suffix}"), Path(f"{aside}{suffix}"))
+    Path(f"{path}-shm").unlink(missing_ok=True)
+    return aside
+
+
+def _rename_if_present(source: Path, target: Path) -> None:
+    # Another process may have set the same file aside a moment ago.
+    with suppress(FileNotFoundError):
+        os.replace(source, target)
+
+
+def _warn(path: Path, reason: str) -> None:
+    warnings.warn(f"tilecraft: ignoring tuning database {path}: {reason}", TuningDBWarning, 4)
+
+
+def _trial_values(trial: Trial) -> tuple[Any, ...]:
+    time_ms = None if trial.time_ms is None else float(trial.time_ms)
+    config = trial.config.to_json()
+    return (config, trial.status, time_ms, float(trial.compile_s), trial.error)
+
+
+def _trial_dict(row: Sequence[Any]) -> dict[str, Any]:
+    record = dict(zip(_TRIAL_COLUMNS, row, strict=True))
+    record["config"] = _parse_config(record["config"])
+    return record
+
+
+def _parse_config(text: str) -> Config | None:
+    """A stored config, or None with a warning when it no longer validates."""
+    try:
+        return Config.from_json(text)
+    except (ValueError, TypeError, InvalidConfig) as error:
+        warnings.warn(f"tilecraft: unreadable stored config {text!r}: {error}", TuningDBWarning, 3)
+        return None
