@@ -6,6 +6,8 @@ result becomes a failed Trial; nothing a candidate does stops the search.
 
 from __future__ import annotations
 
+import ast
+import functools
 import tempfile
 import time
 import types
@@ -57,11 +59,31 @@ class Benchmarker:
 
     def _job(self, config: Config, timed: bool) -> dict:
         src = self.bound.src
-        modules = {
-            k: v.__name__ for k, v in src.namespace.items() if isinstance(v, types.ModuleType)
-        }
         path = self.bound.code_path(config)
-        return {"code_path": str(path), "name": src.tree.name, "modules": modules, "time": timed}
+        return {
+            "code_path": str(path),
+            "name": src.tree.name,
+            "imports": self.imports,
+            "time": timed,
+        }
+
+    @functools.cached_property
+    def imports(self) -> dict[str, list[str]]:
+        """How a worker finds the globals the host code uses: [module, attribute path]."""
+        names = {n.id for n in ast.walk(self.bound.src.tree) if isinstance(n, ast.Name)}
+        found = {}
+        for name in names & set(self.bound.src.namespace):
+            value = self.bound.src.namespace[name]
+            if isinstance(value, types.ModuleType):
+                found[name] = [value.__name__, ""]
+                continue
+            module, qualname = (
+                getattr(value, "__module__", None),
+                getattr(value, "__qualname__", ""),
+            )
+            if module and module != "__main__" and qualname and "<" not in qualname:
+                found[name] = [module, qualname]
+        return found
 
     def _run(self, jobs: list[dict]) -> list[dict]:
         if self.pool is not None:

@@ -88,7 +88,8 @@ class TuneProgress:
             f"tilecraft: tuned {self.kernel} in {took:.1f} s, {self.done} configs "
             f"({self.failed} failed), best {timing}:"
         )
-        self.console.print(f"@tc.kernel(config={best.config!r})", markup=False, highlight=False)
+        line = f"@tc.kernel(config={best.config!r})"
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def __exit__(self, *exc: Any) -> None:
         self.progress.stop()

@@ -17,9 +17,14 @@ import torch
 from tilecraft.testing import REL_ERROR_LIMITS, relative_error
 
 
-def load_launcher(code_path: str, name: str, modules: dict[str, str]) -> Callable[..., Any]:
+def load_launcher(code_path: str, name: str, imports: dict[str, list[str]]) -> Callable[..., Any]:
     """The host launcher defined in a generated module file."""
-    namespace: dict[str, Any] = {k: importlib.import_module(v) for k, v in modules.items()}
+    namespace: dict[str, Any] = {}
+    for alias, (module, path) in imports.items():
+        value: Any = importlib.import_module(module)
+        for attr in filter(None, path.split(".")):
+            value = getattr(value, attr)
+        namespace[alias] = value
     with open(code_path) as f:
         exec(compile(f.read(), code_path, "exec"), namespace)
     return namespace[name]
@@ -111,7 +116,7 @@ def _short(e: BaseException) -> str:
 def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
     """Check (and if asked, time) the candidate a job names; never raises."""
     try:
-        launcher = load_launcher(job["code_path"], job["name"], job["modules"])
+        launcher = load_launcher(job["code_path"], job["name"], job["imports"])
         result = check(launcher, args, expected)
         if result["status"] == "ok" and job.get("time"):
             ms = measure(launcher, args)

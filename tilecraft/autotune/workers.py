@@ -33,7 +33,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            env={**os.environ},
+            env=_environment(),
         )
 
     def alive(self) -> bool:
@@ -123,3 +123,9 @@ class WorkerPool:
     def close(self) -> None:
         for w in self.workers:
             w.kill()
+
+
+def _environment() -> dict[str, str]:
+    """The parent's environment, with its import path, so user modules import in workers."""
+    path = os.pathsep.join(p for p in sys.path if p)
+    return {**os.environ, "PYTHONPATH": path}

@@ -59,6 +59,7 @@ class BoundKernel:
         self.aligned = all(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
+        self.tuning: dict[str, Any] = {}  # what the last tuning run did
         first = self.analyze(Config())
         self.spec = kernel_spec(first.kernels, first.table, first.tunables)
         self.default_config = default_config(self.spec)

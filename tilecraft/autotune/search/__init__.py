@@ -1,1 +1,55 @@
-"""Search strategies over a ConfigSpace, each a small class under one Budget."""
+"""Search strategies over a ConfigSpace, each a small class under one Budget.
+
+Example::
+
+    search = make_search("pattern", space, evaluate, Budget(max_configs=200), seed=0)
+    best = search.run()  # the fastest ok Trial, or None if every config failed
+"""
+
+from __future__ import annotations
+
+from tilecraft.autotune.search.base import Search
+from tilecraft.autotune.search.classifier import ClassifierPatternSearch
+from tilecraft.autotune.search.common import SeededSearch
+from tilecraft.autotune.search.differential_evolution import DifferentialEvolution
+from tilecraft.autotune.search.pattern import PatternSearch
+from tilecraft.autotune.search.random_search import RandomSearch
+from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.trial import Budget, Evaluate
+from tilecraft.runtime.config import Config
+
+SEARCHES: dict[str, type[Search]] = {
+    cls.name: cls
+    for cls in (RandomSearch, PatternSearch, DifferentialEvolution, ClassifierPatternSearch)
+}
+
+
+def make_search(
+    name: str,
+    space: ConfigSpace,
+    evaluate: Evaluate,
+    budget: Budget,
+    seed: int = 0,
+    seeds: list[Config] | None = None,
+) -> Search:
+    """The search strategy called `name` (a key of SEARCHES), ready to `run()`.
+
+    `seeds` are configs to try first, e.g. the best of similar shapes from the database.
+    """
+    if name not in SEARCHES:
+        raise ValueError(f"unknown search {name!r}; choose one of {', '.join(SEARCHES)}")
+    cls = SEARCHES[name]
+    if issubclass(cls, SeededSearch):
+        return cls(space, evaluate, budget, seed=seed, seeds=seeds)
+    return cls(space, evaluate, budget, seed=seed)
+
+
+__all__ = [
+    "SEARCHES",
+    "ClassifierPatternSearch",
+    "DifferentialEvolution",
+    "PatternSearch",
+    "RandomSearch",
+    "Search",
+    "make_search",
+]

@@ -14,8 +14,8 @@ class Search:
     """Subclasses implement `search()`, calling `self.measure(configs)` in batches.
 
     `measure` skips configs already tried, truncates batches to the budget, records every
-    trial in `self.trials` and returns the new ones. `run()` returns the best ok trial
-    (or the least bad one if none succeeded).
+    trial in `self.trials` and returns the new ones. `run()` returns the best ok trial,
+    or None if none succeeded.
     """
 
     name = "base"
@@ -37,19 +37,21 @@ class Search:
         raise NotImplementedError
 
     def measure(self, configs: Iterable[Config]) -> list[Trial]:
+        if self.budget.exhausted():
+            return []
         fresh: list[Config] = []
         for config in configs:
             if config not in self.seen and len(fresh) < self.budget.remaining_configs():
                 self.seen.add(config)
                 fresh.append(config)
-        if not fresh or self.budget.exhausted():
+        if not fresh:
             return []
         self.budget.charge(len(fresh))
         trials = self.evaluate(fresh)
         self.trials += trials
         return trials
 
-    def best(self, n: int = 1) -> Trial | None:
+    def best(self) -> Trial | None:
         ranked = self.ranked()
         return ranked[0] if ranked else None
 

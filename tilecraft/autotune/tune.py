@@ -1,0 +1,172 @@
+"""Tuning one bound kernel: pick the search, run it under a budget, record, re-time, cache."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+
+from tilecraft.autotune.bench import Benchmarker
+from tilecraft.autotune.db import TuneKey, TuningDB, default_db_path
+from tilecraft.autotune.progress import TuneProgress
+from tilecraft.autotune.search import make_search
+from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.trial import Budget, Trial
+from tilecraft.runtime.bound import BoundKernel
+from tilecraft.runtime.config import Config
+from tilecraft.runtime.settings import Settings
+
+VERSION = "0.1.0"
+
+
+@dataclass(frozen=True)
+class Effort:
+    """A tuning preset: the search and its budget."""
+
+    search: str
+    max_seconds: float
+    max_configs: int
+
+
+EFFORTS = {
+    "quick": Effort("classifier", 30.0, 80),
+    "full": Effort("classifier", 300.0, 600),
+}
+
+
+def db_path(settings: Settings) -> Path:
+    """The tuning database under the settings' cache dir."""
+    return Path(settings.cache_dir) / default_db_path().name
+
+
+def hardware(args: tuple) -> str:
+    """The device the arguments live on, by name."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_cuda:
+            return torch.cuda.get_device_name(a.device)
+    return "cpu"
+
+
+def tune_key(bound: BoundKernel, args: tuple) -> TuneKey:
+    """What a tuned config is valid for: source, specialization, hardware, versions."""
+    source = "".join(bound.src.lines[bound.src.tree.lineno - 1 : bound.src.tree.end_lineno])
+    fingerprint = hashlib.sha256(source.encode()).hexdigest()[:20]
+    versions = f"torch={torch.__version__};triton={triton.__version__};tilecraft={VERSION}"
+    return TuneKey(fingerprint, bound.spec_key, hardware(args), versions)
+
+
+def cached_config(bound: BoundKernel, args: tuple, settings: Settings) -> Config | None:
+    """A config tuned earlier (by any process) for exactly this kernel and setting."""
+    with TuningDB(db_path(settings)) as db:
+        return db.load_best(tune_key(bound, args))
+
+
+def autotune(
+    bound: BoundKernel,
+    args: tuple,
+    settings: Settings,
+    *,
+    configs: list[Config] | None = None,
+    effort: str | None = None,
+    search: str | None = None,
+    budget_s: float | None = None,
+    max_configs: int | None = None,
+) -> Config:
+    """Tune `bound` on `args` and return the winning config (also cached and printed)."""
+    preset = EFFORTS[effort or settings.autotune_effort]
+    key = tune_key(bound, args)
+    budget = Budget(
+        max_configs or preset.max_configs,
+        budget_s or settings.autotune_budget_s or preset.max_seconds,
+    )
+    name = search or settings.autotune_search or preset.search
+    with (
+        TuningDB(db_path(settings)) as db,
+        Benchmarker(
+            bound, args, workers=settings.autotune_workers, timeout_s=settings.autotune_timeout_s
+        ) as bench,
+        TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown,
+    ):
+
+        def evaluate(batch: list[Config]) -> list[Trial]:
+            trials = bench(batch)
+            try:
+                db.record(
+                    trials,
+                    kernel=key.kernel,
+                    kernel_name=bound.src.tree.name,
+                    spec_key=key.spec_key,
+                    hardware=key.hardware,
+                    versions=key.versions,
+                    search=name,
+                )
+            except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
+                warnings.warn(f"tilecraft: trials not recorded: {e}", stacklevel=2)
+            shown.update(trials)
+            return trials
+
+        space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
+        if configs:
+            trials = evaluate(configs)
+        else:
+            runner = make_search(name, space, evaluate, budget, seeds=_seeds(db, key, space))
+            runner.run()
+            trials = runner.trials
+        best = _choose(bench, trials, bound.default_config)
+        if best.time_ms is not None:
+            db.save_best(key, best.config, best.time_ms)
+        shown.finish(best)
+    bound.tuning = {
+        "configs": len(trials),
+        "failed": sum(not t.ok for t in trials),
+        "search": name,
+        "best_ms": best.time_ms,
+        **describe(trials),
+    }
+    return best.config
+
+
+def _seeds(db: TuningDB, key: TuneKey, space: ConfigSpace) -> list[Config]:
+    """The best configs measured before for this kernel (any shape), as starting points."""
+    rows = [r for r in db.trials(kernel=key.kernel, hardware=key.hardware) if r["status"] == "ok"]
+    rows.sort(key=lambda r: r["time_ms"])
+    seen: list[Config] = []
+    for row in rows:
+        config = space.snap(space.values(row["config"]))
+        if config not in seen:
+            seen.append(config)
+        if len(seen) >= 4:
+            break
+    return seen
+
+
+def _choose(bench: Benchmarker, trials: list[Trial], default: Config) -> Trial:
+    """Re-time the leaders together and keep the fastest; the default if nothing worked."""
+    ranked = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms or 0.0)
+    if not ranked:
+        return Trial(default, "ok", None)
+    leaders = [t.config for t in ranked[:3]]
+    times = bench.retime(leaders) if bench.on_gpu and len(leaders) > 1 else {}
+    if not times:
+        return ranked[0]
+    winner = min(times, key=lambda c: times[c])
+    return Trial(winner, "ok", times[winner])
+
+
+def summary_line(config: Config) -> str:
+    """The decorator line that pins a tuned config."""
+    return f"@tc.kernel(config={config!r})"
+
+
+def describe(trials: list[Trial]) -> dict[str, Any]:
+    """Counts of trials by status."""
+    counts: dict[str, Any] = {}
+    for t in trials:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    return counts
