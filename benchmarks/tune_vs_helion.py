@@ -32,41 +32,14 @@ def example(name: str):
 
 
 def helion_kernels() -> dict:
-    """The same kernels written for Helion (only the imports and decorator differ)."""
-    import helion
-    import helion.language as hl
-
-    @helion.kernel(autotune_effort="quick")
-    def softmax(x: torch.Tensor) -> torch.Tensor:
-        m, n = x.size()
-        out = torch.empty_like(x)
-        for tile_m in hl.tile(m):
-            out[tile_m, :] = torch.nn.functional.softmax(x[tile_m, :], dim=1)
-        return out
-
-    @helion.kernel(autotune_effort="quick")
-    def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-        m, n = x.size()
-        out = torch.empty_like(x)
-        for tile_m in hl.tile(m):
-            row = x[tile_m, :].to(torch.float32)
-            inv_rms = torch.rsqrt(torch.mean(row * row, dim=-1) + eps)
-            out[tile_m, :] = (row * inv_rms[:, None] * weight[:].to(torch.float32)).to(out.dtype)
-        return out
-
-    @helion.kernel(autotune_effort="quick")
-    def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        m, k = x.size()
-        _, n = y.size()
-        out = torch.empty([m, n], dtype=x.dtype, device=x.device)
-        for tile_m, tile_n in hl.tile([m, n]):
-            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-            for tile_k in hl.tile(k):
-                acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-            out[tile_m, tile_n] = acc.to(out.dtype)
-        return out
-
-    return {"softmax": softmax, "rms_norm": rms_norm, "matmul": matmul}
+    """The same kernels written for Helion (in their own module: Helion needs module-level
+    functions)."""
+    spec = importlib.util.spec_from_file_location(
+        "helion_kernels", ROOT / "benchmarks" / "helion_kernels.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {"softmax": module.softmax, "rms_norm": module.rms_norm, "matmul": module.matmul}
 
 
 def run_helion(kernel, args: tuple) -> dict:
@@ -102,12 +75,12 @@ def run_tilecraft(kernel, args: tuple) -> dict:
     }
 
 
-def main(names: list[str]) -> int:
+def main(names: list[str], with_helion: bool = True) -> int:
     if not torch.cuda.is_available():
         print("tune_vs_helion.py needs a GPU")
         return 0
     os.environ.setdefault("TILECRAFT_CACHE_DIR", "/tmp/tilecraft-tune")  # start cold
-    helion = helion_kernels()
+    helion = helion_kernels() if with_helion else {}
     rows = []
     for name in names:
         module = example(name)

@@ -16,6 +16,7 @@ from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import TuneKey, TuningDB, default_db_path
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import make_search
+from tilecraft.autotune.seeds import heuristic_seeds
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Trial
 from tilecraft.runtime.bound import BoundKernel
@@ -35,7 +36,7 @@ class Effort:
 
 
 EFFORTS = {
-    "quick": Effort("classifier", 30.0, 80),
+    "quick": Effort("quick", 30.0, 60),
     "full": Effort("classifier", 300.0, 600),
 }
 
@@ -115,7 +116,8 @@ def autotune(
         if configs:
             trials = evaluate(configs)
         else:
-            runner = make_search(name, space, evaluate, budget, seeds=_seeds(db, key, space))
+            seeds = _seeds(db, key, space) + heuristic_seeds(space)
+            runner = make_search(name, space, evaluate, budget, seeds=seeds)
             runner.run()
             trials = runner.trials
         best = _choose(bench, trials, bound.default_config)

@@ -61,7 +61,7 @@ class Settings:
     )
     #: TILECRAFT_AUTOTUNE_TIMEOUT_S: a candidate taking longer than this fails as a timeout.
     autotune_timeout_s: float = field(
-        default_factory=lambda: _number("TILECRAFT_AUTOTUNE_TIMEOUT_S") or 60.0
+        default_factory=lambda: _number("TILECRAFT_AUTOTUNE_TIMEOUT_S") or 20.0
     )
     #: Compile one kernel per exact shape (True) or per shape bucket (False).
     static_shapes: bool = True

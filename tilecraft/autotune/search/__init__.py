@@ -9,7 +9,7 @@ Example::
 from __future__ import annotations
 
 from tilecraft.autotune.search.base import Search
-from tilecraft.autotune.search.classifier import ClassifierPatternSearch
+from tilecraft.autotune.search.classifier import ClassifierPatternSearch, QuickSearch
 from tilecraft.autotune.search.common import SeededSearch
 from tilecraft.autotune.search.differential_evolution import DifferentialEvolution
 from tilecraft.autotune.search.pattern import PatternSearch
@@ -20,7 +20,13 @@ from tilecraft.runtime.config import Config
 
 SEARCHES: dict[str, type[Search]] = {
     cls.name: cls
-    for cls in (RandomSearch, PatternSearch, DifferentialEvolution, ClassifierPatternSearch)
+    for cls in (
+        RandomSearch,
+        PatternSearch,
+        DifferentialEvolution,
+        ClassifierPatternSearch,
+        QuickSearch,
+    )
 }
 
 

@@ -80,3 +80,12 @@ def _classifier() -> Any:
     return GradientBoostingClassifier(
         n_estimators=ESTIMATORS, learning_rate=0.2, max_depth=3, random_state=0
     )
+
+
+class QuickSearch(ClassifierPatternSearch):
+    """The classifier-guided climb started only from the default and the seeds (no random
+    configs): the fast default for tuning in seconds."""
+
+    name = "quick"
+    leaders = 2
+    initial = 0
