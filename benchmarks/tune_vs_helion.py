@@ -87,15 +87,15 @@ def main(names: list[str], with_helion: bool = True) -> int:
         args = module.inputs(shape=SHAPES[name], dtype=torch.bfloat16, device="cuda")
         row = {"kernel": name, "tilecraft": run_tilecraft(getattr(module, name), args)}
         print(name, "tilecraft", row["tilecraft"], flush=True)
-        row["helion"] = run_helion(helion[name], args)
-        print(
-            name, "helion", {k: v for k, v in row["helion"].items() if k != "log_tail"}, flush=True
-        )
+        if with_helion:
+            row["helion"] = run_helion(helion[name], args)
+            shown = {k: v for k, v in row["helion"].items() if k != "log_tail"}
+            print(name, "helion", shown, flush=True)
         rows.append(row)
     out = Path(os.environ.get("OUT", ROOT / "benchmarks" / "results"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "tune_vs_helion.json").write_text(json.dumps(rows, indent=1, default=str))
-    for r in rows:
+    for r in rows if with_helion else []:
         t, h = r["tilecraft"], r["helion"]
         print(
             f"| {r['kernel']} | {t['tune_s']:.1f} s, {t['configs']} configs, {t['ms']:.4f} ms "
@@ -106,4 +106,5 @@ def main(names: list[str], with_helion: bool = True) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or list(SHAPES)))
+    names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    sys.exit(main(names or list(SHAPES), "--no-helion" not in sys.argv))
