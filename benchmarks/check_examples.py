@@ -15,8 +15,10 @@ from pathlib import Path
 
 import torch
 
-import tilecraft as tc
-from tilecraft.testing import REL_ERROR_LIMITS, relative_error
+os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")  # check the default configs
+
+import tilecraft as tc  # noqa: E402
+from tilecraft.testing import REL_ERROR_LIMITS, relative_error  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(1, 1000), (129, 1000), (1000, 4097), (4096, 768)]

@@ -1,0 +1,94 @@
+"""Config spaces derived from the example kernels, and the tuner's trial log."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import layer_norm
+import matmul
+import pytest
+import softmax_two_pass
+import sum as sums
+
+import tilecraft as tc
+from tilecraft.autotune.seeds import heuristic_seeds
+from tilecraft.autotune.space import MAX_ELEMENTS, ConfigSpace
+
+
+def space_of(kernel: tc.Kernel, args: tuple) -> ConfigSpace:
+    bound = kernel.bind(args)
+    return ConfigSpace(bound.spec, bound.default_config)
+
+
+def test_matmul_space_has_the_knobs_of_its_loops_and_accesses() -> None:
+    space = space_of(matmul.matmul, matmul.inputs(shape=(300, 200, 100), device="cpu"))
+    names = {k.name for k in space.knobs}
+    assert {
+        "block_sizes[0]",
+        "block_sizes[1]",
+        "block_sizes[2]",
+        "loop_orders[0]",
+        "l2_groupings[0]",
+        "pid_type",
+        "num_warps",
+        "num_stages",
+    } <= names
+    assert {"indexing[0]", "indexing[1]", "indexing[2]", "range_num_stages[0]"} <= names
+    sizes = {k.name: k.choices for k in space.knobs}
+    assert min(sizes["block_sizes[2]"]) == 16  # tl.dot needs 16 or more
+    assert max(sizes["block_sizes[2]"]) == 256  # k = 200 rounds up to 256
+    assert space.default() == space.config(space.values(space.default()))
+
+
+def test_row_kernels_offer_whole_row_or_chunked_reductions() -> None:
+    space = space_of(layer_norm.layer_norm, layer_norm.inputs(shape=(64, 3000), device="cpu"))
+    (knob,) = [k for k in space.knobs if k.field == "reduction_loops"]
+    assert knob.choices[0] is None and 2048 in knob.choices and 4096 not in knob.choices
+    two_pass = space_of(softmax_two_pass.softmax_two_pass, softmax_two_pass.inputs(device="cpu"))
+    assert sum(k.field == "range_unroll_factors" for k in two_pass.knobs) == 2
+
+
+def test_random_neighbors_and_encodings_respect_the_constraints() -> None:
+    space = space_of(sums.long_sum, sums.inputs(shape=(300, 5000), device="cpu"))
+    rng = random.Random(0)
+    for _ in range(30):
+        config = space.random(rng)
+        assert space.is_valid(config)
+        assert len(space.encode(config)) == len(space.knobs)
+        assert all(space.is_valid(n) for n in space.neighbors(config))
+    huge = space.snap({"block_sizes[0]": 4096, "block_sizes[1]": 4096})
+    assert not space.is_valid(huge) and MAX_ELEMENTS < 4096 * 4096
+
+
+def test_snap_repairs_values_and_drops_unknown_names() -> None:
+    space = space_of(matmul.matmul, matmul.inputs(device="cpu"))
+    config = space.snap({"num_warps": 6, "block_sizes[0]": 100, "bogus": 3})
+    assert config.num_warps == 8 and config.block_sizes[0] == 128
+
+
+def test_heuristic_seeds_are_valid_matmul_tiles() -> None:
+    space = space_of(matmul.matmul, matmul.inputs(shape=(512, 512, 512), device="cpu"))
+    seeds = heuristic_seeds(space)
+    assert seeds and all(space.is_valid(s) for s in seeds)
+    assert any(s.block_sizes == [128, 256, 64] for s in seeds)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_tuning_writes_a_trial_log(tmp_path: Path, suffix: str) -> None:
+    log = tmp_path / f"trials{suffix}"
+    kernel = tc.kernel(
+        sums.sum_rows.fn,
+        cache_dir=tmp_path,
+        autotune_workers=0,
+        autotune_quiet=True,
+        autotune_log=str(log),
+    )
+    kernel.autotune(sums.inputs(shape=(20, 100), device="cpu"), max_configs=3)
+    lines = log.read_text().strip().splitlines()
+    if suffix == ".jsonl":
+        rows = [json.loads(line) for line in lines]
+        assert len(rows) == 3 and all(r["status"] == "ok" for r in rows)
+    else:
+        assert lines[0].startswith("config,status,time_ms") and len(lines) == 4
