@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 import tilecraft as tc
-from tilecraft.testing import assert_close, default_device
+from tilecraft.testing import assert_close, matrices
 
 
 @tc.kernel
@@ -27,12 +27,7 @@ def reference(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def inputs(shape=(100, 200, 70), dtype=torch.float32, device=None) -> tuple:
-    device = device or default_device()
-    m, k, n = shape if len(shape) == 3 else (*shape, shape[0])
-    return (
-        torch.randn(m, k, dtype=dtype, device=device),
-        torch.randn(k, n, dtype=dtype, device=device),
-    )
+    return matrices(shape, dtype, device)
 
 
 def main() -> None:

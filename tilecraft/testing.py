@@ -40,6 +40,13 @@ def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return (diff / expected.double().norm().clamp_min(1e-30)).item()
 
 
+def matrices(shape: tuple, dtype: torch.dtype, device: str | torch.device | None = None) -> tuple:
+    """Random `[m, k]` and `[k, n]` matrices for `shape` = (m, k, n) or (m, k) (n = m)."""
+    dev = device or default_device()
+    m, k, n = shape if len(shape) == 3 else (*shape, shape[0])
+    return (torch.randn(m, k, dtype=dtype, device=dev), torch.randn(k, n, dtype=dtype, device=dev))
+
+
 def default_device() -> torch.device:
     """The GPU when there is one, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
