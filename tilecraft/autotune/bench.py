@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import functools
 import tempfile
-import time
 import types
 from pathlib import Path
 from typing import Any
@@ -140,7 +139,3 @@ def _trial(config: Config, result: dict) -> Trial:
         float(result.get("compile_s", 0.0)),
         result.get("error", ""),
     )
-
-
-def wall_clock() -> float:
-    return time.monotonic()

@@ -161,11 +161,6 @@ def _choose(bench: Benchmarker, trials: list[Trial], default: Config) -> Trial:
     return Trial(winner, "ok", times[winner])
 
 
-def summary_line(config: Config) -> str:
-    """The decorator line that pins a tuned config."""
-    return f"@tc.kernel(config={config!r})"
-
-
 def describe(trials: list[Trial]) -> dict[str, Any]:
     """Counts of trials by status."""
     counts: dict[str, Any] = {}
