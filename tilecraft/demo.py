@@ -21,6 +21,7 @@ import tilecraft
 from tilecraft.runtime.kernel import Kernel
 from tilecraft.testing import assert_close
 
+CPU_TUNED = ("softmax", "matmul")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -35,6 +36,8 @@ class Row:
     check: str = ""
     ok: bool = False
     compile_s: float | None = None
+    tune_s: float | None = None
+    configs: int | None = None
     time_ms: float | None = None
     eager_ms: float | None = None
     error: str = ""
@@ -117,10 +120,13 @@ def run_kernel(row: Row, kernel: Kernel, module: ModuleType, dtype: torch.dtype)
     try:
         args = module.inputs(shape=default_shape(module), dtype=dtype)
         row.shape = "x".join(map(str, args[0].shape))
+        kernel.settings.autotune_effort = "none"  # first the default config: compile, check
         out, row.compile_s = wall_s(lambda: kernel(*args))
         expected = module.reference(*args)
         row.check = f"{max_error(out, expected):.1e}"
         assert_close(out, expected, dtype)
+        tune(row, kernel, args)
+        assert_close(kernel(*args), expected, dtype)
         row.ok, row.check = True, f"ok {row.check}"
         row.time_ms = time_ms(lambda: kernel(*args))
         row.eager_ms = time_ms(lambda: module.reference(*args))
@@ -128,6 +134,21 @@ def run_kernel(row: Row, kernel: Kernel, module: ModuleType, dtype: torch.dtype)
         row.check = f"FAIL {row.check}".strip()
         row.error = "".join(traceback.format_exception_only(type(e), e)).strip()
     return row
+
+
+def tune(row: Row, kernel: Kernel, args: tuple) -> None:
+    """A short tuning run: seconds of it on a GPU; on a CPU (Triton's interpreter, where
+    times mean nothing) a few configs of the kernels in CPU_TUNED, to show the tuner."""
+    kernel.settings.autotune_quiet = True
+    if on_gpu():
+        options: dict[str, Any] = {"budget_s": 10.0}
+    elif row.kernel in CPU_TUNED:
+        kernel.settings.autotune_workers = 1
+        options = {"max_configs": 4}
+    else:
+        return
+    _, row.tune_s = wall_s(lambda: kernel.autotune(args, **options))
+    row.configs = kernel.bind(args).tuning.get("configs")
 
 
 def demo_rows(examples: Path, dtype: torch.dtype) -> Iterator[Row]:
@@ -150,19 +171,21 @@ def render(rows: list[Row]) -> Any:
     """The rich table of the demo's rows."""
     from rich.table import Table
 
-    title = "tilecraft examples vs torch eager"
+    title = "tilecraft examples, tuned, vs torch eager"
     if not on_gpu():
         title += " (CPU times come from Triton's interpreter and mean nothing for speed)"
     table = Table(title=title)
-    for column in ("example", "kernel", "shape", "dtype", "check", "compile s"):
+    for column in ("example", "kernel", "shape", "dtype", "check", "compile s", "tune s"):
         table.add_column(column)
+    table.add_column("configs", justify="right")
     for column in ("time ms", "torch eager ms", "speedup"):
         table.add_column(column, justify="right")
     for r in rows:
         ratio = r.eager_ms / r.time_ms if r.eager_ms and r.time_ms else None
         check = r.check if r.ok else f"[red]{r.check}[/red]"
-        times = (_fmt(r.compile_s, ".2f"), _fmt(r.time_ms, ".3f"), _fmt(r.eager_ms, ".3f"))
-        table.add_row(r.example, r.kernel, r.shape, r.dtype, check, *times, _fmt(ratio, ".2f"))
+        tuning = (_fmt(r.compile_s, ".2f"), _fmt(r.tune_s, ".1f"), _fmt(r.configs, "d"))
+        times = (_fmt(r.time_ms, ".3f"), _fmt(r.eager_ms, ".3f"), _fmt(ratio, ".2f"))
+        table.add_row(r.example, r.kernel, r.shape, r.dtype, check, *tuning, *times)
     return table
 
 

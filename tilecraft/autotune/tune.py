@@ -14,6 +14,7 @@ import triton
 
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import TuneKey, TuningDB, default_db_path
+from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import make_search
 from tilecraft.autotune.seeds import heuristic_seeds
@@ -80,7 +81,7 @@ def autotune(
     max_configs: int | None = None,
 ) -> Config:
     """Tune `bound` on `args` and return the winning config (also cached and printed)."""
-    preset = EFFORTS[effort or settings.autotune_effort]
+    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
     key = tune_key(bound, args)
     budget = Budget(
         max_configs or preset.max_configs,
@@ -117,7 +118,8 @@ def autotune(
             trials = evaluate(configs)
         else:
             seeds = _seeds(db, key, space) + heuristic_seeds(space)
-            runner = make_search(name, space, evaluate, budget, seeds=seeds)
+            context = LLMContext(bound, settings, closest_entries(db, key))
+            runner = make_search(name, space, evaluate, budget, seeds=seeds, context=context)
             runner.run()
             trials = runner.trials
         best = _choose(bench, trials, bound.default_config)

@@ -8,9 +8,8 @@ stop short of the tensor's end, unaligned tensors) falls back to "pointer".
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
-
-import triton.language as tl
 
 from tilecraft.ir.nodes import Access, Op, Param, Value
 
@@ -18,18 +17,18 @@ if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
 
 INT32_LIMIT = 2**31
-HAS_BLOCK_PTR = "removed" not in (tl.make_block_ptr.__doc__ or "")
-HAS_TENSOR_DESCRIPTOR = hasattr(tl, "make_tensor_descriptor")
 INDEXING = ("pointer", "block_ptr", "tensor_descriptor")
 
 
+@functools.cache
 def supported_indexing() -> list[str]:
-    """The indexing styles this Triton offers."""
-    return (
-        ["pointer"]
-        + ["block_ptr"] * HAS_BLOCK_PTR
-        + ["tensor_descriptor"] * (HAS_TENSOR_DESCRIPTOR)
-    )
+    """The indexing styles this Triton offers (imported late: TRITON_INTERPRET must be set
+    before Triton is first imported, and importing tilecraft must not do that)."""
+    import triton.language as tl
+
+    has_block_ptr = "removed" not in (tl.make_block_ptr.__doc__ or "")
+    has_descriptor = hasattr(tl, "make_tensor_descriptor")
+    return ["pointer"] + ["block_ptr"] * has_block_ptr + ["tensor_descriptor"] * has_descriptor
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -63,7 +63,30 @@ class Settings:
     autotune_timeout_s: float = field(
         default_factory=lambda: _number("TILECRAFT_AUTOTUNE_TIMEOUT_S") or 20.0
     )
-    #: Compile one kernel per exact shape (True) or per shape bucket (False).
+    #: TILECRAFT_LLM_PROVIDER: openai (or any OpenAI-compatible server) or anthropic; unset: none.
+    llm_provider: str | None = field(
+        default_factory=lambda: os.environ.get("TILECRAFT_LLM_PROVIDER") or None
+    )
+    #: TILECRAFT_LLM_MODEL: the model the LLM-guided searches ask, e.g. gpt-4o or a local one.
+    llm_model: str | None = field(
+        default_factory=lambda: os.environ.get("TILECRAFT_LLM_MODEL") or None
+    )
+    #: TILECRAFT_LLM_BASE_URL: an OpenAI-compatible server (vLLM, Ollama, ...); unset: the vendor's.
+    llm_base_url: str | None = field(
+        default_factory=lambda: os.environ.get("TILECRAFT_LLM_BASE_URL") or None
+    )
+    #: TILECRAFT_LLM_TIMEOUT_S: seconds one request to the model may take.
+    llm_timeout_s: float = field(default_factory=lambda: _number("TILECRAFT_LLM_TIMEOUT_S") or 60.0)
+    #: TILECRAFT_LLM_MAX_ROUNDS: most rounds of proposals an LLM-guided search asks for.
+    llm_max_rounds: int = field(
+        default_factory=lambda: int(_number("TILECRAFT_LLM_MAX_ROUNDS") or 4)
+    )
+    #: TILECRAFT_LLM_MAX_TOKENS: most tokens of one reply of the model.
+    llm_max_tokens: int = field(
+        default_factory=lambda: int(_number("TILECRAFT_LLM_MAX_TOKENS") or 2000)
+    )
+    #: Accepted for Helion compatibility; kernels are currently always compiled per exact
+    #: shape (generated code has the sizes in it), whatever this says.
     static_shapes: bool = True
 
     @classmethod

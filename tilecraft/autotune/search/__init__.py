@@ -8,6 +8,9 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
+from tilecraft.autotune.llm.search import HybridSearch, LLMSearch
 from tilecraft.autotune.search.base import Search
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch, QuickSearch
 from tilecraft.autotune.search.common import SeededSearch
@@ -26,6 +29,8 @@ SEARCHES: dict[str, type[Search]] = {
         DifferentialEvolution,
         ClassifierPatternSearch,
         QuickSearch,
+        LLMSearch,
+        HybridSearch,
     )
 }
 
@@ -37,16 +42,19 @@ def make_search(
     budget: Budget,
     seed: int = 0,
     seeds: list[Config] | None = None,
+    **options: Any,
 ) -> Search:
     """The search strategy called `name` (a key of SEARCHES), ready to `run()`.
 
     `seeds` are configs to try first, e.g. the best of similar shapes from the database.
+    `options` go to searches that list them in `options` (the LLM searches: `context`).
     """
     if name not in SEARCHES:
         raise ValueError(f"unknown search {name!r}; choose one of {', '.join(SEARCHES)}")
     cls = SEARCHES[name]
+    extra = {k: v for k, v in options.items() if k in getattr(cls, "options", ())}
     if issubclass(cls, SeededSearch):
-        return cls(space, evaluate, budget, seed=seed, seeds=seeds)
+        return cls(space, evaluate, budget, seed=seed, seeds=seeds, **extra)
     return cls(space, evaluate, budget, seed=seed)
 
 

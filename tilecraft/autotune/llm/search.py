@@ -1,0 +1,171 @@
+"""LLM-guided searches: a model shown the kernel, the hardware and the results so far
+proposes configs in a few rounds ("llm"), or one round that seeds the classifier-guided
+search ("llm-hybrid"). Without a usable model they say why once and tune on with the
+classifier-guided search, keeping every trial measured so far.
+
+Example::
+
+    context = LLMContext(bound, Settings(llm_provider="openai", llm_model="gpt-4o"))
+    search = make_search("llm", space, evaluate, Budget(max_configs=60), context=context)
+    best = search.run()
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tilecraft.autotune.llm.cache import ReplyCache
+from tilecraft.autotune.llm.context import LLMContext
+from tilecraft.autotune.llm.parse import parse_reply
+from tilecraft.autotune.llm.prompt import SYSTEM, build_prompt
+from tilecraft.autotune.llm.providers import Provider, ProviderError, load_provider
+from tilecraft.autotune.search.classifier import ClassifierPatternSearch
+from tilecraft.autotune.search.common import cost
+from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.trial import Budget, Evaluate
+from tilecraft.runtime.config import Config
+
+log = logging.getLogger(__name__)
+
+
+class LLMWarning(UserWarning):
+    """An LLM-guided search tuned without the model (the message says why)."""
+
+
+class NoModel(Exception):
+    """The model cannot help any further: no provider, a failed request, nothing usable."""
+
+
+class LLMSearch(ClassifierPatternSearch):
+    """Round 0 measures the default, the seeds and `random_starts` random configs while
+    the first request is in flight; each later round shows the model the updated
+    results and measures its valid proposals. Stops when a round does not improve the
+    best (a reply with nothing new counts as such), after `settings.llm_max_rounds`
+    requests, or at the budget. Without a model, or when its first reply holds nothing
+    usable, it says why once and continues as the classifier-guided search.
+    """
+
+    name = "llm"
+    options = ("context",)  # the extra constructor arguments `make_search` passes on
+    random_starts = 4
+
+    def __init__(
+        self,
+        space: ConfigSpace,
+        evaluate: Evaluate,
+        budget: Budget,
+        seed: int = 0,
+        seeds: list[Config] | None = None,
+        context: LLMContext | None = None,
+    ) -> None:
+        super().__init__(space, evaluate, budget, seed=seed, seeds=seeds)
+        self.context = context or LLMContext()
+        settings = self.context.settings
+        self.cache = ReplyCache(Path(settings.cache_dir) / "llm")
+        self.requests = 0  # requests actually sent (cache misses)
+        self.reasons: list[str] = []  # why parts of replies were dropped or changed
+        self.fallback: str | None = None  # why the search went on without the model
+
+    def search(self) -> None:
+        try:
+            self.llm_rounds(self.context.settings.llm_max_rounds)
+        except NoModel as e:
+            self.fall_back(str(e))
+
+    def llm_rounds(self, rounds: int) -> None:
+        """Up to `rounds` requests, the first overlapping round 0's measurements."""
+        provider = self.connect()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilecraft-llm") as pool:
+            pending = pool.submit(self.reply, provider, self.prompt())
+            self.measure(self.starts(1 + len(self.seeds) + self.random_starts))
+            reply = pending.result()
+        for round_ in range(rounds):
+            if round_ > 0:
+                reply = self.reply(provider, self.prompt())
+            before, configs = self.best_cost(), self.proposals(reply)
+            if not configs and round_ == 0:
+                raise NoModel("the model proposed no usable new config")
+            self.measure(configs)  # nothing new to measure counts as no improvement
+            if self.done() or not self.best_cost() < before:
+                return
+
+    def connect(self) -> Provider:
+        if self.context.provider is not None:
+            return self.context.provider
+        provider, reason = load_provider(self.context.settings)
+        if provider is None:
+            raise NoModel(reason)
+        return provider
+
+    def prompt(self) -> str:
+        bound, entries = self.context.bound, self.context.db_entries
+        return build_prompt(self.space, bound, self.trials, entries)
+
+    def reply(self, provider: Provider, prompt: str) -> str:
+        """The model's reply, from the cache when this exact prompt was asked before."""
+        key = (provider.name, provider.model, SYSTEM, prompt)
+        cached = self.cache.get(*key)
+        if cached is not None:
+            return cached
+        self.requests += 1
+        try:
+            text = provider.propose(prompt, SYSTEM)
+        except ProviderError as e:
+            raise NoModel(str(e)) from e
+        except Exception as e:  # a provider's bug must not cost the trials measured so far
+            raise NoModel(f"{type(e).__name__}: {e}") from e
+        self.cache.put(*key, text)
+        return text
+
+    def proposals(self, reply: str) -> list[Config]:
+        configs, reasons = parse_reply(reply, self.space, self.seen)
+        for reason in reasons:
+            log.info("tilecraft llm: %s", reason)
+        self.reasons += reasons
+        return configs
+
+    def best_cost(self) -> float:
+        best = self.best()
+        return cost(best) if best else math.inf
+
+    def fall_back(self, reason: str) -> None:
+        """Say why once, then spend the rest of the budget on the classifier search."""
+        self.fallback = reason
+        warnings.warn(
+            f"tilecraft: the {self.name} search goes on without a model: {reason}; "
+            "using the classifier-guided search",
+            LLMWarning,
+            stacklevel=2,
+        )
+        self.hand_over()
+
+    def hand_over(self) -> None:
+        """The classifier-guided climb, from every trial measured so far."""
+        self.measure(self.starts(1 + len(self.seeds) + max(self.initial - len(self.trials), 0)))
+        pool = list(self.trials)
+        while not self.done():
+            self.climb(pool)
+            if self.done():
+                return
+            pool = self.measure(self.escapes())
+            if not pool:
+                return
+
+
+class HybridSearch(LLMSearch):
+    """One LLM round (overlapping round 0), then the classifier-guided search seeded
+    with every result."""
+
+    name = "llm-hybrid"
+
+    def search(self) -> None:
+        try:
+            self.llm_rounds(1)
+        except NoModel as e:
+            self.fall_back(str(e))
+            return
+        self.hand_over()
