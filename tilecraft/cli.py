@@ -1,4 +1,5 @@
-"""The `tilecraft` command: `tilecraft demo`, `tilecraft code EXAMPLE`."""
+"""The `tilecraft` command: `tilecraft demo`, `tilecraft code EXAMPLE`,
+`tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from collections.abc import Sequence
 from tilecraft import demo
 
 
-def print_code(example: str, examples: str | None = None, dtype: str | None = None) -> int:
-    """Print the generated Triton code of each kernel of one example, for its default inputs."""
+def print_example(example: str, examples: str | None, dtype: str | None, prompt: bool) -> int:
+    """Print each kernel's generated code (or LLM prompt) for the example's default inputs."""
     path = demo.find_examples(examples) / f"{example.removesuffix('.py')}.py"
     if not path.is_file():
         print(f"tilecraft: no example {path}", file=sys.stderr)
@@ -20,7 +21,12 @@ def print_code(example: str, examples: str | None = None, dtype: str | None = No
         args = module.inputs(dtype=demo.DTYPES[dtype]) if dtype else module.inputs()
         bound = kernel.bind(args)
         print(f"# ===== {path.stem}.{name}: {bound.default_config}")
-        print(bound.to_triton_code())
+        if prompt:
+            from tilecraft.autotune.llm import SYSTEM, render_prompt
+
+            print(SYSTEM, render_prompt(bound), sep="\n\n")
+        else:
+            print(bound.to_triton_code())
     return 0
 
 
@@ -31,7 +37,9 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("demo", help="run, check and time every example kernel")
     code = sub.add_parser("code", help="print the generated Triton code of an example")
     code.add_argument("example", help="an example's name, e.g. softmax")
-    for command in (run, code):
+    prompt = sub.add_parser("prompt", help="print what LLM-guided tuning would send a model")
+    prompt.add_argument("example", help="an example's name, e.g. softmax")
+    for command in (run, code, prompt):
         command.add_argument("--examples", help="the examples folder (default: ./examples)")
         command.add_argument("--dtype", choices=sorted(demo.DTYPES), help="the inputs' dtype")
     return p
@@ -42,4 +50,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "demo":
         return demo.run_demo(args.examples, args.dtype)
-    return print_code(args.example, args.examples, args.dtype)
+    return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
