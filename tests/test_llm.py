@@ -203,3 +203,20 @@ def test_prompt_shows_what_the_model_needs() -> None:
         '{"configs": [',  # reply format
     ):
         assert needed in prompt, needed
+
+
+def test_leaders_are_retimed_before_each_prompt(tmp_path: Path) -> None:
+    asked: list[list] = []
+
+    def retime(configs: list) -> dict:
+        asked.append(configs)
+        return {c: 1.0 + i for i, c in enumerate(configs)}
+
+    land = Landscape(seed=1)
+    script = [json.dumps(GOOD), json.dumps(BETTER), "{}"]
+    with ScriptedChatServer(script) as server:
+        context = LLMContext(settings=settings(tmp_path, server.url), retime=retime)
+        search = make_search("llm", land.space, land, land.budget(30), context=context)
+        search.run()
+    assert asked and all(len(group) == 3 for group in asked)  # round 0 has no leaders yet
+    assert 1.0 in [t.time_ms for t in search.trials]  # the re-timed value replaced the old

@@ -118,7 +118,8 @@ def autotune(
             trials = evaluate(configs)
         else:
             seeds = _seeds(db, key, space) + heuristic_seeds(space)
-            context = LLMContext(bound, settings, closest_entries(db, key))
+            retime = bench.retime if bench.on_gpu else None
+            context = LLMContext(bound, settings, closest_entries(db, key), retime=retime)
             runner = make_search(name, space, evaluate, budget, seeds=seeds, context=context)
             runner.run()
             trials = runner.trials

@@ -3,6 +3,7 @@ kernel, the settings, earlier tuning results), and how tuning gathers it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ class LLMContext:
     settings: Settings = field(default_factory=Settings)
     db_entries: list[DBEntry] = field(default_factory=list)
     provider: Provider | None = None
+    # re-times configs together (config -> ms), so the model sees fair leader times
+    retime: Callable[[list[Config]], dict[Config, float]] | None = None
 
 
 def closest_entries(db: TuningDB, key: TuneKey, limit: int = 8) -> list[DBEntry]:

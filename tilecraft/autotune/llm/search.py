@@ -102,8 +102,18 @@ class LLMSearch(ClassifierPatternSearch):
         return provider
 
     def prompt(self) -> str:
+        self.retime_leaders()
         bound, entries = self.context.bound, self.context.db_entries
         return build_prompt(self.space, bound, self.trials, entries)
+
+    def retime_leaders(self, n: int = 3) -> None:
+        """Time the fastest few again, together, so noise does not mislead the model."""
+        leaders = self.ranked()[:n]
+        if self.context.retime is None or len(leaders) < 2:
+            return
+        times = self.context.retime([t.config for t in leaders])
+        for trial in leaders:
+            trial.time_ms = times.get(trial.config, trial.time_ms)
 
     def reply(self, provider: Provider, prompt: str) -> str:
         """The model's reply, from the cache when this exact prompt was asked before."""
