@@ -20,6 +20,7 @@ from tilecraft.language import (
 )
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.kernel import BoundKernel, Kernel, kernel
+from tilecraft.torch import as_torch_op
 
 __all__ = [
     "BoundKernel",
@@ -27,6 +28,7 @@ __all__ = [
     "Kernel",
     "Tile",
     "arange",
+    "as_torch_op",
     "atomic_add",
     "dot",
     "exc",

@@ -112,6 +112,16 @@ class Kernel:
             return bound.first_call(self.config_for(bound, args), args)
         return bound.launcher(*args)
 
+    def as_torch_op(self, name: str, mutates_args: Sequence[str] = (), **autograd: Any) -> Any:
+        """Register as the PyTorch operator `name` ("namespace::op"); returns a `TorchOp`.
+
+        `backward=` (a kernel or function) and `setup_context=` make it differentiable;
+        see `tilecraft.torch.as_torch_op`.
+        """
+        from tilecraft.torch.ops import as_torch_op
+
+        return as_torch_op(name, mutates_args, **autograd)(self)
+
     def run_eagerly(self, args: tuple) -> Any:
         """Run the body in PyTorch (interpret mode)."""
         if self._eager is None:

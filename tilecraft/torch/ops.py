@@ -1,0 +1,175 @@
+"""Register a tilecraft kernel as a PyTorch custom operator (`torch.library.custom_op`).
+
+The fake (meta) implementation is the kernel's own host code run with its device loops
+replaced by no-ops, so `torch.compile` and `torch.export` see the outputs' shapes and
+dtypes without running anything.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tilecraft.exc import TilecraftError
+from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.host import capture_stmt, compile_function, rewrite_host
+from tilecraft.language.tunables import Fragment, fragment_default
+
+if TYPE_CHECKING:
+    from tilecraft.runtime.kernel import Kernel
+
+ARG_TYPES = (torch.Tensor, float, int, bool)
+_registered: dict[str, TorchOp] = {}
+
+
+class OpRegistrationError(TilecraftError):
+    """A kernel that cannot become a PyTorch operator: bad annotations, name or backward."""
+
+
+class TorchOp:
+    """A kernel registered as the PyTorch operator `namespace::name`; call it like the kernel.
+
+    `op.op` is the `torch.library` operator (also reachable as `torch.ops.namespace.name`).
+    """
+
+    def __init__(self, kernel: Kernel, name: str, mutates_args: Iterable[str] = ()) -> None:
+        self.kernel, self.name = kernel, name
+        self.signature = torch_signature(kernel)
+        self.op = _define(kernel, name, self.signature, tuple(mutates_args))
+        self.op.register_fake(fake_impl(kernel))
+        _registered[name] = self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.op(*args, **kwargs)
+
+    @property
+    def num_outputs(self) -> int:
+        """How many tensors the op returns."""
+        return num_outputs(self.signature)
+
+    def register_autograd(
+        self, backward: Callable[..., Any], setup_context: Callable[..., Any] | None = None
+    ) -> TorchOp:
+        """Make the op differentiable; see `tilecraft.torch.autograd.register_backward`."""
+        from tilecraft.torch.autograd import register_backward
+
+        register_backward(self, backward, setup_context)
+        return self
+
+
+def as_torch_op(
+    name: str,
+    mutates_args: Iterable[str] = (),
+    backward: Callable[..., Any] | None = None,
+    setup_context: Callable[..., Any] | None = None,
+) -> Callable[[Kernel], TorchOp]:
+    """Decorator form: `tc.as_torch_op("mylib::rms_norm")(kernel)` returns a `TorchOp`.
+
+    Example::
+
+        rms_norm_op = tc.as_torch_op("mylib::rms_norm", backward=rms_norm_backward)(rms_norm)
+        y = torch.compile(lambda x, w: rms_norm_op(x, w), fullgraph=True)(x, w)
+    """
+
+    def register(kernel: Kernel) -> TorchOp:
+        op = TorchOp(kernel, name, mutates_args)
+        return op.register_autograd(backward, setup_context) if backward is not None else op
+
+    return register
+
+
+def torch_signature(kernel: Kernel) -> inspect.Signature:
+    """The kernel's signature with resolved annotations, checked against what ops accept."""
+    try:
+        sig = inspect.signature(kernel.fn, eval_str=True)
+    except Exception as e:
+        raise _error(kernel, f"cannot resolve its annotations ({e})") from None
+    for param in sig.parameters.values():
+        if param.annotation not in ARG_TYPES:
+            raise _error(kernel, f"parameter `{param.name}` needs a type annotation of " + _names())
+        if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+            raise _error(kernel, f"parameter `{param.name}` must be a plain positional parameter")
+    if not _is_tensor_return(sig.return_annotation):
+        raise _error(
+            kernel, "its return needs an annotation: torch.Tensor or tuple[torch.Tensor, ...]"
+        )
+    return sig
+
+
+def num_outputs(sig: inspect.Signature) -> int:
+    """How many tensors a checked signature returns."""
+    ret = sig.return_annotation
+    return len(typing.get_args(ret)) if typing.get_origin(ret) is tuple else 1
+
+
+def _is_tensor_return(ret: Any) -> bool:
+    if ret is torch.Tensor:
+        return True
+    parts = typing.get_args(ret)
+    return typing.get_origin(ret) is tuple and bool(parts) and all(p is torch.Tensor for p in parts)
+
+
+def _names() -> str:
+    return "torch.Tensor, float, int or bool"
+
+
+def _error(kernel: Kernel, message: str) -> OpRegistrationError:
+    src = kernel.source
+    return OpRegistrationError(f"kernel `{src.tree.name}`: {message}", src.loc(src.tree))
+
+
+def _define(kernel: Kernel, name: str, sig: inspect.Signature, mutates: tuple) -> Any:
+    if name in _registered or _exists(name):
+        raise _error(kernel, f"an operator named {name!r} is already registered")
+    if name.count("::") != 1:
+        raise _error(kernel, f"operator name {name!r} must look like 'namespace::name'")
+
+    def impl(*args: Any) -> Any:
+        return kernel(*args)
+
+    impl.__signature__ = sig  # type: ignore[attr-defined]
+    impl.__name__ = kernel.source.tree.name
+    try:
+        return torch.library.custom_op(name, impl, mutates_args=mutates)
+    except (RuntimeError, ValueError) as e:
+        raise _error(kernel, f"torch.library refused {name!r}: {e}") from None
+
+
+def _exists(name: str) -> bool:
+    namespace, opname = name.split("::", 1) if "::" in name else ("", name)
+    return hasattr(getattr(torch.ops, namespace, None), opname) if namespace else False
+
+
+def fake_impl(kernel: Kernel) -> Callable[..., Any]:
+    """The kernel's host code with device loops as no-ops: outputs with shapes, no data."""
+    config = kernel.chosen_config()
+    choices = config.to_dict() if config else {}
+    tables: list[BlockTable] = []  # the table of the call in progress
+    host: list[Callable[..., Any]] = []  # compiled on first use
+
+    def tunable(name: str, fragment: Fragment) -> Any:
+        return choices.get(name, fragment_default(fragment))
+
+    def block_size(*args: Any) -> Any:
+        return tables[-1].register(*args)
+
+    def run(*args: Any) -> Any:
+        if not host:
+            extra = {"_tc_capture": _ignore, "_tc_block_size": block_size, "_tc_tunable": tunable}
+            module = rewrite_host(kernel.source, capture_stmt)
+            host.append(compile_function(module, kernel.source, extra))
+        tables.append(BlockTable(choices))
+        try:
+            return host[0](*args)
+        finally:
+            tables.pop()
+
+    return run
+
+
+def _ignore(index: int, env: dict[str, Any]) -> None:
+    """Device loops do nothing in the fake implementation."""
