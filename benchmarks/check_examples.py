@@ -26,6 +26,7 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def load_examples() -> list:
+    sys.path.insert(0, str(ROOT / "examples"))  # examples may import each other
     modules = []
     for path in sorted((ROOT / "examples").glob("*.py")):
         spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -54,7 +54,10 @@ def find_examples(given: str | Path | None = None) -> Path:
 
 
 def load_example(path: Path) -> ModuleType:
-    """Import one example file by path (registered in sys.modules, so source is readable)."""
+    """Import one example file by path (registered in sys.modules, so source is readable;
+    its folder goes on sys.path, since examples may import each other)."""
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
     name = f"_tilecraft_example_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None, path
