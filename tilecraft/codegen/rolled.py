@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tilecraft.codegen.rules import identity, tl_dtype
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import Access, Loop, Node, Op, Value
+from tilecraft.ir.nodes import Access, Loop, Node, Op, Value, walk_ops
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
@@ -50,9 +50,7 @@ class RolledBody:
         return any(id(v) in self.deferred for v in op.inputs())
 
     def check_not_deferred(self, loop: Loop) -> None:
-        from tilecraft.ir.nodes import _walk
-
-        for op in _walk(loop.body):
+        for op in walk_ops(loop.body):
             if self.uses_deferred(op):
                 raise LoweringError(
                     "a value over a looped reduction dim is used in a nested loop; "

@@ -26,6 +26,7 @@ from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.ops import OPS, lookup, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
+from tilecraft.ir.types import TileType
 
 BINOPS = {
     ast.Add: "add",
@@ -321,7 +322,7 @@ class DeviceCompiler:
         if isinstance(value, float):
             param = Param(self._param_name(name), name, torch.float32)
             self.params.append(param)
-            return Value(torch_scalar_type(), param.name)
+            return Value(TileType(torch.float32, ()), param.name)
         return value
 
     def _param_name(self, name: str) -> str:
@@ -471,12 +472,6 @@ class DeviceCompiler:
 class _BoundMethod:
     obj: Value
     name: str
-
-
-def torch_scalar_type() -> Any:
-    from tilecraft.ir.types import TileType
-
-    return TileType(torch.float32, ())
 
 
 def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:

@@ -134,12 +134,13 @@ class DeviceKernel:
 
     def walk(self) -> list[Op]:
         """Every Op in program order, loops flattened."""
-        return list(_walk(self.body))
+        return list(walk_ops(self.body))
 
 
-def _walk(body: list[Node]) -> Any:
+def walk_ops(body: list[Node]) -> Any:
+    """Every Op in `body`, in program order, loops flattened."""
     for node in body:
         if isinstance(node, Loop):
-            yield from _walk(node.body)
+            yield from walk_ops(node.body)
         else:
             yield node
