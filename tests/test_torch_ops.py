@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import itertools
 
+import cross_entropy_backward as cross_entropy_backward_example
+import layer_norm_backward as layer_norm_backward_example
 import pytest
 import rms_norm as rms_norm_example
 import rms_norm_backward as backward_example
 import softmax as softmax_example
+import softmax_backward as softmax_backward_example
 import torch
 
 import tilecraft as tc
@@ -102,6 +105,29 @@ def test_rms_norm_gradients_under_torch_compile() -> None:
     op = backward_example.rms_norm_op
     torch.compile(lambda x, w: (op(x, w) * grad_out).sum(), fullgraph=True)(x, w).backward()
     assert_close((x.grad, w.grad), backward_example.reference(grad_out, x, w))
+
+
+def test_layer_norm_backward_matches_autograd() -> None:
+    grad_out, x, w, b = layer_norm_backward_example.inputs((37, 129))
+    x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+    layer_norm_backward_example.layer_norm_op(x, w, b).backward(grad_out)
+    expected = layer_norm_backward_example.reference(grad_out, x, w, b)
+    assert_close((x.grad, w.grad, b.grad), expected)
+
+
+def test_softmax_backward_matches_autograd() -> None:
+    grad_out, x = softmax_backward_example.inputs((37, 129))
+    x.requires_grad_()
+    softmax_backward_example.softmax_op(x).backward(grad_out)
+    assert_close(x.grad, softmax_backward_example.reference(grad_out, x))
+
+
+def test_cross_entropy_backward_matches_autograd() -> None:
+    grad_out, logits, labels = cross_entropy_backward_example.inputs((37, 129))
+    logits.requires_grad_()
+    cross_entropy_backward_example.cross_entropy_op(logits, labels).backward(grad_out)
+    assert labels.grad is None
+    assert_close(logits.grad, cross_entropy_backward_example.reference(grad_out, logits, labels))
 
 
 def test_function_backward_with_setup_context() -> None:
