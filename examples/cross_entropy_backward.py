@@ -46,9 +46,13 @@ def _save_inputs(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     ctx.save_for_backward(*inputs)
 
 
+# The backward kernel as an operator too, so torch.compile can trace a training step.
+cross_entropy_backward_op = cross_entropy_backward.as_torch_op("examples::cross_entropy_backward")
+
+
 def _backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor, None]:
     logits, labels = ctx.saved_tensors
-    return cross_entropy_backward(grad_out, logits, labels), None  # labels get no gradient
+    return cross_entropy_backward_op(grad_out, logits, labels), None  # labels: no gradient
 
 
 # cross_entropy as a differentiable PyTorch operator: torch.ops.examples.cross_entropy.

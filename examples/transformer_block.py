@@ -1,0 +1,149 @@
+"""A tiny transformer block trained with tilecraft ops, checked against plain PyTorch.
+
+The forward runs differentiable tilecraft operators: rms_norm, softmax and cross_entropy
+from their backward examples, and a linear layer on the tilecraft matmul kernel, whose
+PyTorch-style backward calls the same kernel on transposed views. The same model in plain
+PyTorch, from the same initial weights, trains with the same optimizer; the losses match.
+
+The only kernel here is `matmul`, imported from `examples/matmul.py`, so `inputs` and
+`reference` are that kernel's.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import cross_entropy_backward as ce  # modules, so the example tests only see `matmul` here
+import matmul as mm
+import rms_norm_backward as rms
+import softmax_backward as sm
+import torch
+
+from tilecraft.testing import matrices
+
+matmul = mm.matmul
+reference = mm.reference
+
+
+def inputs(shape=(100, 200, 70), dtype=torch.float32, device=None) -> tuple:
+    return matrices(shape, dtype, device)
+
+
+def _save_inputs(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    ctx.save_for_backward(*inputs)
+
+
+def _matmul_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    x, w = ctx.saved_tensors
+    # the kernel reads strided views, so the transposes need no copies
+    return matmul_op(grad, w.t()), matmul_op(x.t(), grad)
+
+
+# x @ w as a differentiable PyTorch operator: torch.ops.examples.matmul
+matmul_op = mm.matmul.as_torch_op(
+    "examples::matmul", backward=_matmul_backward, setup_context=_save_inputs
+)
+
+TILECRAFT = SimpleNamespace(
+    matmul=matmul_op,
+    rms_norm=rms.rms_norm_op,
+    softmax=sm.softmax_op,
+    cross_entropy=ce.cross_entropy_op,
+)
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+TORCH = SimpleNamespace(
+    matmul=torch.matmul,
+    rms_norm=_rms_norm,
+    softmax=lambda x: torch.softmax(x, dim=-1),
+    cross_entropy=torch.nn.functional.cross_entropy,
+)
+
+
+class Block(torch.nn.Module):
+    """Embedding, causal single-head attention and an MLP, each with a residual and a
+    pre-norm, then a norm and a projection to the vocabulary; `ops` supplies the kernels."""
+
+    def __init__(self, ops: SimpleNamespace, vocab: int = 50, dim: int = 32, seq: int = 12):
+        super().__init__()
+        self.ops, self.seq = ops, seq
+
+        def weight(*shape: int) -> torch.nn.Parameter:
+            return torch.nn.Parameter(torch.randn(shape) / math.sqrt(shape[0]))
+
+        self.embed = torch.nn.Embedding(vocab, dim)
+        self.norms = torch.nn.ParameterList([torch.ones(dim) for _ in range(3)])
+        self.qkv, self.proj = weight(dim, 3 * dim), weight(dim, dim)
+        self.up, self.down = weight(dim, 4 * dim), weight(4 * dim, dim)
+        self.head = weight(dim, vocab)
+        causal = torch.ones(seq, seq, dtype=torch.bool).tril()
+        self.register_buffer("mask", torch.zeros(seq, seq).masked_fill(~causal, float("-inf")))
+
+    def attention(self, h: torch.Tensor) -> torch.Tensor:
+        ops, dim = self.ops, h.size(-1)
+        q, k, v = ops.matmul(h, self.qkv).split(dim, dim=-1)
+        heads = []
+        for start in range(0, h.size(0), self.seq):  # one sequence at a time
+            rows = slice(start, start + self.seq)
+            scores = ops.matmul(q[rows], k[rows].t()) / math.sqrt(dim) + self.mask
+            heads.append(ops.matmul(ops.softmax(scores), v[rows]))
+        return ops.matmul(torch.cat(heads), self.proj)
+
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        ops = self.ops
+        h = self.embed(tokens.flatten())
+        h = h + self.attention(ops.rms_norm(h, self.norms[0]))
+        up = ops.matmul(ops.rms_norm(h, self.norms[1]), self.up)
+        h = h + ops.matmul(torch.relu(up), self.down)
+        logits = ops.matmul(ops.rms_norm(h, self.norms[2]), self.head)
+        return ops.cross_entropy(logits, targets.flatten())
+
+
+def data(batch: int = 2, seq: int = 12, vocab: int = 50, seed: int = 0) -> tuple:
+    """Random tokens and, as targets, the next token of each."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(vocab, (batch, seq + 1), generator=gen)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def models(seed: int = 0) -> tuple[Block, Block]:
+    """The tilecraft model and the PyTorch model, from the same initial weights."""
+    torch.manual_seed(seed)
+    ours = Block(TILECRAFT)
+    theirs = Block(TORCH)
+    theirs.load_state_dict(ours.state_dict())
+    return ours, theirs
+
+
+def train(model: Block, steps: int = 4, lr: float = 1e-2) -> list[float]:
+    """Adam steps on one batch; the loss before each step."""
+    tokens, targets = data(seq=model.seq)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = model(tokens, targets)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main() -> None:
+    ours, theirs = models()
+    got, expected = train(ours), train(theirs)
+    for a, b in zip(got, expected, strict=True):
+        assert math.isclose(a, b, rel_tol=1e-3), f"losses differ: {got} vs {expected}"
+    assert got[-1] < got[0], f"the loss did not decrease: {got}"
+    print("losses:", " ".join(f"{loss:.4f}" for loss in got))
+    print("transformer_block: ok")
+
+
+if __name__ == "__main__":
+    main()
