@@ -14,12 +14,6 @@ TOLERANCES = {
 }
 
 
-def tolerance(dtype: torch.dtype) -> dict[str, float]:
-    """`rtol`/`atol` for comparing results computed in `dtype`."""
-    rtol, atol = TOLERANCES.get(dtype, (0.0, 0.0))
-    return {"rtol": rtol, "atol": atol}
-
-
 def assert_close(actual: Any, expected: Any, dtype: torch.dtype | None = None) -> None:
     """Compare a kernel's outputs with a reference (tensors or tuples of them)."""
     if isinstance(expected, (tuple, list)):

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
 
 INT32_LIMIT = 2**31
-INDEXING = ("pointer", "block_ptr", "tensor_descriptor")
 
 
 @functools.cache

@@ -28,7 +28,6 @@ class BlockSpec:
 
     extent: int
     inner: bool
-    fixed: bool = False
 
 
 @dataclass

@@ -18,6 +18,7 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
 from tilecraft.ir.nodes import Value
+from tilecraft.ir.types import broadcast_dims
 
 Handler = Callable[..., Any]
 OPS: dict[str, Handler] = {}
@@ -327,7 +328,7 @@ def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any
             "inner dims differ"
         )
     dims = (*a.type.dims[:-1], c.type.dims[-1])
-    if acc is not None and b.broadcast(acc, Value(a.type.with_dims(dims), "")) != acc.type.dims:
+    if acc is not None and broadcast_dims(dims, acc.type.dims) != acc.type.dims:
         raise ShapeMismatch("the accumulator's shape does not match the product")
     dtype = acc.type.dtype if acc is not None else (out_dtype or torch.float32)
     if a.type.dtype != c.type.dtype:

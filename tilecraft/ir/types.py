@@ -21,12 +21,6 @@ class TileType:
     def rank(self) -> int:
         return len(self.dims)
 
-    def with_dtype(self, dtype: torch.dtype) -> TileType:
-        return TileType(dtype, self.dims)
-
-    def with_dims(self, dims: tuple[Dim, ...]) -> TileType:
-        return TileType(self.dtype, dims)
-
     def __str__(self) -> str:
         dims = ", ".join("1" if d is None else f"b{d}" for d in self.dims)
         return f"{str(self.dtype).removeprefix('torch.')}[{dims}]"
