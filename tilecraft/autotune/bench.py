@@ -1,4 +1,7 @@
-"""The benchmarking engine: check candidates in parallel isolated workers, then time them.
+"""The benchmarking engine: check and time candidates in parallel isolated workers.
+
+Workers compile and check concurrently; timing takes a lock, so one candidate at a time
+runs on the GPU while the others compile.
 
 A candidate that fails to compile, raises, hangs past the timeout or computes a wrong
 result becomes a failed Trial; nothing a candidate does stops the search.
@@ -56,14 +59,13 @@ class Benchmarker:
         torch.save(self.expected, ref_path)
         return WorkerPool(args_path, ref_path, workers, timeout_s)
 
-    def _job(self, config: Config, timed: bool) -> dict:
-        src = self.bound.src
-        path = self.bound.code_path(config)
+    def _job(self, config: Config) -> dict:
         return {
-            "code_path": str(path),
-            "name": src.tree.name,
+            "code_path": str(self.bound.code_path(config)),
+            "name": self.bound.src.tree.name,
             "imports": self.imports,
-            "time": timed,
+            "time": True,
+            "lock": str(self.dir / "gpu.lock") if self.pool is not None else None,
         }
 
     @functools.cached_property
@@ -90,30 +92,23 @@ class Benchmarker:
         return [run_job(job, self.args, self.expected) for job in jobs]
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
-        """Check every config (in parallel), then time the ones that passed, one at a time."""
+        """Check and time every config (in parallel); a Trial each, in order."""
         trials: dict[int, Trial] = {}
         jobs: list[tuple[int, dict]] = []
         for i, config in enumerate(configs):
             try:
-                jobs.append((i, self._job(config, timed=False)))
+                jobs.append((i, self._job(config)))
             except TilecraftError as e:
                 trials[i] = Trial(config, "invalid", error=e.message)
-        checked = self._run([job for _, job in jobs])
-        passed = [
-            (i, job, r) for (i, job), r in zip(jobs, checked, strict=True) if r["status"] == "ok"
-        ]
-        timed = self._run([{**job, "time": True} for _, job, _ in passed])
-        for (i, _, r), t in zip(passed, timed, strict=True):
-            checked_r = {**r, **t, "compile_s": r.get("compile_s", 0.0)}
-            trials[i] = _trial(configs[i], checked_r)
-        for (i, _), r in zip(jobs, checked, strict=True):
-            trials.setdefault(i, _trial(configs[i], r))
+        results = self._run([job for _, job in jobs])
+        for (i, _), result in zip(jobs, results, strict=True):
+            trials[i] = _trial(configs[i], result)
         return [trials[i] for i in range(len(configs))]
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
         """Time the leaders again, interleaved, and keep each one's best median."""
         best: dict[Config, float] = {}
-        jobs = [{**self._job(c, timed=True), "check": False} for c in configs]
+        jobs = [{**self._job(c), "check": False} for c in configs]
         for _ in range(rounds):
             for config, result in zip(configs, self._run(jobs), strict=True):
                 if result.get("time_ms") is not None:
@@ -138,4 +133,5 @@ def _trial(config: Config, result: dict) -> Trial:
         result.get("time_ms"),
         float(result.get("compile_s", 0.0)),
         result.get("error", ""),
+        float(result.get("bench_s", 0.0)),
     )

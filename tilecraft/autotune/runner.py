@@ -5,11 +5,13 @@ Used in-process and by the isolated worker process (`worker.py`), so both behave
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib
 import math
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -113,13 +115,35 @@ def _short(e: BaseException) -> str:
     return text if len(text) < 400 else text[:200] + " ... " + text[-200:]
 
 
+@contextlib.contextmanager
+def exclusive(lock_path: str | None) -> Iterator[None]:
+    """Hold the file lock at `lock_path` (none if None): workers compile and check in
+    parallel but time one at a time, so timings never share the GPU. The OS drops the
+    lock of a worker that dies."""
+    if lock_path is None:
+        yield
+        return
+    with open(lock_path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
-    """Check (and if asked, time) the candidate a job names; never raises."""
+    """Check (and if asked, time) the candidate a job names; never raises.
+
+    The result has `status`, `error`, `compile_s` (the first run, which compiles), and
+    for timed jobs `time_ms` and `bench_s` (wall time spent timing, waiting excluded)."""
     try:
         launcher = load_launcher(job["code_path"], job["name"], job["imports"])
         result = check(launcher, args, expected) if job.get("check", True) else {"status": "ok"}
         if result["status"] == "ok" and job.get("time"):
-            ms = measure(launcher, args)
+            with exclusive(job.get("lock")):
+                start = time.perf_counter()
+                ms = measure(launcher, args)
+                result["bench_s"] = time.perf_counter() - start
             result["time_ms"] = ms if math.isfinite(ms) else None
         return result
     except Exception as e:  # anything else the candidate did

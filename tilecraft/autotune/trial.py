@@ -17,7 +17,8 @@ class Trial:
     """One config measured by the benchmarking engine.
 
     status: "ok", or one of FAILED_STATUSES; `time_ms` is the kernel time (None unless
-    ok); `compile_s` the compile time; `error` a short reason for failures.
+    ok); `compile_s` the compile time; `error` a short reason for failures; `bench_s`
+    the wall time its timing took.
     """
 
     config: Config
@@ -25,6 +26,7 @@ class Trial:
     time_ms: float | None = None
     compile_s: float = 0.0
     error: str = ""
+    bench_s: float = 0.0
 
     @property
     def ok(self) -> bool:

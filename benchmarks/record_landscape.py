@@ -1,0 +1,143 @@
+"""Record tuning landscapes: a few hundred measured configs per example kernel and shape.
+
+Each case samples configs spread over its space (the default, the heuristic seeds,
+random configs) and then the neighbourhoods of the fastest, measures them with the
+benchmarking engine, stores every trial in a tuning database and writes a landscape
+file (`benchmarks/landscapes/h200/<case>.jsonl.gz`) that `search_eval.py` replays.
+
+Usage (on a GPU; `--shard 1/2` records every second case, for two GPUs)::
+
+    python benchmarks/record_landscape.py [--configs 200] [--cases softmax,matmul]
+        [--out benchmarks/landscapes/h200] [--db tuning.sqlite3] [--shard I/N]
+        [--deadline SECONDS]
+
+On a CPU it runs under Triton's interpreter with `--tiny` shapes (a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tilecraft.autotune.bench import Benchmarker  # noqa: E402
+from tilecraft.autotune.db import TuningDB  # noqa: E402
+from tilecraft.autotune.landscape import Case, Landscape, knob_choices  # noqa: E402
+from tilecraft.autotune.search.common import SeededSearch  # noqa: E402
+from tilecraft.autotune.seeds import heuristic_seeds  # noqa: E402
+from tilecraft.autotune.space import ConfigSpace  # noqa: E402
+from tilecraft.autotune.trial import Budget, Trial  # noqa: E402
+from tilecraft.autotune.tune import hardware, tune_key  # noqa: E402
+
+
+def cases(tiny: bool = False) -> list[Case]:
+    """Eight-plus kernels, three shapes each (bf16). HELD_OUT shapes are never recorded."""
+    rows = [(1024, 1024), (4096, 4096), (2048, 16384)]
+    table = {
+        ("add", "add"): [(1024, 1024), (4096, 4096), (16384, 1024)],
+        ("bias_gelu", "bias_gelu"): [(2048, 1024), (8192, 4096), (1024, 16384)],
+        ("softmax", "softmax"): rows,
+        ("rms_norm", "rms_norm"): rows,
+        ("layer_norm", "layer_norm"): rows,
+        ("cross_entropy", "cross_entropy"): [(4096, 8192), (8192, 2048), (2048, 50257)],
+        ("sum", "sum_rows"): [(4096, 4096), (16384, 1024), (1024, 16384)],
+        ("matmul", "matmul"): [(1024, 1024, 1024), (2048, 2048, 2048), (8192, 1024, 8192)],
+        ("bmm", "bmm"): [(16, 512, 512, 512), (64, 256, 128, 256), (8, 1024, 1024, 1024)],
+    }
+    if tiny:
+        return [Case("softmax", "softmax", (37, 200), "float32"),
+                Case("matmul", "matmul", (40, 48, 33), "float32")]
+    return [Case(ex, fn, shape) for (ex, fn), shapes in table.items() for shape in shapes]
+
+
+class Sampler(SeededSearch):
+    """Spread first (default, seeds, random configs), then the leaders' neighbourhoods."""
+
+    name = "landscape"
+    spread = 0.55  # share of the budget spent on random configs
+    batch = 48
+    leaders = 4
+
+    def search(self) -> None:
+        self.measure(self.starts(0))
+        total = self.budget.max_configs or 200
+        while not self.done() and len(self.trials) < self.spread * total:
+            if not self.measure(self.draw(self.batch)):
+                break
+        while not self.done():
+            near = [n for t in self.ranked()[: self.leaders] for n in self.space.neighbors(t.config)]
+            fresh = self.unseen(near)[: self.batch] or self.draw(self.batch)
+            if not self.measure(fresh):
+                break
+
+
+def record(case: Case, args: argparse.Namespace, db: TuningDB) -> Landscape:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    _, bound, inputs = case.bind(device)
+    key = tune_key(bound, inputs)
+    space = ConfigSpace(bound.spec, bound.default_config, on_gpu=device == "cuda")
+    with Benchmarker(bound, inputs, workers=args.workers, timeout_s=args.timeout) as bench:
+
+        def evaluate(configs: list) -> list[Trial]:
+            trials = bench(configs)
+            db.record(trials, kernel=key.kernel, kernel_name=bound.src.tree.name,
+                      spec_key=key.spec_key, hardware=key.hardware, versions=key.versions,
+                      search="landscape")
+            return trials
+
+        n = args.dot_configs if bound.spec.dot_blocks else args.configs
+        sampler = Sampler(space, evaluate, Budget(n, args.case_seconds),
+                          seed=args.seed, seeds=heuristic_seeds(space))
+        best = sampler.run()
+    if best is not None and best.time_ms is not None:
+        db.save_best(key, best.config, best.time_ms)
+    return Landscape(case, hardware(inputs), key.versions, knob_choices(space), sampler.trials)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", type=int, default=200)
+    parser.add_argument("--dot-configs", type=int, default=300, help="for matrix products")
+    parser.add_argument("--cases", default="", help="comma-separated example names")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "landscapes" / "h200"))
+    parser.add_argument("--db", default=os.environ.get("OUT", "/tmp") + "/landscapes.sqlite3")
+    parser.add_argument("--shard", default="0/1")
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--case-seconds", type=float, default=None)
+    parser.add_argument("--deadline", type=float, default=None, help="stop starting cases after")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args()
+    index, count = map(int, args.shard.split("/"))
+    wanted = set(filter(None, args.cases.split(",")))
+    todo = [c for c in cases(args.tiny) if not wanted or c.example in wanted][index::count]
+    started = time.monotonic()
+    with TuningDB(args.db) as db:
+        for case in todo:
+            path = Path(args.out) / f"{case.name}.jsonl.gz"
+            if path.exists():
+                print(f"{case.name}: already recorded", flush=True)
+                continue
+            if args.deadline and time.monotonic() - started > args.deadline:
+                print(f"{case.name}: skipped (deadline)", flush=True)
+                continue
+            t0 = time.monotonic()
+            land = record(case, args, db)
+            land.save(path)
+            ok = [t for t in land.trials if t.ok]
+            print(f"{case.name}: {len(land.trials)} trials, {len(ok)} ok, best "
+                  f"{land.best_ms if ok else float('nan'):.4f} ms, {time.monotonic() - t0:.0f} s",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
