@@ -135,3 +135,14 @@ def test_tuned_configs_are_reused_by_another_process(tmp_path: Path) -> None:
         [sys.executable, str(script), "lookup"], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
     assert found.splitlines()[-1] == tuned
+
+
+def test_a_failing_default_config_falls_back_to_an_eager_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    x = torch.randn(40)
+    bound = moody.bind((x,))
+    monkeypatch.setattr(bound, "default_config", tc.Config(block_sizes=[16, 16]))  # does not fit
+    with Benchmarker(bound, (x,), workers=0) as bench:
+        ok, wrong = bench([tc.Config(mode=0), tc.Config(mode=1)])
+    assert ok.ok and wrong.status == "wrong_result"

@@ -49,8 +49,17 @@ class Benchmarker:
         self.pool = self._pool(workers, timeout_s) if workers > 0 else None
 
     def _reference(self, config: Config | None) -> list[torch.Tensor]:
+        """The outputs every candidate must match: `config` (default: the default config)
+        compiled, or the kernel run eagerly in PyTorch where that config fails."""
         run_args = fresh(self.args)
-        result = self.bound.compile(config)(*run_args)
+        try:
+            result = self.bound.compile(config)(*run_args)
+        except Exception:  # e.g. a default too big for this GPU's shared memory
+            from tilecraft.runtime.interpret import eager_function, run_eagerly
+
+            run_args = fresh(self.args)
+            fn = eager_function(self.bound.src)
+            result = run_eagerly(fn, run_args, (config or self.bound.default_config).tunables)
         return [t.detach().clone() for t in outputs(result, run_args)]
 
     def _pool(self, workers: int, timeout_s: float) -> WorkerPool:

@@ -28,8 +28,9 @@ def default_config(spec: KernelSpec) -> Config:
     grid = [b for b in spec.blocks if not b.inner]
     inner = [b for b in spec.blocks if b.inner]
     sizes: list[int | None] = []
-    for b in spec.blocks:
-        sizes.append(_block_size(b, len(grid), bool(inner), row))
+    for i, b in enumerate(spec.blocks):
+        batch = bool(spec.dot_blocks) and i not in spec.dot_blocks and not b.inner
+        sizes.append(1 if batch else _block_size(b, len(grid), bool(inner), row))
     elements = row
     for s in sizes:
         elements *= s or 1

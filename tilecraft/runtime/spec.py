@@ -23,7 +23,7 @@ class KernelSpec:
     grids: list[int] = field(default_factory=list)  # tiled dims of each top-level loop
     device_loops: int = 0
     memory_ops: int = 0
-    dot_blocks: set[int] = field(default_factory=set)  # block_sizes indexes feeding tl.dot
+    dot_blocks: set[int] = field(default_factory=set)  # block_sizes of tl.dot's matrix dims
     values: list[tuple[DimRef, ...]] = field(default_factory=list)  # shapes of all values
 
     def value_elements(self, block_sizes: list[int], reduction_sizes: list[int]) -> int:
@@ -57,14 +57,9 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
             if dims and dims not in spec.values:
                 spec.values.append(dims)
             if op.name == "dot":
-                for arg in op.args[:2]:
-                    spec.dot_blocks |= {
-                        ref
-                        for kind, ref in (
-                            _dim_ref(table, d) for d in arg.type.dims if d is not None
-                        )
-                        if kind == "tile"
-                    }
+                for arg in op.args[:2]:  # the matrix dims; leading (batch) dims are free
+                    refs = [_dim_ref(table, d) for d in arg.type.dims[-2:] if d is not None]
+                    spec.dot_blocks |= {ref for kind, ref in refs if kind == "tile"}
     return spec
 
 
