@@ -6,6 +6,8 @@ from these (and from the tuning database) instead, then climbs.
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from tilecraft.autotune.space import ConfigSpace
@@ -57,3 +59,23 @@ def _row_seeds(space: ConfigSpace, base: dict[str, Any]) -> list[dict[str, Any]]
     return [
         {**base, f"block_sizes[{grid[0]}]": rows, "num_warps": warps} for rows, warps in ROW_SHAPES
     ]
+
+
+def spec_distance(a: str, b: str) -> float:
+    """How far apart two specializations (`spec_key`s) are: the summed log2 distance of
+    their sizes, infinite when they differ in rank or dtypes."""
+    sizes_a, sizes_b = _sizes(a), _sizes(b)
+    if len(sizes_a) != len(sizes_b) or re.sub(r"\d+", "", a) != re.sub(r"\d+", "", b):
+        return math.inf
+    return sum(abs(math.log2(x + 1) - math.log2(y + 1)) for x, y in zip(sizes_a, sizes_b))
+
+
+def nearest_bests(best: dict[str, tuple[float, Config]], spec_key: str, n: int = 4) -> list[Config]:
+    """The best configs (`best`: spec_key -> (time, config)) of the `n` specializations
+    nearest to `spec_key`, the nearest first; those of other ranks or dtypes last."""
+    order = sorted(best, key=lambda other: (spec_distance(other, spec_key), other))
+    return [best[other][1] for other in order if other != spec_key][:n]
+
+
+def _sizes(spec_key: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", re.sub(r"[a-z]+\d+", "", spec_key))]

@@ -15,6 +15,7 @@ from tilecraft.autotune.search.base import Search
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch, QuickSearch
 from tilecraft.autotune.search.common import SeededSearch
 from tilecraft.autotune.search.differential_evolution import DifferentialEvolution
+from tilecraft.autotune.search.learned import LearnedSearch
 from tilecraft.autotune.search.pattern import PatternSearch
 from tilecraft.autotune.search.random_search import RandomSearch
 from tilecraft.autotune.space import ConfigSpace
@@ -31,6 +32,7 @@ SEARCHES: dict[str, type[Search]] = {
         QuickSearch,
         LLMSearch,
         HybridSearch,
+        LearnedSearch,
     )
 }
 
@@ -47,7 +49,8 @@ def make_search(
     """The search strategy called `name` (a key of SEARCHES), ready to `run()`.
 
     `seeds` are configs to try first, e.g. the best of similar shapes from the database.
-    `options` go to searches that list them in `options` (the LLM searches: `context`).
+    `options` go to searches that list them in `options` (the LLM searches: `context`;
+    "fast": `model` and `description`).
     """
     if name not in SEARCHES:
         raise ValueError(f"unknown search {name!r}; choose one of {', '.join(SEARCHES)}")
@@ -62,6 +65,7 @@ __all__ = [
     "SEARCHES",
     "ClassifierPatternSearch",
     "DifferentialEvolution",
+    "LearnedSearch",
     "PatternSearch",
     "RandomSearch",
     "Search",

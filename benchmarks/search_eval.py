@@ -1,0 +1,181 @@
+"""Replay every search strategy on the recorded landscapes, offline and deterministically.
+
+For each landscape (one kernel at one shape) and each strategy, the search runs against
+`Replay` (recorded results, simulated wall time) and we note the best kernel time found,
+relative to the best in the landscape, after N benchmarks and after T simulated seconds.
+Two settings, as the tuner would meet them:
+
+- held-out shape: the cost model is trained on every other landscape (the other shapes
+  of this kernel included), and the searches are seeded with the best configs of the
+  kernel's other shapes, nearest first (as the tuning database would seed them);
+- held-out kernel: the model is trained without any trial of this kernel, and there are
+  no seeds of it.
+
+Usage: python benchmarks/search_eval.py [--landscapes DIR] [--seeds 3] [--out FILE]
+         [--strategies fast,classifier,...] [--cases softmax,matmul]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tilecraft.autotune.features import describe  # noqa: E402
+from tilecraft.autotune.landscape import Landscape, load_all  # noqa: E402
+from tilecraft.autotune.model import CostModel  # noqa: E402
+from tilecraft.autotune.replay import Replay  # noqa: E402
+from tilecraft.autotune.search import make_search  # noqa: E402
+from tilecraft.autotune.search.common import normalize  # noqa: E402
+from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests  # noqa: E402
+from tilecraft.autotune.space import ConfigSpace  # noqa: E402
+from tilecraft.autotune.trial import Budget  # noqa: E402
+
+STRATEGIES = ("random", "pattern", "de", "classifier", "quick", "fast")
+AFTER_N = (5, 10, 20, 50)
+AFTER_S = (5.0, 15.0, 60.0)
+MAX_CONFIGS, MAX_SECONDS = 60, 120.0
+
+
+@dataclass
+class Prepared:
+    """A landscape with what searching it needs: its space, description and spec key."""
+
+    land: Landscape
+    space: ConfigSpace
+    desc: dict[str, Any]
+    spec_key: str
+
+    @property
+    def kernel(self) -> str:
+        return self.land.case.function
+
+    def best_config(self) -> Any:
+        ok = [t for t in self.land.trials if t.ok and t.time_ms]
+        return min(ok, key=lambda t: t.time_ms).config
+
+
+def prepare(land: Landscape) -> Prepared:
+    _, bound, _ = land.case.bind("meta")
+    return Prepared(land, land.space(bound), describe(bound, land.hardware), bound.spec_key)
+
+
+def train(cases: list[Prepared]) -> CostModel | None:
+    return CostModel.fit([(p.desc, p.land.trials) for p in cases])
+
+
+def seeds_for(target: Prepared, known: list[Prepared]) -> list[Any]:
+    """Best configs of the same kernel at other shapes (nearest first), then heuristics."""
+    same = {p.spec_key: (0.0, p.best_config()) for p in known if p.kernel == target.kernel}
+    found = [normalize(target.space, c) for c in nearest_bests(same, target.spec_key)]
+    return [c for c in found if c is not None] + heuristic_seeds(target.space)
+
+
+def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, seed: int) -> dict:
+    """One search on one landscape: the best relative time after N trials and T seconds."""
+    replay = Replay(target.land, target.space)
+    trace: list[tuple[int, float, float]] = []
+    evaluate_inner = replay.__call__
+
+    def evaluate(configs: list) -> list:
+        trials = evaluate_inner(configs)
+        trace.append((len(replay.history), replay.now, replay.best_ms() or float("inf")))
+        return trials
+
+    budget = Budget(MAX_CONFIGS, MAX_SECONDS, clock=replay.clock)
+    search = make_search(strategy, target.space, evaluate, budget, seed=seed, seeds=seeds,
+                         model=model, description=target.desc)
+    search.run()
+    best = target.land.best_ms
+    return {
+        "after_n": {n: _at(trace, 0, n) / best for n in AFTER_N},
+        "after_s": {s: _at(trace, 1, s) / best for s in AFTER_S},
+        "trials": len(replay.history),
+        "seconds": replay.now,
+        "final": (replay.best_ms() or float("inf")) / best,
+        "imputed": replay.imputed / max(len(replay.history), 1),
+    }
+
+
+def _at(trace: list[tuple[int, float, float]], axis: int, limit: float) -> float:
+    """The best time once `limit` trials (axis 0) or seconds (axis 1) were spent."""
+    within = [row[2] for row in trace if row[axis] <= limit]
+    return min(within, default=float("inf"))
+
+
+def evaluate(
+    cases: list[Prepared], targets: list[Prepared], strategies: tuple[str, ...], seeds: int
+) -> dict:
+    """Every strategy on every target landscape, held out from the others in `cases`."""
+    results: dict[str, dict[str, list[dict]]] = {"shape": {}, "kernel": {}}
+    kernels = sorted({p.kernel for p in targets})
+    kernel_models = {k: train([p for p in cases if p.kernel != k]) for k in kernels}
+    for target in targets:
+        others = [p for p in cases if p is not target]
+        settings = {
+            "shape": (train(others), seeds_for(target, others)),
+            "kernel": (kernel_models[target.kernel], heuristic_seeds(target.space)),
+        }
+        for mode, (model, start) in settings.items():
+            for strategy in strategies:
+                runs = [run(strategy, target, model, start, s) for s in range(seeds)]
+                results[mode].setdefault(strategy, []).append(_median_run(runs, target))
+        print(f"{target.land.case.name}: done", flush=True)
+    return results
+
+
+def _median_run(runs: list[dict], target: Prepared) -> dict:
+    pick = sorted(runs, key=lambda r: r["final"])[len(runs) // 2]
+    return {**pick, "case": target.land.case.name}
+
+
+def table(results: dict) -> str:
+    lines = []
+    for mode, by_strategy in results.items():
+        lines.append(f"\nheld-out {mode}: median over cases of best time / landscape best")
+        head = " | ".join([f"{n} trials" for n in AFTER_N] + [f"{s:.0f} s" for s in AFTER_S])
+        lines.append(f"| strategy | {head} | trials used | sim. seconds |")
+        lines.append("|---" * (len(AFTER_N) + len(AFTER_S) + 3) + "|")
+        for strategy, rows in by_strategy.items():
+            cells = [_median(rows, "after_n", n) for n in AFTER_N]
+            cells += [_median(rows, "after_s", s) for s in AFTER_S]
+            used = statistics.median(r["trials"] for r in rows)
+            secs = statistics.median(r["seconds"] for r in rows)
+            lines.append(f"| {strategy} | {' | '.join(cells)} | {used:.0f} | {secs:.1f} |")
+    return "\n".join(lines)
+
+
+def _median(rows: list[dict], field: str, key: Any) -> str:
+    value = statistics.median(r[field][key] for r in rows)
+    return "none" if value == float("inf") else f"{value:.3f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--landscapes", default=str(ROOT / "benchmarks" / "landscapes" / "h200"))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--cases", default="", help="only these kernels (function names)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_eval.json"))
+    args = parser.parse_args()
+    started = time.monotonic()
+    cases = [prepare(land) for land in load_all(args.landscapes)]
+    wanted = set(filter(None, args.cases.split(",")))
+    targets = [p for p in cases if not wanted or p.kernel in wanted]
+    results = evaluate(cases, targets, tuple(args.strategies.split(",")), args.seeds)
+    print(table(results))
+    Path(args.out).write_text(json.dumps(results, indent=1, default=str))
+    print(f"\n{len(cases)} landscapes, {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""`LearnedSearch` ("fast"): measure what a cost model trained on earlier trials rates
+best, then climb briefly; tuning a new shape of a known kernel takes a handful of trials."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tilecraft.autotune.features import features
+from tilecraft.autotune.model import CostModel
+from tilecraft.autotune.search.classifier import ClassifierPatternSearch
+from tilecraft.autotune.search.common import cost
+from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.trial import Budget, Evaluate
+from tilecraft.runtime.config import Config
+
+
+class LearnedSearch(ClassifierPatternSearch):
+    """Starts from the seeds nearest in shape (the best configs of the same kernel at
+    other shapes, first in `seeds`) and the `first` configs the model ranks best among
+    `pool` random ones, the seeds and their neighbours. Then each round measures the
+    `per_round` neighbours of the leaders the model rates best (plus the pattern
+    search's jumps), and stops after `patience` rounds without a gain of `threshold`.
+
+    Without a model (`model=None`: nothing relevant in the tuning database yet) it is
+    the classifier-guided pattern search.
+    """
+
+    name = "fast"
+    options = ("model", "description")
+    first = 6
+    nearest = 2  # seeds measured whatever the model says of them
+    pool = 1500
+    per_round = 4
+    patience = 2
+
+    def __init__(
+        self,
+        space: ConfigSpace,
+        evaluate: Evaluate,
+        budget: Budget,
+        seed: int = 0,
+        seeds: list[Config] | None = None,
+        model: CostModel | None = None,
+        description: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(space, evaluate, budget, seed=seed, seeds=seeds)
+        self.model, self.description = model, description
+
+    def search(self) -> None:
+        if self.model is None or self.description is None:
+            super().search()
+            return
+        pool = self.measure(self.first_batch())
+        best, stalls, previous = min(map(cost, pool), default=math.inf), 0, pool[:0]
+        while not self.done() and stalls < self.patience:
+            leaders = self.ranked()[: self.leaders]
+            near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
+            jumps = self.unseen(self.jumps(previous + leaders))
+            previous = leaders
+            picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
+            if not self.measure(picked):
+                return
+            new = min(map(cost, self.trials))
+            stalls = 0 if new < best * (1 - self.threshold) else stalls + 1
+            best = min(best, new)
+
+    def first_batch(self) -> list[Config]:
+        """The nearest seeds, then the model's favourites."""
+        candidates = [self.space.default(), *self.seeds, *self.draw(self.pool)]
+        candidates += [n for s in self.seeds[: self.nearest] for n in self.space.neighbors(s)]
+        rated = self.best_rated(self.unseen(candidates), self.first)
+        return self.unseen([*self.seeds[: self.nearest], *rated])
+
+    def best_rated(self, configs: list[Config], n: int | None = None) -> list[Config]:
+        """The `n` (default `per_round`) configs the model ranks best, one per distinct
+        feature vector (knobs that change nothing the model sees are not worth a trial)."""
+        assert self.model is not None and self.description is not None
+        out: list[Config] = []
+        seen: set[tuple[float, ...]] = set()
+        for config in self.model.rank(self.description, configs):
+            key = tuple(features(self.description, config))
+            if key not in seen:
+                seen.add(key)
+                out.append(config)
+            if len(out) >= (n or self.per_round):
+                break
+        return out
