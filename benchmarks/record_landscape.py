@@ -52,8 +52,10 @@ def cases(tiny: bool = False) -> list[Case]:
         ("bmm", "bmm"): [(16, 512, 512, 512), (64, 256, 128, 256), (8, 1024, 1024, 1024)],
     }
     if tiny:
-        return [Case("softmax", "softmax", (37, 200), "float32"),
-                Case("matmul", "matmul", (40, 48, 33), "float32")]
+        return [
+            Case("softmax", "softmax", (37, 200), "float32"),
+            Case("matmul", "matmul", (40, 48, 33), "float32"),
+        ]
     return [Case(ex, fn, shape) for (ex, fn), shapes in table.items() for shape in shapes]
 
 
@@ -72,7 +74,9 @@ class Sampler(SeededSearch):
             if not self.measure(self.draw(self.batch)):
                 break
         while not self.done():
-            near = [n for t in self.ranked()[: self.leaders] for n in self.space.neighbors(t.config)]
+            near = [
+                n for t in self.ranked()[: self.leaders] for n in self.space.neighbors(t.config)
+            ]
             fresh = self.unseen(near)[: self.batch] or self.draw(self.batch)
             if not self.measure(fresh):
                 break
@@ -87,14 +91,25 @@ def record(case: Case, args: argparse.Namespace, db: TuningDB) -> Landscape:
 
         def evaluate(configs: list) -> list[Trial]:
             trials = bench(configs)
-            db.record(trials, kernel=key.kernel, kernel_name=bound.src.tree.name,
-                      spec_key=key.spec_key, hardware=key.hardware, versions=key.versions,
-                      search="landscape")
+            db.record(
+                trials,
+                kernel=key.kernel,
+                kernel_name=bound.src.tree.name,
+                spec_key=key.spec_key,
+                hardware=key.hardware,
+                versions=key.versions,
+                search="landscape",
+            )
             return trials
 
         n = args.dot_configs if bound.spec.dot_blocks else args.configs
-        sampler = Sampler(space, evaluate, Budget(n, args.case_seconds),
-                          seed=args.seed, seeds=heuristic_seeds(space))
+        sampler = Sampler(
+            space,
+            evaluate,
+            Budget(n, args.case_seconds),
+            seed=args.seed,
+            seeds=heuristic_seeds(space),
+        )
         best = sampler.run()
     if best is not None and best.time_ms is not None:
         db.save_best(key, best.config, best.time_ms)
@@ -133,9 +148,11 @@ def main() -> int:
             land = record(case, args, db)
             land.save(path)
             ok = [t for t in land.trials if t.ok]
-            print(f"{case.name}: {len(land.trials)} trials, {len(ok)} ok, best "
-                  f"{land.best_ms if ok else float('nan'):.4f} ms, {time.monotonic() - t0:.0f} s",
-                  flush=True)
+            print(
+                f"{case.name}: {len(land.trials)} trials, {len(ok)} ok, best "
+                f"{land.best_ms if ok else float('nan'):.4f} ms, {time.monotonic() - t0:.0f} s",
+                flush=True,
+            )
     return 0
 
 

@@ -91,8 +91,16 @@ def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, s
         return trials
 
     budget = Budget(MAX_CONFIGS, MAX_SECONDS, clock=replay.clock)
-    search = make_search(strategy, target.space, evaluate, budget, seed=seed, seeds=seeds,
-                         model=model, description=target.desc)
+    search = make_search(
+        strategy,
+        target.space,
+        evaluate,
+        budget,
+        seed=seed,
+        seeds=seeds,
+        model=model,
+        description=target.desc,
+    )
     search.run()
     best = target.land.best_ms
     return {

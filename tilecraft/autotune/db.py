@@ -34,7 +34,7 @@ from tilecraft.exc import InvalidConfig
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added `specs`; a version-1 file is upgraded in place
 #: Stamped in the file header so that another program's SQLite file is never mistaken
 #: for ours ("TCdb").
 APPLICATION_ID = 0x54436462
@@ -68,7 +68,16 @@ CREATE TABLE best (
     created REAL NOT NULL,
     PRIMARY KEY (kernel, spec_key, hardware, versions)
 );
+CREATE TABLE IF NOT EXISTS specs (
+    kernel TEXT NOT NULL,
+    spec_key TEXT NOT NULL,
+    hardware TEXT NOT NULL,
+    description TEXT NOT NULL,
+    PRIMARY KEY (kernel, spec_key, hardware)
+);
 """
+# What version 1 lacks; every statement is safe to run again.
+_UPGRADE = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS specs") :]
 _TRIAL_COLUMNS = (
     "id",
     "created",
@@ -182,6 +191,29 @@ class TuningDB:
             row = conn.execute(_SELECT_BEST, values).fetchone()
         return None if row is None else _parse_config(row[0])
 
+    def save_description(
+        self, kernel: str, spec_key: str, hardware: str, description: dict[str, Any]
+    ) -> None:
+        """Keep what a cost model needs to know of this kernel and specialization."""
+        row = (kernel, spec_key, hardware, json.dumps(description, sort_keys=True))
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO specs VALUES (?, ?, ?, ?)", row)
+
+    def descriptions(self, hardware: str) -> dict[tuple[str, str], dict[str, Any]]:
+        """(kernel, spec_key) -> description, for one machine; unreadable ones are skipped."""
+        sql = "SELECT kernel, spec_key, description FROM specs WHERE hardware = ?"
+        with self._read() as conn:
+            rows = conn.execute(sql, (hardware,)).fetchall()
+        out = {}
+        for kernel, spec_key, text in rows:
+            try:
+                out[kernel, spec_key] = json.loads(text)
+            except ValueError:
+                warnings.warn(
+                    f"tilecraft: unreadable description of {spec_key}", TuningDBWarning, 2
+                )
+        return out
+
     def count(self) -> int:
         """How many trials are stored."""
         with self._read() as conn:
@@ -290,6 +322,8 @@ def _connect(path: Path | str) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         if _needs_schema(conn):
             _create_schema(conn)
+        elif conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _upgrade(conn)
     except BaseException:
         conn.close()
         raise
@@ -309,7 +343,7 @@ def _needs_schema(conn: sqlite3.Connection) -> bool:
         raise _Unusable(
             f"its schema version {version} is newer than this tilecraft's ({SCHEMA_VERSION})"
         )
-    if version != SCHEMA_VERSION:
+    if version not in (1, SCHEMA_VERSION):
         raise _Unusable(f"its schema version {version} is unknown")
     return False
 
@@ -324,6 +358,21 @@ def _create_schema(conn: sqlite3.Connection) -> None:
                     conn.execute(statement)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a version-1 file to this version (adds tables; keeps every row)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _UPGRADE.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

@@ -20,8 +20,20 @@ from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 
 VERSION = 1
-TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh", "erf",
-                  "sin", "cos", "pow"}
+TRANSCENDENTAL = {
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "sqrt",
+    "rsqrt",
+    "sigmoid",
+    "tanh",
+    "erf",
+    "sin",
+    "cos",
+    "pow",
+}
 REDUCTIONS = {"reduce", "sum", "max", "min", "argmax", "argmin"}
 SMS = {"NVIDIA H200": 132, "NVIDIA H100 80GB HBM3": 132, "cpu": 4}
 PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
@@ -31,8 +43,9 @@ INDEXING = ("pointer", "block_ptr", "tensor_descriptor")
 def describe(bound: BoundKernel, hardware: str = "") -> dict[str, Any]:
     """The facts about a bound kernel that `features` needs, as plain JSON."""
     kernels = bound.analyze(bound.default_config).kernels
-    counts = dict.fromkeys(("load", "store", "atomic", "dot", "reduce", "transcendental",
-                            "elementwise"), 0)
+    counts = dict.fromkeys(
+        ("load", "store", "atomic", "dot", "reduce", "transcendental", "elementwise"), 0
+    )
     unique_bytes = flops = 0.0
     for kernel in kernels:
         for op in kernel.walk():
@@ -48,7 +61,9 @@ def describe(bound: BoundKernel, hardware: str = "") -> dict[str, Any]:
         "counts": counts,
         "kernels": len(kernels),
         "depth": max((_depth(k.body) for k in kernels), default=0),
-        "itemsize": max((p.dtype.itemsize for k in kernels for p in k.params if p.shape), default=4),
+        "itemsize": max(
+            (p.dtype.itemsize for k in kernels for p in k.params if p.shape), default=4
+        ),
         "bytes": unique_bytes,
         "flops": flops,
         "blocks": [[b.extent, b.inner, i in spec.dot_blocks] for i, b in enumerate(spec.blocks)],
@@ -64,10 +79,16 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
     sizes = [int(s or 1) for s in d.get("block_sizes") or [1] * len(blocks)]
     chunks = d.get("reduction_loops") or [None] * len(desc["reductions"])
     warps, stages = int(d.get("num_warps") or 4), int(d.get("num_stages") or 1)
-    rows = [_pow2(n) if c is None else int(c) for n, c in zip(desc["reductions"], chunks, strict=False)]
+    rows = [
+        _pow2(n) if c is None else int(c) for n, c in zip(desc["reductions"], chunks, strict=False)
+    ]
     tile = math.prod(sizes) * math.prod(rows or [1])
-    programs = math.prod(-(-ext // s) for (ext, inner, _), s in zip(blocks, sizes, strict=False) if not inner)
-    padded = math.prod(-(-ext // s) * s / ext for (ext, _, _), s in zip(blocks, sizes, strict=False))
+    programs = math.prod(
+        -(-ext // s) for (ext, inner, _), s in zip(blocks, sizes, strict=False) if not inner
+    )
+    padded = math.prod(
+        -(-ext // s) * s / ext for (ext, _, _), s in zip(blocks, sizes, strict=False)
+    )
     dot = [s for (_, _, is_dot), s in zip(blocks, sizes, strict=False) if is_dot][-3:]
     inner = [s for (_, is_inner, _), s in zip(blocks, sizes, strict=False) if is_inner]
     indexing = d.get("indexing") or ["pointer"]

@@ -46,7 +46,9 @@ class Case:
     def name(self) -> str:
         return f"{self.function}-{'x'.join(map(str, self.shape))}-{self.dtype}"
 
-    def bind(self, device: str = "meta", examples: Path = EXAMPLES) -> tuple[Any, BoundKernel, tuple]:
+    def bind(
+        self, device: str = "meta", examples: Path = EXAMPLES
+    ) -> tuple[Any, BoundKernel, tuple]:
         """(kernel, bound kernel, arguments) on `device`; "meta" allocates nothing."""
         if str(examples) not in sys.path:
             sys.path.insert(0, str(examples))  # plain imports, so workers can import them too
@@ -56,8 +58,12 @@ class Case:
         return kernel, kernel.bind(args), args
 
     def to_json(self) -> dict[str, Any]:
-        return {"example": self.example, "function": self.function, "shape": list(self.shape),
-                "dtype": self.dtype}
+        return {
+            "example": self.example,
+            "function": self.function,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Case:
@@ -89,8 +95,13 @@ class Landscape:
         """Write atomically (a crash leaves the old file or none, never half of one)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        header = {"format": FORMAT, "case": self.case.to_json(), "hardware": self.hardware,
-                  "versions": self.versions, "knobs": self.knobs}
+        header = {
+            "format": FORMAT,
+            "case": self.case.to_json(),
+            "hardware": self.hardware,
+            "versions": self.versions,
+            "knobs": self.knobs,
+        }
         tmp = path.with_name(path.name + ".tmp")
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             f.write(json.dumps(header) + "\n")
@@ -105,8 +116,13 @@ class Landscape:
             if header.get("format") != FORMAT:
                 raise ValueError(f"{path}: landscape format {header.get('format')} is unknown")
             trials = [_trial_from_json(json.loads(line)) for line in f if line.strip()]
-        return cls(Case.from_json(header["case"]), header["hardware"], header["versions"],
-                   header["knobs"], trials)
+        return cls(
+            Case.from_json(header["case"]),
+            header["hardware"],
+            header["versions"],
+            header["knobs"],
+            trials,
+        )
 
 
 def load_all(folder: Path | str) -> list[Landscape]:
@@ -116,7 +132,9 @@ def load_all(folder: Path | str) -> list[Landscape]:
 
 def knob_choices(space: ConfigSpace) -> dict[str, list[Any]]:
     """The knobs' choices as JSON can hold them."""
-    return {k.name: [list(c) if isinstance(c, tuple) else c for c in k.choices] for k in space.knobs}
+    return {
+        k.name: [list(c) if isinstance(c, tuple) else c for c in k.choices] for k in space.knobs
+    }
 
 
 def _with_choices(knob: Knob, recorded: list[Any] | None) -> Knob:
@@ -128,13 +146,24 @@ def _with_choices(knob: Knob, recorded: list[Any] | None) -> Knob:
 
 
 def _trial_json(t: Trial) -> dict[str, Any]:
-    out: dict[str, Any] = {"config": t.config.to_dict(), "status": t.status, "time_ms": t.time_ms,
-                           "compile_s": round(t.compile_s, 3), "bench_s": round(t.bench_s, 3)}
+    out: dict[str, Any] = {
+        "config": t.config.to_dict(),
+        "status": t.status,
+        "time_ms": t.time_ms,
+        "compile_s": round(t.compile_s, 3),
+        "bench_s": round(t.bench_s, 3),
+    }
     if t.error:
         out["error"] = t.error[:200]
     return out
 
 
 def _trial_from_json(d: dict[str, Any]) -> Trial:
-    return Trial(Config(**d["config"]), d["status"], d.get("time_ms"), d.get("compile_s", 0.0),
-                 d.get("error", ""), d.get("bench_s", 0.0))
+    return Trial(
+        Config(**d["config"]),
+        d["status"],
+        d.get("time_ms"),
+        d.get("compile_s", 0.0),
+        d.get("error", ""),
+        d.get("bench_s", 0.0),
+    )

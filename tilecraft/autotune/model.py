@@ -14,13 +14,19 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import pickle
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tilecraft.autotune.db import TuningDB
 from tilecraft.autotune.features import VERSION, features
 from tilecraft.autotune.trial import Trial
 from tilecraft.runtime.config import Config
@@ -60,7 +66,11 @@ class CostModel:
                 y.append(math.log2(t.time_ms / best) if t.ok and t.time_ms else FAILED)
         if used < MIN_GROUPS:
             return None
-        return cls(_regressor(seed).fit(np.asarray(x), np.asarray(y)), used, len(y))
+        from threadpoolctl import threadpool_limits  # comes with scikit-learn
+
+        with threadpool_limits(1):  # small data: threads cost more than they save
+            regressor = _regressor(seed).fit(np.asarray(x), np.asarray(y))
+        return cls(regressor, used, len(y))
 
     def predict(self, desc: dict[str, Any], configs: Sequence[Config]) -> np.ndarray:
         """Predicted log2 slowdown against the best config (lower is better)."""
@@ -81,5 +91,68 @@ def _regressor(seed: int) -> Any:
     except ImportError as e:
         raise ImportError("the learned cost model needs scikit-learn") from e
     return HistGradientBoostingRegressor(
-        max_iter=150, learning_rate=0.1, max_leaf_nodes=31, min_samples_leaf=10, random_state=seed
+        max_iter=100, learning_rate=0.15, max_leaf_nodes=31, min_samples_leaf=10, random_state=seed
     )
+
+
+_LOADED: dict[str, CostModel | None] = {}
+
+
+def from_database(db: TuningDB, hardware: str, cache_dir: Path) -> CostModel | None:
+    """The model of every trial on `hardware` in `db`, retrained only when trials were
+    added since (kept in memory and in `cache_dir`, so a new process need not refit)."""
+    name = f"{hardware}|{db.path}|{db.count()}|{VERSION}|{_sklearn_version()}"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    if digest not in _LOADED:
+        path = cache_dir / "models" / f"cost-{digest}.pkl"
+        model = _read(path)
+        if model is None:
+            model = CostModel.fit(database_groups(db, hardware))
+            _write(path, model)
+        _LOADED[digest] = model
+    return _LOADED[digest]
+
+
+def database_groups(db: TuningDB, hardware: str) -> list[Group]:
+    """(description, trials) per kernel and specialization with a stored description."""
+    descriptions = db.descriptions(hardware)
+    trials: dict[tuple[str, str], list[Trial]] = {}
+    for row in db.trials(hardware=hardware):
+        key = (row["kernel"], row["spec_key"])
+        if key in descriptions and row["config"] is not None:
+            trial = Trial(row["config"], row["status"], row["time_ms"], row["compile_s"])
+            trials.setdefault(key, []).append(trial)
+    return [(descriptions[key], found) for key, found in trials.items()]
+
+
+def _read(path: Path) -> CostModel | None:
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as f:
+            model = pickle.load(f)
+        return model if isinstance(model, CostModel) else None
+    except Exception as e:  # a damaged or stale file is refitted, never fatal
+        warnings.warn(f"tilecraft: ignoring cached cost model {path}: {e}", stacklevel=3)
+        return None
+
+
+def _write(path: Path, model: CostModel | None) -> None:
+    if model is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(model, f)
+        os.replace(tmp, path)  # readers see the old file or the new one, never half
+    except OSError as e:
+        warnings.warn(f"tilecraft: cost model not cached: {e}", stacklevel=3)
+
+
+def _sklearn_version() -> str:
+    try:
+        import sklearn
+    except ImportError:
+        return "none"
+    return str(sklearn.__version__)

@@ -67,7 +67,9 @@ def spec_distance(a: str, b: str) -> float:
     sizes_a, sizes_b = _sizes(a), _sizes(b)
     if len(sizes_a) != len(sizes_b) or re.sub(r"\d+", "", a) != re.sub(r"\d+", "", b):
         return math.inf
-    return sum(abs(math.log2(x + 1) - math.log2(y + 1)) for x, y in zip(sizes_a, sizes_b))
+    return sum(
+        abs(math.log2(x + 1) - math.log2(y + 1)) for x, y in zip(sizes_a, sizes_b, strict=True)
+    )
 
 
 def nearest_bests(best: dict[str, tuple[float, Config]], spec_key: str, n: int = 4) -> list[Config]:

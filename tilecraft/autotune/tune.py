@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 import warnings
 from dataclasses import dataclass
@@ -14,10 +15,12 @@ import triton
 
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import TuneKey, TuningDB, default_db_path
+from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
+from tilecraft.autotune.model import CostModel, from_database
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import make_search
-from tilecraft.autotune.seeds import heuristic_seeds
+from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Trial
 from tilecraft.runtime.bound import BoundKernel
@@ -37,7 +40,8 @@ class Effort:
 
 
 EFFORTS = {
-    "quick": Effort("quick", 30.0, 60),
+    "quick": Effort("fast", 10.0, 40),  # when the tuning database has taught a cost model
+    "quick-cold": Effort("quick", 30.0, 60),  # before it has: the classifier-guided climb
     "full": Effort("classifier", 300.0, 600),
 }
 
@@ -81,74 +85,104 @@ def autotune(
     max_configs: int | None = None,
 ) -> Config:
     """Tune `bound` on `args` and return the winning config (also cached and printed)."""
-    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
     key = tune_key(bound, args)
-    budget = Budget(
-        max_configs or preset.max_configs,
-        budget_s or settings.autotune_budget_s or preset.max_seconds,
-    )
-    name = search or settings.autotune_search or preset.search
     with (
         TuningDB(db_path(settings)) as db,
         Benchmarker(
             bound, args, workers=settings.autotune_workers, timeout_s=settings.autotune_timeout_s
         ) as bench,
-        TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown,
     ):
+        chosen = effort or settings.autotune_effort
+        name, budget, learned = _plan(db, key, bound, settings, chosen, search)
+        budget.max_configs = max_configs or budget.max_configs
+        budget.max_seconds = budget_s or settings.autotune_budget_s or budget.max_seconds
+        with TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown:
 
-        def evaluate(batch: list[Config]) -> list[Trial]:
-            trials = bench(batch)
-            try:
-                db.record(
-                    trials,
-                    kernel=key.kernel,
-                    kernel_name=bound.src.tree.name,
-                    spec_key=key.spec_key,
-                    hardware=key.hardware,
-                    versions=key.versions,
-                    search=name,
+            def evaluate(batch: list[Config]) -> list[Trial]:
+                trials = bench(batch)
+                try:
+                    db.record(
+                        trials,
+                        kernel=key.kernel,
+                        kernel_name=bound.src.tree.name,
+                        spec_key=key.spec_key,
+                        hardware=key.hardware,
+                        versions=key.versions,
+                        search=name,
+                    )
+                except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
+                    warnings.warn(f"tilecraft: trials not recorded: {e}", stacklevel=2)
+                shown.update(trials)
+                return trials
+
+            space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
+            if configs:
+                trials = evaluate(configs)
+            else:
+                seeds = _seeds(db, key, space) + heuristic_seeds(space)
+                retime = bench.retime if bench.on_gpu else None
+                context = LLMContext(bound, settings, closest_entries(db, key), retime=retime)
+                runner = make_search(
+                    name, space, evaluate, budget, seeds=seeds, context=context, **learned
                 )
-            except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
-                warnings.warn(f"tilecraft: trials not recorded: {e}", stacklevel=2)
-            shown.update(trials)
-            return trials
-
-        space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
-        if configs:
-            trials = evaluate(configs)
-        else:
-            seeds = _seeds(db, key, space) + heuristic_seeds(space)
-            retime = bench.retime if bench.on_gpu else None
-            context = LLMContext(bound, settings, closest_entries(db, key), retime=retime)
-            runner = make_search(name, space, evaluate, budget, seeds=seeds, context=context)
-            runner.run()
-            trials = runner.trials
-        best = _choose(bench, trials, bound.default_config)
-        if best.time_ms is not None:
-            db.save_best(key, best.config, best.time_ms)
-        shown.finish(best)
+                runner.run()
+                trials = runner.trials
+            best = _choose(bench, trials, bound.default_config)
+            if best.time_ms is not None:
+                db.save_best(key, best.config, best.time_ms)
+            shown.finish(best)
     bound.tuning = {
         "configs": len(trials),
         "failed": sum(not t.ok for t in trials),
         "search": name,
         "best_ms": best.time_ms,
-        **describe(trials),
+        **status_counts(trials),
     }
     return best.config
 
 
+def _plan(
+    db: TuningDB,
+    key: TuneKey,
+    bound: BoundKernel,
+    settings: Settings,
+    effort: str,
+    search: str | None,
+) -> tuple[str, Budget, dict[str, Any]]:
+    """The search, its budget and what it learns from: the "fast" search where the tuning
+    database has taught a cost model, else the effort's cold-start search."""
+    preset = EFFORTS.get(effort, EFFORTS["quick"])
+    name = search or settings.autotune_search or preset.search
+    model, description = _learned(db, key, bound, settings) if name == "fast" else (None, None)
+    if model is None and name == "fast" and not (search or settings.autotune_search):
+        preset = EFFORTS["quick-cold" if effort != "full" else "full"]
+        name = preset.search
+    budget = Budget(preset.max_configs, preset.max_seconds)
+    return name, budget, {"model": model, "description": description}
+
+
 def _seeds(db: TuningDB, key: TuneKey, space: ConfigSpace) -> list[Config]:
-    """The best configs measured before for this kernel (any shape), as starting points."""
-    rows = [r for r in db.trials(kernel=key.kernel, hardware=key.hardware) if r["status"] == "ok"]
-    rows.sort(key=lambda r: r["time_ms"])
-    seen: list[Config] = []
-    for row in rows:
-        config = space.snap(space.values(row["config"]))
-        if config not in seen:
-            seen.append(config)
-        if len(seen) >= 4:
-            break
-    return seen
+    """The best configs measured before for this kernel at other shapes, nearest first."""
+    best: dict[str, tuple[float, Config]] = {}
+    for row in db.trials(kernel=key.kernel, hardware=key.hardware):
+        usable = row["status"] == "ok" and row["config"] is not None and row["time_ms"]
+        if usable and row["time_ms"] < best.get(row["spec_key"], (math.inf,))[0]:
+            best[row["spec_key"]] = (row["time_ms"], row["config"])
+    return [space.snap(space.values(c)) for c in nearest_bests(best, key.spec_key)]
+
+
+def _learned(
+    db: TuningDB, key: TuneKey, bound: BoundKernel, settings: Settings
+) -> tuple[CostModel | None, dict[str, Any]]:
+    """The cost model of the database's trials on this machine, and this kernel's
+    description (stored, so that later models learn from this tuning too)."""
+    description = describe(bound, key.hardware)
+    try:
+        db.save_description(key.kernel, key.spec_key, key.hardware, description)
+        return from_database(db, key.hardware, Path(settings.cache_dir)), description
+    except (sqlite3.Error, ImportError, ValueError) as e:
+        warnings.warn(f"tilecraft: no cost model ({e}); tuning without one", stacklevel=3)
+        return None, description
 
 
 def _choose(bench: Benchmarker, trials: list[Trial], default: Config) -> Trial:
@@ -164,7 +198,7 @@ def _choose(bench: Benchmarker, trials: list[Trial], default: Config) -> Trial:
     return Trial(winner, "ok", times[winner])
 
 
-def describe(trials: list[Trial]) -> dict[str, Any]:
+def status_counts(trials: list[Trial]) -> dict[str, Any]:
     """Counts of trials by status."""
     counts: dict[str, Any] = {}
     for t in trials:
