@@ -112,18 +112,21 @@ def data(batch: int = 2, seq: int = 12, vocab: int = 50, seed: int = 0) -> tuple
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def models(seed: int = 0) -> tuple[Block, Block]:
-    """The tilecraft model and the PyTorch model, from the same initial weights."""
+def models(seed: int = 0, **sizes: int) -> tuple[Block, Block]:
+    """The tilecraft model and the PyTorch model, from the same initial weights.
+
+    `sizes` (vocab, dim, seq) go to `Block`.
+    """
     torch.manual_seed(seed)
-    ours = Block(TILECRAFT)
-    theirs = Block(TORCH)
+    ours = Block(TILECRAFT, **sizes)
+    theirs = Block(TORCH, **sizes)
     theirs.load_state_dict(ours.state_dict())
     return ours, theirs
 
 
 def train(model: Block, steps: int = 4, lr: float = 1e-2) -> list[float]:
     """Adam steps on one batch; the loss before each step."""
-    tokens, targets = data(seq=model.seq)
+    tokens, targets = data(seq=model.seq, vocab=model.embed.num_embeddings)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):

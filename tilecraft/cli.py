@@ -51,3 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         return demo.run_demo(args.examples, args.dtype)
     return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,3 +65,8 @@ class InvalidConfig(TilecraftError):
 
 class LoweringError(TilecraftError):
     """An internal failure while lowering an operation, reported at its source line."""
+
+
+class GraphCaptureError(TilecraftError):
+    """A kernel's first call for some argument shapes (which compiles and may tune) made
+    while a CUDA graph is being captured."""

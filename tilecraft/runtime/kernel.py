@@ -9,7 +9,7 @@ from typing import Any, overload
 
 import torch
 
-from tilecraft.exc import BadArgument
+from tilecraft.exc import BadArgument, GraphCaptureError
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
@@ -33,6 +33,7 @@ class Kernel:
         self.configs = list(configs or [])
         self.settings = Settings(static_shapes=static_shapes, **settings)
         self.signature = inspect.signature(fn)
+        self._defaults = positional_defaults(self.signature)
         self._bound: dict[tuple, BoundKernel] = {}
         self._source: KernelSource | None = None
         self._eager: Callable[..., Any] | None = None
@@ -46,15 +47,16 @@ class Kernel:
 
     def normalize(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
         """Positional arguments with defaults filled in."""
-        if not kwargs and len(args) == len(self.signature.parameters):
-            return args
+        missing = None if kwargs else self._defaults.get(len(args))
+        if missing is not None:  # the common case, without the cost of signature.bind
+            return args + missing if missing else args
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         return tuple(bound.arguments.values())
 
     def key(self, args: tuple) -> tuple:
-        """What a compiled kernel is specialized on."""
-        return tuple(_arg_key(a) for a in args)
+        """What a compiled kernel is specialized on (computed on every call, so kept cheap)."""
+        return tuple([_arg_key(a) for a in args])
 
     def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
         """The BoundKernel for these arguments (created on first use)."""
@@ -108,9 +110,22 @@ class Kernel:
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
-        if bound.launcher is None:
-            return bound.first_call(self.config_for(bound, args), args)
-        return bound.launcher(*args)
+        launcher = bound.launcher
+        if launcher is None:
+            return self._first_call(bound, args)
+        return launcher(*args)
+
+    def _first_call(self, bound: BoundKernel, args: tuple) -> Any:
+        """Pick a config (maybe tuning), compile and run; never inside CUDA graph capture."""
+        if _capturing(args):
+            src = self.source
+            raise GraphCaptureError(
+                f"`{src.tree.name}` runs for the first time with these argument shapes inside"
+                " CUDA graph capture, where it cannot compile or tune; call it once with the"
+                " same shapes before capturing",
+                src.loc(src.tree),
+            )
+        return bound.first_call(self.config_for(bound, args), args)
 
     def as_torch_op(self, name: str, mutates_args: Sequence[str] = (), **autograd: Any) -> Any:
         """Register as the PyTorch operator `name` ("namespace::op"); returns a `TorchOp`.
@@ -132,6 +147,23 @@ class Kernel:
         return run_eagerly(self._eager, args, config.tunables if config else {})
 
 
+def positional_defaults(sig: inspect.Signature) -> dict[int, tuple]:
+    """For each count of positional arguments that defaults can complete, those defaults.
+
+    Empty when a parameter is keyword-only or variadic: such calls go through `bind`.
+    """
+    params = list(sig.parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind not in positional for p in params):
+        return {}
+    completions: dict[int, tuple] = {len(params): ()}
+    for count in range(len(params) - 1, -1, -1):
+        if params[count].default is inspect.Parameter.empty:
+            break
+        completions[count] = (params[count].default, *completions[count + 1])
+    return completions
+
+
 def _arg_key(arg: Any) -> Any:
     if isinstance(arg, torch.Tensor):
         # generated code has sizes baked in, so shapes are always part of the key for now
@@ -141,6 +173,12 @@ def _arg_key(arg: Any) -> Any:
     if isinstance(arg, (int, bool, str, type(None), torch.dtype)):
         return arg
     return type(arg)
+
+
+def _capturing(args: tuple) -> bool:
+    """Whether a CUDA graph is being captured on the current stream (for GPU arguments)."""
+    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return on_gpu and torch.cuda.is_current_stream_capturing()
 
 
 def _check_devices(args: tuple, src: KernelSource) -> None:

@@ -1,0 +1,276 @@
+"""Training steps of the transformer block of `examples/transformer_block.py`, five ways.
+
+Each mode trains its own copy of the model from the same initial weights with Adam on one
+batch; its first losses are checked against plain PyTorch eager's, then the median wall
+time of a training step (forward, backward, optimizer step; the device synchronized around
+each step) is measured:
+
+- tilecraft eager: the block on tilecraft operators
+- tilecraft compile: the same under `torch.compile(fullgraph=True)` (inductor on a GPU)
+- tilecraft graph: the whole training step, Adam step included (`capturable=True`),
+  captured in one CUDA graph after warm-up steps on a side stream, then replayed
+- torch eager, torch compile, torch graph: the same block in plain PyTorch
+
+Kernels never tune during the run (TILECRAFT_AUTOTUNE_EFFORT=none) unless `--tune` is given.
+
+    PYTHONPATH=$PWD python benchmarks/bench_model.py [--dtype bfloat16] [--out PATH]
+    TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_model.py --device cpu --tiny
+
+On the CPU the graph modes are skipped (they need CUDA), the compile modes use the
+`aot_eager` backend (inductor needs a GPU here), and the times mean little: that mode
+checks the script end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+if "--tune" not in sys.argv:
+    os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")  # before tilecraft is imported
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.path]
+
+import transformer_block as tb  # noqa: E402  (examples/, on the path above)
+
+GPU_SIZES = {"batch": 8, "seq": 256, "dim": 512, "vocab": 4096}
+TINY_SIZES = {"batch": 1, "seq": 8, "dim": 16, "vocab": 32}
+LR = 1e-2
+REL_TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2}  # on each checked loss
+MODES = ("tilecraft eager", "tilecraft compile", "tilecraft graph")
+MODES += ("torch eager", "torch compile", "torch graph")
+
+Step = Callable[[], torch.Tensor]  # one training step; returns the loss tensor
+
+
+def build(mode: str, sizes: dict, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+    """A fresh model of `mode` from the shared initial weights (the example's `models`)."""
+    block = {k: v for k, v in sizes.items() if k != "batch"}
+    ours, theirs = tb.models(seed=0, **block)
+    model = ours if mode.startswith("tilecraft") else theirs
+    return model.to(device=device, dtype=dtype)
+
+
+def batch(sizes: dict, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens and next-token targets every step trains on (the example's `data`)."""
+    tokens, targets = tb.data(batch=sizes["batch"], seq=sizes["seq"], vocab=sizes["vocab"])
+    return tokens.to(device), targets.to(device)
+
+
+def train_step(
+    model: Callable[..., torch.Tensor], optimizer: torch.optim.Optimizer, data: tuple
+) -> Step:
+    """Zero the gradients (to None, so a captured backward allocates them), forward,
+    backward, optimizer step."""
+
+    def step() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(*data)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def eager_step(model: torch.nn.Module, data: tuple, compile_backend: str | None) -> Step:
+    """A training step, the model compiled with `compile_backend` unless that is None."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    forward = model if compile_backend is None else compiled(model, compile_backend)
+    return train_step(forward, optimizer, data)
+
+
+def compiled(model: torch.nn.Module, backend: str) -> Callable[..., torch.Tensor]:
+    """`torch.compile(model, fullgraph=True)` with `backend`."""
+    return torch.compile(model, fullgraph=True, backend=backend)
+
+
+def graph_steps(model: torch.nn.Module, data: tuple, warmup: int) -> tuple:
+    """A step function replaying one CUDA graph of a whole training step, and the losses of
+    the `warmup` eager steps run (on a side stream) before capturing it."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR, capturable=True)
+    step = train_step(model, optimizer, data)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # compiles every kernel and creates Adam's state
+        losses = [step().item() for _ in range(warmup)]
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = step()
+
+    def replay() -> torch.Tensor:
+        graph.replay()
+        return static_loss
+
+    return replay, losses
+
+
+def step_ms(step: Step, device: torch.device, steps: int) -> float:
+    """Median wall-clock milliseconds of one step, the device synchronized around each."""
+    times = []
+    for _ in range(steps):
+        synchronize(device)
+        start = time.perf_counter()
+        step()
+        synchronize(device)
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_mode(mode: str, args: argparse.Namespace, reference: list[float] | None) -> dict:
+    """Check one mode's first losses against `reference` (None: they are the reference),
+    then time its steps."""
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    model, data = build(mode, args.sizes, device, dtype), batch(args.sizes, device)
+    if mode.endswith("graph"):
+        step, losses = graph_steps(model, data, warmup=min(3, args.check_steps))
+    else:
+        backend = args.compile_backend if mode.endswith("compile") else None
+        step, losses = eager_step(model, data, backend), []
+    losses += [step().item() for _ in range(args.check_steps - len(losses))]
+    result: dict[str, Any] = {"losses": losses}
+    if reference is not None:
+        diffs = [abs(a - b) / abs(b) for a, b in zip(losses, reference, strict=True)]
+        result["max_rel_diff"] = max(diffs)
+        result["matches_torch"] = max(diffs) <= REL_TOL[dtype]
+    for _ in range(args.warmup_steps):
+        step()
+    result["ms_per_step"] = step_ms(step, device, args.steps)
+    return result
+
+
+def skip_reason(mode: str, device: torch.device) -> str | None:
+    """Why `mode` does not run on `device`, or None."""
+    if mode.endswith("graph") and device.type != "cuda":
+        return "CUDA graphs need a CUDA device"
+    return None
+
+
+def run_all(args: argparse.Namespace) -> dict[str, dict]:
+    """Every mode; a failure is recorded (and its traceback printed), never raised."""
+    device = torch.device(args.device)
+    results: dict[str, dict] = {}
+    reference = None
+    for mode in ["torch eager", *[m for m in MODES if m != "torch eager"]]:
+        reason = skip_reason(mode, device)
+        if reason:
+            results[mode] = {"skipped": reason}
+            print(f"{mode}: skipped ({reason})")
+            continue
+        try:
+            results[mode] = run_mode(mode, args, reference)
+        except Exception as e:
+            traceback.print_exc()
+            results[mode] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+        if mode == "torch eager":
+            reference = results[mode].get("losses")
+        print(f"{mode}: {summary(results[mode])}", flush=True)
+    return results
+
+
+def summary(result: dict) -> str:
+    """One mode's result in a line."""
+    if "skipped" in result or "error" in result:
+        return result.get("skipped") or f"error: {result['error']}"
+    check = ""
+    if "matches_torch" in result:
+        verdict = "matches" if result["matches_torch"] else "DIFFERS from"
+        check = f", losses {verdict} torch eager (max rel diff {result['max_rel_diff']:.1e})"
+    return f"{result['ms_per_step']:.3f} ms/step{check}"
+
+
+def table(results: dict[str, dict]) -> str:
+    """The results as a text table, in the order of MODES."""
+    lines = [f"{'mode':20s} {'ms/step':>10s}  losses vs torch eager"]
+    for mode in MODES:
+        r = results[mode]
+        ms = f"{r['ms_per_step']:10.3f}" if "ms_per_step" in r else f"{'-':>10s}"
+        note = r.get("skipped") or r.get("error") or ""
+        if "matches_torch" in r:
+            note = f"{'ok' if r['matches_torch'] else 'DIFFER'} ({r['max_rel_diff']:.1e})"
+        elif mode == "torch eager" and "losses" in r:
+            note = "(the reference)"
+        lines.append(f"{mode:20s} {ms}  {note}")
+    return "\n".join(lines)
+
+
+def environment(args: argparse.Namespace) -> dict:
+    """Where and with what the numbers were taken."""
+    import triton
+
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": name or device.type,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+        "autotune_effort": os.environ.get("TILECRAFT_AUTOTUNE_EFFORT", "quick"),
+        "sizes": args.sizes,
+        "dtype": args.dtype,
+        "compile_backend": args.compile_backend,
+        "graph_captures": "forward, backward and Adam step (capturable=True)",
+        "steps": {"checked": args.check_steps, "warmup": args.warmup_steps, "timed": args.steps},
+    }
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, with sizes, step counts and the compile backend filled in."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--tiny", action="store_true", help="the example's tiny sizes, few steps")
+    p.add_argument("--tune", action="store_true", help="let kernels tune on their first call")
+    default_out = ROOT / "benchmarks" / "results" / "bench_model.json"
+    p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
+    args = p.parse_args(argv)
+    on_gpu = torch.device(args.device).type == "cuda"
+    args.sizes = TINY_SIZES if args.tiny else GPU_SIZES
+    args.check_steps, args.warmup_steps, args.steps = (2, 0, 1) if args.tiny else (5, 3, 20)
+    args.compile_backend = "inductor" if on_gpu else "aot_eager"
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Run every mode, print the table, write the JSON; returns what was written."""
+    args = parse(argv)
+    threads = torch.get_num_threads()
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # read when generated code is loaded
+        torch.set_num_threads(1)  # tiny matrices: more threads only contend
+        print("on the CPU: Triton's interpreter, compile modes on aot_eager, graph modes skipped")
+    try:
+        data = {"results": run_all(args), "environment": environment(args)}
+    finally:
+        torch.set_num_threads(threads)
+    print(table(data["results"]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return data
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""Per-call host overhead of a tiny tilecraft kernel, against launching its Triton kernel directly.
+
+The kernel is `examples/add.py` on 16 float32 elements with a fixed config (nothing tunes).
+Each row is wall-clock microseconds per call over many back-to-back calls, with the device
+synchronized only before and after them; a kernel this small takes far less device time than
+a launch takes on the host, so the rows measure host work:
+
+- tilecraft: the kernel called like a function (dispatch, host code, output allocation, launch)
+- launcher: the generated host launcher called alone (host code, allocation, launch)
+- triton: the same `@triton.jit` kernel launched directly, `jit_fn[grid](...)`, with the very
+  arguments the launcher passed it (output allocated once, outside the loop)
+- torch: `x + y`
+- dispatch only: `Kernel.__call__` with the launcher stubbed out (meaningful on the CPU too)
+- graph replays: one tilecraft call captured in a CUDA graph, replayed (and, for reference,
+  `x + y` captured the same way); the replayed output is checked on fresh inputs.
+
+    PYTHONPATH=$PWD python benchmarks/bench_overhead.py [--out PATH]
+    TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_overhead.py --device cpu --tiny
+
+On the CPU (Triton's interpreter) the times mean little and the CUDA graph rows are skipped;
+that mode checks the script end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")  # before tilecraft reads settings
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.path]
+
+import add  # noqa: E402  (examples/add.py, on the path above)
+
+import tilecraft as tc  # noqa: E402
+
+NUMEL = 16
+GOAL_US = 10.0  # tilecraft's call may cost at most this much more than a direct launch
+
+
+class LaunchRecorder:
+    """Stands in for a `@triton.jit` function in a launcher's globals; records each launch."""
+
+    def __init__(self, jit_fn: Any) -> None:
+        self.jit_fn = jit_fn
+        self.launches: list[tuple[Any, tuple, dict]] = []
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            self.launches.append((grid, args, kwargs))
+            return self.jit_fn[grid](*args, **kwargs)
+
+        return launch
+
+
+def direct_launch(launcher: Callable[..., Any], name: str, args: tuple) -> Callable[[], Any]:
+    """A function launching the launcher's Triton kernel `name` directly, as it launches it."""
+    namespace = launcher.__globals__  # type: ignore[attr-defined]
+    jit_fn = namespace[name]
+    namespace[name] = recorder = LaunchRecorder(jit_fn)
+    try:
+        launcher(*args)
+    finally:
+        namespace[name] = jit_fn
+    (grid, kernel_args, kwargs), *rest = recorder.launches
+    assert not rest, f"{name} launched {1 + len(rest)} times in one call"
+    return lambda: jit_fn[grid](*kernel_args, **kwargs)
+
+
+def dispatch_us(kernel: tc.Kernel, args: tuple, time_us: Callable[..., float]) -> float:
+    """`Kernel.__call__` alone: a call with a stub launcher, less the stub's own time."""
+    bound = kernel.bind(args)
+    launcher = bound.launcher
+
+    def stub(*_: Any) -> None:
+        return None
+
+    bound.launcher = stub
+    try:
+        return time_us(lambda: kernel(*args)) - time_us(lambda: stub(*args))
+    finally:
+        bound.launcher = launcher
+
+
+def compiled_binaries(jit_fn: Any) -> int | None:
+    """How many binaries Triton holds for `jit_fn` (None where this Triton keeps that private)."""
+    try:
+        return sum(len(entry[0]) for entry in jit_fn.device_caches.values())
+    except (AttributeError, TypeError, IndexError):
+        return None  # e.g. Triton's interpreter, which compiles nothing
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the device (a no-op on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def per_call_us(fn: Callable[[], Any], device: torch.device, iters: int, repeats: int) -> float:
+    """Median over `repeats` of wall-clock microseconds per call, over `iters` calls each."""
+    for _ in range(max(1, iters // 10)):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        synchronize(device)
+        samples.append((time.perf_counter() - start) / iters * 1e6)
+    return statistics.median(samples)
+
+
+def capture(fn: Callable[[], Any]) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """`fn` captured in a CUDA graph, after warm-up calls on a side stream; and its output."""
+    fn()  # compiles (and would tune) outside the graph
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+def graph_rows(kernel: tc.Kernel, x: torch.Tensor, y: torch.Tensor, time_us: Any) -> dict:
+    """Replay times of a tilecraft call and of `x + y` in CUDA graphs; replays are checked."""
+    graph, out = capture(lambda: kernel(x, y))
+    torch_graph, _ = capture(lambda: x + y)
+    x.copy_(torch.randn_like(x))  # new inputs in the captured buffers
+    y.copy_(torch.randn_like(y))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y)
+    return {
+        "tilecraft graph replay": time_us(graph.replay),
+        "torch graph replay": time_us(torch_graph.replay),
+    }
+
+
+def measure(device: torch.device, iters: int, repeats: int) -> dict:
+    """Every row, in microseconds per call, and what each comparison says."""
+    kernel = tc.kernel(add.add.fn, config=tc.Config(block_sizes=[NUMEL]))
+    x, y = add.inputs(shape=(NUMEL,), device=device)
+    torch.testing.assert_close(kernel(x, y), x + y)  # the first call compiles
+    bound = kernel.bind((x, y))
+    launcher = bound.launcher
+    assert launcher is not None
+    name = f"_{add.add.__name__}_kernel"  # the jit function's name in the generated module
+    jit_fn = launcher.__globals__[name]
+    direct = direct_launch(launcher, name, (x, y))
+
+    def time_us(fn: Callable[[], Any]) -> float:
+        return per_call_us(fn, device, iters, repeats)
+
+    binaries_before = compiled_binaries(jit_fn)
+    rows = {
+        "tilecraft": time_us(lambda: kernel(x, y)),
+        "launcher": time_us(lambda: launcher(x, y)),
+        "triton": time_us(direct),
+        "torch": time_us(lambda: x + y),
+        "dispatch only": dispatch_us(kernel, (x, y), time_us),
+    }
+    if device.type == "cuda":
+        rows.update(graph_rows(kernel, x, y, time_us))
+    overhead = rows["tilecraft"] - rows["triton"]
+    return {
+        "us_per_call": rows,
+        "overhead_us": overhead,
+        "goal_us": GOAL_US,
+        "goal_met": overhead <= GOAL_US if device.type == "cuda" else None,  # None: not judged
+        "specializations": len(kernel._bound),
+        "compiled_configs": len(bound._compiled),
+        "triton_binaries": [binaries_before, compiled_binaries(jit_fn)],
+        "config": repr(kernel.config),
+    }
+
+
+def table(result: dict) -> str:
+    """The rows as a small text table."""
+    rows = result["us_per_call"]
+    lines = [f"{'':26s} {'us/call':>9s}"]
+    lines += [f"{name:26s} {us:9.2f}" for name, us in rows.items()]
+    verdict = {True: "met", False: "NOT met", None: "not judged off the GPU"}[result["goal_met"]]
+    lines.append(
+        f"tilecraft - triton: {result['overhead_us']:.2f} us"
+        f" (goal <= {result['goal_us']:.0f} us: {verdict})"
+    )
+    return "\n".join(lines)
+
+
+def environment(device: torch.device) -> dict:
+    """Where and with what the numbers were taken."""
+    import triton
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": name or device.type,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+        "numel": NUMEL,
+        "dtype": "float32",
+    }
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--tiny", action="store_true", help="few iterations: a quick end-to-end run")
+    p.add_argument("--iters", type=int, default=None, help="calls per timing (default 10000)")
+    default_out = ROOT / "benchmarks" / "results" / "bench_overhead.json"
+    p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Measure, print the table, write the JSON; returns what was written."""
+    args = parse(argv)
+    device = torch.device(args.device)
+    if device.type == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # read when generated code is loaded
+        print("on the CPU: Triton's interpreter, CUDA graph rows skipped, times not meaningful")
+    iters = args.iters or (20 if args.tiny else 10_000)
+    result = measure(device, iters, repeats=3 if args.tiny else 7)
+    result["environment"] = environment(device)
+    print(table(result))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The GPU benchmark scripts of issue 6 run end to end on the CPU, on tiny shapes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """Import benchmarks/NAME.py; the settings it changes are undone after the test."""
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE_EFFORT", "none")
+    spec = importlib.util.spec_from_file_location(f"_script_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_overhead", monkeypatch)
+    out = tmp_path / "overhead.json"
+    result = script.main(["--device", "cpu", "--tiny", "--out", str(out)])
+    assert json.loads(out.read_text())["us_per_call"] == result["us_per_call"]
+    assert {"tilecraft", "launcher", "triton", "torch"} <= set(result["us_per_call"])
+    assert (result["specializations"], result["compiled_configs"]) == (1, 1)  # no recompiles
+    assert result["goal_met"] is None  # judged on a GPU only
+
+
+def test_bench_model_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_model", monkeypatch)
+    out = tmp_path / "model.json"
+    results = script.main(["--device", "cpu", "--tiny", "--out", str(out)])["results"]
+    assert json.loads(out.read_text())["results"] == results
+    for mode in ("tilecraft eager", "tilecraft compile", "torch compile"):
+        assert results[mode]["matches_torch"], (mode, results[mode])
+        assert results[mode]["ms_per_step"] > 0
+    assert "skipped" in results["tilecraft graph"] and "skipped" in results["torch graph"]
