@@ -1,8 +1,18 @@
 """tilecraft's default tuning against Helion 1.5.0's quick effort, on the same kernels.
 
-softmax and rms_norm at 8192x8192 bf16, matmul at 4096^3 bf16: tuning wall time, configs
-tried, and the tuned kernel's time, all in one run. Helion comes from a carried wheel.
-Usage: python benchmarks/tune_vs_helion.py [kernel ...]  (writes $OUT/tune_vs_helion.json)
+softmax and rms_norm at 8192x8192 bf16, matmul at 4096^3 bf16 (shapes the recorded
+landscapes leave out): tuning wall time, configs tried, and the tuned kernel's time, all
+in one run. Helion comes from a carried wheel.
+
+    --learn DIR     import the landscapes in DIR into the (fresh) tuning database first,
+                    so the default tuning is the fast, model-guided search
+    --full S        also tune with tilecraft's full effort, capped at S seconds: the
+                    reference the fast search is held to
+    --no-helion     skip Helion;  --no-tilecraft  skip tilecraft (to run each on its own GPU)
+    --out NAME      the JSON file's name (default tune_vs_helion.json)
+
+Usage: python benchmarks/tune_vs_helion.py [kernel ...] [options]
+(writes $OUT/tune_vs_helion.json, or benchmarks/results/ without $OUT)
 """
 
 from __future__ import annotations
@@ -59,9 +69,9 @@ def run_helion(kernel, args: tuple) -> dict:
     }
 
 
-def run_tilecraft(kernel, args: tuple) -> dict:
+def run_tilecraft(kernel, args: tuple, **options) -> dict:
     start = time.perf_counter()
-    config = kernel.autotune(args)
+    config = kernel.autotune(args, **options)
     seconds = time.perf_counter() - start
     bound = kernel.bind(args)
     stats = getattr(bound, "tuning", {}) or {}
@@ -70,9 +80,15 @@ def run_tilecraft(kernel, args: tuple) -> dict:
         "tune_s": seconds,
         "configs": stats.get("configs"),
         "failed": stats.get("failed"),
+        "search": stats.get("search"),
         "ms": ms,
         "config": repr(config),
     }
+
+
+def option(flag: str) -> str | None:
+    """The value after `flag` on the command line, if given."""
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else None
 
 
 def main(names: list[str], with_helion: bool = True) -> int:
@@ -80,13 +96,24 @@ def main(names: list[str], with_helion: bool = True) -> int:
         print("tune_vs_helion.py needs a GPU")
         return 0
     os.environ.setdefault("TILECRAFT_CACHE_DIR", "/tmp/tilecraft-tune")  # start cold
+    learned, full = option("--learn"), option("--full")
+    if learned:
+        from tilecraft.cli import learn
+
+        learn(learned)
     helion = helion_kernels() if with_helion else {}
     rows = []
     for name in names:
         module = example(name)
         args = module.inputs(shape=SHAPES[name], dtype=torch.bfloat16, device="cuda")
-        row = {"kernel": name, "tilecraft": run_tilecraft(getattr(module, name), args)}
-        print(name, "tilecraft", row["tilecraft"], flush=True)
+        row: dict = {"kernel": name}
+        if "--no-tilecraft" not in sys.argv:
+            row["tilecraft"] = run_tilecraft(getattr(module, name), args)
+            print(name, "tilecraft", row["tilecraft"], flush=True)
+        if full:
+            kernel = getattr(module, name)
+            row["full"] = run_tilecraft(kernel, args, effort="full", budget_s=float(full))
+            print(name, "tilecraft full", row["full"], flush=True)
         if with_helion:
             row["helion"] = run_helion(helion[name], args)
             shown = {k: v for k, v in row["helion"].items() if k != "log_tail"}
@@ -94,8 +121,9 @@ def main(names: list[str], with_helion: bool = True) -> int:
         rows.append(row)
     out = Path(os.environ.get("OUT", ROOT / "benchmarks" / "results"))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tune_vs_helion.json").write_text(json.dumps(rows, indent=1, default=str))
-    for r in rows if with_helion else []:
+    name = option("--out") or "tune_vs_helion.json"
+    (out / name).write_text(json.dumps(rows, indent=1, default=str))
+    for r in rows if with_helion and "--no-tilecraft" not in sys.argv else []:
         t, h = r["tilecraft"], r["helion"]
         print(
             f"| {r['kernel']} | {t['tune_s']:.1f} s, {t['configs']} configs, {t['ms']:.4f} ms "
@@ -106,5 +134,6 @@ def main(names: list[str], with_helion: bool = True) -> int:
 
 
 if __name__ == "__main__":
-    names = [a for a in sys.argv[1:] if not a.startswith("--")]
+    values = {option(f) for f in ("--learn", "--full", "--out")}
+    names = [a for a in sys.argv[1:] if not a.startswith("--") and a not in values]
     sys.exit(main(names or list(SHAPES), "--no-helion" not in sys.argv))

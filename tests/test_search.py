@@ -140,6 +140,7 @@ def test_starts_from_the_seeds(name: str) -> None:
 
 
 def test_make_search_knows_every_name() -> None:
-    assert set(SEARCHES) == {"random", "pattern", "de", "classifier", "quick", "fast", "llm", "llm-hybrid"}
+    names = {"random", "pattern", "de", "classifier", "quick", "fast", "llm", "llm-hybrid"}
+    assert set(SEARCHES) == names
     with pytest.raises(ValueError, match="pattern"):
         make_search("annealing", Landscape().space, Landscape(), Landscape().budget(1))

@@ -1,5 +1,6 @@
 """The `tilecraft` command: `tilecraft demo`, `tilecraft code EXAMPLE`,
-`tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it)."""
+`tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it),
+`tilecraft learn FOLDER` (import recorded landscapes into the tuning database)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def print_example(example: str, examples: str | None, dtype: str | None, prompt:
     return 0
 
 
+def learn(folder: str) -> int:
+    """Import landscapes into the default tuning database: later tuning learns from them."""
+    from tilecraft.autotune.db import TuningDB, default_db_path
+    from tilecraft.autotune.landscape import import_landscapes
+
+    with TuningDB(default_db_path()) as db:
+        count = import_landscapes(db, folder)
+        print(f"tilecraft: {count} trials imported into {db.path}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line parser."""
     p = argparse.ArgumentParser(prog="tilecraft", description=__doc__)
@@ -39,6 +51,8 @@ def parser() -> argparse.ArgumentParser:
     code.add_argument("example", help="an example's name, e.g. softmax")
     prompt = sub.add_parser("prompt", help="print what LLM-guided tuning would send a model")
     prompt.add_argument("example", help="an example's name, e.g. softmax")
+    learn = sub.add_parser("learn", help="import recorded landscapes into the tuning database")
+    learn.add_argument("folder", help="a folder of *.jsonl.gz landscapes")
     for command in (run, code, prompt):
         command.add_argument("--examples", help="the examples folder (default: ./examples)")
         command.add_argument("--dtype", choices=sorted(demo.DTYPES), help="the inputs' dtype")
@@ -50,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "demo":
         return demo.run_demo(args.examples, args.dtype)
+    if args.command == "learn":
+        return learn(args.folder)
     return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
 
 

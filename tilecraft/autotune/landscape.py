@@ -18,12 +18,13 @@ import gzip
 import importlib
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from tilecraft.autotune.db import TuningDB
 from tilecraft.autotune.space import ConfigSpace, Knob
 from tilecraft.autotune.trial import Trial
 from tilecraft.runtime.bound import BoundKernel
@@ -167,3 +168,29 @@ def _trial_from_json(d: dict[str, Any]) -> Trial:
         d.get("error", ""),
         d.get("bench_s", 0.0),
     )
+
+
+def import_landscapes(db: TuningDB, folder: Path | str) -> int:
+    """Store every landscape in `folder` in the tuning database (trials, descriptions and
+    best configs), as if tuned on its machine; returns the number of trials."""
+    from tilecraft.autotune.features import describe
+    from tilecraft.autotune.tune import tune_key
+
+    count = 0
+    for land in load_all(folder):
+        _, bound, args = land.case.bind("meta")
+        key = replace(tune_key(bound, args), hardware=land.hardware, versions=land.versions)
+        db.record(
+            land.trials,
+            kernel=key.kernel,
+            kernel_name=bound.src.tree.name,
+            spec_key=key.spec_key,
+            hardware=key.hardware,
+            versions=key.versions,
+            search="landscape",
+        )
+        db.save_description(key.kernel, key.spec_key, key.hardware, describe(bound, key.hardware))
+        best = min((t for t in land.trials if t.ok and t.time_ms), key=lambda t: t.time_ms)
+        db.save_best(key, best.config, best.time_ms or 0.0)
+        count += len(land.trials)
+    return count

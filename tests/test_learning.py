@@ -1,0 +1,224 @@
+"""Learning from recorded trials: features, the cost model, replay and the fast search.
+
+Uses the landscapes recorded on the H200 (benchmarks/landscapes/h200), replayed on CPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import warnings
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.autotune import model as model_module
+from tilecraft.autotune.db import TuningDB, TuningDBWarning
+from tilecraft.autotune.features import describe, features
+from tilecraft.autotune.landscape import Landscape, import_landscapes
+from tilecraft.autotune.model import CostModel, database_groups, from_database
+from tilecraft.autotune.replay import Replay
+from tilecraft.autotune.search import make_search
+from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests, spec_distance
+from tilecraft.autotune.trial import Budget, Trial
+
+LANDSCAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "landscapes" / "h200"
+
+
+@cache
+def prepared(name: str) -> tuple[Landscape, object, dict]:
+    """A recorded landscape, its space and the kernel's description."""
+    land = Landscape.load(LANDSCAPES / f"{name}-bfloat16.jsonl.gz")
+    _, bound, _ = land.case.bind("meta")
+    return land, land.space(bound), describe(bound, land.hardware)
+
+
+@cache
+def model_without(*names: str) -> CostModel:
+    """A model trained on every landscape but `names`."""
+    groups = []
+    for path in sorted(LANDSCAPES.glob("*.jsonl.gz")):
+        name = path.name.removesuffix("-bfloat16.jsonl.gz")
+        if name not in names:
+            land, _, desc = prepared(name)
+            groups.append((desc, land.trials))
+    model = CostModel.fit(groups)
+    assert model is not None
+    return model
+
+
+def best_config(land: Landscape) -> tc.Config:
+    return min((t for t in land.trials if t.ok), key=lambda t: t.time_ms or 0.0).config
+
+
+def test_features_have_one_length_and_follow_the_config() -> None:
+    _, _, soft = prepared("softmax-4096x4096")
+    _, _, mm = prepared("matmul-2048x2048x2048")
+    assert soft["counts"]["reduce"] == 2 and soft["counts"]["dot"] == 0
+    assert mm["counts"]["dot"] == 1 and 2 * 2048**3 <= mm["flops"] < 2.01 * 2048**3
+    a = features(mm, tc.Config(block_sizes=[64, 64, 32], num_warps=4))
+    b = features(mm, tc.Config(block_sizes=[128, 128, 32], num_warps=8))
+    assert len(a) == len(b) == len(features(soft, tc.Config(block_sizes=[1])))
+    assert a != b
+
+
+def test_landscapes_cover_eight_kernels_at_three_shapes_each() -> None:
+    kernels: dict[str, int] = {}
+    for path in LANDSCAPES.glob("*.jsonl.gz"):
+        kernels[path.name.split("-")[0]] = kernels.get(path.name.split("-")[0], 0) + 1
+    assert len(kernels) >= 8 and min(kernels.values()) >= 3
+
+
+def test_the_model_ranks_an_unseen_shape() -> None:
+    land, space, desc = prepared("softmax-4096x4096")
+    model = model_without("softmax-4096x4096")
+    replay = Replay(land, space)
+    top = model.rank(desc, [t.config for t in land.trials])[:5]
+    best = min(replay.lookup(c).time_ms or float("inf") for c in top)
+    assert best <= 1.05 * land.best_ms
+    worst = model.rank(desc, [t.config for t in land.trials])[-5:]
+    assert min(replay.lookup(c).time_ms or float("inf") for c in worst) > best
+
+
+def run_search(name: str, target: str, model: CostModel | None, seed: int = 0) -> Replay:
+    land, space, desc = prepared(target)
+    replay = Replay(land, space)
+    budget = Budget(20, 60.0, clock=replay.clock)
+    seeds = heuristic_seeds(space)
+    search = make_search(
+        name, space, replay, budget, seed=seed, seeds=seeds, model=model, description=desc
+    )
+    search.run()
+    return replay
+
+
+def test_replay_is_deterministic_and_keeps_simulated_time() -> None:
+    for name in ("fast", "classifier"):
+        model = model_without("rms_norm-1024x1024")
+        one, two = (run_search(name, "rms_norm-1024x1024", model) for _ in range(2))
+        assert [t.config for t in one.history] == [t.config for t in two.history]
+        assert one.now == two.now and 0 < one.now <= 60.0 + 30.0
+
+
+def test_replay_answers_unrecorded_configs_from_the_nearest() -> None:
+    land, space, _ = prepared("add-4096x4096")
+    replay = Replay(land, space)
+    recorded = land.trials[0]
+    assert replay.lookup(recorded.config).time_ms == recorded.time_ms and replay.imputed == 0
+    values = space.values(recorded.config)
+    odd = space.config({**values, "num_warps": 32, "num_stages": 5})
+    if odd not in replay.table:
+        assert replay.lookup(odd).config == odd and replay.imputed == 1
+
+
+@pytest.mark.parametrize(
+    "target", ["softmax-4096x4096", "layer_norm-1024x1024", "matmul-2048x2048x2048"]
+)
+def test_fast_search_finds_the_best_region_of_held_out_shapes(target: str) -> None:
+    land, _, _ = prepared(target)
+    replay = run_search("fast", target, model_without(target))
+    assert len(replay.history) <= 20
+    assert (replay.best_ms() or float("inf")) <= 1.05 * land.best_ms
+
+
+def test_nearest_shapes_come_first() -> None:
+    assert spec_distance("bfloat16[64, 64]", "float32[64, 64]") == float("inf")
+    best = {
+        "bfloat16[1024, 1024]": (1.0, tc.Config(num_warps=1)),
+        "bfloat16[8192, 8192]": (1.0, tc.Config(num_warps=2)),
+        "bfloat16[4096, 4096]": (1.0, tc.Config(num_warps=4)),
+    }
+    order = nearest_bests(best, "bfloat16[4096, 2048]")
+    assert [c.num_warps for c in order] == [4, 1, 2]
+
+
+# -- tuning: the database feeds the model ------------------------------------------------
+@tc.kernel
+def scale(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def cpu_landscape(tmp_path: Path) -> Path:
+    """A recorded landscape relabelled as measured on this CPU, so that CPU tuning finds
+    something relevant in its database."""
+    land, _, _ = prepared("add-1024x1024")
+    folder = tmp_path / "landscapes"
+    dataclasses.replace(land, hardware="cpu").save(folder / "add.jsonl.gz")
+    return folder
+
+
+def tune(tmp_path: Path, **options: object) -> dict:
+    kernel = tc.kernel(scale.fn, cache_dir=tmp_path, autotune_workers=0, autotune_quiet=True)
+    kernel.autotune((torch.randn(300),), max_configs=4, **options)
+    return kernel.bind((torch.randn(300),)).tuning
+
+
+def test_an_empty_database_falls_back_to_the_classifier_climb(tmp_path: Path) -> None:
+    assert tune(tmp_path)["search"] == "quick"
+
+
+def test_a_database_with_trials_makes_tuning_fast(tmp_path: Path) -> None:
+    with TuningDB(tmp_path / "tuning.sqlite3") as db:
+        assert import_landscapes(db, cpu_landscape(tmp_path)) == 200
+        assert len(database_groups(db, "cpu")) == 1
+    assert tune(tmp_path)["search"] == "fast"
+    with TuningDB(tmp_path / "tuning.sqlite3") as db:  # the new kernel was described too
+        assert len(db.descriptions("cpu")) == 2
+
+
+def test_a_damaged_database_or_model_cache_never_stops_tuning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tuning.sqlite3").write_bytes(b"not a database at all" * 100)
+    with pytest.warns(TuningDBWarning):
+        assert tune(tmp_path)["configs"] >= 1
+    with TuningDB(tmp_path / "tuning.sqlite3") as db:
+        import_landscapes(db, cpu_landscape(tmp_path))
+        assert from_database(db, "cpu", tmp_path) is not None
+        for cached in (tmp_path / "models").glob("*.pkl"):
+            cached.write_bytes(b"garbage")
+        monkeypatch.setattr(model_module, "_LOADED", {})  # as in a new process
+        with pytest.warns(UserWarning, match="ignoring cached cost model"):
+            assert from_database(db, "cpu", tmp_path) is not None  # refitted
+
+
+def test_foreign_descriptions_and_versions_are_ignored(tmp_path: Path) -> None:
+    land, _, desc = prepared("add-1024x1024")
+    old = {**desc, "version": -1}
+    assert CostModel.fit([(old, land.trials)]) is None
+    path = tmp_path / "t.sqlite3"
+    with TuningDB(path) as db:
+        db.save_description("k", "s", "cpu", desc)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE specs SET description = 'not json'")
+    with TuningDB(path) as db, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert db.descriptions("cpu") == {}
+    assert any("unreadable" in str(w.message) for w in caught)
+
+
+def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with TuningDB(path) as db:
+        db.record(
+            [Trial(tc.Config(num_warps=4), "ok", 1.0)],
+            kernel="k",
+            kernel_name="k",
+            spec_key="s",
+            hardware="cpu",
+            versions="v",
+            search="t",
+        )
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE specs")
+        conn.execute("PRAGMA user_version = 1")
+    with TuningDB(path) as db:
+        assert db.count() == 1 and not db.in_memory
+        db.save_description("k", "s", "cpu", {"version": 1})
+        assert db.descriptions("cpu") == {("k", "s"): {"version": 1}}
