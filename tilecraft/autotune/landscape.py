@@ -190,7 +190,7 @@ def import_landscapes(db: TuningDB, folder: Path | str) -> int:
             search="landscape",
         )
         db.save_description(key.kernel, key.spec_key, key.hardware, describe(bound, key.hardware))
-        best = min((t for t in land.trials if t.ok and t.time_ms), key=lambda t: t.time_ms)
-        db.save_best(key, best.config, best.time_ms or 0.0)
+        best = next(t for t in land.trials if t.ok and t.time_ms == land.best_ms)
+        db.save_best(key, best.config, land.best_ms)
         count += len(land.trials)
     return count
