@@ -115,6 +115,10 @@ def boundary(w: KernelWriter, access: Access) -> str:
 
 # -- pointers --------------------------------------------------------------------
 def stride(w: KernelWriter, param: Param, dim: int) -> str:
+    """A tensor's stride: a constant, since strides are part of the specialization (a
+    constant also spares the launch an argument); an argument where it is unknown."""
+    if param.strides is not None and dim < len(param.strides):
+        return str(param.strides[dim])
     name = f"{param.name}_stride_{dim}"
     w.strides[name] = f"{param.host_expr}.stride({dim})"
     return name
@@ -133,7 +137,8 @@ def pointer(w: KernelWriter, access: Access) -> tuple[str, str | None]:
             term = index_expr(w, index, rank, pos, masks)
             if term is not None:
                 term = f"{term}.to(tl.int64)" if wide and index.kind != "scalar" else term
-                terms.append(f"{term} * {stride(w, param, dim)}")
+                step = stride(w, param, dim)
+                terms.append(term if step == "1" else f"{term} * {step}")
             dim += 1
         pos += width
     if any(i.kind in ("unit", "newaxis") for i in access.indices):
