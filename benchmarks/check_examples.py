@@ -5,7 +5,7 @@ Usage: python benchmarks/check_examples.py  (writes $OUT/check_examples.json if 
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import sys
@@ -26,15 +26,10 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
 def load_examples() -> list:
-    sys.path.insert(0, str(ROOT / "examples"))  # examples may import each other
-    modules = []
-    for path in sorted((ROOT / "examples").glob("*.py")):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        modules.append(module)
-    return modules
+    """Every example module, imported by name once (examples import each other, and a
+    second copy of a module would register its PyTorch operators twice)."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    return [importlib.import_module(p.stem) for p in sorted((ROOT / "examples").glob("*.py"))]
 
 
 def check(module, kernel, shape, dtype) -> dict:
