@@ -32,6 +32,11 @@ def load_examples() -> list:
     return [importlib.import_module(p.stem) for p in sorted((ROOT / "examples").glob("*.py"))]
 
 
+def _tensors(value) -> list:
+    """A kernel's outputs as a list (backward kernels return several)."""
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
 def check(module, kernel, shape, dtype) -> dict:
     row = {
         "example": module.__name__,
@@ -46,11 +51,11 @@ def check(module, kernel, shape, dtype) -> dict:
         out = kernel(*args)
         torch.cuda.synchronize()
         row["first_call_s"] = round(time.perf_counter() - start, 3)
-        ref = module.reference(*args)
-        err = relative_error(out, ref)
+        outs, refs = _tensors(out), _tensors(module.reference(*args))
+        err = max(relative_error(o, r) for o, r in zip(outs, refs, strict=True))
         row["rel_err"] = err
         limit = REL_ERROR_LIMITS[dtype]
-        if not torch.isfinite(out).all() or err > limit:
+        if not all(torch.isfinite(o).all() for o in outs) or err > limit:
             raise AssertionError(f"relative error {err:.2e} > {limit:.0e}")
         row["status"] = "ok"
     except Exception as e:  # report every failure, keep going
