@@ -91,15 +91,7 @@ def record(case: Case, args: argparse.Namespace, db: TuningDB) -> Landscape:
 
         def evaluate(configs: list) -> list[Trial]:
             trials = bench(configs)
-            db.record(
-                trials,
-                kernel=key.kernel,
-                kernel_name=bound.src.tree.name,
-                spec_key=key.spec_key,
-                hardware=key.hardware,
-                versions=key.versions,
-                search="landscape",
-            )
+            db.record_for(key, trials, bound.src.tree.name, "landscape")
             return trials
 
         n = args.dot_configs if bound.spec.dot_blocks else args.configs

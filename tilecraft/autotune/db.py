@@ -22,7 +22,7 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,6 +165,20 @@ class TuningDB:
         rows = [head + _trial_values(trial) for trial in trials]
         with self._write() as conn:
             conn.executemany(_INSERT_TRIAL, rows)
+
+    def record_for(
+        self, key: TuneKey, trials: Sequence[Trial], kernel_name: str, search: str
+    ) -> None:
+        """`record` for the kernel, specialization, machine and versions of `key`."""
+        self.record(
+            trials,
+            kernel=key.kernel,
+            kernel_name=kernel_name,
+            spec_key=key.spec_key,
+            hardware=key.hardware,
+            versions=key.versions,
+            search=search,
+        )
 
     def trials(
         self, kernel: str | None = None, spec_key: str | None = None, hardware: str | None = None
@@ -350,34 +364,42 @@ def _needs_schema(conn: sqlite3.Connection) -> bool:
 
 def _create_schema(conn: sqlite3.Connection) -> None:
     """Create the tables, unless another process did so while we waited for the lock."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+
+    def create() -> None:
         if _needs_schema(conn):
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            _run_script(conn, _SCHEMA)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+
+    _immediately(conn, create)
 
 
 def _upgrade(conn: sqlite3.Connection) -> None:
     """Bring a version-1 file to this version (adds tables; keeps every row)."""
+
+    def upgrade() -> None:
+        _run_script(conn, _UPGRADE)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    _immediately(conn, upgrade)
+
+
+def _immediately(conn: sqlite3.Connection, work: Callable[[], None]) -> None:
+    """Run `work` in one IMMEDIATE transaction: all of it or nothing."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _UPGRADE.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        work()
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def _is_corrupt(error: sqlite3.DatabaseError) -> bool:

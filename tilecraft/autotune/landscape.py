@@ -180,15 +180,7 @@ def import_landscapes(db: TuningDB, folder: Path | str) -> int:
     for land in load_all(folder):
         _, bound, args = land.case.bind("meta")
         key = replace(tune_key(bound, args), hardware=land.hardware, versions=land.versions)
-        db.record(
-            land.trials,
-            kernel=key.kernel,
-            kernel_name=bound.src.tree.name,
-            spec_key=key.spec_key,
-            hardware=key.hardware,
-            versions=key.versions,
-            search="landscape",
-        )
+        db.record_for(key, land.trials, bound.src.tree.name, "landscape")
         db.save_description(key.kernel, key.spec_key, key.hardware, describe(bound, key.hardware))
         best = next(t for t in land.trials if t.ok and t.time_ms == land.best_ms)
         db.save_best(key, best.config, land.best_ms)

@@ -101,15 +101,7 @@ def autotune(
             def evaluate(batch: list[Config]) -> list[Trial]:
                 trials = bench(batch)
                 try:
-                    db.record(
-                        trials,
-                        kernel=key.kernel,
-                        kernel_name=bound.src.tree.name,
-                        spec_key=key.spec_key,
-                        hardware=key.hardware,
-                        versions=key.versions,
-                        search=name,
-                    )
+                    db.record_for(key, trials, bound.src.tree.name, name)
                 except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
                     warnings.warn(f"tilecraft: trials not recorded: {e}", stacklevel=2)
                 shown.update(trials)
