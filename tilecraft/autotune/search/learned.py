@@ -66,11 +66,12 @@ class LearnedSearch(ClassifierPatternSearch):
             best = min(best, new)
 
     def first_batch(self) -> list[Config]:
-        """The nearest seeds, then the model's favourites."""
-        candidates = [self.space.default(), *self.seeds, *self.draw(self.pool)]
+        """The default and the nearest seeds (a floor if the model is wrong about this
+        kernel), then the model's favourites."""
+        candidates = [*self.seeds, *self.draw(self.pool)]
         candidates += [n for s in self.seeds[: self.nearest] for n in self.space.neighbors(s)]
         rated = self.best_rated(self.unseen(candidates), self.first)
-        return self.unseen([*self.seeds[: self.nearest], *rated])
+        return self.unseen([self.space.default(), *self.seeds[: self.nearest], *rated])
 
     def best_rated(self, configs: list[Config], n: int | None = None) -> list[Config]:
         """The `n` (default `per_round`) configs the model ranks best, one per distinct
