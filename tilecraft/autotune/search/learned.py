@@ -16,11 +16,12 @@ from tilecraft.runtime.config import Config
 
 
 class LearnedSearch(ClassifierPatternSearch):
-    """Starts from the seeds nearest in shape (the best configs of the same kernel at
-    other shapes, first in `seeds`) and the `first` configs the model ranks best among
-    `pool` random ones, the seeds and their neighbours. Then each round measures the
-    `per_round` neighbours of the leaders the model rates best (plus the pattern
-    search's jumps), and stops after `patience` rounds without a gain of `threshold`.
+    """Starts from the default config, the seeds nearest in shape (the best configs of
+    the same kernel at other shapes, first in `seeds`) and the `first` configs the model
+    ranks best among `pool` random ones, the seeds and their neighbours. Then each round
+    measures the `per_round` neighbours of the leaders the model rates best (plus the
+    pattern search's jumps), and stops after `patience` rounds without a gain of
+    `threshold`.
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
     the classifier-guided pattern search.
