@@ -55,3 +55,12 @@ def test_example_kernel(module_name, kernel_name, dtype, shape, mode) -> None:
 def test_example_main(module_name: str, capsys: pytest.CaptureFixture[str]) -> None:
     importlib.import_module(module_name).main()
     assert "ok" in capsys.readouterr().out
+
+
+def test_the_demo_loads_every_example() -> None:
+    """`tilecraft demo` imports every example, also ones that import each other."""
+    from tilecraft.demo import example_kernels, find_examples, load_example
+
+    folder = find_examples()
+    modules = [load_example(path) for path in sorted(folder.glob("*.py"))]
+    assert all(example_kernels(m) for m in modules)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import inspect
 import os
 import statistics
@@ -54,16 +54,14 @@ def find_examples(given: str | Path | None = None) -> Path:
 
 
 def load_example(path: Path) -> ModuleType:
-    """Import one example file by path (registered in sys.modules, so source is readable;
-    its folder goes on sys.path, since examples may import each other)."""
+    """Import one example file by its plain name, with its folder on sys.path, the way the
+    examples import each other (a second copy of a module under another name would, for
+    one, register its PyTorch operators twice)."""
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
-    name = f"_tilecraft_example_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None, path
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
+    module = importlib.import_module(path.stem)
+    if Path(module.__file__ or "").resolve() != path.resolve():
+        raise ImportError(f"{path.stem!r} names another module ({module.__file__}), not {path}")
     return module
 
 
