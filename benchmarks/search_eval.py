@@ -82,19 +82,11 @@ def seeds_for(target: Prepared, known: list[Prepared]) -> list[Any]:
 def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, seed: int) -> dict:
     """One search on one landscape: the best relative time after N trials and T seconds."""
     replay = Replay(target.land, target.space)
-    trace: list[tuple[int, float, float]] = []
-    evaluate_inner = replay.__call__
-
-    def evaluate(configs: list) -> list:
-        trials = evaluate_inner(configs)
-        trace.append((len(replay.history), replay.now, replay.best_ms() or float("inf")))
-        return trials
-
     budget = Budget(MAX_CONFIGS, MAX_SECONDS, clock=replay.clock)
     search = make_search(
         strategy,
         target.space,
-        evaluate,
+        replay,
         budget,
         seed=seed,
         seeds=seeds,
@@ -104,8 +96,8 @@ def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, s
     search.run()
     best = target.land.best_ms
     return {
-        "after_n": {n: _at(trace, 0, n) / best for n in AFTER_N},
-        "after_s": {s: _at(trace, 1, s) / best for s in AFTER_S},
+        "after_n": {n: _at(replay.trace, 0, n) / best for n in AFTER_N},
+        "after_s": {s: _at(replay.trace, 1, s) / best for s in AFTER_S},
         "trials": len(replay.history),
         "seconds": replay.now,
         "final": (replay.best_ms() or float("inf")) / best,

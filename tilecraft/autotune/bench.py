@@ -24,6 +24,7 @@ from tilecraft.autotune.workers import WorkerPool
 from tilecraft.exc import TilecraftError
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.interpret import eager_function, run_eagerly
 
 
 class Benchmarker:
@@ -55,8 +56,6 @@ class Benchmarker:
         try:
             result = self.bound.compile(config)(*run_args)
         except Exception:  # e.g. a default too big for this GPU's shared memory
-            from tilecraft.runtime.interpret import eager_function, run_eagerly
-
             run_args = fresh(self.args)
             fn = eager_function(self.bound.src)
             result = run_eagerly(fn, run_args, (config or self.bound.default_config).tunables)
@@ -73,7 +72,6 @@ class Benchmarker:
             "code_path": str(self.bound.code_path(config)),
             "name": self.bound.src.tree.name,
             "imports": self.imports,
-            "time": True,
             "lock": str(self.dir / "gpu.lock") if self.pool is not None else None,
         }
 

@@ -25,8 +25,10 @@ from typing import Any
 import torch
 
 from tilecraft.autotune.db import TuningDB
+from tilecraft.autotune.features import describe
 from tilecraft.autotune.space import ConfigSpace, Knob
 from tilecraft.autotune.trial import Trial
+from tilecraft.autotune.tune import tune_key
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 
@@ -173,9 +175,6 @@ def _trial_from_json(d: dict[str, Any]) -> Trial:
 def import_landscapes(db: TuningDB, folder: Path | str) -> int:
     """Store every landscape in `folder` in the tuning database (trials, descriptions and
     best configs), as if tuned on its machine; returns the number of trials."""
-    from tilecraft.autotune.features import describe
-    from tilecraft.autotune.tune import tune_key
-
     count = 0
     for land in load_all(folder):
         _, bound, args = land.case.bind("meta")

@@ -72,16 +72,22 @@ class CostModel:
             regressor = _regressor(seed).fit(np.asarray(x), np.asarray(y))
         return cls(regressor, used, len(y))
 
-    def predict(self, desc: dict[str, Any], configs: Sequence[Config]) -> np.ndarray:
-        """Predicted log2 slowdown against the best config (lower is better)."""
+    def rank(
+        self, desc: dict[str, Any], configs: Sequence[Config], distinct: bool = False
+    ) -> list[Config]:
+        """`configs`, the fastest predicted first (ties keep their order). `distinct`
+        keeps one config per feature vector: knobs that change nothing the model sees
+        are not worth a trial."""
         if not configs:
-            return np.zeros(0)
-        return self.regressor.predict(np.asarray([features(desc, c) for c in configs]))
-
-    def rank(self, desc: dict[str, Any], configs: Sequence[Config]) -> list[Config]:
-        """`configs`, the fastest predicted first (ties keep their order)."""
-        scores = self.predict(desc, configs)
+            return []
+        vectors = [tuple(features(desc, c)) for c in configs]
+        scores = self.regressor.predict(np.asarray(vectors))
         order = sorted(range(len(configs)), key=lambda i: (scores[i], i))
+        if distinct:
+            first: dict[tuple[float, ...], int] = {}  # feature vector -> best-ranked config
+            for i in order:
+                first.setdefault(vectors[i], i)
+            order = list(first.values())
         return [configs[i] for i in order]
 
 
@@ -95,22 +101,24 @@ def _regressor(seed: int) -> Any:
     )
 
 
-_LOADED: dict[str, CostModel | None] = {}
+# per database and machine: (what the model was fitted on, the model), the latest only
+_LOADED: dict[str, tuple[str, CostModel | None]] = {}
 
 
 def from_database(db: TuningDB, hardware: str, cache_dir: Path) -> CostModel | None:
-    """The model of every trial on `hardware` in `db`, retrained only when trials were
+    """The model of every trial on `hardware` in `db`, refitted only when trials were
     added since (kept in memory and in `cache_dir`, so a new process need not refit)."""
-    name = f"{hardware}|{db.path}|{db.count()}|{VERSION}|{_sklearn_version()}"
-    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-    if digest not in _LOADED:
-        path = cache_dir / "models" / f"cost-{digest}.pkl"
-        model = _read(path)
+    slot = hashlib.sha256(f"{hardware}|{db.path}".encode()).hexdigest()[:16]
+    stamp = f"{db.count()}|{VERSION}|{_sklearn_version()}"
+    held = _LOADED.get(slot)
+    if held is None or held[0] != stamp:
+        path = cache_dir / "models" / f"cost-{slot}.pkl"
+        model = _read(path, stamp)
         if model is None:
             model = CostModel.fit(database_groups(db, hardware))
-            _write(path, model)
-        _LOADED[digest] = model
-    return _LOADED[digest]
+            _write(path, stamp, model)
+        held = _LOADED[slot] = (stamp, model)
+    return held[1]
 
 
 def database_groups(db: TuningDB, hardware: str) -> list[Group]:
@@ -125,26 +133,27 @@ def database_groups(db: TuningDB, hardware: str) -> list[Group]:
     return [(descriptions[key], found) for key, found in trials.items()]
 
 
-def _read(path: Path) -> CostModel | None:
+def _read(path: Path, stamp: str) -> CostModel | None:
+    """The cached model, if it was fitted on what `stamp` describes."""
     if not path.exists():
         return None
     try:
         with open(path, "rb") as f:
-            model = pickle.load(f)
-        return model if isinstance(model, CostModel) else None
+            fitted_on, model = pickle.load(f)
+        return model if fitted_on == stamp and isinstance(model, CostModel) else None
     except Exception as e:  # a damaged or stale file is refitted, never fatal
         warnings.warn(f"tilecraft: ignoring cached cost model {path}: {e}", stacklevel=3)
         return None
 
 
-def _write(path: Path, model: CostModel | None) -> None:
+def _write(path: Path, stamp: str, model: CostModel | None) -> None:
     if model is None:
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
-            pickle.dump(model, f)
+            pickle.dump((stamp, model), f)
         os.replace(tmp, path)  # readers see the old file or the new one, never half
     except OSError as e:
         warnings.warn(f"tilecraft: cost model not cached: {e}", stacklevel=3)

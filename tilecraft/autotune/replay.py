@@ -48,6 +48,7 @@ class Replay:
         self.now = 0.0
         self.imputed = 0
         self.history: list[Trial] = []
+        self.trace: list[tuple[int, float, float]] = []  # (trials, seconds, best ms) per batch
 
     def clock(self) -> float:
         return self.now
@@ -56,6 +57,7 @@ class Replay:
         trials = [self.lookup(c) for c in configs]
         self.now += self.batch_seconds(trials)
         self.history += trials
+        self.trace.append((len(self.history), self.now, self.best_ms() or float("inf")))
         return trials
 
     def lookup(self, config: Config) -> Trial:

@@ -132,14 +132,14 @@ def exclusive(lock_path: str | None) -> Iterator[None]:
 
 
 def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
-    """Check (and if asked, time) the candidate a job names; never raises.
+    """Check (unless `check` is false) and time the candidate a job names; never raises.
 
     The result has `status`, `error`, `compile_s` (the first run, which compiles), and
-    for timed jobs `time_ms` and `bench_s` (wall time spent timing, waiting excluded)."""
+    for ok candidates `time_ms` and `bench_s` (wall time spent timing, waiting excluded)."""
     try:
         launcher = load_launcher(job["code_path"], job["name"], job["imports"])
         result = check(launcher, args, expected) if job.get("check", True) else {"status": "ok"}
-        if result["status"] == "ok" and job.get("time"):
+        if result["status"] == "ok":
             with exclusive(job.get("lock")):
                 start = time.perf_counter()
                 ms = measure(launcher, args)

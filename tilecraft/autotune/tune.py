@@ -40,10 +40,10 @@ class Effort:
 
 
 EFFORTS = {
-    "quick": Effort("fast", 10.0, 40),  # when the tuning database has taught a cost model
-    "quick-cold": Effort("quick", 30.0, 60),  # before it has: the classifier-guided climb
+    "quick": Effort("fast", 10.0, 40),  # once the tuning database has taught a cost model
     "full": Effort("classifier", 300.0, 600),
 }
+COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 
 
 def db_path(settings: Settings) -> Path:
@@ -92,10 +92,12 @@ def autotune(
             bound, args, workers=settings.autotune_workers, timeout_s=settings.autotune_timeout_s
         ) as bench,
     ):
-        chosen = effort or settings.autotune_effort
-        name, budget, learned = _plan(db, key, bound, settings, chosen, search)
-        budget.max_configs = max_configs or budget.max_configs
-        budget.max_seconds = budget_s or settings.autotune_budget_s or budget.max_seconds
+        preset, learned = _plan(db, key, bound, settings, effort, search)
+        name = search or settings.autotune_search or preset.search
+        budget = Budget(
+            max_configs or preset.max_configs,
+            budget_s or settings.autotune_budget_s or preset.max_seconds,
+        )
         with TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown:
 
             def evaluate(batch: list[Config]) -> list[Trial]:
@@ -138,19 +140,18 @@ def _plan(
     key: TuneKey,
     bound: BoundKernel,
     settings: Settings,
-    effort: str,
+    effort: str | None,
     search: str | None,
-) -> tuple[str, Budget, dict[str, Any]]:
-    """The search, its budget and what it learns from: the "fast" search where the tuning
-    database has taught a cost model, else the effort's cold-start search."""
-    preset = EFFORTS.get(effort, EFFORTS["quick"])
-    name = search or settings.autotune_search or preset.search
-    model, description = _learned(db, key, bound, settings) if name == "fast" else (None, None)
-    if model is None and name == "fast" and not (search or settings.autotune_search):
-        preset = EFFORTS["quick-cold" if effort != "full" else "full"]
-        name = preset.search
-    budget = Budget(preset.max_configs, preset.max_seconds)
-    return name, budget, {"model": model, "description": description}
+) -> tuple[Effort, dict[str, Any]]:
+    """The effort's preset and what the "fast" search learns from; the cold-start preset
+    when it would be "fast" but the tuning database has taught no cost model yet."""
+    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
+    if (search or settings.autotune_search or preset.search) != "fast":
+        return preset, {}
+    model, description = _learned(db, key, bound, settings)
+    if model is None and not (search or settings.autotune_search):
+        return COLD_START, {}
+    return preset, {"model": model, "description": description}
 
 
 def _seeds(db: TuningDB, key: TuneKey, space: ConfigSpace) -> list[Config]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tilecraft.autotune.features import features
 from tilecraft.autotune.model import CostModel
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import cost
@@ -76,15 +75,6 @@ class LearnedSearch(ClassifierPatternSearch):
 
     def best_rated(self, configs: list[Config], n: int | None = None) -> list[Config]:
         """The `n` (default `per_round`) configs the model ranks best, one per distinct
-        feature vector (knobs that change nothing the model sees are not worth a trial)."""
+        feature vector."""
         assert self.model is not None and self.description is not None
-        out: list[Config] = []
-        seen: set[tuple[float, ...]] = set()
-        for config in self.model.rank(self.description, configs):
-            key = tuple(features(self.description, config))
-            if key not in seen:
-                seen.add(key)
-                out.append(config)
-            if len(out) >= (n or self.per_round):
-                break
-        return out
+        return self.model.rank(self.description, configs, distinct=True)[: n or self.per_round]
