@@ -3,7 +3,8 @@
 `describe(bound)` sums up a bound kernel as JSON-able facts (kept in the tuning database
 beside its trials, so a model can learn from kernels it cannot import). `features(desc,
 config)` turns those facts and one config into a fixed-length vector that means the
-same for every kernel: op counts, log2 bytes and FLOPs, then what the config does to
+same for every kernel: op counts, log2 bytes and FLOPs, the GPU's multiprocessor count
+(`SMS`, by device name), then what the config does to
 them (elements per program and per thread, programs and waves, padding, tile shape of a
 matrix product, pid type, indexing, warps, stages).
 """
@@ -19,7 +20,7 @@ from tilecraft.ir.nodes import Access, DeviceKernel, Loop
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 
-VERSION = 1
+VERSION = 2  # 2: the GPU's multiprocessor count is a feature
 TRANSCENDENTAL = {
     "exp",
     "exp2",
@@ -58,6 +59,7 @@ def describe(bound: BoundKernel, hardware: str = "") -> dict[str, Any]:
     return {
         "version": VERSION,
         "hardware": hardware,
+        "sms": SMS.get(hardware, 132),
         "counts": counts,
         "kernels": len(kernels),
         "depth": max((_depth(k.body) for k in kernels), default=0),
@@ -101,7 +103,8 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
         _log2(tile),
         _log2(tile / (32 * warps)),
         _log2(programs),
-        _log2(programs / SMS.get(desc.get("hardware", ""), 132)),
+        _log2(desc["sms"]),
+        _log2(programs / desc["sms"]),
         padded,
         *(_log2(s) for s in ([0, 0, 0] + dot)[-3:]),
         _log2(math.prod(inner)) if inner else 0.0,
