@@ -117,7 +117,32 @@ class Loop:
     index: int = 0  # position among the kernel's device loops, for the range_* knobs
 
 
-Node = Op | Loop
+@dataclass(eq=False)
+class Merged:
+    """A variable assigned in a branch: its value at the end of each arm, and after."""
+
+    name: str
+    then: Value
+    orelse: Value
+    out: Value
+
+
+@dataclass(eq=False)
+class Branch:
+    """`if cond: then else: orelse` on a scalar computed on the device (a real branch).
+
+    Conditions on tiles never become a Branch: the frontend computes both arms and
+    merges them with selects. `merged` lists the variables live after the branch.
+    """
+
+    cond: Value
+    then: list[Node]
+    orelse: list[Node]
+    merged: list[Merged]
+    loc: SourceLoc
+
+
+Node = Op | Loop | Branch
 
 
 @dataclass(eq=False)
@@ -133,14 +158,17 @@ class DeviceKernel:
     grid_index: int = 0  # position among the kernel's top-level loops
 
     def walk(self) -> list[Op]:
-        """Every Op in program order, loops flattened."""
+        """Every Op in program order, loops and branches flattened."""
         return list(walk_ops(self.body))
 
 
 def walk_ops(body: list[Node]) -> Any:
-    """Every Op in `body`, in program order, loops flattened."""
+    """Every Op in `body`, in program order, loops and branches flattened."""
     for node in body:
         if isinstance(node, Loop):
             yield from walk_ops(node.body)
+        elif isinstance(node, Branch):
+            yield from walk_ops(node.then)
+            yield from walk_ops(node.orelse)
         else:
             yield node
