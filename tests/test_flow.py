@@ -247,3 +247,50 @@ def test_loops_bounded_by_loaded_offsets(mode) -> None:
     expected = torch.stack([x[a:b].sum() for a, b in zip(offsets[:-1], offsets[1:])])
     assert_close(sums, expected)
     assert torch.equal(counts, offsets.diff())
+
+
+# -- functions passed to a kernel, inlined -------------------------------------------------
+
+
+@tc.kernel
+def matmul(x: torch.Tensor, y: torch.Tensor, epilogue=lambda acc, tile: acc) -> torch.Tensor:
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n))
+    return out
+
+
+def gelu_ish(v: torch.Tensor, scale: float = 0.5) -> torch.Tensor:
+    """A helper `def`: inlined where the kernel calls it with tiles."""
+    clipped = torch.relu(v)
+    return clipped * scale
+
+
+def test_epilogue_lambdas_and_closures(mode) -> None:
+    x, y, bias = randn(19, 7), randn(7, 11), randn(11)
+    kernel = mode(matmul)
+    assert_close(kernel(x, y), x @ y)
+    assert_close(kernel(x, y, lambda acc, tile: acc * 2), 2 * (x @ y))
+    offset = 3.0
+    assert_close(
+        kernel(x, y, lambda acc, tile: torch.relu(acc + bias[tile[1]]) - offset),
+        torch.relu(x @ y + bias) - offset,
+    )
+    assert_close(kernel(x, y, lambda acc, tile: gelu_ish(acc, scale=2.0)), 2 * torch.relu(x @ y))
+
+
+def test_each_function_compiles_on_its_own() -> None:
+    x, y = randn(4, 3), randn(3, 5)
+
+    def scaled(s: float):
+        return lambda acc, tile: acc * s
+
+    first, second = matmul.bind((x, y, scaled(2.0))), matmul.bind((x, y, scaled(3.0)))
+    assert first is second  # the same code; the float is an argument of the kernel
+    assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
+    assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first

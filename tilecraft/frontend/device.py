@@ -6,6 +6,7 @@ import ast
 import builtins
 import operator
 import re
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,8 @@ from tilecraft.exc import (
     UnsupportedSyntax,
 )
 from tilecraft.frontend.blocks import BlockTable
-from tilecraft.frontend import flow
+from tilecraft.frontend import flow, inline
+from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.ops import OPS, lookup, view
@@ -95,6 +97,8 @@ class DeviceCompiler:
         self.b = Builder(src.loc(src.tree), table.blocks)
         self.env: dict[str, Any] = {}
         self.host_values: dict[str, Any] = {}
+        self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
+        self.lifted: dict[str, Any] = {}  # host values by host expression, shared by scopes
         self.params: list[Param] = []
         self.mem = MemoryLowering(self.b, table)
         self.masks: list[Value] = []  # conditions of the enclosing `if` arms on tiles
@@ -334,11 +338,28 @@ class DeviceCompiler:
         raise UnsupportedSyntax(f"name `{node.id}` is not defined")
 
     def _from_host(self, name: str, value: Any) -> Any:
+        where = self.host_exprs.get(name, name)
+        if where is not None and where in self.lifted:
+            return self.lifted[where]
+        if isinstance(value, types.FunctionType):
+            return HostCallable(value, where)
+        if (isinstance(value, torch.Tensor) or isinstance(value, float)) and where is None:
+            raise UnsupportedOperation(
+                f"`{name}` is a {type(value).__name__} that an inlined function reads from "
+                "its module: pass it to the kernel as an argument"
+            )
+        if where is None:
+            return value
+        self.lifted[where] = lifted = self._lift(name, where, value)
+        return lifted
+
+    def _lift(self, name: str, where: str, value: Any) -> Any:
+        """A host value as the device sees it; tensors and floats become arguments."""
         if isinstance(value, torch.Tensor):
             offset = int(value.storage_offset()) * value.element_size()
             param = Param(
                 self._param_name(name),
-                name,
+                where,
                 value.dtype,
                 tuple(value.shape),
                 tuple(value.stride()),
@@ -347,7 +368,7 @@ class DeviceCompiler:
             self.params.append(param)
             return HostTensor(param, value)
         if isinstance(value, float):
-            param = Param(self._param_name(name), name, torch.float32)
+            param = Param(self._param_name(name), where, torch.float32)
             self.params.append(param)
             return Value(TileType(torch.float32, ()), param.name)
         return value
@@ -473,6 +494,9 @@ class DeviceCompiler:
         return self.call(fn, args, kwargs)
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(fn, HostCallable) or (inline.inlinable(fn) and _on_device(args, kwargs)):
+            callee = fn if isinstance(fn, HostCallable) else HostCallable(fn, None)
+            return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return _static_range(args, kwargs)
         if fn in (lang.store, lang.atomic_add) and self.masks:
@@ -496,6 +520,29 @@ class DeviceCompiler:
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
+
+    def inline(self, callee: HostCallable, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Compile a call of a Python function by compiling its body here."""
+        src = inline.function_source(callee.fn)
+        body, result = inline.split_return(src.tree)
+        closure = callee.closure()
+        saved = (self.src, self.env, self.host_locals, self.host_values, self.host_exprs)
+        self.src, self.env = src, inline.bind_arguments(callee.fn, args, kwargs)
+        self.host_locals = {name: value for name, (value, _) in closure.items()}
+        self.host_exprs = {name: where for name, (_, where) in closure.items()}
+        self.host_values, loc = {}, self.b.loc
+        try:
+            self._body(body)
+            if result is None:
+                return None
+            self.b.loc = self.src.loc(result)
+            try:
+                return self.expr(result)
+            except TilecraftError as e:
+                raise e.at(self.b.loc) from None
+        finally:
+            self.src, self.env, self.host_locals, self.host_values, self.host_exprs = saved
+            self.b.loc = loc
 
     def _masked_store_args(
         self, fn: Any, args: list[Any], kwargs: dict[str, Any]
@@ -522,6 +569,18 @@ class DeviceCompiler:
             return self.expr(node) if not isinstance(node, ast.Call) else None
         except TilecraftError:
             return None
+
+
+def _on_device(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a call's arguments hold device values (tiles, tensors, loop variables)."""
+    stack = [*args, *kwargs.values()]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (Value, HostTensor, TileRef)):
+            return True
+        if isinstance(a, (tuple, list)):
+            stack += list(a)
+    return False
 
 
 @dataclass(frozen=True)
