@@ -244,7 +244,7 @@ def test_loops_bounded_by_loaded_offsets(mode) -> None:
     x = randn(23)
     offsets = torch.tensor([0, 5, 5, 6, 23], device=DEVICE)
     sums, counts = mode(segment_sums)(x, offsets)
-    expected = torch.stack([x[a:b].sum() for a, b in zip(offsets[:-1], offsets[1:])])
+    expected = torch.stack([x[a:b].sum() for a, b in zip(offsets[:-1], offsets[1:], strict=True)])
     assert_close(sums, expected)
     assert torch.equal(counts, offsets.diff())
 

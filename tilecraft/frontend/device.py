@@ -21,10 +21,10 @@ from tilecraft.exc import (
     UnsupportedOperation,
     UnsupportedSyntax,
 )
-from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend import flow, inline
-from tilecraft.frontend.inline import HostCallable
+from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.ops import OPS, lookup, view
 from tilecraft.frontend.source import KernelSource
@@ -343,7 +343,7 @@ class DeviceCompiler:
             return self.lifted[where]
         if isinstance(value, types.FunctionType):
             return HostCallable(value, where)
-        if (isinstance(value, torch.Tensor) or isinstance(value, float)) and where is None:
+        if isinstance(value, (torch.Tensor, float)) and where is None:
             raise UnsupportedOperation(
                 f"`{name}` is a {type(value).__name__} that an inlined function reads from "
                 "its module: pass it to the kernel as an argument"

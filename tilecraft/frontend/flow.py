@@ -131,11 +131,11 @@ def _merge_scalar(
             f"and {c.b.describe(tiles[1].type.dims)} after the other; give it the same shape "
             "in both (or use torch.where)"
         )
-    finals = []
+    finals: list[Value] = []
     for body, value in (then, orelse):
         c.b.bodies.append(body)
         if isinstance(value, Value):
-            finals.append(c.b.cast(value, dtype))
+            finals.append(c.b.cast(value, dtype))  # type: ignore[arg-type]
         else:
             finals.append(c.b.op("full", (), dtype, dims, hint=name, value=value))
         c.b.bodies.pop()

@@ -118,8 +118,10 @@ def split_return(tree: ast.FunctionDef) -> tuple[list[ast.stmt], ast.expr | None
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
     result = None
-    if body and isinstance(body[-1], ast.Return):
-        result = body.pop().value
+    last = body[-1] if body else None
+    if isinstance(last, ast.Return):
+        result = last.value
+        body.pop()
     if any(isinstance(n, ast.Return) for s in body for n in ast.walk(s)):
         raise UnsupportedSyntax(
             f"`{tree.name}` is inlined on the device: it may `return` only at its end"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -45,13 +46,15 @@ def _is_one(v: object) -> bool:
     return isinstance(v, int) or (isinstance(v, torch.Tensor) and v.numel() == 1)
 
 
+def _items(v: Sizes) -> list[Any]:
+    return [v] if _is_one(v) else list(v)  # type: ignore[arg-type]
+
+
 def _ranges(begin_or_size: Sizes, end: Sizes | None) -> list[tuple[int, int]]:
     if end is None:
-        sizes = [begin_or_size] if _is_one(begin_or_size) else list(begin_or_size)  # type: ignore[arg-type]
-        return [(0, int(s)) for s in sizes]
-    begins = [begin_or_size] if _is_one(begin_or_size) else list(begin_or_size)  # type: ignore[arg-type]
-    ends = [end] if _is_one(end) else list(end)  # type: ignore[arg-type]
-    return [(int(b), int(e)) for b, e in zip(begins, ends, strict=True)]
+        return [(0, int(s)) for s in _items(begin_or_size)]
+    pairs = zip(_items(begin_or_size), _items(end), strict=True)
+    return [(int(b), int(e)) for b, e in pairs]
 
 
 def tile(
