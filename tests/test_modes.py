@@ -7,6 +7,7 @@ import torch
 from conftest import DEVICE
 
 import tilecraft as tc
+from tilecraft.exc import ShapeMismatch
 from tilecraft.testing import check_modes
 
 NAN, INF = float("nan"), float("inf")
@@ -90,3 +91,80 @@ def column_argmax(x: torch.Tensor) -> torch.Tensor:
 def test_argmax_over_a_leading_dim_with_nan() -> None:
     x = with_nan(10, 37).T.contiguous()
     check_modes(column_argmax, (x,), lambda t: t.argmax(0))
+
+
+# -- gathers follow PyTorch's advanced indexing ----------------------------------------------
+
+
+@tc.kernel
+def gather_pairs(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), dtype=image.dtype, device=image.device)
+    for tile in tc.tile(rows.size(0)):
+        out[tile] = image[rows[tile], cols[tile]]
+    return out
+
+
+@tc.kernel
+def gather_outer(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), cols.size(0), dtype=image.dtype, device=image.device)
+    for tile_r, tile_c in tc.tile([rows.size(0), cols.size(0)]):
+        out[tile_r, tile_c] = image[rows[tile_r][:, None], cols[tile_c][None, :]]
+    return out
+
+
+@tc.kernel
+def gather_split(x: torch.Tensor, first: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(first.size(0), x.size(1), dtype=x.dtype, device=x.device)
+    for tile in tc.tile(first.size(0)):
+        out[tile, :] = x[first[tile], :, last[tile]]
+    return out
+
+
+@tc.kernel
+def gather_rows_of_tiles(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), x.size(1), dtype=x.dtype, device=x.device)
+    for tile_r, tile_c in tc.tile([rows.size(0), x.size(1)]):
+        out[tile_r, tile_c] = x[rows[tile_r], tile_c]
+    return out
+
+
+def test_two_index_tiles_pair_up() -> None:
+    image = torch.randn(9, 9, device=DEVICE)  # square: an outer product would fit silently
+    rows = torch.randint(0, 9, (9,), device=DEVICE)
+    cols = torch.randint(0, 9, (9,), device=DEVICE)
+    check_modes(gather_pairs, (image, rows, cols), lambda im, r, c: im[r, c])
+
+
+def test_index_tiles_broadcast_to_an_outer_product() -> None:
+    image = torch.randn(11, 7, device=DEVICE)
+    rows = torch.randint(0, 11, (5,), device=DEVICE)
+    cols = torch.randint(0, 7, (13,), device=DEVICE)
+    check_modes(gather_outer, (image, rows, cols), lambda im, r, c: im[r[:, None], c[None, :]])
+
+
+def test_separated_index_tiles_go_first() -> None:
+    x = torch.randn(5, 6, 7, device=DEVICE)
+    first = torch.randint(0, 5, (11,), device=DEVICE)
+    last = torch.randint(0, 7, (11,), device=DEVICE)
+    check_modes(gather_split, (x, first, last), lambda t, f, e: t[f, :, e])
+
+
+def test_an_index_tile_and_a_tile_stay_outer() -> None:
+    x = torch.randn(8, 19, device=DEVICE)
+    rows = torch.randint(0, 8, (13,), device=DEVICE)
+    check_modes(gather_rows_of_tiles, (x, rows), lambda t, r: t[r])
+
+
+@tc.kernel
+def gather_two_tiles(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), cols.size(0), dtype=image.dtype, device=image.device)
+    for tile_r, tile_c in tc.tile([rows.size(0), cols.size(0)]):
+        out[tile_r, tile_c] = image[rows[tile_r], cols[tile_c]]
+    return out
+
+
+def test_index_tiles_over_different_tiles_do_not_broadcast() -> None:
+    image = torch.randn(9, 9, device=DEVICE)
+    rows = torch.randint(0, 9, (9,), device=DEVICE)
+    with pytest.raises(ShapeMismatch, match="do not broadcast"):
+        gather_two_tiles(image, rows, rows)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from tilecraft.exc import SourceLoc
-from tilecraft.ir.types import Block, Dim, TileType
+from tilecraft.ir.types import Block, Dim, TileType, broadcast_dims
 
 _ids = itertools.count()
 
@@ -72,7 +72,43 @@ class Access:
 
     @property
     def dims(self) -> tuple[Dim, ...]:
-        return tuple(d for i in self.indices for d in i.dims())
+        return self.layout()[0]
+
+    def layout(self) -> tuple[tuple[Dim, ...], tuple[int, ...]]:
+        """The dims of what the access touches, and where each index's dims start in them.
+
+        Index tiles ("gather") follow PyTorch's advanced indexing: they broadcast together
+        into one group of dims (two loaded over the same tile pair up element by element),
+        which stands where the first of them is if they are adjacent (scalars do not
+        count: they just drop their dim), and first otherwise. Each index tile is
+        right-aligned in the group. Other indices keep their dims in place.
+        """
+        group = gather_dims(self.indices) or ()
+        kept = [k for k, i in enumerate(self.indices) if i.kind != "scalar"]
+        gathers = [n for n, k in enumerate(kept) if self.indices[k].kind == "gather"]
+        adjacent = not gathers or gathers[-1] - gathers[0] == len(gathers) - 1
+        dims: list[Dim] = [] if adjacent else list(group)
+        starts = [0] * len(self.indices)
+        for k in kept:
+            index = self.indices[k]
+            if index.kind == "gather":
+                if k == kept[gathers[0]] and adjacent:
+                    dims += group
+                start = len(dims) - len(group) if adjacent else 0
+                starts[k] = start + len(group) - len(index.dims())
+            else:
+                starts[k] = len(dims)
+                dims += index.dims()
+        return tuple(dims), tuple(starts)
+
+
+def gather_dims(indices: tuple[Index, ...]) -> tuple[Dim, ...] | None:
+    """The dims the index tiles of a subscript broadcast to (None if they clash)."""
+    group: tuple[Dim, ...] | None = ()
+    for index in indices:
+        if index.kind == "gather" and group is not None:
+            group = broadcast_dims(group, index.dims())
+    return group
 
 
 @dataclass(eq=False)
