@@ -11,16 +11,20 @@ from torch.overrides import TorchFunctionMode
 from tilecraft import language as lang
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
-from tilecraft.language.memory import eager_key
+from tilecraft.language.indexing import read, write
 from tilecraft.language.state import EagerContext, running_eagerly
 
 
 def _getitem(obj: Any, key: Any) -> Any:
-    return obj[eager_key(key)] if isinstance(obj, torch.Tensor) else obj[key]
+    """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
+    return read(obj, key) if isinstance(obj, torch.Tensor) else obj[key]
 
 
 def _setitem(obj: Any, key: Any, value: Any) -> None:
-    obj[eager_key(key)] = value
+    if isinstance(obj, torch.Tensor):
+        write(obj, key, value)
+    else:
+        obj[key] = value
 
 
 class _EagerSubscripts(ast.NodeTransformer):
