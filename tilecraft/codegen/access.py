@@ -132,12 +132,12 @@ def pointer(w: KernelWriter, access: Access) -> tuple[str, list[str], list[str]]
     """The pointer expression of an access, its tile masks and its scalar masks."""
     param = access.param
     wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
-    rank, pos, dim = len(access.dims), 0, 0
+    dims, starts = access.layout()
+    rank, dim = len(dims), 0
     terms: list[str] = []
     masks: list[str] = []
     scalars: list[str] = []
-    for index in access.indices:
-        width = len(index.dims())
+    for index, pos in zip(access.indices, starts, strict=True):
         if index.kind != "newaxis":
             size = (param.shape or ())[dim]
             term = index_expr(
@@ -148,11 +148,10 @@ def pointer(w: KernelWriter, access: Access) -> tuple[str, list[str], list[str]]
                 step = stride(w, param, dim)
                 terms.append(term if step == "1" else f"{term} * {step}")
             dim += 1
-        pos += width
     if any(i.kind in ("unit", "newaxis") for i in access.indices):
         terms.append(f"tl.zeros({w.shape(access.dims)}, tl.int32)")  # keep size-1 dims
     offset = " + ".join(terms) if terms else "0"
-    return f"{param.name} + ({offset})", masks, scalars
+    return f"{param.name} + ({offset})", list(dict.fromkeys(masks)), scalars
 
 
 def _computed(index: Index) -> bool:

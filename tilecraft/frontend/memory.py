@@ -11,7 +11,7 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
-from tilecraft.ir.nodes import Access, Index, Op, Param, Value
+from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
 from tilecraft.ir.types import Block, Dim, broadcast_dims
 
 
@@ -42,6 +42,7 @@ class MemoryLowering:
             item = self._as_tile(item, shape[dim]) if vectors == 1 else item
             indices.append(self._index(param, dim, shape[dim], item))
             dim += 1
+        self._check_gathers(param, indices)
         return Access(param, tuple(indices))
 
     def _index(self, param: Param, dim: int, size: int, item: Any) -> Index:
@@ -105,6 +106,16 @@ class MemoryLowering:
         if producer is None or producer.name != "tile_begin":
             return False
         return _inside(self.table.blocks[producer.args[0]], size)
+
+    def _check_gathers(self, param: Param, indices: list[Index]) -> None:
+        """Index tiles broadcast together, as PyTorch's advanced indexing does."""
+        if gather_dims(tuple(indices)) is None:
+            shapes = " and ".join(self.b.describe(i.dims()) for i in indices if i.kind == "gather")
+            raise ShapeMismatch(
+                f"the index tiles of `{param.host_expr}[...]` have shapes {shapes}, which do "
+                "not broadcast together (PyTorch pairs index tensors up element by element); "
+                "for every pair, index with `a[:, None]` and `b[None, :]`"
+            )
 
     def _check_fits(self, param: Param, dim: int, size: int, block_id: int) -> None:
         block = self.table.blocks[block_id]

@@ -53,8 +53,7 @@ def store(
 
         tc.store(out, [tile_m], values, extra_mask=values > 0)
     """
-    eager_context("store")
-    write(tensor, tuple(index), value, extra_mask)
+    write(tensor, tuple(index), value, eager_context("store").branch_mask(extra_mask))
 
 
 def atomic_add(tensor: torch.Tensor, index: Sequence[object], value: torch.Tensor | float) -> None:
@@ -65,5 +64,5 @@ def atomic_add(tensor: torch.Tensor, index: Sequence[object], value: torch.Tenso
 
         tc.atomic_add(out, [tile_m], partial_sum)
     """
-    eager_context("atomic_add")
-    write(tensor, tuple(index), value, accumulate=True)
+    mask = eager_context("atomic_add").branch_mask()
+    write(tensor, tuple(index), value, mask, accumulate=True)
