@@ -169,6 +169,8 @@ class LLMSearch(ClassifierPatternSearch):
         self.requests += 1
         try:
             text = within(deadline, lambda: provider.propose(prompt, SYSTEM))
+        except NoModel:
+            raise
         except ProviderError as e:
             raise NoModel(str(e)) from e
         except Exception as e:  # a provider's bug must not cost the trials measured so far
