@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from tilecraft.codegen.rules import literal
 from tilecraft.ir.nodes import Access, Op, Param, Value
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
     shape = access.param.shape or ()
     if op.attrs.get("extra_mask") is not None or not access.indices:
         return False
+    if 0 in shape:
+        return False  # nothing to read; keep block pointers and descriptors off empty tensors
     if any(i.kind != "block" for i in access.indices):
         return False
     for dim, index in enumerate(access.indices):
@@ -185,7 +188,7 @@ def load(w: KernelWriter, op: Op) -> None:
         return
     ptr, mask = pointer(w, access)
     mask = full_mask(w, access, mask, op.attrs.get("extra_mask"))
-    masked = f", mask={mask}, other=0" if mask else ""
+    masked = f", mask={mask}, other={literal(op.attrs.get('other', 0))}" if mask else ""
     w.assign(op, f"tl.load({ptr}{masked})")
 
 

@@ -83,9 +83,17 @@ class MemoryLowering:
             )
 
     def load(
-        self, param: Param, meta: torch.Tensor, items: list[Any], extra_mask: Value | None
+        self,
+        param: Param,
+        meta: torch.Tensor,
+        items: list[Any],
+        extra_mask: Value | None,
+        other: Any = 0,
     ) -> Value:
         acc = self.access(param, meta, items)
+        self._check_mask(param, acc, extra_mask)
+        if not isinstance(other, (int, float, bool)):
+            raise UnsupportedSyntax("tc.load(..., other=) must be a constant number")
         index = self.table.next_memory_op()
         return self.b.op(
             "load",
@@ -95,7 +103,20 @@ class MemoryLowering:
             hint="load",
             extra_mask=extra_mask,
             mem_index=index,
+            other=other,
         )
+
+    def _check_mask(self, param: Param, acc: Access, mask: Any) -> None:
+        """An extra mask is a boolean tile that broadcasts to the shape accessed."""
+        if mask is None:
+            return
+        if not isinstance(mask, Value) or mask.type.dtype != torch.bool:
+            raise DtypeError("extra_mask must be a boolean tile (a comparison, for instance)")
+        if broadcast_dims(acc.dims, mask.type.dims) != acc.dims:
+            raise ShapeMismatch(
+                f"extra_mask of shape {self.b.describe(mask.type.dims)} does not broadcast to "
+                f"`{param.host_expr}[...]` of shape {self.b.describe(acc.dims)}"
+            )
 
     def store(
         self,
@@ -116,6 +137,7 @@ class MemoryLowering:
                 )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
+        self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
         self.b.effect(name, (acc, value), extra_mask=extra_mask, mem_index=index)
 
@@ -160,6 +182,7 @@ class MemoryLowering:
                     tensor.meta,
                     items,
                     kwargs.get("extra_mask", rest[0] if rest else None),
+                    kwargs.get("other", rest[1] if len(rest) > 1 else 0),
                 )
             value = rest[0] if rest else kwargs["value"]
             mask = kwargs.get("extra_mask", rest[1] if len(rest) > 1 else None)
