@@ -20,7 +20,7 @@ from tilecraft.codegen.rules import (
     triton_interpret,
 )
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.types import Block, Dim
 
 RANGE_KNOBS = (
@@ -169,6 +169,24 @@ class KernelWriter:
             if c.final.name != c.param.name:
                 self.line(f"{c.param.name} = {c.final.name}")
         self.depth, self.live = outer, live
+
+    def branch(self, node: Branch) -> None:
+        """A scalar `if`: each arm ends by assigning the variables merged after it."""
+        self.line(f"if {node.cond.name}:")
+        self.arm(node.then, [(m.out, m.then) for m in node.merged])
+        self.line("else:")
+        self.arm(node.orelse, [(m.out, m.orelse) for m in node.merged])
+
+    def arm(self, body: list[Node], results: list[tuple[Value, Value]]) -> None:
+        live, start = set(self.live), len(self.lines)
+        self.depth += 1
+        self.body(body)
+        for out, value in results:
+            self.line(f"{out.name} = {value.name}")
+        if len(self.lines) == start:
+            self.line("pass")
+        self.depth -= 1
+        self.live = live
 
     def range_options(self, index: int) -> str:
         """`tl.range` keywords from the config's range_* knobs for device loop `index`."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import Access, Loop, Node, Op, Value, walk_ops
+from tilecraft.ir.nodes import Access, Branch, Loop, Node, Op, Value, walk_ops
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
@@ -37,8 +37,11 @@ class RolledBody:
     def write(self) -> None:
         for node in self.nodes:
             if isinstance(node, Loop):
-                self.check_not_deferred(node)
+                self.check_not_deferred(node.body)
                 self.w.loop(node)
+            elif isinstance(node, Branch):
+                self.check_branch(node)
+                self.w.branch(node)
             elif node.out is not None and self.spans_rolled(node):
                 self.deferred[id(node.out)] = node
             elif self.spans_rolled(node) or self.uses_deferred(node):
@@ -49,11 +52,22 @@ class RolledBody:
     def uses_deferred(self, op: Op) -> bool:
         return any(id(v) in self.deferred for v in op.inputs())
 
-    def check_not_deferred(self, loop: Loop) -> None:
-        for op in walk_ops(loop.body):
+    def check_branch(self, node: Branch) -> None:
+        self.check_not_deferred([*node.then, *node.orelse])
+        for m in node.merged:
+            dims = {*m.then.type.dims, *m.orelse.type.dims}
+            if dims & self.rolled:
+                raise LoweringError(
+                    f"`{m.name}` spans a looped reduction dim and is assigned under an `if`; "
+                    "use reduction_loops=[None] for this kernel",
+                    node.loc,
+                )
+
+    def check_not_deferred(self, body: list[Node]) -> None:
+        for op in walk_ops(body):
             if self.uses_deferred(op):
                 raise LoweringError(
-                    "a value over a looped reduction dim is used in a nested loop; "
+                    "a value over a looped reduction dim is used in a nested loop or branch; "
                     "use reduction_loops=[None] for this kernel",
                     op.loc,
                 )
