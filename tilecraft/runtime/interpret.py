@@ -11,16 +11,37 @@ from torch.overrides import TorchFunctionMode
 from tilecraft import language as lang
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
-from tilecraft.language.memory import eager_key
-from tilecraft.language.state import EagerContext, running_eagerly
+from tilecraft.language.indexing import eager_key, read, write
+from tilecraft.language.state import EagerContext, eager_context, running_eagerly
+from tilecraft.language.tiles import Tile
+from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
 def _getitem(obj: Any, key: Any) -> Any:
-    return obj[eager_key(key)] if isinstance(obj, torch.Tensor) else obj[key]
+    """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
+    if not isinstance(obj, torch.Tensor):
+        return obj[key]
+    mask = eager_context("load").branch_mask()
+    if mask is not None and _gathers(key):
+        # a gather inside an `if` on a tile reads only where the arm is taken, as
+        # compiled kernels do
+        try:
+            return read(obj, key, mask)
+        except RuntimeError:  # the mask does not fit the gather: read as written
+            pass
+    return read(obj, key)
+
+
+def _gathers(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(i, torch.Tensor) and i.dim() > 0 for i in items)
 
 
 def _setitem(obj: Any, key: Any, value: Any) -> None:
-    obj[eager_key(key)] = value
+    if isinstance(obj, torch.Tensor):
+        write(obj, key, value, eager_context("store").branch_mask())
+    else:
+        obj[key] = value
 
 
 class _EagerSubscripts(ast.NodeTransformer):
@@ -64,8 +85,10 @@ def _key(node: ast.expr) -> ast.expr:
 
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
-    module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(loop))
+    branches = EagerBranches()
+    module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(branches.visit(loop)))
     extra = {
+        **eager_names(),
         "_tc_getitem": _getitem,
         "_tc_setitem": _setitem,
         "_tc_block_size": lang.register_block_size,
@@ -82,6 +105,14 @@ def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any]) -> Any:
         return fn(*args)
 
 
+_SUBSCRIPTS = {torch.Tensor.__getitem__, torch.Tensor.__setitem__}
+
+
+def _has_tile(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(i, Tile) or (isinstance(i, tuple) and _has_tile(i)) for i in items)
+
+
 _ACCUMULATING = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
 
 
@@ -91,6 +122,9 @@ class _FloatAccumulation(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
+        if func in _SUBSCRIPTS and _has_tile(args[1]):
+            # a function passed to the kernel (an epilogue) indexing a tensor with tiles
+            args = (args[0], eager_key(args[1]), *args[2:])
         if func in _ACCUMULATING and len(args) >= 3 and args[0].dtype != args[1].dtype:
             acc, a, b = args[:3]
             product = torch.matmul(a.to(torch.float32), b.to(torch.float32))

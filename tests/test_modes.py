@@ -1,0 +1,247 @@
+"""Eager mode, the compiled kernel and PyTorch agree: NaN in reductions, gathers, masks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft.exc import ShapeMismatch
+from tilecraft.testing import check_modes
+
+NAN, INF = float("nan"), float("inf")
+
+# -- NaN in reductions ---------------------------------------------------------------------
+
+
+@tc.kernel
+def row_reduce(x: torch.Tensor, op: str) -> torch.Tensor:
+    m, n = x.size()
+    dtype = torch.int64 if op.startswith("arg") or op.endswith("indices") else x.dtype
+    out = torch.empty(m, dtype=dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        row = x[tile_m, :]
+        if op == "amax":
+            r = torch.amax(row, dim=1)
+        elif op == "amin":
+            r = row.amin(dim=-1)
+        elif op == "max_values":
+            r = torch.max(row, dim=1).values
+        elif op == "min_indices":
+            r = torch.min(row, 1)[1]
+        elif op == "argmax":
+            r = torch.argmax(row, dim=1)
+        elif op == "argmin":
+            r = row.argmin(dim=-1)
+        out[tile_m] = r
+    return out
+
+
+ROW_REDUCTIONS = {
+    "amax": lambda r: r.amax(1),
+    "amin": lambda r: r.amin(1),
+    "max_values": lambda r: r.max(1).values,
+    "min_indices": lambda r: r.min(1).indices,
+    "argmax": lambda r: r.argmax(1),
+    "argmin": lambda r: r.argmin(1),
+}
+
+
+def with_nan(m: int, n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Rows with no NaN, one NaN (first, middle, last), several NaN, all NaN, and +-inf."""
+    x = torch.randn(m, n, device=DEVICE)
+    x[1, n // 2] = NAN
+    x[2, 0] = NAN
+    x[3, n - 1] = NAN
+    x[4, 1::3] = NAN
+    x[5, :] = NAN
+    x[6, :] = -INF
+    x[7, n // 3] = INF
+    x[7, n - 1] = NAN
+    x[8, :] = x[8, 0]  # all tied
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("chunk", [None, 8], ids=["one_block", "looped"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("op", ROW_REDUCTIONS)
+def test_reductions_propagate_nan(op, dtype, chunk) -> None:
+    x = with_nan(10, 37, dtype)
+    kernel = tc.kernel(row_reduce.fn, config=tc.Config(reduction_loops=[chunk]))
+    check_modes(kernel, (x, op), lambda t, _: ROW_REDUCTIONS[op](t), dtype)
+
+
+@pytest.mark.parametrize("chunk", [None, 8], ids=["one_block", "looped"])
+def test_integer_reductions(chunk) -> None:
+    x = torch.randint(-5, 5, (10, 37), dtype=torch.int32, device=DEVICE)
+    kernel = tc.kernel(row_reduce.fn, config=tc.Config(reduction_loops=[chunk]))
+    for op in ("amax", "argmin", "min_indices"):
+        check_modes(kernel, (x, op), lambda t, _, op=op: ROW_REDUCTIONS[op](t))
+
+
+@tc.kernel
+def column_argmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(1), dtype=torch.int64, device=x.device)
+    for tile_n in tc.tile(x.size(1)):
+        out[tile_n] = torch.argmax(x[:, tile_n], dim=0)
+    return out
+
+
+def test_argmax_over_a_leading_dim_with_nan() -> None:
+    x = with_nan(10, 37).T.contiguous()
+    check_modes(column_argmax, (x,), lambda t: t.argmax(0))
+
+
+# -- gathers follow PyTorch's advanced indexing ----------------------------------------------
+
+
+@tc.kernel
+def gather_pairs(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), dtype=image.dtype, device=image.device)
+    for tile in tc.tile(rows.size(0)):
+        out[tile] = image[rows[tile], cols[tile]]
+    return out
+
+
+@tc.kernel
+def gather_outer(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), cols.size(0), dtype=image.dtype, device=image.device)
+    for tile_r, tile_c in tc.tile([rows.size(0), cols.size(0)]):
+        out[tile_r, tile_c] = image[rows[tile_r][:, None], cols[tile_c][None, :]]
+    return out
+
+
+@tc.kernel
+def gather_split(x: torch.Tensor, first: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(first.size(0), x.size(1), dtype=x.dtype, device=x.device)
+    for tile in tc.tile(first.size(0)):
+        out[tile, :] = x[first[tile], :, last[tile]]
+    return out
+
+
+@tc.kernel
+def gather_rows_of_tiles(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), x.size(1), dtype=x.dtype, device=x.device)
+    for tile_r, tile_c in tc.tile([rows.size(0), x.size(1)]):
+        out[tile_r, tile_c] = x[rows[tile_r], tile_c]
+    return out
+
+
+def test_two_index_tiles_pair_up() -> None:
+    image = torch.randn(9, 9, device=DEVICE)  # square: an outer product would fit silently
+    rows = torch.randint(0, 9, (9,), device=DEVICE)
+    cols = torch.randint(0, 9, (9,), device=DEVICE)
+    check_modes(gather_pairs, (image, rows, cols), lambda im, r, c: im[r, c])
+
+
+def test_index_tiles_broadcast_to_an_outer_product() -> None:
+    image = torch.randn(11, 7, device=DEVICE)
+    rows = torch.randint(0, 11, (5,), device=DEVICE)
+    cols = torch.randint(0, 7, (13,), device=DEVICE)
+    check_modes(gather_outer, (image, rows, cols), lambda im, r, c: im[r[:, None], c[None, :]])
+
+
+def test_separated_index_tiles_go_first() -> None:
+    x = torch.randn(5, 6, 7, device=DEVICE)
+    first = torch.randint(0, 5, (11,), device=DEVICE)
+    last = torch.randint(0, 7, (11,), device=DEVICE)
+    check_modes(gather_split, (x, first, last), lambda t, f, e: t[f, :, e])
+
+
+def test_an_index_tile_and_a_tile_stay_outer() -> None:
+    x = torch.randn(8, 19, device=DEVICE)
+    rows = torch.randint(0, 8, (13,), device=DEVICE)
+    check_modes(gather_rows_of_tiles, (x, rows), lambda t, r: t[r])
+
+
+@tc.kernel
+def gather_two_tiles(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), cols.size(0), dtype=image.dtype, device=image.device)
+    for tile_r, tile_c in tc.tile([rows.size(0), cols.size(0)]):
+        out[tile_r, tile_c] = image[rows[tile_r], cols[tile_c]]
+    return out
+
+
+def test_index_tiles_over_different_tiles_do_not_broadcast() -> None:
+    image = torch.randn(9, 9, device=DEVICE)
+    rows = torch.randint(0, 9, (9,), device=DEVICE)
+    with pytest.raises(ShapeMismatch, match="do not broadcast"):
+        gather_two_tiles(image, rows, rows)
+
+
+# -- extra_mask: masked-off elements are neither read nor written -----------------------------
+
+
+@tc.kernel
+def masked_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    n = x.size(0)
+    out = torch.full_like(x, -1.0)
+    for tile in tc.tile(n):
+        i = idx[tile]
+        keep = (i >= 0) & (i < n)
+        v = tc.load(x, [i], extra_mask=keep, other=0.5)
+        tc.store(out, [i], v + 1, extra_mask=keep & (v > 0))
+    return out
+
+
+def masked_gather_reference(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    keep = (idx >= 0) & (idx < x.size(0))
+    v = torch.where(keep, x[idx.clamp(0, x.size(0) - 1)], 0.5)
+    out = torch.full_like(x, -1.0)
+    write = keep & (v > 0)
+    out[idx[write]] = v[write] + 1
+    return out
+
+
+def test_masked_gather_with_out_of_range_indices() -> None:
+    n = 37
+    x = torch.randn(n, device=DEVICE)
+    idx = torch.randperm(2 * n, device=DEVICE)[:n] - 5  # distinct, some < 0 and some >= n
+    check_modes(masked_gather, (x, idx), masked_gather_reference)
+
+
+@tc.kernel
+def masked_rows(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.zeros_like(x)
+    for tile_m, tile_n in tc.tile([m, n]):
+        keep = tile_n.index[None, :] < lengths[tile_m][:, None]
+        row = tc.load(x, [tile_m, tile_n], extra_mask=keep)
+        tc.store(out, [tile_m, tile_n], row * 2, extra_mask=keep)
+    return out
+
+
+def test_mask_per_row_length() -> None:
+    x = torch.randn(13, 21, device=DEVICE)
+    lengths = torch.randint(0, 22, (13,), device=DEVICE)
+    keep = torch.arange(21, device=DEVICE)[None, :] < lengths[:, None]
+    check_modes(masked_rows, (x, lengths), lambda t, _: torch.where(keep, t * 2, 0))
+
+
+@tc.kernel
+def histogram(values: torch.Tensor, bins: int) -> torch.Tensor:
+    counts = torch.zeros(bins, device=values.device)
+    for tile in tc.tile(values.size(0)):
+        v = values[tile]
+        tc.atomic_add(counts, [v], 1.0, extra_mask=v < bins)
+    return counts
+
+
+def test_atomic_add_counts_repeated_indices() -> None:
+    values = torch.randint(0, 9, (50,), device=DEVICE)  # some beyond the 6 bins
+    reference = lambda v, b: torch.bincount(v[v < b], minlength=b).float()  # noqa: E731
+    check_modes(histogram, (values, 6), reference)
+
+
+@tc.kernel
+def mask_of_wrong_shape(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile_m, tile_n in tc.tile(x.size()):
+        out[tile_m, tile_n] = tc.load(x, [tile_m, tile_n], extra_mask=tile_m.index > 3)
+    return out
+
+
+def test_mask_that_does_not_broadcast_is_refused() -> None:
+    with pytest.raises(ShapeMismatch, match="extra_mask"):
+        mask_of_wrong_shape(torch.randn(9, 9, device=DEVICE))
