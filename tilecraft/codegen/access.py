@@ -52,6 +52,8 @@ def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
     shape = access.param.shape or ()
     if op.attrs.get("extra_mask") is not None or op.attrs.get("other") is not None:
         return False
+    if 0 in shape:
+        return False  # nothing to read; keep block pointers and descriptors off empty tensors
     if not access.indices or any(i.kind != "block" or i.step != 1 for i in access.indices):
         return False
     for dim, index in enumerate(access.indices):

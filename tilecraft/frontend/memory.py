@@ -136,6 +136,7 @@ class MemoryLowering:
     ) -> Value:
         acc = self.access(param, meta, items)
         _check_other(other)
+        self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
         return self.b.op(
             "load",
@@ -148,6 +149,15 @@ class MemoryLowering:
             eviction_policy=_eviction_policy(eviction_policy),
             mem_index=index,
         )
+
+    def _check_mask(self, param: Param, acc: Access, mask: Any) -> None:
+        """An extra mask broadcasts to the shape accessed (or it would mask other elements)."""
+        dims = mask.type.dims if isinstance(mask, Value) else ()
+        if broadcast_dims(acc.dims, dims) != acc.dims:
+            raise ShapeMismatch(
+                f"extra_mask of shape {self.b.describe(dims)} does not broadcast to "
+                f"`{param.host_expr}[...]` of shape {self.b.describe(acc.dims)}"
+            )
 
     def store(
         self,
@@ -168,6 +178,7 @@ class MemoryLowering:
                 )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
+        self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
         self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index)
 

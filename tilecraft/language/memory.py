@@ -56,13 +56,18 @@ def store(
     write(tensor, tuple(index), value, eager_context("store").branch_mask(extra_mask))
 
 
-def atomic_add(tensor: torch.Tensor, index: Sequence[object], value: torch.Tensor | float) -> None:
+def atomic_add(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | float,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
     """Atomically add `value` to `tensor[index]` (safe when programs overlap; repeated
-    positions of a gather all add).
+    positions of a gather all add), skipping elements where `extra_mask` is False.
 
     Example::
 
         tc.atomic_add(out, [tile_m], partial_sum)
     """
-    mask = eager_context("atomic_add").branch_mask()
+    mask = eager_context("atomic_add").branch_mask(extra_mask)
     write(tensor, tuple(index), value, mask, accumulate=True)
