@@ -31,24 +31,23 @@ def randn(*shape: int) -> torch.Tensor:
 def halves(x: torch.Tensor) -> torch.Tensor:
     m, n = x.size()
     d = (n + 1) // 2
-    out = torch.zeros([m, n + 1], dtype=x.dtype, device=x.device)
-    for tile in tc.tile(m):
-        out[tile, :d] = x[tile, :d] * 2 + x[tile, n - d :]
+    out = torch.zeros([m, 2 * n + 1], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(m):  # each column written once: stores of one program may race
+        out[tile, :d] = x[tile, :d] * 2 + x[tile, n - d : n]
         out[tile, d:n] = x[tile, d:] - 1
-        if n > 1:  # (a slice of length 0 is the zero-length-dims work)
-            out[tile, 1:n:2] = out[tile, 1:n:2] + x[tile, 0 : 2 * (n // 2) : 2]
-        out[tile, n] = x[tile, 2:].sum(-1) if n > 2 else x[tile, 0]
+        out[tile, n : 2 * n : 2] = x[tile, ::2]
+        out[tile, 2 * n] = x[tile, 2:].sum(-1) if n > 2 else x[tile, 0]
     return out
 
 
 def halves_reference(x: torch.Tensor) -> torch.Tensor:
     m, n = x.shape
     d = (n + 1) // 2
-    out = torch.zeros(m, n + 1)
-    out[:, :d] = x[:, :d] * 2 + x[:, n - d :]
+    out = torch.zeros(m, 2 * n + 1, device=x.device)
+    out[:, :d] = x[:, :d] * 2 + x[:, n - d : n]
     out[:, d:n] = x[:, d:] - 1
-    out[:, 1:n:2] = out[:, 1:n:2] + x[:, 0 : 2 * (n // 2) : 2]
-    out[:, n] = x[:, 2:].sum(-1) if n > 2 else x[:, 0]
+    out[:, n : 2 * n : 2] = x[:, ::2]
+    out[:, 2 * n] = x[:, 2:].sum(-1) if n > 2 else x[:, 0]
     return out
 
 
@@ -208,23 +207,24 @@ def test_atomic_add_through_repeated_ids(mode) -> None:
 
 
 @tc.kernel
-def evens(x: torch.Tensor, fill: float) -> torch.Tensor:
+def evens(x: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
     n = x.size(0)
     out = torch.empty([(n + 1) // 2], dtype=x.dtype, device=x.device)
+    later = torch.zeros([(n + 1) // 2], dtype=x.dtype, device=x.device)
     for tile in tc.tile(out.size(0)):
         keep = tile.index % 3 != 0
         values = tc.load(x, [tile.index * 2], extra_mask=keep, other=-7.0, eviction_policy="last")
         tc.store(out, [tile], values + fill)
-        tc.store(out, [tile.index + 1], values, extra_mask=values < 0)
-    return out
+        tc.store(later, [tile.index + 1], values, extra_mask=values < 0)
+    return out, later
 
 
-def evens_reference(x: torch.Tensor, fill: float) -> torch.Tensor:
+def evens_reference(x: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
     values = x[::2].clone()
     values[::3] = -7.0
-    out = values + fill
-    shifted = torch.where(values[:-1] < 0, values[:-1], out[1:])
-    return torch.cat([out[:1], shifted])
+    later = torch.zeros_like(values)
+    later[1:] = torch.where(values[:-1] < 0, values[:-1], 0.0)
+    return values + fill, later
 
 
 @pytest.mark.parametrize("n", [1, 2, 37])
