@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 from tilecraft.autotune.trial import Trial
+from tilecraft.runtime.cache import usable_dir
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
@@ -40,6 +41,7 @@ SCHEMA_VERSION = 2  # 2 added `specs`; a version-1 file is upgraded in place
 APPLICATION_ID = 0x54436462
 BUSY_TIMEOUT_S = 30.0
 MEMORY = ":memory:"
+DB_NAME = "tuning.sqlite3"
 
 _SCHEMA = """
 CREATE TABLE trials (
@@ -134,7 +136,7 @@ class TuneKey:
 
 def default_db_path() -> Path:
     """The shared tuning database under `Settings().cache_dir` (TILECRAFT_CACHE_DIR)."""
-    return Settings().cache_dir / "tuning.sqlite3"
+    return usable_dir(Settings().cache_dir) / DB_NAME
 
 
 class TuningDB:

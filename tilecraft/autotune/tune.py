@@ -15,7 +15,7 @@ import torch
 import triton
 
 from tilecraft.autotune.bench import Benchmarker
-from tilecraft.autotune.db import TuneKey, TuningDB, TuningDBWarning, default_db_path
+from tilecraft.autotune.db import DB_NAME, TuneKey, TuningDB, TuningDBWarning
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
@@ -55,7 +55,7 @@ _REMEMBERED: dict[tuple[str, TuneKey], Config] = {}
 
 def db_path(settings: Settings) -> Path:
     """The tuning database under the settings' cache dir (or its private stand-in)."""
-    return usable_dir(settings.cache_dir) / default_db_path().name
+    return usable_dir(settings.cache_dir) / DB_NAME
 
 
 def hardware(args: tuple) -> str:
