@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -40,6 +41,7 @@ class Kernel:
         self._bound: dict[tuple, BoundKernel] = {}
         self._source: KernelSource | None = None
         self._eager: Callable[..., Any] | None = None
+        self._warned_grad = False
         functools.update_wrapper(self, fn)
 
     @property
@@ -112,6 +114,8 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.normalize(args, kwargs)
+        if not self._warned_grad and torch.is_grad_enabled() and _wants_grad(args):
+            self._warn_grad()
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
@@ -136,6 +140,18 @@ class Kernel:
             bound.launcher = lambda *a: self.run_eagerly(a)
             return bound.launcher(*args)
         return bound.first_call(self.config_for(bound, args), args)
+
+    def _warn_grad(self) -> None:
+        """Outputs of a plain kernel have no autograd history: say so once."""
+        self._warned_grad = True
+        name = self.source.tree.name
+        warnings.warn(
+            f"tilecraft: `{name}` is called with inputs that require grad, but a plain kernel's"
+            " outputs are detached from autograd; register it with"
+            f" `{name}.as_torch_op('namespace::{name}', backward=...)` to differentiate it",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def as_torch_op(self, name: str, mutates_args: Sequence[str] = (), **autograd: Any) -> Any:
         """Register as the PyTorch operator `name` ("namespace::op"); returns a `TorchOp`.
@@ -185,6 +201,10 @@ def _arg_key(arg: Any) -> Any:
     if isinstance(arg, types.FunctionType):  # inlined: each function compiles on its own
         return callable_key(arg, _arg_key)
     return type(arg)
+
+
+def _wants_grad(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
 def _capturing(args: tuple) -> bool:
