@@ -167,6 +167,7 @@ class MemoryLowering:
         value: Any,
         extra_mask: Value | None = None,
         name: str = "store",
+        sem: str | None = None,
     ) -> None:
         acc = self.access(param, meta, items)
         if isinstance(value, Value):
@@ -180,7 +181,8 @@ class MemoryLowering:
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
         self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
-        self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index)
+        attrs = {"sem": _sem(sem)} if sem is not None else {}
+        self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index, **attrs)
 
     # -- tile attributes ---------------------------------------------------------------
     def tile_attr(self, block: int, attr: str) -> Any:
@@ -288,6 +290,15 @@ def _eviction_policy(policy: str | None) -> str | None:
     raise UnsupportedOperation(
         f"eviction_policy={policy!r}: use 'evict_first', 'evict_last' or None"
     )
+
+
+SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+
+
+def _sem(sem: str) -> str:
+    if sem not in SEMANTICS:
+        raise UnsupportedOperation(f"tc.atomic_add(sem={sem!r}): use one of {SEMANTICS}")
+    return sem
 
 
 def _mask(mask: Any) -> Value | None:
