@@ -175,6 +175,21 @@ def test_two_dim_stencil(shape, dy, dx, mode) -> None:
 
 
 @tc.kernel
+def previous_planes(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile, ...] = x[tile.index - 1, ...] + x[tile, ..., 1:2]
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 37])
+def test_ellipsis_with_offsets(n, mode) -> None:
+    x = randn(n, 3, 5)
+    expected = F.pad(x, (0, 0, 0, 0, 1, 0))[:-1] + x[..., 1:2]
+    assert_close(mode(previous_planes)(x), expected)
+
+
+@tc.kernel
 def shift_store(x: torch.Tensor, k: int) -> torch.Tensor:
     out = torch.zeros_like(x)
     for tile in tc.tile(x.size(0)):
