@@ -25,12 +25,17 @@ class MemoryLowering:
     # -- subscripts -----------------------------------------------------------------
     def access(self, param: Param, meta: torch.Tensor, items: list[Any]) -> Access:
         shape = list(meta.shape)
-        consumed = sum(1 for i in items if i is not None)
-        if consumed > len(shape):
+        consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if consumed > len(shape) or sum(i is Ellipsis for i in items) > 1:
             raise ShapeMismatch(
                 f"`{param.host_expr}` has {len(shape)} dims but is indexed with {consumed}"
             )
-        items = items + [slice(None)] * (len(shape) - consumed)
+        rest = [slice(None)] * (len(shape) - consumed)
+        if Ellipsis in items:
+            at = next(k for k, i in enumerate(items) if i is Ellipsis)
+            items = items[:at] + rest + items[at + 1 :]
+        else:
+            items = items + rest
         vectors = sum(isinstance(i, Value) and bool(i.type.dims) for i in items)
         indices: list[Index] = []
         dim = 0
