@@ -52,6 +52,8 @@ def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
     shape = access.param.shape or ()
     if op.attrs.get("extra_mask") is not None or op.attrs.get("other") is not None:
         return False
+    if 0 in shape:
+        return False  # nothing to read; keep block pointers and descriptors off empty tensors
     if not access.indices or any(i.kind != "block" or i.step != 1 for i in access.indices):
         return False
     for dim, index in enumerate(access.indices):
@@ -256,7 +258,9 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
         return
     ptr, masks, scalars = pointer(w, access)
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
-    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''})")
+    sem = op.attrs.get("sem")
+    order = f", sem={sem!r}" if sem else ""
+    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
 
 
 def atomic_add(w: KernelWriter, op: Op) -> None:
