@@ -437,13 +437,15 @@ class DeviceCompiler:
         )
 
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
-        left, right = self.operand(left), self.operand(right)
+        if _on_device([left, right], {}):
+            left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[pyop](left, right)
         return OPS[name](self.b, left, right)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        x = self.operand(self.expr(node.operand))
+        x = self.expr(node.operand)
+        x = self.operand(x) if isinstance(x, HostTensor) else x
         if not isinstance(x, Value):
             return UNARY_PYOPS[type(node.op)](x)
         if isinstance(node.op, ast.USub):
@@ -458,7 +460,8 @@ class DeviceCompiler:
         left, right = self.expr(node.left), self.expr(node.comparators[0])
         if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
             return _py_compare(node.ops[0], left, right)
-        left, right = self.operand(left), self.operand(right)
+        if _on_device([left, right], {}):
+            left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[type(node.ops[0])](left, right)
         return OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
@@ -580,6 +583,11 @@ class DeviceCompiler:
             raise UnsupportedOperation(
                 f"{self._named(x)} is a tensor of shape {list(x.meta.shape)}: index it with "
                 "tiles to read its values (`t[tile]`), or pass a 0-d tensor or a number"
+            )
+        if isinstance(x, TileRef):
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tile (a range of indices): use `.index` for its "
+                "indices, or `.begin`, `.end`, `.block_size`"
             )
         if isinstance(x, torch.Tensor):
             raise UnsupportedOperation(
