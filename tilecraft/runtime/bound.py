@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import hashlib
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -24,6 +22,7 @@ from tilecraft.frontend.host import capture_stmt, compile_function, device_loops
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
@@ -56,6 +55,7 @@ class BoundKernel:
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
         self.num_sms = _sm_count(args)
+        self.cpu_mode: str | None = None  # on CPU tensors: "triton" (interpreter) or "eager"
         tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
         self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}
@@ -158,7 +158,13 @@ class BoundKernel:
 
     def code_path(self, config: Config | None = None) -> Path:
         """The generated module of `config`, written to the cache dir."""
-        return self._write(self.to_triton_code(config))
+        return self.code_file(config)[0]
+
+    def code_file(self, config: Config | None = None) -> tuple[Path, str]:
+        """The generated module of `config` written to the cache dir, and its SHA-256
+        (a worker runs the file only if it still hashes to that)."""
+        code = self.to_triton_code(config)
+        return self._write(code), digest(code)
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
@@ -178,16 +184,14 @@ class BoundKernel:
         return result
 
     def _write(self, code: str) -> Path:
-        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
-        path = Path(self.settings.cache_dir) / "code" / f"{self.src.tree.name}_{digest}.py"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(code)
-            os.replace(tmp, path)  # atomic: readers never see a half-written module
-        return path
+        """The module's file under the cache dir, checked to hold exactly `code`."""
+        name = f"{self.src.tree.name}_{digest(code)[:16]}.py"
+        return write_module(self.settings.cache_dir, name, code)
 
     def _load(self, code: str, path: Path) -> Callable[..., Any]:
+        # Triton reads kernel source through `inspect`: pin it to the code generated here,
+        # so a file changed on disk after the check is never what runs.
+        remember_source(path, code)
         namespace = dict(self.src.namespace)
         exec(compile(code, str(path), "exec"), namespace)
         return namespace[self.src.tree.name]

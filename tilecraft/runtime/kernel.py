@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -14,6 +15,7 @@ from tilecraft.exc import BadArgument, GraphCaptureError
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, warn_slow
 from tilecraft.runtime.interpret import run_eagerly
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import callable_key
@@ -39,6 +41,7 @@ class Kernel:
         self._bound: dict[tuple, BoundKernel] = {}
         self._source: KernelSource | None = None
         self._eager: Callable[..., Any] | None = None
+        self._warned_grad = False
         functools.update_wrapper(self, fn)
 
     @property
@@ -67,7 +70,9 @@ class Kernel:
         bound = self._bound.get(key)
         if bound is None:
             _check_devices(args, self.source)
+            mode = cpu_mode() if runs_on_cpu(args) else None  # before Triton is imported
             bound = self._bound[key] = BoundKernel(self.source, args, self.settings)
+            bound.cpu_mode = mode
         return bound
 
     def chosen_config(self) -> Config | None:
@@ -109,6 +114,8 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.normalize(args, kwargs)
+        if not self._warned_grad and torch.is_grad_enabled() and _wants_grad(args):
+            self._warn_grad()
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
@@ -127,7 +134,24 @@ class Kernel:
                 " same shapes before capturing",
                 src.loc(src.tree),
             )
+        if bound.cpu_mode is not None:
+            warn_slow(self.fn.__name__, bound.cpu_mode)
+        if bound.cpu_mode == "eager":  # Triton's interpreter cannot run it in this process
+            bound.launcher = lambda *a: self.run_eagerly(a)
+            return bound.launcher(*args)
         return bound.first_call(self.config_for(bound, args), args)
+
+    def _warn_grad(self) -> None:
+        """Outputs of a plain kernel have no autograd history: say so once."""
+        self._warned_grad = True
+        name = self.source.tree.name
+        warnings.warn(
+            f"tilecraft: `{name}` is called with inputs that require grad, but a plain kernel's"
+            " outputs are detached from autograd; register it with"
+            f" `{name}.as_torch_op('namespace::{name}', backward=...)` to differentiate it",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def as_torch_op(self, name: str, mutates_args: Sequence[str] = (), **autograd: Any) -> Any:
         """Register as the PyTorch operator `name` ("namespace::op"); returns a `TorchOp`.
@@ -177,6 +201,10 @@ def _arg_key(arg: Any) -> Any:
     if isinstance(arg, types.FunctionType):  # inlined: each function compiles on its own
         return callable_key(arg, _arg_key)
     return type(arg)
+
+
+def _wants_grad(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
 def _capturing(args: tuple) -> bool:
