@@ -344,3 +344,26 @@ def test_jagged_tile_says_what_to_use_instead() -> None:
 
     with pytest.raises(exc.UnsupportedOperation, match=r"tc.tile\(start, end\)"):
         jagged(randn(3, 4), torch.ones(3, dtype=torch.int64))
+
+
+@tc.kernel
+def rows_by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for i in tc.grid(m):
+        row = x[i, :]
+        if flags[i] > 0:
+            row = row / row.sum()
+            out[i, :] = row  # stored twice where the flag is set: the same values
+        out[i, :] = row
+    return out
+
+
+@pytest.mark.parametrize("reduction_loops", [None, 4])
+def test_scalar_if_on_a_chunked_row(reduction_loops, mode) -> None:
+    x, flags = randn(5, 9).abs() + 0.1, torch.tensor([1, 0, 1, 1, 0], device=DEVICE)
+    kernel = tc.kernel(rows_by_flag.fn, config=tc.Config(reduction_loops=[reduction_loops]))
+    expected = torch.where(flags[:, None] > 0, x / x.sum(dim=1, keepdim=True), x)
+    assert_close(mode(kernel)(x, flags), expected)
+    if reduction_loops is None:
+        assert "    if " in kernel.bind((x, flags)).to_triton_code(kernel.config)

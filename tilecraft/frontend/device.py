@@ -425,7 +425,7 @@ class DeviceCompiler:
         dims = self.mem.access(tensor.param, tensor.meta, items).dims
         if broadcast_dims(dims, mask.type.dims) != dims or mask.type.rank > len(dims):
             return None
-        return mask
+        return flow.as_tile_mask(self, mask, dims)
 
     def _subscript(self, node: ast.expr) -> list[Any]:
         items = node.elts if isinstance(node, ast.Tuple) else [node]
