@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Op, Param, Value
 
 if TYPE_CHECKING:
@@ -148,8 +149,6 @@ def pointer(w: KernelWriter, access: Access) -> tuple[str, str | None]:
 
 
 def index_expr(w: KernelWriter, index: Any, rank: int, pos: int, masks: list[str]) -> str | None:
-    from tilecraft.codegen.kernel import expand
-
     if index.kind == "unit":
         return None
     if index.kind == "scalar":

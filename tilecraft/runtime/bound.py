@@ -23,6 +23,7 @@ from tilecraft.frontend.device import DeviceCompiler
 from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
+from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.heuristics import default_config
@@ -86,7 +87,7 @@ class BoundKernel:
         for i, loop in enumerate(self.loops):
             name = f"_{self.src.tree.name}_kernel{'' if i == 0 else i}"
             compiler = DeviceCompiler(self.src, captured.get(i, {}), table, name)
-            kernels.append(compiler.compile(loop))
+            kernels.append(verify(compiler.compile(loop)))
         return Analysis(kernels, table, tunables, config)
 
     def _run_host(self, fn: Callable[..., Any]) -> None:
