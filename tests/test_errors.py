@@ -61,11 +61,13 @@ def uses_try(x: torch.Tensor) -> torch.Tensor:
 
 
 @tc.kernel
-def uses_if_on_a_tile(x: torch.Tensor) -> torch.Tensor:
+def merges_a_tensor_and_a_tile(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in tc.tile(x.size(0)):
+        v = x
         if x[tile] > 0:
-            out[tile] = x[tile]
+            v = x[tile]
+        out[tile] = v
     return out
 
 
@@ -74,7 +76,7 @@ def uses_if_on_a_tile(x: torch.Tensor) -> torch.Tensor:
     [
         (uses_while, "while out.size(0) < 0:"),
         (uses_try, "try:"),
-        (uses_if_on_a_tile, "if x[tile] > 0:"),
+        (merges_a_tensor_and_a_tile, "if x[tile] > 0:"),
     ],
     ids=["while", "try", "if"],
 )

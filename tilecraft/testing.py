@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -14,15 +17,31 @@ TOLERANCES = {
 }
 
 
-def assert_close(actual: Any, expected: Any, dtype: torch.dtype | None = None) -> None:
-    """Compare a kernel's outputs with a reference (tensors or tuples of them)."""
+def assert_close(
+    actual: Any,
+    expected: Any,
+    dtype: torch.dtype | None = None,
+    equal_nan: bool = False,
+    msg: str | None = None,
+) -> None:
+    """Compare a kernel's outputs with a reference (tensors or tuples of them).
+
+    With `equal_nan=True`, NaN must appear in exactly the same places in both.
+    """
     if isinstance(expected, (tuple, list)):
-        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected)
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), msg
         for a, e in zip(actual, expected, strict=True):
-            assert_close(a, e, dtype)
+            assert_close(a, e, dtype, equal_nan, msg)
         return
     rtol, atol = TOLERANCES.get(dtype or expected.dtype, (0.0, 0.0))
-    torch.testing.assert_close(actual, expected.to(actual.dtype), rtol=rtol, atol=atol)
+    torch.testing.assert_close(
+        actual,
+        expected.to(actual.dtype),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=equal_nan,
+        msg=None if msg is None else lambda m: f"{msg}: {m}",
+    )
 
 
 REL_ERROR_LIMITS = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
@@ -44,3 +63,99 @@ def matrices(shape: tuple, dtype: torch.dtype, device: str | torch.device | None
 def default_device() -> torch.device:
     """The GPU when there is one, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+MODES = ("eager", "triton")
+
+
+def check_modes(
+    kernel: Any,
+    args: Sequence[Any],
+    reference: Callable[..., Any],
+    dtype: torch.dtype | None = None,
+    config: Any = None,
+    modes: Sequence[str] = MODES,
+) -> dict[str, Any]:
+    """Run `kernel(*args)` in each mode and check it against `reference(*args)` and across modes.
+
+    Modes: "eager" (TILECRAFT_INTERPRET: the body runs in PyTorch) and "triton" (the
+    generated code; on CPU arguments, under Triton's interpreter). Every run gets fresh
+    copies of `args`. Results must match the reference within `dtype`'s tolerance, have
+    its shape and dtype, and hold NaN in the same places; the modes must agree the same
+    way with each other. A kernel returning None is judged by the tensors it wrote to.
+    Returns each mode's result.
+
+    Example::
+
+        check_modes(softmax, (torch.randn(5, 7),), lambda x: torch.softmax(x, -1))
+    """
+    expected = _outputs(reference, _copies(args))
+    results = {mode: run_mode(kernel, args, mode, config) for mode in modes}
+    for mode, result in results.items():
+        _check_same(result, expected, dtype, f"{mode} vs reference")
+    names = list(results)
+    for other in names[1:]:
+        _check_same(results[other], results[names[0]], dtype, f"{other} vs {names[0]}")
+    return results
+
+
+def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) -> Any:
+    """`kernel` run on copies of `args` in `mode` ("eager" or "triton"); what it returns, or
+    the tensor arguments it wrote to when it returns None."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    copies = _copies(args)
+    if mode == "eager":
+        return _outputs(lambda *a: kernel.run_eagerly(kernel.normalize(a, {})), copies)
+    with _triton_on_cpu(copies):
+        launcher = kernel.bind(copies).compile(config or kernel.chosen_config())
+        return _outputs(launcher, copies)
+
+
+def _copies(args: Sequence[Any]) -> tuple:
+    """Clones that keep each tensor's strides (a transposed view stays transposed)."""
+    return tuple(_clone(a) for a in args)
+
+
+def _clone(a: Any) -> Any:
+    if not isinstance(a, torch.Tensor):
+        return a
+    out = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
+    return out.copy_(a) if a.numel() else out
+
+
+def _outputs(fn: Callable[..., Any], args: tuple) -> Any:
+    result = fn(*args)
+    if result is None:
+        return tuple(a for a in args if isinstance(a, torch.Tensor))
+    return result
+
+
+def _check_same(actual: Any, expected: Any, dtype: torch.dtype | None, what: str) -> None:
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), what
+        for a, e in zip(actual, expected, strict=True):
+            _check_same(a, e, dtype, what)
+        return
+    if not isinstance(expected, torch.Tensor):
+        assert actual == expected, f"{what}: {actual!r} != {expected!r}"
+        return
+    assert isinstance(actual, torch.Tensor), f"{what}: got {type(actual).__name__}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert_close(actual, expected, dtype, equal_nan=True, msg=what)
+
+
+@contextlib.contextmanager
+def _triton_on_cpu(args: tuple) -> Iterator[None]:
+    """TRITON_INTERPRET=1 while compiling for CPU tensors (Triton reads it when the
+    generated module is loaded)."""
+    on_gpu = any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
+    if on_gpu or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        yield
+        return
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        del os.environ["TRITON_INTERPRET"]

@@ -129,11 +129,11 @@ def pointer(w: KernelWriter, access: Access) -> tuple[str, str | None]:
     """The pointer expression and mask of an access."""
     param = access.param
     wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
-    rank, pos, dim = len(access.dims), 0, 0
+    dims, starts = access.layout()
+    rank, dim = len(dims), 0
     terms: list[str] = []
     masks: list[str] = []
-    for index in access.indices:
-        width = len(index.dims())
+    for index, pos in zip(access.indices, starts, strict=True):
         if index.kind != "newaxis":
             term = index_expr(w, index, rank, pos, masks)
             if term is not None:
@@ -141,11 +141,10 @@ def pointer(w: KernelWriter, access: Access) -> tuple[str, str | None]:
                 step = stride(w, param, dim)
                 terms.append(term if step == "1" else f"{term} * {step}")
             dim += 1
-        pos += width
     if any(i.kind in ("unit", "newaxis") for i in access.indices):
         terms.append(f"tl.zeros({w.shape(access.dims)}, tl.int32)")  # keep size-1 dims
     offset = " + ".join(terms) if terms else "0"
-    return f"{param.name} + ({offset})", " & ".join(masks) or None
+    return f"{param.name} + ({offset})", " & ".join(dict.fromkeys(masks)) or None
 
 
 def index_expr(w: KernelWriter, index: Any, rank: int, pos: int, masks: list[str]) -> str | None:

@@ -20,7 +20,8 @@ def is_rolled(block: Block) -> bool:
 def needs_mask(block: Block) -> bool:
     if block.kind == "grid":
         return False
-    return block.dynamic or block.extent % (block.fixed_size or 1) != 0
+    # an empty dim still has a block of one lane, which must touch nothing
+    return block.dynamic or block.extent == 0 or block.extent % (block.fixed_size or 1) != 0
 
 
 def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:
@@ -29,6 +30,9 @@ def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:
         return expr
     items = ["None"] * pos + [":"] * width + ["None"] * (rank - pos - width)
     return f"{expr}[{', '.join(items)}]"
+
+
+NO_NAN = 2**31 - 1  # "no NaN here", as a position
 
 
 def reduce_compute(op: Op) -> torch.dtype:

@@ -8,12 +8,12 @@ from typing import Any
 import torch
 
 from tilecraft.codegen import access
-from tilecraft.codegen.common import expand, is_rolled, needs_mask, reduce_compute
+from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import TL_REDUCE, identity, literal, tl_dtype, triton_interpret
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
@@ -138,6 +138,24 @@ class KernelWriter:
             if c.final.name != c.param.name:
                 self.line(f"{c.param.name} = {c.final.name}")
         self.depth, self.live = outer, live
+
+    def branch(self, node: Branch) -> None:
+        """A scalar `if`: each arm ends by assigning the variables merged after it."""
+        self.line(f"if {node.cond.name}:")
+        self.arm(node.then, [(m.out, m.then) for m in node.merged])
+        self.line("else:")
+        self.arm(node.orelse, [(m.out, m.orelse) for m in node.merged])
+
+    def arm(self, body: list[Node], results: list[tuple[Value, Value]]) -> None:
+        live, start = set(self.live), len(self.lines)
+        self.depth += 1
+        self.body(body)
+        for out, value in results:
+            self.line(f"{out.name} = {value.name}")
+        if len(self.lines) == start:
+            self.line("pass")
+        self.depth -= 1
+        self.live = live
 
     def range_options(self, index: int) -> str:
         """`tl.range` keywords from the config's range_* knobs for device loop `index`."""
@@ -275,8 +293,25 @@ class KernelWriter:
             value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
         expr = f"{TL_REDUCE[kind]}({value}, {axis}{keep})"
+        if kind != "sum" and compute.is_floating_point:
+            self.line(f"{op.out.name}_in = {value}")
+            size = "1" if block is None else self.size(block)
+            position = expand(f"tl.arange(0, {size})", x.type.rank, axis)
+            expr = self.nan_aware(kind, op.out.name, axis, keep, position)
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
+
+    def nan_aware(self, kind: str, name: str, axis: int, keep: str, position: str) -> str:
+        """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
+        PyTorch does: max/min are NaN if any element is, arg* give the position of the
+        first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs.)"""
+        value, fold = f"{name}_in", f"{TL_REDUCE[kind]}({name}_in, {axis}{keep})"
+        isnan = f"({value} != {value})"
+        if kind in ("max", "min"):
+            self.line(f"{name}_nan = tl.max({isnan}.to(tl.int32), {axis}{keep}) > 0")
+            return f'tl.where({name}_nan, float("nan"), {fold})'
+        self.line(f"{name}_nan = tl.min(tl.where({isnan}, {position}, {NO_NAN}), {axis}{keep})")
+        return f"tl.where({name}_nan < {NO_NAN}, {name}_nan, {fold})"
 
     def op_load(self, op: Op) -> None:
         access.load(self, op)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tilecraft.codegen.common import expand, is_rolled, reduce_compute
-from tilecraft.codegen.rules import identity, tl_dtype
+from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import Access, Loop, Node, Op, Value, walk_ops
+from tilecraft.ir.nodes import Access, Branch, Loop, Node, Op, Value, walk_ops
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
@@ -36,8 +36,11 @@ class RolledBody:
     def write(self) -> None:
         for node in self.nodes:
             if isinstance(node, Loop):
-                self.check_not_deferred(node)
+                self.check_not_deferred(node.body)
                 self.w.loop(node)
+            elif isinstance(node, Branch):
+                self.check_branch(node)
+                self.w.branch(node)
             elif node.out is not None and self.spans_rolled(node):
                 self.deferred[id(node.out)] = node
             elif self.spans_rolled(node) or self.uses_deferred(node):
@@ -48,11 +51,22 @@ class RolledBody:
     def uses_deferred(self, op: Op) -> bool:
         return any(id(v) in self.deferred for v in op.inputs())
 
-    def check_not_deferred(self, loop: Loop) -> None:
-        for op in walk_ops(loop.body):
+    def check_branch(self, node: Branch) -> None:
+        self.check_not_deferred([*node.then, *node.orelse])
+        for m in node.merged:
+            dims = {*m.then.type.dims, *m.orelse.type.dims}
+            if dims & self.rolled:
+                raise LoweringError(
+                    f"`{m.name}` spans a looped reduction dim and is assigned under an `if`; "
+                    "use reduction_loops=[None] for this kernel",
+                    node.loc,
+                )
+
+    def check_not_deferred(self, body: list[Node]) -> None:
+        for op in walk_ops(body):
             if self.uses_deferred(op):
                 raise LoweringError(
-                    "a value over a looped reduction dim is used in a nested loop; "
+                    "a value over a looped reduction dim is used in a nested loop or branch; "
                     "use reduction_loops=[None] for this kernel",
                     op.loc,
                 )
@@ -118,14 +132,17 @@ class RolledBody:
         mask = expand(f"mask_{block}", x.type.rank, axis)
         if kind == "sum":
             self.w.line(f"{acc} = {acc} + tl.where({mask}, {value}, 0)")
-        elif kind in ("max", "min"):
-            fn = "tl.maximum" if kind == "max" else "tl.minimum"
-            self.w.line(f"{acc} = tl.where({mask}, {fn}({acc}, {value}), {acc})")
-        else:
-            better = ">" if kind == "argmax" else "<"
+            return
+        self.w.line(f"{op.out.name}_v = {value}")
+        value = f"{op.out.name}_v"
+        better = ">" if kind in ("max", "argmax") else "<"
+        take = f"{value} {better} {acc}"
+        if compute.is_floating_point:  # the first NaN wins and stays, as in PyTorch
+            take = f"({take}) | (({value} != {value}) & ({acc} == {acc}))"
+        self.w.line(f"take = {mask} & ({take})")
+        self.w.line(f"{acc} = tl.where(take, {value}, {acc})")
+        if kind.startswith("arg"):
             index = expand(f"indices_{block}", x.type.rank, axis)
-            self.w.line(f"take = {mask} & ({value} {better} {acc})")
-            self.w.line(f"{acc} = tl.where(take, {value}, {acc})")
             self.w.line(
                 f"{op.out.name}_idx = tl.where(take, {index}.to(tl.int64), {op.out.name}_idx)"
             )
@@ -135,16 +152,25 @@ class RolledBody:
         assert op.out is not None
         kind, axis = op.attrs["kind"], op.attrs["axis"]
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
-        acc, out = f"{op.out.name}_acc", op.out
+        acc, out, compute = f"{op.out.name}_acc", op.out, reduce_compute(op)
         if kind.startswith("arg"):
-            best = "tl.max" if kind == "argmax" else "tl.min"
-            self.w.line(f"{out.name}_best = {best}({acc}, {axis}, keep_dims=True)")
-            expr = (
-                f"tl.min(tl.where({acc} == {out.name}_best, {out.name}_idx, {2**62}), {axis}{keep})"
-            )
-            self.w.line(f"{out.name} = {expr}")
+            self.finish_arg(op, acc, axis, keep)
             return
-        fn = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}[kind]
-        expr = f"{fn}({acc}, {axis}{keep})"
-        compute = reduce_compute(op)
+        expr = f"{TL_REDUCE[kind]}({acc}, {axis}{keep})"
+        if kind != "sum" and compute.is_floating_point:
+            self.w.line(f"{out.name}_in = {acc}")
+            expr = self.w.nan_aware(kind, out.name, axis, keep, "")
         self.w.line(f"{out.name} = {self.w.cast_out(expr, compute, out.type.dtype)}")
+
+    def finish_arg(self, op: Op, acc: str, axis: int, keep: str) -> None:
+        """The first index holding the best value (or the first NaN) across the lanes."""
+        assert op.out is not None
+        name, kind = op.out.name, op.attrs["kind"][3:]
+        best = f"{TL_REDUCE[kind]}({acc}, {axis}, keep_dims=True)"
+        match = f"{acc} == {name}_best"
+        if reduce_compute(op).is_floating_point:
+            self.w.line(f"{name}_in = {acc}")
+            best = self.w.nan_aware(kind, name, axis, ", keep_dims=True", "")
+            match = f"({match}) | (({acc} != {acc}) & ({name}_best != {name}_best))"
+        self.w.line(f"{name}_best = {best}")
+        self.w.line(f"{name} = tl.min(tl.where({match}, {name}_idx, {2**62}), {axis}{keep})")

@@ -142,7 +142,17 @@ class BlockTable:
             kind="tile", extent=extent, begin=begin, fixed_size=int(size), config_index=size.index
         )
 
-    def grid(self, begin: int, end: int) -> Block:
+    def grid(self, begin: Any, end: Any) -> Block:
+        if not isinstance(begin, int) or not isinstance(end, int):
+            # a nested loop bounded by values computed on the device
+            names = [v if isinstance(v, int) else v.name for v in (begin, end)]
+            return self._new(
+                kind="grid",
+                extent=DYNAMIC_EXTENT_HINT,
+                fixed_size=1,
+                begin_value=str(names[0]),
+                end_value=str(names[1]),
+            )
         return self._new(kind="grid", extent=max(end - begin, 0), begin=begin, fixed_size=1)
 
     def reduction(self, extent: int) -> Block:

@@ -6,6 +6,7 @@ import ast
 import builtins
 import operator
 import re
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,13 +21,15 @@ from tilecraft.exc import (
     UnsupportedOperation,
     UnsupportedSyntax,
 )
+from tilecraft.frontend import flow, inline
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.ops import OPS, lookup, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
-from tilecraft.ir.types import TileType
+from tilecraft.ir.types import TileType, broadcast_dims
 
 BINOPS = {
     ast.Add: "add",
@@ -98,8 +101,11 @@ class DeviceCompiler:
         self.b = Builder(src.loc(src.tree), table.blocks)
         self.env: dict[str, Any] = {}
         self.host_values: dict[str, Any] = {}
+        self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
+        self.lifted: dict[str, Any] = {}  # host values by host expression, shared by scopes
         self.params: list[Param] = []
         self.mem = MemoryLowering(self.b, table)
+        self.masks: list[Value] = []  # conditions of the enclosing `if` arms on tiles
 
     # -- entry -------------------------------------------------------------------
     def compile(self, loop: ast.For) -> DeviceKernel:
@@ -173,15 +179,35 @@ class DeviceCompiler:
             raise ShapeMismatch("assertion failed inside the kernel")
 
     def stmt_If(self, node: ast.If) -> None:
-        test = self.expr(node.test)
-        if isinstance(test, Value):
-            raise UnsupportedSyntax("`if` on a tile value: use torch.where(cond, a, b)")
-        self._body(node.body if test else node.orelse)
+        flow.compile_if(self, node)
+
+    def branch_mask(self) -> Value | None:
+        """Where the enclosing `if` arms on tiles are taken (None outside them)."""
+        return self.masks[-1] if self.masks else None
+
+    def named(self, value: Value, name: str) -> Value:
+        if not self._is_named(value):
+            value.name = self.b.fresh(name)
+        return value
 
     def stmt_For(self, node: ast.For) -> None:
-        if self._callee(node.iter) not in (lang.tile, lang.grid):
-            raise UnsupportedSyntax("device loops must iterate over tc.tile(...) or tc.grid(...)")
-        blocks, order = self._loop_blocks(node, inner=True)
+        fn = self._callee(node.iter)
+        if fn is builtins.range and self._device_range(node):
+            fn = lang.grid  # `range` over values computed on the device: a device loop
+        elif fn not in (lang.tile, lang.grid):
+            flow.compile_unrolled(self, node, flow.unrolled_items(self.expr(node.iter)))
+            return
+        self._device_loop(node, fn)
+
+    def _device_range(self, node: ast.For) -> bool:
+        assert isinstance(node.iter, ast.Call)
+        device = any(isinstance(self.expr(a), Value) for a in node.iter.args)
+        if device and (len(node.iter.args) > 2 or node.iter.keywords):
+            raise UnsupportedSyntax("`range(begin, end)` on the device takes no step")
+        return device
+
+    def _device_loop(self, node: ast.For, fn: Any) -> None:
+        blocks, order = self._loop_blocks(node, inner=True, fn=fn)
         index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
@@ -225,11 +251,13 @@ class DeviceCompiler:
         return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
 
     # -- loops and targets --------------------------------------------------------
-    def _loop_blocks(self, node: ast.For, inner: bool) -> tuple[list[tuple[int, bool]], list[int]]:
+    def _loop_blocks(
+        self, node: ast.For, inner: bool, fn: Any = None
+    ) -> tuple[list[tuple[int, bool]], list[int]]:
         """The blocks a loop binds (in the user's order) and its iteration order."""
         call = node.iter
         assert isinstance(call, ast.Call)
-        fn = self._callee(call)
+        fn = fn or self._callee(call)
         args = [self.expr(a) for a in call.args]
         kwargs = {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
         begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
@@ -279,7 +307,10 @@ class DeviceCompiler:
             tensor = self.expr(target.value)
             if not isinstance(tensor, HostTensor):
                 raise UnsupportedSyntax("only tensors from the host can be stored to")
-            self.mem.store(tensor.param, tensor.meta, self._subscript(target.slice), value)
+            items = self._subscript(target.slice)
+            dims = self.mem.access(tensor.param, tensor.meta, items).dims
+            mask = flow.store_mask(self, dims, None, "store")
+            self.mem.store(tensor.param, tensor.meta, items, value, mask)
         else:
             raise UnsupportedSyntax(f"cannot assign to `{ast.unparse(target)}`")
 
@@ -311,11 +342,28 @@ class DeviceCompiler:
         raise UnsupportedSyntax(f"name `{node.id}` is not defined")
 
     def _from_host(self, name: str, value: Any) -> Any:
+        where = self.host_exprs.get(name, name)
+        if where is not None and where in self.lifted:
+            return self.lifted[where]
+        if isinstance(value, types.FunctionType):
+            return HostCallable(value, where)
+        if isinstance(value, (torch.Tensor, float)) and where is None:
+            raise UnsupportedOperation(
+                f"`{name}` is a {type(value).__name__} that an inlined function reads from "
+                "its module: pass it to the kernel as an argument"
+            )
+        if where is None:
+            return value
+        self.lifted[where] = lifted = self._lift(name, where, value)
+        return lifted
+
+    def _lift(self, name: str, where: str, value: Any) -> Any:
+        """A host value as the device sees it; tensors and floats become arguments."""
         if isinstance(value, torch.Tensor):
             offset = int(value.storage_offset()) * value.element_size()
             param = Param(
                 self._param_name(name),
-                name,
+                where,
                 value.dtype,
                 tuple(value.shape),
                 tuple(value.stride()),
@@ -324,7 +372,7 @@ class DeviceCompiler:
             self.params.append(param)
             return HostTensor(param, value)
         if isinstance(value, float):
-            param = Param(self._param_name(name), name, torch.float32)
+            param = Param(self._param_name(name), where, torch.float32)
             self.params.append(param)
             return Value(TileType(torch.float32, ()), param.name)
         return value
@@ -361,11 +409,23 @@ class DeviceCompiler:
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
         if isinstance(obj, HostTensor):
-            return self.mem.load(obj.param, obj.meta, self._subscript(node.slice), None)
+            items = self._subscript(node.slice)
+            return self.mem.load(obj.param, obj.meta, items, self._load_mask(obj, items))
         key = self.expr(node.slice)
         if isinstance(obj, Value):
             return view(self.b, obj, _view_items(key, obj.type.rank))
         return obj[key]
+
+    def _load_mask(self, tensor: HostTensor, items: list[Any]) -> Value | None:
+        """Inside an `if` on a tile, gathers read only where the arm is taken: an index
+        computed for the other lanes may point anywhere."""
+        mask = self.branch_mask()
+        if mask is None or not any(isinstance(i, Value) and i.type.dims for i in items):
+            return None
+        dims = self.mem.access(tensor.param, tensor.meta, items).dims
+        if broadcast_dims(dims, mask.type.dims) != dims or mask.type.rank > len(dims):
+            return None
+        return mask
 
     def _subscript(self, node: ast.expr) -> list[Any]:
         items = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -440,6 +500,13 @@ class DeviceCompiler:
         return self.call(fn, args, kwargs)
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(fn, HostCallable) or (inline.inlinable(fn) and _on_device(args, kwargs)):
+            callee = fn if isinstance(fn, HostCallable) else HostCallable(fn, None)
+            return self.inline(callee, args, kwargs)
+        if fn is lang.static_range:
+            return _static_range(args, kwargs)
+        if fn in (lang.store, lang.atomic_add) and self.masks:
+            args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
         if special is not NotImplemented:
             return special
@@ -460,6 +527,42 @@ class DeviceCompiler:
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
 
+    def inline(self, callee: HostCallable, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Compile a call of a Python function by compiling its body here."""
+        src = inline.function_source(callee.fn)
+        body, result = inline.split_return(src.tree)
+        closure = callee.closure()
+        saved = (self.src, self.env, self.host_locals, self.host_values, self.host_exprs)
+        self.src, self.env = src, inline.bind_arguments(callee.fn, args, kwargs)
+        self.host_locals = {name: value for name, (value, _) in closure.items()}
+        self.host_exprs = {name: where for name, (_, where) in closure.items()}
+        self.host_values, loc = {}, self.b.loc
+        try:
+            self._body(body)
+            if result is None:
+                return None
+            self.b.loc = self.src.loc(result)
+            try:
+                return self.expr(result)
+            except TilecraftError as e:
+                raise e.at(self.b.loc) from None
+        finally:
+            self.src, self.env, self.host_locals, self.host_values, self.host_exprs = saved
+            self.b.loc = loc
+
+    def _masked_store_args(
+        self, fn: Any, args: list[Any], kwargs: dict[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """tc.store/tc.atomic_add inside an `if` on a tile: the arm's mask joins extra_mask."""
+        tensor, index, *rest = args
+        if not isinstance(tensor, HostTensor):
+            return args, kwargs
+        extra = kwargs.pop("extra_mask", rest[1] if len(rest) > 1 else None)
+        items = list(index) if isinstance(index, (list, tuple)) else [index]
+        dims = self.mem.access(tensor.param, tensor.meta, items).dims
+        kwargs["extra_mask"] = flow.store_mask(self, dims, extra, fn.__name__)
+        return [tensor, index, *rest[:1]], kwargs
+
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in OPS:
             raise UnsupportedOperation(f"`{name}` is not supported on tiles")
@@ -474,25 +577,48 @@ class DeviceCompiler:
             return None
 
 
+def _on_device(args: list[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a call's arguments hold device values (tiles, tensors, loop variables)."""
+    stack = [*args, *kwargs.values()]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (Value, HostTensor, TileRef)):
+            return True
+        if isinstance(a, (tuple, list)):
+            stack += list(a)
+    return False
+
+
 @dataclass(frozen=True)
 class _BoundMethod:
     obj: Value
     name: str
 
 
+def _static_range(args: list[Any], kwargs: dict[str, Any]) -> range:
+    bounds = [*args, *kwargs.values()]
+    if not all(isinstance(a, int) for a in bounds):
+        raise UnsupportedSyntax(
+            "tc.static_range needs ints known while compiling; use tc.grid(...) for bounds "
+            "computed on the device"
+        )
+    return range(*bounds)
+
+
 def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:
     if end is None:
         sizes = list(begin) if isinstance(begin, (list, tuple, torch.Size)) else [begin]
-        return [0] * len(sizes), [int(s) for s in sizes]
+        return [0] * len(sizes), [_bound(s) for s in sizes]
     begins = list(begin) if isinstance(begin, (list, tuple)) else [begin]
     ends = list(end) if isinstance(end, (list, tuple)) else [end]
-    for v in begins + ends:
-        if isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point):
-            raise UnsupportedSyntax("tile bounds must be integers: sizes or tile.begin/.end")
     return [_bound(b) for b in begins], [_bound(e) for e in ends]
 
 
 def _bound(v: Any) -> Any:
+    if isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point):
+        raise UnsupportedSyntax(
+            "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the device"
+        )
     return v if isinstance(v, Value) else int(v)
 
 

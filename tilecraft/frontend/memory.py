@@ -10,7 +10,7 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
-from tilecraft.ir.nodes import Access, Index, Param, Value
+from tilecraft.ir.nodes import Access, Index, Param, Value, gather_dims
 from tilecraft.ir.types import Dim, broadcast_dims
 
 
@@ -61,7 +61,18 @@ class MemoryLowering:
             else:
                 raise UnsupportedSyntax(f"cannot index a tensor with {type(item).__name__}")
             dim += 1
+        self._check_gathers(param, indices)
         return Access(param, tuple(indices))
+
+    def _check_gathers(self, param: Param, indices: list[Index]) -> None:
+        """Index tiles broadcast together, as PyTorch's advanced indexing does."""
+        if gather_dims(tuple(indices)) is None:
+            shapes = " and ".join(self.b.describe(i.dims()) for i in indices if i.kind == "gather")
+            raise ShapeMismatch(
+                f"the index tiles of `{param.host_expr}[...]` have shapes {shapes}, which do "
+                "not broadcast together (PyTorch pairs index tensors up element by element); "
+                "for every pair, index with `a[:, None]` and `b[None, :]`"
+            )
 
     def _check_fits(self, param: Param, dim: int, size: int, block_id: int) -> None:
         block = self.table.blocks[block_id]

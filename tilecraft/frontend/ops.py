@@ -277,9 +277,23 @@ def _reducer(kind: str) -> Handler:
             dim = dim[0] if len(dim) == 1 else None
         if kw.get("dtype") is not None:
             x = b.cast(x, kw["dtype"])  # type: ignore[assignment]
+        _check_not_empty(b, kind, x, dim)
         return reduce(b, kind, x, dim, keepdim)
 
     return handler
+
+
+def _check_not_empty(b: Builder, kind: str, x: Value, dim: int | None) -> None:
+    """max/min and their arg* have no identity: over a 0-length dim PyTorch raises, so do we."""
+    if kind == "sum":
+        return
+    block = x.type.dims[_axis(b, x, dim)]
+    if block is not None and b.blocks[block].kind == "reduction" and b.blocks[block].extent == 0:
+        name = {"max": "amax", "min": "amin"}.get(kind, kind)
+        raise ShapeMismatch(
+            f"{name} over a dimension of length 0: the result is undefined (PyTorch raises too)",
+            b.loc,
+        )
 
 
 OPS["sum"] = _reducer("sum")
@@ -303,6 +317,7 @@ def _max_or_min(kind: str) -> Handler:
         if isinstance(other, Value):
             return b.elementwise("maximum" if kind == "max" else "minimum", x, other)
         dim = other if other is not None else dim
+        _check_not_empty(b, kind, x, dim)
         values = reduce(b, kind, x, dim, keepdim)
         if dim is None:
             return values

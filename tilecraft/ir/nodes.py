@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from tilecraft.exc import SourceLoc
-from tilecraft.ir.types import Block, Dim, TileType
+from tilecraft.ir.types import Block, Dim, TileType, broadcast_dims
 
 _ids = itertools.count()
 
@@ -72,7 +72,43 @@ class Access:
 
     @property
     def dims(self) -> tuple[Dim, ...]:
-        return tuple(d for i in self.indices for d in i.dims())
+        return self.layout()[0]
+
+    def layout(self) -> tuple[tuple[Dim, ...], tuple[int, ...]]:
+        """The dims of what the access touches, and where each index's dims start in them.
+
+        Index tiles ("gather") follow PyTorch's advanced indexing: they broadcast together
+        into one group of dims (two loaded over the same tile pair up element by element),
+        which stands where the first of them is if they are adjacent (scalars do not
+        count: they just drop their dim), and first otherwise. Each index tile is
+        right-aligned in the group. Other indices keep their dims in place.
+        """
+        group = gather_dims(self.indices) or ()
+        kept = [k for k, i in enumerate(self.indices) if i.kind != "scalar"]
+        gathers = [n for n, k in enumerate(kept) if self.indices[k].kind == "gather"]
+        adjacent = not gathers or gathers[-1] - gathers[0] == len(gathers) - 1
+        dims: list[Dim] = [] if adjacent else list(group)
+        starts = [0] * len(self.indices)
+        for k in kept:
+            index = self.indices[k]
+            if index.kind == "gather":
+                if k == kept[gathers[0]] and adjacent:
+                    dims += group
+                start = len(dims) - len(group) if adjacent else 0
+                starts[k] = start + len(group) - len(index.dims())
+            else:
+                starts[k] = len(dims)
+                dims += index.dims()
+        return tuple(dims), tuple(starts)
+
+
+def gather_dims(indices: tuple[Index, ...]) -> tuple[Dim, ...] | None:
+    """The dims the index tiles of a subscript broadcast to (None if they clash)."""
+    group: tuple[Dim, ...] | None = ()
+    for index in indices:
+        if index.kind == "gather" and group is not None:
+            group = broadcast_dims(group, index.dims())
+    return group
 
 
 @dataclass(eq=False)
@@ -117,7 +153,32 @@ class Loop:
     index: int = 0  # position among the kernel's device loops, for the range_* knobs
 
 
-Node = Op | Loop
+@dataclass(eq=False)
+class Merged:
+    """A variable assigned in a branch: its value at the end of each arm, and after."""
+
+    name: str
+    then: Value
+    orelse: Value
+    out: Value
+
+
+@dataclass(eq=False)
+class Branch:
+    """`if cond: then else: orelse` on a scalar computed on the device (a real branch).
+
+    Conditions on tiles never become a Branch: the frontend computes both arms and
+    merges them with selects. `merged` lists the variables live after the branch.
+    """
+
+    cond: Value
+    then: list[Node]
+    orelse: list[Node]
+    merged: list[Merged]
+    loc: SourceLoc
+
+
+Node = Op | Loop | Branch
 
 
 @dataclass(eq=False)
@@ -133,14 +194,17 @@ class DeviceKernel:
     grid_index: int = 0  # position among the kernel's top-level loops
 
     def walk(self) -> list[Op]:
-        """Every Op in program order, loops flattened."""
+        """Every Op in program order, loops and branches flattened."""
         return list(walk_ops(self.body))
 
 
 def walk_ops(body: list[Node]) -> Any:
-    """Every Op in `body`, in program order, loops flattened."""
+    """Every Op in `body`, in program order, loops and branches flattened."""
     for node in body:
         if isinstance(node, Loop):
             yield from walk_ops(node.body)
+        elif isinstance(node, Branch):
+            yield from walk_ops(node.then)
+            yield from walk_ops(node.orelse)
         else:
             yield node

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tilecraft.ir.nodes import Access, DeviceKernel, Loop, Node, Value
+from tilecraft.ir.nodes import Access, Branch, DeviceKernel, Loop, Node, Value
 
 
 def _arg(a: object) -> str:
@@ -33,10 +33,27 @@ def _lines(body: list[Node], depth: int) -> list[str]:
             out.append(f"{pad}loop {blocks} carry({carried}):")
             out += _lines(node.body, depth + 1)
             continue
+        if isinstance(node, Branch):
+            out += _branch(node, depth)
+            continue
         args = ", ".join(_arg(a) for a in node.args)
         attrs = "".join(f", {k}={_arg(v)}" for k, v in node.attrs.items())
         lhs = f"{node.out!r} = " if node.out else ""
         out.append(f"{pad}{lhs}{node.name}({args}{attrs})")
+    return out
+
+
+def _branch(node: Branch, depth: int) -> list[str]:
+    pad = "  " * depth
+    merged = ", ".join(f"%{m.out.name}={m.name}" for m in node.merged)
+    out = [f"{pad}if %{node.cond.name} merge({merged}):"]
+    out += _lines(node.then, depth + 1)
+    for m in node.merged:
+        out.append(f"{pad}  yield {m.name} = %{m.then.name}")
+    out.append(f"{pad}else:")
+    out += _lines(node.orelse, depth + 1)
+    for m in node.merged:
+        out.append(f"{pad}  yield {m.name} = %{m.orelse.name}")
     return out
 
 

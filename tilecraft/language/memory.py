@@ -53,7 +53,7 @@ def store(
 
         tc.store(out, [tile_m], values, extra_mask=values > 0)
     """
-    eager_context("store")
+    extra_mask = eager_context("store").branch_mask(extra_mask)
     key = eager_key(tuple(index))
     if extra_mask is None:
         tensor[key] = value
@@ -68,7 +68,8 @@ def atomic_add(tensor: torch.Tensor, index: Sequence[object], value: torch.Tenso
 
         tc.atomic_add(out, [tile_m], partial_sum)
     """
-    eager_context("atomic_add")
+    mask = eager_context("atomic_add").branch_mask()
     key = eager_key(tuple(index))
     view = tensor[key]
-    tensor[key] = view + torch.as_tensor(value, device=view.device).to(view.dtype)
+    added = torch.as_tensor(value, device=view.device).to(view.dtype)
+    tensor[key] = view + (added if mask is None else torch.where(mask, added, 0))

@@ -19,6 +19,14 @@ class EagerContext:
     device: torch.device
     block_size: int = 32
     tunables: dict[str, object] = field(default_factory=dict)
+    masks: list[torch.Tensor] = field(default_factory=list)  # enclosing `if` arms on tiles
+
+    def branch_mask(self, extra: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Where a store may write: `extra` and the conditions of enclosing `if` arms."""
+        mask = self.masks[-1] if self.masks else None
+        if mask is None or extra is None:
+            return extra if mask is None else mask
+        return extra & mask
 
     def next_block_size(self, explicit: int | None) -> int:
         return self.block_size if explicit is None else int(explicit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -37,16 +38,23 @@ class Tile:
         return self.end - self.begin
 
 
-Sizes = int | Sequence[int] | torch.Size
+Sizes = int | Sequence[int] | torch.Size | torch.Tensor
+
+
+def _is_one(v: object) -> bool:
+    """A single bound: an int, or a scalar tensor read on the device (`offsets[i]`)."""
+    return isinstance(v, int) or (isinstance(v, torch.Tensor) and v.numel() == 1)
+
+
+def _items(v: Sizes) -> list[Any]:
+    return [v] if _is_one(v) else list(v)  # type: ignore[arg-type]
 
 
 def _ranges(begin_or_size: Sizes, end: Sizes | None) -> list[tuple[int, int]]:
     if end is None:
-        sizes = [begin_or_size] if isinstance(begin_or_size, int) else list(begin_or_size)
-        return [(0, int(s)) for s in sizes]
-    begins = [begin_or_size] if isinstance(begin_or_size, int) else list(begin_or_size)
-    ends = [end] if isinstance(end, int) else list(end)
-    return [(int(b), int(e)) for b, e in zip(begins, ends, strict=True)]
+        return [(0, int(s)) for s in _items(begin_or_size)]
+    pairs = zip(_items(begin_or_size), _items(end), strict=True)
+    return [(int(b), int(e)) for b, e in pairs]
 
 
 def tile(
@@ -66,7 +74,7 @@ def tile(
             out[tile_m, tile_n] = x[tile_m, tile_n] + y[tile_m, tile_n]
     """
     ctx = eager_context("tile")
-    multi = not (isinstance(begin_or_size, int) and (end is None or isinstance(end, int)))
+    multi = not (_is_one(begin_or_size) and (end is None or _is_one(end)))
     ranges = _ranges(begin_or_size, end)
     explicit = block_size if isinstance(block_size, Sequence) else [block_size] * len(ranges)
     sizes = [ctx.next_block_size(b) for b in explicit]
@@ -89,6 +97,26 @@ def grid(begin_or_size: Sizes, end: Sizes | None = None) -> Iterator[int] | Iter
     """
     eager_context("grid")
     ranges = _ranges(begin_or_size, end)
-    if isinstance(begin_or_size, int) and (end is None or isinstance(end, int)):
+    if _is_one(begin_or_size) and (end is None or _is_one(end)):
         return iter(range(*ranges[0]))
     return (tuple(reversed(t)) for t in itertools.product(*(range(*r) for r in reversed(ranges))))
+
+
+def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:
+    """`range` unrolled while compiling: the body is repeated once per value.
+
+    The bounds must be ints known on the host. Each trip sees its loop variable as a
+    Python int, so it can pick columns (`x[tile, i]`) or choose code (`if i == 0:`).
+    Python `for` loops over `range(...)` of host ints, tuples and lists inside a device
+    loop are unrolled the same way.
+
+    Example::
+
+        for tile in tc.tile(m):
+            acc = x[tile, 0]
+            for i in tc.static_range(1, 4):
+                acc = acc + x[tile, i]
+            out[tile] = acc
+    """
+    bounds = (begin_or_end,) if end is None else (begin_or_end, end, step)
+    return range(*(int(b) for b in bounds))

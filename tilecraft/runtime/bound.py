@@ -28,7 +28,7 @@ from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
-from tilecraft.runtime.spec import kernel_spec
+from tilecraft.runtime.spec import closure_tensors, kernel_spec
 
 
 @dataclass
@@ -57,7 +57,8 @@ class BoundKernel:
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
         self.num_sms = _sm_count(args)
-        self.aligned = all(a.data_ptr() % 16 == 0 for a in args if isinstance(a, torch.Tensor))
+        tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
+        self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
@@ -227,6 +228,8 @@ def spec_key(args: tuple) -> str:
             parts.append(f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}")
         elif isinstance(a, (int, bool, str)) or a is None:
             parts.append(repr(a))
+        elif callable(a) and hasattr(a, "__code__"):  # an inlined function: which one
+            parts.append(f"{a.__code__.co_name}@{a.__code__.co_firstlineno}")
         else:
             parts.append(type(a).__name__)
     return ",".join(parts)

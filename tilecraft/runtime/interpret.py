@@ -13,15 +13,43 @@ from tilecraft import language as lang
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
 from tilecraft.language.memory import eager_key
-from tilecraft.language.state import EagerContext, running_eagerly
+from tilecraft.language.state import EagerContext, eager_context, running_eagerly
+from tilecraft.language.tiles import Tile
+from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
 def _getitem(obj: Any, key: Any) -> Any:
-    return obj[eager_key(key)] if isinstance(obj, torch.Tensor) else obj[key]
+    if not isinstance(obj, torch.Tensor):
+        return obj[key]
+    mask = eager_context("load").branch_mask()
+    if mask is not None and _gathers(key):
+        return _masked_gather(obj, eager_key(key), mask)
+    return obj[eager_key(key)]
+
+
+def _gathers(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(i, torch.Tensor) and i.dim() > 0 for i in items)
+
+
+def _masked_gather(obj: torch.Tensor, key: tuple, mask: torch.Tensor) -> torch.Tensor:
+    """A gather inside an `if` on a tile reads only where the arm is taken, as compiled
+    kernels do: indices of the other lanes may point anywhere."""
+    try:
+        safe = tuple(
+            torch.where(mask, i, 0) if isinstance(i, torch.Tensor) and i.dim() > 0 else i
+            for i in key
+        )
+        values = obj[safe]
+        return torch.where(mask, values, torch.zeros((), dtype=values.dtype))
+    except RuntimeError:  # the mask does not fit the gather: read as written
+        return obj[key]
 
 
 def _setitem(obj: Any, key: Any, value: Any) -> None:
-    obj[eager_key(key)] = value
+    key = eager_key(key)
+    mask = eager_context("store").branch_mask() if isinstance(obj, torch.Tensor) else None
+    obj[key] = value if mask is None else torch.where(mask, value, obj[key])
 
 
 class _EagerSubscripts(ast.NodeTransformer):
@@ -79,8 +107,10 @@ def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
 
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
-    module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(loop))
+    branches = EagerBranches()
+    module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(branches.visit(loop)))
     extra = {
+        **eager_names(),
         "_tc_getitem": _getitem,
         "_tc_setitem": _setitem,
         "_tc_block_size": lang.register_block_size,
@@ -99,6 +129,14 @@ def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any]) -> Any:
         return fn(*args)
 
 
+_SUBSCRIPTS = {torch.Tensor.__getitem__, torch.Tensor.__setitem__}
+
+
+def _has_tile(key: Any) -> bool:
+    items = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(i, Tile) or (isinstance(i, tuple) and _has_tile(i)) for i in items)
+
+
 _ACCUMULATING = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
 
 
@@ -108,6 +146,9 @@ class _FloatAccumulation(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
+        if func in _SUBSCRIPTS and _has_tile(args[1]):
+            # a function passed to the kernel (an epilogue) indexing a tensor with tiles
+            args = (args[0], eager_key(args[1]), *args[2:])
         if func in _ACCUMULATING and len(args) >= 3 and args[0].dtype != args[1].dtype:
             acc, a, b = args[:3]
             product = torch.matmul(a.to(torch.float32), b.to(torch.float32))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
@@ -15,6 +16,7 @@ from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.interpret import run_eagerly
 from tilecraft.runtime.settings import Settings
+from tilecraft.runtime.spec import callable_key
 
 
 class Kernel:
@@ -172,6 +174,8 @@ def _arg_key(arg: Any) -> Any:
         return float
     if isinstance(arg, (int, bool, str, type(None), torch.dtype)):
         return arg
+    if isinstance(arg, types.FunctionType):  # inlined: each function compiles on its own
+        return callable_key(arg, _arg_key)
     return type(arg)
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from tilecraft.frontend.blocks import BlockSpec, BlockTable
 from tilecraft.ir.nodes import DeviceKernel
@@ -68,3 +72,46 @@ def _dim_ref(table: BlockTable, block_id: int) -> DimRef:
     if block.config_index is not None and block.kind in ("tile", "reduction"):
         return (block.kind, block.config_index)
     return ("fixed", block.fixed_size or 1)
+
+
+def callable_key(fn: types.FunctionType, value_key: Callable[[Any], Any]) -> tuple:
+    """What a kernel compiled with `fn` inlined depends on: its code, and the values it
+    reads from its closure and module (tensors by `value_key`: their metadata)."""
+    code = fn.__code__
+    cells = tuple(_closure_key(c.cell_contents, value_key) for c in fn.__closure__ or ())
+    names = tuple(
+        (name, _closure_key(fn.__globals__[name], value_key))
+        for name in code.co_names
+        if isinstance(fn.__globals__.get(name), (torch.Tensor, types.FunctionType, float))
+    )
+    defaults = tuple(_closure_key(d, value_key) for d in fn.__defaults__ or ())
+    return (code, cells, names, defaults)
+
+
+def _closure_key(value: Any, value_key: Callable[[Any], Any]) -> Any:
+    if isinstance(value, types.FunctionType):
+        return callable_key(value, value_key)
+    if isinstance(value, (torch.Tensor, float)):
+        return value_key(value)
+    try:
+        hash(value)
+    except TypeError:
+        return (type(value), repr(value))
+    return value
+
+
+def closure_tensors(args: tuple) -> list[torch.Tensor]:
+    """Tensors that functions among `args` capture (they become kernel arguments too)."""
+    found = []
+    stack = [a for a in args if isinstance(a, types.FunctionType)]
+    seen: set[int] = set()
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        values = [c.cell_contents for c in fn.__closure__ or ()]
+        values += [fn.__globals__.get(n) for n in fn.__code__.co_names]
+        found += [v for v in values if isinstance(v, torch.Tensor)]
+        stack += [v for v in values if isinstance(v, types.FunctionType)]
+    return found

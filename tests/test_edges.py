@@ -1,0 +1,130 @@
+"""Edge shapes: dims of length 0 and 1 in every position, in both modes, never out of bounds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft.exc import ShapeMismatch
+from tilecraft.testing import check_modes, run_mode
+
+SENTINEL = 7.0  # what a buffer around an empty view holds: an out-of-bounds access sees it
+
+
+def empty_view(rows: int, fill: float = SENTINEL) -> torch.Tensor:
+    """A (rows, 0) view into a buffer of `fill`: a kernel that touches it is out of bounds."""
+    return torch.full((rows, 8), fill, device=DEVICE)[:, :0]
+
+
+@tc.kernel
+def row_softmax_into(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m, :] = torch.softmax(x[tile_m, :], dim=1)
+
+
+@tc.kernel
+def row_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    total = torch.empty(m, device=x.device)
+    mean = torch.empty(m, device=x.device)
+    var = torch.empty(m, device=x.device)
+    for tile_m in tc.tile(m):
+        row = x[tile_m, :]
+        total[tile_m] = row.sum(-1)
+        mean[tile_m] = row.mean(-1)
+        var[tile_m] = torch.var(row, dim=-1)
+    return total, mean, var
+
+
+def stats_reference(x: torch.Tensor) -> tuple:
+    return x.sum(-1), x.mean(-1), torch.var(x, dim=-1)
+
+
+@pytest.mark.parametrize("mode", ["eager", "triton"])
+def test_empty_row_writes_nothing(mode) -> None:
+    x, out = empty_view(5), empty_view(5, fill=-1.0)
+    buffer = out.as_strided((5, 8), (8, 1))
+    row_softmax_into(x, out) if mode == "triton" else run_mode(row_softmax_into, (x, out), mode)
+    assert torch.equal(buffer, torch.full_like(buffer, -1.0))
+
+
+@pytest.mark.filterwarnings("ignore:var.*degrees of freedom")
+def test_empty_row_reductions() -> None:
+    check_modes(row_stats, (empty_view(6),), stats_reference)
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (0, 5), (0, 0)])
+def test_examples_on_empty_inputs(shape) -> None:
+    import layer_norm
+    import rms_norm
+    import softmax
+
+    x = torch.randn(shape, device=DEVICE)
+    w, b = torch.randn(shape[1], device=DEVICE), torch.randn(shape[1], device=DEVICE)
+    check_modes(softmax.softmax, (x,), softmax.reference)
+    if shape[1] == 0:  # it takes torch.amax of each row, which PyTorch refuses on empty rows
+        with pytest.raises(ShapeMismatch):
+            softmax.softmax_decomposed(x)
+    else:
+        check_modes(softmax.softmax_decomposed, (x,), softmax.reference)
+    check_modes(rms_norm.rms_norm, (x, w), rms_norm.reference)
+    check_modes(layer_norm.layer_norm, (x, w, b), layer_norm.reference)
+
+
+@tc.kernel
+def row_amax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(0), device=x.device)
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m] = torch.amax(x[tile_m, :], dim=1)
+    return out
+
+
+@tc.kernel
+def row_argmin(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(0), dtype=torch.int64, device=x.device)
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m] = x[tile_m, :].argmin(dim=-1)
+    return out
+
+
+@pytest.mark.parametrize("kernel", [row_amax, row_argmin], ids=["amax", "argmin"])
+def test_max_over_empty_dim_raises(kernel) -> None:
+    with pytest.raises(ShapeMismatch, match="length 0"):
+        kernel(torch.randn(3, 0, device=DEVICE))
+    with pytest.raises((IndexError, RuntimeError)):
+        run_mode(kernel, (torch.randn(3, 0, device=DEVICE),), "eager")
+
+
+@tc.kernel
+def add_3d(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_a, tile_b in tc.tile([x.size(0), x.size(1)]):
+        out[tile_a, tile_b, :] = x[tile_a, tile_b, :] + y[tile_a, tile_b, :]
+    return out
+
+
+@tc.kernel
+def sum_middle(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(0), x.size(2), device=x.device)
+    for tile_a, tile_c in tc.tile([x.size(0), x.size(2)]):
+        out[tile_a, tile_c] = x[tile_a, :, tile_c].sum(dim=1)
+    return out
+
+
+SHAPES_3D = [(0, 3, 5), (3, 0, 5), (3, 5, 0), (1, 3, 5), (3, 1, 5), (3, 5, 1), (1, 1, 1), (2, 3, 7)]
+
+
+@pytest.mark.parametrize("shape", SHAPES_3D, ids=lambda s: "x".join(map(str, s)))
+def test_length_0_and_1_in_every_position(shape) -> None:
+    x, y = torch.randn(shape, device=DEVICE), torch.randn(shape, device=DEVICE)
+    check_modes(add_3d, (x, y), torch.add)
+    check_modes(sum_middle, (x,), lambda t: t.sum(dim=1))
+
+
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_looped_reduction_with_a_short_last_chunk(chunk) -> None:
+    x = torch.randn(3, 3, device=DEVICE)
+    kernel = tc.kernel(row_stats.fn, config=tc.Config(reduction_loops=[chunk]))
+    check_modes(kernel, (x,), stats_reference)

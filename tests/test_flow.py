@@ -1,0 +1,296 @@
+"""Control flow in device loops against PyTorch, in both modes: `if` on host values,
+device scalars and tiles; loops unrolled while compiling; loops bounded by tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft import exc
+from tilecraft.testing import assert_close
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, device=DEVICE)
+
+
+# -- `if` on a scalar computed on the device: a real branch ---------------------------------
+
+
+@tc.kernel
+def by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for i in tc.grid(m):
+        row = x[i, :]
+        if flags[i] > 0:
+            y = row * 2
+        elif flags[i] < 0:
+            y = -row
+        else:
+            y = 0
+        out[i, :] = y
+    return out
+
+
+@pytest.mark.parametrize("shape", [(7, 5), (1, 1), (3, 16)], ids=str)
+def test_if_elif_else_on_a_loaded_scalar(shape, mode) -> None:
+    x = randn(*shape)
+    flags = torch.randint(-1, 2, (shape[0],), device=DEVICE)
+    flags[0] = -1
+    expected = torch.where(flags[:, None] > 0, 2 * x, torch.where(flags[:, None] < 0, -x, 0))
+    assert_close(mode(by_flag)(x, flags), expected)
+
+
+def test_scalar_if_is_a_triton_branch() -> None:
+    x, flags = randn(3, 4), torch.ones(3, dtype=torch.int64)
+    code = by_flag.bind((x, flags)).to_triton_code()
+    assert "    if " in code and "else:" in code and "tl.where" not in code
+
+
+@tc.kernel
+def scale_tiles(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0), block_size=4):
+        acc = x[tile]
+        if flags[tile.begin] != 0:
+            acc = acc * 3
+        out[tile] = acc
+    return out
+
+
+def test_if_on_a_flag_per_tile(mode) -> None:
+    x = randn(11)
+    flags = torch.tensor([1, 0, 0, 0, 0, 1, 1, 1, 2, 0, 0], device=DEVICE)  # first of each 4
+    expected = x * torch.repeat_interleave(torch.tensor([3.0, 1.0, 3.0]), 4)[:11]
+    assert_close(mode(scale_tiles)(x, flags), expected)
+
+
+@tc.kernel
+def sum_positive_chunks(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m], dtype=torch.float32)
+        for tile_n in tc.tile(n, block_size=4):
+            rows = x[tile_m, tile_n].sum(dim=1)
+            if rows.sum() > 0:  # a scalar: the whole chunk or nothing
+                acc = acc + rows
+        out[tile_m] = acc
+    return out
+
+
+def test_scalar_if_updating_a_loop_accumulator(mode) -> None:
+    x = randn(5, 10)
+    expected = torch.zeros(5)
+    for j in range(0, 10, 4):  # one tile of rows (5 < any block size), chunks of 4 columns
+        block = x[:, j : j + 4]
+        if block.sum() > 0:
+            expected += block.sum(dim=1)
+    assert_close(mode(sum_positive_chunks)(x), expected)
+
+
+# -- `if` on a tile: both arms, merged with selects -----------------------------------------
+
+
+@tc.kernel
+def piecewise(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile in tc.tile(x.size()):
+        v = x[tile]
+        if v > 1:
+            w = v * 2
+            out[tile] = 10.0  # a store in an arm is masked by its condition
+        elif v < -1:
+            w = -v
+        else:
+            w = v + 0.5
+        out[tile] = out[tile] + w
+    return out
+
+
+@pytest.mark.parametrize("shape", [(37, 19), (1, 1), (16, 64)], ids=str)
+def test_if_elif_else_on_a_tile(shape, mode) -> None:
+    x = randn(*shape) * 2
+    w = torch.where(x > 1, 2 * x, torch.where(x < -1, -x, x + 0.5))
+    expected = torch.where(x > 1, 10.0, 0.0) + w
+    assert_close(mode(piecewise)(x), expected)
+
+
+@tc.kernel
+def masked_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([idx.size(0)], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(idx.size(0)):
+        i = idx[tile]
+        if i < x.size(0):  # indices past the end are never read
+            out[tile] = x[i] + 1
+    return out
+
+
+def test_gather_under_a_tile_condition(mode) -> None:
+    x, idx = randn(9), torch.tensor([0, 8, 9, 1000, 3], device=DEVICE)
+    expected = torch.tensor([x[0] + 1, x[8] + 1, 0, 0, x[3] + 1])
+    assert_close(mode(masked_gather)(x, idx), expected)
+
+
+@tc.kernel
+def clipped_rows(x: torch.Tensor, limit: float) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in tc.tile(m):
+        row = x[tile_m, :]
+        total = row.sum(dim=1)
+        if total[:, None] > limit:
+            row = row / total[:, None]
+        out[tile_m, :] = row
+    return out
+
+
+@pytest.mark.parametrize("reduction_loops", [None, 4])
+def test_tile_if_over_a_whole_dim(reduction_loops, mode) -> None:
+    x = randn(6, 9).abs()
+    kernel = tc.kernel(clipped_rows.fn, config=tc.Config(reduction_loops=[reduction_loops]))
+    total = x.sum(dim=1, keepdim=True)
+    assert_close(mode(kernel)(x, 4.0), torch.where(total > 4.0, x / total, x))
+
+
+@tc.kernel
+def shapes_differ(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for i in tc.grid(x.size(0)):
+        y = x[i, :]
+        if flags[i] > 0:
+            y = y.sum()
+        out[i, :] = y
+    return out
+
+
+def test_merging_different_shapes_is_an_error() -> None:
+    with pytest.raises(exc.ShapeMismatch, match="same shape in both"):
+        shapes_differ(randn(3, 4), torch.ones(3, dtype=torch.int64))
+
+
+def test_ir_prints_branches() -> None:
+    from tilecraft.ir.printer import format_kernel
+
+    bound = by_flag.bind((randn(2, 3), torch.ones(2, dtype=torch.int64)))
+    text = format_kernel(bound.analyze(tc.Config()).kernels[0])
+    assert "if %" in text and "yield y" in text and "else:" in text
+
+
+# -- loops unrolled while compiling ------------------------------------------------------------
+
+
+@tc.kernel
+def unrolled(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(m):
+        acc = x[tile, 0]
+        for j in tc.static_range(1, n):
+            acc = acc + x[tile, j] * (j + 1)
+        for scale in (2.0, 0.5):
+            acc = acc * scale
+        for k in range(2):
+            if k == 0:  # a host value in each copy: compile-time selection
+                acc = acc + 1
+        out[tile] = acc
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_static_range_and_python_loops(n, mode) -> None:
+    x = randn(13, n)
+    weights = torch.arange(1, n + 1, dtype=torch.float32)
+    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 1)
+
+
+def test_static_range_needs_host_ints() -> None:
+    @tc.kernel
+    def bad(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+        for i in tc.grid(x.size(0)):
+            for j in tc.static_range(n[0]):
+                x[i] = x[i] + j
+        return x
+
+    with pytest.raises(exc.UnsupportedSyntax, match="static_range"):
+        bad(randn(3), torch.ones(1, dtype=torch.int64))
+
+
+# -- loops bounded by values read on the device ---------------------------------------------
+
+
+@tc.kernel
+def segment_sums(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    b = offsets.size(0) - 1
+    out = torch.zeros([b], dtype=torch.float32, device=x.device)
+    counts = torch.zeros([b], dtype=torch.int64, device=x.device)
+    for i in tc.grid(b):
+        start, end = offsets[i], offsets[i + 1]
+        acc = tc.zeros([1], dtype=torch.float32)
+        for tile in tc.tile(start, end, block_size=4):
+            acc = acc + x[tile].sum()
+        out[i] = acc.sum()
+        n = tc.zeros([1], dtype=torch.int64).sum()
+        for _ in range(start, end):  # `range` over device values: a loop on the device
+            n = n + 1
+        counts[i] = n
+    return out, counts
+
+
+def test_loops_bounded_by_loaded_offsets(mode) -> None:
+    x = randn(23)
+    offsets = torch.tensor([0, 5, 5, 6, 23], device=DEVICE)
+    sums, counts = mode(segment_sums)(x, offsets)
+    expected = torch.stack([x[a:b].sum() for a, b in zip(offsets[:-1], offsets[1:], strict=True)])
+    assert_close(sums, expected)
+    assert torch.equal(counts, offsets.diff())
+
+
+# -- functions passed to a kernel, inlined -------------------------------------------------
+
+
+@tc.kernel
+def matmul(x: torch.Tensor, y: torch.Tensor, epilogue=lambda acc, tile: acc) -> torch.Tensor:
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = epilogue(acc, (tile_m, tile_n))
+    return out
+
+
+def gelu_ish(v: torch.Tensor, scale: float = 0.5) -> torch.Tensor:
+    """A helper `def`: inlined where the kernel calls it with tiles."""
+    clipped = torch.relu(v)
+    return clipped * scale
+
+
+def test_epilogue_lambdas_and_closures(mode) -> None:
+    x, y, bias = randn(19, 7), randn(7, 11), randn(11)
+    kernel = mode(matmul)
+    assert_close(kernel(x, y), x @ y)
+    assert_close(kernel(x, y, lambda acc, tile: acc * 2), 2 * (x @ y))
+    offset = 3.0
+    assert_close(
+        kernel(x, y, lambda acc, tile: torch.relu(acc + bias[tile[1]]) - offset),
+        torch.relu(x @ y + bias) - offset,
+    )
+    assert_close(kernel(x, y, lambda acc, tile: gelu_ish(acc, scale=2.0)), 2 * torch.relu(x @ y))
+
+
+def test_each_function_compiles_on_its_own() -> None:
+    x, y = randn(4, 3), randn(3, 5)
+
+    def scaled(s: float):
+        return lambda acc, tile: acc * s
+
+    first, second = matmul.bind((x, y, scaled(2.0))), matmul.bind((x, y, scaled(3.0)))
+    assert first is second  # the same code; the float is an argument of the kernel
+    assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
+    assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first

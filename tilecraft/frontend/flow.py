@@ -1,0 +1,202 @@
+"""Control flow inside device loops: `if` on device values, and loops unrolled in Python.
+
+An `if` whose condition is known while compiling (a host value) picks one arm. On a
+scalar computed on the device it becomes a real branch (a `Branch` node). On a tile,
+both arms are computed and merged element by element: the condition masks the stores
+(and gathers) of each arm, and variables assigned in an arm become `torch.where`
+selects after it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tilecraft.exc import ShapeMismatch, UnsupportedSyntax
+from tilecraft.frontend.ops import OPS
+from tilecraft.ir.nodes import Branch, Merged, Node, Value
+from tilecraft.ir.types import broadcast_dims
+
+if TYPE_CHECKING:
+    from tilecraft.frontend.device import DeviceCompiler
+
+MAX_UNROLL = 1024  # trips of a loop unrolled at compile time before we refuse
+_MISSING = object()
+
+
+# -- if -------------------------------------------------------------------------------
+def compile_if(c: DeviceCompiler, node: ast.If) -> None:
+    """Lower `if`/`elif`/`else` (an `elif` is an `if` nested in the `else` arm)."""
+    test = c.expr(node.test)
+    if not isinstance(test, Value):
+        c._body(node.body if test else node.orelse)
+        return
+    cond = test if test.type.dtype == torch.bool else OPS["ne"](c.b, test, 0)
+    if cond.type.dims:
+        _select_if(c, node, cond)
+    else:
+        _scalar_if(c, node, cond)
+
+
+def _arm(c: DeviceCompiler, stmts: list[ast.stmt], before: dict[str, Any]) -> dict[str, Any]:
+    c.env = dict(before)
+    c._body(stmts)
+    return c.env
+
+
+def _changed(before: dict[str, Any], *arms: dict[str, Any]) -> list[str]:
+    names = {n for arm in arms for n, v in arm.items() if before.get(n, _MISSING) is not v}
+    return sorted(names)
+
+
+def _select_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
+    """Both arms computed; stores masked by the condition; variables merged by selects."""
+    outer = c.branch_mask()
+    before = dict(c.env)
+    c.masks.append(cond if outer is None else OPS["bitwise_and"](c.b, outer, cond))
+    then = _arm(c, node.body, before)
+    if node.orelse:
+        negated = c.b.elementwise("not", cond, dtype=torch.bool)
+        c.masks[-1] = negated if outer is None else OPS["bitwise_and"](c.b, outer, negated)
+    orelse = _arm(c, node.orelse, before)
+    c.masks.pop()
+    c.env = before
+    c.b.loc = c.src.loc(node)
+    for name in _changed(before, then, orelse):
+        a, b = then.get(name, _MISSING), orelse.get(name, _MISSING)
+        if a is _MISSING or b is _MISSING:
+            c.env.pop(name, None)  # defined on one side only: unbound after, as in Python
+        elif not _same_host(a, b):
+            _check_mergeable(name, a, b)
+            c.env[name] = c.named(OPS["where"](c.b, cond, a, b), name)
+
+
+def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
+    """A real branch: each arm in its own body, merged variables assigned at each end."""
+    before = dict(c.env)
+    arms: list[tuple[list[Node], dict[str, Any]]] = []
+    for stmts in (node.body, node.orelse):
+        c.b.bodies.append([])
+        env = _arm(c, stmts, before)
+        arms.append((c.b.bodies.pop(), env))
+    c.env = before
+    c.b.loc = c.src.loc(node)
+    merged = []
+    (then_body, then), (else_body, orelse) = arms
+    for name in _changed(before, then, orelse):
+        a, b = then.get(name, _MISSING), orelse.get(name, _MISSING)
+        if a is _MISSING or b is _MISSING:
+            c.env.pop(name, None)
+        elif not _same_host(a, b):
+            _check_mergeable(name, a, b)
+            merged.append(_merge_scalar(c, name, (then_body, a), (else_body, b)))
+    for m in merged:
+        c.env[m.name] = m.out
+    c.b.add(Branch(cond, then_body, else_body, merged, c.b.loc))
+
+
+def _same_host(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, Value) or isinstance(b, Value):
+        return False
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _check_mergeable(name: str, a: Any, b: Any) -> None:
+    for v in (a, b):
+        if not isinstance(v, (Value, bool, int, float)):
+            raise UnsupportedSyntax(
+                f"`{name}` is assigned a {type(v).__name__} in one arm of an `if` on a device"
+                " value and something else in the other: only tiles and numbers can be merged"
+            )
+
+
+def _merge_scalar(
+    c: DeviceCompiler, name: str, then: tuple[list[Node], Any], orelse: tuple[list[Node], Any]
+) -> Merged:
+    values = [then[1], orelse[1]]
+    tiles = [v for v in values if isinstance(v, Value)]
+    dtype = _merged_dtype(values)
+    dims = tiles[0].type.dims if tiles else ()
+    if any(t.type.dims != dims for t in tiles):
+        raise ShapeMismatch(
+            f"`{name}` has shape {c.b.describe(tiles[0].type.dims)} after one arm of the `if` "
+            f"and {c.b.describe(tiles[1].type.dims)} after the other; give it the same shape "
+            "in both (or use torch.where)"
+        )
+    finals: list[Value] = []
+    for body, value in (then, orelse):
+        c.b.bodies.append(body)
+        if isinstance(value, Value):
+            finals.append(c.b.cast(value, dtype))  # type: ignore[arg-type]
+        else:
+            finals.append(c.b.op("full", (), dtype, dims, hint=name, value=value))
+        c.b.bodies.pop()
+    out = Value(finals[0].type, c.b.fresh(name))
+    return Merged(name, finals[0], finals[1], out)
+
+
+def _merged_dtype(values: list[Any]) -> torch.dtype:
+    dtypes = [v.type.dtype for v in values if isinstance(v, Value)]
+    if not dtypes:
+        dtypes = [torch.tensor(v).dtype for v in values]
+        dtypes = [torch.float32 if d == torch.float64 else d for d in dtypes]
+    result = dtypes[0]
+    for d in dtypes[1:]:
+        result = torch.promote_types(result, d)
+    for v in values:
+        if isinstance(v, float) and not result.is_floating_point:
+            result = torch.float32
+    return result
+
+
+# -- masks of stores inside an `if` on a tile -------------------------------------------
+def store_mask(c: DeviceCompiler, dims: tuple, extra: Any, what: str) -> Any:
+    """`extra` combined with the mask of the enclosing `if` arms on tiles (or None)."""
+    mask = c.branch_mask()
+    if mask is None:
+        return extra
+    if broadcast_dims(dims, mask.type.dims) != tuple(dims) or mask.type.rank > len(dims):
+        raise ShapeMismatch(
+            f"a {what} inside an `if` on a tile of shape {c.b.describe(mask.type.dims)} must "
+            f"cover that shape, but it has shape {c.b.describe(tuple(dims))}; use torch.where"
+        )
+    return mask if extra is None else OPS["bitwise_and"](c.b, extra, mask)
+
+
+# -- loops unrolled while compiling -------------------------------------------------------
+def unrolled_items(iterable: Any) -> list[Any]:
+    """The items of a loop over host values (`range(3)`, a tuple, `tc.static_range`)."""
+    if isinstance(iterable, Value):
+        raise UnsupportedSyntax(
+            "a `for` loop over a tile: loop over tc.tile(...)/tc.grid(...) instead"
+        )
+    if not isinstance(iterable, Iterable) or isinstance(iterable, (str, bytes, torch.Tensor)):
+        raise UnsupportedSyntax(
+            f"device loops iterate over tc.tile(...), tc.grid(...), tc.static_range(...) or "
+            f"a tuple/list/range of host values, not a {type(iterable).__name__}"
+        )
+    items = []
+    for item in iterable:
+        items.append(item)
+        if len(items) > MAX_UNROLL:
+            raise UnsupportedSyntax(
+                f"this loop would be unrolled into more than {MAX_UNROLL} copies: "
+                "use tc.grid(...) for a loop that runs on the device"
+            )
+    return items
+
+
+def compile_unrolled(c: DeviceCompiler, node: ast.For, items: list[Any]) -> None:
+    """Each trip of the loop compiled in turn, the target bound to one item."""
+    for item in items:
+        c.assign(node.target, item)
+        c._body(node.body)
+    c._body(node.orelse)
