@@ -6,33 +6,61 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.stamp
 TORCH_CPU_VERSION := 2.13.0
+# Test workers: one per core (pytest-xdist).
+JOBS   ?= auto
 
 # ruff errors on paths that do not exist, so only pass the ones that do.
-LINT_PATHS := $(wildcard tilecraft examples tests benchmarks)
+LINT_PATHS := $(wildcard tilecraft examples tests benchmarks setup.py)
 
-.PHONY: venv demo lint test format clean
+.PHONY: venv demo lint test test-slow test-all wheel check-wheel format clean
 
 venv: $(STAMP)
 
 # Install the small local CPU torch first, unless some torch is already importable;
 # otherwise the unpinned torch>=2.9 requirement would pull a multi-GB CUDA build.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
+	@echo "==> [1/4] creating the virtual environment $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "==> [2/4] upgrading pip"
 	$(PIP) install -q --upgrade pip
-	$(PY) -c 'import torch' 2>/dev/null || $(PIP) install -q torch==$(TORCH_CPU_VERSION)
-	$(PIP) install -q -e '.[dev]'
+	@echo "==> [3/4] installing PyTorch (the $(TORCH_CPU_VERSION) CPU build, unless one is there)"
+	$(PY) -c 'import torch; print("torch", torch.__version__, "is installed")' 2>/dev/null \
+		|| $(PIP) install --progress-bar on torch==$(TORCH_CPU_VERSION)
+	@echo "==> [4/4] installing tilecraft (editable) with Triton, the LLM SDKs, pytest, ruff, mypy"
+	$(PIP) install --progress-bar on -e '.[dev,llm]'
 	touch $(STAMP)
+	@echo "==> $(VENV) is ready"
 
 demo: venv
+	@echo "==> running every example kernel: compile, check against PyTorch, time"
 	$(VENV)/bin/tilecraft demo
 
 lint: venv
+	@echo "==> linting: ruff, then mypy"
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy tilecraft
 
+# The fast tier: everything but the tests marked `slow` (end-to-end runs of a minute or
+# so: torch.compile with inductor, process-isolation timeouts). CPU tensors run through
+# Triton's interpreter.
 test: venv lint
-	TRITON_INTERPRET=1 $(PY) -m pytest -n 2
+	@echo "==> running the tests (not marked slow) on $(JOBS) workers"
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) -m "not slow" --durations=10
+
+test-slow: venv
+	@echo "==> running the slow tests"
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) -m slow --durations=10
+
+test-all: test test-slow
+
+# A wheel, installed into a fresh virtual environment where every CLI command must work.
+wheel: venv
+	rm -rf dist
+	$(PIP) wheel --no-deps -w dist .
+
+check-wheel: wheel
+	bash .ci/check_wheel dist/tilecraft-*.whl
 
 format: venv
 	$(VENV)/bin/ruff format $(LINT_PATHS)

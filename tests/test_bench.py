@@ -40,6 +40,7 @@ def moody(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@pytest.mark.slow
 def test_failures_are_recorded_and_never_stop_the_engine() -> None:
     x = torch.randn(50)
     configs = [tc.Config(block_sizes=[16], mode=m) for m in range(6)]
@@ -115,6 +116,7 @@ else:
 """
 
 
+@pytest.mark.slow
 def test_tuned_configs_are_reused_by_another_process(tmp_path: Path) -> None:
     script = tmp_path / "tune_once.py"
     examples = str(Path(__file__).resolve().parents[1] / "examples")

@@ -168,3 +168,80 @@ def test_index_tiles_over_different_tiles_do_not_broadcast() -> None:
     rows = torch.randint(0, 9, (9,), device=DEVICE)
     with pytest.raises(ShapeMismatch, match="do not broadcast"):
         gather_two_tiles(image, rows, rows)
+
+
+# -- extra_mask: masked-off elements are neither read nor written -----------------------------
+
+
+@tc.kernel
+def masked_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    n = x.size(0)
+    out = torch.full_like(x, -1.0)
+    for tile in tc.tile(n):
+        i = idx[tile]
+        keep = (i >= 0) & (i < n)
+        v = tc.load(x, [i], extra_mask=keep, other=0.5)
+        tc.store(out, [i], v + 1, extra_mask=keep & (v > 0))
+    return out
+
+
+def masked_gather_reference(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    keep = (idx >= 0) & (idx < x.size(0))
+    v = torch.where(keep, x[idx.clamp(0, x.size(0) - 1)], 0.5)
+    out = torch.full_like(x, -1.0)
+    write = keep & (v > 0)
+    out[idx[write]] = v[write] + 1
+    return out
+
+
+def test_masked_gather_with_out_of_range_indices() -> None:
+    n = 37
+    x = torch.randn(n, device=DEVICE)
+    idx = torch.randperm(2 * n, device=DEVICE)[:n] - 5  # distinct, some < 0 and some >= n
+    check_modes(masked_gather, (x, idx), masked_gather_reference)
+
+
+@tc.kernel
+def masked_rows(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.zeros_like(x)
+    for tile_m, tile_n in tc.tile([m, n]):
+        keep = tile_n.index[None, :] < lengths[tile_m][:, None]
+        row = tc.load(x, [tile_m, tile_n], extra_mask=keep)
+        tc.store(out, [tile_m, tile_n], row * 2, extra_mask=keep)
+    return out
+
+
+def test_mask_per_row_length() -> None:
+    x = torch.randn(13, 21, device=DEVICE)
+    lengths = torch.randint(0, 22, (13,), device=DEVICE)
+    keep = torch.arange(21, device=DEVICE)[None, :] < lengths[:, None]
+    check_modes(masked_rows, (x, lengths), lambda t, _: torch.where(keep, t * 2, 0))
+
+
+@tc.kernel
+def histogram(values: torch.Tensor, bins: int) -> torch.Tensor:
+    counts = torch.zeros(bins, device=values.device)
+    for tile in tc.tile(values.size(0)):
+        v = values[tile]
+        tc.atomic_add(counts, [v], 1.0, extra_mask=v < bins)
+    return counts
+
+
+def test_atomic_add_counts_repeated_indices() -> None:
+    values = torch.randint(0, 9, (50,), device=DEVICE)  # some beyond the 6 bins
+    reference = lambda v, b: torch.bincount(v[v < b], minlength=b).float()  # noqa: E731
+    check_modes(histogram, (values, 6), reference)
+
+
+@tc.kernel
+def mask_of_wrong_shape(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile_m, tile_n in tc.tile(x.size()):
+        out[tile_m, tile_n] = tc.load(x, [tile_m, tile_n], extra_mask=tile_m.index > 3)
+    return out
+
+
+def test_mask_that_does_not_broadcast_is_refused() -> None:
+    with pytest.raises(ShapeMismatch, match="extra_mask"):
+        mask_of_wrong_shape(torch.randn(9, 9, device=DEVICE))

@@ -58,6 +58,7 @@ def test_opcheck(ops) -> None:
     torch.library.opcheck(softmax.op, (x,))
 
 
+@pytest.mark.slow
 def test_torch_compile_fullgraph_two_ops(ops) -> None:
     rms, softmax = ops
     x, w = rms_norm_example.inputs((37, 129))
@@ -99,6 +100,7 @@ def test_rms_norm_gradients_match_autograd(shape: tuple[int, int]) -> None:
     assert_close((x.grad, w.grad), backward_example.reference(grad_out, x, w))
 
 
+@pytest.mark.slow
 def test_rms_norm_gradients_under_torch_compile() -> None:
     grad_out, x, w = backward_example.inputs((37, 129))
     x.requires_grad_(), w.requires_grad_()

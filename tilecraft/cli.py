@@ -5,18 +5,39 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from tilecraft import demo
 
 
+class CommandError(Exception):
+    """A mistake in the command line: printed as one line, exit status 2."""
+
+
+def version() -> str:
+    """The installed tilecraft's version (a source checkout that is not installed has none)."""
+    try:
+        return importlib.metadata.version("tilecraft")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def example_path(example: str, examples: str | None) -> Path:
+    """The file of the example named `example`; a CommandError lists the names there are."""
+    folder = demo.find_examples(examples)
+    path = folder / f"{example.removesuffix('.py')}.py"
+    if not path.is_file():
+        names = ", ".join(p.stem for p in demo.example_files(folder))
+        raise CommandError(f"no example {example!r} in {folder}; the examples are: {names}")
+    return path
+
+
 def print_example(example: str, examples: str | None, dtype: str | None, prompt: bool) -> int:
     """Print each kernel's generated code (or LLM prompt) for the example's default inputs."""
-    path = demo.find_examples(examples) / f"{example.removesuffix('.py')}.py"
-    if not path.is_file():
-        print(f"tilecraft: no example {path}", file=sys.stderr)
-        return 2
+    path = example_path(example, examples)
     module = demo.load_example(path)
     for name, kernel in demo.example_kernels(module):
         args = module.inputs(dtype=demo.DTYPES[dtype]) if dtype else module.inputs()
@@ -36,6 +57,10 @@ def learn(folder: str) -> int:
     from tilecraft.autotune.db import TuningDB, default_db_path
     from tilecraft.autotune.landscape import import_landscapes
 
+    if not Path(folder).is_dir():
+        raise CommandError(f"no folder {folder}")
+    if not any(Path(folder).glob("*.jsonl.gz")):
+        raise CommandError(f"no landscapes (*.jsonl.gz) in {folder}")
     with TuningDB(default_db_path()) as db:
         count = import_landscapes(db, folder)
         print(f"tilecraft: {count} trials imported into {db.path}")
@@ -45,6 +70,7 @@ def learn(folder: str) -> int:
 def parser() -> argparse.ArgumentParser:
     """The command-line parser."""
     p = argparse.ArgumentParser(prog="tilecraft", description=__doc__)
+    p.add_argument("--version", action="version", version=f"tilecraft {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("demo", help="run, check and time every example kernel")
     code = sub.add_parser("code", help="print the generated Triton code of an example")
@@ -54,7 +80,9 @@ def parser() -> argparse.ArgumentParser:
     learn = sub.add_parser("learn", help="import recorded landscapes into the tuning database")
     learn.add_argument("folder", help="a folder of *.jsonl.gz landscapes")
     for command in (run, code, prompt):
-        command.add_argument("--examples", help="the examples folder (default: ./examples)")
+        command.add_argument(
+            "--examples", help="a folder of examples (default: those shipped with tilecraft)"
+        )
         command.add_argument("--dtype", choices=sorted(demo.DTYPES), help="the inputs' dtype")
     return p
 
@@ -62,11 +90,15 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tilecraft` console script."""
     args = parser().parse_args(argv)
-    if args.command == "demo":
-        return demo.run_demo(args.examples, args.dtype)
-    if args.command == "learn":
-        return learn(args.folder)
-    return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
+    try:
+        if args.command == "demo":
+            return demo.run_demo(args.examples, args.dtype)
+        if args.command == "learn":
+            return learn(args.folder)
+        return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
+    except (CommandError, FileNotFoundError) as e:
+        print(f"tilecraft: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

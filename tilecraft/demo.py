@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import os
 import statistics
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
-import tilecraft
+from tilecraft.runtime.cpu import SlowOnCPU
 from tilecraft.runtime.kernel import Kernel
+from tilecraft.shipped import examples_folder
 from tilecraft.testing import assert_close
 
 CPU_TUNED = ("softmax", "matmul")
@@ -44,13 +45,16 @@ class Row:
 
 
 def find_examples(given: str | Path | None = None) -> Path:
-    """The examples folder: `given`, else ./examples, else the one beside the package."""
-    candidates = [Path(given)] if given else [Path.cwd() / "examples"]
-    candidates.append(Path(tilecraft.__file__).resolve().parents[1] / "examples")
-    for path in candidates:
-        if path.is_dir():
-            return path
-    raise FileNotFoundError(f"no examples folder among: {', '.join(map(str, candidates))}")
+    """The examples folder: `given`, else the examples shipped with tilecraft."""
+    path = Path(given) if given else examples_folder()
+    if not path.is_dir():
+        raise FileNotFoundError(f"no examples folder {path}")
+    return path
+
+
+def example_files(folder: Path) -> list[Path]:
+    """The example files of a folder, by name (`_private.py` helpers are not examples)."""
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith("_"))
 
 
 def load_example(path: Path) -> ModuleType:
@@ -143,7 +147,7 @@ def tune(row: Row, kernel: Kernel, args: tuple) -> None:
     kernel.settings.autotune_quiet = True
     if on_gpu():
         options: dict[str, Any] = {"budget_s": 10.0}
-    elif row.kernel in CPU_TUNED:
+    elif row.kernel in CPU_TUNED and kernel.bind(args).cpu_mode == "triton":
         kernel.settings.autotune_workers = 1
         options = {"max_configs": 4}
     else:
@@ -154,7 +158,7 @@ def tune(row: Row, kernel: Kernel, args: tuple) -> None:
 
 def demo_rows(examples: Path, dtype: torch.dtype) -> Iterator[Row]:
     """One row per kernel of every example (one FAIL row for an example that won't import)."""
-    for path in sorted(examples.glob("*.py")):
+    for path in example_files(examples):
         try:
             module = load_example(path)
         except Exception as e:
@@ -168,26 +172,42 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def config_cell(row: Row) -> str:
+    """Which config a row ran: its tuning run's winner, or the heuristic default."""
+    if row.tune_s is None:
+        return "default"
+    return f"tuned: {_fmt(row.configs, 'd')} in {row.tune_s:.1f} s"
+
+
 def render(rows: list[Row]) -> Any:
     """The rich table of the demo's rows."""
     from rich.table import Table
 
-    title = "tilecraft examples, tuned, vs torch eager"
+    title = "tilecraft examples vs torch eager"
     if not on_gpu():
-        title += " (CPU times come from Triton's interpreter and mean nothing for speed)"
+        title += " (CPU times come from an interpreter and mean nothing for speed)"
     table = Table(title=title)
-    for column in ("example", "kernel", "shape", "dtype", "check", "compile s", "tune s"):
+    for column in ("example", "kernel", "shape", "dtype", "check", "compile s", "config"):
         table.add_column(column)
-    table.add_column("configs", justify="right")
     for column in ("time ms", "torch eager ms", "speedup"):
         table.add_column(column, justify="right")
     for r in rows:
         ratio = r.eager_ms / r.time_ms if r.eager_ms and r.time_ms else None
         check = r.check if r.ok else f"[red]{r.check}[/red]"
-        tuning = (_fmt(r.compile_s, ".2f"), _fmt(r.tune_s, ".1f"), _fmt(r.configs, "d"))
         times = (_fmt(r.time_ms, ".3f"), _fmt(r.eager_ms, ".3f"), _fmt(ratio, ".2f"))
-        table.add_row(r.example, r.kernel, r.shape, r.dtype, check, *tuning, *times)
+        cells = (r.example, r.kernel, r.shape, r.dtype, check, _fmt(r.compile_s, ".2f"))
+        table.add_row(*cells, config_cell(r), *times)
     return table
+
+
+def summary(rows: list[Row], seconds: float) -> str:
+    """One line: kernels run, checks passed, which were tuned, and the time it all took."""
+    passed = sum(r.ok for r in rows)
+    tuned = [f"{r.example}.{r.kernel}" for r in rows if r.tune_s is not None]
+    line = f"{len(rows)} kernels, {passed} passed their check, {len(rows) - passed} failed"
+    if tuned:
+        line += f"; tuned: {', '.join(tuned)} (the others ran their default config)"
+    return f"{line}; {seconds:.0f} s"
 
 
 def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> int:
@@ -195,9 +215,8 @@ def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> in
     from rich.console import Console
     from rich.markup import escape
 
-    if not on_gpu():
-        # Read when generated modules are exec'd, so it must be set before the first call.
-        os.environ["TRITON_INTERPRET"] = "1"
+    start = time.perf_counter()
+    warnings.filterwarnings("ignore", category=SlowOnCPU)  # the title says so
     console = Console() if sys.stdout.isatty() else Console(width=140)
     chosen = DTYPES[dtype] if dtype else (torch.bfloat16 if on_gpu() else torch.float32)
     folder = find_examples(examples)
@@ -211,4 +230,5 @@ def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> in
     for r in (r for r in rows if r.error):
         label = r.example if r.kernel == "-" else f"{r.example}.{r.kernel}"
         console.print(f"[red]{escape(label)}[/red]: {escape(r.error)}", highlight=False)
+    console.print(summary(rows, time.perf_counter() - start), highlight=False)
     return 0 if rows and all(r.ok for r in rows) else 1

@@ -31,9 +31,10 @@ from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.tune import tune_key
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
+from tilecraft.shipped import examples_folder
 
 FORMAT = 1
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = examples_folder()
 
 
 @dataclass(frozen=True)

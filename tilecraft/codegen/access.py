@@ -9,10 +9,10 @@ stop short of the tensor's end, unaligned tensors) falls back to "pointer".
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tilecraft.codegen.common import expand
-from tilecraft.ir.nodes import Access, Op, Param, Value
+from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
@@ -51,13 +51,15 @@ def choose_style(w: KernelWriter, op: Op) -> str:
 def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
     access: Access = op.args[0]
     shape = access.param.shape or ()
-    if op.attrs.get("extra_mask") is not None or not access.indices:
+    if op.attrs.get("extra_mask") is not None or op.attrs.get("other") is not None:
         return False
-    if any(i.kind != "block" for i in access.indices):
+    if 0 in shape:
+        return False  # nothing to read; keep block pointers and descriptors off empty tensors
+    if not access.indices or any(i.kind != "block" or i.step != 1 for i in access.indices):
         return False
     for dim, index in enumerate(access.indices):
         block = w.kernel.blocks[index.block]  # type: ignore[index]
-        if (block.dynamic or block.end != shape[dim]) and w.has_mask(block.id):
+        if (block.dynamic or index.offset + block.end != shape[dim]) and w.has_mask(block.id):
             return False  # boundary checks clip at the tensor's end, not the tile's
     return kind != "tensor_descriptor" or descriptor_eligible(w, access)
 
@@ -70,7 +72,8 @@ def descriptor_eligible(w: KernelWriter, access: Access) -> bool:
     if any(s * size % 16 for s in strides[:-1]):
         return False
     blocks = [w.kernel.blocks[i.block].fixed_size or 1 for i in access.indices]  # type: ignore[index]
-    return max(blocks) <= 256 and blocks[-1] * size >= 16
+    aligned = access.indices[-1].offset * size % 16 == 0  # descriptor offsets: 16 bytes
+    return max(blocks) <= 256 and blocks[-1] * size >= 16 and aligned
 
 
 # -- block styles ----------------------------------------------------------------
@@ -78,10 +81,13 @@ def block_offsets(w: KernelWriter, access: Access) -> str:
     offsets = []
     for index in access.indices:
         block = w.kernel.blocks[index.block]  # type: ignore[index]
-        if block.kind == "reduction":
-            offsets.append(f"roffset_{block.id}" if w.is_rolled_id(block.id) else "0")
-        else:
+        if block.kind != "reduction":
             offsets.append(f"offset_{block.id}")
+        elif w.is_rolled_id(block.id):
+            start = f"{index.offset} + " if index.offset else ""
+            offsets.append(f"{start}roffset_{block.id}")
+        else:
+            offsets.append(str(index.offset))
     return "[" + ", ".join(offsets) + "]"
 
 
@@ -125,49 +131,94 @@ def stride(w: KernelWriter, param: Param, dim: int) -> str:
     return name
 
 
-def pointer(w: KernelWriter, access: Access) -> tuple[str, str | None]:
-    """The pointer expression and mask of an access."""
+def pointer(w: KernelWriter, access: Access) -> tuple[str, list[str], list[str]]:
+    """The pointer expression of an access, its tile masks and its scalar masks."""
     param = access.param
     wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
     dims, starts = access.layout()
     rank, dim = len(dims), 0
     terms: list[str] = []
     masks: list[str] = []
+    scalars: list[str] = []
     for index, pos in zip(access.indices, starts, strict=True):
         if index.kind != "newaxis":
-            term = index_expr(w, index, rank, pos, masks)
+            size = (param.shape or ())[dim]
+            term = index_expr(
+                w, index, rank, pos, size, scalars if index.kind == "scalar" else masks
+            )
             if term is not None:
-                term = f"{term}.to(tl.int64)" if wide and index.kind != "scalar" else term
+                term = f"{term}.to(tl.int64)" if wide and _computed(index) else term
                 step = stride(w, param, dim)
                 terms.append(term if step == "1" else f"{term} * {step}")
             dim += 1
     if any(i.kind in ("unit", "newaxis") for i in access.indices):
         terms.append(f"tl.zeros({w.shape(access.dims)}, tl.int32)")  # keep size-1 dims
     offset = " + ".join(terms) if terms else "0"
-    return f"{param.name} + ({offset})", " & ".join(dict.fromkeys(masks)) or None
+    return f"{param.name} + ({offset})", list(dict.fromkeys(masks)), scalars
 
 
-def index_expr(w: KernelWriter, index: Any, rank: int, pos: int, masks: list[str]) -> str | None:
+def _computed(index: Index) -> bool:
+    """Whether an index is a device value (which may need int64 arithmetic)."""
+    return index.kind in ("block", "gather") or isinstance(index.value, Value)
+
+
+def index_expr(
+    w: KernelWriter, index: Index, rank: int, pos: int, size: int, masks: list[str]
+) -> str | None:
+    """The offsets along one dim of an access (None for none), adding its masks."""
     if index.kind == "unit":
-        return None
+        return str(index.value) if index.value else None
     if index.kind == "scalar":
-        return index.value.name if isinstance(index.value, Value) else str(index.value)
+        return scalar_expr(index, size, masks)
     if index.kind == "block":
-        if w.has_mask(index.block):
+        if w.has_mask(index.block):  # type: ignore[arg-type]
             masks.append(expand(f"mask_{index.block}", rank, pos))
-        return expand(f"indices_{index.block}", rank, pos)
+        return expand(block_positions(index), rank, pos)
     value = index.value
+    assert isinstance(value, Value)
     for i, d in enumerate(value.type.dims):
         if d is not None and w.has_mask(d):
             masks.append(expand(f"mask_{d}", rank, pos + i))
+    if not index.in_range:
+        inside = f"(({value.name} >= 0) & ({value.name} < {size}))"
+        masks.append(expand(inside, rank, pos, value.type.rank))
     return expand(value.name, rank, pos, value.type.rank)
 
 
-def full_mask(w: KernelWriter, access: Access, base: str | None, extra: Value | None) -> str | None:
-    if extra is None:
-        return base
-    extra_text = w.operand(extra, access.dims, None)
-    return extra_text if base is None else f"({base}) & {extra_text}"
+def block_positions(index: Index) -> str:
+    """The positions a block index reads: `offset + step * i` for a partial slice."""
+    plain = text = f"indices_{index.block}"
+    if index.step != 1:
+        text = f"{index.step} * {text}"
+    if index.offset:
+        text = f"{index.offset} + {text}"
+    return text if text == plain else f"({text})"
+
+
+def scalar_expr(index: Index, size: int, masks: list[str]) -> str:
+    """A scalar index; a device value counts from the end when negative, as in PyTorch,
+    and is masked outside `[-size, size)` (where PyTorch would raise)."""
+    value = index.value
+    if not isinstance(value, Value):
+        return str(value)
+    if index.in_range:
+        return value.name
+    name = value.name
+    masks.append(f"(({name} >= -{size}) & ({name} < {size}))")
+    return f"tl.where({name} < 0, {name} + {size}, {name})"
+
+
+def full_mask(
+    w: KernelWriter, access: Access, masks: list[str], scalars: list[str], extra: Value | None
+) -> str | None:
+    """The mask of a pointer access: its tiles', its scalar indices' and the user's."""
+    parts = masks + ([] if extra is None else [w.operand(extra, access.dims, None)])
+    mask = " & ".join(parts) or None
+    if scalars:
+        # Triton's interpreter types `scalar & tile` as int32 (a rejected mask): select
+        ok = " & ".join(scalars)
+        mask = ok if mask is None else f"tl.where({ok}, {mask}, False)"
+    return mask
 
 
 # -- ops -------------------------------------------------------------------------
@@ -177,15 +228,19 @@ def load(w: KernelWriter, op: Op) -> None:
     if kind == "tensor_descriptor":
         w.assign(op, f"{descriptor(w, access)}.load({block_offsets(w, access)})")
         return
+    policy = op.attrs.get("eviction_policy")
+    hint = f", eviction_policy={policy!r}" if policy else ""
     if kind == "block_ptr":
         check = boundary(w, access)
         pad = ', padding_option="zero"' if check else ""
-        w.assign(op, f"tl.load({block_pointer(w, access)}{check}{pad})")
+        w.assign(op, f"tl.load({block_pointer(w, access)}{check}{pad}{hint})")
         return
-    ptr, mask = pointer(w, access)
-    mask = full_mask(w, access, mask, op.attrs.get("extra_mask"))
-    masked = f", mask={mask}, other=0" if mask else ""
-    w.assign(op, f"tl.load({ptr}{masked})")
+    ptr, masks, scalars = pointer(w, access)
+    mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
+    other = op.attrs.get("other")
+    fill = "0" if other is None else w.operand(other, access.dims, access.param.dtype)
+    masked = f", mask={mask}, other={fill}" if mask else ""
+    w.assign(op, f"tl.load({ptr}{masked}{hint})")
 
 
 def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
@@ -200,8 +255,8 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     if kind == "block_ptr":
         w.line(f"tl.store({block_pointer(w, access)}, {text}{boundary(w, access)})")
         return
-    ptr, mask = pointer(w, access)
-    mask = full_mask(w, access, mask, op.attrs.get("extra_mask"))
+    ptr, masks, scalars = pointer(w, access)
+    mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''})")
 
 

@@ -56,8 +56,7 @@ class KernelWriter:
 
     def operand(self, x: Any, dims: tuple[Dim, ...], dtype: torch.dtype | None) -> str:
         if not isinstance(x, Value):
-            text = literal(x)
-            return f"({text})" if text.startswith("-") else text
+            return literal(x)
         text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
         if dtype is not None and x.type.dtype != dtype:
             text = f"{text}.to({tl_dtype(dtype)})"

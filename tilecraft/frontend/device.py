@@ -7,6 +7,7 @@ import builtins
 import operator
 import re
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from tilecraft.exc import (
     LoweringError,
     NotInKernel,
     ShapeMismatch,
+    SourceLoc,
     TilecraftError,
     UnsupportedOperation,
     UnsupportedSyntax,
@@ -167,6 +169,7 @@ class DeviceCompiler:
 
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Call) and self._callee(node.value) is builtins.print:
+            _print_left_out(self.src.loc(node))
             return  # print runs in interpret mode only
         self.expr(node.value)
 
@@ -646,3 +649,18 @@ def _py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
     if isinstance(op, ast.In):
         return left in right
     return left not in right
+
+
+_PRINT_WARNINGS: dict = {}  # said once per line, however often the kernel is compiled
+
+
+def _print_left_out(loc: SourceLoc) -> None:
+    """Say that compiled code leaves out a `print` in a kernel (it runs in eager mode)."""
+    warnings.warn_explicit(
+        "tilecraft: compiled kernels leave out `print`; TILECRAFT_INTERPRET=1 runs the"
+        " kernel body eagerly in PyTorch, where it prints",
+        UserWarning,
+        loc.filename,
+        loc.lineno,
+        registry=_PRINT_WARNINGS,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -10,8 +11,8 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
-from tilecraft.ir.nodes import Access, Index, Param, Value, gather_dims
-from tilecraft.ir.types import Dim, broadcast_dims
+from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
+from tilecraft.ir.types import Block, Dim, broadcast_dims
 
 
 class MemoryLowering:
@@ -23,8 +24,6 @@ class MemoryLowering:
 
     # -- subscripts -----------------------------------------------------------------
     def access(self, param: Param, meta: torch.Tensor, items: list[Any]) -> Access:
-        from tilecraft.frontend.device import TileRef
-
         shape = list(meta.shape)
         consumed = sum(1 for i in items if i is not None)
         if consumed > len(shape):
@@ -32,37 +31,81 @@ class MemoryLowering:
                 f"`{param.host_expr}` has {len(shape)} dims but is indexed with {consumed}"
             )
         items = items + [slice(None)] * (len(shape) - consumed)
+        vectors = sum(isinstance(i, Value) and bool(i.type.dims) for i in items)
         indices: list[Index] = []
         dim = 0
         for item in items:
             if item is None:
                 indices.append(Index("newaxis"))
                 continue
-            size = shape[dim]
-            if isinstance(item, TileRef):
-                self._check_fits(param, dim, size, item.block)
-                indices.append(Index("block", block=item.block))
-            elif isinstance(item, slice):
-                if item != slice(None):
-                    raise UnsupportedSyntax("only full slices `:` are supported on tensors")
-                indices.append(
-                    Index("unit", value=0)
-                    if size == 1
-                    else Index("block", block=self.table.reduction(size).id)
-                )
-            elif isinstance(item, Value) and item.type.dims:
-                if item.type.dtype.is_floating_point:
-                    raise DtypeError("a gather index tile must hold integers")
-                indices.append(Index("gather", value=item))
-            elif isinstance(item, (int, Value)):
-                indices.append(
-                    Index("scalar", value=item % size if isinstance(item, int) else item)
-                )
-            else:
-                raise UnsupportedSyntax(f"cannot index a tensor with {type(item).__name__}")
+            # a lone `tile.index` is the tile itself; several vectors index jointly
+            item = self._as_tile(item, shape[dim]) if vectors == 1 else item
+            indices.append(self._index(param, dim, shape[dim], item))
             dim += 1
         self._check_gathers(param, indices)
         return Access(param, tuple(indices))
+
+    def _index(self, param: Param, dim: int, size: int, item: Any) -> Index:
+        """The subscript `item` of dim `dim` (of length `size`) of `param`."""
+        from tilecraft.frontend.device import TileRef
+
+        if isinstance(item, TileRef):
+            self._check_fits(param, dim, size, item.block)
+            return Index("block", block=item.block)
+        if isinstance(item, slice):
+            return self._slice(item, size)
+        if isinstance(item, Value):
+            if item.type.dtype.is_floating_point or item.type.dtype == torch.bool:
+                raise DtypeError(f"tensors are indexed with integers, not {item.type.dtype}")
+            if item.type.dims:
+                return Index("gather", value=item)
+            return Index("scalar", value=item, in_range=self._in_range(item, size))
+        if isinstance(item, int) and not isinstance(item, bool):
+            if not -size <= item < size:
+                raise ShapeMismatch(
+                    f"index {item} is out of bounds for dim {dim} of `{param.host_expr}`, "
+                    f"which has size {size}"
+                )
+            return Index("scalar", value=item % size)
+        raise UnsupportedSyntax(f"cannot index a tensor with {type(item).__name__}")
+
+    def _as_tile(self, item: Any, size: int) -> Any:
+        """`tile.index` as a subscript reads what the tile does: no gather, no bounds mask
+        (when the tile's range lies inside the dim)."""
+        from tilecraft.frontend.device import TileRef
+
+        attr = self.tile_values.get(id(item)) if isinstance(item, Value) else None
+        if attr is None or attr[0] != "index":
+            return item
+        return TileRef(attr[1]) if _inside(self.table.blocks[attr[1]], size) else item
+
+    def _slice(self, item: slice, size: int) -> Index:
+        """A slice: a whole-dimension block of its length, starting at its first position."""
+        parts = (item.start, item.stop, item.step)
+        if not all(p is None or (isinstance(p, int) and not isinstance(p, bool)) for p in parts):
+            raise UnsupportedSyntax(
+                "slice bounds must be ints known on the host; for positions computed on the "
+                "device index with a tile of indices (`x[t.index + k]`)"
+            )
+        if item.step is not None and item.step <= 0:
+            raise UnsupportedSyntax("slice steps must be positive (as in PyTorch)")
+        start, stop, step = item.indices(size)
+        length = len(range(start, stop, step))
+        if length == 1:
+            return Index("unit", value=start)
+        block = self.table.reduction(length).id
+        return Index("block", block=block, offset=start if length else 0, step=step)
+
+    def _in_range(self, value: Value, size: int) -> bool:
+        """Whether a scalar index is within `[0, size)` by construction (a grid index or a
+        tile's begin over a range inside the dim), so it needs no bounds mask."""
+        producer = next(
+            (n for body in self.b.bodies for n in body if isinstance(n, Op) and n.out is value),
+            None,
+        )
+        if producer is None or producer.name != "tile_begin":
+            return False
+        return _inside(self.table.blocks[producer.args[0]], size)
 
     def _check_gathers(self, param: Param, indices: list[Index]) -> None:
         """Index tiles broadcast together, as PyTorch's advanced indexing does."""
@@ -83,9 +126,17 @@ class MemoryLowering:
             )
 
     def load(
-        self, param: Param, meta: torch.Tensor, items: list[Any], extra_mask: Value | None
+        self,
+        param: Param,
+        meta: torch.Tensor,
+        items: list[Any],
+        extra_mask: Value | None = None,
+        other: Any = None,
+        eviction_policy: str | None = None,
     ) -> Value:
         acc = self.access(param, meta, items)
+        _check_other(other)
+        self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
         return self.b.op(
             "load",
@@ -93,9 +144,20 @@ class MemoryLowering:
             param.dtype,
             acc.dims,
             hint="load",
-            extra_mask=extra_mask,
+            extra_mask=_mask(extra_mask),
+            other=None if other is None or other == 0 else other,
+            eviction_policy=_eviction_policy(eviction_policy),
             mem_index=index,
         )
+
+    def _check_mask(self, param: Param, acc: Access, mask: Any) -> None:
+        """An extra mask broadcasts to the shape accessed (or it would mask other elements)."""
+        dims = mask.type.dims if isinstance(mask, Value) else ()
+        if broadcast_dims(acc.dims, dims) != acc.dims:
+            raise ShapeMismatch(
+                f"extra_mask of shape {self.b.describe(dims)} does not broadcast to "
+                f"`{param.host_expr}[...]` of shape {self.b.describe(acc.dims)}"
+            )
 
     def store(
         self,
@@ -116,8 +178,9 @@ class MemoryLowering:
                 )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
+        self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
-        self.b.effect(name, (acc, value), extra_mask=extra_mask, mem_index=index)
+        self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index)
 
     # -- tile attributes ---------------------------------------------------------------
     def tile_attr(self, block: int, attr: str) -> Any:
@@ -141,8 +204,6 @@ class MemoryLowering:
 
     # -- tc.* calls --------------------------------------------------------------------
     def language_call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        from tilecraft.frontend.device import HostTensor
-
         if fn is lang.zeros or fn is lang.full:
             if fn is lang.zeros:
                 args = [args[0], 0, *args[1:]]
@@ -150,22 +211,25 @@ class MemoryLowering:
         if fn is lang.arange:
             return self.arange(*args, **kwargs)
         if fn in (lang.load, lang.store, lang.atomic_add):
-            tensor, index, *rest = args
-            if not isinstance(tensor, HostTensor):
-                raise UnsupportedSyntax(f"tc.{fn.__name__} needs a tensor from the host")
-            items = list(index) if isinstance(index, (list, tuple)) else [index]
-            if fn is lang.load:
-                return self.load(
-                    tensor.param,
-                    tensor.meta,
-                    items,
-                    kwargs.get("extra_mask", rest[0] if rest else None),
-                )
-            value = rest[0] if rest else kwargs["value"]
-            mask = kwargs.get("extra_mask", rest[1] if len(rest) > 1 else None)
-            self.store(tensor.param, tensor.meta, items, value, mask, fn.__name__)
-            return None
+            return self.memory_call(fn, args, kwargs)
         return NotImplemented
+
+    def memory_call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Value | None:
+        """`tc.load`, `tc.store`, `tc.atomic_add`, arguments bound as their stubs declare."""
+        from tilecraft.frontend.device import HostTensor
+
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+        except TypeError as e:
+            raise UnsupportedSyntax(f"tc.{fn.__name__}: {e}") from None
+        tensor, index = bound.pop("tensor"), bound.pop("index")
+        if not isinstance(tensor, HostTensor):
+            raise UnsupportedSyntax(f"tc.{fn.__name__} needs a tensor from the host")
+        items = list(index) if isinstance(index, (list, tuple)) else [index]
+        if fn is lang.load:
+            return self.load(tensor.param, tensor.meta, items, **bound)
+        self.store(tensor.param, tensor.meta, items, name=fn.__name__, **bound)
+        return None
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:
         from tilecraft.frontend.device import TileRef
@@ -205,3 +269,33 @@ class MemoryLowering:
                 "tc.arange bounds must be ints, or a tile's .begin and .end (use tile.index)"
             )
         return self.tile_attr(end[1], "index")
+
+
+def _inside(block: Block, size: int) -> bool:
+    """Whether every position of `block` lies in a dim of length `size`."""
+    return not block.dynamic and block.begin >= 0 and block.end <= size
+
+
+EVICTION_POLICIES = {"": None, "first": "evict_first", "last": "evict_last"}
+
+
+def _eviction_policy(policy: str | None) -> str | None:
+    """Triton's name for a load's eviction policy (Helion's short names accepted too)."""
+    if policy is None or policy in ("evict_first", "evict_last"):
+        return policy
+    if policy in EVICTION_POLICIES:
+        return EVICTION_POLICIES[policy]
+    raise UnsupportedOperation(
+        f"eviction_policy={policy!r}: use 'evict_first', 'evict_last' or None"
+    )
+
+
+def _mask(mask: Any) -> Value | None:
+    if mask is None or (isinstance(mask, Value) and mask.type.dtype == torch.bool):
+        return mask
+    raise DtypeError("extra_mask must be a tile of booleans (a comparison such as `x > 0`)")
+
+
+def _check_other(other: Any) -> None:
+    if other is not None and not isinstance(other, (int, float, bool, Value)):
+        raise UnsupportedSyntax(f"tc.load(other=...) must be a number or a tile, not {other!r}")

@@ -45,14 +45,23 @@ class Param:
 class Index:
     """One subscript of a memory access: a block, a scalar, a gather, or a new axis.
 
-    kind: "block" (a tile or `:`; `block` is its id), "scalar" (`value` is a Value or an
-    int), "gather" (`value` is a loaded index tile), "newaxis" (`None`), "unit" (`:` over
-    a dim of size 1, which stays a broadcastable dim of size 1).
+    kind: "block" (a tile, `:` or a partial slice; `block` is its id), "scalar" (`value`
+    is a Value or an int), "gather" (`value` is an index tile, loaded or computed),
+    "newaxis" (`None`), "unit" (a slice of length 1, which stays a broadcastable dim of
+    size 1; `value` is its position).
+
+    A partial slice `a:b:s` is a whole-dimension block of extent `len(range(a, b, s))`
+    reading positions `offset + step * i`: slices of equal length share their block (so
+    they broadcast together) and differ only in `offset`. Computed indices (gathers and
+    scalar Values) are masked to the tensor's bounds on the device unless `in_range`.
     """
 
     kind: str
     block: int | None = None
     value: Value | int | None = None
+    offset: int = 0
+    step: int = 1
+    in_range: bool = False
 
     def dims(self) -> tuple[Dim, ...]:
         if self.kind == "block":

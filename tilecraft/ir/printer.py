@@ -17,7 +17,9 @@ def _arg(a: object) -> str:
 def _index(i: object) -> str:
     kind = getattr(i, "kind", "")
     if kind == "block":
-        return f"b{i.block}"  # type: ignore[attr-defined]
+        offset, step = i.offset, i.step  # type: ignore[attr-defined]
+        where = f"[{offset}::{step}]" if (offset, step) != (0, 1) else ""
+        return f"b{i.block}{where}"  # type: ignore[attr-defined]
     if kind == "newaxis":
         return "None"
     return _arg(i.value)  # type: ignore[attr-defined]

@@ -1,4 +1,9 @@
-"""Explicit memory ops: `load`, `store`, `atomic_add` (with an optional extra mask)."""
+"""Explicit memory ops: `load`, `store`, `atomic_add` (with an optional extra mask).
+
+Indices computed on the device (`t.index + 1`, loaded ids) are bounded: positions out of
+range read as `other` (0 unless given) and are not written, where PyTorch would raise
+an IndexError (see `tilecraft.language.indexing`).
+"""
 
 from __future__ import annotations
 
@@ -6,39 +11,33 @@ from collections.abc import Sequence
 
 import torch
 
+from tilecraft.language.indexing import eager_key, read, write
 from tilecraft.language.state import eager_context
-from tilecraft.language.tiles import Tile
 
-
-def _flatten(key: object) -> list[object]:
-    items = key if isinstance(key, tuple) else (key,)
-    out: list[object] = []
-    for item in items:
-        is_tiles = isinstance(item, tuple) and item and all(isinstance(t, Tile) for t in item)
-        out.extend(item if is_tiles else [item])  # type: ignore[arg-type]
-    return out
-
-
-def eager_key(key: object) -> tuple:
-    """Turn a subscript with tiles into one PyTorch understands (tiles become slices)."""
-    return tuple(slice(i.begin, i.end) if isinstance(i, Tile) else i for i in _flatten(key))
-
-
-def _masked(value: torch.Tensor, extra_mask: torch.Tensor | None) -> torch.Tensor:
-    return value if extra_mask is None else torch.where(extra_mask, value, 0).to(value.dtype)
+__all__ = ["atomic_add", "eager_key", "load", "store"]
 
 
 def load(
-    tensor: torch.Tensor, index: Sequence[object], extra_mask: torch.Tensor | None = None
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    extra_mask: torch.Tensor | None = None,
+    eviction_policy: str | None = None,
+    other: float | torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Load `tensor[index]`; elements where `extra_mask` is False read as zero.
+    """Load `tensor[index]`; elements where `extra_mask` is False read as `other` (0).
+
+    `index` lists one subscript per dim: tiles, slices, ints or index tiles (gathers;
+    out-of-range indices read as `other` too). `eviction_policy` ("evict_first" or
+    "evict_last", or Helion's "first"/"last") is passed to Triton's `tl.load` as a cache
+    hint where the load is a pointer or block-pointer load, and ignored elsewhere.
 
     Example::
 
-        x_tile = tc.load(x, [tile_m, tile_n], extra_mask=keep)
+        x_tile = tc.load(x, [tile_m, tile_n], extra_mask=keep, eviction_policy="evict_last")
+        shifted = tc.load(x, [tile.index - 1], other=float("-inf"))
     """
     eager_context("load")
-    return _masked(tensor[eager_key(tuple(index))], extra_mask)
+    return read(tensor, tuple(index), extra_mask, 0 if other is None else other)
 
 
 def store(
@@ -47,29 +46,28 @@ def store(
     value: torch.Tensor | float,
     extra_mask: torch.Tensor | None = None,
 ) -> None:
-    """Store `value` to `tensor[index]`, skipping elements where `extra_mask` is False.
+    """Store `value` to `tensor[index]`, skipping elements where `extra_mask` is False
+    (and positions whose computed index is out of range).
 
     Example::
 
         tc.store(out, [tile_m], values, extra_mask=values > 0)
     """
-    extra_mask = eager_context("store").branch_mask(extra_mask)
-    key = eager_key(tuple(index))
-    if extra_mask is None:
-        tensor[key] = value
-    else:
-        tensor[key] = torch.where(extra_mask, value, tensor[key])
+    write(tensor, tuple(index), value, eager_context("store").branch_mask(extra_mask))
 
 
-def atomic_add(tensor: torch.Tensor, index: Sequence[object], value: torch.Tensor | float) -> None:
-    """Atomically add `value` to `tensor[index]` (safe when programs overlap).
+def atomic_add(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | float,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically add `value` to `tensor[index]` (safe when programs overlap; repeated
+    positions of a gather all add), skipping elements where `extra_mask` is False.
 
     Example::
 
         tc.atomic_add(out, [tile_m], partial_sum)
     """
-    mask = eager_context("atomic_add").branch_mask()
-    key = eager_key(tuple(index))
-    view = tensor[key]
-    added = torch.as_tensor(value, device=view.device).to(view.dtype)
-    tensor[key] = view + (added if mask is None else torch.where(mask, added, 0))
+    mask = eager_context("atomic_add").branch_mask(extra_mask)
+    write(tensor, tuple(index), value, mask, accumulate=True)

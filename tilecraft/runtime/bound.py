@@ -57,6 +57,7 @@ class BoundKernel:
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
         self.num_sms = _sm_count(args)
+        self.cpu_mode: str | None = None  # on CPU tensors: "triton" (interpreter) or "eager"
         tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
         self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}

@@ -12,19 +12,25 @@ from torch.overrides import TorchFunctionMode
 from tilecraft import language as lang
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
-from tilecraft.language.memory import eager_key
+from tilecraft.language.indexing import eager_key, read, write
 from tilecraft.language.state import EagerContext, eager_context, running_eagerly
 from tilecraft.language.tiles import Tile
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
 def _getitem(obj: Any, key: Any) -> Any:
+    """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
     if not isinstance(obj, torch.Tensor):
         return obj[key]
     mask = eager_context("load").branch_mask()
     if mask is not None and _gathers(key):
-        return _masked_gather(obj, eager_key(key), mask)
-    return obj[eager_key(key)]
+        # a gather inside an `if` on a tile reads only where the arm is taken, as
+        # compiled kernels do
+        try:
+            return read(obj, key, mask)
+        except RuntimeError:  # the mask does not fit the gather: read as written
+            pass
+    return read(obj, key)
 
 
 def _gathers(key: Any) -> bool:
@@ -32,24 +38,11 @@ def _gathers(key: Any) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dim() > 0 for i in items)
 
 
-def _masked_gather(obj: torch.Tensor, key: tuple, mask: torch.Tensor) -> torch.Tensor:
-    """A gather inside an `if` on a tile reads only where the arm is taken, as compiled
-    kernels do: indices of the other lanes may point anywhere."""
-    try:
-        safe = tuple(
-            torch.where(mask, i, 0) if isinstance(i, torch.Tensor) and i.dim() > 0 else i
-            for i in key
-        )
-        values = obj[safe]
-        return torch.where(mask, values, torch.zeros((), dtype=values.dtype))
-    except RuntimeError:  # the mask does not fit the gather: read as written
-        return obj[key]
-
-
 def _setitem(obj: Any, key: Any, value: Any) -> None:
-    key = eager_key(key)
-    mask = eager_context("store").branch_mask() if isinstance(obj, torch.Tensor) else None
-    obj[key] = value if mask is None else torch.where(mask, value, obj[key])
+    if isinstance(obj, torch.Tensor):
+        write(obj, key, value, eager_context("store").branch_mask())
+    else:
+        obj[key] = value
 
 
 class _EagerSubscripts(ast.NodeTransformer):

@@ -14,6 +14,7 @@ from tilecraft.exc import BadArgument, GraphCaptureError
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, warn_slow
 from tilecraft.runtime.interpret import run_eagerly
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import callable_key
@@ -67,7 +68,9 @@ class Kernel:
         bound = self._bound.get(key)
         if bound is None:
             _check_devices(args, self.source)
+            mode = cpu_mode() if runs_on_cpu(args) else None  # before Triton is imported
             bound = self._bound[key] = BoundKernel(self.source, args, self.settings)
+            bound.cpu_mode = mode
         return bound
 
     def chosen_config(self) -> Config | None:
@@ -127,6 +130,11 @@ class Kernel:
                 " same shapes before capturing",
                 src.loc(src.tree),
             )
+        if bound.cpu_mode is not None:
+            warn_slow(self.fn.__name__, bound.cpu_mode)
+        if bound.cpu_mode == "eager":  # Triton's interpreter cannot run it in this process
+            bound.launcher = lambda *a: self.run_eagerly(a)
+            return bound.launcher(*args)
         return bound.first_call(self.config_for(bound, args), args)
 
     def as_torch_op(self, name: str, mutates_args: Sequence[str] = (), **autograd: Any) -> Any:

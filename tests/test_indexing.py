@@ -1,0 +1,300 @@
+"""Indexing host tensors on the device: partial slices, offsets of tile indices (stencils)
+with automatic bounds masks, gathers, and `tc.load`/`tc.store` with masks, in both modes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
+from tilecraft.language.indexing import read, write
+from tilecraft.testing import assert_close
+
+SHAPES = [(37, 19), (1, 1), (5, 2), (16, 32)]  # ragged, single element, tiny, divisible
+
+
+def shape_id(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, device=DEVICE)
+
+
+# -- partial slices ---------------------------------------------------------------------
+
+
+@tc.kernel
+def halves(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    d = (n + 1) // 2
+    out = torch.zeros([m, 2 * n + 1], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(m):  # each column written once: stores of one program may race
+        out[tile, :d] = x[tile, :d] * 2 + x[tile, n - d : n]
+        out[tile, d:n] = x[tile, d:] - 1
+        out[tile, n : 2 * n : 2] = x[tile, ::2]
+        out[tile, 2 * n] = x[tile, 2:].sum(-1) if n > 2 else x[tile, 0]
+    return out
+
+
+def halves_reference(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    d = (n + 1) // 2
+    out = torch.zeros(m, 2 * n + 1, device=x.device)
+    out[:, :d] = x[:, :d] * 2 + x[:, n - d : n]
+    out[:, d:n] = x[:, d:] - 1
+    out[:, n : 2 * n : 2] = x[:, ::2]
+    out[:, 2 * n] = x[:, 2:].sum(-1) if n > 2 else x[:, 0]
+    return out
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+def test_partial_slices(shape, mode) -> None:
+    x = randn(*shape)
+    assert_close(mode(halves)(x), halves_reference(x))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"reduction_loops": [4, 4, 4]}, {"indexing": "tensor_descriptor"}],
+    ids=["looped", "descriptor"],
+)
+def test_partial_slices_with_knobs(config) -> None:
+    x = randn(37, 19)
+    kernel = tc.kernel(halves.fn, config=tc.Config(block_sizes=[16], **config))
+    assert_close(kernel(x), halves_reference(x))
+
+
+@tc.kernel
+def tail(x: torch.Tensor, k: int) -> torch.Tensor:
+    out = torch.empty([x.size(0), x.size(1) - k], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile, :] = x[tile, k:]
+    return out
+
+
+@pytest.mark.parametrize(("k", "style"), [(8, "x_desc"), (3, "tl.load(x + (")])
+def test_tensor_descriptors_start_at_aligned_slices(k, style) -> None:
+    x = randn(37, 24)
+    kernel = tc.kernel(tail.fn, config=tc.Config(block_sizes=[16], indexing="tensor_descriptor"))
+    assert style in kernel.bind((x, k)).to_triton_code(kernel.config)
+    assert torch.equal(kernel(x, k), x[:, k:])
+
+
+def test_slices_of_equal_length_share_a_block() -> None:
+    x = randn(8, 12)
+    code = halves.bind((x,)).to_triton_code(tc.Config(block_sizes=[8]))
+    assert "(6 + indices_1)" in code and "(2 * indices_" in code
+    assert "_RBLOCK_1" in code and "_RBLOCK_3" not in code
+
+
+# -- offsets of tile indices: stencils ------------------------------------------------------
+
+
+@tc.kernel
+def neighbours(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile.index - 1] + 2 * x[tile] + x[tile.index + 1]
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 37, 64])
+def test_offsets_read_zero_outside(n, mode) -> None:
+    x = randn(n)
+    padded = F.pad(x, (1, 1))
+    assert_close(mode(neighbours)(x), padded[:-2] + 2 * x + padded[2:])
+
+
+@tc.kernel
+def cross(x: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
+    h, w = x.size()
+    out = torch.empty_like(x)
+    for tile_h, tile_w in tc.tile([h, w]):
+        up = x[tile_h.index + dy, tile_w]
+        left = x[tile_h, tile_w.index + dx]
+        out[tile_h, tile_w] = up + left
+    return out
+
+
+def shifted(x: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
+    """`x[i + dy, j + dx]`, zero outside."""
+    h, w = x.shape
+    rows, cols = torch.arange(h)[:, None] + dy, torch.arange(w)[None, :] + dx
+    inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
+    return torch.where(inside, x[rows.clamp(0, h - 1), cols.clamp(0, w - 1)], 0.0)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=shape_id)
+@pytest.mark.parametrize(("dy", "dx"), [(1, -1), (-2, 3)])
+def test_two_dim_stencil(shape, dy, dx, mode) -> None:
+    x = randn(*shape)
+    assert_close(mode(cross)(x, dy, dx), shifted(x, dy, 0) + shifted(x, 0, dx))
+
+
+@tc.kernel
+def shift_store(x: torch.Tensor, k: int) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile.index + k] = x[tile]
+    return out
+
+
+@pytest.mark.parametrize("k", [2, -3])
+@pytest.mark.parametrize("n", [1, 37])
+def test_offsets_do_not_write_outside(k, n, mode) -> None:
+    x = randn(n)
+    expected = torch.zeros_like(x)
+    if k > 0:
+        expected[k:] = x[: max(n - k, 0)]
+    else:
+        expected[: max(n + k, 0)] = x[-k:]
+    assert torch.equal(mode(shift_store)(x, k), expected)
+
+
+@tc.kernel
+def previous_row(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for i in tc.grid(x.size(0)):
+        out[i, :] = x[i - 1, :]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(5, 19), (1, 3)], ids=shape_id)
+def test_negative_scalar_counts_from_the_end(shape, mode) -> None:
+    x = randn(*shape)
+    assert torch.equal(mode(previous_row)(x), torch.roll(x, 1, 0))
+
+
+# -- gathers of loaded indices ------------------------------------------------------------
+
+
+@tc.kernel
+def lookup(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([ids.size(0), weight.size(1)], dtype=weight.dtype, device=weight.device)
+    for tile_b, tile_e in tc.tile(out.size()):
+        out[tile_b, tile_e] = weight[ids[tile_b], tile_e]
+    return out
+
+
+def test_out_of_range_gathers_read_zero(mode) -> None:
+    ids = torch.tensor([3, -1, 10, 0, 9, -11, 10**6], device=DEVICE)
+    weight = randn(10, 5)
+    expected = torch.where(((ids >= 0) & (ids < 10))[:, None], weight[ids.clamp(0, 9)], 0.0)
+    assert torch.equal(mode(lookup)(ids, weight), expected)
+
+
+@tc.kernel
+def scatter_add(ids: torch.Tensor, x: torch.Tensor, size: int) -> torch.Tensor:
+    out = torch.zeros([size], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        tc.atomic_add(out, [ids[tile]], x[tile])
+    return out
+
+
+def test_atomic_add_through_repeated_ids(mode) -> None:
+    ids = torch.tensor([0, 2, 2, 5, 2, 0, 7, -1], device=DEVICE)
+    x = randn(8)
+    keep = ids[:7]
+    expected = torch.zeros(6).index_add_(0, keep[keep < 6], x[:7][keep < 6])
+    assert_close(mode(scatter_add)(ids, x, 6), expected)
+
+
+# -- tc.load / tc.store with index vectors, masks, other, eviction policy ----------------------
+
+
+@tc.kernel
+def evens(x: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    n = x.size(0)
+    out = torch.empty([(n + 1) // 2], dtype=x.dtype, device=x.device)
+    later = torch.zeros([(n + 1) // 2], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(out.size(0)):
+        keep = tile.index % 3 != 0
+        values = tc.load(x, [tile.index * 2], extra_mask=keep, other=-7.0, eviction_policy="last")
+        tc.store(out, [tile], values + fill)
+        tc.store(later, [tile.index + 1], values, extra_mask=values < 0)
+    return out, later
+
+
+def evens_reference(x: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    values = x[::2].clone()
+    values[::3] = -7.0
+    later = torch.zeros_like(values)
+    later[1:] = torch.where(values[:-1] < 0, values[:-1], 0.0)
+    return values + fill, later
+
+
+@pytest.mark.parametrize("n", [1, 2, 37])
+def test_load_with_index_vector_mask_and_other(n, mode) -> None:
+    x = randn(n)
+    assert_close(mode(evens)(x, 0.5), evens_reference(x, 0.5))
+
+
+def test_eviction_policy_reaches_triton() -> None:
+    code = evens.bind((randn(37), 0.5)).to_triton_code(tc.Config(block_sizes=[16]))
+    assert "eviction_policy='evict_last'" in code and "other=-7.0" in code
+
+
+@tc.kernel
+def bad_policy(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = tc.load(x, [tile], eviction_policy="evict_sometimes")
+    return out
+
+
+@tc.kernel
+def device_bound_slice(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile, :] = x[tile, tile.begin :]
+    return out
+
+
+@tc.kernel
+def index_out_of_bounds(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile, 0] = x[tile, 5]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "error", "message"),
+    [
+        (bad_policy, UnsupportedOperation, "evict_sometimes"),
+        (device_bound_slice, UnsupportedSyntax, "slice bounds must be ints"),
+        (index_out_of_bounds, ShapeMismatch, "index 5 is out of bounds"),
+    ],
+)
+def test_indexing_errors_name_the_line(kernel, error, message) -> None:
+    x = randn(4, 3)
+    with pytest.raises(error, match=message) as info:
+        kernel.bind((x if kernel is not bad_policy else x[:, 0],)).to_triton_code()
+    assert "test_indexing.py" in str(info.value)
+
+
+# -- eager semantics ------------------------------------------------------------------------
+
+
+def test_eager_reads_mask_index_tensors_where_pytorch_would_fail() -> None:
+    x = torch.arange(24.0).view(2, 3, 4)
+    rows, cols = torch.tensor([[-1], [1], [3]]), torch.tensor([[0, 4, 2]])
+    got = read(x, (1, rows, cols))
+    ok = (rows >= 0) & (rows < 3) & (cols >= 0) & (cols < 4)
+    assert torch.equal(got, torch.where(ok, x[1, rows.clamp(0, 2), cols.clamp(0, 3)], 0.0))
+    got = read(x, (..., torch.tensor([5, 1])), other=-1.0)  # trailing dim through `...`
+    assert torch.equal(got, torch.stack([torch.full((2, 3), -1.0), x[..., 1]], -1))
+    assert torch.equal(read(x, (torch.tensor(-1),)), x[-1])  # 0-d: an int, as in PyTorch
+    assert read(torch.empty(0, 2), (torch.tensor([0, 1]), slice(None))).eq(0).all()
+
+
+def test_eager_writes_skip_out_of_range_positions() -> None:
+    x = torch.zeros(3, 4)
+    write(x, (torch.tensor([-1, 0, 3]), slice(1, 3)), torch.tensor([[1.0, 2.0]]))
+    expected = torch.zeros(3, 4)
+    expected[0, 1:3] = torch.tensor([1.0, 2.0])
+    assert torch.equal(x, expected)

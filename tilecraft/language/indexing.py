@@ -1,0 +1,169 @@
+"""Eager semantics of subscripts in device code: tiles as slices, index tensors bounded.
+
+Compiled kernels never touch memory outside a tensor: a position whose computed index
+lies outside `0 <= i < size` reads as `other` (0 unless given) and is not written. Eager
+mode does the same, where PyTorch would raise an IndexError or wrap a negative index,
+so both modes agree on stencils such as `x[t.index - 1]`. Plain ints and 0-d tensors
+keep PyTorch's meaning (a negative int counts from the end).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tilecraft.language.tiles import Tile
+
+Key = tuple[Any, ...]
+
+
+def _flatten(key: object) -> list[object]:
+    items = key if isinstance(key, tuple) else (key,)
+    out: list[object] = []
+    for item in items:
+        is_tiles = isinstance(item, tuple) and item and all(isinstance(t, Tile) for t in item)
+        out.extend(item if is_tiles else [item])  # type: ignore[arg-type]
+    return out
+
+
+def eager_key(key: object) -> Key:
+    """Turn a subscript with tiles into one PyTorch understands (tiles become slices)."""
+    return tuple(slice(i.begin, i.end) if isinstance(i, Tile) else i for i in _flatten(key))
+
+
+def _is_vector(item: object) -> bool:
+    """An integer index tensor (PyTorch's advanced indexing), to be bounded."""
+    return (
+        isinstance(item, torch.Tensor)
+        and item.dim() > 0
+        and not item.dtype.is_floating_point
+        and item.dtype != torch.bool
+    )
+
+
+def _normalize(key: Key, rank: int) -> Key | None:
+    """`key` with `...` spelled out, or None where it holds a boolean mask (which keeps
+    PyTorch's own meaning)."""
+    if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in key):
+        return None
+    consumed = sum(i is not None and i is not Ellipsis for i in key)
+    out: list[Any] = []
+    for item in key:
+        out += [slice(None)] * (rank - consumed) if item is Ellipsis else [item]
+    return tuple(out)
+
+
+def _dims(key: Key) -> list[int | None]:
+    """The tensor dim each subscript of a normalized key consumes (None for `None`)."""
+    dims: list[int | None] = []
+    dim = 0
+    for item in key:
+        dims.append(None if item is None else dim)
+        dim += item is not None
+    return dims
+
+
+def bounded(tensor: torch.Tensor, key: Key) -> tuple[Key, torch.Tensor | None]:
+    """`key` with each out-of-range vector index replaced by 0, and where the positions
+    read are in range (None when no index vector could be out of range)."""
+    normal = _normalize(key, tensor.dim())
+    if normal is None or not any(_is_vector(i) for i in normal):
+        return key, None
+    dims = _dims(normal)
+    safe = list(normal)
+    valid: torch.Tensor | None = None
+    for k, (item, dim) in enumerate(zip(normal, dims, strict=True)):
+        if _is_vector(item):
+            assert dim is not None
+            size = tensor.shape[dim]
+            inside = (item >= 0) & (item < size)
+            safe[k] = torch.where(inside, item, 0)
+            slot = torch.where(inside, item, size)
+            ok = _validity(normal, tensor.dim(), k, dim, slot, size)
+            valid = ok if valid is None else valid & ok
+    return tuple(safe), valid
+
+
+def _validity(key: Key, rank: int, k: int, dim: int, slot: torch.Tensor, size: int) -> torch.Tensor:
+    """Whether index `k` (of dim `dim`) is in range, laid out as `tensor[key]` lays out
+    its result: a tiny table, True at each position and False in an extra slot that each
+    out-of-range index points to, indexed with a key of the same structure, so PyTorch
+    places the mask's dims where it places the result's (size 1 along slices)."""
+    shape = [1] * rank
+    shape[dim] = size + 1
+    table = torch.ones(size + 1, dtype=torch.bool, device=slot.device)
+    table[size] = False
+    probe: list[Any] = []
+    for j, item in enumerate(key):
+        if j == k:
+            probe.append(slot)
+        elif _is_vector(item):
+            probe.append(torch.zeros_like(item))
+        elif isinstance(item, slice):
+            probe.append(slice(None))
+        else:
+            probe.append(item if item is None else 0)
+    return table.view(shape)[tuple(probe)]
+
+
+def _source(tensor: torch.Tensor, key: Key) -> torch.Tensor:
+    """What a bounded read indexes: the tensor, or where a vector indexes a dim of
+    length 0 (so every position is out of range), zeros of a shape `key` can index."""
+    normal = _normalize(key, tensor.dim()) or key
+    empty = [d for d, i in zip(_dims(normal), normal, strict=True) if _is_vector(i)]
+    if not any(tensor.shape[d] == 0 for d in empty if d is not None):
+        return tensor
+    shape = [max(s, 1) if d in empty else s for d, s in enumerate(tensor.shape)]
+    return tensor.new_zeros(()).expand(shape)
+
+
+def read(
+    tensor: torch.Tensor, key: object, mask: torch.Tensor | None = None, other: Any = 0
+) -> torch.Tensor:
+    """`tensor[key]`, positions out of range or where `mask` is False reading `other`."""
+    safe, valid = bounded(tensor, eager_key(key))
+    if valid is not None:
+        mask = valid if mask is None else mask & valid
+    if mask is None:
+        return tensor[safe]
+    value = _source(tensor, safe)[safe]
+    fill = torch.as_tensor(other, device=value.device).to(value.dtype)
+    return torch.where(mask, value, fill)
+
+
+def write(
+    tensor: torch.Tensor,
+    key: object,
+    value: Any,
+    mask: torch.Tensor | None = None,
+    accumulate: bool = False,
+) -> None:
+    """`tensor[key] = value` (or `+=` with `accumulate`, summing repeated positions as
+    atomics do), skipping positions out of range or where `mask` is False."""
+    safe, valid = bounded(tensor, eager_key(key))
+    if valid is not None:
+        mask = valid if mask is None else mask & valid
+    if (mask is None and not accumulate) or tensor.dim() == 0:
+        tensor[safe] = tensor[safe] + value if accumulate else value
+        return
+    if _source(tensor, safe) is not tensor:
+        return  # every position is out of range
+    coords = _coordinates(tensor, safe)
+    shape = coords[0].shape if coords else torch.Size()
+    keep = torch.ones((), dtype=torch.bool) if mask is None else mask
+    keep = keep.to(tensor.device).broadcast_to(shape)
+    values = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).broadcast_to(shape)
+    where = tuple(c[keep] for c in coords)
+    tensor.index_put_(where, values[keep], accumulate=accumulate)
+
+
+def _coordinates(tensor: torch.Tensor, key: Key) -> list[torch.Tensor]:
+    """For each dim of `tensor`, the position along it of each element of `tensor[key]`."""
+    out = []
+    for dim, size in enumerate(tensor.shape):
+        shape = [1] * tensor.dim()
+        shape[dim] = size
+        positions = torch.arange(size, device=tensor.device).view(shape)
+        out.append(positions.expand(tensor.shape)[key])
+    return out
