@@ -62,6 +62,30 @@ def test_planted_generated_module_is_replaced_not_run(tmp_path: Path) -> None:
     assert path.read_text() == honest
 
 
+def test_planted_module_cannot_poison_the_tuning_reference(tmp_path: Path) -> None:
+    x = torch.randn(37)
+    kernel = fresh_kernel(tmp_path)
+    path = kernel.bind((x,)).code_path()  # the default config's module: the reference
+    path.write_text(path.read_text().replace("* 2.0", "* 3.0"))
+    kernel.configs = CONFIGS
+    with pytest.warns(CacheWarning):
+        kernel.autotune((x,))
+    assert kernel.bind((x,)).tuning["failed"] == 0  # no correct config marked wrong_result
+
+
+def test_loose_files_of_an_older_version_are_made_private_silently(tmp_path: Path) -> None:
+    x = torch.randn(37)
+    kernel = fresh_kernel(tmp_path)
+    kernel(x)
+    path, db = kernel.bind((x,)).code_path(), tmp_path / "tuning.sqlite3"
+    path.chmod(0o664)
+    db.chmod(0o664)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(fresh_kernel(tmp_path)(x), expected(x))
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(db.stat().st_mode) == 0o600
+
+
 def test_module_edited_after_the_check_is_not_what_runs(tmp_path: Path) -> None:
     x = torch.randn(37)
     bound = fresh_kernel(tmp_path).bind((x,))
@@ -219,10 +243,14 @@ def test_bad_or_stale_best_row_is_ignored_with_one_warning(tmp_path: Path, row: 
         torch.testing.assert_close(fresh_kernel(tmp_path)(x), expected(x))
 
 
-def test_read_only_cache_dir_runs_from_memory_with_one_warning(tmp_path: Path) -> None:
+@pytest.mark.parametrize("missing", [False, True], ids=["read_only", "missing_under_read_only"])
+def test_read_only_cache_dir_runs_from_memory_with_one_warning(
+    tmp_path: Path, missing: bool
+) -> None:
     x = torch.randn(31)
-    with read_only_dir(tmp_path / "ro") as cache, warnings.catch_warnings(record=True) as caught:
+    with read_only_dir(tmp_path / "ro") as folder, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        cache = folder / "cache" if missing else folder
         kernel = fresh_kernel(cache)
         torch.testing.assert_close(kernel(x), expected(x))
         kernel.configs = CONFIGS

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import sqlite3
+import stat
 import threading
 import time
 import warnings
@@ -390,8 +391,13 @@ def _create_private(path: Path) -> None:
     """Make the file (and its folder) readable by this user only, whatever the umask;
     SQLite gives its journals the database file's permissions."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with suppress(FileExistsError):
+    try:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        info = path.stat()
+        if info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077:
+            with suppress(OSError):  # made by an older tilecraft under a loose umask
+                os.chmod(path, 0o600)
 
 
 def _quick_check(conn: sqlite3.Connection) -> None:

@@ -32,6 +32,7 @@ from tilecraft.frontend.ops import OPS, lookup, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
+from tilecraft.language.tiles import JAGGED_TILE_MESSAGE
 
 BINOPS = {
     ast.Add: "add",
@@ -508,6 +509,8 @@ class DeviceCompiler:
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return _static_range(args, kwargs)
+        if fn is lang.jagged_tile:
+            raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)

@@ -18,7 +18,15 @@ from tilecraft.codegen.module import Launch, module_source
 from tilecraft.exc import HostCodeError, InvalidConfig, LoweringError, TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
-from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
+from tilecraft.frontend.host import (
+    Element,
+    HostValueReads,
+    capture_stmt,
+    compile_function,
+    device_loops,
+    read_element,
+    rewrite_host,
+)
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.language.tunables import Fragment, fragment_default
@@ -61,7 +69,10 @@ class BoundKernel:
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
+        self.values: dict[Element, Any] = {}  # argument elements the host code reads
+        self._args: tuple | None = args  # real arguments, during the first analysis only
         first = self.analyze(Config())
+        self._args = None
         self.spec = kernel_spec(first.kernels, first.table, first.tunables)
         self.default_config = default_config(self.spec)
 
@@ -90,9 +101,21 @@ class BoundKernel:
             kernels.append(compiler.compile(loop))
         return Analysis(kernels, table, tunables, config)
 
+    def _value(self, element: Element) -> Any:
+        if element not in self.values:
+            if self._args is None:
+                raise HostCodeError(
+                    "host code reads other tensor elements for this config than for the "
+                    "first; read the same elements whatever the config",
+                    self.src.loc(self.src.tree),
+                )
+            self.values[element] = read_element(self._args, element)
+        return self.values[element]
+
     def _run_host(self, fn: Callable[..., Any]) -> None:
         try:
-            fn(*self.meta_args)
+            with HostValueReads(self.src, self.meta_args, self._value):
+                fn(*self.meta_args)
         except TilecraftError:
             raise
         except Exception as e:

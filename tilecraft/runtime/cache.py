@@ -143,7 +143,7 @@ def write_module(cache_dir: Path | str, name: str, code: str) -> Path:
     path = subdir(cache_dir, "code") / name
     if holds(path, code):
         return path
-    if path.exists() or path.is_symlink():
+    if _differs(path, code):  # not merely loose permissions from an older tilecraft
         warnings.warn(
             f"tilecraft: generated module {path} differs from the code tilecraft writes;"
             " replaced it",
@@ -157,6 +157,18 @@ def write_module(cache_dir: Path | str, name: str, code: str) -> Path:
         with suppress(OSError):
             write_private(path, code)
     return path
+
+
+def _differs(path: Path, data: str) -> bool:
+    """Whether something other than `data` is at `path` (a link, a folder, other text)."""
+    if path.is_symlink():
+        return True
+    try:
+        return path.read_bytes() != data.encode()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
 
 
 def remember_source(path: Path, code: str) -> None:
