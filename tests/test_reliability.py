@@ -150,7 +150,7 @@ def test_planted_pickle_cost_model_never_runs(
         [saved] = (tmp_path / "models").glob("cost-*.npz")
         monkeypatch.setattr(model_module, "_LOADED", {})  # as in a new process
         again = from_database(db, "cpu", tmp_path)  # read back from the file
-        assert again is not None
+        assert again is not None and (again.groups, again.rows) == (fitted.groups, fitted.rows)
         desc = db.descriptions("cpu")
         configs = [t.config for t in land.trials[:40]]
         first = next(iter(desc.values()))
