@@ -294,3 +294,53 @@ def test_each_function_compiles_on_its_own() -> None:
     assert first is second  # the same code; the float is an argument of the kernel
     assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
+
+
+# -- host code reading values of tensors ------------------------------------------------------
+
+
+@tc.kernel
+def first_n(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    n = int(sizes[1].item())  # specializes the kernel on this value
+    out = torch.zeros([n], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(n):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_item_in_host_code_specializes_on_the_value(mode) -> None:
+    x = randn(20)
+    kernel = mode(first_n)
+    for n in (7, 13, 7):
+        sizes = torch.tensor([0, n, 5], device=DEVICE)
+        assert_close(kernel(x, sizes), 2 * x[:n])
+
+
+@tc.kernel
+def reads_a_sum(x: torch.Tensor) -> torch.Tensor:
+    n = int(x.sum().item())
+    out = torch.zeros([n], device=x.device)
+    for tile in tc.tile(n):
+        out[tile] = 1.0
+    return out
+
+
+def test_item_of_a_computed_value_is_a_clear_error() -> None:
+    with pytest.raises(exc.HostCodeError, match="pass the value as an int") as info:
+        reads_a_sum(torch.ones(3, device=DEVICE))
+    assert "n = int(x.sum().item())" in str(info.value)
+
+
+def test_jagged_tile_says_what_to_use_instead() -> None:
+    @tc.kernel
+    def jagged(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros([x.size(0)], device=x.device)
+        for tile_b in tc.tile(x.size(0)):
+            acc = tc.zeros([tile_b])
+            for tile_k in tc.jagged_tile(lengths[tile_b]):
+                acc = acc + x[tile_b, tile_k].sum(1)
+            out[tile_b] = acc
+        return out
+
+    with pytest.raises(exc.UnsupportedOperation, match=r"tc.tile\(start, end\)"):
+        jagged(randn(3, 4), torch.ones(3, dtype=torch.int64))

@@ -70,3 +70,12 @@ class LoweringError(TilecraftError):
 class GraphCaptureError(TilecraftError):
     """A kernel's first call for some argument shapes (which compiles and may tune) made
     while a CUDA graph is being captured."""
+
+
+class SettingsError(TilecraftError):
+    """A setting (a `TILECRAFT_*` variable or a keyword of `tc.kernel`) with a value that
+    cannot be used; the message names it and the values it accepts."""
+
+
+class CacheDirError(TilecraftError):
+    """A cache directory that must not be used (it belongs to another user)."""

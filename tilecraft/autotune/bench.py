@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
+import shutil
 import tempfile
 import types
 from pathlib import Path
@@ -20,7 +22,7 @@ import torch
 
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
-from tilecraft.autotune.workers import WorkerPool
+from tilecraft.autotune.workers import DIR_PREFIX, WorkerPool, capped_workers, remove_stale_dirs
 from tilecraft.exc import TilecraftError
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
@@ -45,9 +47,17 @@ class Benchmarker:
     ) -> None:
         self.bound, self.args = bound, args
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-        self.dir = Path(tempfile.mkdtemp(prefix="tilecraft-bench-"))
-        self.expected = self._reference(reference)
-        self.pool = self._pool(workers, timeout_s) if workers > 0 else None
+        self.pool: WorkerPool | None = None
+        remove_stale_dirs()
+        # copies of the user's inputs and outputs go here: private, and removed by close()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
+        try:
+            self.expected = self._reference(reference)
+            workers = capped_workers(workers, args)
+            self.pool = self._pool(workers, timeout_s) if workers > 0 else None
+        except BaseException:
+            self.close()
+            raise
 
     def _reference(self, config: Config | None) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -68,8 +78,10 @@ class Benchmarker:
         return WorkerPool(args_path, ref_path, workers, timeout_s)
 
     def _job(self, config: Config) -> dict:
+        path, sha256 = self.bound.code_file(config)
         return {
-            "code_path": str(self.bound.code_path(config)),
+            "code_path": str(path),
+            "sha256": sha256,
             "name": self.bound.src.tree.name,
             "imports": self.imports,
             "lock": str(self.dir / "gpu.lock") if self.pool is not None else None,
@@ -123,8 +135,10 @@ class Benchmarker:
         return best
 
     def close(self) -> None:
+        """Stop the workers and remove the temporary directory."""
         if self.pool is not None:
             self.pool.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Benchmarker:
         return self

@@ -257,7 +257,9 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
         return
     ptr, masks, scalars = pointer(w, access)
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
-    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''})")
+    sem = op.attrs.get("sem")
+    order = f", sem={sem!r}" if sem else ""
+    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
 
 
 def atomic_add(w: KernelWriter, op: Op) -> None:

@@ -56,6 +56,8 @@ class KernelWriter:
 
     def operand(self, x: Any, dims: tuple[Dim, ...], dtype: torch.dtype | None) -> str:
         if not isinstance(x, Value):
+            if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
+                raise TypeError(f"a {type(x).__name__} cannot be used in device code")
             return literal(x)
         text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
         if dtype is not None and x.type.dtype != dtype:

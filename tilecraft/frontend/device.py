@@ -32,6 +32,7 @@ from tilecraft.frontend.ops import OPS, lookup, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
+from tilecraft.language.tiles import JAGGED_TILE_MESSAGE
 
 BINOPS = {
     ast.Add: "add",
@@ -444,12 +445,15 @@ class DeviceCompiler:
         )
 
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
+        if _on_device([left, right], {}):
+            left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[pyop](left, right)
         return OPS[name](self.b, left, right)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         x = self.expr(node.operand)
+        x = self.operand(x) if isinstance(x, HostTensor) else x
         if not isinstance(x, Value):
             return UNARY_PYOPS[type(node.op)](x)
         if isinstance(node.op, ast.USub):
@@ -464,9 +468,11 @@ class DeviceCompiler:
         if len(node.ops) != 1:
             raise UnsupportedSyntax("chained comparisons: combine them with &")
         left, right = self.expr(node.left), self.expr(node.comparators[0])
+        if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            return _py_compare(node.ops[0], left, right)
+        if _on_device([left, right], {}):
+            left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
-            if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
-                return _py_compare(node.ops[0], left, right)
             return PYOPS[type(node.ops[0])](left, right)
         return OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
 
@@ -486,7 +492,8 @@ class DeviceCompiler:
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         test = self.expr(node.test)
         if isinstance(test, Value):
-            return OPS["where"](self.b, test, self.expr(node.body), self.expr(node.orelse))
+            body, orelse = self.operand(self.expr(node.body)), self.operand(self.expr(node.orelse))
+            return OPS["where"](self.b, test, body, orelse)
         return self.expr(node.body if test else node.orelse)
 
     def expr_Call(self, node: ast.Call) -> Any:
@@ -508,6 +515,8 @@ class DeviceCompiler:
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return _static_range(args, kwargs)
+        if fn is lang.jagged_tile:
+            raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
@@ -516,6 +525,7 @@ class DeviceCompiler:
         if fn in (lang.tile, lang.grid):
             raise UnsupportedSyntax("tc.tile/tc.grid can only be iterated by a for loop")
         if fn in (builtins.min, builtins.max) and any(isinstance(a, Value) for a in args):
+            args = [self.operand(a) for a in args]
             result = args[0]
             for a in args[1:]:
                 result = OPS["minimum" if fn is builtins.min else "maximum"](self.b, result, a)
@@ -569,7 +579,56 @@ class DeviceCompiler:
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in OPS:
             raise UnsupportedOperation(f"`{name}` is not supported on tiles")
+        args = [self._argument(a) for a in args]
+        kwargs = {k: self._argument(v) for k, v in kwargs.items()}
         return OPS[name](self.b, *args, **kwargs)
+
+    # -- host values as operands ----------------------------------------------------
+    def operand(self, x: Any) -> Any:
+        """`x` as arithmetic sees it: a 0-d host tensor is read (a scalar load), a value
+        device code cannot compute with is refused, naming its variable."""
+        if isinstance(x, (Value, bool, int, float)):
+            return x
+        if isinstance(x, HostTensor):
+            if x.meta.dim() == 0:
+                return self.mem.load(x.param, x.meta, [], None)
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tensor of shape {list(x.meta.shape)}: index it with "
+                "tiles to read its values (`t[tile]`), or pass a 0-d tensor or a number"
+            )
+        if isinstance(x, TileRef):
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tile (a range of indices): use `.index` for its "
+                "indices, or `.begin`, `.end`, `.block_size`"
+            )
+        if isinstance(x, torch.Tensor):
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tensor that device code cannot reach: build it in "
+                "host code (before the loop) or pass it as an argument, then index it with "
+                "tiles; use tc.full or numbers for constants"
+            )
+        raise UnsupportedOperation(
+            f"{self._named(x)} is a {type(x).__name__}, which device code cannot compute "
+            "with: use numbers, 0-d tensors, tiles, or tensors indexed with tiles"
+        )
+
+    def _argument(self, x: Any) -> Any:
+        """An argument of a tile op: tensors are operands; everything else passes (dims,
+        dtypes, flags and functions are the op's business)."""
+        if isinstance(x, (HostTensor, torch.Tensor)):
+            return self.operand(x)
+        tensors = (HostTensor, torch.Tensor)
+        if isinstance(x, (list, tuple)) and any(isinstance(i, tensors) for i in x):
+            return type(x)(self._argument(i) for i in x)
+        return x
+
+    def _named(self, x: Any) -> str:
+        """How an error names `x`: by the variable that holds it, where one does."""
+        for scope in (self.env, self.host_values):
+            for name, value in scope.items():
+                if value is x:
+                    return f"`{name}`"
+        return "this value"
 
     def _callee(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Call):

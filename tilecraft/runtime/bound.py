@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import hashlib
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -20,11 +18,20 @@ from tilecraft.codegen.module import Launch, module_source
 from tilecraft.exc import HostCodeError, InvalidConfig, LoweringError, TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
-from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
+from tilecraft.frontend.host import (
+    Element,
+    HostValueReads,
+    capture_stmt,
+    compile_function,
+    device_loops,
+    read_element,
+    rewrite_host,
+)
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
@@ -63,7 +70,10 @@ class BoundKernel:
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
+        self.values: dict[Element, Any] = {}  # argument elements the host code reads
+        self._args: tuple | None = args  # real arguments, during the first analysis only
         first = self.analyze(Config())
+        self._args = None
         self.spec = kernel_spec(first.kernels, first.table, first.tunables)
         self.default_config = default_config(self.spec)
 
@@ -92,9 +102,21 @@ class BoundKernel:
             kernels.append(verify(compiler.compile(loop)))
         return Analysis(kernels, table, tunables, config)
 
+    def _value(self, element: Element) -> Any:
+        if element not in self.values:
+            if self._args is None:
+                raise HostCodeError(
+                    "host code reads other tensor elements for this config than for the "
+                    "first; read the same elements whatever the config",
+                    self.src.loc(self.src.tree),
+                )
+            self.values[element] = read_element(self._args, element)
+        return self.values[element]
+
     def _run_host(self, fn: Callable[..., Any]) -> None:
         try:
-            fn(*self.meta_args)
+            with HostValueReads(self.src, self.meta_args, self._value):
+                fn(*self.meta_args)
         except TilecraftError:
             raise
         except Exception as e:
@@ -160,7 +182,13 @@ class BoundKernel:
 
     def code_path(self, config: Config | None = None) -> Path:
         """The generated module of `config`, written to the cache dir."""
-        return self._write(self.to_triton_code(config))
+        return self.code_file(config)[0]
+
+    def code_file(self, config: Config | None = None) -> tuple[Path, str]:
+        """The generated module of `config` written to the cache dir, and its SHA-256
+        (a worker runs the file only if it still hashes to that)."""
+        code = self.to_triton_code(config)
+        return self._write(code), digest(code)
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
@@ -180,16 +208,14 @@ class BoundKernel:
         return result
 
     def _write(self, code: str) -> Path:
-        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
-        path = Path(self.settings.cache_dir) / "code" / f"{self.src.tree.name}_{digest}.py"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(code)
-            os.replace(tmp, path)  # atomic: readers never see a half-written module
-        return path
+        """The module's file under the cache dir, checked to hold exactly `code`."""
+        name = f"{self.src.tree.name}_{digest(code)[:16]}.py"
+        return write_module(self.settings.cache_dir, name, code)
 
     def _load(self, code: str, path: Path) -> Callable[..., Any]:
+        # Triton reads kernel source through `inspect`: pin it to the code generated here,
+        # so a file changed on disk after the check is never what runs.
+        remember_source(path, code)
         namespace = dict(self.src.namespace)
         exec(compile(code, str(path), "exec"), namespace)
         return namespace[self.src.tree.name]
