@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen import access
+from tilecraft.codegen import access, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
@@ -17,6 +17,7 @@ from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
+INTERPRETER_UPCAST = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 RANGE_KNOBS = (
     ("range_num_stages", "num_stages"),
     ("range_unroll_factors", "loop_unroll_factor"),
@@ -232,6 +233,30 @@ class KernelWriter:
     def op_trans(self, op: Op) -> None:
         self.assign(op, f"tl.trans({op.args[0].name})")
 
+    def op_reshape(self, op: Op) -> None:
+        views.reshape(self, op)
+
+    def op_permute(self, op: Op) -> None:
+        views.permute(self, op)
+
+    def op_expand(self, op: Op) -> None:
+        views.broadcast(self, op)
+
+    def op_select(self, op: Op) -> None:
+        views.select(self, op)
+
+    def op_stack(self, op: Op) -> None:
+        views.stack(self, op)
+
+    def op_cat(self, op: Op) -> None:
+        views.cat(self, op)
+
+    def op_piece(self, op: Op) -> None:
+        views.piece(self, op)
+
+    def op_literal(self, op: Op) -> None:
+        views.literal_values(self, op)
+
     def op_full(self, op: Op) -> None:
         assert op.out is not None
         dtype = tl_dtype(op.out.type.dtype)
@@ -264,24 +289,25 @@ class KernelWriter:
     def op_dot(self, op: Op) -> None:
         assert op.out is not None
         a, b, acc = op.args
+        compute, product = op.attrs["compute"], op.attrs.get("product")
         args = f"{a.name}, {b.name}"
-        if a.type.dtype == torch.bfloat16 and triton_interpret():
-            # Triton's CPU interpreter multiplies bf16 wrongly; bf16 -> fp32 is exact
+        if a.type.dtype in INTERPRETER_UPCAST and triton_interpret():
+            # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
+            # to float32 exactly
             args = f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
         if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
             args += ', input_precision="tf32"' if self.allow_tf32 else ', input_precision="ieee"'
-        if acc is not None and acc.type.dtype == torch.float32:
+        fused = acc is not None and acc.type.dtype == compute and product in (None, compute)
+        if fused:
             self.assign(op, f"tl.dot({args}, acc={acc.name})")
             return
         expr = f"tl.dot({args})"
-        if acc is not None:
-            expr = f"{acc.name} + {expr}.to({tl_dtype(acc.type.dtype)})"
-        self.assign(
-            op,
-            self.cast_out(
-                expr, torch.float32 if acc is None else op.out.type.dtype, op.out.type.dtype
-            ),
-        )
+        if acc is None:
+            self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+            return
+        if product is not None and product != compute:
+            expr = f"{expr}.to({tl_dtype(product)})"
+        self.assign(op, f"{acc.name} + {expr}.to({tl_dtype(acc.type.dtype)})")
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
