@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
-DEVICE = "cpu"
+DEVICE = os.environ.get("TILECRAFT_TEST_DEVICE", "cpu")  # "cuda" runs these tests on a GPU
 
 ApplyMode = Callable[[object], object]
 
