@@ -304,6 +304,31 @@ def test_load_with_index_vector_mask_and_other(n, mode) -> None:
     assert_close(mode(evens)(x, 0.5), evens_reference(x, 0.5))
 
 
+@tc.kernel
+def causal_depthwise_conv1d(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Helion's style: explicit loads at shifted positions, masked by hand."""
+    batch, channels, length = x.size()
+    taps = weight.size(1)
+    out = torch.empty_like(x)
+    for tile_b, tile_c, tile_t in tc.tile([batch, channels, length], block_size=[1, None, None]):
+        positions = tile_t.index
+        acc = tc.zeros([tile_c, tile_t], dtype=torch.float32)
+        for tap in range(taps):
+            shift = taps - 1 - tap
+            keep = (positions >= shift)[None, :]
+            seen = tc.load(x, [tile_b.begin, tile_c, positions - shift], extra_mask=keep)
+            acc = acc + seen.to(torch.float32) * weight[tile_c, tap][:, None]
+        out[tile_b, tile_c, tile_t] = acc[None, :, :].to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 37), (1, 1, 1)], ids=shape_id)
+def test_helion_style_shifted_loads(shape, mode) -> None:
+    x, weight = randn(*shape), randn(shape[1], 4)
+    expected = F.conv1d(F.pad(x, (3, 0)), weight[:, None], groups=shape[1])
+    assert_close(mode(causal_depthwise_conv1d)(x, weight), expected)
+
+
 def test_eviction_policy_reaches_triton() -> None:
     code = evens.bind((randn(37), 0.5)).to_triton_code(tc.Config(block_sizes=[16]))
     assert "eviction_policy='evict_last'" in code and "other=-7.0" in code
