@@ -394,3 +394,37 @@ def test_eager_writes_skip_out_of_range_positions() -> None:
     expected = torch.zeros(3, 4)
     expected[0, 1:3] = torch.tensor([1.0, 2.0])
     assert torch.equal(x, expected)
+
+
+# -- tiles reaching past a tensor's end (Helion lets them, with manual masks) ------------------
+
+
+@tc.kernel
+def concat_columns(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n + y.size(1)], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile(out.size()):
+        columns = tile_n.index
+        left = tc.load(x, [tile_m, tile_n], extra_mask=(columns < n)[None, :])
+        right = tc.load(y, [tile_m, columns - n], extra_mask=(columns >= n)[None, :])
+        out[tile_m, tile_n] = torch.where((columns < n)[None, :], left, right)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(37, 19), (1, 1)], ids=shape_id)
+def test_tiles_reaching_past_the_end_read_zero(shape, mode) -> None:
+    x, y = randn(*shape), randn(shape[0], 7)
+    assert_close(mode(concat_columns)(x, y), torch.cat([x, y], dim=1))
+
+
+@tc.kernel
+def overruns(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0) + 5):
+        out[tile] = x[tile] + 1
+    return out
+
+
+def test_a_tile_range_past_the_tensor_stays_inside(mode) -> None:
+    x = randn(37)
+    assert_close(mode(overruns)(x), x + 1)
