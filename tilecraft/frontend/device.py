@@ -45,6 +45,8 @@ BINOPS = {
     ast.BitAnd: "bitwise_and",
     ast.BitOr: "bitwise_or",
     ast.BitXor: "bitwise_xor",
+    ast.LShift: "lshift",
+    ast.RShift: "rshift",
     ast.MatMult: "matmul",
 }
 PYOPS = {
@@ -58,6 +60,8 @@ PYOPS = {
     ast.BitAnd: operator.and_,
     ast.BitOr: operator.or_,
     ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
     ast.Lt: operator.lt,
     ast.LtE: operator.le,
     ast.Gt: operator.gt,
@@ -425,7 +429,7 @@ class DeviceCompiler:
         dims = self.mem.access(tensor.param, tensor.meta, items).dims
         if broadcast_dims(dims, mask.type.dims) != dims or mask.type.rank > len(dims):
             return None
-        return mask
+        return flow.as_tile_mask(self, mask, dims)
 
     def _subscript(self, node: ast.expr) -> list[Any]:
         items = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -454,8 +458,10 @@ class DeviceCompiler:
             return UNARY_PYOPS[type(node.op)](x)
         if isinstance(node.op, ast.USub):
             return OPS["neg"](self.b, x)
-        if isinstance(node.op, (ast.Not, ast.Invert)):
-            return self.b.elementwise("not", x)
+        if isinstance(node.op, ast.Not) or x.type.dtype == torch.bool:
+            return OPS["not"](self.b, x)
+        if isinstance(node.op, ast.Invert):
+            return OPS["invert"](self.b, x)
         return x
 
     def expr_Compare(self, node: ast.Compare) -> Any:

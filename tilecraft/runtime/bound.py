@@ -29,6 +29,7 @@ from tilecraft.frontend.host import (
 )
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
+from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
@@ -98,7 +99,7 @@ class BoundKernel:
         for i, loop in enumerate(self.loops):
             name = f"_{self.src.tree.name}_kernel{'' if i == 0 else i}"
             compiler = DeviceCompiler(self.src, captured.get(i, {}), table, name)
-            kernels.append(compiler.compile(loop))
+            kernels.append(verify(compiler.compile(loop)))
         return Analysis(kernels, table, tunables, config)
 
     def _value(self, element: Element) -> Any:
