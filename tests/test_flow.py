@@ -421,3 +421,25 @@ def test_tile_if_in_a_loop_and_a_masked_atomic(mode) -> None:
     sums, hits = mode(positive_chunks)(x)
     assert_close(sums, expected)
     assert_close(hits, (expected > 1).float())
+
+
+def test_tuning_features_look_inside_branches() -> None:
+    from tilecraft.autotune.features import describe, features
+    from tilecraft.autotune.llm.prompt import ir_summary
+
+    @tc.kernel
+    def loop_in_a_branch(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.zeros([m], device=x.device)
+        for tile_m in tc.tile(m):
+            acc = tc.zeros([tile_m])
+            if flags[tile_m.begin] > 0:
+                for tile_n in tc.tile(n):
+                    acc = acc + x[tile_m, tile_n].sum(dim=1)
+            out[tile_m] = acc
+        return out
+
+    bound = loop_in_a_branch.bind((randn(8, 8), torch.ones(8, dtype=torch.int64)))
+    desc = describe(bound)
+    assert desc["depth"] == 1 and features(desc, bound.default_config)
+    assert "device loop" in ir_summary(bound)
