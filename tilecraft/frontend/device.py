@@ -115,7 +115,9 @@ class DeviceCompiler:
     def compile(self, loop: ast.For) -> DeviceKernel:
         self.b.loc = self.src.loc(loop)
         try:
-            blocks, order = self._loop_blocks(loop, inner=False)
+            blocks, order = self._loop_blocks(
+                self._callee(loop.iter), *self._call_args(loop.iter), inner=False
+            )
             self._bind_target(loop.target, blocks)
         except TilecraftError as e:
             raise e.at(self.b.loc) from None
@@ -197,22 +199,30 @@ class DeviceCompiler:
 
     def stmt_For(self, node: ast.For) -> None:
         fn = self._callee(node.iter)
-        if fn is builtins.range and self._device_range(node):
-            fn = lang.grid  # `range` over values computed on the device: a device loop
-        elif fn not in (lang.tile, lang.grid):
+        if fn in (lang.tile, lang.grid):
+            self._device_loop(node, fn, *self._call_args(node.iter))
+        elif fn is builtins.range:
+            self._range_loop(node, *self._call_args(node.iter))
+        else:
             flow.compile_unrolled(self, node, flow.unrolled_items(self.expr(node.iter)))
-            return
-        self._device_loop(node, fn)
 
-    def _device_range(self, node: ast.For) -> bool:
-        assert isinstance(node.iter, ast.Call)
-        device = any(isinstance(self.expr(a), Value) for a in node.iter.args)
-        if device and (len(node.iter.args) > 2 or node.iter.keywords):
+    def _call_args(self, call: ast.expr) -> tuple[list[Any], dict[str, Any]]:
+        assert isinstance(call, ast.Call)
+        args = [self.expr(a) for a in call.args]
+        return args, {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
+
+    def _range_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """`range` over host ints is unrolled; over values computed on the device, it is
+        a loop on the device (as `tc.grid`)."""
+        if not any(isinstance(a, Value) for a in args):
+            flow.compile_unrolled(self, node, flow.unrolled_items(range(*args, **kwargs)))
+        elif len(args) > 2 or kwargs:
             raise UnsupportedSyntax("`range(begin, end)` on the device takes no step")
-        return device
+        else:
+            self._device_loop(node, lang.grid, args, {})
 
-    def _device_loop(self, node: ast.For, fn: Any) -> None:
-        blocks, order = self._loop_blocks(node, inner=True, fn=fn)
+    def _device_loop(self, node: ast.For, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+        blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
         index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
@@ -257,14 +267,9 @@ class DeviceCompiler:
 
     # -- loops and targets --------------------------------------------------------
     def _loop_blocks(
-        self, node: ast.For, inner: bool, fn: Any = None
+        self, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
     ) -> tuple[list[tuple[int, bool]], list[int]]:
         """The blocks a loop binds (in the user's order) and its iteration order."""
-        call = node.iter
-        assert isinstance(call, ast.Call)
-        fn = fn or self._callee(call)
-        args = [self.expr(a) for a in call.args]
-        kwargs = {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
         begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
         begins, ends = _ranges(begin, end)
         block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
