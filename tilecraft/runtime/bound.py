@@ -185,10 +185,10 @@ class BoundKernel:
         return self.code_file(config)[0]
 
     def code_file(self, config: Config | None = None) -> tuple[Path, str]:
-        """The generated module of `config` written to the cache dir, and its SHA-256
-        (a worker runs the file only if it still hashes to that)."""
+        """The generated module of `config` written to the cache dir, and its code (which
+        is what runs: the file is for people and tracebacks, never read back)."""
         code = self.to_triton_code(config)
-        return self._write(code), digest(code)
+        return self._write(code), code
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""

@@ -26,6 +26,7 @@ from tilecraft.exc import CacheDirError, TilecraftError
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
+NOWHERE = Path("/dev/null/tilecraft")  # under a device: no directory can be made here
 _lock = threading.Lock()
 _fallbacks: dict[Path, Path] = {}  # unusable cache dir -> this process's private stand-in
 
@@ -83,9 +84,7 @@ def usable_dir(path: Path | str) -> Path:
 def _stand_in(path: Path, why: Exception) -> Path:
     with _lock:
         if path not in _fallbacks:
-            made = Path(tempfile.mkdtemp(prefix="tilecraft-cache-"))  # 0700 by mkdtemp
-            atexit.register(shutil.rmtree, made, True)
-            _fallbacks[path] = made
+            _fallbacks[path] = _private_temp()
             reason = why.message if isinstance(why, TilecraftError) else str(why)
             warnings.warn(
                 f"tilecraft: cache directory {path} cannot be used ({reason}); this process "
@@ -94,6 +93,17 @@ def _stand_in(path: Path, why: Exception) -> Path:
                 stacklevel=4,
             )
         return _fallbacks[path]
+
+
+def _private_temp() -> Path:
+    """A private temporary directory removed at exit; where none can be made (a full
+    disk), a path no file can ever be written under, so that everything stays in memory."""
+    try:
+        made = Path(tempfile.mkdtemp(prefix="tilecraft-cache-"))  # 0700 by mkdtemp
+    except OSError:
+        return NOWHERE
+    atexit.register(shutil.rmtree, made, True)
+    return made
 
 
 def subdir(cache_dir: Path | str, name: str) -> Path:
