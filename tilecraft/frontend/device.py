@@ -328,8 +328,10 @@ class DeviceCompiler:
             if not isinstance(tensor, HostTensor):
                 raise UnsupportedSyntax("only tensors from the host can be stored to")
             items = self._subscript(target.slice)
-            dims = self.mem.access(tensor.param, tensor.meta, items).dims
-            mask = flow.store_mask(self, dims, None, "store")
+            mask = None
+            if self.masks:  # inside an `if` on a tile: the arm's condition masks the store
+                dims = self.mem.access(tensor.param, tensor.meta, items).dims
+                mask = flow.store_mask(self, dims, None, "store")
             self.mem.store(tensor.param, tensor.meta, items, value, mask)
         else:
             raise UnsupportedSyntax(f"cannot assign to `{ast.unparse(target)}`")
