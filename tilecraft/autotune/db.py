@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tilecraft.autotune.dbfile import create_private, inode, is_corrupt, move_aside, quick_check
 from tilecraft.autotune.trial import Trial
+from tilecraft.runtime.cache import usable_dir
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
@@ -40,6 +41,7 @@ SCHEMA_VERSION = 2  # 2 added `specs`; a version-1 file is upgraded in place
 APPLICATION_ID = 0x54436462
 BUSY_TIMEOUT_S = 30.0
 MEMORY = ":memory:"
+DB_NAME = "tuning.sqlite3"
 
 _SCHEMA = """
 CREATE TABLE trials (
@@ -110,8 +112,6 @@ _DELETE_BEST = (
 _SELECT_BEST = (
     "SELECT config FROM best WHERE kernel = ? AND spec_key = ? AND hardware = ? AND versions = ?"
 )
-# SQLite's primary result codes for a damaged file: SQLITE_CORRUPT and SQLITE_NOTADB.
-_CORRUPT_CODES = (11, 26)
 
 
 class TuningDBWarning(UserWarning):
@@ -134,7 +134,7 @@ class TuneKey:
 
 def default_db_path() -> Path:
     """The shared tuning database under `Settings().cache_dir` (TILECRAFT_CACHE_DIR)."""
-    return Settings().cache_dir / "tuning.sqlite3"
+    return usable_dir(Settings().cache_dir) / DB_NAME
 
 
 class TuningDB:
@@ -152,7 +152,7 @@ class TuningDB:
         # transactions from interleaving on it.
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = self._open()
-        self._inode = None if self.in_memory else _inode(self.path)
+        self._inode = None if self.in_memory else inode(self.path)
 
     def record(
         self,
@@ -215,7 +215,7 @@ class TuningDB:
     def gone(self) -> bool:
         """Whether the file was removed or replaced since it was opened: what is written
         now would be lost."""
-        return not self.in_memory and _inode(self.path) != self._inode
+        return not self.in_memory and inode(self.path) != self._inode
 
     def load_best(self, key: TuneKey) -> Config | None:
         """The best config saved for `key`, or None; a row this version cannot read is
@@ -317,11 +317,11 @@ class TuningDB:
         try:
             yield
         except sqlite3.DatabaseError as error:
-            if self.in_memory or not _is_corrupt(error) or self._conn is None:
+            if self.in_memory or not is_corrupt(error) or self._conn is None:
                 raise
             self._conn.close()
             self._conn = self._replace_corrupt(error)
-            self._inode = None if self.in_memory else _inode(self.path)
+            self._inode = None if self.in_memory else inode(self.path)
             raise
 
     def _connection(self) -> sqlite3.Connection:
@@ -338,14 +338,14 @@ class TuningDB:
         except _Unusable as problem:
             return self._fall_back(f"{problem}; it is left untouched")
         except sqlite3.DatabaseError as error:
-            if not _is_corrupt(error):
+            if not is_corrupt(error):
                 return self._fall_back(f"it cannot be opened ({error})")
             return self._replace_corrupt(error)
         except OSError as error:
             return self._fall_back(f"it cannot be opened ({error})")
 
     def _replace_corrupt(self, error: sqlite3.DatabaseError) -> sqlite3.Connection:
-        aside = _move_aside(self.path)
+        aside = move_aside(self.path)
         _warn(self.path, f"it is damaged ({error}); moved it to {aside.name} and started anew")
         try:
             return _connect(self.path)
@@ -362,7 +362,7 @@ def _connect(path: Path | str, check: bool = False) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN ourselves) on a ready schema;
     `check` first runs SQLite's quick_check, which finds damage anywhere in the file."""
     if path != MEMORY:
-        _create_private(Path(path))
+        create_private(Path(path))
     conn = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
@@ -373,7 +373,7 @@ def _connect(path: Path | str, check: bool = False) -> sqlite3.Connection:
         # safety for the last commits, which a tuner can afford to lose.
         conn.execute("PRAGMA synchronous = NORMAL")
         if check:
-            _quick_check(conn)
+            quick_check(conn)
         if _needs_schema(conn):
             _create_schema(conn)
         elif conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
@@ -382,30 +382,6 @@ def _connect(path: Path | str, check: bool = False) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
-
-
-def _create_private(path: Path) -> None:
-    """Make the file (and its folder) readable by this user only, whatever the umask;
-    SQLite gives its journals the database file's permissions."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with suppress(FileExistsError):
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-
-
-def _quick_check(conn: sqlite3.Connection) -> None:
-    """Raise a corrupt-file DatabaseError unless SQLite finds every page sound."""
-    rows = conn.execute("PRAGMA quick_check").fetchall()
-    if rows != [("ok",)]:
-        problem = "; ".join(str(r[0]) for r in rows[:3])
-        raise sqlite3.DatabaseError(f"database disk image is malformed ({problem})")
-
-
-def _inode(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
 
 
 def _needs_schema(conn: sqlite3.Connection) -> bool:
@@ -464,31 +440,6 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
             conn.execute(statement)
-
-
-def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _CORRUPT_CODES
-    text = str(error)
-    return "not a database" in text or "malformed" in text
-
-
-def _move_aside(path: Path) -> Path:
-    """Rename a damaged file (and its journals) to `<name>.corrupt-<timestamp>`."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
-    # A stale WAL would be replayed into the fresh file, so it goes with the database.
-    for suffix in ("", "-wal", "-journal"):
-        _rename_if_present(Path(f"{path}{suffix}"), Path(f"{aside}{suffix}"))
-    Path(f"{path}-shm").unlink(missing_ok=True)
-    return aside
-
-
-def _rename_if_present(source: Path, target: Path) -> None:
-    # Another process may have set the same file aside a moment ago.
-    with suppress(FileNotFoundError):
-        os.replace(source, target)
 
 
 def _warn(path: Path, reason: str) -> None:

@@ -74,7 +74,7 @@ class CostModel:
         # plain arrays predict alike and are cached without pickle; a scikit-learn whose
         # internals moved keeps its own model, uncached
         with suppress(AttributeError, KeyError, TypeError, ValueError):
-            regressor = TreeEnsemble.from_regressor(regressor)
+            regressor = TreeEnsemble.from_regressor(regressor, extra=(used, len(y)))
         return cls(regressor, used, len(y))
 
     def rank(
@@ -148,7 +148,10 @@ def _read(path: Path, stamp: str) -> CostModel | None:
     except Exception as e:  # whatever the file holds, it is refitted, never fatal
         warnings.warn(f"tilecraft: ignoring cached cost model {path}: {e}", stacklevel=3)
         return None
-    return None if trees is None else CostModel(trees, groups=0, rows=0)
+    if trees is None:
+        return None
+    groups, rows = (trees.extra + (0, 0))[:2]
+    return CostModel(trees, groups=groups, rows=rows)
 
 
 def _write(path: Path, stamp: str, model: CostModel | None) -> None:

@@ -40,9 +40,10 @@ class TreeEnsemble:
     baseline: float
     features: int
     depth: int
+    extra: tuple[int, ...] = ()  # counts the owner keeps with it (stored, not used here)
 
     @classmethod
-    def from_regressor(cls, regressor: Any) -> TreeEnsemble:
+    def from_regressor(cls, regressor: Any, extra: tuple[int, ...] = ()) -> TreeEnsemble:
         """The trees of a fitted `HistGradientBoostingRegressor` (numeric features only);
         raises ValueError for a model it cannot represent."""
         if getattr(regressor, "is_categorical_", None) is not None:
@@ -67,6 +68,7 @@ class TreeEnsemble:
             baseline=float(np.ravel(regressor._baseline_prediction)[0]),
             features=int(regressor.n_features_in_),
             depth=int(max((int(n["depth"].max()) for n, _ in parts), default=0)),
+            extra=extra,
         )
         trees.check()
         return trees
@@ -106,7 +108,8 @@ class TreeEnsemble:
     def save(self, path: Path, stamp: str) -> None:
         """Write the arrays and `stamp` (what the model was fitted on) as one .npz file."""
         buffer = io.BytesIO()
-        numbers = np.asarray([self.baseline, self.features, self.depth], dtype=np.float64)
+        head = [self.baseline, self.features, self.depth, *self.extra]
+        numbers = np.asarray(head, dtype=np.float64)
         arrays = {name: getattr(self, name) for name in _ARRAYS}
         np.savez(buffer, stamp=np.asarray(stamp), numbers=numbers, **arrays)
         write_private(path, buffer.getvalue())
@@ -118,10 +121,13 @@ class TreeEnsemble:
         with np.load(path, allow_pickle=False) as data:
             if str(data["stamp"]) != stamp:
                 return None
-            baseline, features, depth = (float(v) for v in data["numbers"])
+            baseline, features, depth, *extra = (float(v) for v in data["numbers"])
             arrays = {name: data[name] for name in _ARRAYS}
         kinds = {"leaf": bool, "missing_left": bool, "threshold": np.float64, "value": np.float64}
         typed = {k: np.asarray(v, dtype=kinds.get(k, np.int64)) for k, v in arrays.items()}
-        trees = cls(**typed, baseline=baseline, features=int(features), depth=int(depth))
+        counts = tuple(int(v) for v in extra)
+        trees = cls(
+            **typed, baseline=baseline, features=int(features), depth=int(depth), extra=counts
+        )
         trees.check()
         return trees

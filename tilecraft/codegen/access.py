@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 
 if TYPE_CHECKING:
@@ -167,8 +168,6 @@ def index_expr(
     w: KernelWriter, index: Index, rank: int, pos: int, size: int, masks: list[str]
 ) -> str | None:
     """The offsets along one dim of an access (None for none), adding its masks."""
-    from tilecraft.codegen.kernel import expand
-
     if index.kind == "unit":
         return str(index.value) if index.value else None
     if index.kind == "scalar":

@@ -20,7 +20,6 @@ import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 from tilecraft.autotune.llm.cache import ReplyCache
@@ -32,6 +31,7 @@ from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Evaluate
+from tilecraft.runtime.cache import subdir
 from tilecraft.runtime.config import Config
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class LLMSearch(ClassifierPatternSearch):
         super().__init__(space, evaluate, budget, seed=seed, seeds=seeds)
         self.context = context or LLMContext()
         settings = self.context.settings
-        self.cache = ReplyCache(Path(settings.cache_dir) / "llm")
+        self.cache = ReplyCache(subdir(settings.cache_dir, "llm"))
         self.requests = 0  # requests actually sent (cache misses)
         self.reasons: list[str] = []  # why parts of replies were dropped or changed
         self.fallback: str | None = None  # why the search went on without the model
