@@ -28,7 +28,7 @@ from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
-from tilecraft.frontend.ops import OPS, lookup, view
+from tilecraft.frontend.ops import OPS, lookup, unsupported, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
@@ -76,6 +76,7 @@ UNARY_PYOPS: dict[type, Any] = {
     ast.Invert: operator.invert,
 }
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
 
 
@@ -288,6 +289,7 @@ class DeviceCompiler:
 
     def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
         refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
+        self._label(target, [blk for blk, _ in blocks])
         if isinstance(target, ast.Name):
             self.env[target.id] = refs[0] if len(refs) == 1 else tuple(refs)
         elif isinstance(target, ast.Tuple) and len(target.elts) == len(refs):
@@ -297,6 +299,15 @@ class DeviceCompiler:
                 self.env[elt.id] = ref
         else:
             raise UnsupportedSyntax("the loop target does not match the number of tiled dims")
+
+    def _label(self, target: ast.expr, blocks: list[int]) -> None:
+        """Name the loop's blocks after the user's loop variables, for error messages."""
+        names = [ast.unparse(e) for e in target.elts] if isinstance(target, ast.Tuple) else []
+        if len(names) != len(blocks):
+            whole = ast.unparse(target)
+            names = [whole] if len(blocks) == 1 else [f"{whole}[{i}]" for i in range(len(blocks))]
+        for block, name in zip(blocks, names, strict=True):
+            self.table.label(block, name)
 
     def _grid_index(self, block: int) -> Value:
         return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
@@ -334,7 +345,15 @@ class DeviceCompiler:
         handler = getattr(self, f"expr_{type(node).__name__}", None)
         if handler is None:
             raise UnsupportedSyntax(f"`{ast.unparse(node)}` is not supported in a device loop")
-        return handler(node)
+        if not isinstance(node, LOCATED):
+            return handler(node)
+        saved, self.b.loc = self.b.loc, self.src.loc(node)
+        try:  # errors and ops point at this expression, not just its statement
+            return handler(node)
+        except TilecraftError as e:
+            raise e.at(self.b.loc) from None
+        finally:
+            self.b.loc = saved
 
     def expr_Constant(self, node: ast.Constant) -> Any:
         return node.value
@@ -542,7 +561,7 @@ class DeviceCompiler:
             name = next(k for k, v in OPS.items() if v is handler)
             return self.call_op(name, args, kwargs)
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
-            raise UnsupportedOperation(f"`{getattr(fn, '__name__', fn)}` is not supported on tiles")
+            raise UnsupportedOperation(unsupported(getattr(fn, "__name__", str(fn))))
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
@@ -585,7 +604,7 @@ class DeviceCompiler:
 
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in OPS:
-            raise UnsupportedOperation(f"`{name}` is not supported on tiles")
+            raise UnsupportedOperation(unsupported(name))
         args = [self._argument(a) for a in args]
         kwargs = {k: self._argument(v) for k, v in kwargs.items()}
         return OPS[name](self.b, *args, **kwargs)

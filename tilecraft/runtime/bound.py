@@ -33,6 +33,7 @@ from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.errors import user_location
 from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import closure_tensors, kernel_spec
@@ -198,7 +199,9 @@ class BoundKernel:
         except Exception as e:
             if not type(e).__module__.startswith("triton"):
                 raise
-            where = self.src.loc(self.src.tree)
+            code = self.to_triton_code(config)
+            path = str(self.code_path(config))
+            where = user_location(e, code, path) or self.src.loc(self.src.tree)
             raise LoweringError(
                 f"Triton failed on the generated code for `{self.src.tree.name}`"
                 f" ({type(e).__name__}: {str(e)[-600:]})",
