@@ -46,11 +46,11 @@ lint: venv
 # Triton's interpreter.
 test: venv lint
 	@echo "==> running the tests (not marked slow) on $(JOBS) workers"
-	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) -m "not slow" --durations=10
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" --durations=10
 
 test-slow: venv
 	@echo "==> running the slow tests"
-	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) -m slow --durations=10
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m slow --durations=10
 
 test-all: test test-slow
 
