@@ -56,7 +56,7 @@ test-all: test test-slow
 
 # A wheel, installed into a fresh virtual environment where every CLI command must work.
 wheel: venv
-	rm -rf dist
+	rm -rf dist build  # a stale build/ would put deleted files in the wheel
 	$(PIP) wheel --no-deps -w dist .
 
 check-wheel: wheel
