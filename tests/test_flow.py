@@ -294,3 +294,152 @@ def test_each_function_compiles_on_its_own() -> None:
     assert first is second  # the same code; the float is an argument of the kernel
     assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
+
+
+# -- host code reading values of tensors ------------------------------------------------------
+
+
+@tc.kernel
+def first_n(x: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    n = int(sizes[1].item())  # specializes the kernel on this value
+    out = torch.zeros([n], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(n):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_item_in_host_code_specializes_on_the_value(mode) -> None:
+    x = randn(20)
+    kernel = mode(first_n)
+    for n in (7, 13, 7):
+        sizes = torch.tensor([0, n, 5], device=DEVICE)
+        assert_close(kernel(x, sizes), 2 * x[:n])
+
+
+@tc.kernel
+def reads_a_sum(x: torch.Tensor) -> torch.Tensor:
+    n = int(x.sum().item())
+    out = torch.zeros([n], device=x.device)
+    for tile in tc.tile(n):
+        out[tile] = 1.0
+    return out
+
+
+def test_item_of_a_computed_value_is_a_clear_error() -> None:
+    with pytest.raises(exc.HostCodeError, match="pass the value as an int") as info:
+        reads_a_sum(torch.ones(3, device=DEVICE))
+    assert "n = int(x.sum().item())" in str(info.value)
+
+
+def test_jagged_tile_says_what_to_use_instead() -> None:
+    @tc.kernel
+    def jagged(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros([x.size(0)], device=x.device)
+        for tile_b in tc.tile(x.size(0)):
+            acc = tc.zeros([tile_b])
+            for tile_k in tc.jagged_tile(lengths[tile_b]):
+                acc = acc + x[tile_b, tile_k].sum(1)
+            out[tile_b] = acc
+        return out
+
+    with pytest.raises(exc.UnsupportedOperation, match=r"tc.tile\(start, end\)"):
+        jagged(randn(3, 4), torch.ones(3, dtype=torch.int64))
+
+
+@tc.kernel
+def rows_by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for i in tc.grid(m):
+        row = x[i, :]
+        if flags[i] > 0:
+            row = row / row.sum()
+            out[i, :] = row  # stored twice where the flag is set: the same values
+        out[i, :] = row
+    return out
+
+
+@pytest.mark.parametrize("reduction_loops", [None, 4])
+def test_scalar_if_on_a_chunked_row(reduction_loops, mode) -> None:
+    x, flags = randn(5, 9).abs() + 0.1, torch.tensor([1, 0, 1, 1, 0], device=DEVICE)
+    kernel = tc.kernel(rows_by_flag.fn, config=tc.Config(reduction_loops=[reduction_loops]))
+    expected = torch.where(flags[:, None] > 0, x / x.sum(dim=1, keepdim=True), x)
+    assert_close(mode(kernel)(x, flags), expected)
+    if reduction_loops is None:
+        assert "    if " in kernel.bind((x, flags)).to_triton_code(kernel.config)
+
+
+# -- written in Helion's dialect -----------------------------------------------------------
+
+
+def test_a_helion_kernel_with_control_flow_ports_by_its_imports(mode) -> None:
+    import tilecraft as helion
+    import tilecraft.language as hl
+
+    @helion.kernel(static_shapes=True)
+    def fused(x: torch.Tensor, flags: torch.Tensor, epilogue=lambda acc, tile: acc) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m in hl.tile(m):
+            acc = x[tile_m, :]
+            for _ in hl.static_range(2):
+                acc = acc * 2
+            if flags[tile_m.begin] > 0:
+                acc = acc + 1
+            if acc < 0:
+                acc = -acc
+            out[tile_m, :] = epilogue(acc, (tile_m,))
+        return out
+
+    x = randn(9, 6)
+    flags = torch.ones(9, dtype=torch.int64, device=DEVICE)
+    expected = (4 * x + 1).abs() - 1
+    assert_close(mode(fused)(x, flags, lambda acc, tile: acc - 1), expected)
+
+
+@tc.kernel
+def positive_chunks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    sums = torch.zeros([m], dtype=torch.float32, device=x.device)
+    hits = torch.zeros([m], dtype=torch.float32, device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m], dtype=torch.float32)
+        for tile_n in tc.tile(n, block_size=4):
+            rows = x[tile_m, tile_n].sum(dim=1)
+            if rows > 0:  # a tile condition inside a loop: the accumulator merges each trip
+                acc = acc + rows
+        sums[tile_m] = acc
+        if acc > 1:
+            tc.atomic_add(hits, [tile_m], 1.0)  # masked by the condition
+    return sums, hits
+
+
+def test_tile_if_in_a_loop_and_a_masked_atomic(mode) -> None:
+    x = randn(21, 13)
+    chunks = x.split(4, dim=1)
+    expected = sum(c.sum(dim=1).clamp(min=0) for c in chunks)
+    sums, hits = mode(positive_chunks)(x)
+    assert_close(sums, expected)
+    assert_close(hits, (expected > 1).float())
+
+
+def test_tuning_features_look_inside_branches() -> None:
+    from tilecraft.autotune.features import describe, features
+    from tilecraft.autotune.llm.prompt import ir_summary
+
+    @tc.kernel
+    def loop_in_a_branch(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.zeros([m], device=x.device)
+        for tile_m in tc.tile(m):
+            acc = tc.zeros([tile_m])
+            if flags[tile_m.begin] > 0:
+                for tile_n in tc.tile(n):
+                    acc = acc + x[tile_m, tile_n].sum(dim=1)
+            out[tile_m] = acc
+        return out
+
+    bound = loop_in_a_branch.bind((randn(8, 8), torch.ones(8, dtype=torch.int64)))
+    desc = describe(bound)
+    assert desc["depth"] == 1 and features(desc, bound.default_config)
+    assert "device loop" in ir_summary(bound)

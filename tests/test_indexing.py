@@ -31,24 +31,23 @@ def randn(*shape: int) -> torch.Tensor:
 def halves(x: torch.Tensor) -> torch.Tensor:
     m, n = x.size()
     d = (n + 1) // 2
-    out = torch.zeros([m, n + 1], dtype=x.dtype, device=x.device)
-    for tile in tc.tile(m):
-        out[tile, :d] = x[tile, :d] * 2 + x[tile, n - d :]
+    out = torch.zeros([m, 2 * n + 1], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(m):  # each column written once: stores of one program may race
+        out[tile, :d] = x[tile, :d] * 2 + x[tile, n - d : n]
         out[tile, d:n] = x[tile, d:] - 1
-        if n > 1:  # (a slice of length 0 is the zero-length-dims work)
-            out[tile, 1:n:2] = out[tile, 1:n:2] + x[tile, 0 : 2 * (n // 2) : 2]
-        out[tile, n] = x[tile, 2:].sum(-1) if n > 2 else x[tile, 0]
+        out[tile, n : 2 * n : 2] = x[tile, ::2]
+        out[tile, 2 * n] = x[tile, 2:].sum(-1) if n > 2 else x[tile, 0]
     return out
 
 
 def halves_reference(x: torch.Tensor) -> torch.Tensor:
     m, n = x.shape
     d = (n + 1) // 2
-    out = torch.zeros(m, n + 1)
-    out[:, :d] = x[:, :d] * 2 + x[:, n - d :]
+    out = torch.zeros(m, 2 * n + 1, device=x.device)
+    out[:, :d] = x[:, :d] * 2 + x[:, n - d : n]
     out[:, d:n] = x[:, d:] - 1
-    out[:, 1:n:2] = out[:, 1:n:2] + x[:, 0 : 2 * (n // 2) : 2]
-    out[:, n] = x[:, 2:].sum(-1) if n > 2 else x[:, 0]
+    out[:, n : 2 * n : 2] = x[:, ::2]
+    out[:, 2 * n] = x[:, 2:].sum(-1) if n > 2 else x[:, 0]
     return out
 
 
@@ -56,6 +55,43 @@ def halves_reference(x: torch.Tensor) -> torch.Tensor:
 def test_partial_slices(shape, mode) -> None:
     x = randn(*shape)
     assert_close(mode(halves)(x), halves_reference(x))
+
+
+@tc.kernel
+def slice_both_ways(x: torch.Tensor, start: int | None, stop: int | None, step: int | None):
+    m, n = x.size()
+    width = len(range(*slice(start, stop, step).indices(n)))
+    read = torch.empty([m, width], dtype=x.dtype, device=x.device)
+    written = torch.zeros_like(x)
+    for tile in tc.tile(m):
+        read[tile, :] = x[tile, start:stop:step]
+        written[tile, start:stop:step] = x[tile, :width] + 1
+    return read, written
+
+
+def _random_slices(count: int, n: int) -> list[tuple[int | None, ...]]:
+    """Seeded random non-empty slices of a dim of `n`: negative, clipped and `None` bounds."""
+    rng = torch.Generator().manual_seed(7)
+
+    def pick(low: int, high: int) -> int | None:
+        value = int(torch.randint(low, high, (1,), generator=rng))
+        return None if value == high - 1 else value
+
+    found: list[tuple[int | None, ...]] = []
+    while len(found) < count:
+        bounds = (pick(-n - 3, n + 4), pick(-n - 3, n + 4), pick(1, 5))
+        found += [bounds] if len(range(*slice(*bounds).indices(n))) else []
+    return found
+
+
+@pytest.mark.parametrize("bounds", _random_slices(6, 19), ids=str)
+def test_random_slices_match_pytorch(bounds, mode) -> None:
+    x = randn(37, 19)
+    start, stop, step = bounds
+    width = len(range(*slice(start, stop, step).indices(19)))
+    written = torch.zeros_like(x)
+    written[:, start:stop:step] = x[:, :width] + 1
+    assert_close(mode(slice_both_ways)(x, start, stop, step), (x[:, start:stop:step], written))
 
 
 @pytest.mark.parametrize(
@@ -117,7 +153,8 @@ def cross(x: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
     for tile_h, tile_w in tc.tile([h, w]):
         up = x[tile_h.index + dy, tile_w]
         left = x[tile_h, tile_w.index + dx]
-        out[tile_h, tile_w] = up + left
+        corner = x[(tile_h.index + dy)[:, None], (tile_w.index + dx)[None, :]]
+        out[tile_h, tile_w] = up + left + corner
     return out
 
 
@@ -133,7 +170,23 @@ def shifted(x: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
 @pytest.mark.parametrize(("dy", "dx"), [(1, -1), (-2, 3)])
 def test_two_dim_stencil(shape, dy, dx, mode) -> None:
     x = randn(*shape)
-    assert_close(mode(cross)(x, dy, dx), shifted(x, dy, 0) + shifted(x, 0, dx))
+    expected = shifted(x, dy, 0) + shifted(x, 0, dx) + shifted(x, dy, dx)
+    assert_close(mode(cross)(x, dy, dx), expected)
+
+
+@tc.kernel
+def previous_planes(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile, ...] = x[tile.index - 1, ...] + x[tile, ..., 1:2]
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 37])
+def test_ellipsis_with_offsets(n, mode) -> None:
+    x = randn(n, 3, 5)
+    expected = F.pad(x, (0, 0, 0, 0, 1, 0))[:-1] + x[..., 1:2]
+    assert_close(mode(previous_planes)(x), expected)
 
 
 @tc.kernel
@@ -192,39 +245,57 @@ def test_out_of_range_gathers_read_zero(mode) -> None:
 def scatter_add(ids: torch.Tensor, x: torch.Tensor, size: int) -> torch.Tensor:
     out = torch.zeros([size], dtype=x.dtype, device=x.device)
     for tile in tc.tile(x.size(0)):
-        tc.atomic_add(out, [ids[tile]], x[tile])
+        values = x[tile]
+        tc.atomic_add(out, [ids[tile]], values, sem="relaxed", extra_mask=values > -1)
     return out
 
 
 def test_atomic_add_through_repeated_ids(mode) -> None:
     ids = torch.tensor([0, 2, 2, 5, 2, 0, 7, -1], device=DEVICE)
     x = randn(8)
-    keep = ids[:7]
-    expected = torch.zeros(6).index_add_(0, keep[keep < 6], x[:7][keep < 6])
+    keep = (ids >= 0) & (ids < 6) & (x > -1)
+    expected = torch.zeros(6).index_add_(0, ids[keep], x[keep])
     assert_close(mode(scatter_add)(ids, x, 6), expected)
+    code = scatter_add.bind((ids, x, 6)).to_triton_code(tc.Config(block_sizes=[8]))
+    assert "sem='relaxed'" in code
+
+
+@tc.kernel
+def rows_by_id(ids: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([ids.size(0), x.size(1)], dtype=x.dtype, device=x.device)
+    for i in tc.grid(ids.size(0)):
+        out[i, :] = x[ids[i], :]
+    return out
+
+
+def test_loaded_scalar_ids_count_from_the_end(mode) -> None:
+    ids = torch.tensor([2, -1, 0, -5, 4], device=DEVICE)
+    x = randn(5, 19)
+    assert torch.equal(mode(rows_by_id)(ids, x), x[ids])
 
 
 # -- tc.load / tc.store with index vectors, masks, other, eviction policy ----------------------
 
 
 @tc.kernel
-def evens(x: torch.Tensor, fill: float) -> torch.Tensor:
+def evens(x: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
     n = x.size(0)
     out = torch.empty([(n + 1) // 2], dtype=x.dtype, device=x.device)
+    later = torch.zeros([(n + 1) // 2], dtype=x.dtype, device=x.device)
     for tile in tc.tile(out.size(0)):
         keep = tile.index % 3 != 0
         values = tc.load(x, [tile.index * 2], extra_mask=keep, other=-7.0, eviction_policy="last")
         tc.store(out, [tile], values + fill)
-        tc.store(out, [tile.index + 1], values, extra_mask=values < 0)
-    return out
+        tc.store(later, [tile.index + 1], values, extra_mask=values < 0)
+    return out, later
 
 
-def evens_reference(x: torch.Tensor, fill: float) -> torch.Tensor:
+def evens_reference(x: torch.Tensor, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
     values = x[::2].clone()
     values[::3] = -7.0
-    out = values + fill
-    shifted = torch.where(values[:-1] < 0, values[:-1], out[1:])
-    return torch.cat([out[:1], shifted])
+    later = torch.zeros_like(values)
+    later[1:] = torch.where(values[:-1] < 0, values[:-1], 0.0)
+    return values + fill, later
 
 
 @pytest.mark.parametrize("n", [1, 2, 37])

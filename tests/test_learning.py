@@ -181,7 +181,7 @@ def test_a_damaged_database_or_model_cache_never_stops_tuning(
     with TuningDB(tmp_path / "tuning.sqlite3") as db:
         import_landscapes(db, cpu_landscape(tmp_path))
         assert from_database(db, "cpu", tmp_path) is not None
-        for cached in (tmp_path / "models").glob("*.pkl"):
+        for cached in (tmp_path / "models").glob("*.npz"):
             cached.write_bytes(b"garbage")
         monkeypatch.setattr(model_module, "_LOADED", {})  # as in a new process
         with pytest.warns(UserWarning, match="ignoring cached cost model"):

@@ -7,7 +7,7 @@ import torch
 from conftest import DEVICE
 
 import tilecraft as tc
-from tilecraft.exc import ShapeMismatch
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation
 from tilecraft.testing import check_modes
 
 NAN, INF = float("nan"), float("inf")
@@ -245,3 +245,91 @@ def mask_of_wrong_shape(x: torch.Tensor) -> torch.Tensor:
 def test_mask_that_does_not_broadcast_is_refused() -> None:
     with pytest.raises(ShapeMismatch, match="extra_mask"):
         mask_of_wrong_shape(torch.randn(9, 9, device=DEVICE))
+
+
+# -- host values in device code ------------------------------------------------------------
+
+
+@tc.kernel
+def scaled(x: torch.Tensor, alpha: torch.Tensor, shift: float, k: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    half = shift / 2
+    twice = k * 2
+    for tile in tc.tile(x.size(0)):
+        v = x[tile] * alpha + half
+        v = torch.where(v > alpha, v, -alpha) + twice
+        out[tile] = torch.minimum(v, alpha * 10)
+    return out
+
+
+def scaled_reference(x, alpha, shift, k):
+    v = x * alpha + shift / 2
+    v = torch.where(v > alpha, v, -alpha) + k * 2
+    return torch.minimum(v, alpha * 10).to(x.dtype)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "alpha"),
+    [(torch.float32, 1.5), (torch.float32, 3), (torch.float16, -0.75)],
+    ids=["f32", "int-alpha", "f16"],
+)
+def test_0d_tensors_and_numbers_from_the_host(dtype, alpha) -> None:
+    x = (torch.randn(37, device=DEVICE) * 4).to(dtype)
+    args = (x, torch.tensor(alpha, device=DEVICE), 0.25, 3)
+    check_modes(scaled, args, scaled_reference, dtype)
+
+
+@tc.kernel
+def uses_host_list(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    weights = [1.0, 2.0]
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * weights
+    return out
+
+
+@tc.kernel
+def uses_host_vector(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    weights = torch.ones(2)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + weights
+    return out
+
+
+@tc.kernel
+def builds_a_tensor_in_the_loop(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        table = torch.tensor([1.0, 2.0])
+        out[tile] = x[tile] * table
+    return out
+
+
+class Settings:
+    scale = 2.0
+
+
+@tc.kernel
+def uses_an_object(x: torch.Tensor, settings: Settings) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * settings
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "args", "name", "what"),
+    [
+        (uses_host_list, (), "`weights`", "list"),
+        (uses_host_vector, (), "`weights`", "shape [2]"),
+        (builds_a_tensor_in_the_loop, (), "`table`", "cannot reach"),
+        (uses_an_object, (Settings(),), "`settings`", "Settings"),
+    ],
+    ids=["list", "vector", "torch.tensor", "object"],
+)
+def test_host_values_that_cannot_be_used_name_the_variable(kernel, args, name, what) -> None:
+    with pytest.raises(UnsupportedOperation) as info:
+        kernel(torch.randn(5, device=DEVICE), *args)
+    assert name in info.value.message and what in info.value.message
+    assert "out[tile] = x[tile]" in info.value.loc.text

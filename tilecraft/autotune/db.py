@@ -17,20 +17,21 @@ Example::
 from __future__ import annotations
 
 import json
-import os
+import math
 import sqlite3
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tilecraft.autotune.dbfile import create_private, inode, is_corrupt, move_aside, quick_check
 from tilecraft.autotune.trial import Trial
-from tilecraft.exc import InvalidConfig
+from tilecraft.runtime.cache import usable_dir
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
@@ -40,6 +41,7 @@ SCHEMA_VERSION = 2  # 2 added `specs`; a version-1 file is upgraded in place
 APPLICATION_ID = 0x54436462
 BUSY_TIMEOUT_S = 30.0
 MEMORY = ":memory:"
+DB_NAME = "tuning.sqlite3"
 
 _SCHEMA = """
 CREATE TABLE trials (
@@ -97,17 +99,19 @@ _INSERT_TRIAL = (
     f"INSERT INTO trials ({', '.join(_TRIAL_COLUMNS[1:])})"
     f" VALUES ({', '.join('?' * (len(_TRIAL_COLUMNS) - 1))})"
 )
+# Concurrent tuners of one key each offer their winner: the fastest measured one stays.
 _UPSERT_BEST = (
     "INSERT INTO best (kernel, spec_key, hardware, versions, config, time_ms, created)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kernel, spec_key, hardware, versions)"
     " DO UPDATE SET config = excluded.config, time_ms = excluded.time_ms,"
-    " created = excluded.created"
+    " created = excluded.created WHERE excluded.time_ms < best.time_ms"
+)
+_DELETE_BEST = (
+    "DELETE FROM best WHERE kernel = ? AND spec_key = ? AND hardware = ? AND versions = ?"
 )
 _SELECT_BEST = (
     "SELECT config FROM best WHERE kernel = ? AND spec_key = ? AND hardware = ? AND versions = ?"
 )
-# SQLite's primary result codes for a damaged file: SQLITE_CORRUPT and SQLITE_NOTADB.
-_CORRUPT_CODES = (11, 26)
 
 
 class TuningDBWarning(UserWarning):
@@ -130,7 +134,7 @@ class TuneKey:
 
 def default_db_path() -> Path:
     """The shared tuning database under `Settings().cache_dir` (TILECRAFT_CACHE_DIR)."""
-    return Settings().cache_dir / "tuning.sqlite3"
+    return usable_dir(Settings().cache_dir) / DB_NAME
 
 
 class TuningDB:
@@ -140,13 +144,15 @@ class TuningDB:
     as this object (a `TuningDBWarning` said why).
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, check: bool = False) -> None:
         self.path = Path(path)
         self.in_memory = str(path) == MEMORY
+        self.check = check  # run SQLite's quick_check on open (tuning does)
         # One connection per instance, shared by threads; the lock keeps their
         # transactions from interleaving on it.
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = self._open()
+        self._inode = None if self.in_memory else inode(self.path)
 
     def record(
         self,
@@ -193,17 +199,34 @@ class TuningDB:
         return [_trial_dict(row) for row in rows]
 
     def save_best(self, key: TuneKey, config: Config, time_ms: float) -> None:
-        """Make `config` the best for `key`, replacing any earlier one."""
+        """Make `config` the best for `key` unless a faster one is stored already (another
+        process may have tuned the same key at the same time)."""
+        if not math.isfinite(time_ms) or time_ms < 0:
+            raise ValueError(f"not a time: {time_ms!r} ms")
         values = (key.kernel, key.spec_key, key.hardware, key.versions)
         with self._write() as conn:
             conn.execute(_UPSERT_BEST, (*values, config.to_json(), time_ms, time.time()))
 
+    def forget_best(self, key: TuneKey) -> None:
+        """Drop the best config of `key` (one that no longer fits), so a re-tune replaces it."""
+        with self._write() as conn:
+            conn.execute(_DELETE_BEST, (key.kernel, key.spec_key, key.hardware, key.versions))
+
+    def gone(self) -> bool:
+        """Whether the file was removed or replaced since it was opened: what is written
+        now would be lost."""
+        return not self.in_memory and inode(self.path) != self._inode
+
     def load_best(self, key: TuneKey) -> Config | None:
-        """The best config saved for `key`, or None (also for one this version cannot read)."""
+        """The best config saved for `key`, or None; a row this version cannot read is
+        dropped with a warning."""
         values = (key.kernel, key.spec_key, key.hardware, key.versions)
         with self._read() as conn:
             row = conn.execute(_SELECT_BEST, values).fetchone()
-        return None if row is None else _parse_config(row[0])
+        config = None if row is None else _parse_config(row[0])
+        if row is not None and config is None:
+            self.forget_best(key)  # else its stored time would keep a re-tune's winner out
+        return config
 
     def save_description(
         self, kernel: str, spec_key: str, hardware: str, description: dict[str, Any]
@@ -269,14 +292,14 @@ class TuningDB:
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._recovering():
             yield self._connection()
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One short IMMEDIATE transaction: takes the write lock up front (waiting for it up
         to the busy timeout) so that it never fails half-way on a lock upgrade."""
-        with self._lock:
+        with self._lock, self._recovering():
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -286,6 +309,20 @@ class TuningDB:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    @contextmanager
+    def _recovering(self) -> Iterator[None]:
+        """Damage found while working (a bad page deep in the file) sets the file aside and
+        goes on with a fresh one; the operation itself still raises its DatabaseError."""
+        try:
+            yield
+        except sqlite3.DatabaseError as error:
+            if self.in_memory or not is_corrupt(error) or self._conn is None:
+                raise
+            self._conn.close()
+            self._conn = self._replace_corrupt(error)
+            self._inode = None if self.in_memory else inode(self.path)
+            raise
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -297,18 +334,18 @@ class TuningDB:
         if self.in_memory:
             return _connect(MEMORY)
         try:
-            return _connect(self.path)
+            return _connect(self.path, self.check)
         except _Unusable as problem:
             return self._fall_back(f"{problem}; it is left untouched")
         except sqlite3.DatabaseError as error:
-            if not _is_corrupt(error):
+            if not is_corrupt(error):
                 return self._fall_back(f"it cannot be opened ({error})")
             return self._replace_corrupt(error)
         except OSError as error:
             return self._fall_back(f"it cannot be opened ({error})")
 
     def _replace_corrupt(self, error: sqlite3.DatabaseError) -> sqlite3.Connection:
-        aside = _move_aside(self.path)
+        aside = move_aside(self.path)
         _warn(self.path, f"it is damaged ({error}); moved it to {aside.name} and started anew")
         try:
             return _connect(self.path)
@@ -321,10 +358,11 @@ class TuningDB:
         return _connect(MEMORY)
 
 
-def _connect(path: Path | str) -> sqlite3.Connection:
-    """A connection in autocommit mode (we issue BEGIN ourselves) on a ready schema."""
+def _connect(path: Path | str, check: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN ourselves) on a ready schema;
+    `check` first runs SQLite's quick_check, which finds damage anywhere in the file."""
     if path != MEMORY:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        create_private(Path(path))
     conn = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
@@ -334,6 +372,8 @@ def _connect(path: Path | str) -> sqlite3.Connection:
         # WAL is durable against process crashes with NORMAL; FULL only adds power-loss
         # safety for the last commits, which a tuner can afford to lose.
         conn.execute("PRAGMA synchronous = NORMAL")
+        if check:
+            quick_check(conn)
         if _needs_schema(conn):
             _create_schema(conn)
         elif conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
@@ -402,31 +442,6 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
-def _is_corrupt(error: sqlite3.DatabaseError) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _CORRUPT_CODES
-    text = str(error)
-    return "not a database" in text or "malformed" in text
-
-
-def _move_aside(path: Path) -> Path:
-    """Rename a damaged file (and its journals) to `<name>.corrupt-<timestamp>`."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
-    # A stale WAL would be replayed into the fresh file, so it goes with the database.
-    for suffix in ("", "-wal", "-journal"):
-        _rename_if_present(Path(f"{path}{suffix}"), Path(f"{aside}{suffix}"))
-    Path(f"{path}-shm").unlink(missing_ok=True)
-    return aside
-
-
-def _rename_if_present(source: Path, target: Path) -> None:
-    # Another process may have set the same file aside a moment ago.
-    with suppress(FileNotFoundError):
-        os.replace(source, target)
-
-
 def _warn(path: Path, reason: str) -> None:
     warnings.warn(f"tilecraft: ignoring tuning database {path}: {reason}", TuningDBWarning, 4)
 
@@ -444,9 +459,10 @@ def _trial_dict(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def _parse_config(text: str) -> Config | None:
-    """A stored config, or None with a warning when it no longer validates."""
+    """A stored config, or None with a warning when it no longer validates (whatever the
+    text holds: deep nesting, wrong types, unknown fields)."""
     try:
         return Config.from_json(text)
-    except (ValueError, TypeError, InvalidConfig) as error:
+    except Exception as error:  # noqa: BLE001 - a bad row must never stop a kernel
         warnings.warn(f"tilecraft: unreadable stored config {text!r}: {error}", TuningDBWarning, 3)
         return None

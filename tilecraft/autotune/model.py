@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import pickle
 import warnings
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,9 @@ import numpy as np
 
 from tilecraft.autotune.db import TuningDB
 from tilecraft.autotune.features import VERSION, features
+from tilecraft.autotune.trees import TreeEnsemble
 from tilecraft.autotune.trial import Trial
+from tilecraft.runtime.cache import subdir
 from tilecraft.runtime.config import Config
 
 FAILED = 4.0  # log2 penalty of a failed trial: as bad as 16x slower than the best
@@ -70,6 +71,10 @@ class CostModel:
 
         with threadpool_limits(1):  # small data: threads cost more than they save
             regressor = _regressor(seed).fit(np.asarray(x), np.asarray(y))
+        # plain arrays predict alike and are cached without pickle; a scikit-learn whose
+        # internals moved keeps its own model, uncached
+        with suppress(AttributeError, KeyError, TypeError, ValueError):
+            regressor = TreeEnsemble.from_regressor(regressor, extra=(used, len(y)))
         return cls(regressor, used, len(y))
 
     def rank(
@@ -112,7 +117,7 @@ def from_database(db: TuningDB, hardware: str, cache_dir: Path) -> CostModel | N
     stamp = f"{db.count()}|{VERSION}|{_sklearn_version()}"
     held = _LOADED.get(slot)
     if held is None or held[0] != stamp:
-        path = cache_dir / "models" / f"cost-{slot}.pkl"
+        path = subdir(cache_dir, "models") / f"cost-{slot}.npz"
         model = _read(path, stamp)
         if model is None:
             model = CostModel.fit(database_groups(db, hardware))
@@ -134,27 +139,26 @@ def database_groups(db: TuningDB, hardware: str) -> list[Group]:
 
 
 def _read(path: Path, stamp: str) -> CostModel | None:
-    """The cached model, if it was fitted on what `stamp` describes."""
+    """The cached model, if it was fitted on what `stamp` describes. The file is numbers
+    only (see `trees`): a planted or damaged one is refused and the model refitted."""
     if not path.exists():
         return None
     try:
-        with open(path, "rb") as f:
-            fitted_on, model = pickle.load(f)
-        return model if fitted_on == stamp and isinstance(model, CostModel) else None
-    except Exception as e:  # a damaged or stale file is refitted, never fatal
+        trees = TreeEnsemble.load(path, stamp)
+    except Exception as e:  # whatever the file holds, it is refitted, never fatal
         warnings.warn(f"tilecraft: ignoring cached cost model {path}: {e}", stacklevel=3)
         return None
+    if trees is None:
+        return None
+    groups, rows = (trees.extra + (0, 0))[:2]
+    return CostModel(trees, groups=groups, rows=rows)
 
 
 def _write(path: Path, stamp: str, model: CostModel | None) -> None:
-    if model is None:
+    if model is None or not isinstance(model.regressor, TreeEnsemble):
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump((stamp, model), f)
-        os.replace(tmp, path)  # readers see the old file or the new one, never half
+        model.regressor.save(path, stamp)
     except OSError as e:
         warnings.warn(f"tilecraft: cost model not cached: {e}", stacklevel=3)
 

@@ -6,6 +6,7 @@ import csv
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,11 @@ class TuneProgress:
         status = f"{self.done} configs, {self.failed} failed, best {best}"
         self.progress.update(self.task, completed=self.done, status=status)
         if self.log is not None:
-            self._write_log(trials)
+            try:
+                self._write_log(trials)
+            except OSError as e:  # a log that cannot be written must not stop the tuning
+                warnings.warn(f"tilecraft: not logging trials to {self.log}: {e}", stacklevel=3)
+                self.log = None
 
     def _write_log(self, trials: list[Trial]) -> None:
         assert self.log is not None

@@ -12,23 +12,30 @@ import math
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from tilecraft.runtime.cache import remember_source
 from tilecraft.testing import REL_ERROR_LIMITS, relative_error
 
 
-def load_launcher(code_path: str, name: str, imports: dict[str, list[str]]) -> Callable[..., Any]:
-    """The host launcher defined in a generated module file."""
+def load_launcher(
+    code_path: str, name: str, imports: dict[str, list[str]], code: str | None = None
+) -> Callable[..., Any]:
+    """The host launcher of a generated module: `code` (named `code_path` in tracebacks and
+    for Triton's source lookup), or the file's text when no code is given."""
     namespace: dict[str, Any] = {}
     for alias, (module, path) in imports.items():
         value: Any = importlib.import_module(module)
         for attr in filter(None, path.split(".")):
             value = getattr(value, attr)
         namespace[alias] = value
-    with open(code_path) as f:
-        exec(compile(f.read(), code_path, "exec"), namespace)
+    if code is None:
+        code = Path(code_path).read_text()
+    remember_source(Path(code_path), code)  # what Triton reads is what runs
+    exec(compile(code, code_path, "exec"), namespace)
     return namespace[name]
 
 
@@ -137,7 +144,7 @@ def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
     The result has `status`, `error`, `compile_s` (the first run, which compiles), and
     for ok candidates `time_ms` and `bench_s` (wall time spent timing, waiting excluded)."""
     try:
-        launcher = load_launcher(job["code_path"], job["name"], job["imports"])
+        launcher = load_launcher(job["code_path"], job["name"], job["imports"], job.get("code"))
         result = check(launcher, args, expected) if job.get("check", True) else {"status": "ok"}
         if result["status"] == "ok":
             with exclusive(job.get("lock")):

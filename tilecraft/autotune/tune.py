@@ -6,6 +6,7 @@ import hashlib
 import math
 import sqlite3
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,16 +15,18 @@ import torch
 import triton
 
 from tilecraft.autotune.bench import Benchmarker
-from tilecraft.autotune.db import TuneKey, TuningDB, default_db_path
+from tilecraft.autotune.db import DB_NAME, TuneKey, TuningDB, TuningDBWarning
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
 from tilecraft.autotune.progress import TuneProgress
-from tilecraft.autotune.search import make_search
+from tilecraft.autotune.search import SEARCHES, make_search
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Trial
+from tilecraft.exc import SettingsError
 from tilecraft.runtime.bound import BoundKernel
+from tilecraft.runtime.cache import usable_dir
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
@@ -46,9 +49,13 @@ EFFORTS = {
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 
 
+# Winners this process could not store (full disk, unusable cache): (db path, key) -> config
+_REMEMBERED: dict[tuple[str, TuneKey], Config] = {}
+
+
 def db_path(settings: Settings) -> Path:
-    """The tuning database under the settings' cache dir."""
-    return Path(settings.cache_dir) / default_db_path().name
+    """The tuning database under the settings' cache dir (or its private stand-in)."""
+    return usable_dir(settings.cache_dir) / DB_NAME
 
 
 def hardware(args: tuple) -> str:
@@ -68,9 +75,36 @@ def tune_key(bound: BoundKernel, args: tuple) -> TuneKey:
 
 
 def cached_config(bound: BoundKernel, args: tuple, settings: Settings) -> Config | None:
-    """A config tuned earlier (by any process) for exactly this kernel and setting."""
-    with TuningDB(db_path(settings)) as db:
-        return db.load_best(tune_key(bound, args))
+    """A config tuned earlier (by any process) for exactly this kernel and setting; None
+    (with one warning) when the database cannot be read or the stored config no longer
+    compiles for this kernel (that row is dropped, so a re-tune replaces it)."""
+    path, key = db_path(settings), tune_key(bound, args)
+    if (str(path), key) in _REMEMBERED:
+        return _REMEMBERED[str(path), key]
+    try:
+        with TuningDB(path) as db:
+            config = db.load_best(key)
+            if config is None or _compiles(bound, config):
+                return config
+            db.forget_best(key)
+    except sqlite3.Error as e:
+        warnings.warn(f"tilecraft: tuning database {path} unreadable ({e})", TuningDBWarning, 2)
+        return None
+    warnings.warn(
+        f"tilecraft: the stored best config of `{bound.src.tree.name}` ({config!r}) no longer"
+        " fits it; ignored",
+        TuningDBWarning,
+        2,
+    )
+    return None
+
+
+def _compiles(bound: BoundKernel, config: Config) -> bool:
+    try:
+        bound.compile(config)
+    except Exception:  # noqa: BLE001 - whatever a stale row causes, the default runs
+        return False
+    return True
 
 
 def autotune(
@@ -85,9 +119,11 @@ def autotune(
     max_configs: int | None = None,
 ) -> Config:
     """Tune `bound` on `args` and return the winning config (also cached and printed)."""
+    settings.validate()
+    _check_options(search or settings.autotune_search, effort, budget_s)
     key = tune_key(bound, args)
     with (
-        TuningDB(db_path(settings)) as db,
+        TuningDB(db_path(settings), check=True) as db,
         Benchmarker(
             bound, args, workers=settings.autotune_workers, timeout_s=settings.autotune_timeout_s
         ) as bench,
@@ -99,13 +135,16 @@ def autotune(
             budget_s or settings.autotune_budget_s or preset.max_seconds,
         )
         with TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown:
+            unrecorded: list[str] = []
 
             def evaluate(batch: list[Config]) -> list[Trial]:
                 trials = bench(batch)
                 try:
                     db.record_for(key, trials, bound.src.tree.name, name)
                 except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
-                    warnings.warn(f"tilecraft: trials not recorded: {e}", stacklevel=2)
+                    if not unrecorded:
+                        warnings.warn(f"tilecraft: trials not recorded: {e}", TuningDBWarning, 2)
+                    unrecorded.append(str(e))
                 shown.update(trials)
                 return trials
 
@@ -113,9 +152,10 @@ def autotune(
             if configs:
                 trials = evaluate(configs)
             else:
-                seeds = _seeds(db, key, space) + heuristic_seeds(space)
+                seeds = _readable(lambda: _seeds(db, key, space)) + heuristic_seeds(space)
                 retime = bench.retime if bench.on_gpu else None
-                context = LLMContext(bound, settings, closest_entries(db, key), retime=retime)
+                entries = _readable(lambda: closest_entries(db, key))
+                context = LLMContext(bound, settings, entries, retime=retime)
                 runner = make_search(
                     name, space, evaluate, budget, seeds=seeds, context=context, **learned
                 )
@@ -123,7 +163,7 @@ def autotune(
                 trials = runner.trials
             best = _choose(bench, trials, bound.default_config)
             if best.time_ms is not None:
-                db.save_best(key, best.config, best.time_ms)
+                _keep(db, key, best, settings)
             shown.finish(best)
     bound.tuning = {
         "configs": len(trials),
@@ -133,6 +173,54 @@ def autotune(
         **status_counts(trials),
     }
     return best.config
+
+
+def _check_options(search: str | None, effort: str | None, budget_s: float | None) -> None:
+    """Tuning options checked up front, by name, with the values they accept."""
+    if search is not None and search not in SEARCHES:
+        raise SettingsError(
+            f"search {search!r} (TILECRAFT_AUTOTUNE_SEARCH) is not valid: expected one of"
+            f" {', '.join(SEARCHES)}"
+        )
+    if effort is not None and effort not in EFFORTS:
+        raise SettingsError(f"effort {effort!r} is not valid: expected one of {', '.join(EFFORTS)}")
+    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+        raise SettingsError(f"budget_s={budget_s!r} is not valid: expected seconds > 0")
+
+
+def _readable(read: Callable[[], list[Any]]) -> list[Any]:
+    """What `read` finds in the tuning database, or nothing when it cannot be read."""
+    try:
+        return read()
+    except sqlite3.Error as e:
+        warnings.warn(f"tilecraft: tuning database unreadable ({e})", TuningDBWarning, 3)
+        return []
+
+
+def _keep(db: TuningDB, key: TuneKey, best: Trial, settings: Settings) -> None:
+    """Store the winner; where it cannot be stored, keep it for this process and say so."""
+    assert best.time_ms is not None
+    try:
+        if db.gone():  # the cache dir was removed while tuning: a fresh file keeps the winner
+            warnings.warn(
+                f"tilecraft: {db.path} was removed during tuning; this run's trials are lost,"
+                " its winner is stored anew",
+                TuningDBWarning,
+                3,
+            )
+            with TuningDB(db_path(settings)) as fresh:
+                fresh.save_best(key, best.config, best.time_ms)
+                return
+        db.save_best(key, best.config, best.time_ms)
+        if not db.in_memory:
+            return
+    except sqlite3.Error as e:
+        warnings.warn(
+            f"tilecraft: the winner could not be stored ({e}); this process keeps it in memory",
+            TuningDBWarning,
+            3,
+        )
+    _REMEMBERED[str(db_path(settings)), key] = best.config
 
 
 def _plan(
@@ -145,7 +233,7 @@ def _plan(
 ) -> tuple[Effort, dict[str, Any]]:
     """The effort's preset and what the "fast" search learns from; the cold-start preset
     when it would be "fast" but the tuning database has taught no cost model yet."""
-    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
+    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])  # or "none"
     if (search or settings.autotune_search or preset.search) != "fast":
         return preset, {}
     model, description = _learned(db, key, bound, settings)

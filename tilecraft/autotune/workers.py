@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,3 +131,62 @@ def _environment() -> dict[str, str]:
     """The parent's environment, with its import path, so user modules import in workers."""
     path = os.pathsep.join(p for p in sys.path if p)
     return {**os.environ, "PYTHONPATH": path}
+
+
+DIR_PREFIX = "tilecraft-bench-"  # + the owner's pid + "-": a dead owner's dir is stale
+WORKER_BYTES = 1 << 30  # what one worker (Python, torch, Triton, a compile) may hold
+
+
+def capped_workers(requested: int, args: tuple) -> int:
+    """`requested` workers, at most one per core and as many as free memory holds (each
+    loads its own copy of the arguments and the reference outputs)."""
+    if requested <= 0:
+        return 0
+    data = sum(a.numel() * a.element_size() for a in args if hasattr(a, "element_size"))
+    by_memory = _available_memory() // (WORKER_BYTES + 3 * data)
+    return max(1, min(requested, os.cpu_count() or 1, by_memory))
+
+
+def _available_memory() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40  # unknown: the core count caps alone
+
+
+def remove_stale_dirs(root: Path | None = None) -> None:
+    """Remove the benchmark temporary directories of this user's processes that died
+    without cleaning up (killed, or the machine lost power)."""
+    try:
+        root = Path(root or tempfile.gettempdir())
+        found = list(root.glob(f"{DIR_PREFIX}*-*"))
+    except OSError:  # no usable temporary directory at all (a full disk)
+        return
+    for path in found:
+        pid = path.name[len(DIR_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and _is_ours(path) and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _is_ours(path: Path) -> bool:
+    try:
+        return path.is_dir() and not path.is_symlink() and path.stat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 
 if TYPE_CHECKING:
@@ -165,8 +166,6 @@ def index_expr(
     w: KernelWriter, index: Index, rank: int, pos: int, size: int, masks: list[str]
 ) -> str | None:
     """The offsets along one dim of an access (None for none), adding its masks."""
-    from tilecraft.codegen.kernel import expand
-
     if index.kind == "unit":
         return str(index.value) if index.value else None
     if index.kind == "scalar":
@@ -258,7 +257,9 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
         return
     ptr, masks, scalars = pointer(w, access)
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
-    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''})")
+    sem = op.attrs.get("sem")
+    order = f", sem={sem!r}" if sem else ""
+    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
 
 
 def atomic_add(w: KernelWriter, op: Op) -> None:

@@ -28,10 +28,11 @@ from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
-from tilecraft.frontend.ops import OPS, lookup, view
+from tilecraft.frontend.ops import OPS, lookup, unsupported, view
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
+from tilecraft.language.tiles import JAGGED_TILE_MESSAGE
 
 BINOPS = {
     ast.Add: "add",
@@ -44,6 +45,8 @@ BINOPS = {
     ast.BitAnd: "bitwise_and",
     ast.BitOr: "bitwise_or",
     ast.BitXor: "bitwise_xor",
+    ast.LShift: "lshift",
+    ast.RShift: "rshift",
     ast.MatMult: "matmul",
 }
 PYOPS = {
@@ -57,6 +60,8 @@ PYOPS = {
     ast.BitAnd: operator.and_,
     ast.BitOr: operator.or_,
     ast.BitXor: operator.xor,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
     ast.Lt: operator.lt,
     ast.LtE: operator.le,
     ast.Gt: operator.gt,
@@ -71,6 +76,7 @@ UNARY_PYOPS: dict[type, Any] = {
     ast.Invert: operator.invert,
 }
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
 
 
@@ -109,7 +115,9 @@ class DeviceCompiler:
     def compile(self, loop: ast.For) -> DeviceKernel:
         self.b.loc = self.src.loc(loop)
         try:
-            blocks, order = self._loop_blocks(loop, inner=False)
+            blocks, order = self._loop_blocks(
+                self._callee(loop.iter), *self._call_args(loop.iter), inner=False
+            )
             self._bind_target(loop.target, blocks)
         except TilecraftError as e:
             raise e.at(self.b.loc) from None
@@ -191,22 +199,30 @@ class DeviceCompiler:
 
     def stmt_For(self, node: ast.For) -> None:
         fn = self._callee(node.iter)
-        if fn is builtins.range and self._device_range(node):
-            fn = lang.grid  # `range` over values computed on the device: a device loop
-        elif fn not in (lang.tile, lang.grid):
+        if fn in (lang.tile, lang.grid):
+            self._device_loop(node, fn, *self._call_args(node.iter))
+        elif fn is builtins.range:
+            self._range_loop(node, *self._call_args(node.iter))
+        else:
             flow.compile_unrolled(self, node, flow.unrolled_items(self.expr(node.iter)))
-            return
-        self._device_loop(node, fn)
 
-    def _device_range(self, node: ast.For) -> bool:
-        assert isinstance(node.iter, ast.Call)
-        device = any(isinstance(self.expr(a), Value) for a in node.iter.args)
-        if device and (len(node.iter.args) > 2 or node.iter.keywords):
+    def _call_args(self, call: ast.expr) -> tuple[list[Any], dict[str, Any]]:
+        assert isinstance(call, ast.Call)
+        args = [self.expr(a) for a in call.args]
+        return args, {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
+
+    def _range_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """`range` over host ints is unrolled; over values computed on the device, it is
+        a loop on the device (as `tc.grid`)."""
+        if not any(isinstance(a, Value) for a in args):
+            flow.compile_unrolled(self, node, flow.unrolled_items(range(*args, **kwargs)))
+        elif len(args) > 2 or kwargs:
             raise UnsupportedSyntax("`range(begin, end)` on the device takes no step")
-        return device
+        else:
+            self._device_loop(node, lang.grid, args, {})
 
-    def _device_loop(self, node: ast.For, fn: Any) -> None:
-        blocks, order = self._loop_blocks(node, inner=True, fn=fn)
+    def _device_loop(self, node: ast.For, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+        blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
         index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
@@ -251,14 +267,9 @@ class DeviceCompiler:
 
     # -- loops and targets --------------------------------------------------------
     def _loop_blocks(
-        self, node: ast.For, inner: bool, fn: Any = None
+        self, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
     ) -> tuple[list[tuple[int, bool]], list[int]]:
         """The blocks a loop binds (in the user's order) and its iteration order."""
-        call = node.iter
-        assert isinstance(call, ast.Call)
-        fn = fn or self._callee(call)
-        args = [self.expr(a) for a in call.args]
-        kwargs = {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
         begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
         begins, ends = _ranges(begin, end)
         block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
@@ -278,6 +289,7 @@ class DeviceCompiler:
 
     def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
         refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
+        self._label(target, [blk for blk, _ in blocks])
         if isinstance(target, ast.Name):
             self.env[target.id] = refs[0] if len(refs) == 1 else tuple(refs)
         elif isinstance(target, ast.Tuple) and len(target.elts) == len(refs):
@@ -287,6 +299,15 @@ class DeviceCompiler:
                 self.env[elt.id] = ref
         else:
             raise UnsupportedSyntax("the loop target does not match the number of tiled dims")
+
+    def _label(self, target: ast.expr, blocks: list[int]) -> None:
+        """Name the loop's blocks after the user's loop variables, for error messages."""
+        names = [ast.unparse(e) for e in target.elts] if isinstance(target, ast.Tuple) else []
+        if len(names) != len(blocks):
+            whole = ast.unparse(target)
+            names = [whole] if len(blocks) == 1 else [f"{whole}[{i}]" for i in range(len(blocks))]
+        for block, name in zip(blocks, names, strict=True):
+            self.table.label(block, name)
 
     def _grid_index(self, block: int) -> Value:
         return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
@@ -307,8 +328,10 @@ class DeviceCompiler:
             if not isinstance(tensor, HostTensor):
                 raise UnsupportedSyntax("only tensors from the host can be stored to")
             items = self._subscript(target.slice)
-            dims = self.mem.access(tensor.param, tensor.meta, items).dims
-            mask = flow.store_mask(self, dims, None, "store")
+            mask = None
+            if self.masks:  # inside an `if` on a tile: the arm's condition masks the store
+                dims = self.mem.access(tensor.param, tensor.meta, items).dims
+                mask = flow.store_mask(self, dims, None, "store")
             self.mem.store(tensor.param, tensor.meta, items, value, mask)
         else:
             raise UnsupportedSyntax(f"cannot assign to `{ast.unparse(target)}`")
@@ -322,7 +345,15 @@ class DeviceCompiler:
         handler = getattr(self, f"expr_{type(node).__name__}", None)
         if handler is None:
             raise UnsupportedSyntax(f"`{ast.unparse(node)}` is not supported in a device loop")
-        return handler(node)
+        if not isinstance(node, LOCATED):
+            return handler(node)
+        saved, self.b.loc = self.b.loc, self.src.loc(node)
+        try:  # errors and ops point at this expression, not just its statement
+            return handler(node)
+        except TilecraftError as e:
+            raise e.at(self.b.loc) from None
+        finally:
+            self.b.loc = saved
 
     def expr_Constant(self, node: ast.Constant) -> Any:
         return node.value
@@ -424,7 +455,7 @@ class DeviceCompiler:
         dims = self.mem.access(tensor.param, tensor.meta, items).dims
         if broadcast_dims(dims, mask.type.dims) != dims or mask.type.rank > len(dims):
             return None
-        return mask
+        return flow.as_tile_mask(self, mask, dims)
 
     def _subscript(self, node: ast.expr) -> list[Any]:
         items = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -440,27 +471,34 @@ class DeviceCompiler:
         )
 
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
+        if _on_device([left, right], {}):
+            left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[pyop](left, right)
         return OPS[name](self.b, left, right)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         x = self.expr(node.operand)
+        x = self.operand(x) if isinstance(x, HostTensor) else x
         if not isinstance(x, Value):
             return UNARY_PYOPS[type(node.op)](x)
         if isinstance(node.op, ast.USub):
             return OPS["neg"](self.b, x)
-        if isinstance(node.op, (ast.Not, ast.Invert)):
-            return self.b.elementwise("not", x)
+        if isinstance(node.op, ast.Not) or x.type.dtype == torch.bool:
+            return OPS["not"](self.b, x)
+        if isinstance(node.op, ast.Invert):
+            return OPS["invert"](self.b, x)
         return x
 
     def expr_Compare(self, node: ast.Compare) -> Any:
         if len(node.ops) != 1:
             raise UnsupportedSyntax("chained comparisons: combine them with &")
         left, right = self.expr(node.left), self.expr(node.comparators[0])
+        if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            return _py_compare(node.ops[0], left, right)
+        if _on_device([left, right], {}):
+            left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
-            if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
-                return _py_compare(node.ops[0], left, right)
             return PYOPS[type(node.ops[0])](left, right)
         return OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
 
@@ -480,7 +518,8 @@ class DeviceCompiler:
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         test = self.expr(node.test)
         if isinstance(test, Value):
-            return OPS["where"](self.b, test, self.expr(node.body), self.expr(node.orelse))
+            body, orelse = self.operand(self.expr(node.body)), self.operand(self.expr(node.orelse))
+            return OPS["where"](self.b, test, body, orelse)
         return self.expr(node.body if test else node.orelse)
 
     def expr_Call(self, node: ast.Call) -> Any:
@@ -502,6 +541,8 @@ class DeviceCompiler:
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return _static_range(args, kwargs)
+        if fn is lang.jagged_tile:
+            raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
@@ -510,6 +551,7 @@ class DeviceCompiler:
         if fn in (lang.tile, lang.grid):
             raise UnsupportedSyntax("tc.tile/tc.grid can only be iterated by a for loop")
         if fn in (builtins.min, builtins.max) and any(isinstance(a, Value) for a in args):
+            args = [self.operand(a) for a in args]
             result = args[0]
             for a in args[1:]:
                 result = OPS["minimum" if fn is builtins.min else "maximum"](self.b, result, a)
@@ -519,7 +561,7 @@ class DeviceCompiler:
             name = next(k for k, v in OPS.items() if v is handler)
             return self.call_op(name, args, kwargs)
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
-            raise UnsupportedOperation(f"`{getattr(fn, '__name__', fn)}` is not supported on tiles")
+            raise UnsupportedOperation(unsupported(getattr(fn, "__name__", str(fn))))
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
@@ -562,8 +604,57 @@ class DeviceCompiler:
 
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in OPS:
-            raise UnsupportedOperation(f"`{name}` is not supported on tiles")
+            raise UnsupportedOperation(unsupported(name))
+        args = [self._argument(a) for a in args]
+        kwargs = {k: self._argument(v) for k, v in kwargs.items()}
         return OPS[name](self.b, *args, **kwargs)
+
+    # -- host values as operands ----------------------------------------------------
+    def operand(self, x: Any) -> Any:
+        """`x` as arithmetic sees it: a 0-d host tensor is read (a scalar load), a value
+        device code cannot compute with is refused, naming its variable."""
+        if isinstance(x, (Value, bool, int, float)):
+            return x
+        if isinstance(x, HostTensor):
+            if x.meta.dim() == 0:
+                return self.mem.load(x.param, x.meta, [], None)
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tensor of shape {list(x.meta.shape)}: index it with "
+                "tiles to read its values (`t[tile]`), or pass a 0-d tensor or a number"
+            )
+        if isinstance(x, TileRef):
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tile (a range of indices): use `.index` for its "
+                "indices, or `.begin`, `.end`, `.block_size`"
+            )
+        if isinstance(x, torch.Tensor):
+            raise UnsupportedOperation(
+                f"{self._named(x)} is a tensor that device code cannot reach: build it in "
+                "host code (before the loop) or pass it as an argument, then index it with "
+                "tiles; use tc.full or numbers for constants"
+            )
+        raise UnsupportedOperation(
+            f"{self._named(x)} is a {type(x).__name__}, which device code cannot compute "
+            "with: use numbers, 0-d tensors, tiles, or tensors indexed with tiles"
+        )
+
+    def _argument(self, x: Any) -> Any:
+        """An argument of a tile op: tensors are operands; everything else passes (dims,
+        dtypes, flags and functions are the op's business)."""
+        if isinstance(x, (HostTensor, torch.Tensor)):
+            return self.operand(x)
+        tensors = (HostTensor, torch.Tensor)
+        if isinstance(x, (list, tuple)) and any(isinstance(i, tensors) for i in x):
+            return type(x)(self._argument(i) for i in x)
+        return x
+
+    def _named(self, x: Any) -> str:
+        """How an error names `x`: by the variable that holds it, where one does."""
+        for scope in (self.env, self.host_values):
+            for name, value in scope.items():
+                if value is x:
+                    return f"`{name}`"
+        return "this value"
 
     def _callee(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Call):

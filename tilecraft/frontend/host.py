@@ -15,8 +15,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import torch
+from torch.overrides import TorchFunctionMode
+
 from tilecraft import language as lang
-from tilecraft.exc import NotInKernel, UnsupportedSyntax
+from tilecraft.exc import HostCodeError, NotInKernel, UnsupportedSyntax
 from tilecraft.frontend.source import KernelSource
 
 LOOP_FUNCS = (lang.tile, lang.grid)
@@ -131,3 +134,63 @@ def compile_function(module: ast.Module, src: KernelSource, extra: dict[str, Any
     namespace = {**src.namespace, **extra}
     exec(compile(module, src.filename, "exec"), namespace)
     return namespace[src.tree.name]
+
+
+# -- host code that reads values of tensors ---------------------------------------------------
+VALUE_READS = ("item", "tolist", "__int__", "__float__", "__bool__", "__index__")
+Element = tuple[int, int]  # (argument position, element offset in its storage)
+
+
+class HostValueReads(TorchFunctionMode):
+    """While host code runs on meta tensors: `t.item()` (or `int(t)`...) on an element of an
+    argument tensor returns the element's real value, read through `lookup`, and records
+    which element it was, so that kernels are specialized on the values their host code
+    reads. A value computed from tensors cannot be read: that raises a HostCodeError."""
+
+    def __init__(self, src: KernelSource, metas: tuple, lookup: Callable[[Element], Any]) -> None:
+        super().__init__()
+        self.src, self.lookup = src, lookup
+        self.storages = {a.untyped_storage()._cdata: i for i, a in enumerate(metas) if _is_meta(a)}
+        self.reads: list[Element] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
+        name = getattr(func, "__name__", "")
+        if name not in VALUE_READS or not args or not _is_meta(args[0]):
+            return func(*args, **(kwargs or {}))
+        tensor = args[0]
+        arg = self.storages.get(tensor.untyped_storage()._cdata)
+        if arg is None or tensor.numel() != 1 or name == "tolist":
+            raise HostCodeError(
+                f"host code reads a value computed from tensors (`{name}`), which tilecraft "
+                "cannot specialize on: read single elements of argument tensors "
+                "(`int(lengths[0])`), pass the value as an int argument, or read it on the "
+                "device inside the loop",
+                self._user_line(),
+            )
+        element = (arg, int(tensor.storage_offset()))
+        if element not in self.reads:
+            self.reads.append(element)
+        value = self.lookup(element)
+        return {"__float__": float, "__bool__": bool}.get(name, _same)(value)
+
+    def _user_line(self) -> Any:
+        frame = inspect.currentframe()
+        while frame is not None and frame.f_code.co_filename != self.src.filename:
+            frame = frame.f_back
+        return self.src.loc(ast.Pass(lineno=frame.f_lineno)) if frame is not None else None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _is_meta(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "meta"
+
+
+def read_element(args: tuple, element: Element) -> Any:
+    """The value of one element of a real argument tensor (`element` as recorded on the
+    meta tensor, whose storage starts where the argument does)."""
+    arg, offset = element
+    tensor = args[arg]
+    return tensor.as_strided((), (), tensor.storage_offset() + offset).item()

@@ -25,12 +25,17 @@ class MemoryLowering:
     # -- subscripts -----------------------------------------------------------------
     def access(self, param: Param, meta: torch.Tensor, items: list[Any]) -> Access:
         shape = list(meta.shape)
-        consumed = sum(1 for i in items if i is not None)
-        if consumed > len(shape):
+        consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+        if consumed > len(shape) or sum(i is Ellipsis for i in items) > 1:
             raise ShapeMismatch(
                 f"`{param.host_expr}` has {len(shape)} dims but is indexed with {consumed}"
             )
-        items = items + [slice(None)] * (len(shape) - consumed)
+        rest = [slice(None)] * (len(shape) - consumed)
+        if Ellipsis in items:
+            at = next(k for k, i in enumerate(items) if i is Ellipsis)
+            items = items[:at] + rest + items[at + 1 :]
+        else:
+            items = items + rest
         vectors = sum(isinstance(i, Value) and bool(i.type.dims) for i in items)
         indices: list[Index] = []
         dim = 0
@@ -167,6 +172,7 @@ class MemoryLowering:
         value: Any,
         extra_mask: Value | None = None,
         name: str = "store",
+        sem: str | None = None,
     ) -> None:
         acc = self.access(param, meta, items)
         if isinstance(value, Value):
@@ -180,7 +186,8 @@ class MemoryLowering:
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
         self._check_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
-        self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index)
+        attrs = {"sem": _sem(sem)} if sem is not None else {}
+        self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index, **attrs)
 
     # -- tile attributes ---------------------------------------------------------------
     def tile_attr(self, block: int, attr: str) -> Any:
@@ -288,6 +295,15 @@ def _eviction_policy(policy: str | None) -> str | None:
     raise UnsupportedOperation(
         f"eviction_policy={policy!r}: use 'evict_first', 'evict_last' or None"
     )
+
+
+SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+
+
+def _sem(sem: str) -> str:
+    if sem not in SEMANTICS:
+        raise UnsupportedOperation(f"tc.atomic_add(sem={sem!r}): use one of {SEMANTICS}")
+    return sem
 
 
 def _mask(mask: Any) -> Value | None:

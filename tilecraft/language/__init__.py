@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilecraft.language.creation import arange, dot, full, zeros
 from tilecraft.language.memory import atomic_add, load, store
-from tilecraft.language.tiles import Tile, grid, static_range, tile
+from tilecraft.language.tiles import Tile, grid, jagged_tile, static_range, tile
 from tilecraft.language.tunables import (
     Choice,
     IntRange,
@@ -24,6 +24,7 @@ __all__ = [
     "dot",
     "full",
     "grid",
+    "jagged_tile",
     "load",
     "register_block_size",
     "register_tunable",

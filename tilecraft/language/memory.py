@@ -60,14 +60,18 @@ def atomic_add(
     tensor: torch.Tensor,
     index: Sequence[object],
     value: torch.Tensor | float,
+    sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
 ) -> None:
     """Atomically add `value` to `tensor[index]` (safe when programs overlap; repeated
     positions of a gather all add), skipping elements where `extra_mask` is False.
 
+    `sem` is the memory ordering Triton's `tl.atomic_add` takes ("relaxed", "acquire",
+    "release" or "acq_rel"; Triton's default, acq_rel, when not given).
+
     Example::
 
-        tc.atomic_add(out, [tile_m], partial_sum)
+        tc.atomic_add(out, [tile_m], partial_sum, sem="relaxed")
     """
     mask = eager_context("atomic_add").branch_mask(extra_mask)
     write(tensor, tuple(index), value, mask, accumulate=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.language.state import eager_context
 
 
@@ -120,3 +121,23 @@ def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> ra
     """
     bounds = (begin_or_end,) if end is None else (begin_or_end, end, step)
     return range(*(int(b) for b in bounds))
+
+
+def jagged_tile(parent: object) -> Iterator[Tile]:
+    """Helion's loop over a jagged inner dimension: not supported yet.
+
+    Write the loop with bounds read on the device instead, which tilecraft compiles to a
+    loop bounded per row (see `examples/jagged_mean.py`)::
+
+        for row in tc.grid(rows):
+            start, end = offsets[row], offsets[row + 1]
+            for tile_k in tc.tile(start, end):
+                acc = acc + values[tile_k, tile_n].sum(0)
+    """
+    raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
+
+
+JAGGED_TILE_MESSAGE = (
+    "tc.jagged_tile is not supported yet: loop over `tc.tile(start, end)` with bounds "
+    "read on the device (`start = offsets[row]`) inside a `tc.grid` loop over rows"
+)

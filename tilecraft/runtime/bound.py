@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import hashlib
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -20,11 +18,22 @@ from tilecraft.codegen.module import Launch, module_source
 from tilecraft.exc import HostCodeError, InvalidConfig, LoweringError, TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
-from tilecraft.frontend.host import capture_stmt, compile_function, device_loops, rewrite_host
+from tilecraft.frontend.host import (
+    Element,
+    HostValueReads,
+    capture_stmt,
+    compile_function,
+    device_loops,
+    read_element,
+    rewrite_host,
+)
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
+from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.errors import user_location
 from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import closure_tensors, kernel_spec
@@ -62,7 +71,10 @@ class BoundKernel:
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
+        self.values: dict[Element, Any] = {}  # argument elements the host code reads
+        self._args: tuple | None = args  # real arguments, during the first analysis only
         first = self.analyze(Config())
+        self._args = None
         self.spec = kernel_spec(first.kernels, first.table, first.tunables)
         self.default_config = default_config(self.spec)
 
@@ -88,12 +100,24 @@ class BoundKernel:
         for i, loop in enumerate(self.loops):
             name = f"_{self.src.tree.name}_kernel{'' if i == 0 else i}"
             compiler = DeviceCompiler(self.src, captured.get(i, {}), table, name)
-            kernels.append(compiler.compile(loop))
+            kernels.append(verify(compiler.compile(loop)))
         return Analysis(kernels, table, tunables, config)
+
+    def _value(self, element: Element) -> Any:
+        if element not in self.values:
+            if self._args is None:
+                raise HostCodeError(
+                    "host code reads other tensor elements for this config than for the "
+                    "first; read the same elements whatever the config",
+                    self.src.loc(self.src.tree),
+                )
+            self.values[element] = read_element(self._args, element)
+        return self.values[element]
 
     def _run_host(self, fn: Callable[..., Any]) -> None:
         try:
-            fn(*self.meta_args)
+            with HostValueReads(self.src, self.meta_args, self._value):
+                fn(*self.meta_args)
         except TilecraftError:
             raise
         except Exception as e:
@@ -159,7 +183,13 @@ class BoundKernel:
 
     def code_path(self, config: Config | None = None) -> Path:
         """The generated module of `config`, written to the cache dir."""
-        return self._write(self.to_triton_code(config))
+        return self.code_file(config)[0]
+
+    def code_file(self, config: Config | None = None) -> tuple[Path, str]:
+        """The generated module of `config` written to the cache dir, and its code (which
+        is what runs: the file is for people and tracebacks, never read back)."""
+        code = self.to_triton_code(config)
+        return self._write(code), code
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
@@ -169,7 +199,9 @@ class BoundKernel:
         except Exception as e:
             if not type(e).__module__.startswith("triton"):
                 raise
-            where = self.src.loc(self.src.tree)
+            code = self.to_triton_code(config)
+            path = str(self.code_path(config))
+            where = user_location(e, code, path) or self.src.loc(self.src.tree)
             raise LoweringError(
                 f"Triton failed on the generated code for `{self.src.tree.name}`"
                 f" ({type(e).__name__}: {str(e)[-600:]})",
@@ -179,16 +211,14 @@ class BoundKernel:
         return result
 
     def _write(self, code: str) -> Path:
-        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
-        path = Path(self.settings.cache_dir) / "code" / f"{self.src.tree.name}_{digest}.py"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(code)
-            os.replace(tmp, path)  # atomic: readers never see a half-written module
-        return path
+        """The module's file under the cache dir, checked to hold exactly `code`."""
+        name = f"{self.src.tree.name}_{digest(code)[:16]}.py"
+        return write_module(self.settings.cache_dir, name, code)
 
     def _load(self, code: str, path: Path) -> Callable[..., Any]:
+        # Triton reads kernel source through `inspect`: pin it to the code generated here,
+        # so a file changed on disk after the check is never what runs.
+        remember_source(path, code)
         namespace = dict(self.src.namespace)
         exec(compile(code, str(path), "exec"), namespace)
         return namespace[self.src.tree.name]

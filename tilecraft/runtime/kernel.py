@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
 import torch
 
 from tilecraft.exc import BadArgument, GraphCaptureError
+from tilecraft.frontend.host import Element, read_element
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
@@ -38,8 +40,10 @@ class Kernel:
         self.signature = inspect.signature(fn)
         self._defaults = positional_defaults(self.signature)
         self._bound: dict[tuple, BoundKernel] = {}
+        self.value_reads: list[Element] = []  # argument elements the host code reads
         self._source: KernelSource | None = None
         self._eager: Callable[..., Any] | None = None
+        self._warned_grad = False
         functools.update_wrapper(self, fn)
 
     @property
@@ -58,8 +62,10 @@ class Kernel:
         return tuple(bound.arguments.values())
 
     def key(self, args: tuple) -> tuple:
-        """What a compiled kernel is specialized on (computed on every call, so kept cheap)."""
-        return tuple([_arg_key(a) for a in args])
+        """What a compiled kernel is specialized on (computed on every call, so kept cheap),
+        with the values of the tensor elements its host code reads (`n = int(sizes[0])`)."""
+        key = tuple([_arg_key(a) for a in args])
+        return key + _element_values(args, self.value_reads) if self.value_reads else key
 
     def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
         """The BoundKernel for these arguments (created on first use)."""
@@ -71,6 +77,10 @@ class Kernel:
             mode = cpu_mode() if runs_on_cpu(args) else None  # before Triton is imported
             bound = self._bound[key] = BoundKernel(self.source, args, self.settings)
             bound.cpu_mode = mode
+            if bound.values:  # specialized on values read by the host code: key them too
+                self.value_reads += [e for e in bound.values if e not in self.value_reads]
+                del self._bound[key]
+                self._bound[self.key(args)] = bound
         return bound
 
     def chosen_config(self) -> Config | None:
@@ -112,6 +122,8 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.normalize(args, kwargs)
+        if not self._warned_grad and torch.is_grad_enabled() and _wants_grad(args):
+            self._warn_grad()
         if self.settings.interpret:
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
@@ -136,6 +148,18 @@ class Kernel:
             bound.launcher = lambda *a: self.run_eagerly(a)
             return bound.launcher(*args)
         return bound.first_call(self.config_for(bound, args), args)
+
+    def _warn_grad(self) -> None:
+        """Outputs of a plain kernel have no autograd history: say so once."""
+        self._warned_grad = True
+        name = self.source.tree.name
+        warnings.warn(
+            f"tilecraft: `{name}` is called with inputs that require grad, but a plain kernel's"
+            " outputs are detached from autograd; register it with"
+            f" `{name}.as_torch_op('namespace::{name}', backward=...)` to differentiate it",
+            UserWarning,
+            stacklevel=3,
+        )
 
     def as_torch_op(self, name: str, mutates_args: Sequence[str] = (), **autograd: Any) -> Any:
         """Register as the PyTorch operator `name` ("namespace::op"); returns a `TorchOp`.
@@ -185,6 +209,20 @@ def _arg_key(arg: Any) -> Any:
     if isinstance(arg, types.FunctionType):  # inlined: each function compiles on its own
         return callable_key(arg, _arg_key)
     return type(arg)
+
+
+def _element_values(args: tuple, elements: list[Element]) -> tuple:
+    values = []
+    for element in elements:
+        try:
+            values.append(read_element(args, element))
+        except (IndexError, RuntimeError, AttributeError):  # not in these arguments
+            values.append(None)
+    return tuple(values)
+
+
+def _wants_grad(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
 def _capturing(args: tuple) -> bool:

@@ -1,19 +1,108 @@
-"""User settings that are never tuned, each with one `TILECRAFT_*` environment variable."""
+"""User settings that are never tuned, each with one `TILECRAFT_*` environment variable.
+
+Reading the environment never raises (a kernel is built at import time): a value that
+cannot be used falls back to the default, and `Settings.validate()`, run when tuning
+starts, reports it by name with the values it accepts.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
+
+from tilecraft.exc import SettingsError
+
+EFFORT_NAMES = ("none", "quick", "full")
+LLM_PROVIDERS = ("openai", "anthropic")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "0").lower() in ("1", "true", "yes", "on")
+def _flag_value(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise ValueError(text)
+    return value in _TRUE
 
 
-def _number(name: str) -> float | None:
-    value = os.environ.get(name)
-    return float(value) if value else None
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(text)
+    return value
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if value < minimum:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+def _one_of(names: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text.strip().lower() not in names:
+            raise ValueError(text)
+        return text.strip().lower()
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one setting is read from its variable and which values it accepts."""
+
+    variable: str
+    parse: Callable[[str], Any]
+    accepted: str
+
+
+_FLAG = "1, true, yes, on (or 0, false, no, off)"
+_SECONDS = "a number of seconds > 0"
+RULES: dict[str, Rule] = {
+    "interpret": Rule("TILECRAFT_INTERPRET", _flag_value, _FLAG),
+    "print_code": Rule("TILECRAFT_PRINT_CODE", _flag_value, _FLAG),
+    "allow_tf32": Rule("TILECRAFT_ALLOW_TF32", _flag_value, _FLAG),
+    "autotune_effort": Rule(
+        "TILECRAFT_AUTOTUNE_EFFORT", _one_of(EFFORT_NAMES), ", ".join(EFFORT_NAMES)
+    ),
+    "autotune_budget_s": Rule("TILECRAFT_AUTOTUNE_BUDGET_S", _seconds, _SECONDS),
+    "autotune_quiet": Rule("TILECRAFT_AUTOTUNE_QUIET", _flag_value, _FLAG),
+    "autotune_workers": Rule(
+        "TILECRAFT_AUTOTUNE_WORKERS", _count(0), "a whole number >= 0 (0: in this process)"
+    ),
+    "autotune_timeout_s": Rule("TILECRAFT_AUTOTUNE_TIMEOUT_S", _seconds, _SECONDS),
+    "llm_provider": Rule("TILECRAFT_LLM_PROVIDER", _one_of(LLM_PROVIDERS), "openai, anthropic"),
+    "llm_timeout_s": Rule("TILECRAFT_LLM_TIMEOUT_S", _seconds, _SECONDS),
+    "llm_max_rounds": Rule("TILECRAFT_LLM_MAX_ROUNDS", _count(1), "a whole number >= 1"),
+    "llm_max_tokens": Rule("TILECRAFT_LLM_MAX_TOKENS", _count(1), "a whole number >= 1"),
+}
+
+
+def _env(name: str, default: Any) -> Callable[[], Any]:
+    """The factory of a setting: its variable's value, or `default` when unset or bad."""
+    rule = RULES[name]
+
+    def read() -> Any:
+        text = os.environ.get(rule.variable)
+        if not text:
+            return default
+        try:
+            return rule.parse(text)
+        except ValueError:
+            return default  # reported by Settings.validate() when tuning starts
+
+    return read
+
+
+def _text(variable: str) -> Callable[[], str | None]:
+    return lambda: os.environ.get(variable) or None
 
 
 def _default_workers() -> int:
@@ -22,7 +111,7 @@ def _default_workers() -> int:
 
 def _cache_dir() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tilecraft"
-    return Path(os.environ.get("TILECRAFT_CACHE_DIR", default))
+    return Path(os.environ.get("TILECRAFT_CACHE_DIR") or default)
 
 
 @dataclass
@@ -30,61 +119,40 @@ class Settings:
     """Choices for how kernels run, read from the environment unless given."""
 
     #: TILECRAFT_INTERPRET=1 runs kernel bodies eagerly in PyTorch, for debugging.
-    interpret: bool = field(default_factory=lambda: _flag("TILECRAFT_INTERPRET"))
+    interpret: bool = field(default_factory=_env("interpret", False))
     #: TILECRAFT_PRINT_CODE=1 prints the generated Triton code of each compiled config.
-    print_code: bool = field(default_factory=lambda: _flag("TILECRAFT_PRINT_CODE"))
-    #: TILECRAFT_CACHE_DIR: where generated code (and later tuning data) is kept.
+    print_code: bool = field(default_factory=_env("print_code", False))
+    #: TILECRAFT_CACHE_DIR: where generated code, tuning data and models are kept (private).
     cache_dir: Path = field(default_factory=_cache_dir)
     #: TILECRAFT_ALLOW_TF32=1 lets float32 matrix products use TF32 (faster, ~1e-3 error).
-    allow_tf32: bool = field(default_factory=lambda: _flag("TILECRAFT_ALLOW_TF32"))
+    allow_tf32: bool = field(default_factory=_env("allow_tf32", False))
     #: TILECRAFT_AUTOTUNE_EFFORT: none, quick or full; how hard the first call on a GPU tunes.
-    autotune_effort: str = field(
-        default_factory=lambda: os.environ.get("TILECRAFT_AUTOTUNE_EFFORT", "quick")
-    )
+    autotune_effort: str = field(default_factory=_env("autotune_effort", "quick"))
     #: TILECRAFT_AUTOTUNE_BUDGET_S: wall seconds a tuning run may take (overrides the effort's).
-    autotune_budget_s: float | None = field(
-        default_factory=lambda: _number("TILECRAFT_AUTOTUNE_BUDGET_S")
-    )
+    autotune_budget_s: float | None = field(default_factory=_env("autotune_budget_s", None))
     #: TILECRAFT_AUTOTUNE_SEARCH: the search strategy (overrides the effort's).
-    autotune_search: str | None = field(
-        default_factory=lambda: os.environ.get("TILECRAFT_AUTOTUNE_SEARCH") or None
-    )
+    autotune_search: str | None = field(default_factory=_text("TILECRAFT_AUTOTUNE_SEARCH"))
     #: TILECRAFT_AUTOTUNE_QUIET=1 hides the progress bar and the summary line.
-    autotune_quiet: bool = field(default_factory=lambda: _flag("TILECRAFT_AUTOTUNE_QUIET"))
+    autotune_quiet: bool = field(default_factory=_env("autotune_quiet", False))
     #: TILECRAFT_AUTOTUNE_LOG: a .csv or .jsonl file that receives every trial.
-    autotune_log: str | None = field(
-        default_factory=lambda: os.environ.get("TILECRAFT_AUTOTUNE_LOG") or None
-    )
-    #: TILECRAFT_AUTOTUNE_WORKERS: processes that compile and check candidates in parallel.
-    autotune_workers: int = field(
-        default_factory=lambda: int(_number("TILECRAFT_AUTOTUNE_WORKERS") or _default_workers())
-    )
+    autotune_log: str | None = field(default_factory=_text("TILECRAFT_AUTOTUNE_LOG"))
+    #: TILECRAFT_AUTOTUNE_WORKERS: processes that compile and check candidates in parallel
+    #: (capped by the cores and the free memory; 0 runs them in this process).
+    autotune_workers: int = field(default_factory=_env("autotune_workers", _default_workers()))
     #: TILECRAFT_AUTOTUNE_TIMEOUT_S: a candidate taking longer than this fails as a timeout.
-    autotune_timeout_s: float = field(
-        default_factory=lambda: _number("TILECRAFT_AUTOTUNE_TIMEOUT_S") or 20.0
-    )
+    autotune_timeout_s: float = field(default_factory=_env("autotune_timeout_s", 20.0))
     #: TILECRAFT_LLM_PROVIDER: openai (or any OpenAI-compatible server) or anthropic; unset: none.
-    llm_provider: str | None = field(
-        default_factory=lambda: os.environ.get("TILECRAFT_LLM_PROVIDER") or None
-    )
+    llm_provider: str | None = field(default_factory=_env("llm_provider", None))
     #: TILECRAFT_LLM_MODEL: the model the LLM-guided searches ask, e.g. gpt-4o or a local one.
-    llm_model: str | None = field(
-        default_factory=lambda: os.environ.get("TILECRAFT_LLM_MODEL") or None
-    )
+    llm_model: str | None = field(default_factory=_text("TILECRAFT_LLM_MODEL"))
     #: TILECRAFT_LLM_BASE_URL: an OpenAI-compatible server (vLLM, Ollama, ...); unset: the vendor's.
-    llm_base_url: str | None = field(
-        default_factory=lambda: os.environ.get("TILECRAFT_LLM_BASE_URL") or None
-    )
-    #: TILECRAFT_LLM_TIMEOUT_S: seconds one request to the model may take.
-    llm_timeout_s: float = field(default_factory=lambda: _number("TILECRAFT_LLM_TIMEOUT_S") or 60.0)
+    llm_base_url: str | None = field(default_factory=_text("TILECRAFT_LLM_BASE_URL"))
+    #: TILECRAFT_LLM_TIMEOUT_S: seconds one request to the model may take, however it trickles.
+    llm_timeout_s: float = field(default_factory=_env("llm_timeout_s", 60.0))
     #: TILECRAFT_LLM_MAX_ROUNDS: most rounds of proposals an LLM-guided search asks for.
-    llm_max_rounds: int = field(
-        default_factory=lambda: int(_number("TILECRAFT_LLM_MAX_ROUNDS") or 4)
-    )
+    llm_max_rounds: int = field(default_factory=_env("llm_max_rounds", 4))
     #: TILECRAFT_LLM_MAX_TOKENS: most tokens of one reply of the model.
-    llm_max_tokens: int = field(
-        default_factory=lambda: int(_number("TILECRAFT_LLM_MAX_TOKENS") or 2000)
-    )
+    llm_max_tokens: int = field(default_factory=_env("llm_max_tokens", 2000))
     #: Accepted for Helion compatibility; kernels are currently always compiled per exact
     #: shape (generated code has the sizes in it), whatever this says.
     static_shapes: bool = True
@@ -92,3 +160,24 @@ class Settings:
     @classmethod
     def names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+    def validate(self) -> None:
+        """Raise `SettingsError` for the first setting that cannot be used: a variable
+        whose text does not parse, or a value (given or read) out of its range."""
+        for name, rule in RULES.items():
+            text = os.environ.get(rule.variable)
+            if text:
+                _check(rule, text, f"{rule.variable}={text!r}")
+            value = getattr(self, name)
+            what = f"setting {name}={value!r} ({rule.variable})"
+            if isinstance(value, bool) and rule.parse is not _flag_value:
+                raise SettingsError(f"{what} is not valid: expected {rule.accepted}")
+            if value is not None:
+                _check(rule, str(value), what)
+
+
+def _check(rule: Rule, text: str, what: str) -> None:
+    try:
+        rule.parse(text)
+    except ValueError:
+        raise SettingsError(f"{what} is not valid: expected {rule.accepted}") from None

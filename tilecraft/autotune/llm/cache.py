@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
+
+from tilecraft.exc import TilecraftError
+from tilecraft.runtime.cache import private_dir, write_private
 
 
 class ReplyCache:
@@ -33,9 +35,7 @@ class ReplyCache:
         path = self.path(provider, model, system, prompt)
         entry = {"provider": provider, "model": model, "reply": reply}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.{id(entry)}.tmp")
-            tmp.write_text(json.dumps(entry))
-            os.replace(tmp, path)  # atomic: concurrent readers never see half an entry
-        except OSError:
+            private_dir(path.parent)
+            write_private(path, json.dumps(entry))  # atomic: readers never see half of one
+        except (OSError, TilecraftError):
             pass

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from tilecraft.autotune.space import ConfigSpace, Knob, PermutationKnob
 from tilecraft.runtime.config import Config
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+MAX_REPLY_CHARS = 1 << 18  # a reply of configs is a few KB; more is refused unread
+MAX_DEPTH = 16  # proposals nest 3 deep
+MAX_PASSES = 4
+_TOKEN = re.compile(r'[\[\]{}"]')
+_OPENER = re.compile(r"[\[{]")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOTHING = object()
 
 
 def parse_reply(
@@ -23,6 +29,13 @@ def parse_reply(
     found = extract_json(text)
     if found is None:
         return [], ["no JSON object found in the reply"]
+    return found_configs(found, space, measured)
+
+
+def found_configs(
+    found: Any, space: ConfigSpace, measured: Collection[Config] = ()
+) -> tuple[list[Config], list[str]]:
+    """`parse_reply` for JSON already extracted from a reply."""
     proposals = found.get("configs") if isinstance(found, dict) else found
     if not isinstance(proposals, list):
         return [], ['the reply has no "configs" list']
@@ -40,20 +53,60 @@ def parse_reply(
 
 
 def extract_json(text: str) -> Any:
-    """The first JSON object (or list) in `text`: the whole text, a fenced block, or
-    the first `{` that starts a valid object; None if there is none."""
-    for candidate in (text, *_FENCE.findall(text)):
-        try:
-            return json.loads(candidate.strip())
-        except ValueError:
-            pass
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"[{\[]", text):
-        try:
-            return decoder.raw_decode(text, match.start())[0]
-        except ValueError:
-            continue
+    """The first JSON object (or list) in `text`: the whole text, a fenced block, or the
+    first balanced `{...}`/`[...]` that parses; None if there is none (or `text` is
+    longer than `MAX_REPLY_CHARS`). Linear in the text, and nesting deeper than
+    `MAX_DEPTH` is refused rather than recursed into."""
+    if len(text) > MAX_REPLY_CHARS:
+        return None
+    fenced = [part.removeprefix("json") for part in text.split("```")[1::2]]
+    for candidate in (text, *fenced):
+        found = _loads(candidate.strip())
+        if found is not _NOTHING:
+            return found
+    start = 0
+    for _ in range(MAX_PASSES):  # a stray bracket in prose hides what follows: skip it
+        for begin, end in _spans(text, start):
+            found = _loads(text[begin:end])
+            if found is not _NOTHING:
+                return found
+        opener = _OPENER.search(text, start)
+        if opener is None:
+            return None
+        start = opener.end()
     return None
+
+
+def _loads(text: str) -> Any:
+    """The JSON value of `text`, or _NOTHING (also for nesting deeper than MAX_DEPTH)."""
+    if text[:1] in ("[", "{") and next(_spans(text, 0), None) != (0, len(text)):
+        return _NOTHING
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOTHING
+
+
+def _spans(text: str, start: int) -> Iterator[tuple[int, int]]:
+    """(begin, end) of each balanced bracket group at top level from `start`, in order,
+    skipping those nested deeper than MAX_DEPTH; stops at one that never closes."""
+    depth, begin, deep, pos = 0, 0, False, start
+    while (token := _TOKEN.search(text, pos)) is not None:
+        char, pos = token.group(), token.end()
+        if char == '"':
+            if depth:  # inside JSON, brackets within strings do not count
+                string = _STRING.match(text, token.start())
+                if string is None:
+                    return
+                pos = string.end()
+        elif char in "[{":
+            begin, deep = (token.start(), False) if depth == 0 else (begin, deep)
+            depth += 1
+            deep = deep or depth > MAX_DEPTH
+        elif depth:
+            depth -= 1
+            if depth == 0 and not deep:
+                yield begin, pos
 
 
 def proposal_config(

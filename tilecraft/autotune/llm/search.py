@@ -12,21 +12,26 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import threading
+import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from typing import Any, TypeVar
 
 from tilecraft.autotune.llm.cache import ReplyCache
 from tilecraft.autotune.llm.context import LLMContext
-from tilecraft.autotune.llm.parse import parse_reply
+from tilecraft.autotune.llm.parse import MAX_REPLY_CHARS, extract_json, found_configs
 from tilecraft.autotune.llm.prompt import SYSTEM, build_prompt
 from tilecraft.autotune.llm.providers import Provider, ProviderError, load_provider
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Evaluate
+from tilecraft.runtime.cache import subdir
 from tilecraft.runtime.config import Config
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,31 @@ class LLMWarning(UserWarning):
 
 class NoModel(Exception):
     """The model cannot help any further: no provider, a failed request, nothing usable."""
+
+
+T = TypeVar("T")
+
+
+def within(seconds: float, call: Callable[[], T]) -> T:
+    """`call()`, or NoModel once `seconds` pass: a server that trickles bytes keeps each
+    read alive, so only a wall-clock deadline bounds a request. The abandoned request
+    finishes (or not) in a daemon thread that never delays the exit."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run, name="tilecraft-llm-request", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise NoModel(f"no complete reply within {seconds:.1f} s (Timeout)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class LLMSearch(ClassifierPatternSearch):
@@ -65,7 +95,7 @@ class LLMSearch(ClassifierPatternSearch):
         super().__init__(space, evaluate, budget, seed=seed, seeds=seeds)
         self.context = context or LLMContext()
         settings = self.context.settings
-        self.cache = ReplyCache(Path(settings.cache_dir) / "llm")
+        self.cache = ReplyCache(subdir(settings.cache_dir, "llm"))
         self.requests = 0  # requests actually sent (cache misses)
         self.reasons: list[str] = []  # why parts of replies were dropped or changed
         self.fallback: str | None = None  # why the search went on without the model
@@ -80,13 +110,15 @@ class LLMSearch(ClassifierPatternSearch):
         """Up to `rounds` requests, the first overlapping round 0's measurements."""
         provider = self.connect()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tilecraft-llm") as pool:
-            pending = pool.submit(self.reply, provider, self.prompt())
+            pending = pool.submit(self.ask, provider, self.prompt())
             self.measure(self.starts(1 + len(self.seeds) + self.random_starts))
-            reply = pending.result()
+            configs = pending.result()
         for round_ in range(rounds):
             if round_ > 0:
-                reply = self.reply(provider, self.prompt())
-            before, configs = self.best_cost(), self.proposals(reply)
+                if self.done():
+                    return
+                configs = self.ask(provider, self.prompt())
+            before = self.best_cost()
             if not configs and round_ == 0:
                 raise NoModel("the model proposed no usable new config")
             self.measure(configs)  # nothing new to measure counts as no improvement
@@ -115,24 +147,54 @@ class LLMSearch(ClassifierPatternSearch):
         for trial in leaders:
             trial.time_ms = times.get(trial.config, trial.time_ms)
 
-    def reply(self, provider: Provider, prompt: str) -> str:
-        """The model's reply, from the cache when this exact prompt was asked before."""
+    def ask(self, provider: Provider, prompt: str) -> list[Config]:
+        """The configs the model proposes for `prompt`: from the cache when this exact
+        prompt was asked before, and a reply is cached only once its JSON parsed."""
         key = (provider.name, provider.model, SYSTEM, prompt)
         cached = self.cache.get(*key)
-        if cached is not None:
-            return cached
+        found = None if cached is None else extract_json(cached)
+        if found is None:
+            found = extract_json(self.reply(provider, prompt))
+            if found is None:
+                return self.proposals(None)
+            self.cache.put(*key, json.dumps(found))
+        return self.proposals(found)
+
+    def reply(self, provider: Provider, prompt: str) -> str:
+        """The model's reply within the deadline (the request timeout, and what is left of
+        the tuning budget), however slowly the server sends it; at most MAX_REPLY_CHARS."""
+        deadline = self.deadline()
+        if deadline <= 0:
+            raise NoModel("the tuning budget is spent")
         self.requests += 1
         try:
-            text = provider.propose(prompt, SYSTEM)
+            text = within(deadline, lambda: provider.propose(prompt, SYSTEM))
+        except NoModel:
+            raise
         except ProviderError as e:
             raise NoModel(str(e)) from e
         except Exception as e:  # a provider's bug must not cost the trials measured so far
             raise NoModel(f"{type(e).__name__}: {e}") from e
-        self.cache.put(*key, text)
+        if not isinstance(text, str) or len(text) > MAX_REPLY_CHARS:
+            raise NoModel(f"the reply is not text of at most {MAX_REPLY_CHARS} characters")
         return text
 
-    def proposals(self, reply: str) -> list[Config]:
-        configs, reasons = parse_reply(reply, self.space, self.seen)
+    def deadline(self) -> float:
+        """Seconds the next request may take."""
+        limit = self.context.settings.llm_timeout_s
+        budget = self.budget
+        if budget.max_seconds is not None and budget.clock is time.monotonic:
+            limit = min(limit, budget.max_seconds - budget.elapsed())
+        return limit
+
+    def proposals(self, found: Any) -> list[Config]:
+        configs: list[Config] = []
+        reasons = ["no JSON object found in the reply"]
+        if found is not None:
+            try:
+                configs, reasons = found_configs(found, self.space, self.seen)
+            except Exception as e:  # noqa: BLE001 - a reply must never stop the tuning
+                raise NoModel(f"the reply could not be read ({type(e).__name__})") from e
         for reason in reasons:
             log.info("tilecraft llm: %s", reason)
         self.reasons += reasons
