@@ -296,6 +296,24 @@ def test_each_function_compiles_on_its_own() -> None:
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
 
 
+SHIFT = 1
+
+
+def test_module_values_a_function_reads_are_part_of_the_key() -> None:
+    global SHIFT
+    x, y = randn(4, 3), randn(3, 5)
+
+    def shifted(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
+        return acc + SHIFT
+
+    assert_close(matmul(x, y, shifted), x @ y + 1)
+    SHIFT = 2
+    try:
+        assert_close(matmul(x, y, shifted), x @ y + 2)
+    finally:
+        SHIFT = 1
+
+
 # -- host code reading values of tensors ------------------------------------------------------
 
 
