@@ -196,6 +196,8 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
         for k in range(2):
             if k == 0:  # a host value in each copy: compile-time selection
                 acc = acc + 1
+        for _ in tc.static_range(4, step=2):  # two copies
+            acc = acc + 0.5
         out[tile] = acc
     return out
 
@@ -204,7 +206,7 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
 def test_static_range_and_python_loops(n, mode) -> None:
     x = randn(13, n)
     weights = torch.arange(1, n + 1, dtype=torch.float32)
-    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 1)
+    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 2)
 
 
 def test_static_range_needs_host_ints() -> None:
