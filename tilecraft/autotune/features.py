@@ -16,26 +16,12 @@ from typing import Any
 
 import torch
 
-from tilecraft.ir.nodes import Access, DeviceKernel, Loop
+from tilecraft.ir.nodes import Access, Branch, DeviceKernel, Loop
+from tilecraft.ir.ops import category
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 
 VERSION = 2  # 2: the GPU's multiprocessor count is a feature
-TRANSCENDENTAL = {
-    "exp",
-    "exp2",
-    "log",
-    "log2",
-    "sqrt",
-    "rsqrt",
-    "sigmoid",
-    "tanh",
-    "erf",
-    "sin",
-    "cos",
-    "pow",
-}
-REDUCTIONS = {"reduce", "sum", "max", "min", "argmax", "argmin"}
 SMS = {"NVIDIA H200": 132, "NVIDIA H100 80GB HBM3": 132, "cpu": 4}
 PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
 INDEXING = ("pointer", "block_ptr", "tensor_descriptor")
@@ -139,13 +125,7 @@ def _kernel_numbers(desc: dict[str, Any]) -> list[float]:
 
 
 def _kind(name: str) -> str:
-    if name in ("load", "store", "dot"):
-        return name
-    if name.startswith("atomic"):
-        return "atomic"
-    if name in REDUCTIONS:
-        return "reduce"
-    return "transcendental" if name in TRANSCENDENTAL else "elementwise"
+    return "atomic" if name.startswith("atomic") else category(name)
 
 
 def _extent(kernel: DeviceKernel, dims: tuple) -> float:
@@ -173,7 +153,10 @@ def _bytes(kernel: DeviceKernel, op: Any) -> float:
 
 
 def _depth(body: list) -> int:
-    return max((1 + _depth(n.body) for n in body if isinstance(n, Loop)), default=0)
+    """The deepest nest of device loops, looking inside branches."""
+    depths = [1 + _depth(n.body) for n in body if isinstance(n, Loop)]
+    depths += [max(_depth(n.then), _depth(n.orelse)) for n in body if isinstance(n, Branch)]
+    return max(depths, default=0)
 
 
 def _pow2(n: int) -> int:

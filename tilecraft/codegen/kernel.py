@@ -8,19 +8,13 @@ from typing import Any
 import torch
 
 from tilecraft.codegen import access
+from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
-from tilecraft.codegen.rules import (
-    ELEMENTWISE,
-    TL_REDUCE,
-    floordiv,
-    identity,
-    literal,
-    remainder,
-    tl_dtype,
-    triton_interpret,
-)
-from tilecraft.exc import LoweringError
+from tilecraft.codegen.rolled import RolledBody
+from tilecraft.codegen.rules import TL_REDUCE, identity, literal, tl_dtype, triton_interpret
+from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
 RANGE_KNOBS = (
@@ -29,30 +23,6 @@ RANGE_KNOBS = (
     ("range_flattens", "flatten"),
     ("range_multi_buffers", "disallow_acc_multi_buffer"),
 )
-
-
-def next_power_of_2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
-def is_rolled(block: Block) -> bool:
-    """A whole-dimension block computed as a loop over chunks."""
-    return block.kind == "reduction" and (block.fixed_size or 0) < next_power_of_2(block.extent)
-
-
-def needs_mask(block: Block) -> bool:
-    if block.kind == "grid":
-        return False
-    # an empty dim still has a block of one lane, which must touch nothing
-    return block.dynamic or block.extent == 0 or block.extent % (block.fixed_size or 1) != 0
-
-
-def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:
-    """`expr` (of `width` dims) placed at `pos` in a tile of `rank` dims."""
-    if rank == width or width == 0:
-        return expr
-    items = ["None"] * pos + [":"] * width + ["None"] * (rank - pos - width)
-    return f"{expr}[{', '.join(items)}]"
 
 
 @dataclass
@@ -70,6 +40,7 @@ class KernelWriter:
     strides: dict[str, str] = field(default_factory=dict)
     constexprs: dict[str, int] = field(default_factory=dict)
     live: set[int] = field(default_factory=set)  # blocks whose indices/masks are in scope
+    located: tuple[str, int] | None = None  # the user's line the last comment named
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -147,11 +118,17 @@ class KernelWriter:
 
     # -- bodies ------------------------------------------------------------------------
     def body(self, nodes: list[Node]) -> None:
-        from tilecraft.codegen.rolled import RolledBody
-
         RolledBody(self, nodes).write()
 
+    def locate(self, loc: SourceLoc) -> None:
+        """A `# file:line` comment before the code of a new user line (errors in generated
+        code are mapped back to the user's line through these)."""
+        if (loc.filename, loc.lineno) != self.located:
+            self.located = (loc.filename, loc.lineno)
+            self.line(f"# {loc.filename}:{loc.lineno}")
+
     def loop(self, loop: Loop) -> None:
+        self.locate(loop.loc)
         for c in loop.carried:
             if c.init.name != c.param.name:
                 self.line(f"{c.param.name} = {c.init.name}")
@@ -203,6 +180,7 @@ class KernelWriter:
         return "".join(options)
 
     def op(self, op: Op) -> None:
+        self.locate(op.loc)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:
@@ -223,21 +201,15 @@ class KernelWriter:
         compute = op.attrs["compute"]
         dims = op.out.type.dims
         args = [self.operand(a, dims, compute) for a in op.args]
-        expr = ELEMENTWISE[op.name](*args)
-        self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+        expr = self.emit(op.name, compute, *args)
+        result = torch.bool if op.out.type.dtype == torch.bool else compute
+        self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
-    def op_floordiv(self, op: Op) -> None:
-        self.division(op, floordiv)
-
-    def op_mod(self, op: Op) -> None:
-        self.division(op, remainder)
-
-    def division(self, op: Op, rule: Any) -> None:
-        assert op.out is not None
-        compute, dims = op.attrs["compute"], op.out.type.dims
-        a, b = (f"({self.operand(x, dims, compute)})" for x in op.args)
-        expr = rule(a, b, compute.is_floating_point)
-        self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+    def emit(self, name: str, compute: torch.dtype, *args: str) -> str:
+        rule = lookup(name).emit
+        if rule is None:
+            raise LoweringError(f"no Triton emission for op `{name}`")
+        return rule(compute, *args)
 
     def op_cast(self, op: Op) -> None:
         assert op.out is not None
@@ -255,7 +227,9 @@ class KernelWriter:
         assert op.out is not None
         cond, a, b = op.args
         dims, compute = op.out.type.dims, op.attrs["compute"]
-        expr = ELEMENTWISE["where"](
+        expr = self.emit(
+            "where",
+            compute,
             self.operand(cond, dims, None),
             self.operand(a, dims, compute),
             self.operand(b, dims, compute),
@@ -358,14 +332,3 @@ class KernelWriter:
 
     def op_atomic_add(self, op: Op) -> None:
         access.atomic_add(self, op)
-
-
-NO_NAN = 2**31 - 1  # "no NaN here", as a position
-
-
-def reduce_compute(op: Op) -> torch.dtype:
-    """The dtype a reduction accumulates in."""
-    assert op.out is not None
-    if op.attrs["kind"] == "sum" and not op.out.type.dtype.is_floating_point:
-        return torch.int64
-    return op.attrs["compute"]

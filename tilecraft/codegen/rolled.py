@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tilecraft.codegen.common import expand, is_rolled, reduce_compute
 from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
 from tilecraft.exc import LoweringError
 from tilecraft.ir.nodes import Access, Branch, Loop, Node, Op, Value, walk_ops
@@ -21,8 +22,6 @@ class RolledBody:
     """Emits `nodes`, deferring values over rolled blocks into per-consumer loops."""
 
     def __init__(self, w: KernelWriter, nodes: list[Node]) -> None:
-        from tilecraft.codegen.kernel import is_rolled
-
         self.w, self.nodes = w, nodes
         self.rolled = {b.id for b in w.kernel.blocks.values() if is_rolled(b)}
         self.deferred: dict[int, Op] = {}
@@ -114,8 +113,6 @@ class RolledBody:
             self.finish(op)
 
     def init_accumulator(self, op: Op) -> None:
-        from tilecraft.codegen.kernel import reduce_compute
-
         x: Value = op.args[0]
         kind, compute = op.attrs["kind"], reduce_compute(op)
         shape = self.w.shape(x.type.dims)
@@ -127,8 +124,6 @@ class RolledBody:
             self.w.line(f"{op.out.name}_idx = tl.full({shape}, 0, tl.int64)")
 
     def accumulate(self, op: Op) -> None:
-        from tilecraft.codegen.kernel import expand, reduce_compute
-
         x: Value = op.args[0]
         assert op.out is not None
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
@@ -153,8 +148,6 @@ class RolledBody:
             )
 
     def finish(self, op: Op) -> None:
-        from tilecraft.codegen.kernel import reduce_compute
-
         x: Value = op.args[0]
         assert op.out is not None
         kind, axis = op.attrs["kind"], op.attrs["axis"]
@@ -171,8 +164,6 @@ class RolledBody:
 
     def finish_arg(self, op: Op, acc: str, axis: int, keep: str) -> None:
         """The first index holding the best value (or the first NaN) across the lanes."""
-        from tilecraft.codegen.kernel import reduce_compute
-
         assert op.out is not None
         name, kind = op.out.name, op.attrs["kind"][3:]
         best = f"{TL_REDUCE[kind]}({acc}, {axis}, keep_dims=True)"

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tilecraft.exc import ShapeMismatch, UnsupportedSyntax
+from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.ops import OPS
-from tilecraft.ir.nodes import Branch, Merged, Node, Value
+from tilecraft.ir.nodes import Access, Branch, Merged, Node, Value, walk_ops
 from tilecraft.ir.types import broadcast_dims
 
 if TYPE_CHECKING:
@@ -75,14 +76,22 @@ def _select_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
 
 
 def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
-    """A real branch: each arm in its own body, merged variables assigned at each end."""
-    before = dict(c.env)
+    """A real branch: each arm in its own body, merged variables assigned at each end.
+
+    Values over a whole dimension computed in chunks (`reduction_loops`) are recomputed
+    by each of their consumers and cannot cross a branch: such an `if` is compiled again
+    as a select (both arms computed, stores masked by the scalar condition)."""
+    before, snapshot = dict(c.env), _snapshot(c.table)
     arms: list[tuple[list[Node], dict[str, Any]]] = []
     for stmts in (node.body, node.orelse):
         c.b.bodies.append([])
         env = _arm(c, stmts, before)
         arms.append((c.b.bodies.pop(), env))
     c.env = before
+    if _touches_rolled(c, [*arms[0][0], *arms[1][0]]):
+        _restore(c.table, snapshot)
+        _select_if(c, node, cond)
+        return
     c.b.loc = c.src.loc(node)
     merged = []
     (then_body, then), (else_body, orelse) = arms
@@ -96,6 +105,49 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
     for m in merged:
         c.env[m.name] = m.out
     c.b.add(Branch(cond, then_body, else_body, merged, c.b.loc))
+
+
+def _snapshot(table: BlockTable) -> dict[str, Any]:
+    """What compiling code adds to the block table, to undo it before compiling again."""
+    lists = ("tile_specs", "reduction_extents", "loop_order_dims", "grids", "registered")
+    saved: dict[str, Any] = {name: len(getattr(table, name)) for name in lists}
+    saved["blocks"] = set(table.blocks)
+    saved["counters"] = (table.device_loops, table.memory_ops)
+    return saved
+
+
+def _restore(table: BlockTable, saved: dict[str, Any]) -> None:
+    for name, length in saved.items():
+        if isinstance(length, int):
+            del getattr(table, name)[length:]
+    for block in set(table.blocks) - saved["blocks"]:
+        del table.blocks[block]
+    table.device_loops, table.memory_ops = saved["counters"]
+
+
+def _touches_rolled(c: DeviceCompiler, body: list[Node]) -> bool:
+    """Whether an op in `body` reads or makes a value over a chunked whole dimension."""
+    rolled = {
+        b.id
+        for b in c.table.blocks.values()
+        if b.kind == "reduction" and (b.fixed_size or 0) < _next_power_of_2(b.extent)
+    }
+    if not rolled:
+        return False
+    for op in walk_ops(body):
+        dims = set(op.out.type.dims) if op.out else set()
+        for a in (*op.args, *op.attrs.values()):
+            if isinstance(a, Value):
+                dims |= set(a.type.dims)
+            elif isinstance(a, Access):
+                dims |= set(a.dims)
+        if dims & rolled:
+            return True
+    return False
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def _same_host(a: Any, b: Any) -> bool:
@@ -168,7 +220,17 @@ def store_mask(c: DeviceCompiler, dims: tuple, extra: Any, what: str) -> Any:
             f"a {what} inside an `if` on a tile of shape {c.b.describe(mask.type.dims)} must "
             f"cover that shape, but it has shape {c.b.describe(tuple(dims))}; use torch.where"
         )
+    mask = as_tile_mask(c, mask, tuple(dims))
     return mask if extra is None else OPS["bitwise_and"](c.b, extra, mask)
+
+
+def as_tile_mask(c: DeviceCompiler, mask: Value, dims: tuple) -> Value:
+    """A scalar condition (an `if` on a scalar compiled as a select) as a mask of an
+    access's shape: Triton's interpreter rejects `mask & scalar` as a memory mask."""
+    if mask.type.dims or not dims:
+        return mask
+    whole = c.b.op("full", (), torch.bool, dims, hint="mask", value=True)
+    return OPS["bitwise_and"](c.b, whole, mask)
 
 
 # -- loops unrolled while compiling -------------------------------------------------------

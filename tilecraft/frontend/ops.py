@@ -7,6 +7,7 @@ ops (softmax, var, gelu, ...) are expanded here into primitive ones.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
 from tilecraft.ir.nodes import Value
+from tilecraft.ir.ops import OPDEFS, Kind, OpDef, Result
 from tilecraft.ir.types import broadcast_dims
 
 Handler = Callable[..., Any]
@@ -33,45 +35,72 @@ def op(*names: str) -> Callable[[Handler], Handler]:
     return register
 
 
-def _unary(name: str) -> Handler:
-    def handler(b: Builder, x: Value) -> Value:
-        promoted = x.type.dtype if x.type.dtype.is_floating_point else torch.float32
-        return b.op(name, (x,), promoted, x.type.dims, compute=compute_dtype(promoted))
+def _elementwise(opdef: OpDef) -> Handler:
+    """The handler of an elementwise entry of the op table, by its result rule."""
+
+    def handler(b: Builder, *args: Operand) -> Value:
+        if len(args) != opdef.arity:
+            raise UnsupportedOperation(f"{opdef.name} takes {opdef.arity} operand(s)", b.loc)
+        dtype = promote(*args)
+        if opdef.result is Result.FLOAT and not dtype.is_floating_point:
+            args = tuple(b.cast(a, torch.float32) for a in args)
+            dtype = torch.float32
+        if opdef.result is Result.INT and dtype.is_floating_point:
+            raise DtypeError(f"{opdef.name} needs integer or bool tiles, not {dtype}", b.loc)
+        return b.elementwise(
+            opdef.name, *args, dtype=torch.bool if opdef.result is Result.BOOL else dtype
+        )
 
     return handler
 
 
-for _name in (
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "sigmoid",
-    "tanh",
-    "erf",
-    "exp2",
-    "log2",
-    "sin",
-    "cos",
-    "floor",
-    "ceil",
-):
-    OPS[_name] = _unary(_name)
-
-
-@op("neg")
-def _neg(b: Builder, x: Value) -> Value:
-    return b.elementwise("neg", x)
-
-
-@op("abs")
-def _abs(b: Builder, x: Value) -> Value:
-    return b.elementwise("abs", x)
+for _def in OPDEFS.values():
+    if _def.kind is Kind.ELEMENTWISE and _def.emit is not None and _def.name != "where":
+        for _name in (_def.name, *_def.torch_names):
+            OPS[_name] = _elementwise(_def)
+ALIASES = {
+    "remainder": "mod",
+    "floor_divide": "floordiv",
+    "bitwise_and": "and",
+    "bitwise_or": "or",
+    "bitwise_xor": "xor",
+    "bitwise_not": "invert",
+    "bitwise_left_shift": "lshift",
+    "bitwise_right_shift": "rshift",
+    "logical_not": "not",
+    "negative": "neg",
+    "fix": "trunc",
+    "greater": "gt",
+    "less": "lt",
+    "greater_equal": "ge",
+    "less_equal": "le",
+    "not_equal": "ne",
+    "multiply": "mul",
+    "subtract": "sub",
+}
+for _alias, _name in ALIASES.items():
+    OPS[_alias] = OPS[_name]
 
 
 @op("relu")
 def _relu(b: Builder, x: Value) -> Value:
     return b.elementwise("maximum", x, 0)
+
+
+@op("square")
+def _square(b: Builder, x: Value) -> Value:
+    return b.elementwise("mul", x, x)
+
+
+def _logical_op(name: str) -> Handler:
+    def handler(b: Builder, x: Operand, y: Operand) -> Value:
+        return b.elementwise(name, b.cast(x, torch.bool), b.cast(y, torch.bool), dtype=torch.bool)
+
+    return handler
+
+
+for _name, _ir in (("logical_and", "and"), ("logical_or", "or"), ("logical_xor", "xor")):
+    OPS[_name] = _logical_op(_ir)
 
 
 @op("silu")
@@ -95,24 +124,6 @@ def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
     return b.cast(b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x.type.dtype)  # type: ignore[return-value]
 
 
-BINARY = {
-    "add": "add",
-    "sub": "sub",
-    "mul": "mul",
-    "maximum": "maximum",
-    "minimum": "minimum",
-    "floordiv": "floordiv",
-    "remainder": "mod",
-    "bitwise_and": "and",
-    "bitwise_or": "or",
-    "bitwise_xor": "xor",
-}
-for _torch_name, _ir_name in BINARY.items():
-    OPS[_torch_name] = lambda b, x, y, _n=_ir_name: b.elementwise(_n, x, y)
-for _cmp in ("lt", "le", "gt", "ge", "eq", "ne"):
-    OPS[_cmp] = lambda b, x, y, _n=_cmp: b.elementwise(_n, x, y, dtype=torch.bool)
-
-
 @op("div", "true_divide")
 def _div(b: Builder, x: Operand, y: Operand) -> Value:
     if promote(x, y).is_floating_point:
@@ -120,18 +131,69 @@ def _div(b: Builder, x: Operand, y: Operand) -> Value:
     return b.elementwise("truediv", x, y, dtype=torch.float32, compute=torch.float32)
 
 
-@op("pow")
-def _pow(b: Builder, x: Value, y: Operand) -> Value:
-    if isinstance(y, int | float) and float(y).is_integer() and 1 <= y <= 4:
-        result = x
-        for _ in range(int(y) - 1):
-            result = b.elementwise("mul", result, x)
-        return result
+@op("pow", "float_power")
+def _pow(b: Builder, x: Operand, y: Operand) -> Value:
+    """`x ** y` with torch.pow's rules: exact products for small integer exponents, and
+    the sign of a negative base kept for odd integer exponents."""
+    if not isinstance(x, Value):
+        return _scalar_pow(b, x, y)
+    if isinstance(y, Value):
+        if not promote(x, y).is_floating_point:
+            raise UnsupportedOperation("a tile exponent needs float tiles: cast with .float()")
+        out = b.elementwise("pow", x, y, dtype=promote(x, y))
+        return _scalar_special_cases(b, x, y, out) if y.type.rank == 0 else out
+    if float(y).is_integer() and abs(y) <= 64:
+        return _integer_pow(b, x, int(y), float_exponent=isinstance(y, float))
     if y == 0.5:
         return OPS["sqrt"](b, x)
     if y == -0.5:
         return OPS["rsqrt"](b, x)
-    return b.elementwise("pow", x, y, dtype=promote(x, y, 1.0))
+    return _float_pow(b, x, y)
+
+
+def _scalar_special_cases(b: Builder, x: Value, y: Value, out: Value) -> Value:
+    """`x ** s` for a runtime scalar `s`: PyTorch takes sqrt/rsqrt for 0.5/-0.5, whose
+    results differ from pow's at -inf and -0."""
+    rsqrt = OPS["where"](b, OPS["eq"](b, y, -0.5), OPS["rsqrt"](b, x), out)
+    return OPS["where"](b, OPS["eq"](b, y, 0.5), OPS["sqrt"](b, x), rsqrt)  # type: ignore[no-any-return]
+
+
+def _float_pow(b: Builder, x: Value, y: float) -> Value:
+    dtype = promote(x, y)
+    if not dtype.is_floating_point:
+        x, dtype = b.cast(x, torch.float32), torch.float32  # type: ignore[assignment]
+    return b.elementwise("pow", x, y, dtype=dtype)
+
+
+def _integer_pow(b: Builder, x: Value, n: int, float_exponent: bool) -> Value:
+    """`x ** n` by repeated squaring (a negative `n` divides 1 by the result)."""
+    dtype = x.type.dtype if x.type.dtype.is_floating_point or not float_exponent else torch.float32
+    if n < 0 and not dtype.is_floating_point:
+        raise DtypeError("integers to negative integer powers are not allowed", b.loc)
+    if n == 0:  # 1 everywhere, NaN included, as torch.pow
+        return b.op("full", (), dtype, x.type.dims, hint="ones", value=1)
+    result: Any = None
+    square: Any = b.cast(x, compute_dtype(dtype))
+    k = abs(n)
+    while k:
+        if k & 1:
+            result = square if result is None else b.elementwise("mul", result, square)
+        k >>= 1
+        if k:
+            square = b.elementwise("mul", square, square)
+    assert isinstance(result, Value)
+    if n < 0:
+        result = b.elementwise("truediv", 1.0, result)
+    return b.cast(result, dtype)  # type: ignore[return-value]
+
+
+def _scalar_pow(b: Builder, base: Operand, y: Operand) -> Value:
+    """`c ** tile`: exp2(y * log2(c)) for a positive constant base."""
+    if not isinstance(y, Value) or not isinstance(base, (int, float)) or base <= 0:
+        raise UnsupportedOperation("`c ** tile` needs a positive constant base c", b.loc)
+    yf = b.cast(y, compute_dtype(promote(y, 1.0)))
+    out = OPS["exp2"](b, b.elementwise("mul", yf, math.log2(base)))
+    return b.cast(out, promote(y, 1.0))  # type: ignore[return-value]
 
 
 @op("where")
@@ -309,6 +371,20 @@ def _var(
     return b.cast(b.elementwise("truediv", total, float(max(n - corr, 0))), x.type.dtype)  # type: ignore[return-value]
 
 
+@op("var_mean")
+def _var_mean(
+    b: Builder,
+    x: Value,
+    dim: int | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: int | None = None,
+) -> tuple[Value, Value]:
+    """`(var, mean)`, as torch.var_mean."""
+    var = _var(b, x, dim, unbiased, keepdim, correction)
+    return var, _mean(b, x, dim, keepdim)
+
+
 def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) -> tuple:
     xf = b.cast(x, compute_dtype(dtype or x.type.dtype))
     shifted = b.elementwise("sub", xf, reduce(b, "max", xf, dim, True))  # type: ignore[arg-type]
@@ -393,6 +469,32 @@ def _torch_names() -> dict[int, str]:
 
 
 TORCH_FUNCTIONS = _torch_names()
+
+
+INSTEAD = {
+    "einsum": "`@` / torch.matmul on tiles",
+    "nonzero": "a mask with torch.where (shapes must not depend on data)",
+    "masked_select": "torch.where(mask, x, 0) (shapes must not depend on data)",
+    "item": "the tile itself (a 0-d tile is a scalar on the device)",
+    "tolist": "the tile itself",
+    "numpy": "the tile itself",
+    "contiguous": "the tile itself (tiles have no strides)",
+    "clone": "the tile itself (tiles are values)",
+    "copy_": "a store: `out[tile] = value`",
+    "zero_": "tc.zeros([...]) or torch.zeros_like(x)",
+    "fill_": "tc.full([...], value)",
+    "add_": "`x = x + y` (tiles are values)",
+    "mul_": "`x = x * y` (tiles are values)",
+}
+
+
+def unsupported(name: str) -> str:
+    """The message for an op with no tile lowering: what to use instead, if we know."""
+    message = f"`{name}` is not supported on tiles"
+    if name in INSTEAD:
+        return f"{message}: use {INSTEAD[name]}"
+    close = difflib.get_close_matches(name, [n for n in OPS if n.isidentifier()], n=1)
+    return f"{message}; did you mean `{close[0]}`?" if close else message
 
 
 def lookup(fn: object) -> Handler | None:

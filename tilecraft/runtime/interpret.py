@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 from typing import Any
 
 import torch
@@ -83,6 +84,20 @@ def _key(node: ast.expr) -> ast.expr:
     return node
 
 
+def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
+    """Python's `max`/`min`, elementwise on tensors as in compiled kernels (NaN wins)."""
+
+    def extreme(*args: Any, **kwargs: Any) -> Any:
+        if len(args) < 2 or not any(isinstance(a, torch.Tensor) for a in args):
+            return builtin(*args, **kwargs)
+        result = torch.as_tensor(args[0])
+        for a in args[1:]:
+            result = elementwise(result, torch.as_tensor(a, device=result.device))
+        return result
+
+    return extreme
+
+
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
     branches = EagerBranches()
@@ -93,6 +108,8 @@ def eager_function(src: KernelSource) -> Any:
         "_tc_setitem": _setitem,
         "_tc_block_size": lang.register_block_size,
         "_tc_tunable": lang.register_tunable,
+        "max": _builtin_extreme(builtins.max, torch.maximum),
+        "min": _builtin_extreme(builtins.min, torch.minimum),
     }
     return compile_function(module, src, extra)
 

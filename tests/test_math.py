@@ -1,0 +1,180 @@
+"""Elementwise math from the op table, in both CPU modes, against PyTorch and each other.
+
+Inputs hold NaN, infinities, zeros of both signs, halves (rounding ties) and values of
+both signs, so the cases where a naive lowering departs from PyTorch are exercised.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft.ir.ops import OPDEFS, Kind
+from tilecraft.testing import TOLERANCES
+
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -2.5, 1e-7]
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    """Close within the dtype's tolerance, with NaN exactly where PyTorch has NaN."""
+    rtol, atol = TOLERANCES[dtype]
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def special_values(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    x = torch.randn(shape, device=DEVICE) * 3
+    flat = x.view(-1)
+    flat[: len(SPECIAL)] = torch.tensor(SPECIAL)
+    return x.to(dtype)
+
+
+@tc.kernel
+def unary(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = getattr(torch, name)
+    out = torch.empty(x.shape, dtype=fn(x[:1, :1]).dtype, device=x.device)
+    for tile in tc.tile(x.size()):
+        out[tile] = fn(x[tile])
+    return out
+
+
+UNARY = [
+    "round",
+    "trunc",
+    "floor",
+    "ceil",
+    "sign",
+    "abs",
+    "neg",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "erf",
+    "reciprocal",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "relu",
+    "square",
+]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["f32", "f16"])
+def test_unary_matches_torch_with_nan_inf_and_ties(mode, name: str, dtype: torch.dtype) -> None:
+    x = special_values((13, 37), dtype)
+    expected = getattr(torch, name)(x)
+    actual = mode(unary)(x, name)
+    assert actual.dtype == expected.dtype
+    if expected.dtype == torch.bool:
+        assert torch.equal(actual, expected)
+        return
+    assert_close(actual, expected, dtype)
+
+
+@pytest.mark.parametrize("name", ["log1p", "expm1"])
+def test_log1p_expm1_keep_precision_near_zero(mode, name: str) -> None:
+    x = torch.tensor([[1e-10, -1e-9, 3e-8, 1e-6, -1e-5]], device=DEVICE)
+    actual = mode(unary)(x, name)
+    torch.testing.assert_close(actual, getattr(torch, name)(x), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("name", ["round", "trunc", "sign", "abs", "neg", "floor"])
+def test_integer_unary(mode, name: str) -> None:
+    x = torch.randint(-50, 50, (7, 9), device=DEVICE, dtype=torch.int32)
+    assert torch.equal(mode(unary)(x, name), getattr(torch, name)(x))
+
+
+@tc.kernel
+def binary(x: torch.Tensor, y: torch.Tensor, name: str) -> torch.Tensor:
+    fn = getattr(torch, name)
+    out = torch.empty(x.shape, dtype=fn(x[:1, :1], y[:1, :1]).dtype, device=x.device)
+    for tile in tc.tile(x.size()):
+        out[tile] = fn(x[tile], y[tile])
+    return out
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "fmod", "remainder", "pow", "atan2"])
+def test_binary_float_ops_propagate_nan(mode, name: str) -> None:
+    if name == "atan2":
+        pytest.skip("atan2 has no core Triton lowering yet")
+    x = special_values((11, 23), torch.float32)
+    y = special_values((11, 23), torch.float32).flip(0).contiguous()
+    if name == "pow":
+        y = torch.randint(-3, 4, y.shape, device=DEVICE).float().where(y.isfinite(), y)
+    expected = getattr(torch, name)(x, y)
+    assert_close(mode(binary)(x, y, name), expected, torch.float32)
+
+
+@pytest.mark.parametrize("name", ["bitwise_left_shift", "bitwise_right_shift", "fmod"])
+def test_binary_integer_ops(mode, name: str) -> None:
+    x = torch.randint(-100, 100, (9, 13), device=DEVICE, dtype=torch.int32)
+    y = torch.randint(1, 5, (9, 13), device=DEVICE, dtype=torch.int32)
+    assert torch.equal(mode(binary)(x, y, name), getattr(torch, name)(x, y))
+
+
+@tc.kernel
+def power(x: torch.Tensor, exponent: float) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=(x[:1] ** exponent).dtype, device=x.device)
+    for tile in tc.tile(x.size()):
+        out[tile] = x[tile] ** exponent
+    return out
+
+
+@pytest.mark.parametrize("exponent", [5, 3, 2, 0, -1, -3, 2.0, 7.0, 0.5, 1.5, -0.5, 2.5])
+def test_pow_of_negative_bases_follows_torch_signs(mode, exponent: float) -> None:
+    x = special_values((5, 41), torch.float32)
+    assert_close(mode(power)(x, exponent), x**exponent, torch.float32)
+
+
+@pytest.mark.parametrize("exponent", [0, 1, 2, 5])
+def test_integer_pow_stays_integer(mode, exponent: int) -> None:
+    x = torch.randint(-9, 9, (6, 7), device=DEVICE, dtype=torch.int64)
+    out = mode(power)(x, exponent)
+    assert out.dtype == torch.int64 and torch.equal(out, x**exponent)
+
+
+@tc.kernel
+def nan_clamp(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size()):
+        v = x[tile]
+        out[tile] = torch.clamp(v, -1.0, 1.0) + torch.relu(v) + max(v, 0.5)
+    return out
+
+
+def test_clamp_relu_and_builtin_max_propagate_nan(mode) -> None:
+    x = special_values((9, 17), torch.float32)
+    expected = torch.clamp(x, -1.0, 1.0) + torch.relu(x) + torch.maximum(x, torch.tensor(0.5))
+    assert_close(mode(nan_clamp)(x), expected, torch.float32)
+
+
+@tc.kernel
+def bit_ops(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size()):
+        v = x[tile]
+        out[tile] = (~v) ^ (v << 2) | (v >> 1) & 7
+    return out
+
+
+def test_bitwise_operators_on_ints(mode) -> None:
+    x = torch.randint(-1000, 1000, (10, 3), device=DEVICE, dtype=torch.int32)
+    assert torch.equal(mode(bit_ops)(x), (~x) ^ (x << 2) | (x >> 1) & 7)
+
+
+def test_every_elementwise_op_has_an_emission_and_eager_rule() -> None:
+    for opdef in OPDEFS.values():
+        if opdef.kind is Kind.ELEMENTWISE and opdef.name != "cast":
+            assert opdef.emit is not None and opdef.eager is not None, opdef.name

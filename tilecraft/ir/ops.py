@@ -1,0 +1,300 @@
+"""The op table: every kind of IR operation, each with all of its rules in one entry.
+
+An `OpDef` holds what the rest of the compiler needs to know about one op: the PyTorch
+names a user writes for it, its kind, its result-type rule, its eager implementation (the
+PyTorch function whose semantics it follows), its Triton emission and its category for
+the cost model's features. The frontend makes a handler for every elementwise entry,
+the code generator emits elementwise entries from `emit`, the verifier checks every op
+against its entry, and the feature extractor counts ops by `category`. Adding an
+elementwise op is one `define` call here.
+
+`emit` gets the compute dtype first, then the Triton text of each operand (already cast
+to the compute dtype). Ops whose emission needs more than that (loads, reductions,
+matrix products, ...) are written by the code generator's `op_<name>` methods and have
+`emit=None`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+class Kind(enum.Enum):
+    """What an op does to shapes: the verifier's and the code generator's first question."""
+
+    ELEMENTWISE = "elementwise"  # broadcasts its operands
+    REDUCE = "reduce"  # removes (or keeps as 1) one dim
+    SCAN = "scan"  # keeps its operand's shape
+    VIEW = "view"  # rearranges dims, no arithmetic
+    CREATE = "create"  # a new tile from constants
+    MEMORY = "memory"  # loads, stores, atomics
+    DOT = "dot"  # matrix products
+    TILE = "tile"  # tile attributes: indices, begin, end, id
+    RANDOM = "random"  # counter-based random numbers
+
+
+class Result(enum.Enum):
+    """The result dtype of an elementwise op, from its operands' promoted dtype."""
+
+    SAME = "same"  # the promoted dtype
+    FLOAT = "float"  # the promoted dtype, integers promoted to float32 (exp, sin, ...)
+    BOOL = "bool"  # comparisons and tests (isnan, ...)
+    INT = "int"  # integer operands only (shifts, bitwise ops)
+
+
+Emit = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op kind and its rules; see the module docstring."""
+
+    name: str
+    kind: Kind
+    arity: int = 1
+    result: Result = Result.SAME
+    emit: Emit | None = None
+    eager: Callable[..., Any] | None = None
+    torch_names: tuple[str, ...] = ()
+    category: str = "elementwise"
+
+
+OPDEFS: dict[str, OpDef] = {}
+
+
+def define(name: str, kind: Kind, **rules: Any) -> OpDef:
+    """Add an op to the table (once per name)."""
+    assert name not in OPDEFS, f"op {name!r} defined twice"
+    OPDEFS[name] = OpDef(name, kind, **rules)
+    return OPDEFS[name]
+
+
+def lookup(name: str) -> OpDef:
+    """The entry of an IR op name; KeyError for names the table does not know."""
+    return OPDEFS[name]
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+# -- emission helpers ---------------------------------------------------------------------
+def _isnan(a: str) -> str:
+    return f"({a} != {a})"
+
+
+def _maximum(d: torch.dtype, a: str, b: str) -> str:
+    # NaN wins, as in torch.maximum (tl.maximum returns the other operand)
+    if not is_float(d):
+        return f"tl.maximum({a}, {b})"
+    return f"tl.where({_isnan(a)} | ({a} > {b}), {a}, {b})"
+
+
+def _minimum(d: torch.dtype, a: str, b: str) -> str:
+    if not is_float(d):
+        return f"tl.minimum({a}, {b})"
+    return f"tl.where({_isnan(a)} | ({a} < {b}), {a}, {b})"
+
+
+def _trunc(a: str) -> str:
+    return f"tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))"
+
+
+def _round(d: torch.dtype, a: str) -> str:
+    """Round half to even (torch.round); floats this large are integers already."""
+    if not is_float(d):
+        return a
+    exact = 2.0**52 if d == torch.float64 else 2.0**23
+    r = f"tl.floor({a} + 0.5)"
+    even = f"tl.where(({r} - {a} == 0.5) & ({r} % 2 != 0), {r} - 1, {r})"
+    return f"tl.where(tl.abs({a}) >= {exact}, {a}, {even})"
+
+
+def _sign(d: torch.dtype, a: str) -> str:
+    # torch.sign(nan) is 0, which these comparisons give
+    return f"({a} > 0).to({a}.dtype) - ({a} < 0).to({a}.dtype)"
+
+
+def _log1p(a: str) -> str:
+    """Accurate for tiny `a`: log(u) * a / (u - 1) with u = 1 + a (Goldberg's trick)."""
+    u = f"(1.0 + {a})"
+    exact = f"tl.log({u}) * ({a} / ({u} - 1.0))"
+    return f"tl.where({u} == 1.0, {a}, tl.where({u} == float('inf'), {u}, {exact}))"
+
+
+def _expm1(a: str) -> str:
+    """Accurate for tiny `a`: (u - 1) * a / log(u) with u = exp(a) (Kahan's trick)."""
+    u = f"tl.exp({a})"
+    exact = f"({u} - 1.0) * ({a} / tl.log({u}))"
+    edge = f"({u} == float('inf')) | ({u} == 0.0)"
+    return f"tl.where({u} == 1.0, {a}, tl.where({edge}, {u} - 1.0, {exact}))"
+
+
+def _floordiv(d: torch.dtype, a: str, b: str) -> str:
+    """PyTorch's flooring division (Triton's `//` truncates toward zero)."""
+    if is_float(d):
+        return f"tl.floor({a} / {b})"
+    return f"{a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({a}.dtype)"
+
+
+def _remainder(d: torch.dtype, a: str, b: str) -> str:
+    """PyTorch's remainder, which takes the sign of the divisor (Triton's `%` is C's fmod,
+    exact for floats too)."""
+    r = f"({a} % {b})"
+    return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
+
+
+def _pow(d: torch.dtype, a: str, b: str) -> str:
+    """`a ** b` for float tensors: |a|^b, negated for odd integer b, NaN for a fractional b
+    of a finite negative a; 1 where b == 0 or a == 1, as torch.pow. (Nested selects, not
+    `|`: the interpreter cannot or a scalar test with a tile.)"""
+    mag = f"tl.exp2(tl.log2(tl.abs({a})) * {b})"
+    odd = f"tl.floor({b} * 0.5) * 2 != {b}"
+    whole = f"tl.where({odd}, -{mag}, {mag})"
+    fraction = f"tl.where({a} == -float('inf'), {mag}, float('nan'))"
+    negative = f"tl.where({b} == tl.floor({b}), {whole}, {fraction})"
+    general = f"tl.where({a} < 0, {negative}, {mag})"
+    return f"tl.where({b} == 0, 1.0, tl.where({a} == 1, 1.0, {general}))"
+
+
+def _infix(symbol: str) -> Emit:
+    return lambda d, a, b: f"{a} {symbol} {b}"
+
+
+def _call(fn: str) -> Emit:
+    return lambda d, a: f"{fn}({a})"
+
+
+# -- the table: elementwise ops -------------------------------------------------------------
+E = Kind.ELEMENTWISE
+INFIX: list[tuple[str, str, Any, Result]] = [
+    ("add", "+", torch.add, Result.SAME),
+    ("sub", "-", torch.sub, Result.SAME),
+    ("mul", "*", torch.mul, Result.SAME),
+    ("truediv", "/", torch.true_divide, Result.SAME),
+    ("and", "&", torch.bitwise_and, Result.INT),
+    ("or", "|", torch.bitwise_or, Result.INT),
+    ("xor", "^", torch.bitwise_xor, Result.INT),
+    ("lshift", "<<", torch.bitwise_left_shift, Result.INT),
+    ("rshift", ">>", torch.bitwise_right_shift, Result.INT),
+    ("lt", "<", torch.lt, Result.BOOL),
+    ("le", "<=", torch.le, Result.BOOL),
+    ("gt", ">", torch.gt, Result.BOOL),
+    ("ge", ">=", torch.ge, Result.BOOL),
+    ("eq", "==", torch.eq, Result.BOOL),
+    ("ne", "!=", torch.ne, Result.BOOL),
+]
+for _name, _symbol, _eager, _result in INFIX:
+    define(_name, E, arity=2, emit=_infix(_symbol), eager=_eager, result=_result)
+
+define("maximum", E, arity=2, emit=_maximum, eager=torch.maximum)
+define("minimum", E, arity=2, emit=_minimum, eager=torch.minimum)
+define("floordiv", E, arity=2, emit=_floordiv, eager=torch.floor_divide)
+define("mod", E, arity=2, emit=_remainder, eager=torch.remainder)
+define("fmod", E, arity=2, emit=_infix("%"), eager=torch.fmod, torch_names=("fmod",))
+define(
+    "pow", E, arity=2, emit=_pow, eager=torch.pow, result=Result.FLOAT, category="transcendental"
+)
+define("where", E, arity=3, emit=lambda d, c, a, b: f"tl.where({c}, {a}, {b})", eager=torch.where)
+
+define("neg", E, emit=lambda d, a: f"-{a}", eager=torch.neg)
+define("not", E, emit=lambda d, a: f"{a} == 0", eager=torch.logical_not, result=Result.BOOL)
+define("invert", E, emit=lambda d, a: f"~{a}", eager=torch.bitwise_not, result=Result.INT)
+define("abs", E, emit=_call("tl.abs"), eager=torch.abs)
+define("sign", E, emit=_sign, eager=torch.sign, torch_names=("sign",))
+define(
+    "isnan",
+    E,
+    emit=lambda d, a: _isnan(a) if is_float(d) else f"{a} != {a}",
+    eager=torch.isnan,
+    result=Result.BOOL,
+    torch_names=("isnan",),
+)
+define(
+    "isinf",
+    E,
+    emit=lambda d, a: f"tl.abs({a}) == float('inf')" if is_float(d) else f"{a} != {a}",
+    eager=torch.isinf,
+    result=Result.BOOL,
+    torch_names=("isinf",),
+)
+define(
+    "isfinite",
+    E,
+    emit=lambda d, a: f"tl.abs({a}) < float('inf')" if is_float(d) else f"{a} == {a}",
+    eager=torch.isfinite,
+    result=Result.BOOL,
+    torch_names=("isfinite",),
+)
+for _name, _fn in (("floor", "tl.floor"), ("ceil", "tl.ceil")):
+    define(
+        _name,
+        E,
+        emit=lambda d, a, _f=_fn: f"{_f}({a})" if is_float(d) else a,
+        eager=getattr(torch, _name),
+        torch_names=(_name,),
+    )
+define(
+    "trunc",
+    E,
+    emit=lambda d, a: _trunc(a) if is_float(d) else a,
+    eager=torch.trunc,
+    torch_names=("trunc", "fix"),
+)
+define("round", E, emit=_round, eager=torch.round, torch_names=("round",))
+
+TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
+    "exp": (_call("tl.exp"), torch.exp),
+    "exp2": (_call("tl.exp2"), torch.exp2),
+    "log": (_call("tl.log"), torch.log),
+    "log2": (_call("tl.log2"), torch.log2),
+    "log10": (lambda d, a: f"tl.log2({a}) * {1 / math.log2(10)!r}", torch.log10),
+    "log1p": (lambda d, a: _log1p(a), torch.log1p),
+    "expm1": (lambda d, a: _expm1(a), torch.expm1),
+    "sqrt": (_call("tl.sqrt"), torch.sqrt),
+    "rsqrt": (_call("tl.rsqrt"), torch.rsqrt),
+    "sigmoid": (_call("tl.sigmoid"), torch.sigmoid),
+    # tanh via sigmoid: libdevice's tanh is not available under Triton's interpreter
+    "tanh": (lambda d, a: f"2 * tl.sigmoid(2 * {a}) - 1", torch.tanh),
+    "erf": (_call("tl.erf"), torch.erf),
+    "sin": (_call("tl.sin"), torch.sin),
+    "cos": (_call("tl.cos"), torch.cos),
+    "tan": (lambda d, a: f"tl.sin({a}) / tl.cos({a})", torch.tan),
+    "reciprocal": (lambda d, a: f"1.0 / {a}", torch.reciprocal),
+}
+for _name, (_emit, _eager) in TRANSCENDENTAL.items():
+    define(
+        _name,
+        E,
+        emit=_emit,
+        eager=_eager,
+        result=Result.FLOAT,
+        torch_names=(_name,),
+        category="transcendental",
+    )
+
+# -- ops the code generator writes itself ----------------------------------------------------
+define("cast", E, eager=lambda x, dtype: x.to(dtype))
+define("reduce", Kind.REDUCE, category="reduce")
+define("view", Kind.VIEW)
+define("trans", Kind.VIEW)
+define("full", Kind.CREATE)
+define("arange", Kind.CREATE)
+define("load", Kind.MEMORY, category="load")
+define("store", Kind.MEMORY, arity=2, category="store")
+define("atomic_add", Kind.MEMORY, arity=2, category="atomic")
+define("dot", Kind.DOT, arity=3, category="dot")
+for _name in ("tile_index", "tile_begin", "tile_end", "tile_id"):
+    define(_name, Kind.TILE)
+
+
+def category(name: str) -> str:
+    """The cost model's category of an op (elementwise for names the table lacks)."""
+    opdef = OPDEFS.get(name)
+    return opdef.category if opdef else "elementwise"
