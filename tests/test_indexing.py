@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conftest import DEVICE
 
 import tilecraft as tc
-from tilecraft.exc import ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
+from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.language.indexing import read, write
 from tilecraft.testing import assert_close
 
@@ -358,10 +358,19 @@ def index_out_of_bounds(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@tc.kernel
+def boolean_index(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile, :] = x[tile.index > 1, :]
+    return out
+
+
 @pytest.mark.parametrize(
     ("kernel", "error", "message"),
     [
         (bad_policy, UnsupportedOperation, "evict_sometimes"),
+        (boolean_index, DtypeError, "extra_mask=mask"),
         (device_bound_slice, UnsupportedSyntax, "slice bounds must be ints"),
         (index_out_of_bounds, ShapeMismatch, "index 5 is out of bounds"),
     ],

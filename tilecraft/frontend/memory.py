@@ -59,7 +59,12 @@ class MemoryLowering:
         if isinstance(item, slice):
             return self._slice(item, size)
         if isinstance(item, Value):
-            if item.type.dtype.is_floating_point or item.type.dtype == torch.bool:
+            if item.type.dtype == torch.bool:
+                raise DtypeError(
+                    "a tile of booleans cannot index a tensor on the device (the result's size "
+                    "would depend on the data): use tc.load(..., extra_mask=mask) or torch.where"
+                )
+            if item.type.dtype.is_floating_point:
                 raise DtypeError(f"tensors are indexed with integers, not {item.type.dtype}")
             if item.type.dims:
                 return Index("gather", value=item)
