@@ -15,18 +15,19 @@ CASES = helion_dialect.CASES()
 MISSING: dict[str, str] = {
     "cross_entropy": "`squeeze` is not supported",
     "row_cumsum": "`cumsum` is not supported",
-    "concat_rows": "indexes dim 0 of `x`, which has size 19",
 }
 # Eager mode slices a tile short at a tensor's end, where compiled code masks the lanes:
 # a register_block_size accumulator then has more lanes than the last chunk (known bug).
-EAGER_SHORT_TILES = {"long_sum", "concat_rows"}
+EAGER_SHORT_TILES = {"long_sum"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_helion_kernel_ports_by_imports_alone(mode, name: str) -> None:
     kernel, args, reference = CASES[name]
     if mode.name == "eager" and name in EAGER_SHORT_TILES:
-        pytest.xfail("eager tiles are sliced short at a tensor's end")
+        with pytest.raises(RuntimeError, match="must match the size"):  # a known bug
+            mode(kernel)(*args)
+        return
     if name in MISSING and mode.name == "triton":  # eager mode runs PyTorch itself
         with pytest.raises(exc.TilecraftError, match=MISSING[name]):
             mode(kernel)(*args)
