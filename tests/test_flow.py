@@ -196,6 +196,8 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
         for k in range(2):
             if k == 0:  # a host value in each copy: compile-time selection
                 acc = acc + 1
+        for _ in tc.static_range(4, step=2):  # two copies
+            acc = acc + 0.5
         out[tile] = acc
     return out
 
@@ -204,7 +206,7 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
 def test_static_range_and_python_loops(n, mode) -> None:
     x = randn(13, n)
     weights = torch.arange(1, n + 1, dtype=torch.float32)
-    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 1)
+    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 2)
 
 
 def test_static_range_needs_host_ints() -> None:
@@ -294,6 +296,24 @@ def test_each_function_compiles_on_its_own() -> None:
     assert first is second  # the same code; the float is an argument of the kernel
     assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
+
+
+SHIFT = 1
+
+
+def test_module_values_a_function_reads_are_part_of_the_key() -> None:
+    global SHIFT
+    x, y = randn(4, 3), randn(3, 5)
+
+    def shifted(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
+        return acc + SHIFT
+
+    assert_close(matmul(x, y, shifted), x @ y + 1)
+    SHIFT = 2
+    try:
+        assert_close(matmul(x, y, shifted), x @ y + 2)
+    finally:
+        SHIFT = 1
 
 
 # -- host code reading values of tensors ------------------------------------------------------

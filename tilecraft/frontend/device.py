@@ -684,13 +684,12 @@ class _BoundMethod:
 
 
 def _static_range(args: list[Any], kwargs: dict[str, Any]) -> range:
-    bounds = [*args, *kwargs.values()]
-    if not all(isinstance(a, int) for a in bounds):
+    if not all(isinstance(a, int) for a in [*args, *kwargs.values()]):
         raise UnsupportedSyntax(
             "tc.static_range needs ints known while compiling; use tc.grid(...) for bounds "
             "computed on the device"
         )
-    return range(*bounds)
+    return lang.static_range(*args, **kwargs)
 
 
 def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:

@@ -371,6 +371,20 @@ def _var(
     return b.cast(b.elementwise("truediv", total, float(max(n - corr, 0))), x.type.dtype)  # type: ignore[return-value]
 
 
+@op("var_mean")
+def _var_mean(
+    b: Builder,
+    x: Value,
+    dim: int | None = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: int | None = None,
+) -> tuple[Value, Value]:
+    """`(var, mean)`, as torch.var_mean."""
+    var = _var(b, x, dim, unbiased, keepdim, correction)
+    return var, _mean(b, x, dim, keepdim)
+
+
 def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) -> tuple:
     xf = b.cast(x, compute_dtype(dtype or x.type.dtype))
     shifted = b.elementwise("sub", xf, reduce(b, "max", xf, dim, True))  # type: ignore[arg-type]
