@@ -25,7 +25,9 @@ EAGER_SHORT_TILES = {"long_sum"}
 def test_helion_kernel_ports_by_imports_alone(mode, name: str) -> None:
     kernel, args, reference = CASES[name]
     if mode.name == "eager" and name in EAGER_SHORT_TILES:
-        pytest.xfail("eager tiles are sliced short at a tensor's end")
+        with pytest.raises(RuntimeError, match="must match the size"):  # a known bug
+            mode(kernel)(*args)
+        return
     if name in MISSING and mode.name == "triton":  # eager mode runs PyTorch itself
         with pytest.raises(exc.TilecraftError, match=MISSING[name]):
             mode(kernel)(*args)
