@@ -31,10 +31,10 @@ CUM_BEST = """def {name}(v0, i0, v1, i1):
 """
 
 
-def helper(w: KernelWriter, key: str, text: str) -> str:
+def helper(w: KernelWriter, key: str, text: str, short: str | None = None) -> str:
     """The name of a `@triton.jit` helper (`text` with `{name}`), added once per kernel."""
     if key not in w.helpers:
-        name = f"_{w.kernel.name}_{key}_{len(w.helpers)}"
+        name = f"_{w.kernel.name.lstrip('_')}_{short or key}_{len(w.helpers)}"
         w.helpers[key] = (name, "@triton.jit\n" + text.format(name=name))
     return w.helpers[key][0]
 
@@ -62,7 +62,7 @@ def user_combine(w: KernelWriter, combine: Combine) -> str:
     finally:
         w.lines, w.depth = saved
     params = ", ".join(p.name for p in combine.params)
-    return helper(w, key, f"def {{name}}({params}):\n{body}\n")
+    return helper(w, key, f"def {{name}}({params}):\n{body}\n", "combine")
 
 
 def with_valid(w: KernelWriter, fn: str, n: int) -> str:
@@ -71,13 +71,13 @@ def with_valid(w: KernelWriter, fn: str, n: int) -> str:
     b = [f"b{i}" for i in range(n)]
     r = [f"r{i}" for i in range(n)]
     lines = [f"def {{name}}({', '.join([*a, 'av', *b, 'bv'])}):"]
-    lines.append(f"    {', '.join(r)}, = {fn}({', '.join([*a, *b])})")
+    lines.append(f"    {', '.join(r)} = {fn}({', '.join([*a, *b])})")
     picks = [
         f"tl.where(av & bv, {ri}, tl.where(av, {ai}, {bi}))"
         for ri, ai, bi in zip(r, a, b, strict=True)
     ]
     lines.append(f"    return {', '.join(picks)}, av | bv")
-    return helper(w, f"valid_{fn}", "\n".join(lines) + "\n")
+    return helper(w, f"valid_{fn}", "\n".join(lines) + "\n", "skip_masked")
 
 
 def scan(w: KernelWriter, op: Op) -> None:

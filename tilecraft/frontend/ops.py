@@ -431,7 +431,7 @@ def _torch_names() -> dict[int, str]:
     return pairs
 
 
-from tilecraft.frontend import reductions  # noqa: E402, F401  (its handlers join OPS)
+from tilecraft.frontend import reductions, scans  # noqa: E402, F401  (their handlers join OPS)
 
 TORCH_FUNCTIONS = _torch_names()
 
