@@ -92,9 +92,19 @@ def user_scans(x: torch.Tensor, reverse: bool) -> tuple[torch.Tensor, torch.Tens
 def _user_reference(x: torch.Tensor, reverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
     if reverse:
         sums = x.flip(1).cumsum(1).flip(1)
-        best = torch.stack([torch.tensor([c + int(x[r, c:].argmax()) for c in range(x.shape[1])]) for r in range(x.shape[0])])
+        best = torch.stack(
+            [
+                torch.tensor([c + int(x[r, c:].argmax()) for c in range(x.shape[1])])
+                for r in range(x.shape[0])
+            ]
+        )
         return sums, best.to(torch.int32)
-    best = torch.stack([torch.tensor([int(x[r, : c + 1].argmax()) for c in range(x.shape[1])]) for r in range(x.shape[0])])
+    best = torch.stack(
+        [
+            torch.tensor([int(x[r, : c + 1].argmax()) for c in range(x.shape[1])])
+            for r in range(x.shape[0])
+        ]
+    )
     return x.cumsum(1), best.to(torch.int32)
 
 

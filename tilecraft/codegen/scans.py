@@ -111,7 +111,10 @@ def scan(w: KernelWriter, op: Op) -> None:
     else:
         fn = user_combine(w, op.attrs["combine"])
     if masked:
-        values, fn = [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"], with_valid(w, fn, len(values))
+        values, fn = (
+            [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"],
+            with_valid(w, fn, len(values)),
+        )
     scanned = f"tl.associative_scan(({', '.join(values)},), {axis}, {fn}{rev})"
     w.line(f"{op.out.name}_all = {scanned}")
     result = f"{op.out.name}_all[{op.attrs.get('component', 0)}]"
@@ -144,7 +147,9 @@ def init_carry(w: KernelWriter, op: Op) -> None:
     dims = list(op.out.type.dims)
     dims[axis] = None
     carry = f"{op.out.name}_carry"
-    w.line(f"{carry} = tl.full({w.shape(tuple(dims))}, {identity(kind, compute)}, {tl_dtype(compute)})")
+    w.line(
+        f"{carry} = tl.full({w.shape(tuple(dims))}, {identity(kind, compute)}, {tl_dtype(compute)})"
+    )
     w.scan_carries[id(op)] = carry
 
 
@@ -162,7 +167,10 @@ def reduce_by(w: KernelWriter, op: Op, value: str, axis: int, keep: str) -> str:
     fn = user_combine(w, op.attrs["combine"])
     if block is not None and w.has_mask(block):
         mask = expand(f"mask_{block}", len(dims), axis)
-        values, fn = [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"], with_valid(w, fn, len(values))
+        values, fn = (
+            [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"],
+            with_valid(w, fn, len(values)),
+        )
     w.line(f"{op.out.name}_all = tl.reduce(({', '.join(values)},), {axis}, {fn}{keep})")
     return f"{op.out.name}_all[{op.attrs.get('component', 0)}]"
 

@@ -137,7 +137,9 @@ def _var(
     total = reduce_dims(b, "sum", b.elementwise("mul", diff, diff), dim, keepdim)
     corr = _correction(unbiased, correction)
     if isinstance(n, Value):
-        dof: Operand = b.elementwise("maximum", b.elementwise("sub", b.cast(n, xf.type.dtype), corr), 0.0)
+        dof: Operand = b.elementwise(
+            "maximum", b.elementwise("sub", b.cast(n, xf.type.dtype), corr), 0.0
+        )
     else:
         dof = max(n - corr, 0.0)
     return b.cast(_divide(b, total, dof), _result_dtype(x, None))  # type: ignore[return-value]
@@ -178,4 +180,4 @@ def _norm(
     else:
         total = reduce_dims(b, "sum", OPS["pow"](b, mag, float(p)), dim, keepdim)
         out = OPS["pow"](b, total, 1.0 / p)
-    return b.cast(out, _result_dtype(x, dtype))  # type: ignore[no-any-return]
+    return b.cast(out, _result_dtype(x, dtype))  # type: ignore[return-value]

@@ -27,8 +27,15 @@ if TYPE_CHECKING:
 def scan(b: Builder, kind: str, x: Value, dim: int, dtype: torch.dtype, **attrs: Any) -> Value:
     axis = _axis(b, x, dim)
     return b.op(
-        "scan", (x,), dtype, x.type.dims, hint=f"cum{kind}", kind=kind, axis=axis,
-        block=x.type.dims[axis], **attrs,
+        "scan",
+        (x,),
+        dtype,
+        x.type.dims,
+        hint=f"cum{kind}",
+        kind=kind,
+        axis=axis,
+        block=x.type.dims[axis],
+        **attrs,
     )
 
 
@@ -98,7 +105,9 @@ def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesInd
     tie = OPS["and"](b, _same(b, xj, xi), earlier)
     before = OPS["or"](b, _strictly_before(b, xj, xi, descending), tie)
     rank = reduce(b, "sum", b.cast(before, torch.int32), -1, False)  # type: ignore[arg-type]
-    chosen = OPS["eq"](b, view(b, rank, (*lead, "None", ":")), view(b, _positions(b, out_block), (":", "None")))
+    chosen = OPS["eq"](
+        b, view(b, rank, (*lead, "None", ":")), view(b, _positions(b, out_block), (":", "None"))
+    )
     low = -math.inf if x.type.dtype.is_floating_point else torch.iinfo(x.type.dtype).min
     picked = OPS["where"](b, chosen, xj, low)
     values = b.cast(reduce(b, "max", picked, -1, False), dtype)
@@ -111,11 +120,15 @@ def _last_dim(b: Builder, x: Value, dim: int, what: str) -> int:
     if not isinstance(x, Value) or x.type.rank == 0:
         raise UnsupportedOperation(f"{what} needs a tile", b.loc)
     if _axis(b, x, dim) != x.type.rank - 1:
-        raise UnsupportedOperation(f"{what} along a dim other than the last: transpose first", b.loc)
-    block = x.type.dims[-1]
-    if block is None:
-        raise UnsupportedOperation(f"{what} along a dim of size 1", b.loc)
-    return block
+        raise UnsupportedOperation(
+            f"{what} along a dim other than the last: transpose first", b.loc
+        )
+    return x.type.dims[-1]  # type: ignore[return-value]
+
+
+def _one(b: Builder, x: Value) -> ValuesIndices:
+    """Sorting one element: itself, at index 0."""
+    return ValuesIndices(x, b.op("full", (), torch.int64, x.type.dims, hint="zeros", value=0))
 
 
 @op("sort")
@@ -124,7 +137,7 @@ def _sort(
 ) -> ValuesIndices:
     """Stable; NaN sorts as the largest value, as in PyTorch."""
     block = _last_dim(b, x, dim, "sort")
-    return _sorted(b, x, block, descending)
+    return _one(b, x) if block is None else _sorted(b, x, block, descending)
 
 
 @op("topk")
@@ -135,8 +148,10 @@ def _topk(
     block = _last_dim(b, x, dim, "topk")
     if not isinstance(k, int):
         raise UnsupportedOperation("topk needs k as an int known while compiling", b.loc)
-    extent = b.blocks[block].extent
-    if b.blocks[block].kind == "reduction" and not 0 < k <= extent:
+    extent = 1 if block is None else b.blocks[block].extent
+    if block is None and k == 1:
+        return _one(b, x)
+    if (block is None or b.blocks[block].kind == "reduction") and not 0 < k <= extent:
         raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length {extent}", b.loc)
     if b.new_dim is None:
         raise UnsupportedOperation("topk is not available here", b.loc)
@@ -170,7 +185,11 @@ def _inputs(c: DeviceCompiler, input: Any, what: str) -> list[Value]:
 def trace_combine(c: DeviceCompiler, fn: Any, computes: list[torch.dtype], what: str) -> Combine:
     """`fn` compiled on 0-d values: (left..., right...) -> results, one per input."""
     b = c.b
-    params = [Value(TileType(d, ()), b.fresh(f"{side}{i}")) for side in "lr" for i, d in enumerate(computes)]
+    params = [
+        Value(TileType(d, ()), b.fresh(f"{side}{i}"))
+        for side in "lr"
+        for i, d in enumerate(computes)
+    ]
     b.bodies.append([])
     try:
         result = c.call(fn, list(params), {})
@@ -178,7 +197,8 @@ def trace_combine(c: DeviceCompiler, fn: Any, computes: list[torch.dtype], what:
         if len(results) != len(computes):
             raise UnsupportedOperation(
                 f"the combine function of {what} returns {len(results)} values for "
-                f"{len(computes)} inputs", b.loc,
+                f"{len(computes)} inputs",
+                b.loc,
             )
         results = [_as_value(b, r, d) for r, d in zip(results, computes, strict=True)]
     finally:
@@ -222,9 +242,19 @@ def _user_scan(
     axis = _axis(c.b, values[0], dim)
     outs = [
         c.b.op(
-            "scan", tuple(values), v.type.dtype, v.type.dims, hint="scan", kind="custom",
-            axis=axis, block=v.type.dims[axis], reverse=bool(reverse), combine=combine,
-            component=i, compute=computes[i], computes=tuple(computes),
+            "scan",
+            tuple(values),
+            v.type.dtype,
+            v.type.dims,
+            hint="scan",
+            kind="custom",
+            axis=axis,
+            block=v.type.dims[axis],
+            reverse=bool(reverse),
+            combine=combine,
+            component=i,
+            compute=computes[i],
+            computes=tuple(computes),
         )
         for i, v in enumerate(values)
     ]
@@ -232,7 +262,11 @@ def _user_scan(
 
 
 def _user_reduce(
-    c: DeviceCompiler, combine_fn: Any, input: Any, dim: int | None = None, other: Any = 0,
+    c: DeviceCompiler,
+    combine_fn: Any,
+    input: Any,
+    dim: int | None = None,
+    other: Any = 0,
     keep_dims: bool = False,
 ) -> Any:
     values = _inputs(c, input, "tc.reduce")
@@ -245,8 +279,17 @@ def _user_reduce(
         del dims[axis]
     outs = [
         c.b.op(
-            "reduce", tuple(values), v.type.dtype, tuple(dims), hint="reduced", kind="custom",
-            axis=axis, block=block, combine=combine, component=i, compute=computes[i],
+            "reduce",
+            tuple(values),
+            v.type.dtype,
+            tuple(dims),
+            hint="reduced",
+            kind="custom",
+            axis=axis,
+            block=block,
+            combine=combine,
+            component=i,
+            compute=computes[i],
             computes=tuple(computes),
         )
         for i, v in enumerate(values)
@@ -283,7 +326,9 @@ def _offsets(c: DeviceCompiler, dims: tuple[Dim, ...]) -> Value:
 def _seed(c: DeviceCompiler, seed: Any) -> Any:
     seed = c.operand(seed)
     if isinstance(seed, Value) and (seed.type.rank or seed.type.dtype.is_floating_point):
-        raise DtypeError("the seed of tc.rand must be an integer (a number or a 0-d tensor)", c.b.loc)
+        raise DtypeError(
+            "the seed of tc.rand must be an integer (a number or a 0-d tensor)", c.b.loc
+        )
     if isinstance(seed, (float, bool)):
         raise DtypeError("the seed of tc.rand must be an integer", c.b.loc)
     return seed

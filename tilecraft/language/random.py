@@ -95,9 +95,7 @@ def rand(shape: Sequence[Any], seed: int | torch.Tensor, device: Any = None) -> 
             out[tile_m, tile_n] = torch.where(keep, x[tile_m, tile_n] / (1 - p), 0.0)
     """
     ctx = eager_context("rand")
-    bits = _signed(philox(_seed_value(seed), _offsets(shape, ctx.device)))
-    magnitude = torch.where(bits < 0, -bits - 1, bits).to(torch.float32)  # ~x for x < 0
-    return magnitude * torch.tensor(UNIFORM_SCALE, dtype=torch.float32)
+    return philox_uniform(seed, _offsets(shape, ctx.device))
 
 
 def randint(
@@ -115,3 +113,16 @@ def randint(
         raise ValueError(f"tc.randint needs low < high, got {low}, {high}")
     bits = _signed(philox(_seed_value(seed), _offsets(shape, ctx.device)))
     return (low + bits.abs() % (high - low)).to(torch.int32)
+
+
+def philox_uniform(seed: int | torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """On the host: the float32 numbers `tc.rand` draws for these element `offsets`
+    (row-major positions), e.g. to check a kernel's random mask.
+
+    Example::
+
+        expected = philox_uniform(seed, torch.arange(m * n).view(m, n))
+    """
+    bits = _signed(philox(_seed_value(seed), offsets))
+    magnitude = torch.where(bits < 0, -bits - 1, bits).to(torch.float32)  # ~x for x < 0
+    return magnitude * torch.tensor(UNIFORM_SCALE, dtype=torch.float32, device=bits.device)

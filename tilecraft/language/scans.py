@@ -43,7 +43,9 @@ def associative_scan(
     for i in order:
         item = tuple(t.select(dim, i) for t in inputs)
         carry = item if carry is None else _as_tuple(combine_fn(*carry, *item))
-        steps[i] = tuple(torch.as_tensor(c, dtype=t.dtype) for c, t in zip(carry, inputs))
+        steps[i] = tuple(
+            torch.as_tensor(c, dtype=t.dtype) for c, t in zip(carry, inputs, strict=True)
+        )
     outs = tuple(
         torch.stack([s[k] for s in steps], dim) if n else t.clone() for k, t in enumerate(inputs)
     )
@@ -79,7 +81,9 @@ def reduce(
     for i in range(1, n):
         carry = _as_tuple(combine_fn(*carry, *(t.select(axis, i) for t in inputs)))
     outs = tuple(
-        torch.as_tensor(c, dtype=t.dtype).unsqueeze(axis) if keep_dims else torch.as_tensor(c, dtype=t.dtype)
+        torch.as_tensor(c, dtype=t.dtype).unsqueeze(axis)
+        if keep_dims
+        else torch.as_tensor(c, dtype=t.dtype)
         for c, t in zip(carry, inputs, strict=True)
     )
     return outs if isinstance(input, (tuple, list)) else outs[0]
