@@ -46,17 +46,17 @@ lint: venv
 # Triton's interpreter.
 test: venv lint
 	@echo "==> running the tests (not marked slow) on $(JOBS) workers"
-	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) -m "not slow" --durations=10
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" --durations=10
 
 test-slow: venv
 	@echo "==> running the slow tests"
-	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) -m slow --durations=10
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m slow --durations=10
 
 test-all: test test-slow
 
 # A wheel, installed into a fresh virtual environment where every CLI command must work.
 wheel: venv
-	rm -rf dist
+	rm -rf dist build  # a stale build/ would put deleted files in the wheel
 	$(PIP) wheel --no-deps -w dist .
 
 check-wheel: wheel

@@ -186,18 +186,6 @@ def test_store_of_the_wrong_shape() -> None:
     assert_names_line(message, "out[tile_m] = x[tile_m, tile_n] * 2")
 
 
-@tc.kernel
-def overruns(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tile in tc.tile(x.size(0) + 5):
-        out[tile] = x[tile] + 1
-    return out
-
-
-def test_tile_range_larger_than_the_tensor() -> None:
-    assert_names_line(raised(exc.ShapeMismatch, overruns, vector()), "out[tile] = x[tile] + 1")
-
-
 # -- host code and arguments ---------------------------------------------------------------
 
 

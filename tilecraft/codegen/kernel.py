@@ -12,7 +12,7 @@ from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, redu
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import TL_REDUCE, identity, literal, tl_dtype, triton_interpret
-from tilecraft.exc import LoweringError
+from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
@@ -42,6 +42,7 @@ class KernelWriter:
     live: set[int] = field(default_factory=set)  # blocks whose indices/masks are in scope
     helpers: dict[str, tuple[str, str]] = field(default_factory=dict)  # jit helpers: name, text
     scan_carries: dict[int, str] = field(default_factory=dict)  # running totals across chunks
+    located: tuple[str, int] | None = None  # the user's line the last comment named
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -122,7 +123,15 @@ class KernelWriter:
     def body(self, nodes: list[Node]) -> None:
         RolledBody(self, nodes).write()
 
+    def locate(self, loc: SourceLoc) -> None:
+        """A `# file:line` comment before the code of a new user line (errors in generated
+        code are mapped back to the user's line through these)."""
+        if (loc.filename, loc.lineno) != self.located:
+            self.located = (loc.filename, loc.lineno)
+            self.line(f"# {loc.filename}:{loc.lineno}")
+
     def loop(self, loop: Loop) -> None:
+        self.locate(loop.loc)
         for c in loop.carried:
             if c.init.name != c.param.name:
                 self.line(f"{c.param.name} = {c.init.name}")
@@ -174,6 +183,7 @@ class KernelWriter:
         return "".join(options)
 
     def op(self, op: Op) -> None:
+        self.locate(op.loc)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:

@@ -52,7 +52,7 @@ def user_combine(w: KernelWriter, combine: Combine) -> str:
     key = f"combine{id(combine)}"
     if key in w.helpers:
         return w.helpers[key][0]
-    saved = w.lines, w.depth
+    saved = w.lines, w.depth, w.located
     w.lines, w.depth = [], 1
     try:
         for op in combine.body:
@@ -60,7 +60,7 @@ def user_combine(w: KernelWriter, combine: Combine) -> str:
         w.line("return " + ", ".join(r.name for r in combine.results))
         body = "\n".join(w.lines)
     finally:
-        w.lines, w.depth = saved
+        w.lines, w.depth, w.located = saved
     params = ", ".join(p.name for p in combine.params)
     return helper(w, key, f"def {{name}}({params}):\n{body}\n", "combine")
 

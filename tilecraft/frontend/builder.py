@@ -101,7 +101,10 @@ class Builder:
         if d is None:
             return "1"
         b = self.blocks[d]
-        return f"{b.kind} block over {b.begin}:{b.end}" if b.kind != "reduction" else str(b.extent)
+        if b.kind == "reduction":
+            return str(b.extent)
+        span = f"{b.begin}:{b.end}" if b.begin else str(b.extent)
+        return f"`{b.label}` (a {b.kind} over {span})" if b.label else f"a {b.kind} over {span}"
 
     def elementwise(
         self,

@@ -7,6 +7,7 @@ ops (softmax, var, gelu, ...) are expanded here into primitive ones.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -434,6 +435,32 @@ def _torch_names() -> dict[int, str]:
 from tilecraft.frontend import reductions, scans  # noqa: E402, F401  (their handlers join OPS)
 
 TORCH_FUNCTIONS = _torch_names()
+
+
+INSTEAD = {
+    "einsum": "`@` / torch.matmul on tiles",
+    "nonzero": "a mask with torch.where (shapes must not depend on data)",
+    "masked_select": "torch.where(mask, x, 0) (shapes must not depend on data)",
+    "item": "the tile itself (a 0-d tile is a scalar on the device)",
+    "tolist": "the tile itself",
+    "numpy": "the tile itself",
+    "contiguous": "the tile itself (tiles have no strides)",
+    "clone": "the tile itself (tiles are values)",
+    "copy_": "a store: `out[tile] = value`",
+    "zero_": "tc.zeros([...]) or torch.zeros_like(x)",
+    "fill_": "tc.full([...], value)",
+    "add_": "`x = x + y` (tiles are values)",
+    "mul_": "`x = x * y` (tiles are values)",
+}
+
+
+def unsupported(name: str) -> str:
+    """The message for an op with no tile lowering: what to use instead, if we know."""
+    message = f"`{name}` is not supported on tiles"
+    if name in INSTEAD:
+        return f"{message}: use {INSTEAD[name]}"
+    close = difflib.get_close_matches(name, [n for n in OPS if n.isidentifier()], n=1)
+    return f"{message}; did you mean `{close[0]}`?" if close else message
 
 
 def lookup(fn: object) -> Handler | None:

@@ -145,6 +145,14 @@ def _var(
     return b.cast(_divide(b, total, dof), _result_dtype(x, None))  # type: ignore[return-value]
 
 
+@op("var_mean")
+def _var_mean(b: Builder, x: Value, *args: Any, **kw: Any) -> tuple[Value, Value]:
+    """`(var, mean)`, as torch.var_mean."""
+    dim = args[0] if args else kw.get("dim")
+    keepdim = kw.get("keepdim", args[2] if len(args) > 2 else False)
+    return _var(b, x, *args, **kw), _mean(b, _float(b, x), dim, keepdim)
+
+
 @op("std")
 def _std(b: Builder, x: Value, *args: Any, **kw: Any) -> Value:
     out = _var(b, _float(b, x), *args, **kw)

@@ -120,8 +120,8 @@ def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> ra
                 acc = acc + x[tile, i]
             out[tile] = acc
     """
-    bounds = (begin_or_end,) if end is None else (begin_or_end, end, step)
-    return range(*(int(b) for b in bounds))
+    begin, end = (0, begin_or_end) if end is None else (begin_or_end, end)
+    return range(int(begin), int(end), int(step))
 
 
 def jagged_tile(parent: object) -> Iterator[Tile]:
