@@ -17,6 +17,8 @@ from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
+MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU
+
 RANGE_KNOBS = (
     ("range_num_stages", "num_stages"),
     ("range_unroll_factors", "loop_unroll_factor"),
@@ -277,6 +279,9 @@ class KernelWriter:
     def op_dot(self, op: Op) -> None:
         assert op.out is not None
         a, b, acc = op.args
+        if self.block_size(a.type.dims[-1]) < MIN_DOT_K:
+            self.small_dot(op)
+            return
         args = f"{a.name}, {b.name}"
         if a.type.dtype == torch.bfloat16 and triton_interpret():
             # Triton's CPU interpreter multiplies bf16 wrongly; bf16 -> fp32 is exact
@@ -295,6 +300,22 @@ class KernelWriter:
                 expr, torch.float32 if acc is None else op.out.type.dtype, op.out.type.dtype
             ),
         )
+
+    def block_size(self, dim: Dim) -> int:
+        return 1 if dim is None else self.kernel.blocks[dim].fixed_size or 1
+
+    def small_dot(self, op: Op) -> None:
+        """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
+        GPU): a broadcast multiply summed over K, in float32."""
+        assert op.out is not None
+        a, b, acc = op.args
+        lead = ":, " * (a.type.rank - 2)
+        left = f"{a.name}.to(tl.float32)[{lead}:, :, None]"
+        right = f"{b.name}.to(tl.float32)[{lead}None, :, :]"
+        expr = f"tl.sum({left} * {right}, {a.type.rank - 1})"
+        if acc is not None:
+            expr = f"{acc.name}.to(tl.float32) + {expr}"
+        self.assign(op, self.cast_out(expr, torch.float32, op.out.type.dtype))
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
