@@ -89,7 +89,9 @@ class EagerBranches(ast.NodeTransformer):
             _stmt(f"{n} = _tc_merge({cond}, _tc_then_{k}_{n}, _tc_get(locals(), {n!r}))")
             for n in names
         ]
-        orelse = [_with(f"_tc_masked({cond}, negate=True, active={tile})", node.orelse)]
+        orelse: list[ast.stmt] = [
+            _with(f"_tc_masked({cond}, negate=True, active={tile})", node.orelse)
+        ]
         stmts = [
             ast.Assign([ast.Name(cond, ast.Store())], node.test),
             _stmt(f"{tile} = _tc_is_tile({cond})"),
