@@ -57,6 +57,7 @@ class Builder:
     bodies: list[list[Node]] = field(default_factory=lambda: [[]])
     used_names: set[str] = field(default_factory=set)
     _counter: Any = field(default_factory=itertools.count)
+    new_dim: Any = None  # int -> Block: a whole dim of a new length (topk's k), from the table
 
     def fresh(self, hint: str = "v") -> str:
         hint = hint if hint.isidentifier() else "v"
