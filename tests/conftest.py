@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
-DEVICE = "cpu"
+# TILECRAFT_TEST_DEVICE=cuda runs the op tests on a GPU (compiled there, eager on it too)
+DEVICE = os.environ.get("TILECRAFT_TEST_DEVICE", "cpu")
 
 ApplyMode = Callable[[object], object]
 

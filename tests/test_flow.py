@@ -196,6 +196,8 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
         for k in range(2):
             if k == 0:  # a host value in each copy: compile-time selection
                 acc = acc + 1
+        for _ in tc.static_range(4, step=2):  # two copies
+            acc = acc + 0.5
         out[tile] = acc
     return out
 
@@ -204,7 +206,7 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
 def test_static_range_and_python_loops(n, mode) -> None:
     x = randn(13, n)
     weights = torch.arange(1, n + 1, dtype=torch.float32)
-    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 1)
+    assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 2)
 
 
 def test_static_range_needs_host_ints() -> None:
@@ -296,6 +298,24 @@ def test_each_function_compiles_on_its_own() -> None:
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
 
 
+SHIFT = 1
+
+
+def test_module_values_a_function_reads_are_part_of_the_key() -> None:
+    global SHIFT
+    x, y = randn(4, 3), randn(3, 5)
+
+    def shifted(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
+        return acc + SHIFT
+
+    assert_close(matmul(x, y, shifted), x @ y + 1)
+    SHIFT = 2
+    try:
+        assert_close(matmul(x, y, shifted), x @ y + 2)
+    finally:
+        SHIFT = 1
+
+
 # -- host code reading values of tensors ------------------------------------------------------
 
 
@@ -367,3 +387,79 @@ def test_scalar_if_on_a_chunked_row(reduction_loops, mode) -> None:
     assert_close(mode(kernel)(x, flags), expected)
     if reduction_loops is None:
         assert "    if " in kernel.bind((x, flags)).to_triton_code(kernel.config)
+
+
+# -- written in Helion's dialect -----------------------------------------------------------
+
+
+def test_a_helion_kernel_with_control_flow_ports_by_its_imports(mode) -> None:
+    import tilecraft as helion
+    import tilecraft.language as hl
+
+    @helion.kernel(static_shapes=True)
+    def fused(x: torch.Tensor, flags: torch.Tensor, epilogue=lambda acc, tile: acc) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.empty_like(x)
+        for tile_m in hl.tile(m):
+            acc = x[tile_m, :]
+            for _ in hl.static_range(2):
+                acc = acc * 2
+            if flags[tile_m.begin] > 0:
+                acc = acc + 1
+            if acc < 0:
+                acc = -acc
+            out[tile_m, :] = epilogue(acc, (tile_m,))
+        return out
+
+    x = randn(9, 6)
+    flags = torch.ones(9, dtype=torch.int64, device=DEVICE)
+    expected = (4 * x + 1).abs() - 1
+    assert_close(mode(fused)(x, flags, lambda acc, tile: acc - 1), expected)
+
+
+@tc.kernel
+def positive_chunks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    sums = torch.zeros([m], dtype=torch.float32, device=x.device)
+    hits = torch.zeros([m], dtype=torch.float32, device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m], dtype=torch.float32)
+        for tile_n in tc.tile(n, block_size=4):
+            rows = x[tile_m, tile_n].sum(dim=1)
+            if rows > 0:  # a tile condition inside a loop: the accumulator merges each trip
+                acc = acc + rows
+        sums[tile_m] = acc
+        if acc > 1:
+            tc.atomic_add(hits, [tile_m], 1.0)  # masked by the condition
+    return sums, hits
+
+
+def test_tile_if_in_a_loop_and_a_masked_atomic(mode) -> None:
+    x = randn(21, 13)
+    chunks = x.split(4, dim=1)
+    expected = sum(c.sum(dim=1).clamp(min=0) for c in chunks)
+    sums, hits = mode(positive_chunks)(x)
+    assert_close(sums, expected)
+    assert_close(hits, (expected > 1).float())
+
+
+def test_tuning_features_look_inside_branches() -> None:
+    from tilecraft.autotune.features import describe, features
+    from tilecraft.autotune.llm.prompt import ir_summary
+
+    @tc.kernel
+    def loop_in_a_branch(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+        m, n = x.size()
+        out = torch.zeros([m], device=x.device)
+        for tile_m in tc.tile(m):
+            acc = tc.zeros([tile_m])
+            if flags[tile_m.begin] > 0:
+                for tile_n in tc.tile(n):
+                    acc = acc + x[tile_m, tile_n].sum(dim=1)
+            out[tile_m] = acc
+        return out
+
+    bound = loop_in_a_branch.bind((randn(8, 8), torch.ones(8, dtype=torch.int64)))
+    desc = describe(bound)
+    assert desc["depth"] == 1 and features(desc, bound.default_config)
+    assert "device loop" in ir_summary(bound)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from conftest import DEVICE
 
 import tilecraft as tc
-from tilecraft.exc import ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
+from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.language.indexing import read, write
 from tilecraft.testing import assert_close
 
@@ -304,6 +304,31 @@ def test_load_with_index_vector_mask_and_other(n, mode) -> None:
     assert_close(mode(evens)(x, 0.5), evens_reference(x, 0.5))
 
 
+@tc.kernel
+def causal_depthwise_conv1d(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Helion's style: explicit loads at shifted positions, masked by hand."""
+    batch, channels, length = x.size()
+    taps = weight.size(1)
+    out = torch.empty_like(x)
+    for tile_b, tile_c, tile_t in tc.tile([batch, channels, length], block_size=[1, None, None]):
+        positions = tile_t.index
+        acc = tc.zeros([tile_c, tile_t], dtype=torch.float32)
+        for tap in range(taps):
+            shift = taps - 1 - tap
+            keep = (positions >= shift)[None, :]
+            seen = tc.load(x, [tile_b.begin, tile_c, positions - shift], extra_mask=keep)
+            acc = acc + seen.to(torch.float32) * weight[tile_c, tap][:, None]
+        out[tile_b, tile_c, tile_t] = acc[None, :, :].to(out.dtype)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 37), (1, 1, 1)], ids=shape_id)
+def test_helion_style_shifted_loads(shape, mode) -> None:
+    x, weight = randn(*shape), randn(shape[1], 4)
+    expected = F.conv1d(F.pad(x, (3, 0)), weight[:, None], groups=shape[1])
+    assert_close(mode(causal_depthwise_conv1d)(x, weight), expected)
+
+
 def test_eviction_policy_reaches_triton() -> None:
     code = evens.bind((randn(37), 0.5)).to_triton_code(tc.Config(block_sizes=[16]))
     assert "eviction_policy='evict_last'" in code and "other=-7.0" in code
@@ -333,10 +358,19 @@ def index_out_of_bounds(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@tc.kernel
+def boolean_index(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile, :] = x[tile.index > 1, :]
+    return out
+
+
 @pytest.mark.parametrize(
     ("kernel", "error", "message"),
     [
         (bad_policy, UnsupportedOperation, "evict_sometimes"),
+        (boolean_index, DtypeError, "extra_mask=mask"),
         (device_bound_slice, UnsupportedSyntax, "slice bounds must be ints"),
         (index_out_of_bounds, ShapeMismatch, "index 5 is out of bounds"),
     ],
@@ -369,3 +403,37 @@ def test_eager_writes_skip_out_of_range_positions() -> None:
     expected = torch.zeros(3, 4)
     expected[0, 1:3] = torch.tensor([1.0, 2.0])
     assert torch.equal(x, expected)
+
+
+# -- tiles reaching past a tensor's end (Helion lets them, with manual masks) ------------------
+
+
+@tc.kernel
+def concat_columns(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n + y.size(1)], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile(out.size()):
+        columns = tile_n.index
+        left = tc.load(x, [tile_m, tile_n], extra_mask=(columns < n)[None, :])
+        right = tc.load(y, [tile_m, columns - n], extra_mask=(columns >= n)[None, :])
+        out[tile_m, tile_n] = torch.where((columns < n)[None, :], left, right)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(37, 19), (1, 1)], ids=shape_id)
+def test_tiles_reaching_past_the_end_read_zero(shape, mode) -> None:
+    x, y = randn(*shape), randn(shape[0], 7)
+    assert_close(mode(concat_columns)(x, y), torch.cat([x, y], dim=1))
+
+
+@tc.kernel
+def overruns(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0) + 5):
+        out[tile] = x[tile] + 1
+    return out
+
+
+def test_a_tile_range_past_the_tensor_stays_inside(mode) -> None:
+    x = randn(37)
+    assert_close(mode(overruns)(x), x + 1)

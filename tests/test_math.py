@@ -178,3 +178,21 @@ def test_every_elementwise_op_has_an_emission_and_eager_rule() -> None:
     for opdef in OPDEFS.values():
         if opdef.kind is Kind.ELEMENTWISE and opdef.name != "cast":
             assert opdef.emit is not None and opdef.eager is not None, opdef.name
+
+
+@tc.kernel
+def short_product(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        out[tile_m, tile_n] = (x[tile_m, :] @ y[:, tile_n]).to(out.dtype)
+    return out
+
+
+def test_products_with_a_short_inner_dim_avoid_tl_dot(mode) -> None:
+    """tl.dot needs an inner dim of at least 16 on a GPU: shorter ones multiply and sum."""
+    x, y = torch.randn(19, 3, device=DEVICE), torch.randn(3, 21, device=DEVICE)
+    code = short_product.bind((x, y)).to_triton_code()
+    assert "tl.dot" not in code and "tl.sum(" in code
+    assert_close(mode(short_product)(x, y), x @ y, torch.float32)

@@ -7,15 +7,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class SourceLoc:
-    """A place in the user's source: file, line and the text of that line."""
+    """A place in the user's source: file, line, the text of that line and the column."""
 
     filename: str
     lineno: int
     text: str = ""
+    col: int | None = None
 
     def __str__(self) -> str:
         where = f'File "{self.filename}", line {self.lineno}'
-        return f"{where}\n    {self.text.strip()}" if self.text else where
+        if not self.text:
+            return where
+        shown = self.text.strip()
+        if self.col is None:
+            return f"{where}\n    {shown}"
+        caret = max(self.col - (len(self.text) - len(self.text.lstrip())), 0)
+        return f"{where}, column {self.col + 1}\n    {shown}\n    {' ' * caret}^"
 
 
 class TilecraftError(Exception):

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,16 +49,12 @@ class Benchmarker:
         self.bound, self.args = bound, args
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         self.pool: WorkerPool | None = None
-        remove_stale_dirs()
-        # copies of the user's inputs and outputs go here: private, and removed by close()
-        self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
-        try:
-            self.expected = self._reference(reference)
-            workers = capped_workers(workers, args)
-            self.pool = self._pool(workers, timeout_s) if workers > 0 else None
-        except BaseException:
-            self.close()
-            raise
+        self.dir: Path | None = None  # the workers' copies of the inputs and outputs
+        remove_stale_dirs()  # those of runs that died before they could clean up
+        self.expected = self._reference(reference)
+        workers = capped_workers(workers, args)
+        if workers > 0:
+            self.pool = self._pool(workers, timeout_s)
 
     def _reference(self, config: Config | None) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -71,20 +68,31 @@ class Benchmarker:
             result = run_eagerly(fn, run_args, (config or self.bound.default_config).tunables)
         return [t.detach().clone() for t in outputs(result, run_args)]
 
-    def _pool(self, workers: int, timeout_s: float) -> WorkerPool:
-        args_path, ref_path = self.dir / "args.pt", self.dir / "expected.pt"
-        torch.save(self.args, args_path)
-        torch.save(self.expected, ref_path)
-        return WorkerPool(args_path, ref_path, workers, timeout_s)
+    def _pool(self, workers: int, timeout_s: float) -> WorkerPool | None:
+        """Workers reading the arguments from a private temporary directory (removed by
+        `close`); None, with a warning, when it cannot be written (a full disk)."""
+        try:
+            self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
+            args_path, ref_path = self.dir / "args.pt", self.dir / "expected.pt"
+            torch.save(self.args, args_path)
+            torch.save(self.expected, ref_path)
+            return WorkerPool(args_path, ref_path, workers, timeout_s)
+        except OSError as e:
+            self.close()
+            warnings.warn(
+                f"tilecraft: no benchmark workers ({e}); candidates run in this process",
+                stacklevel=3,
+            )
+            return None
 
     def _job(self, config: Config) -> dict:
-        path, sha256 = self.bound.code_file(config)
+        path, code = self.bound.code_file(config)
         return {
             "code_path": str(path),
-            "sha256": sha256,
+            "code": code,  # sent, not read back from the cache dir
             "name": self.bound.src.tree.name,
             "imports": self.imports,
-            "lock": str(self.dir / "gpu.lock") if self.pool is not None else None,
+            "lock": str(self.dir / "gpu.lock") if self.pool and self.dir else None,
         }
 
     @functools.cached_property
@@ -138,7 +146,8 @@ class Benchmarker:
         """Stop the workers and remove the temporary directory."""
         if self.pool is not None:
             self.pool.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> Benchmarker:
         return self

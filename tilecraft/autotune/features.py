@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.ir.nodes import Access, DeviceKernel, Loop
+from tilecraft.ir.nodes import Access, Branch, DeviceKernel, Loop
 from tilecraft.ir.ops import category
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
@@ -153,7 +153,10 @@ def _bytes(kernel: DeviceKernel, op: Any) -> float:
 
 
 def _depth(body: list) -> int:
-    return max((1 + _depth(n.body) for n in body if isinstance(n, Loop)), default=0)
+    """The deepest nest of device loops, looking inside branches."""
+    depths = [1 + _depth(n.body) for n in body if isinstance(n, Loop)]
+    depths += [max(_depth(n.then), _depth(n.orelse)) for n in body if isinstance(n, Branch)]
+    return max(depths, default=0)
 
 
 def _pow2(n: int) -> int:

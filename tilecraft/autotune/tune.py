@@ -200,27 +200,30 @@ def _readable(read: Callable[[], list[Any]]) -> list[Any]:
 def _keep(db: TuningDB, key: TuneKey, best: Trial, settings: Settings) -> None:
     """Store the winner; where it cannot be stored, keep it for this process and say so."""
     assert best.time_ms is not None
+    target = db
+    if db.gone():  # the cache dir was removed while tuning: a fresh file keeps the winner
+        warnings.warn(
+            f"tilecraft: {db.path} was removed during tuning; this run's trials are lost,"
+            " its winner is stored anew",
+            TuningDBWarning,
+            3,
+        )
+        target = TuningDB(db_path(settings))
     try:
-        if db.gone():  # the cache dir was removed while tuning: a fresh file keeps the winner
-            warnings.warn(
-                f"tilecraft: {db.path} was removed during tuning; this run's trials are lost,"
-                " its winner is stored anew",
-                TuningDBWarning,
-                3,
-            )
-            with TuningDB(db_path(settings)) as fresh:
-                fresh.save_best(key, best.config, best.time_ms)
-                return
-        db.save_best(key, best.config, best.time_ms)
-        if not db.in_memory:
-            return
+        target.save_best(key, best.config, best.time_ms)
+        stored = not target.in_memory
     except sqlite3.Error as e:
         warnings.warn(
             f"tilecraft: the winner could not be stored ({e}); this process keeps it in memory",
             TuningDBWarning,
             3,
         )
-    _REMEMBERED[str(db_path(settings)), key] = best.config
+        stored = False
+    finally:
+        if target is not db:
+            target.close()
+    if not stored:
+        _REMEMBERED[str(db_path(settings)), key] = best.config
 
 
 def _plan(
@@ -233,7 +236,7 @@ def _plan(
 ) -> tuple[Effort, dict[str, Any]]:
     """The effort's preset and what the "fast" search learns from; the cold-start preset
     when it would be "fast" but the tuning database has taught no cost model yet."""
-    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])  # or "none"
+    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
     if (search or settings.autotune_search or preset.search) != "fast":
         return preset, {}
     model, description = _learned(db, key, bound, settings)

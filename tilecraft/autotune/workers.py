@@ -164,10 +164,10 @@ def _available_memory() -> int:
 def remove_stale_dirs(root: Path | None = None) -> None:
     """Remove the benchmark temporary directories of this user's processes that died
     without cleaning up (killed, or the machine lost power)."""
-    root = Path(root or tempfile.gettempdir())
     try:
+        root = Path(root or tempfile.gettempdir())
         found = list(root.glob(f"{DIR_PREFIX}*-*"))
-    except OSError:
+    except OSError:  # no usable temporary directory at all (a full disk)
         return
     for path in found:
         pid = path.name[len(DIR_PREFIX) :].split("-", 1)[0]

@@ -55,7 +55,9 @@ def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
         return False
     if 0 in shape:
         return False  # nothing to read; keep block pointers and descriptors off empty tensors
-    if not access.indices or any(i.kind != "block" or i.step != 1 for i in access.indices):
+    if not access.indices or any(
+        i.kind != "block" or i.step != 1 or not i.in_range for i in access.indices
+    ):
         return False
     for dim, index in enumerate(access.indices):
         block = w.kernel.blocks[index.block]  # type: ignore[index]
@@ -173,6 +175,8 @@ def index_expr(
     if index.kind == "block":
         if w.has_mask(index.block):  # type: ignore[arg-type]
             masks.append(expand(f"mask_{index.block}", rank, pos))
+        if not index.in_range:
+            masks.append(expand(block_bounds(w, index, size), rank, pos))
         return expand(block_positions(index), rank, pos)
     value = index.value
     assert isinstance(value, Value)
@@ -193,6 +197,15 @@ def block_positions(index: Index) -> str:
     if index.offset:
         text = f"{index.offset} + {text}"
     return text if text == plain else f"({text})"
+
+
+def block_bounds(w: KernelWriter, index: Index, size: int) -> str:
+    """The mask of a tile's positions inside a dim it reaches past (as Helion allows)."""
+    block = w.kernel.blocks[index.block]  # type: ignore[index]
+    positions = block_positions(index)
+    if block.dynamic or block.begin + index.offset < 0:
+        return f"(({positions} >= 0) & ({positions} < {size}))"
+    return f"({positions} < {size})"
 
 
 def scalar_expr(index: Index, size: int, masks: list[str]) -> str:

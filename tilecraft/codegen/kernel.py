@@ -7,17 +7,19 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen import access, views
+from tilecraft.codegen import access, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import TL_REDUCE, identity, literal, tl_dtype, triton_interpret
-from tilecraft.exc import LoweringError
+from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
 INTERPRETER_UPCAST = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU
+
 RANGE_KNOBS = (
     ("range_num_stages", "num_stages"),
     ("range_unroll_factors", "loop_unroll_factor"),
@@ -41,6 +43,9 @@ class KernelWriter:
     strides: dict[str, str] = field(default_factory=dict)
     constexprs: dict[str, int] = field(default_factory=dict)
     live: set[int] = field(default_factory=set)  # blocks whose indices/masks are in scope
+    helpers: dict[str, tuple[str, str]] = field(default_factory=dict)  # jit helpers: name, text
+    scan_carries: dict[int, str] = field(default_factory=dict)  # running totals across chunks
+    located: tuple[str, int] | None = None  # the user's line the last comment named
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -76,7 +81,8 @@ class KernelWriter:
                 self.define_indices(block, "0")
         self.body(self.kernel.body)
         head = ["    " + line for line in self.descriptors.values()]
-        return self.signature() + "\n".join(head + self.lines) + "\n"
+        helpers = "".join(text + "\n\n" for _, text in self.helpers.values())
+        return helpers + self.signature() + "\n".join(head + self.lines) + "\n"
 
     def signature(self) -> str:
         params = [p.name for p in self.kernel.params if p.is_tensor]
@@ -120,7 +126,15 @@ class KernelWriter:
     def body(self, nodes: list[Node]) -> None:
         RolledBody(self, nodes).write()
 
+    def locate(self, loc: SourceLoc) -> None:
+        """A `# file:line` comment before the code of a new user line (errors in generated
+        code are mapped back to the user's line through these)."""
+        if (loc.filename, loc.lineno) != self.located:
+            self.located = (loc.filename, loc.lineno)
+            self.line(f"# {loc.filename}:{loc.lineno}")
+
     def loop(self, loop: Loop) -> None:
+        self.locate(loop.loc)
         for c in loop.carried:
             if c.init.name != c.param.name:
                 self.line(f"{c.param.name} = {c.init.name}")
@@ -172,6 +186,7 @@ class KernelWriter:
         return "".join(options)
 
     def op(self, op: Op) -> None:
+        self.locate(op.loc)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:
@@ -287,27 +302,50 @@ class KernelWriter:
         self.assign(op, f"(offset_{block.id} - {begin}) // {self.size(block.id)}")
 
     def op_dot(self, op: Op) -> None:
+        """`tl.dot` (a broadcast multiply summed over K when K is too short for it), in the
+        op's compute dtype; with `product`, the product is cast before it is accumulated."""
         assert op.out is not None
         a, b, acc = op.args
         compute, product = op.attrs["compute"], op.attrs.get("product")
-        args = f"{a.name}, {b.name}"
-        if a.type.dtype in INTERPRETER_UPCAST and triton_interpret():
-            # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
-            # to float32 exactly
-            args = f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
-        if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
-            args += ', input_precision="tf32"' if self.allow_tf32 else ', input_precision="ieee"'
-        fused = acc is not None and acc.type.dtype == compute and product in (None, compute)
-        if fused:
-            self.assign(op, f"tl.dot({args}, acc={acc.name})")
+        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K
+        if (
+            not small
+            and acc is not None
+            and acc.type.dtype == compute
+            and product in (None, compute)
+        ):
+            self.assign(op, f"tl.dot({self.dot_operands(a, b)}, acc={acc.name})")
             return
-        expr = f"tl.dot({args})"
+        expr = self.small_product(op) if small else f"tl.dot({self.dot_operands(a, b)})"
         if acc is None:
             self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
             return
         if product is not None and product != compute:
-            expr = f"{expr}.to({tl_dtype(product)})"
-        self.assign(op, f"{acc.name} + {expr}.to({tl_dtype(acc.type.dtype)})")
+            expr = f"({expr}).to({tl_dtype(product)})"
+        self.assign(op, f"{acc.name} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+
+    def dot_operands(self, a: Value, b: Value) -> str:
+        if a.type.dtype in INTERPRETER_UPCAST and triton_interpret():
+            # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
+            # to float32 exactly
+            return f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
+        if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
+            precision = "tf32" if self.allow_tf32 else "ieee"
+            return f'{a.name}, {b.name}, input_precision="{precision}"'
+        return f"{a.name}, {b.name}"
+
+    def block_size(self, dim: Dim) -> int:
+        return 1 if dim is None else self.kernel.blocks[dim].fixed_size or 1
+
+    def small_product(self, op: Op) -> str:
+        """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
+        GPU): a broadcast multiply summed over K, in the compute dtype."""
+        a, b, _ = op.args
+        compute = tl_dtype(op.attrs["compute"])
+        lead = ":, " * (a.type.rank - 2)
+        left = f"{a.name}.to({compute})[{lead}:, :, None]"
+        right = f"{b.name}.to({compute})[{lead}None, :, :]"
+        return f"tl.sum({left} * {right}, {a.type.rank - 1})"
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
@@ -315,10 +353,14 @@ class KernelWriter:
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
         compute = reduce_compute(op)
         value = self.operand(x, x.type.dims, compute)
-        if block is not None and self.has_mask(block):
+        if block is not None and self.has_mask(block) and kind != "custom":
             mask = expand(f"mask_{block}", x.type.rank, axis)
             value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
+        if kind in ("prod", "custom"):
+            expr = scans.reduce_by(self, op, value, axis, keep)
+            self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+            return
         expr = f"{TL_REDUCE[kind]}({value}, {axis}{keep})"
         if kind != "sum" and compute.is_floating_point:
             self.line(f"{op.out.name}_in = {value}")
@@ -339,6 +381,12 @@ class KernelWriter:
             return f'tl.where({name}_nan, float("nan"), {fold})'
         self.line(f"{name}_nan = tl.min(tl.where({isnan}, {position}, {NO_NAN}), {axis}{keep})")
         return f"tl.where({name}_nan < {NO_NAN}, {name}_nan, {fold})"
+
+    def op_scan(self, op: Op) -> None:
+        scans.scan(self, op)
+
+    def op_rand(self, op: Op) -> None:
+        scans.rand(self, op)
 
     def op_load(self, op: Op) -> None:
         access.load(self, op)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +142,11 @@ class BlockTable:
         return self._new(
             kind="tile", extent=extent, begin=begin, fixed_size=int(size), config_index=size.index
         )
+
+    def label(self, block: int, name: str) -> None:
+        """Give a block the user's name for it (the first name wins)."""
+        if not self.blocks[block].label:
+            self.blocks[block] = dataclasses.replace(self.blocks[block], label=name)
 
     def grid(self, begin: Any, end: Any) -> Block:
         if not isinstance(begin, int) or not isinstance(end, int):

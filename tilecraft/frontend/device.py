@@ -23,12 +23,12 @@ from tilecraft.exc import (
     UnsupportedOperation,
     UnsupportedSyntax,
 )
-from tilecraft.frontend import flow, inline, views
+from tilecraft.frontend import flow, inline, scans, views
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
-from tilecraft.frontend.ops import OPS, lookup
+from tilecraft.frontend.ops import OPS, lookup, unsupported
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
@@ -76,6 +76,7 @@ UNARY_PYOPS: dict[type, Any] = {
     ast.Invert: operator.invert,
 }
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
 
 
@@ -101,7 +102,7 @@ class DeviceCompiler:
         self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable, name: str
     ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
-        self.b = Builder(src.loc(src.tree), table.blocks, table=table)
+        self.b = Builder(src.loc(src.tree), table.blocks, table=table, new_dim=table.reduction)
         self.env: dict[str, Any] = {}
         self.host_values: dict[str, Any] = {}
         self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
@@ -114,7 +115,9 @@ class DeviceCompiler:
     def compile(self, loop: ast.For) -> DeviceKernel:
         self.b.loc = self.src.loc(loop)
         try:
-            blocks, order = self._loop_blocks(loop, inner=False)
+            blocks, order = self._loop_blocks(
+                self._callee(loop.iter), *self._call_args(loop.iter), inner=False
+            )
             self._bind_target(loop.target, blocks)
         except TilecraftError as e:
             raise e.at(self.b.loc) from None
@@ -196,22 +199,30 @@ class DeviceCompiler:
 
     def stmt_For(self, node: ast.For) -> None:
         fn = self._callee(node.iter)
-        if fn is builtins.range and self._device_range(node):
-            fn = lang.grid  # `range` over values computed on the device: a device loop
-        elif fn not in (lang.tile, lang.grid):
+        if fn in (lang.tile, lang.grid):
+            self._device_loop(node, fn, *self._call_args(node.iter))
+        elif fn is builtins.range:
+            self._range_loop(node, *self._call_args(node.iter))
+        else:
             flow.compile_unrolled(self, node, flow.unrolled_items(self.expr(node.iter)))
-            return
-        self._device_loop(node, fn)
 
-    def _device_range(self, node: ast.For) -> bool:
-        assert isinstance(node.iter, ast.Call)
-        device = any(isinstance(self.expr(a), Value) for a in node.iter.args)
-        if device and (len(node.iter.args) > 2 or node.iter.keywords):
+    def _call_args(self, call: ast.expr) -> tuple[list[Any], dict[str, Any]]:
+        assert isinstance(call, ast.Call)
+        args = [self.expr(a) for a in call.args]
+        return args, {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
+
+    def _range_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """`range` over host ints is unrolled; over values computed on the device, it is
+        a loop on the device (as `tc.grid`)."""
+        if not any(isinstance(a, Value) for a in args):
+            flow.compile_unrolled(self, node, flow.unrolled_items(range(*args, **kwargs)))
+        elif len(args) > 2 or kwargs:
             raise UnsupportedSyntax("`range(begin, end)` on the device takes no step")
-        return device
+        else:
+            self._device_loop(node, lang.grid, args, {})
 
-    def _device_loop(self, node: ast.For, fn: Any) -> None:
-        blocks, order = self._loop_blocks(node, inner=True, fn=fn)
+    def _device_loop(self, node: ast.For, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+        blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
         index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
@@ -256,14 +267,9 @@ class DeviceCompiler:
 
     # -- loops and targets --------------------------------------------------------
     def _loop_blocks(
-        self, node: ast.For, inner: bool, fn: Any = None
+        self, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
     ) -> tuple[list[tuple[int, bool]], list[int]]:
         """The blocks a loop binds (in the user's order) and its iteration order."""
-        call = node.iter
-        assert isinstance(call, ast.Call)
-        fn = fn or self._callee(call)
-        args = [self.expr(a) for a in call.args]
-        kwargs = {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
         begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
         begins, ends = _ranges(begin, end)
         block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
@@ -283,6 +289,7 @@ class DeviceCompiler:
 
     def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
         refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
+        self._label(target, [blk for blk, _ in blocks])
         if isinstance(target, ast.Name):
             self.env[target.id] = refs[0] if len(refs) == 1 else tuple(refs)
         elif isinstance(target, ast.Tuple) and len(target.elts) == len(refs):
@@ -292,6 +299,15 @@ class DeviceCompiler:
                 self.env[elt.id] = ref
         else:
             raise UnsupportedSyntax("the loop target does not match the number of tiled dims")
+
+    def _label(self, target: ast.expr, blocks: list[int]) -> None:
+        """Name the loop's blocks after the user's loop variables, for error messages."""
+        names = [ast.unparse(e) for e in target.elts] if isinstance(target, ast.Tuple) else []
+        if len(names) != len(blocks):
+            whole = ast.unparse(target)
+            names = [whole] if len(blocks) == 1 else [f"{whole}[{i}]" for i in range(len(blocks))]
+        for block, name in zip(blocks, names, strict=True):
+            self.table.label(block, name)
 
     def _grid_index(self, block: int) -> Value:
         return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
@@ -312,8 +328,10 @@ class DeviceCompiler:
             if not isinstance(tensor, HostTensor):
                 raise UnsupportedSyntax("only tensors from the host can be stored to")
             items = self._subscript(target.slice)
-            dims = self.mem.access(tensor.param, tensor.meta, items).dims
-            mask = flow.store_mask(self, dims, None, "store")
+            mask = None
+            if self.masks:  # inside an `if` on a tile: the arm's condition masks the store
+                dims = self.mem.access(tensor.param, tensor.meta, items).dims
+                mask = flow.store_mask(self, dims, None, "store")
             self.mem.store(tensor.param, tensor.meta, items, value, mask)
         else:
             raise UnsupportedSyntax(f"cannot assign to `{ast.unparse(target)}`")
@@ -327,7 +345,15 @@ class DeviceCompiler:
         handler = getattr(self, f"expr_{type(node).__name__}", None)
         if handler is None:
             raise UnsupportedSyntax(f"`{ast.unparse(node)}` is not supported in a device loop")
-        return handler(node)
+        if not isinstance(node, LOCATED):
+            return handler(node)
+        saved, self.b.loc = self.b.loc, self.src.loc(node)
+        try:  # errors and ops point at this expression, not just its statement
+            return handler(node)
+        except TilecraftError as e:
+            raise e.at(self.b.loc) from None
+        finally:
+            self.b.loc = saved
 
     def expr_Constant(self, node: ast.Constant) -> Any:
         return node.value
@@ -520,6 +546,8 @@ class DeviceCompiler:
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
+        if special is NotImplemented:
+            special = scans.language_call(self, fn, args, kwargs)
         if special is not NotImplemented:
             return special
         if fn in (lang.tile, lang.grid):
@@ -535,7 +563,7 @@ class DeviceCompiler:
             name = next(k for k, v in OPS.items() if v is handler)
             return self.call_op(name, args, kwargs)
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
-            raise UnsupportedOperation(f"`{getattr(fn, '__name__', fn)}` is not supported on tiles")
+            raise UnsupportedOperation(unsupported(getattr(fn, "__name__", str(fn))))
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
@@ -578,7 +606,7 @@ class DeviceCompiler:
 
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in OPS:
-            raise UnsupportedOperation(f"`{name}` is not supported on tiles")
+            raise UnsupportedOperation(unsupported(name))
         args = [self._argument(a) for a in args]
         kwargs = {k: self._argument(v) for k, v in kwargs.items()}
         return OPS[name](self.b, *args, **kwargs)
@@ -658,13 +686,12 @@ class _BoundMethod:
 
 
 def _static_range(args: list[Any], kwargs: dict[str, Any]) -> range:
-    bounds = [*args, *kwargs.values()]
-    if not all(isinstance(a, int) for a in bounds):
+    if not all(isinstance(a, int) for a in [*args, *kwargs.values()]):
         raise UnsupportedSyntax(
             "tc.static_range needs ints known while compiling; use tc.grid(...) for bounds "
             "computed on the device"
         )
-    return range(*bounds)
+    return lang.static_range(*args, **kwargs)
 
 
 def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:

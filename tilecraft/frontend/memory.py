@@ -54,13 +54,17 @@ class MemoryLowering:
         """The subscript `item` of dim `dim` (of length `size`) of `param`."""
         from tilecraft.frontend.device import TileRef
 
-        if isinstance(item, TileRef):
-            self._check_fits(param, dim, size, item.block)
-            return Index("block", block=item.block)
+        if isinstance(item, TileRef):  # one reaching past the dim is masked there
+            return Index("block", block=item.block, in_range=self._fits(item.block, size))
         if isinstance(item, slice):
             return self._slice(item, size)
         if isinstance(item, Value):
-            if item.type.dtype.is_floating_point or item.type.dtype == torch.bool:
+            if item.type.dtype == torch.bool:
+                raise DtypeError(
+                    "a tile of booleans cannot index a tensor on the device (the result's size "
+                    "would depend on the data): use tc.load(..., extra_mask=mask) or torch.where"
+                )
+            if item.type.dtype.is_floating_point:
                 raise DtypeError(f"tensors are indexed with integers, not {item.type.dtype}")
             if item.type.dims:
                 return Index("gather", value=item)
@@ -82,7 +86,7 @@ class MemoryLowering:
         attr = self.tile_values.get(id(item)) if isinstance(item, Value) else None
         if attr is None or attr[0] != "index":
             return item
-        return TileRef(attr[1]) if _inside(self.table.blocks[attr[1]], size) else item
+        return TileRef(attr[1]) if self._fits(attr[1], size) else item
 
     def _slice(self, item: slice, size: int) -> Index:
         """A slice: a whole-dimension block of its length, starting at its first position."""
@@ -99,7 +103,8 @@ class MemoryLowering:
         if length == 1:
             return Index("unit", value=start)
         block = self.table.reduction(length).id
-        return Index("block", block=block, offset=start if length else 0, step=step)
+        offset = start if length else 0
+        return Index("block", block=block, offset=offset, step=step, in_range=True)
 
     def _in_range(self, value: Value, size: int) -> bool:
         """Whether a scalar index is within `[0, size)` by construction (a grid index or a
@@ -122,13 +127,8 @@ class MemoryLowering:
                 "for every pair, index with `a[:, None]` and `b[None, :]`"
             )
 
-    def _check_fits(self, param: Param, dim: int, size: int, block_id: int) -> None:
-        block = self.table.blocks[block_id]
-        if not block.dynamic and block.end > size:
-            raise ShapeMismatch(
-                f"a tile over {block.begin}:{block.end} indexes dim {dim} of "
-                f"`{param.host_expr}`, which has size {size}"
-            )
+    def _fits(self, block_id: int, size: int) -> bool:
+        return _inside(self.table.blocks[block_id], size)
 
     def load(
         self,

@@ -21,11 +21,13 @@ class KernelSource:
     filename: str
     lines: list[str]
     namespace: dict[str, Any]
+    indent: int = 0  # columns removed by dedenting the function's source
 
     def loc(self, node: ast.AST) -> SourceLoc:
         lineno = getattr(node, "lineno", self.tree.lineno)
         text = self.lines[lineno - 1] if 0 < lineno <= len(self.lines) else ""
-        return SourceLoc(self.filename, lineno, text)
+        col = getattr(node, "col_offset", None)
+        return SourceLoc(self.filename, lineno, text, None if col is None else col + self.indent)
 
     def resolve(self, node: ast.expr) -> Any:
         """The object a dotted name (`torch.exp`, `tc.tile`) refers to, or None."""
@@ -60,4 +62,5 @@ def read_source(fn: Callable[..., Any]) -> KernelSource:
         raise UnsupportedSyntax("@tc.kernel applies to a plain `def` function")
     func.decorator_list = []
     file_lines = inspect.getsourcelines(inspect.getmodule(fn) or fn)[0] if filename else []
-    return KernelSource(fn, func, filename, file_lines, _namespace(fn))
+    indent = len(raw_lines[0]) - len(raw_lines[0].lstrip())
+    return KernelSource(fn, func, filename, file_lines, _namespace(fn), indent)

@@ -52,8 +52,9 @@ class Index:
 
     A partial slice `a:b:s` is a whole-dimension block of extent `len(range(a, b, s))`
     reading positions `offset + step * i`: slices of equal length share their block (so
-    they broadcast together) and differ only in `offset`. Computed indices (gathers and
-    scalar Values) are masked to the tensor's bounds on the device unless `in_range`.
+    they broadcast together) and differ only in `offset`. Positions that may leave the
+    dim (computed indices, a tile reaching past its end) are masked to the tensor's
+    bounds on the device unless `in_range`.
     """
 
     kind: str

@@ -43,6 +43,7 @@ class Block:
     config_index: int | None = None
     begin_value: str | None = None  # a tile loop bounded by values computed on the device
     end_value: str | None = None
+    label: str = ""  # the user's name for it (a loop variable), for error messages
 
     @property
     def end(self) -> int:

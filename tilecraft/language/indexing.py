@@ -32,6 +32,36 @@ def eager_key(key: object) -> Key:
     return tuple(slice(i.begin, i.end) if isinstance(i, Tile) else i for i in _flatten(key))
 
 
+def tensor_key(tensor: torch.Tensor, key: object) -> Key:
+    """`eager_key` for a subscript of `tensor`. A tile reaching past the end of its dim
+    (Helion lets a kernel index so, masking the rest) becomes its index vector, so those
+    positions are bounded as compiled kernels bound them: they read 0, are not written."""
+    items = _flatten(key)
+    over = [k for k, dim in _tile_dims(items, tensor.dim()) if _overhangs(items[k], tensor, dim)]
+    if len(over) != 1 or any(_is_vector(i) for i in items):
+        return eager_key(tuple(items))  # (several would pair up as index vectors do)
+    tile = items[over[0]]
+    assert isinstance(tile, Tile)
+    items[over[0]] = tile.index
+    return eager_key(tuple(items))
+
+
+def _tile_dims(items: list[object], rank: int) -> list[tuple[int, int]]:
+    """(position, tensor dim) of each tile in a subscript."""
+    consumed = sum(i is not None and i is not Ellipsis for i in items)
+    found, dim = [], 0
+    for k, item in enumerate(items):
+        if isinstance(item, Tile):
+            found.append((k, dim))
+        dim += rank - consumed if item is Ellipsis else item is not None
+    return found
+
+
+def _overhangs(tile: object, tensor: torch.Tensor, dim: int) -> bool:
+    assert isinstance(tile, Tile)
+    return dim < tensor.dim() and (tile.begin < 0 or tile.end > tensor.shape[dim])
+
+
 def _is_vector(item: object) -> bool:
     """An integer index tensor (PyTorch's advanced indexing), to be bounded."""
     return (
@@ -122,7 +152,7 @@ def read(
     tensor: torch.Tensor, key: object, mask: torch.Tensor | None = None, other: Any = 0
 ) -> torch.Tensor:
     """`tensor[key]`, positions out of range or where `mask` is False reading `other`."""
-    safe, valid = bounded(tensor, eager_key(key))
+    safe, valid = bounded(tensor, tensor_key(tensor, key))
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if mask is None:
@@ -141,7 +171,7 @@ def write(
 ) -> None:
     """`tensor[key] = value` (or `+=` with `accumulate`, summing repeated positions as
     atomics do), skipping positions out of range or where `mask` is False."""
-    safe, valid = bounded(tensor, eager_key(key))
+    safe, valid = bounded(tensor, tensor_key(tensor, key))
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if (mask is None and not accumulate) or tensor.dim() == 0:

@@ -26,6 +26,7 @@ class Tile:
     end: int
     block_size: int
     device: torch.device
+    span: tuple[int, int] | None = None  # the whole loop range (tc.rand counts in it)
 
     @property
     def index(self) -> torch.Tensor:
@@ -85,7 +86,7 @@ def tile(
     explicit = block_size if isinstance(block_size, Sequence) else [block_size] * len(ranges)
     sizes = [ctx.next_block_size(b) for b in explicit]
     axes = [
-        [Tile(s, min(s + bs, e), bs, ctx.device) for s in range(b, e, bs)]
+        [Tile(s, min(s + bs, e), bs, ctx.device, (b, e)) for s in range(b, e, bs)]
         for (b, e), bs in zip(ranges, sizes, strict=True)
     ]
     if not multi:
@@ -124,8 +125,8 @@ def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> ra
                 acc = acc + x[tile, i]
             out[tile] = acc
     """
-    bounds = (begin_or_end,) if end is None else (begin_or_end, end, step)
-    return range(*(int(b) for b in bounds))
+    begin, end = (0, begin_or_end) if end is None else (begin_or_end, end)
+    return range(int(begin), int(end), int(step))
 
 
 def jagged_tile(parent: object) -> Iterator[Tile]:

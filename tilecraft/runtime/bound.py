@@ -33,6 +33,7 @@ from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.errors import user_location
 from tilecraft.runtime.heuristics import default_config
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import closure_tensors, kernel_spec
@@ -185,10 +186,10 @@ class BoundKernel:
         return self.code_file(config)[0]
 
     def code_file(self, config: Config | None = None) -> tuple[Path, str]:
-        """The generated module of `config` written to the cache dir, and its SHA-256
-        (a worker runs the file only if it still hashes to that)."""
+        """The generated module of `config` written to the cache dir, and its code (which
+        is what runs: the file is for people and tracebacks, never read back)."""
         code = self.to_triton_code(config)
-        return self._write(code), digest(code)
+        return self._write(code), code
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
@@ -198,7 +199,9 @@ class BoundKernel:
         except Exception as e:
             if not type(e).__module__.startswith("triton"):
                 raise
-            where = self.src.loc(self.src.tree)
+            code = self.to_triton_code(config)
+            path = str(self.code_path(config))
+            where = user_location(e, code, path) or self.src.loc(self.src.tree)
             raise LoweringError(
                 f"Triton failed on the generated code for `{self.src.tree.name}`"
                 f" ({type(e).__name__}: {str(e)[-600:]})",

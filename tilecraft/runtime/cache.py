@@ -26,8 +26,10 @@ from tilecraft.exc import CacheDirError, TilecraftError
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
+NOWHERE = Path("/dev/null/tilecraft")  # under a device: no directory can be made here
 _lock = threading.Lock()
 _fallbacks: dict[Path, Path] = {}  # unusable cache dir -> this process's private stand-in
+_warned: set[Path] = set()  # cache dirs whose trouble was reported
 
 
 class CacheWarning(UserWarning):
@@ -77,15 +79,17 @@ def usable_dir(path: Path | str) -> Path:
     try:
         return private_dir(path)
     except (OSError, CacheDirError) as e:
-        return _stand_in(path, e)
+        return _stand_in(path, e, path)
 
 
-def _stand_in(path: Path, why: Exception) -> Path:
+def _stand_in(path: Path, why: Exception, cache_dir: Path) -> Path:
+    """The stand-in for `path`; the first for a cache dir says why, the rest are silent."""
     with _lock:
         if path not in _fallbacks:
-            made = Path(tempfile.mkdtemp(prefix="tilecraft-cache-"))  # 0700 by mkdtemp
-            atexit.register(shutil.rmtree, made, True)
-            _fallbacks[path] = made
+            _fallbacks[path] = _private_temp()
+            if cache_dir in _warned:
+                return _fallbacks[path]
+            _warned.add(cache_dir)
             reason = why.message if isinstance(why, TilecraftError) else str(why)
             warnings.warn(
                 f"tilecraft: cache directory {path} cannot be used ({reason}); this process "
@@ -96,13 +100,24 @@ def _stand_in(path: Path, why: Exception) -> Path:
         return _fallbacks[path]
 
 
+def _private_temp() -> Path:
+    """A private temporary directory removed at exit; where none can be made (a full
+    disk), a path no file can ever be written under, so that everything stays in memory."""
+    try:
+        made = Path(tempfile.mkdtemp(prefix="tilecraft-cache-"))  # 0700 by mkdtemp
+    except OSError:
+        return NOWHERE
+    atexit.register(shutil.rmtree, made, True)
+    return made
+
+
 def subdir(cache_dir: Path | str, name: str) -> Path:
     """The private directory `name` under the (usable) cache directory."""
     root = usable_dir(cache_dir)
     try:
         return private_dir(root / name)
     except (OSError, CacheDirError) as e:
-        return _stand_in(root / name, e)
+        return _stand_in(root / name, e, Path(cache_dir))
 
 
 def write_private(path: Path, data: str | bytes) -> None:
@@ -153,7 +168,7 @@ def write_module(cache_dir: Path | str, name: str, code: str) -> Path:
     try:
         write_private(path, code)
     except OSError as e:
-        path = _stand_in(path.parent, e) / name
+        path = _stand_in(path.parent, e, Path(cache_dir)) / name
         with suppress(OSError):
             write_private(path, code)
     return path

@@ -82,7 +82,7 @@ def callable_key(fn: types.FunctionType, value_key: Callable[[Any], Any]) -> tup
     names = tuple(
         (name, _closure_key(fn.__globals__[name], value_key))
         for name in code.co_names
-        if isinstance(fn.__globals__.get(name), (torch.Tensor, types.FunctionType, float))
+        if isinstance(fn.__globals__.get(name), (torch.Tensor, types.FunctionType, float, int))
     )
     defaults = tuple(_closure_key(d, value_key) for d in fn.__defaults__ or ())
     return (code, cells, names, defaults)

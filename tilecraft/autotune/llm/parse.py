@@ -14,11 +14,8 @@ from tilecraft.runtime.config import Config
 
 MAX_REPLY_CHARS = 1 << 18  # a reply of configs is a few KB; more is refused unread
 MAX_DEPTH = 16  # proposals nest 3 deep
-MAX_PASSES = 4
 _TOKEN = re.compile(r'[\[\]{}"]')
-_OPENER = re.compile(r"[\[{]")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_NOTHING = object()
 
 
 def parse_reply(
@@ -59,54 +56,66 @@ def extract_json(text: str) -> Any:
     `MAX_DEPTH` is refused rather than recursed into."""
     if len(text) > MAX_REPLY_CHARS:
         return None
-    fenced = [part.removeprefix("json") for part in text.split("```")[1::2]]
-    for candidate in (text, *fenced):
-        found = _loads(candidate.strip())
-        if found is not _NOTHING:
-            return found
-    start = 0
-    for _ in range(MAX_PASSES):  # a stray bracket in prose hides what follows: skip it
-        for begin, end in _spans(text, start):
-            found = _loads(text[begin:end])
-            if found is not _NOTHING:
-                return found
-        opener = _OPENER.search(text, start)
-        if opener is None:
-            return None
-        start = opener.end()
+    groups = _groups(text)
+    for candidate in _candidates(text, groups):
+        try:
+            return json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
     return None
 
 
-def _loads(text: str) -> Any:
-    """The JSON value of `text`, or _NOTHING (also for nesting deeper than MAX_DEPTH)."""
-    if text[:1] in ("[", "{") and next(_spans(text, 0), None) != (0, len(text)):
-        return _NOTHING
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return _NOTHING
+def _candidates(text: str, groups: list[tuple[int, int]]) -> Iterator[str]:
+    """The whole text, the fenced blocks, then each balanced group: those that could be
+    JSON within the depth limit (text without brackets cannot nest at all)."""
+    lead = len(text) - len(text.lstrip())
+    whole = text.strip()
+    if whole[:1] not in ("[", "{") or groups[:1] == [(lead, lead + len(whole))]:
+        yield whole
+    for part in text.split("```")[1::2]:
+        block = part.removeprefix("json").strip()
+        if block[:1] not in ("[", "{") or _groups(block)[:1] == [(0, len(block))]:
+            yield block
+    for begin, end in groups:
+        yield text[begin:end]
 
 
-def _spans(text: str, start: int) -> Iterator[tuple[int, int]]:
-    """(begin, end) of each balanced bracket group at top level from `start`, in order,
-    skipping those nested deeper than MAX_DEPTH; stops at one that never closes."""
-    depth, begin, deep, pos = 0, 0, False, start
-    while (token := _TOKEN.search(text, pos)) is not None:
-        char, pos = token.group(), token.end()
+def _groups(text: str) -> list[tuple[int, int]]:
+    """(begin, end) of the balanced bracket groups of `text` that no balanced group
+    encloses, in order, at most MAX_DEPTH deep; a bracket that never closes (prose) does
+    not hide the groups inside it, and brackets in strings within groups do not count.
+    One pass over the brackets and quotes."""
+    starts: list[int] = []  # the open brackets, outermost first
+    below: list[int] = []  # per open bracket: the depth of the deepest group closed in it
+    inside: dict[int, list[tuple[int, int, int]]] = {}  # stack level -> groups closed in it
+    top: list[tuple[int, int, int]] = []
+    skip = 0
+    for token in _TOKEN.finditer(text):
+        at = token.start()
+        if at < skip:
+            continue
+        char = text[at]
         if char == '"':
-            if depth:  # inside JSON, brackets within strings do not count
-                string = _STRING.match(text, token.start())
+            if starts:
+                string = _STRING.match(text, at)
                 if string is None:
-                    return
-                pos = string.end()
+                    break
+                skip = string.end()
         elif char in "[{":
-            begin, deep = (token.start(), False) if depth == 0 else (begin, deep)
-            depth += 1
-            deep = deep or depth > MAX_DEPTH
-        elif depth:
-            depth -= 1
-            if depth == 0 and not deep:
-                yield begin, pos
+            starts.append(at)
+            below.append(0)
+        elif starts:
+            level = len(starts) - 1
+            group = (starts.pop(), at + 1, below.pop() + 1)
+            inside.pop(level, None)  # enclosed by this group now
+            if level:
+                below[-1] = max(below[-1], group[2])
+                inside.setdefault(level - 1, []).append(group)
+            else:
+                top.append(group)
+    for level in range(len(starts)):  # never closed: what they hold is top level
+        top.extend(inside.get(level, ()))
+    return sorted((begin, end) for begin, end, depth in top if depth <= MAX_DEPTH)
 
 
 def proposal_config(

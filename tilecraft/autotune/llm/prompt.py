@@ -25,7 +25,7 @@ from tilecraft.autotune.llm.context import DBEntry
 from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Trial
-from tilecraft.ir.nodes import DeviceKernel, Loop, Node
+from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 
@@ -111,6 +111,8 @@ def _loop_nest(kernel: DeviceKernel, body: list[Node], depth: int) -> list[str]:
         if isinstance(node, Loop):
             head = f"device loop {node.index} over {_blocks(kernel, node.blocks)}"
             lines += [" " * depth + head, *_loop_nest(kernel, node.body, depth + 2)]
+        elif isinstance(node, Branch):
+            lines += _loop_nest(kernel, [*node.then, *node.orelse], depth)
     return lines
 
 
