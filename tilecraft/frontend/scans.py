@@ -40,11 +40,13 @@ def scan(b: Builder, kind: str, x: Value, dim: int, dtype: torch.dtype, **attrs:
 
 
 def _cumulative(kind: str) -> Any:
-    def handler(b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
+    def handler(
+        b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None, reverse: bool = False
+    ) -> Value:
         if dtype is not None:
             x = b.cast(x, dtype)  # type: ignore[assignment]
         out = x.type.dtype if x.type.dtype.is_floating_point else torch.int64
-        return scan(b, kind, x, dim, out, compute=compute_dtype(out))
+        return scan(b, kind, x, dim, out, compute=compute_dtype(out), reverse=bool(reverse))
 
     return handler
 
@@ -161,6 +163,10 @@ def _topk(
 # -- tc.associative_scan / tc.reduce / tc.rand / tc.randint ---------------------------------
 def language_call(c: DeviceCompiler, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """The tc.* calls compiled here, or NotImplemented."""
+    if fn in (lang.cumsum, lang.cumprod):
+        name = "cumsum" if fn is lang.cumsum else "cumprod"
+        args = [c.operand(a) for a in args]
+        return OPS[name](c.b, *args, **kwargs)
     if fn is lang.associative_scan:
         return _user_scan(c, *args, **kwargs)
     if fn is lang.reduce:
