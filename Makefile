@@ -12,7 +12,7 @@ JOBS   ?= auto
 # ruff errors on paths that do not exist, so only pass the ones that do.
 LINT_PATHS := $(wildcard tilecraft examples tests benchmarks setup.py)
 
-.PHONY: venv demo lint test test-slow test-all wheel check-wheel format clean
+.PHONY: venv demo lint test test-slow test-all reliability wheel check-wheel format clean
 
 venv: $(STAMP)
 
@@ -53,6 +53,13 @@ test-slow: venv
 	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m slow --durations=10
 
 test-all: test test-slow
+
+# Every fault of the cache, the database, the LLM search and the settings, injected for
+# real (a tmpfs full disk and a read-only mount where the machine allows mounting).
+reliability: venv
+	@echo "==> running the reliability suite"
+	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) tests/test_reliability.py \
+		tests/test_reliability_llm.py tests/test_reliability_run.py --durations=10
 
 # A wheel, installed into a fresh virtual environment where every CLI command must work.
 wheel: venv

@@ -14,7 +14,6 @@ CASES = helion_dialect.CASES()
 # (never a wrong answer); remove an entry as its feature lands (strict xfail says when).
 MISSING: dict[str, str] = {
     "cross_entropy": "`squeeze` is not supported",
-    "row_cumsum": "`cumsum` is not supported",
 }
 # Eager mode slices a tile short at a tensor's end, where compiled code masks the lanes:
 # a register_block_size accumulator then has more lanes than the last chunk (known bug).

@@ -333,3 +333,29 @@ def test_host_values_that_cannot_be_used_name_the_variable(kernel, args, name, w
         kernel(torch.randn(5, device=DEVICE), *args)
     assert name in info.value.message and what in info.value.message
     assert "out[tile] = x[tile]" in info.value.loc.text
+
+
+# -- dtype promotion: scalars on the device are weak, as 0-d tensors are in PyTorch ----------
+
+
+@tc.kernel
+def weak_scalars(
+    x: torch.Tensor, k: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        product = x[tile] * k  # int8 * 0-d int64: int8, wrapping as PyTorch's does
+        scaled = y[tile] * w  # float16 * 0-d float32: float16
+        out[tile] = (product // 3).to(torch.float32) + (scaled * 1000).to(torch.float32)
+    return out
+
+
+def weak_scalars_reference(x, k, y, w) -> torch.Tensor:
+    return ((x * k) // 3).float() + (y * w * 1000).float()
+
+
+def test_0d_values_promote_weakly() -> None:
+    x = torch.randint(-120, 120, (37,), dtype=torch.int8, device=DEVICE)
+    y = torch.randn(37, device=DEVICE).half()
+    args = (x, torch.tensor(3, device=DEVICE), y, torch.tensor(1.37, device=DEVICE))
+    check_modes(weak_scalars, args, weak_scalars_reference, torch.float16)

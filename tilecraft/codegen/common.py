@@ -38,6 +38,6 @@ NO_NAN = 2**31 - 1  # "no NaN here", as a position
 def reduce_compute(op: Op) -> torch.dtype:
     """The dtype a reduction accumulates in."""
     assert op.out is not None
-    if op.attrs["kind"] == "sum" and not op.out.type.dtype.is_floating_point:
+    if op.attrs["kind"] in ("sum", "prod") and not op.out.type.dtype.is_floating_point:
         return torch.int64
     return op.attrs["compute"]

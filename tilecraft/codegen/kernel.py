@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen import access
+from tilecraft.codegen import access, scans
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
@@ -49,6 +49,8 @@ class KernelWriter:
     strides: dict[str, str] = field(default_factory=dict)
     constexprs: dict[str, int] = field(default_factory=dict)
     live: set[int] = field(default_factory=set)  # blocks whose indices/masks are in scope
+    helpers: dict[str, tuple[str, str]] = field(default_factory=dict)  # jit helpers: name, text
+    scan_carries: dict[int, str] = field(default_factory=dict)  # running totals across chunks
     located: tuple[str, int] | None = None  # the user's line the last comment named
 
     # -- helpers ------------------------------------------------------------------------
@@ -85,7 +87,8 @@ class KernelWriter:
                 self.define_indices(block, "0")
         self.body(self.kernel.body)
         head = ["    " + line for line in self.descriptors.values()]
-        return self.signature() + "\n".join(head + self.lines) + "\n"
+        helpers = "".join(text + "\n\n" for _, text in self.helpers.values())
+        return helpers + self.signature() + "\n".join(head + self.lines) + "\n"
 
     def signature(self) -> str:
         params = [p.name for p in self.kernel.params if p.is_tensor]
@@ -324,10 +327,14 @@ class KernelWriter:
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
         compute = reduce_compute(op)
         value = self.operand(x, x.type.dims, compute)
-        if block is not None and self.has_mask(block):
+        if block is not None and self.has_mask(block) and kind != "custom":
             mask = expand(f"mask_{block}", x.type.rank, axis)
             value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
+        if kind in ("prod", "custom"):
+            expr = scans.reduce_by(self, op, value, axis, keep)
+            self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+            return
         expr = f"{TL_REDUCE[kind]}({value}, {axis}{keep})"
         if kind != "sum" and compute.is_floating_point:
             self.line(f"{op.out.name}_in = {value}")
@@ -348,6 +355,12 @@ class KernelWriter:
             return f'tl.where({name}_nan, float("nan"), {fold})'
         self.line(f"{name}_nan = tl.min(tl.where({isnan}, {position}, {NO_NAN}), {axis}{keep})")
         return f"tl.where({name}_nan < {NO_NAN}, {name}_nan, {fold})"
+
+    def op_scan(self, op: Op) -> None:
+        scans.scan(self, op)
+
+    def op_rand(self, op: Op) -> None:
+        scans.rand(self, op)
 
     def op_load(self, op: Op) -> None:
         access.load(self, op)

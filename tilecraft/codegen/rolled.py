@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tilecraft.codegen import scans
 from tilecraft.codegen.common import expand, is_rolled, reduce_compute
 from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
 from tilecraft.exc import LoweringError
@@ -88,6 +89,14 @@ class RolledBody:
         blocks = set().union(self.spans_rolled(op), *(self.spans_rolled(n) for n in needed))
         if len(blocks) != 1:
             raise LoweringError("an op spans several looped reduction dims", op.loc)
+        for n in [op, *needed]:
+            dims = n.out.type.dims if n.out is not None else ()
+            if any(dims.count(b) > 1 for b in blocks):  # all pairs: one chunk at a time can't
+                raise LoweringError(
+                    "this op pairs every element of a looped dim with every other (sort, "
+                    "topk): use reduction_loops=[None] for this kernel",
+                    n.loc,
+                )
         return blocks.pop()
 
     def roll(self, op: Op) -> None:
@@ -98,6 +107,9 @@ class RolledBody:
             self.init_accumulator(op)
         elif op.name not in ("store", "atomic_add"):
             raise LoweringError(f"{op.name} over a looped reduction dim", op.loc)
+        for n in needed:
+            if n.name == "scan" and n.attrs["block"] == block.id:
+                scans.init_carry(self.w, n)
         self.w.line(f"for roffset_{block.id} in tl.range(0, {block.extent}, {size}):")
         self.w.depth += 1
         self.w.define_indices(block, f"roffset_{block.id}")
@@ -109,12 +121,18 @@ class RolledBody:
             self.w.op(op)
         self.w.depth -= 1
         self.w.live.discard(block.id)
+        for n in needed:
+            self.w.scan_carries.pop(id(n), None)
         if op.name == "reduce":
             self.finish(op)
 
     def init_accumulator(self, op: Op) -> None:
         x: Value = op.args[0]
         kind, compute = op.attrs["kind"], reduce_compute(op)
+        if kind == "custom":
+            raise LoweringError(
+                "hl.reduce over a looped reduction dim: use reduction_loops=[None]", op.loc
+            )
         shape = self.w.shape(x.type.dims)
         assert op.out is not None
         self.w.line(
@@ -130,8 +148,10 @@ class RolledBody:
         acc, compute = f"{op.out.name}_acc", reduce_compute(op)
         value = self.w.operand(x, x.type.dims, compute)
         mask = expand(f"mask_{block}", x.type.rank, axis)
-        if kind == "sum":
-            self.w.line(f"{acc} = {acc} + tl.where({mask}, {value}, 0)")
+        if kind in ("sum", "prod"):
+            sign = "+" if kind == "sum" else "*"
+            masked = f"tl.where({mask}, {value}, {identity(kind, compute)})"
+            self.w.line(f"{acc} = {acc} {sign} {masked}")
             return
         self.w.line(f"{op.out.name}_v = {value}")
         value = f"{op.out.name}_v"
@@ -156,8 +176,11 @@ class RolledBody:
         if kind.startswith("arg"):
             self.finish_arg(op, acc, axis, keep)
             return
-        expr = f"{TL_REDUCE[kind]}({acc}, {axis}{keep})"
-        if kind != "sum" and compute.is_floating_point:
+        if kind == "prod":
+            expr = scans.reduce_by(self.w, op, acc, axis, keep)
+        else:
+            expr = f"{TL_REDUCE[kind]}({acc}, {axis}{keep})"
+        if kind not in ("sum", "prod") and compute.is_floating_point:
             self.w.line(f"{out.name}_in = {acc}")
             expr = self.w.nan_aware(kind, out.name, axis, keep, "")
         self.w.line(f"{out.name} = {self.w.cast_out(expr, compute, out.type.dtype)}")

@@ -70,6 +70,8 @@ def identity(kind: str, dtype: torch.dtype) -> str:
     """The neutral element of a reduction, used for masked-off lanes."""
     if kind == "sum":
         return "0"
+    if kind == "prod":
+        return "1"
     high = kind in ("min", "argmin")
     if dtype.is_floating_point:
         return literal(math.inf if high else -math.inf)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,11 +27,16 @@ def category(x: Operand | torch.dtype) -> int:
 
 
 def promote(*operands: Operand) -> torch.dtype:
-    """The result dtype of an elementwise op, by PyTorch's rules (scalars are weak)."""
-    dtypes = [o.type.dtype for o in operands if isinstance(o, Value)]
-    result = dtypes[0]
-    for d in dtypes[1:]:
-        result = torch.promote_types(result, d)
+    """The result dtype of an elementwise op, by PyTorch's rules: tiles decide; values of
+    no dims (0-d tensors in eager mode) and then Python numbers only where they are of a
+    higher category (bool < integer < float)."""
+    values = [o for o in operands if isinstance(o, Value)]
+    shaped = [v.type.dtype for v in values if v.type.dims] or [v.type.dtype for v in values]
+    result = functools.reduce(torch.promote_types, shaped)
+    higher = [v.type.dtype for v in values if not v.type.dims and category(v) > category(result)]
+    if higher:
+        top = max(category(d) for d in higher)
+        result = functools.reduce(torch.promote_types, [d for d in higher if category(d) == top])
     for o in operands:
         if not isinstance(o, Value) and category(o) > category(result):
             result = torch.float32 if category(o) == 2 else torch.int64
@@ -51,6 +57,7 @@ class Builder:
     bodies: list[list[Node]] = field(default_factory=lambda: [[]])
     used_names: set[str] = field(default_factory=set)
     _counter: Any = field(default_factory=itertools.count)
+    new_dim: Any = None  # int -> Block: a whole dim of a new length (topk's k), from the table
 
     def fresh(self, hint: str = "v") -> str:
         hint = hint if hint.isidentifier() else "v"

@@ -23,7 +23,7 @@ from tilecraft.exc import (
     UnsupportedOperation,
     UnsupportedSyntax,
 )
-from tilecraft.frontend import flow, inline
+from tilecraft.frontend import flow, inline, scans
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
@@ -102,7 +102,7 @@ class DeviceCompiler:
         self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable, name: str
     ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
-        self.b = Builder(src.loc(src.tree), table.blocks)
+        self.b = Builder(src.loc(src.tree), table.blocks, new_dim=table.reduction)
         self.env: dict[str, Any] = {}
         self.host_values: dict[str, Any] = {}
         self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
@@ -546,6 +546,8 @@ class DeviceCompiler:
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
+        if special is NotImplemented:
+            special = scans.language_call(self, fn, args, kwargs)
         if special is not NotImplemented:
             return special
         if fn in (lang.tile, lang.grid):

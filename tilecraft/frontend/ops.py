@@ -255,7 +255,7 @@ def reduce(b: Builder, kind: str, x: Value, dim: int | None, keepdim: bool) -> V
     if not keepdim:
         del dims[axis]
     dtype = x.type.dtype
-    if kind in ("argmax", "argmin") or (kind == "sum" and not dtype.is_floating_point):
+    if kind in ("argmax", "argmin") or (kind in ("sum", "prod") and not dtype.is_floating_point):
         dtype = torch.int64
     return b.op(
         "reduce",
@@ -270,23 +270,40 @@ def reduce(b: Builder, kind: str, x: Value, dim: int | None, keepdim: bool) -> V
     )
 
 
+def axes_of(b: Builder, x: Value, dim: Any) -> list[int]:
+    """The dims a reduction removes, last first: `dim=None` is all of them."""
+    if dim is None:
+        return list(range(x.type.rank))[::-1]
+    items = dim if isinstance(dim, (list, tuple)) else [dim]
+    return sorted({_axis(b, x, d) for d in items}, reverse=True)
+
+
+def reduce_dims(b: Builder, kind: str, x: Value, dim: Any, keepdim: bool) -> Value:
+    """A reduction over several dims (a tuple, or None for all), one dim at a time."""
+    axes = axes_of(b, x, dim)
+    if kind.startswith("arg") and len(axes) > 1:
+        raise UnsupportedOperation(f"{kind} over several dims: give one dim=", b.loc)
+    if not axes:  # a scalar: the reduction of one element, in the result's dtype
+        return reduce(b, kind, view(b, x, ("None",)), 0, keepdim)
+    for axis in axes:
+        x = reduce(b, kind, x, axis, keepdim)
+    return x
+
+
 def _reducer(kind: str) -> Handler:
-    def handler(
-        b: Builder, x: Value, dim: int | None = None, keepdim: bool = False, **kw: Any
-    ) -> Any:
-        if isinstance(dim, (list, tuple)):
-            dim = dim[0] if len(dim) == 1 else None
+    def handler(b: Builder, x: Value, dim: Any = None, keepdim: bool = False, **kw: Any) -> Any:
         if kw.get("dtype") is not None:
             x = b.cast(x, kw["dtype"])  # type: ignore[assignment]
-        _check_not_empty(b, kind, x, dim)
-        return reduce(b, kind, x, dim, keepdim)
+        for axis in axes_of(b, x, dim):
+            _check_not_empty(b, kind, x, axis)
+        return reduce_dims(b, kind, x, dim, keepdim)
 
     return handler
 
 
 def _check_not_empty(b: Builder, kind: str, x: Value, dim: int | None) -> None:
     """max/min and their arg* have no identity: over a 0-length dim PyTorch raises, so do we."""
-    if kind == "sum":
+    if kind in ("sum", "prod"):
         return
     block = x.type.dims[_axis(b, x, dim)]
     if block is not None and b.blocks[block].kind == "reduction" and b.blocks[block].extent == 0:
@@ -318,10 +335,10 @@ def _max_or_min(kind: str) -> Handler:
         if isinstance(other, Value):
             return b.elementwise("maximum" if kind == "max" else "minimum", x, other)
         dim = other if other is not None else dim
+        if dim is None:
+            return _reducer(kind)(b, x)
         _check_not_empty(b, kind, x, dim)
         values = reduce(b, kind, x, dim, keepdim)
-        if dim is None:
-            return values
         return ValuesIndices(values, reduce(b, "arg" + kind, x, dim, keepdim))
 
     return handler
@@ -329,60 +346,6 @@ def _max_or_min(kind: str) -> Handler:
 
 OPS["max"] = _max_or_min("max")
 OPS["min"] = _max_or_min("min")
-
-
-def _extent(b: Builder, x: Value, axis: int) -> int:
-    block = x.type.dims[axis]
-    if block is None:
-        return 1
-    info = b.blocks[block]
-    if info.kind == "tile":
-        raise UnsupportedOperation("mean/var over a tile's dim: use sum() and divide", b.loc)
-    return info.extent
-
-
-@op("mean")
-def _mean(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False, **kw: Any) -> Value:
-    if isinstance(dim, (list, tuple)):
-        dim = dim[0]
-    x = b.cast(x, kw.get("dtype") or x.type.dtype)  # type: ignore[assignment]
-    total = reduce(b, "sum", b.cast(x, compute_dtype(x.type.dtype)), dim, keepdim)  # type: ignore[arg-type]
-    mean = b.elementwise("truediv", total, float(_extent(b, x, _axis(b, x, dim))))
-    return b.cast(mean, x.type.dtype)  # type: ignore[return-value]
-
-
-@op("var")
-def _var(
-    b: Builder,
-    x: Value,
-    dim: int | None = None,
-    unbiased: bool | None = None,
-    keepdim: bool = False,
-    correction: int | None = None,
-) -> Value:
-    if isinstance(dim, (list, tuple)):
-        dim = dim[0]
-    corr = correction if correction is not None else (0 if unbiased is False else 1)
-    xf = b.cast(x, compute_dtype(x.type.dtype))
-    mean = _mean(b, xf, dim, keepdim=True)  # type: ignore[arg-type]
-    diff = b.elementwise("sub", xf, mean)
-    total = reduce(b, "sum", b.elementwise("mul", diff, diff), dim, keepdim)
-    n = _extent(b, x, _axis(b, x, dim))
-    return b.cast(b.elementwise("truediv", total, float(max(n - corr, 0))), x.type.dtype)  # type: ignore[return-value]
-
-
-@op("var_mean")
-def _var_mean(
-    b: Builder,
-    x: Value,
-    dim: int | None = None,
-    unbiased: bool | None = None,
-    keepdim: bool = False,
-    correction: int | None = None,
-) -> tuple[Value, Value]:
-    """`(var, mean)`, as torch.var_mean."""
-    var = _var(b, x, dim, unbiased, keepdim, correction)
-    return var, _mean(b, x, dim, keepdim)
 
 
 def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) -> tuple:
@@ -465,8 +428,11 @@ def _torch_names() -> dict[int, str]:
     pairs[id(torch.special.expit)] = "sigmoid"
     pairs[id(lang.dot)] = "dot"
     pairs[id(torch.nn.functional.softmax)] = "softmax"
+    pairs[id(torch.linalg.vector_norm)] = "vector_norm"
     return pairs
 
+
+from tilecraft.frontend import reductions, scans  # noqa: E402, F401  (their handlers join OPS)
 
 TORCH_FUNCTIONS = _torch_names()
 

@@ -282,6 +282,8 @@ for _name, (_emit, _eager) in TRANSCENDENTAL.items():
 # -- ops the code generator writes itself ----------------------------------------------------
 define("cast", E, eager=lambda x, dtype: x.to(dtype))
 define("reduce", Kind.REDUCE, category="reduce")
+define("scan", Kind.SCAN, category="reduce")  # one op per output of a (tuple) scan
+define("rand", Kind.RANDOM, arity=2, category="transcendental")
 define("view", Kind.VIEW)
 define("trans", Kind.VIEW)
 define("full", Kind.CREATE)

@@ -26,6 +26,7 @@ class Tile:
     end: int
     block_size: int
     device: torch.device
+    span: tuple[int, int] | None = None  # the whole loop range (tc.rand counts in it)
 
     @property
     def index(self) -> torch.Tensor:
@@ -80,7 +81,7 @@ def tile(
     explicit = block_size if isinstance(block_size, Sequence) else [block_size] * len(ranges)
     sizes = [ctx.next_block_size(b) for b in explicit]
     axes = [
-        [Tile(s, min(s + bs, e), bs, ctx.device) for s in range(b, e, bs)]
+        [Tile(s, min(s + bs, e), bs, ctx.device, (b, e)) for s in range(b, e, bs)]
         for (b, e), bs in zip(ranges, sizes, strict=True)
     ]
     if not multi:

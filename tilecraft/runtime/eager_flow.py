@@ -40,8 +40,12 @@ def merge(cond: torch.Tensor, then: Any, orelse: Any) -> Any:
 
 
 @contextlib.contextmanager
-def masked(cond: torch.Tensor, negate: bool = False) -> Iterator[None]:
-    """Stores inside run only where `cond` (or its negation) holds."""
+def masked(cond: torch.Tensor, negate: bool = False, active: bool = True) -> Iterator[None]:
+    """Stores inside run only where `cond` (or its negation) holds (anywhere unless
+    `active`: the `else` arm of an `if` on a host value)."""
+    if not active:
+        yield
+        return
     ctx = eager_context("tile")
     mask = cond.to(torch.bool)
     mask = ~mask if negate else mask
@@ -69,25 +73,33 @@ class EagerBranches(ast.NodeTransformer):
         self.counter = itertools.count()
 
     def visit_If(self, node: ast.If) -> list[ast.stmt]:
+        # The `else` arm is written once, after both ways of running the `if` arm: were it
+        # written in both, an `elif` chain would double in size with each `elif`.
         self.generic_visit(node)
         k = next(self.counter)
-        cond = f"_tc_cond_{k}"
+        cond, tile = f"_tc_cond_{k}", f"_tc_tile_{k}"
         names = sorted(_assigned(node.body) | _assigned(node.orelse))
         select = [
             *(_stmt(f"_tc_before_{k}_{n} = _tc_get(locals(), {n!r})") for n in names),
             _with(f"_tc_masked({cond})", node.body),
             *(_stmt(f"_tc_then_{k}_{n} = _tc_get(locals(), {n!r})") for n in names),
             *(_stmt(f"{n} = _tc_before_{k}_{n}") for n in names),
-            *([_with(f"_tc_masked({cond}, negate=True)", node.orelse)] if node.orelse else []),
-            *(
-                _stmt(f"{n} = _tc_merge({cond}, _tc_then_{k}_{n}, _tc_get(locals(), {n!r}))")
-                for n in names
-            ),
         ]
-        plain = ast.If(ast.Name(cond, ast.Load()), node.body, node.orelse)
-        branch = ast.If(_expr(f"_tc_is_tile({cond})"), select, [copy.deepcopy(plain)])
-        assign = ast.Assign([ast.Name(cond, ast.Store())], node.test)
-        return [ast.copy_location(s, node) for s in (assign, branch)]
+        merges = [
+            _stmt(f"{n} = _tc_merge({cond}, _tc_then_{k}_{n}, _tc_get(locals(), {n!r}))")
+            for n in names
+        ]
+        orelse: list[ast.stmt] = [
+            _with(f"_tc_masked({cond}, negate=True, active={tile})", node.orelse)
+        ]
+        stmts = [
+            ast.Assign([ast.Name(cond, ast.Store())], node.test),
+            _stmt(f"{tile} = _tc_is_tile({cond})"),
+            ast.If(_expr(tile), select, [ast.If(_expr(cond), copy.deepcopy(node.body), [])]),
+            *([ast.If(_expr(f"{tile} or not {cond}"), orelse, [])] if node.orelse else []),
+            *([ast.If(_expr(tile), merges, [])] if names else []),
+        ]
+        return [ast.copy_location(s, node) for s in stmts]
 
 
 def _assigned(stmts: list[ast.stmt]) -> set[str]:

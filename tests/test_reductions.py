@@ -1,0 +1,133 @@
+"""Reductions in both CPU modes against PyTorch: prod, any/all, logsumexp, mean/var/std,
+norm, several dims at once, in one block and looped over chunks (reduction_loops)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft.exc import TilecraftError
+from tilecraft.testing import check_modes
+
+ROW = {
+    "prod": lambda r: torch.prod(r, 1),
+    "any": lambda r: torch.any(r, 1),
+    "all": lambda r: r.all(dim=1),
+    "logsumexp": lambda r: torch.logsumexp(r, 1),
+    "std": lambda r: torch.std(r, 1),
+    "var0": lambda r: torch.var(r, 1, correction=0),
+    "mean": lambda r: r.mean(1),
+    "norm": lambda r: torch.norm(r, dim=1),
+    "norm1": lambda r: torch.norm(r, p=1, dim=1),
+    "norminf": lambda r: torch.linalg.vector_norm(r, ord=math.inf, dim=1),
+    "norm3": lambda r: r.norm(3, dim=1),
+    "amax01": lambda r: r[:, :, None].amax(dim=(1, 2)),
+}
+
+
+@tc.kernel
+def row_reduce(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = ROW[name]
+    m, n = x.shape
+    out = torch.empty([m], dtype=fn(x[:1]).dtype, device=x.device)
+    for tile in tc.tile(m):
+        out[tile] = fn(x[tile, :])
+    return out
+
+
+def rows(shape: tuple[int, int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    x = torch.randn(shape, device=DEVICE)
+    if shape[0] > 3 and shape[1] > 2:
+        x[1, 1] = float("nan")
+        x[2, :] = -float("inf")
+        x[3, 0] = float("inf")
+        x[0, 2] = 0.0
+    return x.to(dtype)
+
+
+NAMES = list(ROW)
+ROLLED = tc.Config(block_sizes=[4], reduction_loops=[8])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_row_reductions_match_pytorch_with_nan_and_inf(name: str) -> None:
+    x = rows((6, 37))
+    check_modes(row_reduce, (x, name), lambda x, n: ROW[n](x), config=tc.Config(block_sizes=[4]))
+
+
+@pytest.mark.parametrize("name", ["prod", "any", "logsumexp", "std", "norm", "mean"])
+def test_row_reductions_looped_over_chunks(name: str) -> None:
+    x = rows((6, 37))
+    check_modes(row_reduce, (x, name), lambda x, n: ROW[n](x), config=ROLLED, modes=["triton"])
+
+
+@pytest.mark.parametrize("shape", [(5, 1), (3, 0)])
+@pytest.mark.parametrize("name", ["prod", "any", "all", "logsumexp", "norm", "mean"])
+def test_reductions_over_length_one_and_zero(shape: tuple[int, int], name: str) -> None:
+    x = torch.randn(shape, device=DEVICE)
+    check_modes(row_reduce, (x, name), lambda x, n: ROW[n](x))
+
+
+def test_integer_and_bool_reductions() -> None:
+    x = torch.randint(-3, 4, (5, 9), device=DEVICE, dtype=torch.int32)
+    check_modes(row_reduce, (x, "prod"), lambda x, n: ROW[n](x))
+    check_modes(row_reduce, (x, "any"), lambda x, n: ROW[n](x))
+    check_modes(row_reduce, (x.bool(), "all"), lambda x, n: ROW[n](x))
+
+
+def test_half_precision_reductions() -> None:
+    x = torch.randn(5, 19, device=DEVICE).half()
+    check_modes(row_reduce, (x, "logsumexp"), lambda x, n: ROW[n](x), dtype=torch.float16)
+    check_modes(row_reduce, (x, "norm"), lambda x, n: ROW[n](x), dtype=torch.float16)
+
+
+@tc.kernel
+def tile_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.shape
+    mean = torch.empty([m], device=x.device)
+    var = torch.empty([m], device=x.device)
+    for tile_m in tc.tile(m):
+        for tile_n in tc.tile(n):  # tile_n covers the whole row: block_sizes[1] >= n
+            row = x[tile_m, tile_n]
+            mean[tile_m] = row.mean(1)
+            var[tile_m] = row.var(1)
+    return mean, var
+
+
+def test_mean_and_var_over_a_tiles_dim_divide_by_its_valid_length() -> None:
+    x = torch.randn(7, 13, device=DEVICE)
+    config = tc.Config(block_sizes=[4, 16])
+    check_modes(tile_stats, (x,), lambda x: (x.mean(1), x.var(1)), config=config)
+
+
+@tc.kernel
+def whole_tile_amax(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty([m], device=x.device)
+    for tile_m in tc.tile(m, block_size=1):
+        out[tile_m] = x[tile_m, :].amax()  # dim=None: all dims of the tile
+    return out
+
+
+def test_reduction_over_all_dims_of_a_tile() -> None:
+    x = torch.randn(5, 11, device=DEVICE)
+    x[2, 3] = float("nan")
+    check_modes(whole_tile_amax, (x,), lambda x: x.amax(1))
+
+
+@tc.kernel
+def bad_argmax(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.shape
+    out = torch.empty([m], dtype=torch.int64, device=x.device)
+    for tile in tc.tile(m):
+        out[tile] = x[tile, :].argmax(dim=(0, 1))
+    return out
+
+
+def test_argmax_over_several_dims_is_refused() -> None:
+    with pytest.raises(TilecraftError, match="several dims"):
+        tc.testing.run_mode(bad_argmax, (torch.randn(3, 4),), "triton")

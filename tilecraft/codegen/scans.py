@@ -1,0 +1,185 @@
+"""Triton for scans, reductions by a combine function, and counter-based random numbers.
+
+Combine functions become `@triton.jit` helpers written before the kernel: the built-in
+ones (products, cummax/cummin on value-index pairs) as text, a user's function by
+writing its traced IR. Over a block with masked-off lanes, a combine function is
+wrapped to carry a `valid` flag, so those lanes never enter a result whatever the user's
+function is (reverse scans and reductions need that; no identity element is assumed).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from tilecraft.codegen.common import expand
+from tilecraft.codegen.rules import identity, tl_dtype
+from tilecraft.exc import LoweringError
+from tilecraft.ir.combine import Combine
+from tilecraft.ir.nodes import Op
+
+if TYPE_CHECKING:
+    from tilecraft.codegen.kernel import KernelWriter
+
+MUL = "def {name}(a, b):\n    return a * b\n"
+
+# (value, index) pairs: the later element wins ties, NaN beats numbers, a later NaN wins
+CUM_BEST = """def {name}(v0, i0, v1, i1):
+    take = {take}
+    return tl.where(take, v1, v0), tl.where(take, i1, i0)
+"""
+
+
+def helper(w: KernelWriter, key: str, text: str, short: str | None = None) -> str:
+    """The name of a `@triton.jit` helper (`text` with `{name}`), added once per kernel."""
+    if key not in w.helpers:
+        name = f"_{w.kernel.name.lstrip('_')}_{short or key}_{len(w.helpers)}"
+        w.helpers[key] = (name, "@triton.jit\n" + text.format(name=name))
+    return w.helpers[key][0]
+
+
+def cum_best(w: KernelWriter, kind: str, dtype: torch.dtype) -> str:
+    better = ">=" if kind == "max" else "<="
+    take = f"v1 {better} v0"
+    if dtype.is_floating_point:
+        take = f"(v1 != v1) | ((v0 == v0) & (v1 {better} v0))"
+    return helper(w, f"cum{kind}_{str(dtype)[6:]}", CUM_BEST.replace("{take}", take))
+
+
+def user_combine(w: KernelWriter, combine: Combine) -> str:
+    """A user's combine function written from its traced IR."""
+    key = f"combine{id(combine)}"
+    if key in w.helpers:
+        return w.helpers[key][0]
+    saved = w.lines, w.depth, w.located
+    w.lines, w.depth = [], 1
+    try:
+        for op in combine.body:
+            w.op(op)
+        w.line("return " + ", ".join(r.name for r in combine.results))
+        body = "\n".join(w.lines)
+    finally:
+        w.lines, w.depth, w.located = saved
+    params = ", ".join(p.name for p in combine.params)
+    return helper(w, key, f"def {{name}}({params}):\n{body}\n", "combine")
+
+
+def with_valid(w: KernelWriter, fn: str, n: int) -> str:
+    """`fn` over n-tuples, extended with a validity flag: invalid elements are skipped."""
+    a = [f"a{i}" for i in range(n)]
+    b = [f"b{i}" for i in range(n)]
+    r = [f"r{i}" for i in range(n)]
+    lines = [f"def {{name}}({', '.join([*a, 'av', *b, 'bv'])}):"]
+    lines.append(f"    {', '.join(r)} = {fn}({', '.join([*a, *b])})")
+    picks = [
+        f"tl.where(av & bv, {ri}, tl.where(av, {ai}, {bi}))"
+        for ri, ai, bi in zip(r, a, b, strict=True)
+    ]
+    lines.append(f"    return {', '.join(picks)}, av | bv")
+    return helper(w, f"valid_{fn}", "\n".join(lines) + "\n", "skip_masked")
+
+
+def scan(w: KernelWriter, op: Op) -> None:
+    """`out = scan(x..., kind, axis)`: cumsum, cumprod, cummax/cummin (values or
+    indices), or a user's combine function (one output of its tuple)."""
+    assert op.out is not None
+    kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
+    compute, reverse, dims = op.attrs["compute"], op.attrs.get("reverse", False), op.out.type.dims
+    computes = op.attrs.get("computes") or (compute,)
+    values = [w.operand(x, dims, c) for x, c in zip(op.args, computes, strict=True)]
+    carry = w.scan_carries.get(id(op))
+    # masked-off lanes come after the valid ones: only a reverse scan or a running total
+    # across chunks would take them in
+    masked = block is not None and w.has_mask(block) and (reverse or carry is not None)
+    mask = expand(f"mask_{block}", len(dims), axis) if masked else ""
+    rev = ", reverse=True" if reverse else ""
+    if kind in ("sum", "prod"):
+        value = f"tl.where({mask}, {values[0]}, {identity(kind, compute)})" if masked else values[0]
+        expr = f"tl.cum{kind}({value}, {axis}{rev})"
+        if carry is not None:
+            expr = carry_chunk(w, op, kind, value, expr, axis)
+        w.assign(op, w.cast_out(expr, compute, op.out.type.dtype))
+        return
+    if carry is not None:
+        raise LoweringError(f"{kind} scan over a looped dim: use reduction_loops=[None]", op.loc)
+    if kind in ("max", "min"):
+        size = w.size(block) if block is not None else "1"
+        pos = expand(f"tl.arange(0, {size})", len(dims), axis)
+        w.line(f"{op.out.name}_pos = tl.zeros({w.shape(dims)}, tl.int64) + {pos}")
+        values, fn = [values[0], f"{op.out.name}_pos"], cum_best(w, kind, compute)
+    else:
+        fn = user_combine(w, op.attrs["combine"])
+    if masked:
+        values, fn = (
+            [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"],
+            with_valid(w, fn, len(values)),
+        )
+    scanned = f"tl.associative_scan(({', '.join(values)},), {axis}, {fn}{rev})"
+    w.line(f"{op.out.name}_all = {scanned}")
+    result = f"{op.out.name}_all[{op.attrs.get('component', 0)}]"
+    w.assign(op, w.cast_out(result, compute, op.out.type.dtype))
+
+
+def carry_chunk(w: KernelWriter, op: Op, kind: str, value: str, expr: str, axis: int) -> str:
+    """A cumsum/cumprod of one chunk of a looped dim, continued from the chunks before."""
+    assert op.out is not None
+    carry = w.scan_carries[id(op)]
+    combine = "+" if kind == "sum" else "*"
+    reduced = f"tl.sum({value}, {axis}, keep_dims=True)"
+    if kind == "prod":
+        reduced = f"tl.reduce({value}, {axis}, {helper(w, 'mul', MUL)}, keep_dims=True)"
+    w.line(f"{op.out.name}_chunk = {expr} {combine} {carry}")
+    w.line(f"{carry} = {carry} {combine} {reduced}")
+    return f"{op.out.name}_chunk"
+
+
+def init_carry(w: KernelWriter, op: Op) -> None:
+    """Before a loop over chunks: the running total of a cumsum/cumprod starts empty."""
+    assert op.out is not None
+    kind, axis, compute = op.attrs["kind"], op.attrs["axis"], op.attrs["compute"]
+    if kind not in ("sum", "prod") or op.attrs.get("reverse"):
+        raise LoweringError(
+            "only forward cumsum/cumprod continue across the chunks of a looped dim; "
+            "use reduction_loops=[None] for this kernel",
+            op.loc,
+        )
+    dims = list(op.out.type.dims)
+    dims[axis] = None
+    carry = f"{op.out.name}_carry"
+    w.line(
+        f"{carry} = tl.full({w.shape(tuple(dims))}, {identity(kind, compute)}, {tl_dtype(compute)})"
+    )
+    w.scan_carries[id(op)] = carry
+
+
+def reduce_by(w: KernelWriter, op: Op, value: str, axis: int, keep: str) -> str:
+    """A product, or a user's combine function, folded along `axis` (masked lanes
+    already hold 1 for products; a user's reduction skips them by a validity flag)."""
+    kind = op.attrs["kind"]
+    if kind == "prod":
+        return f"tl.reduce({value}, {axis}, {helper(w, 'mul', MUL)}{keep})"
+    assert op.out is not None
+    x = op.args[0]
+    block, dims = op.attrs["block"], x.type.dims
+    computes = op.attrs["computes"]
+    values = [w.operand(a, dims, c) for a, c in zip(op.args, computes, strict=True)]
+    fn = user_combine(w, op.attrs["combine"])
+    if block is not None and w.has_mask(block):
+        mask = expand(f"mask_{block}", len(dims), axis)
+        values, fn = (
+            [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"],
+            with_valid(w, fn, len(values)),
+        )
+    w.line(f"{op.out.name}_all = tl.reduce(({', '.join(values)},), {axis}, {fn}{keep})")
+    return f"{op.out.name}_all[{op.attrs.get('component', 0)}]"
+
+
+def rand(w: KernelWriter, op: Op) -> None:
+    """Philox random numbers from a seed and each element's global offset."""
+    assert op.out is not None
+    seed, offsets = (w.operand(a, op.out.type.dims, None) for a in op.args)
+    if op.attrs["kind"] == "uniform":
+        w.assign(op, f"tl.rand({seed}, {offsets})")
+    else:  # the raw 32 bits, as a signed int (what hl.randint maps into its range)
+        w.assign(op, f"tl.randint({seed}, {offsets}).to(tl.int32, bitcast=True)")

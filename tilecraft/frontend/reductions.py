@@ -1,0 +1,191 @@
+"""Reductions beyond sum/max/min: prod, any/all, logsumexp, mean/var/std, norm.
+
+Each is the `reduce` IR op or an expansion onto it, over one dim, several (a tuple) or
+all of them (`dim=None`). Means over a tile's dim divide by the tile's valid length
+(`tile.end - tile.begin`), which is what eager mode's ragged edge tiles hold.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from tilecraft.exc import UnsupportedOperation
+from tilecraft.frontend.builder import Builder, Operand, compute_dtype
+from tilecraft.frontend.ops import OPS, _reducer, axes_of, op, reduce_dims, view
+from tilecraft.ir.nodes import Value
+
+OPS["prod"] = _reducer("prod")
+
+
+def _float(b: Builder, x: Value, dtype: torch.dtype | None = None) -> Value:
+    """`x` in the dtype a float reduction computes in (integers become float32)."""
+    target = dtype or x.type.dtype
+    if not target.is_floating_point:
+        target = torch.float32
+    return b.cast(x, compute_dtype(target))  # type: ignore[return-value]
+
+
+def _result_dtype(x: Value, dtype: torch.dtype | None) -> torch.dtype:
+    target = dtype or x.type.dtype
+    return target if target.is_floating_point else torch.float32
+
+
+def _any_or_all(kind: str) -> Any:
+    def handler(b: Builder, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+        test = OPS["ne" if kind == "any" else "eq"](b, x, 0)
+        count = reduce_dims(b, "sum", b.cast(test, torch.int32), dim, keepdim)  # type: ignore[arg-type]
+        out = b.elementwise("gt" if kind == "any" else "eq", count, 0, dtype=torch.bool)
+        # PyTorch keeps uint8 for uint8 inputs, gives bool otherwise
+        return b.cast(out, torch.uint8) if x.type.dtype == torch.uint8 else out  # type: ignore[return-value]
+
+    return handler
+
+
+OPS["any"] = _any_or_all("any")
+OPS["all"] = _any_or_all("all")
+
+
+def _unsqueezed(b: Builder, reduced: Value, rank: int, axes: list[int]) -> Value:
+    """A value reduced over `axes` (without keepdim), viewed back to broadcast at rank."""
+    index = ["None" if i in axes else ":" for i in range(rank)]
+    return view(b, reduced, tuple(index))
+
+
+@op("logsumexp")
+def _logsumexp(b: Builder, x: Value, dim: Any = None, keepdim: bool = False) -> Value:
+    """log(sum(exp(x))) shifted by the max; rows of -inf give -inf, as PyTorch."""
+    xf = _float(b, x)
+    axes = axes_of(b, xf, dim)
+    top = reduce_dims(b, "max", xf, dim, False)
+    inf = OPS["isinf"](b, top)
+    shift = OPS["where"](b, inf, 0.0, top)
+    shift_b = _unsqueezed(b, shift, xf.type.rank, axes)
+    exp = OPS["exp"](b, b.elementwise("sub", xf, shift_b))
+    total = reduce_dims(b, "sum", exp, dim, keepdim)
+    out = b.elementwise("add", OPS["log"](b, total), shift_b if keepdim else shift)
+    return b.cast(out, _result_dtype(x, None))  # type: ignore[return-value]
+
+
+def count(b: Builder, x: Value, axes: list[int]) -> Operand:
+    """How many elements a reduction over `axes` takes: extents, or a tile's valid length
+    (a Value: the last tile of a ragged dim is shorter)."""
+    total: Operand = 1
+    for axis in axes:
+        block = x.type.dims[axis]
+        if block is None:
+            continue
+        info = b.blocks[block]
+        if info.kind == "reduction":
+            n: Operand = info.extent
+        else:
+            end = b.op("tile_end", (block,), torch.int32, (), hint="end")
+            begin = b.op("tile_begin", (block,), torch.int32, (), hint="begin")
+            n = b.elementwise("sub", end, begin)
+        if isinstance(total, int) and isinstance(n, int):
+            total *= n
+        else:
+            total = b.elementwise("mul", total, n)
+    return total
+
+
+def _divide(b: Builder, total: Value, n: Operand) -> Value:
+    if isinstance(n, Value):
+        return b.elementwise("truediv", total, b.cast(n, total.type.dtype))
+    return b.elementwise("truediv", total, float(n))
+
+
+@op("mean")
+def _mean(b: Builder, x: Value, dim: Any = None, keepdim: bool = False, **kw: Any) -> Value:
+    dtype = kw.get("dtype")
+    if not (dtype or x.type.dtype).is_floating_point:
+        raise UnsupportedOperation(
+            f"mean of a {x.type.dtype} tile: give dtype= or cast it with .float()", b.loc
+        )
+    xf = _float(b, x, dtype)
+    total = reduce_dims(b, "sum", xf, dim, keepdim)
+    mean = _divide(b, total, count(b, xf, axes_of(b, xf, dim)))
+    return b.cast(mean, _result_dtype(x, dtype))  # type: ignore[return-value]
+
+
+def _correction(unbiased: bool | None, correction: float | None) -> float:
+    if correction is not None:
+        return float(correction)
+    return 0.0 if unbiased is False else 1.0
+
+
+@op("var")
+def _var(
+    b: Builder,
+    x: Value,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: float | None = None,
+) -> Value:
+    """Two passes (mean, then squared deviations), divided by `n - correction` clamped at
+    0 (0/0 gives NaN for a single element, as PyTorch)."""
+    if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # var(x, 1): a dim
+        dim, unbiased = unbiased, None
+    xf = _float(b, x)
+    axes = axes_of(b, xf, dim)
+    n = count(b, xf, axes)
+    mean = _divide(b, reduce_dims(b, "sum", xf, dim, True), n)
+    diff = b.elementwise("sub", xf, mean)
+    total = reduce_dims(b, "sum", b.elementwise("mul", diff, diff), dim, keepdim)
+    corr = _correction(unbiased, correction)
+    if isinstance(n, Value):
+        dof: Operand = b.elementwise(
+            "maximum", b.elementwise("sub", b.cast(n, xf.type.dtype), corr), 0.0
+        )
+    else:
+        dof = max(n - corr, 0.0)
+    return b.cast(_divide(b, total, dof), _result_dtype(x, None))  # type: ignore[return-value]
+
+
+@op("var_mean")
+def _var_mean(b: Builder, x: Value, *args: Any, **kw: Any) -> tuple[Value, Value]:
+    """`(var, mean)`, as torch.var_mean."""
+    dim = args[0] if args else kw.get("dim")
+    keepdim = kw.get("keepdim", args[2] if len(args) > 2 else False)
+    return _var(b, x, *args, **kw), _mean(b, _float(b, x), dim, keepdim)
+
+
+@op("std")
+def _std(b: Builder, x: Value, *args: Any, **kw: Any) -> Value:
+    out = _var(b, _float(b, x), *args, **kw)
+    return b.cast(OPS["sqrt"](b, out), _result_dtype(x, None))  # type: ignore[return-value]
+
+
+@op("norm", "vector_norm")
+def _norm(
+    b: Builder,
+    x: Value,
+    p: Any = 2,
+    dim: Any = None,
+    keepdim: bool = False,
+    dtype: torch.dtype | None = None,
+    ord: Any = None,
+    **_: Any,
+) -> Value:
+    """The vector p-norm: p = 2 ("fro"), 1, inf, -inf, 0 or any other number."""
+    p = ord if ord is not None else p
+    p = 2 if p in ("fro", None) else p
+    if not isinstance(p, (int, float)):
+        raise UnsupportedOperation(f"norm(p={p!r}): only vector norms (numbers, 'fro')", b.loc)
+    xf = _float(b, x, dtype)
+    mag = OPS["abs"](b, xf)
+    if p == math.inf or p == -math.inf:
+        out = reduce_dims(b, "max" if p > 0 else "min", mag, dim, keepdim)
+    elif p == 0:
+        out = reduce_dims(b, "sum", b.cast(OPS["ne"](b, xf, 0), xf.type.dtype), dim, keepdim)  # type: ignore[arg-type]
+    elif p == 1:
+        out = reduce_dims(b, "sum", mag, dim, keepdim)
+    elif p == 2:
+        out = OPS["sqrt"](b, reduce_dims(b, "sum", b.elementwise("mul", xf, xf), dim, keepdim))
+    else:
+        total = reduce_dims(b, "sum", OPS["pow"](b, mag, float(p)), dim, keepdim)
+        out = OPS["pow"](b, total, 1.0 / p)
+    return b.cast(out, _result_dtype(x, dtype))  # type: ignore[return-value]

@@ -1,0 +1,363 @@
+"""Scans (cumsum, cumprod, cummax, cummin, `hl.associative_scan`), `hl.reduce` with a
+user's combine function, sort/topk, and `hl.rand`/`hl.randint`.
+
+A user's combine function is traced on 0-d values of the inputs' compute dtypes into a
+`Combine` (straight-line IR) that the code generator writes as a `@triton.jit` helper.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tilecraft import language as lang
+from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend.builder import Builder, compute_dtype
+from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, op, reduce, view
+from tilecraft.ir.combine import Combine
+from tilecraft.ir.nodes import Op, Value
+from tilecraft.ir.types import Dim, TileType
+
+if TYPE_CHECKING:
+    from tilecraft.frontend.device import DeviceCompiler
+
+
+def scan(b: Builder, kind: str, x: Value, dim: int, dtype: torch.dtype, **attrs: Any) -> Value:
+    axis = _axis(b, x, dim)
+    return b.op(
+        "scan",
+        (x,),
+        dtype,
+        x.type.dims,
+        hint=f"cum{kind}",
+        kind=kind,
+        axis=axis,
+        block=x.type.dims[axis],
+        **attrs,
+    )
+
+
+def _cumulative(kind: str) -> Any:
+    def handler(
+        b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None, reverse: bool = False
+    ) -> Value:
+        if dtype is not None:
+            x = b.cast(x, dtype)  # type: ignore[assignment]
+        out = x.type.dtype if x.type.dtype.is_floating_point else torch.int64
+        return scan(b, kind, x, dim, out, compute=compute_dtype(out), reverse=bool(reverse))
+
+    return handler
+
+
+OPS["cumsum"] = _cumulative("sum")
+OPS["cumprod"] = _cumulative("prod")
+
+
+def _cum_best(kind: str) -> Any:
+    def handler(b: Builder, x: Value, dim: int) -> ValuesIndices:
+        compute = compute_dtype(x.type.dtype)
+        attrs = {"compute": compute}
+        values = scan(b, kind, x, dim, x.type.dtype, component=0, **attrs)
+        indices = scan(b, kind, x, dim, torch.int64, component=1, **attrs)
+        return ValuesIndices(values, indices)
+
+    return handler
+
+
+OPS["cummax"] = _cum_best("max")
+OPS["cummin"] = _cum_best("min")
+
+
+# -- sort and topk: ranks by comparing every pair along the last dim -----------------------
+def _strictly_before(b: Builder, xj: Value, xi: Value, descending: bool) -> Value:
+    """Whether element j sorts strictly before element i (NaN is the largest value)."""
+    nan_j, nan_i = OPS["isnan"](b, xj), OPS["isnan"](b, xi)
+    if descending:
+        return OPS["or"](b, OPS["gt"](b, xj, xi), OPS["and"](b, nan_j, OPS["not"](b, nan_i)))  # type: ignore[no-any-return]
+    return OPS["or"](b, OPS["lt"](b, xj, xi), OPS["and"](b, nan_i, OPS["not"](b, nan_j)))  # type: ignore[no-any-return]
+
+
+def _same(b: Builder, xj: Value, xi: Value) -> Value:
+    both_nan = OPS["and"](b, OPS["isnan"](b, xj), OPS["isnan"](b, xi))
+    return OPS["or"](b, OPS["eq"](b, xj, xi), both_nan)  # type: ignore[no-any-return]
+
+
+def _positions(b: Builder, block: int) -> Value:
+    index = b.op("tile_index", (block,), torch.int32, (block,), hint="position")
+    if b.blocks[block].kind == "reduction":
+        return index
+    begin = b.op("tile_begin", (block,), torch.int32, (), hint="begin")
+    return b.elementwise("sub", index, begin)
+
+
+def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesIndices:
+    """Element i goes to position rank(i) (a stable order); output position r takes the
+    element of rank r. O(n^2) work along the dim: meant for rows of modest length."""
+    dtype = x.type.dtype
+    if dtype == torch.bool:
+        x = b.cast(x, torch.int8)  # type: ignore[assignment]
+    lead = (":",) * (x.type.rank - 1)
+    block = x.type.dims[-1]
+    assert block is not None
+    pos = _positions(b, block)
+    xi, xj = view(b, x, (*lead, ":", "None")), view(b, x, (*lead, "None", ":"))
+    earlier = OPS["lt"](b, view(b, pos, ("None", ":")), view(b, pos, (":", "None")))
+    tie = OPS["and"](b, _same(b, xj, xi), earlier)
+    before = OPS["or"](b, _strictly_before(b, xj, xi, descending), tie)
+    rank = reduce(b, "sum", b.cast(before, torch.int32), -1, False)  # type: ignore[arg-type]
+    chosen = OPS["eq"](
+        b, view(b, rank, (*lead, "None", ":")), view(b, _positions(b, out_block), (":", "None"))
+    )
+    low = -math.inf if x.type.dtype.is_floating_point else torch.iinfo(x.type.dtype).min
+    picked = OPS["where"](b, chosen, xj, low)
+    values = b.cast(reduce(b, "max", picked, -1, False), dtype)
+    where = b.cast(view(b, pos, ("None", ":")), torch.int64)
+    indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
+    return ValuesIndices(values, indices)  # type: ignore[arg-type]
+
+
+def _last_dim(b: Builder, x: Value, dim: int, what: str) -> int:
+    if not isinstance(x, Value) or x.type.rank == 0:
+        raise UnsupportedOperation(f"{what} needs a tile", b.loc)
+    if _axis(b, x, dim) != x.type.rank - 1:
+        raise UnsupportedOperation(
+            f"{what} along a dim other than the last: transpose first", b.loc
+        )
+    return x.type.dims[-1]  # type: ignore[return-value]
+
+
+def _one(b: Builder, x: Value) -> ValuesIndices:
+    """Sorting one element: itself, at index 0."""
+    return ValuesIndices(x, b.op("full", (), torch.int64, x.type.dims, hint="zeros", value=0))
+
+
+@op("sort")
+def _sort(
+    b: Builder, x: Value, dim: int = -1, descending: bool = False, stable: bool = False
+) -> ValuesIndices:
+    """Stable; NaN sorts as the largest value, as in PyTorch."""
+    block = _last_dim(b, x, dim, "sort")
+    return _one(b, x) if block is None else _sorted(b, x, block, descending)
+
+
+@op("topk")
+def _topk(
+    b: Builder, x: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+) -> ValuesIndices:
+    """The k largest (or smallest) along the last dim, in order; NaN counts as largest."""
+    block = _last_dim(b, x, dim, "topk")
+    if not isinstance(k, int):
+        raise UnsupportedOperation("topk needs k as an int known while compiling", b.loc)
+    extent = 1 if block is None else b.blocks[block].extent
+    if block is None and k == 1:
+        return _one(b, x)
+    if (block is None or b.blocks[block].kind == "reduction") and not 0 < k <= extent:
+        raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length {extent}", b.loc)
+    if b.new_dim is None:
+        raise UnsupportedOperation("topk is not available here", b.loc)
+    return _sorted(b, x, b.new_dim(k).id, descending=largest)
+
+
+# -- tc.associative_scan / tc.reduce / tc.rand / tc.randint ---------------------------------
+def language_call(c: DeviceCompiler, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """The tc.* calls compiled here, or NotImplemented."""
+    if fn in (lang.cumsum, lang.cumprod):
+        name = "cumsum" if fn is lang.cumsum else "cumprod"
+        args = [c.operand(a) for a in args]
+        return OPS[name](c.b, *args, **kwargs)
+    if fn is lang.associative_scan:
+        return _user_scan(c, *args, **kwargs)
+    if fn is lang.reduce:
+        return _user_reduce(c, *args, **kwargs)
+    if fn is lang.rand:
+        return _rand(c, *args, **kwargs)
+    if fn is lang.randint:
+        return _randint(c, *args, **kwargs)
+    return NotImplemented
+
+
+def _inputs(c: DeviceCompiler, input: Any, what: str) -> list[Value]:
+    items = list(input) if isinstance(input, (tuple, list)) else [input]
+    values = [c.operand(i) for i in items]
+    if not all(isinstance(v, Value) and v.type.rank for v in values):
+        raise UnsupportedOperation(f"{what} needs tiles as its input", c.b.loc)
+    if len({v.type.dims for v in values}) != 1:
+        raise ShapeMismatch(f"the tiles given to {what} must have the same shape", c.b.loc)
+    return values
+
+
+def trace_combine(c: DeviceCompiler, fn: Any, computes: list[torch.dtype], what: str) -> Combine:
+    """`fn` compiled on 0-d values: (left..., right...) -> results, one per input."""
+    b = c.b
+    params = [
+        Value(TileType(d, ()), b.fresh(f"{side}{i}"))
+        for side in "lr"
+        for i, d in enumerate(computes)
+    ]
+    b.bodies.append([])
+    try:
+        result = c.call(fn, list(params), {})
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        if len(results) != len(computes):
+            raise UnsupportedOperation(
+                f"the combine function of {what} returns {len(results)} values for "
+                f"{len(computes)} inputs",
+                b.loc,
+            )
+        results = [_as_value(b, r, d) for r, d in zip(results, computes, strict=True)]
+    finally:
+        body = b.bodies.pop()
+    _check_closed(b, body, params, what)
+    return Combine(tuple(params), tuple(body), tuple(results))  # type: ignore[arg-type]
+
+
+def _as_value(b: Builder, r: Any, dtype: torch.dtype) -> Value:
+    if isinstance(r, Value):
+        return b.cast(r, dtype)  # type: ignore[return-value]
+    if isinstance(r, (bool, int, float)):
+        return b.op("full", (), dtype, (), value=r)
+    raise UnsupportedOperation("a combine function must return tiles or numbers", b.loc)
+
+
+def _check_closed(b: Builder, body: list[Any], params: list[Value], what: str) -> None:
+    """The combine function becomes a separate Triton function: it may use only its
+    arguments, numbers and arithmetic (no loads, loops, or tiles of the kernel)."""
+    known = {id(p) for p in params}
+    for node in body:
+        if not isinstance(node, Op) or node.name in ("load", "store", "atomic_add"):
+            raise UnsupportedOperation(
+                f"the combine function of {what} may only compute with its arguments", node.loc
+            )
+        if any(id(v) not in known for v in node.inputs()) or (node.out and node.out.type.dims):
+            raise UnsupportedOperation(
+                f"the combine function of {what} may only use its arguments and numbers",
+                node.loc,
+            )
+        if node.out is not None:
+            known.add(id(node.out))
+
+
+def _user_scan(
+    c: DeviceCompiler, combine_fn: Any, input: Any, dim: int, reverse: bool = False
+) -> Any:
+    values = _inputs(c, input, "tc.associative_scan")
+    computes = [compute_dtype(v.type.dtype) for v in values]
+    combine = trace_combine(c, combine_fn, computes, "tc.associative_scan")
+    axis = _axis(c.b, values[0], dim)
+    outs = [
+        c.b.op(
+            "scan",
+            tuple(values),
+            v.type.dtype,
+            v.type.dims,
+            hint="scan",
+            kind="custom",
+            axis=axis,
+            block=v.type.dims[axis],
+            reverse=bool(reverse),
+            combine=combine,
+            component=i,
+            compute=computes[i],
+            computes=tuple(computes),
+        )
+        for i, v in enumerate(values)
+    ]
+    return tuple(outs) if isinstance(input, (tuple, list)) else outs[0]
+
+
+def _user_reduce(
+    c: DeviceCompiler,
+    combine_fn: Any,
+    input: Any,
+    dim: int | None = None,
+    other: Any = 0,
+    keep_dims: bool = False,
+) -> Any:
+    values = _inputs(c, input, "tc.reduce")
+    computes = [compute_dtype(v.type.dtype) for v in values]
+    combine = trace_combine(c, combine_fn, computes, "tc.reduce")
+    axis = _axis(c.b, values[0], dim)
+    dims: list[Dim] = list(values[0].type.dims)
+    block, dims[axis] = dims[axis], None
+    if not keep_dims:
+        del dims[axis]
+    outs = [
+        c.b.op(
+            "reduce",
+            tuple(values),
+            v.type.dtype,
+            tuple(dims),
+            hint="reduced",
+            kind="custom",
+            axis=axis,
+            block=block,
+            combine=combine,
+            component=i,
+            compute=computes[i],
+            computes=tuple(computes),
+        )
+        for i, v in enumerate(values)
+    ]
+    return tuple(outs) if isinstance(input, (tuple, list)) else outs[0]
+
+
+def _offsets(c: DeviceCompiler, dims: tuple[Dim, ...]) -> Value:
+    """Each element's row-major position in the full extents of the shape's dims (global
+    indices, so the numbers do not depend on block sizes)."""
+    b = c.b
+    extents = []
+    for d in dims:
+        info = b.blocks[d] if d is not None else None
+        if info is not None and info.dynamic:
+            raise UnsupportedOperation("tc.rand over a tile with bounds read on the device", b.loc)
+        extents.append(info.extent if info is not None else 1)
+    dtype = torch.int32 if math.prod(extents) < 2**31 else torch.int64
+    total: Any = None
+    stride = 1
+    for i in reversed(range(len(dims))):
+        d = dims[i]
+        if d is not None:
+            index = b.cast(b.op("tile_index", (d,), torch.int32, (d,), hint="index"), dtype)
+            items = tuple(":" if j == i else "None" for j in range(len(dims)))
+            term = b.elementwise("mul", view(b, index, items), stride)  # type: ignore[arg-type]
+            total = term if total is None else b.elementwise("add", total, term)
+        stride *= extents[i]
+    if total is None:
+        return b.op("full", (), dtype, dims, value=0)
+    return total  # type: ignore[no-any-return]
+
+
+def _seed(c: DeviceCompiler, seed: Any) -> Any:
+    seed = c.operand(seed)
+    if isinstance(seed, Value) and (seed.type.rank or seed.type.dtype.is_floating_point):
+        raise DtypeError(
+            "the seed of tc.rand must be an integer (a number or a 0-d tensor)", c.b.loc
+        )
+    if isinstance(seed, (float, bool)):
+        raise DtypeError("the seed of tc.rand must be an integer", c.b.loc)
+    return seed
+
+
+def _random_bits(c: DeviceCompiler, shape: Any, seed: Any, kind: str) -> Value:
+    dims = c.mem._shape_dims(shape)
+    offsets = _offsets(c, dims)
+    dtype = torch.float32 if kind == "uniform" else torch.int32
+    return c.b.op("rand", (_seed(c, seed), offsets), dtype, dims, hint="rand", kind=kind)
+
+
+def _rand(c: DeviceCompiler, shape: Any, seed: Any, device: Any = None) -> Value:
+    return _random_bits(c, shape, seed, "uniform")
+
+
+def _randint(
+    c: DeviceCompiler, shape: Any, low: int, high: int, seed: Any, device: Any = None
+) -> Value:
+    if not isinstance(low, int) or not isinstance(high, int) or low >= high:
+        raise UnsupportedOperation(f"tc.randint needs ints low < high, got {low}, {high}", c.b.loc)
+    b = c.b
+    bits = b.cast(_random_bits(c, shape, seed, "bits"), torch.int64)
+    magnitude = OPS["abs"](b, bits)
+    out = b.elementwise("add", b.elementwise("mod", magnitude, high - low), low)
+    return b.cast(out, torch.int32)  # type: ignore[return-value]
