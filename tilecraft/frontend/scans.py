@@ -155,6 +155,12 @@ def _topk(
         return _one(b, x)
     if (block is None or b.blocks[block].kind == "reduction") and not 0 < k <= extent:
         raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length {extent}", b.loc)
+    if (
+        block is not None
+        and b.blocks[block].kind != "reduction"
+        and k > (b.blocks[block].fixed_size or 0)
+    ):
+        raise ShapeMismatch(f"topk: k={k} is larger than the tile's block size", b.loc)
     if b.new_dim is None:
         raise UnsupportedOperation("topk is not available here", b.loc)
     return _sorted(b, x, b.new_dim(k).id, descending=largest)
@@ -281,6 +287,8 @@ def _user_reduce(
     axis = _axis(c.b, values[0], dim)
     dims: list[Dim] = list(values[0].type.dims)
     block, dims[axis] = dims[axis], None
+    if block is not None and c.b.blocks[block].kind == "reduction" and not c.b.blocks[block].extent:
+        raise ShapeMismatch("tc.reduce over a dimension of length 0 has no result", c.b.loc)
     if not keep_dims:
         del dims[axis]
     outs = [
