@@ -164,3 +164,27 @@ def test_sort_and_topk_match_pytorch(name: str) -> None:
 def test_sort_of_integers() -> None:
     x = torch.randperm(4 * 9, device=DEVICE).reshape(4, 9).to(torch.int32)
     check_modes(row_sort, (x, "sort"), lambda x, n: tuple(SORTS[n](x)))
+
+
+@tc.kernel
+def reverse_scans(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.shape
+    sums = torch.empty_like(x)
+    prods = torch.empty_like(x)
+    for tile in tc.tile(m):
+        sums[tile, :] = tc.cumsum(x[tile, :], dim=1, reverse=True)
+        prods[tile, :] = tc.cumprod(x[tile, :], 1)
+    return sums, prods
+
+
+def test_helion_cumsum_and_cumprod_with_reverse_over_a_ragged_row() -> None:
+    x = torch.rand(5, 13, device=DEVICE) + 0.5
+    reference = (x.flip(1).cumsum(1).flip(1), x.cumprod(1))
+    check_modes(reverse_scans, (x,), lambda x: reference)
+
+
+@pytest.mark.parametrize("name", ["sort", "topk"])
+def test_sort_over_chunks_is_refused(name: str) -> None:
+    config = tc.Config(block_sizes=[4], reduction_loops=[8])
+    with pytest.raises(TilecraftError, match="reduction_loops"):
+        run_mode(row_sort, (torch.randn(5, 37), name), "triton", config)

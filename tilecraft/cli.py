@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -99,6 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandError, FileNotFoundError) as e:
         print(f"tilecraft: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader left (`tilecraft code softmax | head`): stop quietly, as Python's docs
+        # advise, pointing stdout at devnull so that flushing it at exit cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -89,6 +89,14 @@ class RolledBody:
         blocks = set().union(self.spans_rolled(op), *(self.spans_rolled(n) for n in needed))
         if len(blocks) != 1:
             raise LoweringError("an op spans several looped reduction dims", op.loc)
+        for n in [op, *needed]:
+            dims = n.out.type.dims if n.out is not None else ()
+            if any(dims.count(b) > 1 for b in blocks):  # all pairs: one chunk at a time can't
+                raise LoweringError(
+                    "this op pairs every element of a looped dim with every other (sort, "
+                    "topk): use reduction_loops=[None] for this kernel",
+                    n.loc,
+                )
         return blocks.pop()
 
     def roll(self, op: Op) -> None:

@@ -40,11 +40,13 @@ def scan(b: Builder, kind: str, x: Value, dim: int, dtype: torch.dtype, **attrs:
 
 
 def _cumulative(kind: str) -> Any:
-    def handler(b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
+    def handler(
+        b: Builder, x: Value, dim: int, dtype: torch.dtype | None = None, reverse: bool = False
+    ) -> Value:
         if dtype is not None:
             x = b.cast(x, dtype)  # type: ignore[assignment]
         out = x.type.dtype if x.type.dtype.is_floating_point else torch.int64
-        return scan(b, kind, x, dim, out, compute=compute_dtype(out))
+        return scan(b, kind, x, dim, out, compute=compute_dtype(out), reverse=bool(reverse))
 
     return handler
 
@@ -153,6 +155,12 @@ def _topk(
         return _one(b, x)
     if (block is None or b.blocks[block].kind == "reduction") and not 0 < k <= extent:
         raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length {extent}", b.loc)
+    if (
+        block is not None
+        and b.blocks[block].kind != "reduction"
+        and k > (b.blocks[block].fixed_size or 0)
+    ):
+        raise ShapeMismatch(f"topk: k={k} is larger than the tile's block size", b.loc)
     if b.new_dim is None:
         raise UnsupportedOperation("topk is not available here", b.loc)
     return _sorted(b, x, b.new_dim(k).id, descending=largest)
@@ -161,6 +169,10 @@ def _topk(
 # -- tc.associative_scan / tc.reduce / tc.rand / tc.randint ---------------------------------
 def language_call(c: DeviceCompiler, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """The tc.* calls compiled here, or NotImplemented."""
+    if fn in (lang.cumsum, lang.cumprod):
+        name = "cumsum" if fn is lang.cumsum else "cumprod"
+        args = [c.operand(a) for a in args]
+        return OPS[name](c.b, *args, **kwargs)
     if fn is lang.associative_scan:
         return _user_scan(c, *args, **kwargs)
     if fn is lang.reduce:
@@ -275,6 +287,8 @@ def _user_reduce(
     axis = _axis(c.b, values[0], dim)
     dims: list[Dim] = list(values[0].type.dims)
     block, dims[axis] = dims[axis], None
+    if block is not None and c.b.blocks[block].kind == "reduction" and not c.b.blocks[block].extent:
+        raise ShapeMismatch("tc.reduce over a dimension of length 0 has no result", c.b.loc)
     if not keep_dims:
         del dims[axis]
     outs = [

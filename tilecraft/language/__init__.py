@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilecraft.language.creation import arange, dot, full, zeros
 from tilecraft.language.memory import atomic_add, load, store
 from tilecraft.language.random import rand, randint
-from tilecraft.language.scans import associative_scan, reduce
+from tilecraft.language.scans import associative_scan, cumprod, cumsum, reduce
 from tilecraft.language.tiles import Tile, grid, jagged_tile, static_range, tile
 from tilecraft.language.tunables import (
     Choice,
@@ -24,6 +24,8 @@ __all__ = [
     "arange",
     "associative_scan",
     "atomic_add",
+    "cumprod",
+    "cumsum",
     "dot",
     "full",
     "grid",

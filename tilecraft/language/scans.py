@@ -87,3 +87,26 @@ def reduce(
         for c, t in zip(carry, inputs, strict=True)
     )
     return outs if isinstance(input, (tuple, list)) else outs[0]
+
+
+def cumsum(input: torch.Tensor, dim: int, reverse: bool = False) -> torch.Tensor:
+    """The cumulative sum along `dim` (from the end with `reverse=True`), as Helion's
+    `hl.cumsum`; `torch.cumsum` works on tiles too.
+
+    Example::
+
+        out[tile_m, :] = tc.cumsum(x[tile_m, :], dim=1, reverse=True)
+    """
+    eager_context("cumsum")
+    return input.flip(dim).cumsum(dim).flip(dim) if reverse else input.cumsum(dim)
+
+
+def cumprod(input: torch.Tensor, dim: int, reverse: bool = False) -> torch.Tensor:
+    """The cumulative product along `dim` (from the end with `reverse=True`).
+
+    Example::
+
+        out[tile_m, :] = tc.cumprod(x[tile_m, :], dim=1)
+    """
+    eager_context("cumprod")
+    return input.flip(dim).cumprod(dim).flip(dim) if reverse else input.cumprod(dim)
