@@ -196,3 +196,21 @@ def test_products_with_a_short_inner_dim_avoid_tl_dot(mode) -> None:
     code = short_product.bind((x, y)).to_triton_code()
     assert "tl.dot" not in code and "tl.sum(" in code
     assert_close(mode(short_product)(x, y), x @ y, torch.float32)
+
+
+@tc.kernel
+def to_bfloat16(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=torch.bfloat16, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile].to(torch.bfloat16)
+    return out
+
+
+def test_bfloat16_conversion_rounds_to_nearest_even_exactly(mode) -> None:
+    """Ties (halfway between two bf16 numbers), subnormals, NaN, inf and overflow."""
+    ties = (torch.arange(1, 2000, 7, dtype=torch.int32) << 16 | 0x8000).view(torch.float32)
+    edges = torch.tensor([float("nan"), float("inf"), -float("inf"), 3.4e38, 1e-40, -0.0])
+    x = torch.cat([torch.randn(301), ties, -ties, edges]).to(DEVICE)
+    actual, expected = mode(to_bfloat16)(x), x.to(torch.bfloat16)
+    same_bits = actual.view(torch.int16) == expected.view(torch.int16)
+    assert bool((same_bits | (actual.isnan() & expected.isnan())).all())  # any NaN payload

@@ -11,7 +11,14 @@ from tilecraft.codegen import access, scans
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
-from tilecraft.codegen.rules import TL_REDUCE, identity, literal, tl_dtype, triton_interpret
+from tilecraft.codegen.rules import (
+    TL_REDUCE,
+    convert,
+    identity,
+    literal,
+    tl_dtype,
+    triton_interpret,
+)
 from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
@@ -66,11 +73,11 @@ class KernelWriter:
             return literal(x)
         text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
         if dtype is not None and x.type.dtype != dtype:
-            text = f"{text}.to({tl_dtype(dtype)})"
+            text = convert(text, x.type.dtype, dtype)
         return text
 
     def cast_out(self, expr: str, compute: torch.dtype, out: torch.dtype) -> str:
-        return expr if compute == out else f"({expr}).to({tl_dtype(out)})"
+        return expr if compute == out else convert(f"({expr})", compute, out)
 
     # -- the kernel ------------------------------------------------------------------------
     def write(self) -> str:
@@ -222,11 +229,8 @@ class KernelWriter:
         target = op.out.type.dtype
         if target == torch.bool:
             self.assign(op, f"{x.name} != 0")
-        elif target == torch.bfloat16 and not x.type.dtype.is_floating_point:
-            # through float32: Triton's interpreter cannot convert ints to bf16 directly
-            self.assign(op, f"{x.name}.to(tl.float32).to(tl.bfloat16)")
         else:
-            self.assign(op, f"{x.name}.to({tl_dtype(target)})")
+            self.assign(op, convert(x.name, x.type.dtype, target))
 
     def op_where(self, op: Op) -> None:
         assert op.out is not None

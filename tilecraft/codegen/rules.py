@@ -43,6 +43,20 @@ def triton_interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
+    """`text`, of dtype `src`, converted to `dst`. Triton's interpreter truncates float ->
+    bfloat16 (and cannot convert ints to it): there, round to nearest even by hand, as
+    PyTorch and the GPU do."""
+    if dst != torch.bfloat16 or src == torch.bfloat16:
+        return f"{text}.to({tl_dtype(dst)})"
+    wide = text if src == torch.float32 else f"{text}.to(tl.float32)"
+    if not triton_interpret():
+        return f"{wide}.to(tl.bfloat16)"
+    bits = f"{wide}.to(tl.uint32, bitcast=True)"
+    high = f"(({bits} + 0x7FFF + (({bits} >> 16) & 1)) >> 16)"
+    return f"{high}.to(tl.uint16).to(tl.bfloat16, bitcast=True)"
+
+
 TL_REDUCE = {
     "sum": "tl.sum",
     "max": "tl.max",
