@@ -432,7 +432,7 @@ def _torch_names() -> dict[int, str]:
     return pairs
 
 
-from tilecraft.frontend import reductions, scans  # noqa: E402, F401  (their handlers join OPS)
+from tilecraft.frontend import reductions, scans, sorting  # noqa: E402, F401  (handlers)
 
 TORCH_FUNCTIONS = _torch_names()
 
