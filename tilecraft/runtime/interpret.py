@@ -182,6 +182,8 @@ _ELEMENTWISE = (
     | {torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.mul_, torch.Tensor.div_}
 )
 _ACCUMULATING = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
+_PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bmm}
+_PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 
 
 class _FloatAccumulation(TorchFunctionMode):
@@ -195,10 +197,10 @@ class _FloatAccumulation(TorchFunctionMode):
         if func in _SUBSCRIPTS and _has_tile(args[1]):
             # a function passed to the kernel (an epilogue) indexing a tensor with tiles
             args = (args[0], eager_key(args[1]), *args[2:])
-        if func in _ACCUMULATING and len(args) >= 3 and args[0].dtype != args[1].dtype:
-            acc, a, b = args[:3]
-            product = torch.matmul(a.to(torch.float32), b.to(torch.float32))
-            return acc + product.to(acc.dtype)
+        if func in _ACCUMULATING and len(args) >= 3:
+            return _accumulate(*args, **kwargs)
+        if func in _PRODUCTS and len(args) >= 2:
+            return _product(*args, **kwargs)
         try:
             return func(*args, **kwargs)
         except RuntimeError as e:
@@ -206,3 +208,31 @@ class _FloatAccumulation(TorchFunctionMode):
             if padded is None:
                 raise
             return func(*padded, **kwargs)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, out_dtype: Any = None) -> torch.Tensor:
+    """`torch.mm(a, b, out_dtype)` as compiled: accumulated in float32 (int32 for int8),
+    rounded once to `out_dtype` or the operands' dtype (PyTorch's CPU kernels have no
+    `out_dtype` and no fp8)."""
+    result = lang.creation.exact_matmul(a, b)
+    return result.to(out_dtype or torch.promote_types(a.dtype, b.dtype))
+
+
+def _accumulate(
+    acc: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    beta: Any = 1,
+    alpha: Any = 1,
+    out_dtype: Any = None,
+) -> torch.Tensor:
+    """`torch.addmm(acc_f32, a_bf16, b_bf16)` accumulates in float32, as compiled kernels
+    do (plain PyTorch requires equal dtypes)."""
+    acc = acc.to(out_dtype or acc.dtype)
+    if beta != 1:
+        acc = acc * beta
+    product = lang.creation.exact_matmul(a, b)
+    if alpha != 1:
+        return (acc + product * alpha).to(acc.dtype)
+    return acc + product.to(acc.dtype)
