@@ -32,6 +32,7 @@ def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert result["goal_met"] is None  # judged on a GPU only
 
 
+@pytest.mark.slow  # torch.compile with inductor: about 20 s more on a cold cache
 def test_bench_model_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_model", monkeypatch)
     out = tmp_path / "model.json"

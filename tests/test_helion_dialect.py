@@ -12,12 +12,10 @@ from tilecraft import exc
 CASES = helion_dialect.CASES()
 # Cases whose features have not landed yet: each must fail with a clear tilecraft error
 # (never a wrong answer); remove an entry as its feature lands (strict xfail says when).
-MISSING: dict[str, str] = {
-    "cross_entropy": "`squeeze` is not supported",
-}
+MISSING: dict[str, str] = {}
 # Eager mode slices a tile short at a tensor's end, where compiled code masks the lanes:
 # a register_block_size accumulator then has more lanes than the last chunk (known bug).
-EAGER_SHORT_TILES = {"long_sum"}
+EAGER_SHORT_TILES: set[str] = set()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -60,10 +60,21 @@ def test_cumsum_carries_its_total_across_chunks(name: str) -> None:
     check_modes(row_scan, (x, name), lambda x, n: SCANS[n](x), config=config, modes=["triton"])
 
 
-def test_cummax_over_chunks_is_refused() -> None:
-    config = tc.Config(block_sizes=[4], reduction_loops=[8])
+CHUNKS = tc.Config(block_sizes=[4], reduction_loops=[8])
+
+
+@pytest.mark.parametrize("name", ["cummax", "cummax_i", "cummin_i"])
+def test_cummax_carries_its_best_across_chunks(name: str) -> None:
+    x = rows((6, 37))
+    x[4, 20:] = -5.0  # ties across chunk borders: the later index wins
+    check_modes(row_scan, (x, name), lambda x, n: SCANS[n](x), config=CHUNKS, modes=["triton"])
+
+
+def test_user_scans_carry_across_chunks_and_reverse_ones_are_refused() -> None:
+    x = torch.randn(5, 37, device=DEVICE)
+    check_modes(user_scans, (x, False), _user_reference, config=CHUNKS, modes=["triton"])
     with pytest.raises(TilecraftError, match="reduction_loops"):
-        run_mode(row_scan, (torch.randn(5, 37), "cummax"), "triton", config)
+        run_mode(user_scans, (x, True), "triton", CHUNKS)
 
 
 def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -183,8 +194,28 @@ def test_helion_cumsum_and_cumprod_with_reverse_over_a_ragged_row() -> None:
     check_modes(reverse_scans, (x,), lambda x: reference)
 
 
-@pytest.mark.parametrize("name", ["sort", "topk"])
-def test_sort_over_chunks_is_refused(name: str) -> None:
+def test_sort_over_chunks_is_refused() -> None:
     config = tc.Config(block_sizes=[4], reduction_loops=[8])
     with pytest.raises(TilecraftError, match="reduction_loops"):
-        run_mode(row_sort, (torch.randn(5, 37), name), "triton", config)
+        run_mode(row_sort, (torch.randn(5, 37), "sort"), "triton", config)
+
+
+def nan_rows(shape: tuple[int, int]) -> torch.Tensor:
+    x = torch.randperm(shape[0] * shape[1], device=DEVICE).reshape(shape).float() - 50.0
+    x[0, 3] = float("nan")
+    x[1, :] = -float("inf")  # ties everywhere: the first positions win
+    x[2, 2:] = float("nan")  # fewer numbers than k for largest=False
+    return x
+
+
+@pytest.mark.parametrize("name", ["topk", "topk_small"])
+def test_topk_over_chunks_with_nan_and_ties(name: str) -> None:
+    x = nan_rows((5, 37))
+    config = tc.Config(block_sizes=[4], reduction_loops=[8])
+    expected = SORTS[name](x)
+    for mode in ("triton", "eager"):
+        values, indices = run_mode(row_sort, (x, name), mode, config)
+        torch.testing.assert_close(values, expected.values, equal_nan=True)
+        if mode == "triton":  # PyTorch picks among ties in its own way
+            assert torch.equal(indices[[0, 3, 4]], expected.indices[[0, 3, 4]])
+            assert torch.equal(indices[1], torch.arange(indices.shape[1]))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+
+from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu
 
 TOLERANCES = {
     torch.float32: (1e-4, 1e-4),
@@ -107,9 +107,14 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
     copies = _copies(args)
     if mode == "eager":
         return _outputs(lambda *a: kernel.run_eagerly(kernel.normalize(a, {})), copies)
-    with _triton_on_cpu(copies):
-        launcher = kernel.bind(copies).compile(config or kernel.chosen_config())
-        return _outputs(launcher, copies)
+    if runs_on_cpu(copies) and cpu_mode() != "triton":
+        raise RuntimeError(
+            "Triton's interpreter cannot run in this process (Triton was imported before "
+            "TRITON_INTERPRET=1 was set, or a GPU is present): set TRITON_INTERPRET=1 before "
+            "importing triton, or pass GPU tensors"
+        )
+    launcher = kernel.bind(copies).compile(config or kernel.chosen_config())
+    return _outputs(launcher, copies)
 
 
 def _copies(args: Sequence[Any]) -> tuple:
@@ -144,18 +149,3 @@ def _check_same(actual: Any, expected: Any, dtype: torch.dtype | None, what: str
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert_close(actual, expected, dtype, equal_nan=True, msg=what)
-
-
-@contextlib.contextmanager
-def _triton_on_cpu(args: tuple) -> Iterator[None]:
-    """TRITON_INTERPRET=1 while compiling for CPU tensors (Triton reads it when the
-    generated module is loaded)."""
-    on_gpu = any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args)
-    if on_gpu or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        yield
-        return
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        yield
-    finally:
-        del os.environ["TRITON_INTERPRET"]

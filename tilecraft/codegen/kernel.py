@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen import access, scans
+from tilecraft.codegen import access, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
@@ -24,6 +24,7 @@ from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
+INTERPRETER_UPCAST = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU
 
 RANGE_KNOBS = (
@@ -251,6 +252,30 @@ class KernelWriter:
     def op_trans(self, op: Op) -> None:
         self.assign(op, f"tl.trans({op.args[0].name})")
 
+    def op_reshape(self, op: Op) -> None:
+        views.reshape(self, op)
+
+    def op_permute(self, op: Op) -> None:
+        views.permute(self, op)
+
+    def op_expand(self, op: Op) -> None:
+        views.broadcast(self, op)
+
+    def op_select(self, op: Op) -> None:
+        views.select(self, op)
+
+    def op_stack(self, op: Op) -> None:
+        views.stack(self, op)
+
+    def op_cat(self, op: Op) -> None:
+        views.cat(self, op)
+
+    def op_piece(self, op: Op) -> None:
+        views.piece(self, op)
+
+    def op_literal(self, op: Op) -> None:
+        views.literal_values(self, op)
+
     def op_full(self, op: Op) -> None:
         assert op.out is not None
         dtype = tl_dtype(op.out.type.dtype)
@@ -281,45 +306,50 @@ class KernelWriter:
         self.assign(op, f"(offset_{block.id} - {begin}) // {self.size(block.id)}")
 
     def op_dot(self, op: Op) -> None:
+        """`tl.dot` (a broadcast multiply summed over K when K is too short for it), in the
+        op's compute dtype; with `product`, the product is cast before it is accumulated."""
         assert op.out is not None
         a, b, acc = op.args
-        if self.block_size(a.type.dims[-1]) < MIN_DOT_K:
-            self.small_dot(op)
+        compute, product = op.attrs["compute"], op.attrs.get("product")
+        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K
+        if (
+            not small
+            and acc is not None
+            and acc.type.dtype == compute
+            and product in (None, compute)
+        ):
+            self.assign(op, f"tl.dot({self.dot_operands(a, b)}, acc={acc.name})")
             return
-        args = f"{a.name}, {b.name}"
-        if a.type.dtype == torch.bfloat16 and triton_interpret():
-            # Triton's CPU interpreter multiplies bf16 wrongly; bf16 -> fp32 is exact
-            args = f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
+        expr = self.small_product(op) if small else f"tl.dot({self.dot_operands(a, b)})"
+        if acc is None:
+            self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
+            return
+        if product is not None and product != compute:
+            expr = f"({expr}).to({tl_dtype(product)})"
+        self.assign(op, f"{acc.name} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+
+    def dot_operands(self, a: Value, b: Value) -> str:
+        if a.type.dtype in INTERPRETER_UPCAST and triton_interpret():
+            # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
+            # to float32 exactly
+            return f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
         if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
-            args += ', input_precision="tf32"' if self.allow_tf32 else ', input_precision="ieee"'
-        if acc is not None and acc.type.dtype == torch.float32:
-            self.assign(op, f"tl.dot({args}, acc={acc.name})")
-            return
-        expr = f"tl.dot({args})"
-        if acc is not None:
-            expr = f"{acc.name} + {expr}.to({tl_dtype(acc.type.dtype)})"
-        self.assign(
-            op,
-            self.cast_out(
-                expr, torch.float32 if acc is None else op.out.type.dtype, op.out.type.dtype
-            ),
-        )
+            precision = "tf32" if self.allow_tf32 else "ieee"
+            return f'{a.name}, {b.name}, input_precision="{precision}"'
+        return f"{a.name}, {b.name}"
 
     def block_size(self, dim: Dim) -> int:
         return 1 if dim is None else self.kernel.blocks[dim].fixed_size or 1
 
-    def small_dot(self, op: Op) -> None:
+    def small_product(self, op: Op) -> str:
         """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
-        GPU): a broadcast multiply summed over K, in float32."""
-        assert op.out is not None
-        a, b, acc = op.args
+        GPU): a broadcast multiply summed over K, in the compute dtype."""
+        a, b, _ = op.args
+        compute = tl_dtype(op.attrs["compute"])
         lead = ":, " * (a.type.rank - 2)
-        left = f"{a.name}.to(tl.float32)[{lead}:, :, None]"
-        right = f"{b.name}.to(tl.float32)[{lead}None, :, :]"
-        expr = f"tl.sum({left} * {right}, {a.type.rank - 1})"
-        if acc is not None:
-            expr = f"{acc.name}.to(tl.float32) + {expr}"
-        self.assign(op, self.cast_out(expr, torch.float32, op.out.type.dtype))
+        left = f"{a.name}.to({compute})[{lead}:, :, None]"
+        right = f"{b.name}.to({compute})[{lead}None, :, :]"
+        return f"tl.sum({left} * {right}, {a.type.rank - 1})"
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
@@ -347,9 +377,12 @@ class KernelWriter:
     def nan_aware(self, kind: str, name: str, axis: int, keep: str, position: str) -> str:
         """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
         PyTorch does: max/min are NaN if any element is, arg* give the position of the
-        first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs.)"""
-        value, fold = f"{name}_in", f"{TL_REDUCE[kind]}({name}_in, {axis}{keep})"
+        first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs, and
+        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.)"""
+        value = f"{name}_in"
         isnan = f"({value} != {value})"
+        finite = f"tl.where({isnan}, {identity(kind, torch.float32)}, {value})"
+        fold = f"{TL_REDUCE[kind]}({finite}, {axis}{keep})"
         if kind in ("max", "min"):
             self.line(f"{name}_nan = tl.max({isnan}.to(tl.int32), {axis}{keep}) > 0")
             return f'tl.where({name}_nan, float("nan"), {fold})'

@@ -20,6 +20,8 @@ TL_DTYPES = {
     torch.int64: "tl.int64",
     torch.uint8: "tl.uint8",
     torch.bool: "tl.int1",
+    torch.float8_e4m3fn: "tl.float8e4nv",  # Hopper's fp8 formats
+    torch.float8_e5m2: "tl.float8e5",
 }
 
 

@@ -14,7 +14,7 @@ from tilecraft.exc import DtypeError, ShapeMismatch, SourceLoc
 from tilecraft.ir.nodes import Node, Op, Value
 from tilecraft.ir.types import Block, Dim, TileType, broadcast_dims
 
-LOW_PRECISION = (torch.float16, torch.bfloat16)
+LOW_PRECISION = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
 Operand = Value | int | float | bool
 
 
@@ -56,6 +56,7 @@ class Builder:
     blocks: dict[int, Block]
     bodies: list[list[Node]] = field(default_factory=lambda: [[]])
     used_names: set[str] = field(default_factory=set)
+    table: Any = None  # the kernel's BlockTable: new static dims (tc.zeros([4]), reshape)
     _counter: Any = field(default_factory=itertools.count)
     new_dim: Any = None  # int -> Block: a whole dim of a new length (topk's k), from the table
 

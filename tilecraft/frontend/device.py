@@ -23,12 +23,12 @@ from tilecraft.exc import (
     UnsupportedOperation,
     UnsupportedSyntax,
 )
-from tilecraft.frontend import flow, inline, scans
+from tilecraft.frontend import flow, inline, scans, views
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
-from tilecraft.frontend.ops import OPS, lookup, unsupported, view
+from tilecraft.frontend.ops import OPS, lookup, unsupported
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
@@ -102,7 +102,7 @@ class DeviceCompiler:
         self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable, name: str
     ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
-        self.b = Builder(src.loc(src.tree), table.blocks, new_dim=table.reduction)
+        self.b = Builder(src.loc(src.tree), table.blocks, table=table, new_dim=table.reduction)
         self.env: dict[str, Any] = {}
         self.host_values: dict[str, Any] = {}
         self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
@@ -431,8 +431,8 @@ class DeviceCompiler:
         if isinstance(obj, Value):
             if node.attr == "dtype":
                 return obj.type.dtype
-            if node.attr == "T" and obj.type.rank == 2:
-                return self.b.op("trans", (obj,), obj.type.dtype, obj.type.dims[::-1])
+            if node.attr in views.TRANSPOSES:
+                return views.TRANSPOSES[node.attr](self.b, obj)
             return _BoundMethod(obj, node.attr)
         return getattr(obj, node.attr)
 
@@ -443,7 +443,7 @@ class DeviceCompiler:
             return self.mem.load(obj.param, obj.meta, items, self._load_mask(obj, items))
         key = self.expr(node.slice)
         if isinstance(obj, Value):
-            return view(self.b, obj, _view_items(key, obj.type.rank))
+            return views.index(self.b, obj, key)
         return obj[key]
 
     def _load_mask(self, tensor: HostTensor, items: list[Any]) -> Value | None:
@@ -462,6 +462,8 @@ class DeviceCompiler:
         out: list[Any] = []
         for item in items:
             value = self.expr(item)
+            if isinstance(value, HostTensor):  # a 0-d tensor indexes with its value
+                value = self.operand(value)
             out += list(value) if isinstance(value, tuple) else [value]
         return out
 
@@ -709,22 +711,6 @@ def _bound(v: Any) -> Any:
             "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the device"
         )
     return v if isinstance(v, Value) else int(v)
-
-
-def _view_items(key: Any, rank: int) -> tuple[str, ...]:
-    items = key if isinstance(key, tuple) else (key,)
-    out = []
-    for item in items:
-        if item is None:
-            out.append("None")
-        elif item == slice(None):
-            out.append(":")
-        else:
-            raise UnsupportedSyntax("tiles can only be indexed with `:` and `None`")
-    kept = out.count(":")
-    if kept > rank:
-        raise ShapeMismatch(f"too many indices for a tile of rank {rank}")
-    return tuple(out + [":"] * (rank - kept))
 
 
 def _py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:

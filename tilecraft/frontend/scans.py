@@ -15,7 +15,7 @@ import torch
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, compute_dtype
-from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, op, reduce, view
+from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, view
 from tilecraft.ir.combine import Combine
 from tilecraft.ir.nodes import Op, Value
 from tilecraft.ir.types import Dim, TileType
@@ -68,102 +68,6 @@ def _cum_best(kind: str) -> Any:
 
 OPS["cummax"] = _cum_best("max")
 OPS["cummin"] = _cum_best("min")
-
-
-# -- sort and topk: ranks by comparing every pair along the last dim -----------------------
-def _strictly_before(b: Builder, xj: Value, xi: Value, descending: bool) -> Value:
-    """Whether element j sorts strictly before element i (NaN is the largest value)."""
-    nan_j, nan_i = OPS["isnan"](b, xj), OPS["isnan"](b, xi)
-    if descending:
-        return OPS["or"](b, OPS["gt"](b, xj, xi), OPS["and"](b, nan_j, OPS["not"](b, nan_i)))  # type: ignore[no-any-return]
-    return OPS["or"](b, OPS["lt"](b, xj, xi), OPS["and"](b, nan_i, OPS["not"](b, nan_j)))  # type: ignore[no-any-return]
-
-
-def _same(b: Builder, xj: Value, xi: Value) -> Value:
-    both_nan = OPS["and"](b, OPS["isnan"](b, xj), OPS["isnan"](b, xi))
-    return OPS["or"](b, OPS["eq"](b, xj, xi), both_nan)  # type: ignore[no-any-return]
-
-
-def _positions(b: Builder, block: int) -> Value:
-    index = b.op("tile_index", (block,), torch.int32, (block,), hint="position")
-    if b.blocks[block].kind == "reduction":
-        return index
-    begin = b.op("tile_begin", (block,), torch.int32, (), hint="begin")
-    return b.elementwise("sub", index, begin)
-
-
-def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesIndices:
-    """Element i goes to position rank(i) (a stable order); output position r takes the
-    element of rank r. O(n^2) work along the dim: meant for rows of modest length."""
-    dtype = x.type.dtype
-    if dtype == torch.bool:
-        x = b.cast(x, torch.int8)  # type: ignore[assignment]
-    lead = (":",) * (x.type.rank - 1)
-    block = x.type.dims[-1]
-    assert block is not None
-    pos = _positions(b, block)
-    xi, xj = view(b, x, (*lead, ":", "None")), view(b, x, (*lead, "None", ":"))
-    earlier = OPS["lt"](b, view(b, pos, ("None", ":")), view(b, pos, (":", "None")))
-    tie = OPS["and"](b, _same(b, xj, xi), earlier)
-    before = OPS["or"](b, _strictly_before(b, xj, xi, descending), tie)
-    rank = reduce(b, "sum", b.cast(before, torch.int32), -1, False)  # type: ignore[arg-type]
-    chosen = OPS["eq"](
-        b, view(b, rank, (*lead, "None", ":")), view(b, _positions(b, out_block), (":", "None"))
-    )
-    low = -math.inf if x.type.dtype.is_floating_point else torch.iinfo(x.type.dtype).min
-    picked = OPS["where"](b, chosen, xj, low)
-    values = b.cast(reduce(b, "max", picked, -1, False), dtype)
-    where = b.cast(view(b, pos, ("None", ":")), torch.int64)
-    indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
-    return ValuesIndices(values, indices)  # type: ignore[arg-type]
-
-
-def _last_dim(b: Builder, x: Value, dim: int, what: str) -> int:
-    if not isinstance(x, Value) or x.type.rank == 0:
-        raise UnsupportedOperation(f"{what} needs a tile", b.loc)
-    if _axis(b, x, dim) != x.type.rank - 1:
-        raise UnsupportedOperation(
-            f"{what} along a dim other than the last: transpose first", b.loc
-        )
-    return x.type.dims[-1]  # type: ignore[return-value]
-
-
-def _one(b: Builder, x: Value) -> ValuesIndices:
-    """Sorting one element: itself, at index 0."""
-    return ValuesIndices(x, b.op("full", (), torch.int64, x.type.dims, hint="zeros", value=0))
-
-
-@op("sort")
-def _sort(
-    b: Builder, x: Value, dim: int = -1, descending: bool = False, stable: bool = False
-) -> ValuesIndices:
-    """Stable; NaN sorts as the largest value, as in PyTorch."""
-    block = _last_dim(b, x, dim, "sort")
-    return _one(b, x) if block is None else _sorted(b, x, block, descending)
-
-
-@op("topk")
-def _topk(
-    b: Builder, x: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
-) -> ValuesIndices:
-    """The k largest (or smallest) along the last dim, in order; NaN counts as largest."""
-    block = _last_dim(b, x, dim, "topk")
-    if not isinstance(k, int):
-        raise UnsupportedOperation("topk needs k as an int known while compiling", b.loc)
-    extent = 1 if block is None else b.blocks[block].extent
-    if block is None and k == 1:
-        return _one(b, x)
-    if (block is None or b.blocks[block].kind == "reduction") and not 0 < k <= extent:
-        raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length {extent}", b.loc)
-    if (
-        block is not None
-        and b.blocks[block].kind != "reduction"
-        and k > (b.blocks[block].fixed_size or 0)
-    ):
-        raise ShapeMismatch(f"topk: k={k} is larger than the tile's block size", b.loc)
-    if b.new_dim is None:
-        raise UnsupportedOperation("topk is not available here", b.loc)
-    return _sorted(b, x, b.new_dim(k).id, descending=largest)
 
 
 # -- tc.associative_scan / tc.reduce / tc.rand / tc.randint ---------------------------------

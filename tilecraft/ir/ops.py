@@ -284,9 +284,17 @@ define("cast", E, eager=lambda x, dtype: x.to(dtype))
 define("reduce", Kind.REDUCE, category="reduce")
 define("scan", Kind.SCAN, category="reduce")  # one op per output of a (tuple) scan
 define("rand", Kind.RANDOM, arity=2, category="transcendental")
-define("view", Kind.VIEW)
+define("view", Kind.VIEW)  # `x[:, None]`: attrs index, one ":" or "None" per result dim
 define("trans", Kind.VIEW)
+define("reshape", Kind.VIEW, eager=torch.reshape)  # the result's dims say the shape
+define("permute", Kind.VIEW, eager=torch.permute)  # attrs perm
+define("expand", Kind.VIEW, eager=torch.broadcast_to)  # size-1 dims repeated
+define("select", Kind.VIEW, arity=2, category="reduce")  # attrs axis; args x, position
+define("stack", Kind.VIEW, arity=-1, eager=torch.stack)  # attrs axis; one operand per item
+define("cat", Kind.VIEW, arity=-1, eager=torch.cat)  # attrs axis, offsets
+define("piece", Kind.VIEW, eager=torch.narrow)  # attrs axis, offset: a static part of a dim
 define("full", Kind.CREATE)
+define("literal", Kind.CREATE, arity=0, eager=torch.tensor)  # attrs values
 define("arange", Kind.CREATE)
 define("load", Kind.MEMORY, category="load")
 define("store", Kind.MEMORY, arity=2, category="store")

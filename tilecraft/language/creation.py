@@ -51,13 +51,39 @@ def arange(begin: int, end: int | None = None, dtype: torch.dtype = torch.int32)
     return torch.arange(lo, hi, dtype=dtype, device=ctx.device)
 
 
-def dot(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor | None = None) -> torch.Tensor:
-    """Matrix product of two tiles with float32 accumulation, added to `acc` if given.
+def dot(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    acc: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Matrix product of two tiles, accumulated in float32 (int32 for int8 tiles).
+
+    Without `acc` the result has dtype `out_dtype` (default float32, int32 for int8);
+    with `acc` the product is cast to `out_dtype` (if given) and added to `acc`, and the
+    result has `acc`'s dtype. fp8 tiles (`torch.float8_e4m3fn`, `torch.float8_e5m2`) are
+    multiplied by the GPU's fp8 units.
 
     Example::
 
         acc = tc.dot(x[tile_m, tile_k], y[tile_k, tile_n], acc=acc)
+        scores = tc.dot(q, k.T, out_dtype=torch.float32)
     """
     eager_context("dot")
-    out = torch.matmul(a.to(torch.float32), b.to(torch.float32))
-    return out if acc is None else acc + out.to(acc.dtype)
+    product = exact_matmul(a, b)
+    if acc is None:
+        return product.to(out_dtype or product.dtype)
+    return acc + product.to(out_dtype or product.dtype).to(acc.dtype)
+
+
+def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """`a @ b` as compiled kernels compute it: in float32 (float64 stays), or in int32 for
+    int8 tiles; other dtypes as PyTorch computes them."""
+    dtypes = {a.dtype, b.dtype}
+    if torch.float64 in dtypes:
+        return torch.matmul(a.to(torch.float64), b.to(torch.float64))
+    if any(d.is_floating_point for d in dtypes):
+        return torch.matmul(a.to(torch.float32), b.to(torch.float32))
+    if dtypes <= {torch.int8, torch.uint8}:
+        return torch.matmul(a.to(torch.int32), b.to(torch.int32))
+    return torch.matmul(a, b)

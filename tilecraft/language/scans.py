@@ -16,6 +16,11 @@ def _as_tuple(x: Any) -> tuple[Any, ...]:
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+def _computed(t: torch.Tensor) -> torch.Tensor:
+    """Half-precision tiles combine in float32, as the compiled kernel does."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
 def associative_scan(
     combine_fn: Callable[..., Any], input: Tiles, dim: int, reverse: bool = False
 ) -> Tiles:
@@ -35,7 +40,8 @@ def associative_scan(
             out[tile_m, :] = tc.associative_scan(add, x[tile_m, :], dim=1)
     """
     eager_context("associative_scan")
-    inputs = _as_tuple(input)
+    originals = _as_tuple(input)
+    inputs = tuple(_computed(t) for t in originals)
     n = inputs[0].shape[dim]
     order = range(n - 1, -1, -1) if reverse else range(n)
     carry: tuple[Any, ...] | None = None
@@ -47,7 +53,8 @@ def associative_scan(
             torch.as_tensor(c, dtype=t.dtype) for c, t in zip(carry, inputs, strict=True)
         )
     outs = tuple(
-        torch.stack([s[k] for s in steps], dim) if n else t.clone() for k, t in enumerate(inputs)
+        (torch.stack([s[k] for s in steps], dim) if n else t.clone()).to(o.dtype)
+        for k, (t, o) in enumerate(zip(inputs, originals, strict=True))
     )
     return outs if isinstance(input, (tuple, list)) else outs[0]
 
@@ -72,7 +79,8 @@ def reduce(
             out[tile_m] = tc.reduce(biggest, x[tile_m, :], dim=1)
     """
     eager_context("reduce")
-    inputs = _as_tuple(input)
+    originals = _as_tuple(input)
+    inputs = tuple(_computed(t) for t in originals)
     axis = 0 if dim is None else dim
     n = inputs[0].shape[axis]
     if n == 0:
@@ -84,7 +92,7 @@ def reduce(
         torch.as_tensor(c, dtype=t.dtype).unsqueeze(axis)
         if keep_dims
         else torch.as_tensor(c, dtype=t.dtype)
-        for c, t in zip(carry, inputs, strict=True)
+        for c, t in zip(carry, originals, strict=True)
     )
     return outs if isinstance(input, (tuple, list)) else outs[0]
 

@@ -39,6 +39,11 @@ class Tile:
     def __len__(self) -> int:
         return self.end - self.begin
 
+    def __index__(self) -> int:
+        # a tile in a shape (`torch.zeros([tile_m, 4])`, `x.reshape(tile_m, -1)`) is its
+        # length, as in compiled code where it is the tile's block
+        return self.end - self.begin
+
 
 Sizes = int | Sequence[int] | torch.Size | torch.Tensor
 

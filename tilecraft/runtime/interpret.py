@@ -39,10 +39,48 @@ def _gathers(key: Any) -> bool:
 
 
 def _setitem(obj: Any, key: Any, value: Any) -> None:
-    if isinstance(obj, torch.Tensor):
-        write(obj, key, value, eager_context("store").branch_mask())
-    else:
+    if not isinstance(obj, torch.Tensor):
         obj[key] = value
+        return
+    mask = eager_context("store").branch_mask()
+    try:
+        write(obj, key, value, mask)
+    except RuntimeError:
+        if not isinstance(value, torch.Tensor):
+            raise
+        # a block-sized value stored to a tile cut short at the end: its extra lanes are
+        # the ones compiled code masks off
+        write(obj, key, _trimmed(value, read(obj, key).shape), mask)
+
+
+def _trimmed(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
+    if value.dim() != len(shape) or any(v < s for v, s in zip(value.shape, shape, strict=True)):
+        raise RuntimeError(f"cannot store a tile of shape {tuple(value.shape)} into {tuple(shape)}")
+    return value[tuple(slice(0, s) for s in shape)]
+
+
+def _padded(args: tuple) -> tuple | None:
+    """Tensor arguments padded with zeros to a common shape, where some are tiles cut short
+    at a loop's end and others block-sized (compiled code's masked lanes read 0); None
+    where the shapes differ otherwise."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor) and a.dim() > 0]
+    rank = max((t.dim() for t in tensors), default=0)
+    if not tensors or any(t.dim() != rank for t in tensors):
+        return None
+    target = [max(t.size(d) for t in tensors) for d in range(rank)]
+    out = []
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() == rank and list(a.shape) != target:
+            if any(1 < n < t for n, t in zip(a.shape, target, strict=True)) is False:
+                return None
+            pad = [
+                p
+                for n, t in zip(reversed(a.shape), reversed(target), strict=True)
+                for p in (0, t - n if n > 1 else 0)
+            ]
+            a = torch.nn.functional.pad(a, pad)
+        out.append(a)
+    return tuple(out)
 
 
 class _EagerSubscripts(ast.NodeTransformer):
@@ -130,20 +168,71 @@ def _has_tile(key: Any) -> bool:
     return any(isinstance(i, Tile) or (isinstance(i, tuple) and _has_tile(i)) for i in items)
 
 
+_ELEMENTWISE = (
+    {
+        getattr(torch.Tensor, f"__{prefix}{name}__")
+        for name in ("add", "sub", "mul", "truediv")
+        for prefix in ("", "i", "r")
+    }
+    | {
+        getattr(owner, name)
+        for owner in (torch, torch.Tensor)
+        for name in ("add", "sub", "mul", "div", "maximum", "minimum", "where")
+    }
+    | {torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.mul_, torch.Tensor.div_}
+)
 _ACCUMULATING = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
+_PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bmm}
+_PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 
 
 class _FloatAccumulation(TorchFunctionMode):
     """`torch.addmm(acc_f32, a_bf16, b_bf16)` accumulates in float32, as compiled kernels do
-    (plain PyTorch requires equal dtypes)."""
+    (plain PyTorch requires equal dtypes); a tile cut short at a loop's end meeting a
+    block-sized one (a `register_block_size` accumulator) is padded with zeros, as compiled
+    code's masked lanes read 0."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
         if func in _SUBSCRIPTS and _has_tile(args[1]):
             # a function passed to the kernel (an epilogue) indexing a tensor with tiles
             args = (args[0], eager_key(args[1]), *args[2:])
-        if func in _ACCUMULATING and len(args) >= 3 and args[0].dtype != args[1].dtype:
-            acc, a, b = args[:3]
-            product = torch.matmul(a.to(torch.float32), b.to(torch.float32))
-            return acc + product.to(acc.dtype)
-        return func(*args, **kwargs)
+        if func in _ACCUMULATING and len(args) >= 3:
+            return _accumulate(*args, **kwargs)
+        if func in _PRODUCTS and len(args) >= 2:
+            return _product(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as e:
+            padded = _padded(args) if func in _ELEMENTWISE and "must match" in str(e) else None
+            if padded is None:
+                raise
+            return func(*padded, **kwargs)
+
+
+def _product(a: torch.Tensor, b: torch.Tensor, out_dtype: Any = None) -> torch.Tensor:
+    """`torch.mm(a, b, out_dtype)` as compiled: accumulated in float32 (int32 for int8),
+    rounded once to `out_dtype` or the operands' dtype (PyTorch's CPU kernels have no
+    `out_dtype` and no fp8)."""
+    result = lang.creation.exact_matmul(a, b)
+    return result.to(out_dtype or torch.promote_types(a.dtype, b.dtype))
+
+
+def _accumulate(
+    acc: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    *,
+    beta: Any = 1,
+    alpha: Any = 1,
+    out_dtype: Any = None,
+) -> torch.Tensor:
+    """`torch.addmm(acc_f32, a_bf16, b_bf16)` accumulates in float32, as compiled kernels
+    do (plain PyTorch requires equal dtypes)."""
+    acc = acc.to(out_dtype or acc.dtype)
+    if beta != 1:
+        acc = acc * beta
+    product = lang.creation.exact_matmul(a, b)
+    if alpha != 1:
+        return (acc + product * alpha).to(acc.dtype)
+    return acc + product.to(acc.dtype)

@@ -1,0 +1,35 @@
+"""Eager mode at a loop's ragged end: tiles there are cut short (slices), while values
+shaped by `register_block_size` keep the whole block; they meet as compiled code's masked
+lanes do (short tiles read as zero-padded, block-sized values stored only where the tile
+reaches)."""
+
+from __future__ import annotations
+
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+
+
+@tc.kernel
+def doubled_by_blocks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    sums = torch.empty([m], dtype=x.dtype, device=x.device)
+    block_n = tc.register_block_size(n)
+    for tile_m in tc.tile(m):
+        total = tc.zeros([tile_m, block_n], dtype=x.dtype)
+        for tile_n in tc.tile(n, block_size=block_n):
+            chunk = tc.zeros([tile_m, block_n], dtype=x.dtype) + x[tile_m, tile_n] * 2
+            out[tile_m, tile_n] = chunk
+            total += x[tile_m, tile_n]
+        sums[tile_m] = total.sum(-1)
+    return out, sums
+
+
+def test_block_sized_values_meet_short_tiles_as_compiled(mode) -> None:
+    x = torch.randn(13, 45, device=DEVICE)  # 45 is not a multiple of any block size
+    config = tc.Config(block_sizes=[32, 8])
+    out, sums = mode(tc.kernel(config=config)(doubled_by_blocks.fn))(x)
+    torch.testing.assert_close(out, x * 2)
+    torch.testing.assert_close(sums, x.sum(-1), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,325 @@
+"""Views and shape ops on tiles: reshape, permute/transpose, squeeze, expand, integer
+indexing, stack/cat/split; both modes against PyTorch on ragged shapes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.testing import check_modes
+
+
+@tc.kernel
+def permute3(x: torch.Tensor) -> torch.Tensor:
+    b, m, n = x.size()
+    out = torch.empty([b, n, m], dtype=x.dtype, device=x.device)
+    for tile_b, tile_m in tc.tile([b, m]):
+        t = x[tile_b, tile_m, :]
+        out[tile_b, :, tile_m] = t.permute(0, 2, 1) + t.transpose(1, 2) - t.mT
+    return out
+
+
+def test_permute_transpose() -> None:
+    check_modes(permute3, (torch.randn(3, 37, 6),), lambda x: x.transpose(1, 2).contiguous())
+
+
+@tc.kernel
+def reverse_t(x: torch.Tensor) -> torch.Tensor:
+    b, m, n = x.size()
+    out = torch.empty([n, m, b], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[:, tile_m, :] = x[:, tile_m, :].T
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+def test_dot_t_reverses_all_dims() -> None:
+    check_modes(reverse_t, (torch.randn(3, 21, 5),), lambda x: x.permute(2, 1, 0).contiguous())
+
+
+@tc.kernel
+def split_dims(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n // 8], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[tile_m, :] = x[tile_m, :].reshape(tile_m, -1, 8).sum(-1)
+    return out
+
+
+@pytest.mark.parametrize("n", [24, 32, 8])
+def test_reshape_splits_a_static_dim(n: int) -> None:
+    check_modes(split_dims, (torch.randn(19, n),), lambda x: x.reshape(19, -1, 8).sum(-1))
+
+
+@tc.kernel
+def merge_dims(x: torch.Tensor) -> torch.Tensor:
+    m, a, c = x.size()
+    out = torch.empty([m, a * c], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[tile_m, :] = x[tile_m, :, :].view(tile_m, a * c) * 2
+    return out
+
+
+@pytest.mark.parametrize("shape", [(13, 3, 4), (5, 1, 8), (7, 5, 1)])
+def test_reshape_merges_static_dims(shape: tuple) -> None:
+    check_modes(merge_dims, (torch.randn(shape),), lambda x: x.reshape(x.size(0), -1) * 2)
+
+
+def test_reshape_refuses_padded_inner_dims() -> None:
+    with pytest.raises(UnsupportedOperation, match=r"sizes \[3, 6\] to \[18\]"):
+        merge_dims(torch.randn(4, 3, 6))
+
+
+@tc.kernel
+def bad_reshape(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([n, m], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[:, tile_m] = x[tile_m, :].reshape(n, tile_m)
+    return out
+
+
+def test_reshape_refuses_moving_a_tile_dim() -> None:
+    with pytest.raises(ShapeMismatch, match="must stay whole and in order"):
+        bad_reshape(torch.randn(4, 6))
+
+
+@tc.kernel
+def row_max(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        t = x[tile_m, :]
+        top = torch.amax(t, -1, keepdim=True)  # [tile_m, 1]
+        flat = top.squeeze(-1).unsqueeze(1).squeeze()
+        out[tile_m, :] = t - flat[:, None].expand(tile_m, n) + top.expand_as(t) * 0
+    return out
+
+
+def test_squeeze_unsqueeze_expand() -> None:
+    check_modes(row_max, (torch.randn(23, 7),), lambda x: x - x.amax(-1, keepdim=True))
+
+
+@tc.kernel
+def broadcast_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[tile_m, :] = torch.broadcast_to(x[tile_m, None], [tile_m, n])
+    return out
+
+
+def test_broadcast_to() -> None:
+    check_modes(
+        broadcast_rows, (torch.randn(9), torch.empty(9, 5)), lambda x, y: x[:, None] + 0 * y
+    )
+
+
+@tc.kernel
+def pick_columns(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, 3], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        t = x[tile_m, :]
+        out[tile_m, 0] = t[:, 1]
+        out[tile_m, 1] = t[..., -1]
+        out[tile_m, 2] = t[:, None, 0][:, 0]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
+def test_integer_index_of_a_static_dim(dtype: torch.dtype) -> None:
+    x = torch.randn(17, 5)
+    x[3, 1], x[4, 1], x[5, -1] = float("nan"), -0.0, float("-inf")
+    x = x.to(dtype) if dtype != torch.bool else x > 0
+    results = check_modes(
+        pick_columns, (x,), lambda x: torch.stack([x[:, 1], x[:, -1], x[:, 0]], 1)
+    )
+    if dtype == torch.float32:  # the sign of a zero survives
+        assert all(torch.signbit(r[4, 0]) for r in results.values())
+
+
+@tc.kernel
+def first_of_each_tile(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([(m + 3) // 4, n], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m, block_size=4):
+        out[tile_m.id, :] = x[tile_m, :][0]
+    return out
+
+
+def test_integer_index_of_a_tile_dim() -> None:
+    check_modes(first_of_each_tile, (torch.randn(10, 3),), lambda x: x[::4])
+
+
+def test_integer_index_out_of_range() -> None:
+    with pytest.raises(ShapeMismatch, match="index 1 is out of range for a dim of size 1"):
+        pick_columns(torch.randn(4, 1))
+
+
+@tc.kernel
+def stack_cat_split(x: torch.Tensor, y: torch.Tensor) -> tuple:
+    m, n = x.size()
+    k = y.size(1)
+    stacked = torch.empty([m, 3], dtype=x.dtype, device=x.device)
+    joined = torch.empty([m, n + k], dtype=x.dtype, device=x.device)
+    parts = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        a, c = x[tile_m, :], y[tile_m, :]
+        stacked[tile_m, :] = torch.stack([a[:, 0], c[:, 1], a[:, 0] * 2], dim=1)
+        joined[tile_m, :] = torch.cat([a, c], dim=1)
+        left, right = a.split([1, n - 1], dim=1)
+        parts[tile_m, :] = torch.cat([right, left], 1)
+    return stacked, joined, parts
+
+
+def _stack_cat_split_ref(x: torch.Tensor, y: torch.Tensor) -> tuple:
+    stacked = torch.stack([x[:, 0], y[:, 1], x[:, 0] * 2], 1)
+    return stacked, torch.cat([x, y], 1), torch.cat([x[:, 1:], x[:, :1]], 1)
+
+
+@pytest.mark.parametrize("n,k", [(3, 5), (4, 4), (1, 2)])
+def test_stack_cat_split(n: int, k: int) -> None:
+    check_modes(stack_cat_split, (torch.randn(11, n), torch.randn(11, k)), _stack_cat_split_ref)
+
+
+@tc.kernel
+def stack_rows(x: torch.Tensor) -> torch.Tensor:
+    m = x.size(0)
+    out = torch.empty([2, m], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        t = x[tile_m]
+        out[:, tile_m] = torch.stack([t, -t])
+    return out
+
+
+def test_stack_new_leading_dim() -> None:
+    check_modes(stack_rows, (torch.randn(29),), lambda x: torch.stack([x, -x]))
+
+
+@tc.kernel
+def chunk_sum(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, (n + 1) // 2], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        first, second = x[tile_m, :].chunk(2, dim=-1)
+        out[tile_m, :] = first * 10
+        out[tile_m, : second.size(1)] = first[:, : second.size(1)] * 10 + second
+    return out
+
+
+def test_chunk() -> None:
+    def ref(x: torch.Tensor) -> torch.Tensor:
+        first, second = x.chunk(2, -1)
+        return first * 10 + second
+
+    check_modes(chunk_sum_even, (torch.randn(9, 10),), ref)
+
+
+@tc.kernel
+def chunk_sum_even(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n // 2], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        first, second = x[tile_m, :].chunk(2, dim=-1)
+        out[tile_m, :] = first * 10 + second
+    return out
+
+
+# -- matrix products: out_dtype, transposed operands, int8, fp8 ---------------------------
+@tc.kernel
+def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    b, m, d = q.size()
+    n = k.size(1)
+    out = torch.empty([b, m, n], dtype=torch.float32, device=q.device)
+    for tile_b, tile_m, tile_n in tc.tile([b, m, n]):
+        qt, kt = q[tile_b, tile_m, :], k[tile_b, tile_n, :]
+        out[tile_b, tile_m, tile_n] = torch.bmm(qt, kt.transpose(1, 2), torch.float32)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_bmm_out_dtype_and_transposed_operand(dtype: torch.dtype) -> None:
+    q, k = torch.randn(2, 19, 16, dtype=dtype), torch.randn(2, 21, 16, dtype=dtype)
+    ref = lambda q, k: torch.bmm(q.float(), k.float().transpose(1, 2))  # noqa: E731
+    check_modes(scores, (q, k), ref, dtype=torch.float16)
+
+
+@tc.kernel
+def mm_t(a: torch.Tensor, b: torch.Tensor, acc_in: torch.Tensor) -> tuple:
+    m, k = a.size()
+    n = b.size(0)
+    plain = torch.empty([m, n], dtype=a.dtype, device=a.device)
+    wide = torch.empty(
+        [m, n], dtype=torch.int32 if not a.is_floating_point() else torch.float32, device=a.device
+    )
+    for tile_m, tile_n in tc.tile([m, n]):
+        x, y = a[tile_m, :], b[tile_n, :]
+        plain[tile_m, tile_n] = x @ y.T
+        wide[tile_m, tile_n] = tc.dot(x, y.T, acc=acc_in[tile_m, tile_n])
+    return plain, wide
+
+
+def test_int8_products_accumulate_in_int32() -> None:
+    a = torch.randint(-128, 128, (18, 16), dtype=torch.int8)
+    b = torch.randint(-128, 128, (20, 16), dtype=torch.int8)
+    acc = torch.randint(-1000, 1000, (18, 20), dtype=torch.int32)
+
+    def ref(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor) -> tuple:
+        exact = a.int() @ b.int().T
+        return exact.to(torch.int8), acc + exact
+
+    check_modes(mm_t, (a, b, acc), ref)
+
+
+@tc.kernel
+def dot_out_dtype(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    m, k = a.size()
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.float32, device=a.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k, block_size=16):
+            acc = tc.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc, out_dtype=torch.float16)
+        out[tile_m, tile_n] = acc + tc.dot(
+            a[tile_m, 0:16], b[0:16, tile_n], out_dtype=torch.float16
+        )
+    return out
+
+
+def test_dot_out_dtype_rounds_each_product() -> None:
+    def ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        parts = [a[:, i : i + 16].float() @ b[i : i + 16].float() for i in range(0, 40, 16)]
+        acc = sum(p.half().float() for p in parts)
+        return acc + parts[0].half().float()
+
+    a, b = torch.randn(17, 40) * 30, torch.randn(40, 9) * 30
+    check_modes(dot_out_dtype, (a, b), ref)
+
+
+@tc.kernel
+def fp8_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    m, k = a.size()
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.float32, device=a.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = tc.dot(a[tile_m, tile_k], b[tile_k, tile_n], acc=acc)
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_fp8_products(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager mode numerically; compiled code is checked as text here, since Triton's CPU
+    interpreter cannot load fp8 (the fp8 tl.dot needs a Hopper GPU: benchmarks/)."""
+    a, b = torch.randn(19, 32).to(dtype), torch.randn(32, 17).to(dtype)
+    check_modes(fp8_mm, (a, b), lambda a, b: a.float() @ b.float(), modes=("eager",))
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # the code a GPU gets: fp8 operands as they are
+    code = fp8_mm.bind((a, b)).to_triton_code()
+    assert re.search(r"tl\.dot\(load(_\d+)?, load_\d+, acc=", code), code

@@ -1,0 +1,180 @@
+"""`torch.sort` and `torch.topk` on a tile, along its last dim.
+
+sort ranks every element by comparing all pairs along the dim (stable, NaN largest, as
+PyTorch): O(n^2) work, so rows are limited to MAX_SORT elements. topk selects the k best
+one at a time (k rounds of reductions): O(k n), any row length, chunked rows included.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, op, reduce, view
+from tilecraft.ir.nodes import Value
+
+MAX_SORT = 256  # a sort compares all pairs: a 256-long row is a 256 x 256 comparison
+MAX_TOPK = 32  # topk takes k rounds of reductions
+
+
+def _strictly_before(b: Builder, xj: Value, xi: Value, descending: bool) -> Value:
+    """Whether element j sorts strictly before element i (NaN is the largest value)."""
+    nan_j, nan_i = OPS["isnan"](b, xj), OPS["isnan"](b, xi)
+    if descending:
+        return OPS["or"](b, OPS["gt"](b, xj, xi), OPS["and"](b, nan_j, OPS["not"](b, nan_i)))  # type: ignore[no-any-return]
+    return OPS["or"](b, OPS["lt"](b, xj, xi), OPS["and"](b, nan_i, OPS["not"](b, nan_j)))  # type: ignore[no-any-return]
+
+
+def _same(b: Builder, xj: Value, xi: Value) -> Value:
+    both_nan = OPS["and"](b, OPS["isnan"](b, xj), OPS["isnan"](b, xi))
+    return OPS["or"](b, OPS["eq"](b, xj, xi), both_nan)  # type: ignore[no-any-return]
+
+
+def _positions(b: Builder, block: int) -> Value:
+    index = b.op("tile_index", (block,), torch.int32, (block,), hint="position")
+    if b.blocks[block].kind == "reduction":
+        return index
+    begin = b.op("tile_begin", (block,), torch.int32, (), hint="begin")
+    return b.elementwise("sub", index, begin)
+
+
+def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesIndices:
+    """Element i goes to position rank(i) (a stable order); output position r takes the
+    element of rank r. O(n^2) work along the dim: meant for rows of modest length."""
+    dtype = x.type.dtype
+    if dtype == torch.bool:
+        x = b.cast(x, torch.int8)  # type: ignore[assignment]
+    lead = (":",) * (x.type.rank - 1)
+    block = x.type.dims[-1]
+    assert block is not None
+    pos = _positions(b, block)
+    xi, xj = view(b, x, (*lead, ":", "None")), view(b, x, (*lead, "None", ":"))
+    earlier = OPS["lt"](b, view(b, pos, ("None", ":")), view(b, pos, (":", "None")))
+    tie = OPS["and"](b, _same(b, xj, xi), earlier)
+    before = OPS["or"](b, _strictly_before(b, xj, xi, descending), tie)
+    rank = reduce(b, "sum", b.cast(before, torch.int32), -1, False)  # type: ignore[arg-type]
+    chosen = OPS["eq"](
+        b, view(b, rank, (*lead, "None", ":")), view(b, _positions(b, out_block), (":", "None"))
+    )
+    low = -math.inf if x.type.dtype.is_floating_point else torch.iinfo(x.type.dtype).min
+    picked = OPS["where"](b, chosen, xj, low)
+    values = b.cast(reduce(b, "max", picked, -1, False), dtype)
+    where = b.cast(view(b, pos, ("None", ":")), torch.int64)
+    indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
+    return ValuesIndices(values, indices)  # type: ignore[arg-type]
+
+
+def _last_dim(b: Builder, x: Value, dim: int, what: str) -> int:
+    if not isinstance(x, Value) or x.type.rank == 0:
+        raise UnsupportedOperation(f"{what} needs a tile", b.loc)
+    if _axis(b, x, dim) != x.type.rank - 1:
+        raise UnsupportedOperation(
+            f"{what} along a dim other than the last: transpose first", b.loc
+        )
+    return x.type.dims[-1]  # type: ignore[return-value]
+
+
+def _one(b: Builder, x: Value) -> ValuesIndices:
+    """Sorting one element: itself, at index 0."""
+    return ValuesIndices(x, b.op("full", (), torch.int64, x.type.dims, hint="zeros", value=0))
+
+
+@op("sort")
+def _sort(
+    b: Builder, x: Value, dim: int = -1, descending: bool = False, stable: bool = False
+) -> ValuesIndices:
+    """Stable; NaN sorts as the largest value, as in PyTorch."""
+    block = _last_dim(b, x, dim, "sort")
+    if block is None:
+        return _one(b, x)
+    info = b.blocks[block]
+    if (info.extent if info.kind == "reduction" else (info.fixed_size or 0)) > MAX_SORT:
+        raise UnsupportedOperation(
+            f"sort of rows longer than {MAX_SORT} (it compares all pairs): use topk for "
+            "the first few, or sort in PyTorch",
+            b.loc,
+        )
+    return _sorted(b, x, block, descending)
+
+
+@op("topk")
+def _topk(
+    b: Builder, x: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+) -> ValuesIndices:
+    """The k largest (or smallest) along the last dim, in order; NaN counts as largest."""
+    block = _last_dim(b, x, dim, "topk")
+    if not isinstance(k, int) or not 0 < k <= MAX_TOPK:
+        raise UnsupportedOperation(f"topk needs k as an int from 1 to {MAX_TOPK}", b.loc)
+    if block is None:
+        if k != 1:
+            raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length 1", b.loc)
+        return _one(b, x)
+    info = b.blocks[block]
+    if k > (info.extent if info.kind == "reduction" else (info.fixed_size or 0)):
+        raise ShapeMismatch(f"topk: k={k} is out of range for this dim", b.loc)
+    if b.new_dim is None:
+        raise UnsupportedOperation("topk is not available here", b.loc)
+    return _select(b, x, block, b.new_dim(k).id, k, largest)
+
+
+def _select(
+    b: Builder, x: Value, block: int, out_block: int, k: int, largest: bool
+) -> ValuesIndices:
+    """k rounds: the best element not yet taken (its first position on ties) goes to
+    output position t."""
+    dtype = x.type.dtype
+    if dtype == torch.bool:
+        x = b.cast(x, torch.int8)  # type: ignore[assignment]
+    pos: Value = b.cast(_positions(b, block), torch.int64)  # type: ignore[assignment]
+    out_dims = (*x.type.dims[:-1], out_block)
+    slot = view(b, _positions(b, out_block), (*([("None")] * (x.type.rank - 1)), ":"))
+    values: Value = b.op("full", (), x.type.dtype, out_dims, hint="top", value=0)
+    indices: Value = b.op("full", (), torch.int64, out_dims, hint="top_index", value=0)
+    taken: Value | None = None
+    for t in range(k):
+        best, index = _best(b, x, pos, taken, largest)
+        hit = OPS["eq"](b, pos, index)
+        taken = hit if taken is None else OPS["or"](b, taken, hit)
+        here = OPS["eq"](b, slot, t)
+        values = OPS["where"](b, here, best, values)
+        indices = OPS["where"](b, here, index, indices)
+    return ValuesIndices(b.cast(values, dtype), indices)  # type: ignore[arg-type]
+
+
+def _best(
+    b: Builder, x: Value, pos: Value, taken: Value | None, largest: bool
+) -> tuple[Value, Value]:
+    """The best remaining value along the last dim (kept as a dim of 1) and its first
+    position. NaN is the largest value: first for largest=True, last otherwise."""
+    is_float = x.type.dtype.is_floating_point
+    worst = (-math.inf if largest else math.inf) if is_float else _int_bound(x, largest)
+    nan = OPS["isnan"](b, x) if is_float else None
+    skip = taken
+    if nan is not None and not largest:
+        skip = nan if skip is None else OPS["or"](b, skip, nan)
+    cand = x if skip is None else OPS["where"](b, skip, worst, x)
+    best = reduce(b, "max" if largest else "min", cand, -1, True)
+    if nan is not None and not largest:  # only NaN left: the best is NaN
+        left = nan if taken is None else OPS["and"](b, nan, OPS["not"](b, taken))
+        real = (
+            OPS["not"](b, left)
+            if taken is None
+            else OPS["and"](b, OPS["not"](b, left), OPS["not"](b, taken))
+        )
+        count = reduce(b, "sum", b.cast(real, torch.int32), -1, True)  # type: ignore[arg-type]
+        best = OPS["where"](b, OPS["eq"](b, count, 0), math.nan, best)
+    match = OPS["eq"](b, x, best)
+    if nan is not None:
+        match = OPS["or"](b, match, OPS["and"](b, nan, OPS["isnan"](b, best)))
+    if taken is not None:
+        match = OPS["and"](b, match, OPS["not"](b, taken))
+    first = OPS["where"](b, match, pos, 2**62)
+    return best, reduce(b, "min", first, -1, True)
+
+
+def _int_bound(x: Value, largest: bool) -> int:
+    info = torch.iinfo(x.type.dtype)
+    return info.min if largest else info.max

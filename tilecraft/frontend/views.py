@@ -1,0 +1,551 @@
+"""Views and shape ops on tiles: reshape, permute, squeeze, expand, integer indexing,
+stack/cat/split.
+
+A tile's dims are symbolic blocks (`tilecraft.ir.types`): a tile loop's block has a size
+chosen by the config, a whole dimension taken with `:` (or a constant size) is a static
+block whose lanes past its extent are padding up to a power of two. Ops that only move or
+add size-1 dims work on any dims. Ops that merge, split or slice a dim need static dims
+whose lanes line up with the logical elements (see `_reshape_group`); the rest are
+refused naming the dims.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tilecraft.codegen.common import is_rolled, next_power_of_2
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend.builder import Builder, promote
+from tilecraft.frontend.ops import op, view
+from tilecraft.ir.nodes import Value
+from tilecraft.ir.types import Block, Dim, broadcast_dims
+
+Unit = tuple[str, Any]  # ("tile", block id) | ("static", extent) | ("infer", None)
+
+
+# -- facts about dims --------------------------------------------------------------------
+def static_extent(b: Builder, d: Dim) -> int | None:
+    """The number of elements of dim `d` when it is known while compiling (else None)."""
+    if d is None:
+        return 1
+    block = b.blocks[d]
+    return block.extent if block.kind == "reduction" and not block.dynamic else None
+
+
+def padded(b: Builder, d: Dim) -> bool:
+    """Whether dim `d` holds lanes past its extent (its register size is rounded up)."""
+    return d is not None and b.blocks[d].extent != (b.blocks[d].fixed_size or 1)
+
+
+def static_block(b: Builder, extent: int) -> Dim:
+    """A static dim of `extent` elements held whole (never looped over in chunks)."""
+    if extent == 1:
+        return None
+    for block in b.blocks.values():
+        if block.kind == "reduction" and block.extent == extent and not is_rolled(block):
+            return block.id
+    new = Block(len(b.blocks), "reduction", extent, fixed_size=next_power_of_2(extent))
+    b.blocks[new.id] = new
+    return new.id
+
+
+def _check_whole(b: Builder, x: Value, axis: int, what: str) -> int:
+    """The extent of static dim `axis` of `x`, refusing tile dims and chunked dims."""
+    d = x.type.dims[axis]
+    if d is not None and is_rolled(b.blocks[d]):
+        raise UnsupportedOperation(
+            f"{what} on dim {axis} ({b.describe((d,))}), which this config loops over in "
+            "chunks: use reduction_loops=[None] for this kernel",
+            b.loc,
+        )
+    extent = static_extent(b, d)
+    if extent is None:
+        raise UnsupportedOperation(
+            f"{what} needs a dim whose size is known while compiling; dim {axis} of "
+            f"{b.describe(x.type.dims)} is a tile",
+            b.loc,
+        )
+    return extent
+
+
+def _axis(b: Builder, rank: int, dim: Any) -> int:
+    if not isinstance(dim, int) or not -rank <= dim < max(rank, 1):
+        raise ShapeMismatch(f"dim={dim!r} is out of range for a tile of rank {rank}", b.loc)
+    return dim % max(rank, 1)
+
+
+def _items(shape: tuple[Any, ...]) -> list[Any]:
+    """`f(2, 3)` and `f([2, 3])` alike."""
+    if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
+        return list(shape[0])
+    return list(shape)
+
+
+def _tile_block(item: Any) -> int | None:
+    from tilecraft.frontend.device import TileRef
+
+    return item.block if isinstance(item, TileRef) else None
+
+
+def shape_dims(b: Builder, shape: Sequence[Any]) -> tuple[Dim, ...]:
+    """Dims of a new tile from a shape of tiles and ints (as `tc.zeros` takes)."""
+    from tilecraft.frontend.blocks import BlockSizeInt
+
+    dims: list[Dim] = []
+    for item in shape:
+        block = _tile_block(item)
+        if block is not None:
+            dims.append(block)
+        elif isinstance(item, BlockSizeInt) and b.table is not None:
+            dims.append(b.table.registered_block(item).id)
+        elif isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+            dims.append(None if item == 1 else _whole(b, item))
+        else:
+            raise UnsupportedOperation(f"tile shapes are lists of tiles and ints, not {item!r}")
+    return tuple(dims)
+
+
+def _whole(b: Builder, extent: int) -> int:
+    if b.table is None:
+        raise UnsupportedOperation("a constant tile shape outside a device loop", b.loc)
+    return int(b.table.reduction(extent).id)
+
+
+# -- reshape -----------------------------------------------------------------------------
+@op("reshape", "view")
+def reshape(b: Builder, x: Value, *shape: Any) -> Value:
+    """`x.reshape(...)`/`x.view(...)`: adds or removes size-1 dims anywhere, merges or
+    splits static dims; a tile's dim must stay whole and in order."""
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        raise UnsupportedOperation("x.view(dtype) (a bit cast) is not supported on tiles", b.loc)
+    targets = [_target_unit(b, item) for item in _items(shape)]
+    dims = _reshape_dims(b, x, targets)
+    return reshape_to(b, x, dims)
+
+
+def reshape_to(b: Builder, x: Value, dims: tuple[Dim, ...]) -> Value:
+    """`x` with dims `dims` (already checked to be a valid reshape)."""
+    if dims == x.type.dims:
+        return x
+    return b.op("reshape", (x,), x.type.dtype, dims, hint="view")
+
+
+def _target_unit(b: Builder, item: Any) -> Unit:
+    block = _tile_block(item)
+    if block is not None:
+        return ("tile", block)
+    if isinstance(item, int) and not isinstance(item, bool):
+        if item == -1:
+            return ("infer", None)
+        if item >= 0:
+            return ("static", int(item))
+    raise UnsupportedOperation(f"reshape sizes are tiles and ints, not {item!r}", b.loc)
+
+
+def _source_unit(b: Builder, d: Dim) -> Unit:
+    extent = static_extent(b, d)
+    if d is not None and extent is not None and is_rolled(b.blocks[d]):
+        return ("tile", d)  # a dim looped over in chunks cannot be merged or split
+    return ("tile", d) if extent is None else ("static", extent)
+
+
+def _reshape_dims(b: Builder, x: Value, targets: list[Unit]) -> tuple[Dim, ...]:
+    sources = [(d, _source_unit(b, d)) for d in x.type.dims if d is not None]
+    targets = _infer(b, x, sources, targets)
+    wanted = [t for t in targets if t != ("static", 1)]
+    resolved = iter(_match(b, x, sources, wanted))
+    return tuple(None if t == ("static", 1) else next(resolved) for t in targets)
+
+
+def _infer(b: Builder, x: Value, sources: list, targets: list[Unit]) -> list[Unit]:
+    """Resolve one `-1`: a missing tile dim, or the missing static size."""
+    holes = [i for i, t in enumerate(targets) if t[0] == "infer"]
+    if not holes:
+        return targets
+    if len(holes) > 1:
+        raise ShapeMismatch("only one reshape size can be -1", b.loc)
+    tiles = [u[1] for _, u in sources if u[0] == "tile"]
+    given = [t[1] for t in targets if t[0] == "tile"]
+    missing = [t for t in tiles if t not in given]
+    static_in = math.prod(u[1] for _, u in sources if u[0] == "static")
+    static_out = math.prod(t[1] for t in targets if t[0] == "static")
+    if len(missing) == 1:
+        fill: Unit = ("tile", missing[0])
+    elif not missing and static_out and static_in % static_out == 0:
+        fill = ("static", static_in // static_out)
+    else:
+        raise ShapeMismatch(f"cannot infer the -1 of a reshape of {_show(b, x)}", b.loc)
+    return [fill if i == holes[0] else t for i, t in enumerate(targets)]
+
+
+def _match(b: Builder, x: Value, sources: list, wanted: list[Unit]) -> list[Dim]:
+    """The dim of each wanted unit, pairing groups of source and target dims in order."""
+    out: list[Dim] = []
+    i = j = 0
+    while i < len(sources) or j < len(wanted):
+        if i < len(sources) and j < len(wanted) and sources[i][1][0] == wanted[j][0] == "tile":
+            if sources[i][1][1] != wanted[j][1]:
+                break
+            out.append(sources[i][0])
+            i, j = i + 1, j + 1
+            continue
+        i2, j2 = _group_end(sources, wanted, i, j)
+        if (i2, j2) == (i, j):
+            break
+        out += _reshape_group(b, x, sources[i:i2], [w[1] for w in wanted[j:j2]])
+        i, j = i2, j2
+    if i < len(sources) or j < len(wanted):
+        raise ShapeMismatch(
+            f"cannot reshape a tile of shape {_show(b, x)} to this shape: a tile's dim must "
+            "stay whole and in order, and static sizes must multiply to the same total",
+            b.loc,
+        )
+    return out
+
+
+def _group_end(sources: list, wanted: list[Unit], i: int, j: int) -> tuple[int, int]:
+    """The smallest runs of static source and target dims from i, j with equal products."""
+    p = q = 1
+    i2, j2 = i, j
+    while True:
+        if p == q and (i2, j2) != (i, j):
+            return i2, j2
+        if p <= q and i2 < len(sources) and sources[i2][1][0] == "static":
+            p, i2 = p * sources[i2][1][1], i2 + 1
+        elif j2 < len(wanted) and wanted[j2][0] == "static":
+            q, j2 = q * wanted[j2][1], j2 + 1
+        else:
+            return i, j
+
+
+def _reshape_group(b: Builder, x: Value, sources: list, extents: list[int]) -> list[Dim]:
+    """Dims for static target `extents` from static source dims of the same product.
+
+    Lanes line up when every dim but the first of each group holds no padding: then
+    padding lanes of the first source dim land past the first target dim's extent."""
+    if [u[1] for _, u in sources] == extents:
+        return [d for d, _ in sources]
+    inner_padded = any(padded(b, d) for d, _ in sources[1:])
+    if inner_padded or any(next_power_of_2(e) != e for e in extents[1:]) or 0 in extents:
+        raise UnsupportedOperation(
+            f"reshape of dims of sizes {[u[1] for _, u in sources]} to {extents} in a tile of "
+            f"shape {_show(b, x)}: merged or split dims other than the outermost must be "
+            "powers of two",
+            b.loc,
+        )
+    return [static_block(b, e) for e in extents]
+
+
+def _show(b: Builder, x: Value) -> str:
+    return b.describe(x.type.dims)
+
+
+# -- squeeze and unsqueeze ---------------------------------------------------------------
+@op("squeeze")
+def squeeze(b: Builder, x: Value, dim: Any = None) -> Value:
+    """`x.squeeze(dim)`: drop size-1 dims (all of them when `dim` is None)."""
+    rank = x.type.rank
+    if dim is None:
+        axes = set(range(rank))
+    else:
+        axes = {_axis(b, rank, d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])}
+    dims = tuple(
+        d for i, d in enumerate(x.type.dims) if not (i in axes and static_extent(b, d) == 1)
+    )
+    return reshape_to(b, x, dims)
+
+
+# -- permute and transpose ---------------------------------------------------------------
+@op("permute")
+def permute(b: Builder, x: Value, *dims: Any) -> Value:
+    """`x.permute(...)`: the dims of `x` reordered."""
+    rank = x.type.rank
+    perm = [_axis(b, rank, d) for d in _items(dims)]
+    if sorted(perm) != list(range(rank)):
+        raise ShapeMismatch(f"permute({perm}) is not a permutation of {rank} dims", b.loc)
+    if perm == list(range(rank)):
+        return x
+    out = tuple(x.type.dims[p] for p in perm)
+    return b.op("permute", (x,), x.type.dtype, out, hint="perm", perm=tuple(perm))
+
+
+@op("transpose", "swapaxes", "swapdims")
+def transpose(b: Builder, x: Value, dim0: int, dim1: int) -> Value:
+    """`x.transpose(d0, d1)`: two dims of `x` swapped."""
+    perm = list(range(x.type.rank))
+    a, c = _axis(b, x.type.rank, dim0), _axis(b, x.type.rank, dim1)
+    perm[a], perm[c] = perm[c], perm[a]
+    return permute(b, x, perm)
+
+
+@op("t")
+def t(b: Builder, x: Value) -> Value:
+    if x.type.rank > 2:
+        raise ShapeMismatch("x.t() needs a tile of rank <= 2: use .mT or transpose", b.loc)
+    return reverse_dims(b, x)
+
+
+def reverse_dims(b: Builder, x: Value) -> Value:
+    """`x.T`: all dims reversed."""
+    return permute(b, x, list(reversed(range(x.type.rank))))
+
+
+def matrix_transpose(b: Builder, x: Value) -> Value:
+    """`x.mT`: the last two dims swapped."""
+    if x.type.rank < 2:
+        raise ShapeMismatch("x.mT needs a tile of rank >= 2", b.loc)
+    return transpose(b, x, -2, -1)
+
+
+@op("movedim", "moveaxis")
+def movedim(b: Builder, x: Value, source: int, destination: int) -> Value:
+    perm = list(range(x.type.rank))
+    moved = perm.pop(_axis(b, x.type.rank, source))
+    perm.insert(_axis(b, x.type.rank, destination), moved)
+    return permute(b, x, perm)
+
+
+# -- expand --------------------------------------------------------------------------------
+@op("expand")
+def expand(b: Builder, x: Value, *sizes: Any) -> Value:
+    """`x.expand(...)`: size-1 dims repeated to tiles or sizes (-1 keeps a dim)."""
+    items = _items(sizes)
+    if len(items) < x.type.rank:
+        raise ShapeMismatch("expand needs at least as many sizes as the tile has dims", b.loc)
+    own = (None,) * (len(items) - x.type.rank) + x.type.dims
+    dims: list[Dim] = []
+    for item, d in zip(items, own, strict=True):
+        if item == -1 and not isinstance(item, bool):
+            dims.append(d)
+            continue
+        (new,) = shape_dims(b, [item])
+        if d is not None and new != d:
+            raise ShapeMismatch(f"expand of {_show(b, x)}: only size-1 dims can be expanded", b.loc)
+        dims.append(new)
+    return broadcast_to(b, x, tuple(dims))
+
+
+def broadcast_to(b: Builder, x: Value, dims: tuple[Dim, ...]) -> Value:
+    if broadcast_dims(x.type.dims, dims) != dims:
+        raise ShapeMismatch(
+            f"a tile of shape {_show(b, x)} does not broadcast to {b.describe(dims)}", b.loc
+        )
+    if dims == x.type.dims:
+        return x
+    return b.op("expand", (x,), x.type.dtype, dims, hint="expanded")
+
+
+@op("expand_as")
+def expand_as(b: Builder, x: Value, other: Value) -> Value:
+    return broadcast_to(b, x, other.type.dims)
+
+
+@op("broadcast_to")
+def _broadcast_to(b: Builder, x: Value, shape: Any) -> Value:
+    return expand(b, x, *_items((shape,)))
+
+
+# -- integer indexing --------------------------------------------------------------------
+def index(b: Builder, x: Value, key: Any) -> Value:
+    """`x[key]` for a tile: `:`, `None`, `...` and integers (a position along a dim whose
+    size is known, or within a tile's block)."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    items = _expand_ellipsis(b, items, x.type.rank)
+    if not any(_is_position(i) for i in items):
+        return view(b, x, _view_index(b, items, x.type.rank))
+    axis, out = 0, x
+    dims: list[Dim] = []
+    for item in items:
+        if item is None:
+            dims.append(None)
+        elif _is_position(item):
+            out = select(b, out, axis, item)
+            axis += 1
+        elif item == slice(None):
+            dims.append(x.type.dims[axis])
+            axis += 1
+        else:
+            raise UnsupportedOperation(_PARTIAL_SLICE, b.loc)
+    return reshape_to(b, out, tuple(dims) + x.type.dims[axis:])
+
+
+_PARTIAL_SLICE = (
+    "tiles can be indexed with `:`, `None`, `...` and integers; for part of a dim use "
+    "x.split()/x.chunk() on a dim of constant size"
+)
+
+
+def _is_position(item: Any) -> bool:
+    if isinstance(item, Value):
+        return item.type.rank == 0 and not item.type.dtype.is_floating_point
+    return isinstance(item, int) and not isinstance(item, bool)
+
+
+def _expand_ellipsis(b: Builder, items: list[Any], rank: int) -> list[Any]:
+    if Ellipsis not in items:
+        return items
+    if items.count(Ellipsis) > 1:
+        raise ShapeMismatch("an index can have only one `...`", b.loc)
+    at = items.index(Ellipsis)
+    used = sum(1 for i in items if i is not None and i is not Ellipsis)
+    return items[:at] + [slice(None)] * max(rank - used, 0) + items[at + 1 :]
+
+
+def _view_index(b: Builder, items: list[Any], rank: int) -> tuple[str, ...]:
+    out = []
+    for item in items:
+        if item is None:
+            out.append("None")
+        elif item == slice(None):
+            out.append(":")
+        else:
+            raise UnsupportedOperation(_PARTIAL_SLICE, b.loc)
+    if out.count(":") > rank:
+        raise ShapeMismatch(f"too many indices for a tile of rank {rank}", b.loc)
+    return tuple(out + [":"] * (rank - out.count(":")))
+
+
+def select(b: Builder, x: Value, axis: int, position: Any) -> Value:
+    """The elements at `position` along `axis`, which is kept with size 1."""
+    if axis >= x.type.rank:
+        raise ShapeMismatch(f"too many indices for a tile of rank {x.type.rank}", b.loc)
+    d = x.type.dims[axis]
+    if isinstance(position, int):
+        position = _check_position(b, x, axis, position)
+    if d is None:
+        return x
+    if is_rolled(b.blocks[d]):
+        _check_whole(b, x, axis, "integer indexing")
+    dims = x.type.dims[:axis] + (None,) + x.type.dims[axis + 1 :]
+    return b.op("select", (x, position), x.type.dtype, dims, hint="picked", axis=axis)
+
+
+def _check_position(b: Builder, x: Value, axis: int, position: int) -> int:
+    d = x.type.dims[axis]
+    extent = static_extent(b, d)
+    if extent is None:  # a tile's dim: a position within its block
+        size = b.blocks[d].fixed_size or 1  # type: ignore[index]
+        if not 0 <= position < size:
+            raise ShapeMismatch(
+                f"index {position} along a tile's dim of block size {size}: positions in a "
+                "tile count from 0 and must be less than its block size",
+                b.loc,
+            )
+        return position
+    if not -extent <= position < extent:
+        raise ShapeMismatch(f"index {position} is out of range for a dim of size {extent}", b.loc)
+    return position % extent
+
+
+# -- stack, cat, split -------------------------------------------------------------------
+@op("stack")
+def stack(b: Builder, tiles: Sequence[Any], dim: int = 0) -> Value:
+    """`torch.stack(tiles, dim)`: a new dim of size len(tiles) (a select per position)."""
+    values = _tiles(b, tiles, "torch.stack")
+    dims = b.broadcast(*values)
+    axis = _axis(b, len(dims) + 1, dim)
+    index = tuple("None" if i == axis else ":" for i in range(len(dims) + 1))
+    dtype = promote(*values)
+    parts = [view(b, broadcast_to(b, _cast(b, v, dtype), dims), index) for v in values]
+    return _stacked(b, parts, axis)
+
+
+def _stacked(b: Builder, parts: list[Value], axis: int) -> Value:
+    if len(parts) == 1:
+        return parts[0]
+    dims = list(parts[0].type.dims)
+    dims[axis] = static_block(b, len(parts))
+    dtype = parts[0].type.dtype
+    return b.op("stack", tuple(parts), dtype, tuple(dims), hint="stacked", axis=axis)
+
+
+@op("cat", "concat", "concatenate")
+def cat(b: Builder, tiles: Sequence[Any], dim: int = 0) -> Value:
+    """`torch.cat(tiles, dim)` along a dim whose size is known while compiling."""
+    values = _tiles(b, tiles, "torch.cat")
+    rank = values[0].type.rank
+    if any(v.type.rank != rank for v in values) or rank == 0:
+        raise ShapeMismatch("torch.cat needs tiles of the same rank (at least 1)", b.loc)
+    axis = _axis(b, rank, dim)
+    dtype = promote(*values)
+    extents = [_check_whole(b, v, axis, "torch.cat") for v in values]
+    values = [_cast(b, v, dtype) for v in values]
+    others = _cat_dims(b, values, axis)
+    values = [broadcast_to(b, v, _with(others, axis, v.type.dims[axis])) for v in values]
+    if all(e == 1 for e in extents):
+        return _stacked(b, values, axis)
+    offsets = [sum(extents[:i]) for i in range(len(extents))]
+    out = _with(others, axis, static_block(b, sum(extents)))
+    return b.op("cat", tuple(values), dtype, out, hint="joined", axis=axis, offsets=offsets)
+
+
+def _cat_dims(b: Builder, values: list[Value], axis: int) -> tuple[Dim, ...]:
+    """The dims all operands of a cat share (every dim but `axis`)."""
+    joined: tuple[Dim, ...] | None = ()
+    for v in values:
+        if joined is not None:
+            joined = broadcast_dims(joined, _with(v.type.dims, axis, None))
+    if joined is None:
+        raise ShapeMismatch("torch.cat of tiles whose other dims differ", b.loc)
+    return joined
+
+
+def _with(dims: tuple[Dim, ...], axis: int, d: Dim) -> tuple[Dim, ...]:
+    return dims[:axis] + (d,) + dims[axis + 1 :]
+
+
+@op("split")
+def split(b: Builder, x: Value, split_size_or_sections: Any, dim: int = 0) -> tuple:
+    """`x.split(size, dim)` or `x.split([sizes], dim)` along a dim of known size."""
+    axis = _axis(b, x.type.rank, dim)
+    extent = _check_whole(b, x, axis, "split")
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step < 1:
+            raise ShapeMismatch("split size must be positive", b.loc)
+        sizes = [min(step, extent - s) for s in range(0, extent, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != extent:
+            raise ShapeMismatch(f"split sizes {sizes} do not add up to {extent}", b.loc)
+    return tuple(_piece(b, x, axis, sum(sizes[:i]), s) for i, s in enumerate(sizes))
+
+
+@op("chunk")
+def chunk(b: Builder, x: Value, chunks: int, dim: int = 0) -> tuple:
+    """`x.chunk(n, dim)` along a dim of known size (as torch.chunk: pieces of ceil(n/k))."""
+    axis = _axis(b, x.type.rank, dim)
+    extent = _check_whole(b, x, axis, "chunk")
+    return split(b, x, max(-(-extent // chunks), 1), axis)
+
+
+@op("unbind")
+def unbind(b: Builder, x: Value, dim: int = 0) -> tuple:
+    axis = _axis(b, x.type.rank, dim)
+    extent = _check_whole(b, x, axis, "unbind")
+    return tuple(index(b, x, (slice(None),) * axis + (i,)) for i in range(extent))
+
+
+def _piece(b: Builder, x: Value, axis: int, offset: int, size: int) -> Value:
+    if offset == 0 and size == static_extent(b, x.type.dims[axis]):
+        return x
+    dims = _with(x.type.dims, axis, static_block(b, size))
+    return b.op("piece", (x,), x.type.dtype, dims, hint="piece", axis=axis, offset=offset)
+
+
+def _tiles(b: Builder, tiles: Any, what: str) -> list[Value]:
+    values = list(tiles) if isinstance(tiles, (list, tuple)) else [tiles]
+    if not values or not all(isinstance(v, Value) for v in values):
+        raise UnsupportedOperation(f"{what} needs a list of tiles", b.loc)
+    return values
+
+
+def _cast(b: Builder, v: Value, dtype: torch.dtype) -> Value:
+    return b.cast(v, dtype)  # type: ignore[return-value]
+
+
+TRANSPOSES = {"T": reverse_dims, "mT": matrix_transpose, "H": reverse_dims, "mH": matrix_transpose}
