@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilecraft import exc
+from tilecraft import autotuner, exc
 from tilecraft.language import (
     Tile,
     arange,
@@ -55,6 +55,7 @@ __all__ = [
     "Tile",
     "arange",
     "as_torch_op",
+    "autotuner",
     "associative_scan",
     "atomic_add",
     "cumprod",
