@@ -349,3 +349,29 @@ def test_0d_values_promote_weakly() -> None:
     y = torch.randn(37, device=DEVICE).half()
     args = (x, torch.tensor(3, device=DEVICE), y, torch.tensor(1.37, device=DEVICE))
     check_modes(weak_scalars, args, weak_scalars_reference, torch.float16)
+
+
+@tc.kernel
+def pick_row(x: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(1), dtype=x.dtype, device=x.device)
+    for tile in tc.tile(x.size(1)):
+        out[tile] = x[row, tile] * 2
+    return out
+
+
+def test_a_0d_tensor_indexes_with_its_value() -> None:
+    x = torch.randn(5, 19, device=DEVICE)
+    check_modes(pick_row, (x, torch.tensor(3, device=DEVICE)), lambda t, r: t[r] * 2)
+
+
+@tc.kernel
+def tile_argmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.size(0), x.size(1) // 8, dtype=torch.int64, device=x.device)
+    for tile_m, tile_n in tc.tile(x.size(), block_size=[4, 8]):
+        out[tile_m, tile_n.id] = torch.argmax(x[tile_m, tile_n], dim=1)
+    return out
+
+
+def test_argmax_over_a_tile_dim_is_local_and_finds_nan() -> None:
+    x = with_nan(10, 32)
+    check_modes(tile_argmax, (x,), lambda t: t.view(10, 4, 8).argmax(-1))

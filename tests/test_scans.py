@@ -60,10 +60,21 @@ def test_cumsum_carries_its_total_across_chunks(name: str) -> None:
     check_modes(row_scan, (x, name), lambda x, n: SCANS[n](x), config=config, modes=["triton"])
 
 
-def test_cummax_over_chunks_is_refused() -> None:
-    config = tc.Config(block_sizes=[4], reduction_loops=[8])
+CHUNKS = tc.Config(block_sizes=[4], reduction_loops=[8])
+
+
+@pytest.mark.parametrize("name", ["cummax", "cummax_i", "cummin_i"])
+def test_cummax_carries_its_best_across_chunks(name: str) -> None:
+    x = rows((6, 37))
+    x[4, 20:] = -5.0  # ties across chunk borders: the later index wins
+    check_modes(row_scan, (x, name), lambda x, n: SCANS[n](x), config=CHUNKS, modes=["triton"])
+
+
+def test_user_scans_carry_across_chunks_and_reverse_ones_are_refused() -> None:
+    x = torch.randn(5, 37, device=DEVICE)
+    check_modes(user_scans, (x, False), _user_reference, config=CHUNKS, modes=["triton"])
     with pytest.raises(TilecraftError, match="reduction_loops"):
-        run_mode(row_scan, (torch.randn(5, 37), "cummax"), "triton", config)
+        run_mode(user_scans, (x, True), "triton", CHUNKS)
 
 
 def add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -386,9 +386,12 @@ class KernelWriter:
     def nan_aware(self, kind: str, name: str, axis: int, keep: str, position: str) -> str:
         """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
         PyTorch does: max/min are NaN if any element is, arg* give the position of the
-        first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs.)"""
-        value, fold = f"{name}_in", f"{TL_REDUCE[kind]}({name}_in, {axis}{keep})"
+        first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs, and
+        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.)"""
+        value = f"{name}_in"
         isnan = f"({value} != {value})"
+        finite = f"tl.where({isnan}, {identity(kind, torch.float32)}, {value})"
+        fold = f"{TL_REDUCE[kind]}({finite}, {axis}{keep})"
         if kind in ("max", "min"):
             self.line(f"{name}_nan = tl.max({isnan}.to(tl.int32), {axis}{keep}) > 0")
             return f'tl.where({name}_nan, float("nan"), {fold})'

@@ -101,15 +101,19 @@ def scan(w: KernelWriter, op: Op) -> None:
             expr = carry_chunk(w, op, kind, value, expr, axis)
         w.assign(op, w.cast_out(expr, compute, op.out.type.dtype))
         return
-    if carry is not None:
-        raise LoweringError(f"{kind} scan over a looped dim: use reduction_loops=[None]", op.loc)
     if kind in ("max", "min"):
         size = w.size(block) if block is not None else "1"
-        pos = expand(f"tl.arange(0, {size})", len(dims), axis)
+        # positions along the dim; in a chunk of a looped dim, counted from the row's start
+        index = f"indices_{block}" if carry is not None else f"tl.arange(0, {size})"
+        pos = expand(index, len(dims), axis)
         w.line(f"{op.out.name}_pos = tl.zeros({w.shape(dims)}, tl.int64) + {pos}")
         values, fn = [values[0], f"{op.out.name}_pos"], cum_best(w, kind, compute)
     else:
         fn = user_combine(w, op.attrs["combine"])
+    if carry is not None:
+        result = continue_chunk(w, op, values, fn)
+        w.assign(op, w.cast_out(result, compute, op.out.type.dtype))
+        return
     if masked:
         values, fn = (
             [*values, f"tl.broadcast_to({mask}, {w.shape(dims)})"],
@@ -134,23 +138,52 @@ def carry_chunk(w: KernelWriter, op: Op, kind: str, value: str, expr: str, axis:
     return f"{op.out.name}_chunk"
 
 
+def continue_chunk(w: KernelWriter, op: Op, values: list[str], fn: str) -> str:
+    """A scan of one chunk of a looped dim by `fn`, continued from the chunks before: each
+    element is combined with the carry (the fold of all earlier chunks), then the carry
+    takes in this chunk's fold (its masked-off lanes skipped). Until the first chunk is
+    done the carry holds nothing (`_cv` is False): no identity element is needed."""
+    assert op.out is not None
+    name, axis, block, dims = op.out.name, op.attrs["axis"], op.attrs["block"], op.out.type.dims
+    carry, n, k = w.scan_carries[id(op)], len(values), op.attrs.get("component", 0)
+    carries = [f"{carry}{j}" for j in range(n)]
+    valid = f"tl.broadcast_to({expand(f'mask_{block}', len(dims), axis)}, {w.shape(dims)})"
+    w.line(f"{name}_s = tl.associative_scan(({', '.join(values)},), {axis}, {fn})")
+    folded = f"tl.reduce(({', '.join(values)}, {valid}), {axis}, {with_valid(w, fn, n)}"
+    w.line(f"{name}_t = {folded}, keep_dims=True)")
+    scanned = [f"{name}_s[{j}]" for j in range(n)]
+    totals = [f"{name}_t[{j}]" for j in range(n)]
+    w.line(f"{name}_j = {fn}({', '.join(carries + scanned)})")
+    w.line(f"{name}_c = {fn}({', '.join(carries + totals)})")
+    joined = [f"{name}_j" if n == 1 else f"{name}_j[{j}]" for j in range(n)]
+    merged = [f"{name}_c" if n == 1 else f"{name}_c[{j}]" for j in range(n)]
+    w.line(f"{name}_out = tl.where({carry}_cv, {joined[k]}, {scanned[k]})")
+    for j in range(n):
+        w.line(f"{carries[j]} = tl.where({carry}_cv, {merged[j]}, {totals[j]})")
+    w.line(f"{carry}_cv = {carry}_cv | {name}_t[{n}]")
+    return f"{name}_out"
+
+
 def init_carry(w: KernelWriter, op: Op) -> None:
-    """Before a loop over chunks: the running total of a cumsum/cumprod starts empty."""
+    """Before a loop over chunks: a scan's running total (or carry) starts empty."""
     assert op.out is not None
     kind, axis, compute = op.attrs["kind"], op.attrs["axis"], op.attrs["compute"]
-    if kind not in ("sum", "prod") or op.attrs.get("reverse"):
+    if op.attrs.get("reverse"):
         raise LoweringError(
-            "only forward cumsum/cumprod continue across the chunks of a looped dim; "
-            "use reduction_loops=[None] for this kernel",
+            "a reverse scan over a looped dim: use reduction_loops=[None] for this kernel",
             op.loc,
         )
     dims = list(op.out.type.dims)
     dims[axis] = None
-    carry = f"{op.out.name}_carry"
-    w.line(
-        f"{carry} = tl.full({w.shape(tuple(dims))}, {identity(kind, compute)}, {tl_dtype(compute)})"
-    )
+    shape, carry = w.shape(tuple(dims)), f"{op.out.name}_carry"
     w.scan_carries[id(op)] = carry
+    if kind in ("sum", "prod"):
+        w.line(f"{carry} = tl.full({shape}, {identity(kind, compute)}, {tl_dtype(compute)})")
+        return
+    computes = (compute, torch.int64) if kind in ("max", "min") else op.attrs["computes"]
+    for j, dtype in enumerate(computes):
+        w.line(f"{carry}{j} = tl.full({shape}, 0, {tl_dtype(dtype)})")
+    w.line(f"{carry}_cv = tl.full({shape}, 0, tl.int1)")
 
 
 def reduce_by(w: KernelWriter, op: Op, value: str, axis: int, keep: str) -> str:

@@ -462,6 +462,8 @@ class DeviceCompiler:
         out: list[Any] = []
         for item in items:
             value = self.expr(item)
+            if isinstance(value, HostTensor):  # a 0-d tensor indexes with its value
+                value = self.operand(value)
             out += list(value) if isinstance(value, tuple) else [value]
         return out
 

@@ -1,0 +1,46 @@
+"""tilecraft.vision: image kernels written in tilecraft, on uint8 and float images.
+
+Every function takes batched (4-D) or single (3-D) images, NCHW or NHWC (`layout=`), and
+calls tilecraft kernels, whose sources in this package read as examples:
+
+- color: `rgb_to_bgr`, `rgb_to_gray`, `nv12_to_rgb`, `i420_to_rgb` (BT.601 limited range);
+- geometry: `hflip`, `vflip`, `crop`, `resize` (nearest, bilinear), `letterbox`;
+- filters: `gaussian_blur`, `box_blur`, `sobel` (reflected borders);
+- `normalize`, and `preprocess`: resize or letterbox + normalize to NCHW float16 in one pass.
+
+Uint8 results are computed in float32, rounded half to even and saturated to 0..255.
+"""
+
+from __future__ import annotations
+
+from tilecraft.vision.color import (
+    bgr_to_rgb,
+    i420_to_rgb,
+    nv12_to_rgb,
+    rgb_to_bgr,
+    rgb_to_gray,
+    split_nv12,
+)
+from tilecraft.vision.filters import box_blur, gaussian_blur, sobel
+from tilecraft.vision.geometry import crop, hflip, letterbox, letterbox_box, resize, vflip
+from tilecraft.vision.preprocess import normalize, preprocess
+
+__all__ = [
+    "bgr_to_rgb",
+    "box_blur",
+    "crop",
+    "gaussian_blur",
+    "hflip",
+    "i420_to_rgb",
+    "letterbox",
+    "letterbox_box",
+    "normalize",
+    "nv12_to_rgb",
+    "preprocess",
+    "resize",
+    "rgb_to_bgr",
+    "rgb_to_gray",
+    "sobel",
+    "split_nv12",
+    "vflip",
+]

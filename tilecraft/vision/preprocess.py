@@ -1,0 +1,147 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
+# mypy: disable-error-code="index,list-item,misc"
+"""Normalization, and the fused preprocessing kernel a detector or classifier needs.
+
+`normalize` computes `(x / max - mean) / std` in float32 (max = 255 for uint8 images,
+1 for float ones, as torchvision's `to_dtype(scale=True)` then `normalize`) and stores
+float16, bfloat16 or float32 in either layout: NHWC uint8 in, NCHW float out is one pass.
+`preprocess` resizes (bilinear) or letterboxes and normalizes in the same pass: each output
+value reads its four source pixels once and is written once, with no intermediate image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+import tilecraft as tc
+from tilecraft.vision.geometry import _scale, letterbox_box
+from tilecraft.vision.layout import as_nchw, check_layout, new_image
+
+FLOAT_OUTPUTS = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@tc.kernel
+def _normalize(
+    image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor, peak: float
+) -> torch.Tensor:
+    n, c, h, w = image.size()
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+        x = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32) / peak
+        scaled = (x - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
+        out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
+    return out
+
+
+@tc.kernel
+def _resize_normalize(
+    image: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box_top: int,
+    box_left: int,
+    box_height: int,
+    box_width: int,
+    scale_h: float,
+    scale_w: float,
+    pad: float,
+    peak: float,
+) -> torch.Tensor:
+    # geometry.py's _resize_bilinear, with normalization instead of uint8 rounding
+    _, _, h, w = image.size()
+    n, c, out_h, out_w = out.size()
+    size = [n, c, out_h, out_w]
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        dst_h = tile_h.index - box_top
+        dst_w = tile_w.index - box_left
+        src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
+        src_w = torch.clamp((dst_w.to(torch.float32) + 0.5) * scale_w - 0.5, min=0.0)
+        y0 = src_h.to(torch.int32)
+        x0 = src_w.to(torch.int32)
+        wy = (src_h - y0.to(torch.float32))[:, None]
+        wx = (src_w - x0.to(torch.float32))[None, :]
+        y1 = torch.where(y0 < h - 1, y0 + 1, y0)[:, None]
+        x1 = torch.where(x0 < w - 1, x0 + 1, x0)[None, :]
+        p00 = image[tile_n, tile_c, y0[:, None], x0[None, :]].to(torch.float32)
+        p01 = image[tile_n, tile_c, y0[:, None], x1].to(torch.float32)
+        p10 = image[tile_n, tile_c, y1, x0[None, :]].to(torch.float32)
+        p11 = image[tile_n, tile_c, y1, x1].to(torch.float32)
+        upper = (1.0 - wx) * p00 + wx * p01
+        lower = (1.0 - wx) * p10 + wx * p11
+        value = (1.0 - wy) * upper + wy * lower
+        rows_in = (dst_h >= 0) & (dst_h < box_height)
+        cols_in = (dst_w >= 0) & (dst_w < box_width)
+        value = torch.where(rows_in[:, None] & cols_in[None, :], value, pad) / peak
+        scaled = (value - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
+        out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
+    return out
+
+
+def _stats(values: Sequence[float] | torch.Tensor, channels: int, device: torch.device):
+    stats = torch.as_tensor(values, dtype=torch.float32).flatten().to(device)
+    if stats.numel() == 1:
+        stats = stats.expand(channels).contiguous()
+    if stats.numel() != channels:
+        raise ValueError(f"mean and std have one value per channel ({channels}), not {values}")
+    return stats
+
+
+def _check_dtype(dtype: torch.dtype) -> None:
+    if dtype not in FLOAT_OUTPUTS:
+        raise ValueError(f"the output dtype is one of {FLOAT_OUTPUTS}, not {dtype}")
+
+
+def normalize(
+    image: torch.Tensor,
+    mean: Sequence[float] | torch.Tensor,
+    std: Sequence[float] | torch.Tensor,
+    dtype: torch.dtype = torch.float32,
+    layout: str = "NCHW",
+    out_layout: str = "NCHW",
+) -> torch.Tensor:
+    """`(image / 255 - mean) / std` per channel for uint8 (`(image - mean) / std` for float).
+
+    Reads `layout`, writes `out_layout` in `dtype` (float16, bfloat16 or float32): an NHWC
+    uint8 batch becomes the NCHW float batch a model takes, in one pass.
+    """
+    _check_dtype(dtype)
+    img = as_nchw(image, layout)
+    n, c, h, w = img.view.shape
+    out = new_image(n, c, h, w, dtype, image.device, check_layout(out_layout))
+    peak = 255.0 if image.dtype == torch.uint8 else 1.0
+    mean_t, std_t = _stats(mean, c, image.device), _stats(std, c, image.device)
+    return img.restore(_normalize(img.view, mean_t, std_t, out, peak), out_layout)
+
+
+def preprocess(
+    frames: torch.Tensor,
+    size: tuple[int, int],
+    mean: Sequence[float] | torch.Tensor,
+    std: Sequence[float] | torch.Tensor,
+    dtype: torch.dtype = torch.float16,
+    layout: str = "NHWC",
+    letterbox: bool = False,
+    pad: float = 114.0,
+) -> torch.Tensor:
+    """Frames (NHWC uint8 by default) -> bilinear resize -> normalize -> NCHW `dtype`, one pass.
+
+    With `letterbox=True` the frames keep their aspect ratio inside `size` and the border
+    is `pad` (a pixel value, normalized like the others). Equal, within rounding, to
+    `normalize(resize(frames.float(), size), ...)`: the resized values are not rounded to
+    uint8 in between, so it is more exact than resizing uint8 images first.
+    """
+    _check_dtype(dtype)
+    img = as_nchw(frames, layout)
+    n, c, h, w = img.view.shape
+    if min(size) < 1:
+        raise ValueError(f"an output size is at least 1x1, not {size}")
+    box = letterbox_box((h, w), size) if letterbox else [0, 0, size[0], size[1]]
+    scales = (_scale(h, box[2]), _scale(w, box[3]))
+    out = new_image(n, c, size[0], size[1], dtype, frames.device, "NCHW")
+    peak = 255.0 if frames.dtype == torch.uint8 else 1.0
+    mean_t, std_t = _stats(mean, c, frames.device), _stats(std, c, frames.device)
+    out = _resize_normalize(img.view, mean_t, std_t, out, *box, *scales, float(pad), peak)
+    return img.restore(out, "NCHW")
