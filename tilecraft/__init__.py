@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tilecraft import exc
+from tilecraft import autotuner, exc
 from tilecraft.language import (
     Tile,
     arange,
@@ -37,6 +37,7 @@ __all__ = [
     "Tile",
     "arange",
     "as_torch_op",
+    "autotuner",
     "associative_scan",
     "atomic_add",
     "cumprod",
