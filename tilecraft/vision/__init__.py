@@ -23,7 +23,7 @@ from tilecraft.vision.color import (
 )
 from tilecraft.vision.filters import box_blur, gaussian_blur, sobel
 from tilecraft.vision.geometry import crop, hflip, letterbox, letterbox_box, resize, vflip
-from tilecraft.vision.preprocess import normalize, preprocess
+from tilecraft.vision.preprocessing import normalize, preprocess, preprocess_nv12
 
 __all__ = [
     "bgr_to_rgb",
@@ -37,6 +37,7 @@ __all__ = [
     "normalize",
     "nv12_to_rgb",
     "preprocess",
+    "preprocess_nv12",
     "resize",
     "rgb_to_bgr",
     "rgb_to_gray",
