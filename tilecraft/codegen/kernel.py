@@ -219,10 +219,19 @@ class KernelWriter:
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
     def emit(self, name: str, compute: torch.dtype, *args: str) -> str:
-        rule = lookup(name).emit
-        if rule is None:
+        opdef = lookup(name)
+        source = opdef.helper(compute) if opdef.helper else None
+        if source is not None:
+            return f"{self.helper(f'_{name}_{tl_dtype(compute)[3:]}', source)}({', '.join(args)})"
+        if opdef.emit is None:
             raise LoweringError(f"no Triton emission for op `{name}`")
-        return rule(compute, *args)
+        return opdef.emit(compute, *args)
+
+    def helper(self, name: str, source: str) -> str:
+        """`name`, a `@triton.jit` function written once before the kernel."""
+        if name not in self.helpers:
+            self.helpers[name] = (name, "@triton.jit\n" + source.format(name=name).rstrip())
+        return self.helpers[name][0]
 
     def op_cast(self, op: Op) -> None:
         assert op.out is not None
