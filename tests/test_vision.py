@@ -202,3 +202,25 @@ def test_errors():
         vision.normalize(x, 0, 1, dtype=torch.int32)
     with pytest.raises(ValueError, match="U plane"):
         vision.i420_to_rgb(x[0], x[0], x[0])
+
+
+def test_pipeline(vmode):
+    _, frames = images(shape=(2, 3, 5, 6), layout="NHWC")
+    pipeline = vision.Pipeline.parse("crop=5:4:1:0, hflip, blur=3, gray")
+    expected = vision.crop(frames, 0, 1, 4, 5, layout="NHWC")
+    expected = vision.gaussian_blur(vision.hflip(expected, "NHWC"), 3, layout="NHWC")
+    assert torch.equal(pipeline(frames), vision.rgb_to_gray(expected, "NHWC"))
+    # a resize followed by normalize runs as the fused kernel: equal to the two passes
+    fused = vision.Pipeline.parse("resize=7x4,normalize=float32")(frames)
+    resized = vision.resize(frames.float(), (4, 7), layout="NHWC")
+    torch.testing.assert_close(fused, vision.normalize(resized / 255, MEAN, STD, layout="NHWC"))
+    assert fused.shape == (2, 3, 4, 7) and fused.dtype == torch.float32
+
+
+def test_pipeline_spec_errors():
+    with pytest.raises(ValueError, match="unknown op 'sharpen'.*resize"):
+        vision.Pipeline.parse("resize=8x8,sharpen")
+    with pytest.raises(ValueError, match="bad value '8by8' for the pipeline op 'resize'"):
+        vision.Pipeline.parse("resize=8by8")
+    with pytest.raises(ValueError, match="bad value 'int8'"):
+        vision.Pipeline.parse("normalize=int8")
