@@ -25,7 +25,7 @@ from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
 INTERPRETER_UPCAST = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
-MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU
+MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU (32 for 8-bit operands)
 
 RANGE_KNOBS = (
     ("range_num_stages", "num_stages"),
@@ -320,7 +320,9 @@ class KernelWriter:
         assert op.out is not None
         a, b, acc = op.args
         compute, product = op.attrs["compute"], op.attrs.get("product")
-        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K
+        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
+            2 if a.type.dtype.itemsize == 1 else 1
+        )
         if (
             not small
             and acc is not None
@@ -345,6 +347,8 @@ class KernelWriter:
         if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
             precision = "tf32" if self.allow_tf32 else "ieee"
             return f'{a.name}, {b.name}, input_precision="{precision}"'
+        if not a.type.dtype.is_floating_point:  # tl.dot's result is float32 unless told
+            return f"{a.name}, {b.name}, out_dtype=tl.int32"
         return f"{a.name}, {b.name}"
 
     def block_size(self, dim: Dim) -> int:
