@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from add import add
+from rms_norm import rms_norm
 from softmax import softmax
 
 import tilecraft as tc
@@ -47,6 +48,12 @@ def test_record_a_model(tmp_path: Path) -> None:
         ("softmax", "float32[5, 37]", 2),
         ("add", "float32[3, 37],float32[3, 37]", 2),  # views: strides kept
     ]
+    x, w = torch.randn(4, 9), torch.randn(9)
+    with tc.record() as norms:
+        rms_norm(x, w)  # the default eps is recorded too
+        rms_norm(x, w, 1e-6)  # another float: the same specialization
+    ((entry,),) = [list(norms)]
+    assert entry.calls == 2 and entry.args[2] == {"kind": "scalar", "type": "float", "value": 1e-5}
     loaded = Manifest.load(manifest.save(tmp_path / "m.json"))
     assert [e.to_dict() for e in loaded] == [e.to_dict() for e in manifest]
     entry = list(loaded)[2]
@@ -68,7 +75,7 @@ def test_record_cli_and_bad_entries(tmp_path: Path, capsys: pytest.CaptureFixtur
     script = tmp_path / "step.py"
     script.write_text(
         "import sys, torch\nfrom add import add\n"
-        "n = int(sys.argv[1])\nadd(torch.ones(n), torch.ones(n))\n"
+        "n = int(sys.argv[1])\nadd(torch.ones(n), torch.ones(n))\nsys.exit(0)\n"
     )
     out = tmp_path / "manifest.json"
     assert main(["record", "-o", str(out), str(script), "7"]) == 0
@@ -107,16 +114,21 @@ def test_tune_over_two_workers_one_killed(tmp_path: Path) -> None:
         (best,) = db.best_rows(kernel=entry.fingerprint, spec_key=entry.spec_key)
         assert Config.from_json(best["config"]) == Config.from_json(outcome.config or "")
     again = tune_manifest(manifest, options, workers=2, cpu=True, progress=False)
-    assert [o.status for o in again] == ["skipped"] * 3
+    assert [(o.status, o.worker) for o in again] == [("skipped", "-")] * 3  # no worker ran
     assert db.count() == len(after)
     db.close()
 
 
-def test_export_import_then_first_call_does_not_tune(tmp_path: Path) -> None:
+def test_export_import_then_first_call_does_not_tune(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     manifest = recorded()
     here, there = tmp_path / "here", tmp_path / "there"
     for entry in manifest:
         tune_entry(entry, TuneOptions(cache_dir=str(here), **QUICK))
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(here))  # `tilecraft tune` resumes: no work
+    assert main(["tune", str(manifest.save(tmp_path / "m.json")), "--cpu", "--max-configs=2"]) == 0
+    assert capsys.readouterr().out.count("skipped") == 3
     shipped = tmp_path / "tuned.json"
     assert main(["export", str(manifest.save(tmp_path / "m.json")), "-o", str(shipped),
                  "--db", str(here / DB_NAME), "--trials"]) == 0  # fmt: skip

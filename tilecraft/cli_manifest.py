@@ -69,7 +69,7 @@ def _record(args: argparse.Namespace) -> int:
 
 def _tune(args: argparse.Namespace) -> int:
     from tilecraft.autotune.fleet import TuneOptions, tune_manifest
-    from tilecraft.autotune.manifest import Manifest
+    from tilecraft.autotune.manifest import Manifest, ManifestError
 
     manifest = Manifest.load(args.manifest)
     options = TuneOptions(
@@ -77,8 +77,11 @@ def _tune(args: argparse.Namespace) -> int:
     )
     client = None
     if args.scheduler:
-        from distributed import Client
-
+        try:
+            from distributed import Client
+        except ImportError:
+            needs = "--scheduler needs Dask: pip install 'tilecraft[cluster]'"
+            raise ManifestError(needs) from None
         client = Client(args.scheduler)
     outcomes = tune_manifest(
         manifest, options, workers=args.workers, cpu=args.cpu or None, client=client

@@ -27,7 +27,6 @@ from tilecraft.autotune.fleet import (
     Slot,
     TuneOptions,
     safe_tune_entry,
-    versions,
 )
 from tilecraft.autotune.manifest import Entry, ManifestError
 
@@ -46,18 +45,15 @@ def tune_remote(entry: dict[str, Any], options: dict[str, Any]) -> dict[str, Any
     return result
 
 
-def _stored(entry: Entry, db: Any, versions_text: str) -> bool:
-    rows = db.best_rows(kernel=entry.fingerprint, spec_key=entry.spec_key)
-    return any(row["versions"] == versions_text for row in rows)
-
-
 def run_cluster(
     entries: Sequence[Entry],
     options: TuneOptions,
     client: Any,
     on_update: Callable[[RunState], None] | None = None,
+    known: dict[int, Outcome] | None = None,
 ) -> list[Outcome]:
-    """Tune `entries` as Dask tasks on `client`'s cluster; outcomes in the entries' order."""
+    """Tune `entries` as Dask tasks on `client`'s cluster, but for those with `known`
+    outcomes; outcomes in the entries' order."""
     try:
         from distributed import as_completed
     except ImportError:
@@ -69,12 +65,11 @@ def run_cluster(
     from tilecraft.runtime.settings import Settings
 
     settings = Settings(cache_dir=Path(options.cache_dir)) if options.cache_dir else Settings()
-    state = RunState(len(entries), [Slot("cluster", {})])
+    state = RunState(len(entries), [Slot("cluster", {})], dict(known or {}))
     with TuningDB(db_path(settings)) as db:
         futures = {}
         for i, entry in enumerate(entries):
-            if not options.retune and _stored(entry, db, versions()):
-                state.outcomes[i] = Outcome(entry, "skipped", worker="cluster")
+            if i in state.outcomes:
                 continue
             task = client.submit(tune_remote, entry.to_dict(), options.to_dict(), pure=False)
             futures[task] = i

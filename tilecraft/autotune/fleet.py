@@ -213,10 +213,12 @@ def run_local(
     options: TuneOptions,
     slots: list[Slot],
     on_update: Callable[[RunState], None] | None = None,
+    known: dict[int, Outcome] | None = None,
 ) -> list[Outcome]:
-    """Tune `entries` on the slots' worker processes; outcomes in the entries' order."""
-    state = RunState(len(entries), slots)
-    pending = deque((i, e, 1) for i, e in enumerate(entries))
+    """Tune `entries` on the slots' worker processes (started only when needed), but for
+    those with `known` outcomes; outcomes in the entries' order."""
+    state = RunState(len(entries), slots, dict(known or {}))
+    pending = deque((i, e, 1) for i, e in enumerate(entries) if i not in state.outcomes)
     try:
         while pending or any(s.job is not None for s in slots):
             for slot in slots:
@@ -298,11 +300,45 @@ def tune_manifest(
         if client is not None:
             from tilecraft.autotune.cluster import run_cluster
 
-            return run_cluster(entries, options, client, update)
+            known = already_tuned(entries, options, None)
+            return run_cluster(entries, options, client, update, known)
         slots = local_slots(workers, cpu)
         if options.compile_workers is None:
             options.compile_workers = compile_workers(slots)
-        return run_local(entries, options, slots, update)
+        known = already_tuned(entries, options, _local_hardware(slots))
+        return run_local(entries, options, slots, update, known)
+
+
+def already_tuned(
+    entries: Sequence[Entry], options: TuneOptions, hardware: str | None
+) -> dict[int, Outcome]:
+    """Entries whose winner is stored for these versions (and `hardware`, unless None): a
+    resumed run skips them without starting a worker. Workers check again themselves."""
+    if options.retune:
+        return {}
+    from tilecraft.autotune.db import DB_NAME, TuningDB
+    from tilecraft.runtime.cache import usable_dir
+
+    current = versions()
+    known = {}
+    with TuningDB(usable_dir(options.cache_dir or Settings().cache_dir) / DB_NAME) as db:
+        for i, entry in enumerate(entries):
+            rows = db.best_rows(kernel=entry.fingerprint, spec_key=entry.spec_key)
+            fits = [
+                r for r in rows if r["versions"] == current and hardware in (None, r["hardware"])
+            ]
+            if fits:
+                known[i] = Outcome(entry, "skipped", fits[0]["config"], worker="-")
+    return known
+
+
+def _local_hardware(slots: list[Slot]) -> str:
+    """The device name the slots' workers key their trials by (`tune.hardware`)."""
+    import torch
+
+    if not slots or slots[0].name.startswith("cpu"):
+        return "cpu"
+    return torch.cuda.get_device_name(0)
 
 
 def compile_workers(slots: list[Slot]) -> int:

@@ -97,8 +97,7 @@ class Manifest:
             spec_key(args),
             described,
         )
-        key = json.dumps([entry.ident, described], sort_keys=True)
-        entry = self.entries.setdefault(key, entry)
+        entry = self.entries.setdefault(_entry_key(entry), entry)
         entry.calls += 1
 
     def __iter__(self) -> Iterator[Entry]:
@@ -131,8 +130,15 @@ class Manifest:
         manifest = cls()
         for raw in data.get("entries", []):
             entry = Entry.from_dict(raw)
-            manifest.entries[json.dumps([entry.ident, entry.args], sort_keys=True)] = entry
+            manifest.entries[_entry_key(entry)] = entry
         return manifest
+
+
+def _entry_key(entry: Entry) -> str:
+    """Entries differ by specialization: a float's value is not part of it (the compiled
+    kernel takes it as an argument), so calls with other floats count as the same entry."""
+    args = [{**a, "value": None} if a.get("type") == "float" else a for a in entry.args]
+    return json.dumps([entry.ident, args], sort_keys=True)
 
 
 def describe_arg(arg: Any) -> dict[str, Any]:
@@ -204,7 +210,11 @@ def record_script(script: Path | str, argv: list[str] | None = None) -> Manifest
     sys.path.insert(0, str(path.resolve().parent))
     try:
         with record() as manifest:
-            runpy.run_path(str(path), run_name="__main__")
+            try:
+                runpy.run_path(str(path), run_name="__main__")
+            except SystemExit as done:  # a script that ends with sys.exit(0) ran fine
+                if done.code not in (None, 0):
+                    raise
     finally:
         sys.argv, sys.path[:] = saved
     return manifest
