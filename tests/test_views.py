@@ -144,6 +144,20 @@ def test_integer_index_of_a_static_dim(dtype: torch.dtype) -> None:
 
 
 @tc.kernel
+def pick_loaded_column(x: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[tile_m] = x[tile_m, :][:, column[0]]
+    return out
+
+
+def test_integer_index_computed_on_the_device() -> None:
+    x, column = torch.randn(13, 6), torch.tensor([4])
+    check_modes(pick_loaded_column, (x, column), lambda x, c: x[:, 4])
+
+
+@tc.kernel
 def first_of_each_tile(x: torch.Tensor) -> torch.Tensor:
     m, n = x.size()
     out = torch.empty([(m + 3) // 4, n], dtype=x.dtype, device=x.device)
