@@ -142,3 +142,22 @@ def test_softmax(x: torch.Tensor, chunk: int | None) -> None:
     kernel = looped(softmax, x, chunk)
     reference = lambda t: torch.softmax(t.float(), dim=-1).to(t.dtype)  # noqa: E731
     check_modes(kernel, (x,), reference, x.dtype)
+
+
+@tc.kernel
+def gather_pairs(image: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(rows.size(0), dtype=image.dtype, device=image.device)
+    for tile in tc.tile(rows.size(0)):
+        out[tile] = image[rows[tile], cols[tile]]
+    return out
+
+
+@SETTINGS
+@hypothesis.given(image=matrices(), length=st.sampled_from(SIZES), seed=st.integers(0, 99))
+def test_gathers_pair_up(image: torch.Tensor, length: int, seed: int) -> None:
+    hypothesis.assume(image.numel() > 0 or length == 0)
+    generator = torch.Generator().manual_seed(seed)
+    rows, cols = (
+        torch.randint(0, max(s, 1), (length,), generator=generator).to(DEVICE) for s in image.shape
+    )
+    check_modes(gather_pairs, (image, rows, cols), lambda im, r, c: im[r, c], image.dtype)

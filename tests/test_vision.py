@@ -1,0 +1,289 @@
+"""tilecraft.vision against plain-PyTorch references (torchvision's formulas), both CPU modes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import DEVICE
+
+import tilecraft as tc
+import tilecraft.vision as vision
+from tilecraft.vision import color, downscale, filters, geometry, preprocessing, statistics
+from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE
+
+# the GPU contracts a*b + c into one fused multiply-add, which can move a value across a
+# rounding (or truncation) boundary: one level there, exact on the CPU
+EXACT = 0 if DEVICE == "cpu" else 1
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+@pytest.fixture
+def vmode(mode):
+    """Put every vision kernel in the test's mode."""
+    for module in (color, downscale, filters, geometry, preprocessing, statistics):
+        kernels = [k for k in vars(module).values() if isinstance(k, tc.Kernel)]
+        assert kernels, module
+        for kernel in kernels:
+            mode(kernel)
+    return mode
+
+
+def images(shape=(2, 3, 3, 5), layout="NCHW") -> tuple[torch.Tensor, torch.Tensor]:
+    """A uint8 NCHW batch, and the same pixels in `layout`."""
+    x = torch.randint(0, 256, shape, dtype=torch.uint8, device=DEVICE)
+    return x, (x.permute(0, 2, 3, 1).contiguous() if layout == "NHWC" else x)
+
+
+def nchw(image: torch.Tensor, layout: str) -> torch.Tensor:
+    return image.permute(0, 3, 1, 2) if layout == "NHWC" else image
+
+
+def reflect_conv(image: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
+    """Depthwise cross-correlation with `taps` (2-D) over reflect-padded float32 images."""
+    ry, rx = taps.shape[0] // 2, taps.shape[1] // 2
+    padded = F.pad(image.float(), (rx, rx, ry, ry), mode="reflect")
+    c = image.shape[1]
+    return F.conv2d(padded, taps.float()[None, None].expand(c, 1, *taps.shape), groups=c)
+
+
+def assert_levels(actual: torch.Tensor, expected: torch.Tensor, levels: int = 0) -> None:
+    assert actual.dtype == torch.uint8 and actual.shape == expected.shape
+    assert (actual.int() - expected.int()).abs().max().item() <= levels
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_rgb_bgr_gray(vmode, layout):
+    x, xl = images(layout=layout)
+    assert torch.equal(nchw(vision.rgb_to_bgr(xl, layout), layout), x.flip(1))
+    gray = x[:, :1].float() * 0.2989 + x[:, 1:2].float() * 0.587 + x[:, 2:].float() * 0.114
+    assert_levels(nchw(vision.rgb_to_gray(xl, layout), layout), gray.to(torch.uint8), EXACT)
+    xf = x[0, :, :1, :1].float() / 255  # one float pixel, unbatched CHW
+    torch.testing.assert_close(vision.rgb_to_gray(xf), gray[0, :, :1, :1] / 255)
+
+
+def yuv_reference(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    h, w = y.shape[-2:]
+
+    def up(p: torch.Tensor) -> torch.Tensor:
+        return p.repeat_interleave(2, -2).repeat_interleave(2, -1)[..., :h, :w].float() - 128
+
+    luma, cb, cr = (y.float() - 16) * Y_SCALE, up(u), up(v)
+    rgb = (luma + R_V * cr, luma + G_U * cb + G_V * cr, luma + B_U * cb)
+    return torch.stack(rgb, 1).round().clamp(0, 255).to(torch.uint8)
+
+
+def test_yuv420(vmode):
+    y = torch.randint(0, 256, (2, 3, 5), dtype=torch.uint8, device=DEVICE)  # odd: chroma is 2x3
+    uv = torch.randint(0, 256, (2, 2, 3, 2), dtype=torch.uint8, device=DEVICE)
+    expected = yuv_reference(y, uv[..., 0], uv[..., 1])  # saturates on random values
+    assert_levels(vision.nv12_to_rgb(y, uv), expected, EXACT)
+    planar = vision.i420_to_rgb(y, uv[..., 0].contiguous(), uv[..., 1].contiguous(), "NHWC")
+    assert_levels(planar.permute(0, 3, 1, 2), expected, EXACT)
+    # BT.601 limited range: white, black and red, as a decoder's output means them
+    yuv = torch.tensor(
+        [[235, 128, 128], [16, 128, 128], [81, 90, 240]], dtype=torch.uint8, device=DEVICE
+    )
+    one = [vision.i420_to_rgb(*(p.view(1, 1) for p in row)).flatten() for row in yuv]
+    assert [t.tolist() for t in one[:2]] == [[255, 255, 255], [0, 0, 0]]
+    assert (one[2].cpu().int() - torch.tensor([255, 0, 0])).abs().max() <= 1
+
+
+def test_split_nv12():
+    frames = torch.arange(2 * 6 * 4, dtype=torch.uint8).view(2, 6, 4)  # H=4, W=4
+    y, uv = vision.split_nv12(frames)
+    assert y.shape == (2, 4, 4) and uv.shape == (2, 2, 2, 2)
+    assert uv[0, 1, 0].tolist() == frames[0, 5, :2].tolist()
+    with pytest.raises(ValueError, match="even"):
+        vision.split_nv12(torch.zeros(7, 5, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_normalize_nhwc_to_nchw(vmode, dtype):
+    x, xl = images(layout="NHWC")
+    got = vision.normalize(xl, MEAN, STD, dtype=dtype, layout="NHWC")
+    assert got.dtype == dtype and got.shape == x.shape and got.is_contiguous()
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    torch.testing.assert_close(got, ((x.float() / 255 - mean) / std).to(dtype))
+    floats = vision.normalize(x.float(), 0.5, 2.0, layout="NCHW", out_layout="NHWC")
+    torch.testing.assert_close(floats, ((x.float() - 0.5) / 2).permute(0, 2, 3, 1))
+
+
+def test_flip_crop(vmode):
+    x, xl = images(layout="NHWC")
+    assert torch.equal(nchw(vision.hflip(xl, "NHWC"), "NHWC"), x.flip(-1))
+    assert torch.equal(vision.vflip(x), x.flip(-2))
+    # a window leaving the image reads zeros there, as torchvision's crop pads
+    window = vision.crop(x, 1, -1, 3, 4)
+    assert torch.equal(window, F.pad(x, (1, 1, 0, 1))[:, :, 1:4, 0:4])
+    assert vision.crop(x[0], 0, 0, 1, 1).shape == (3, 1, 1)
+
+
+@pytest.mark.parametrize("size", [(7, 4), (2, 9), (1, 1)])
+def test_resize(vmode, size):
+    x, xl = images(layout="NHWC")
+    assert torch.equal(
+        nchw(vision.resize(xl, size, "nearest", "NHWC"), "NHWC"), F.interpolate(x, size)
+    )
+    expected = F.interpolate(x.float(), size, mode="bilinear", align_corners=False)
+    torch.testing.assert_close(vision.resize(x.float(), size), expected)
+    assert_levels(nchw(vision.resize(xl, size, layout="NHWC"), "NHWC"), expected.round(), 1)
+
+
+def averaged(x: torch.Tensor, size: tuple[int, int], interpolation: str) -> torch.Tensor:
+    if interpolation == "area":
+        return F.interpolate(x.float(), size, mode="area")
+    return F.interpolate(x.float(), size, mode="bilinear", antialias=True, align_corners=False)
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "area"])
+def test_resize_averaging(vmode, interpolation):
+    x, xl = images(shape=(1, 2, 13, 17), layout="NHWC")
+    for size in ((4, 5), (15, 3)):  # shrinking both ways, and growing one axis
+        expected = averaged(x, size, interpolation)
+        got = vision.resize(x.float(), size, interpolation, antialias=True)
+        torch.testing.assert_close(got, expected)
+        got = vision.resize(xl, size, interpolation, layout="NHWC", antialias=True)
+        assert_levels(nchw(got, "NHWC"), expected.round(), 1)
+    half = vision.resize(x.half(), (4, 5), interpolation, antialias=True)
+    torch.testing.assert_close(half, averaged(x, (4, 5), interpolation).half())
+
+
+def test_resize_rounds_half_to_even(vmode):
+    # (j + 0.5) * 2/3 - 0.5 = 0.5 for j = 1: halfway between 2 and 3 (and 5 and 6)
+    x = torch.tensor([[[2, 3]], [[5, 6]]], dtype=torch.uint8, device=DEVICE)
+    assert vision.resize(x, (1, 3))[:, 0, 1].tolist() == [2, 6]
+
+
+def test_letterbox(vmode):
+    x, xl = images(layout="NHWC")
+    top, left, h, w = box = vision.letterbox_box((3, 5), (8, 8))
+    assert box == [1, 0, 5, 8]
+    inner = F.interpolate(x.float(), (h, w), mode="bilinear", align_corners=False)
+    expected = F.pad(inner, (left, 8 - left - w, top, 8 - top - h), value=114.0)
+    assert_levels(nchw(vision.letterbox(xl, (8, 8), layout="NHWC"), "NHWC"), expected.round(), 1)
+    torch.testing.assert_close(vision.letterbox(x.float(), (8, 8)), expected)
+
+
+def test_filters(vmode):
+    x, _ = images(shape=(1, 2, 4, 5))
+    taps = filters.gaussian_kernel1d(3, 0.8)[:, None] * filters.gaussian_kernel1d(5, 1.1)
+    taps = taps.to(DEVICE)
+    expected = reflect_conv(x, taps)
+    torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 3), (1.1, 0.8)), expected)
+    assert_levels(vision.gaussian_blur(x, (5, 3), (1.1, 0.8)), expected.round(), 1)
+    box = vision.box_blur(x.float(), 3)
+    torch.testing.assert_close(box, reflect_conv(x, torch.full((3, 3), 1 / 9, device=DEVICE)))
+    grad_x, grad_y = vision.sobel(x)
+    torch.testing.assert_close(
+        grad_x, reflect_conv(x, torch.tensor(filters.SOBEL_X, device=DEVICE))
+    )
+    torch.testing.assert_close(
+        grad_y, reflect_conv(x, torch.tensor(filters.SOBEL_Y, device=DEVICE))
+    )
+    sharp = reflect_conv(x, taps)
+    sharp = x.float() + 1.5 * (x.float() - sharp)  # saturates both ways on random pixels
+    assert_levels(vision.unsharp_mask(x, (5, 3), (1.1, 0.8), 1.5), sharp.round().clamp(0, 255), 1)
+    one = x[:, :, :1, :1]  # a 1x1 image is its own blur (every tap reads the one pixel)
+    assert torch.equal(vision.gaussian_blur(one, 3), one)
+
+
+@pytest.mark.parametrize("letterbox", [False, True])
+def test_preprocess(vmode, letterbox):
+    x, xl = images(shape=(2, 3, 5, 3), layout="NHWC")
+    got = vision.preprocess(xl, (4, 7), MEAN, STD, letterbox=letterbox)
+    assert got.dtype == torch.float16 and got.shape == (2, 3, 4, 7) and got.is_contiguous()
+    if letterbox:
+        resized = vision.letterbox(x.float(), (4, 7), pad=114.0)
+    else:
+        resized = F.interpolate(x.float(), (4, 7), mode="bilinear", align_corners=False)
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    torch.testing.assert_close(got, ((resized / 255 - mean) / std).half())
+
+
+@pytest.mark.parametrize("letterbox", [False, True])
+def test_preprocess_nv12(vmode, letterbox):
+    y = torch.randint(0, 256, (2, 5, 7), dtype=torch.uint8, device=DEVICE)
+    uv = torch.randint(0, 256, (2, 3, 4, 2), dtype=torch.uint8, device=DEVICE)
+    got = vision.preprocess_nv12(y, uv, (4, 9), MEAN, STD, letterbox=letterbox)
+    rgb = vision.nv12_to_rgb(y, uv)
+    expected = vision.preprocess(rgb, (4, 9), MEAN, STD, layout="NCHW", letterbox=letterbox)
+    assert got.shape == (2, 3, 4, 9)
+    torch.testing.assert_close(got, expected)
+
+
+def test_errors():
+    x = torch.zeros(1, 2, 3, 3, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="layout"):
+        vision.hflip(x, "HWCN")
+    with pytest.raises(ValueError, match="3 channels"):
+        vision.rgb_to_gray(x)
+    with pytest.raises(ValueError, match="odd"):
+        vision.box_blur(x, 4)
+    with pytest.raises(ValueError, match="dtype"):
+        vision.normalize(x, 0, 1, dtype=torch.int32)
+    with pytest.raises(ValueError, match="uint8"):
+        vision.equalize(x.float())
+    with pytest.raises(ValueError, match="U plane"):
+        vision.i420_to_rgb(x[0], x[0], x[0])
+
+
+def test_pipeline(vmode):
+    _, frames = images(shape=(2, 3, 5, 6), layout="NHWC")
+    pipeline = vision.Pipeline.parse("crop=5:4:1:0, hflip, blur=3, gray")
+    expected = vision.crop(frames, 0, 1, 4, 5, layout="NHWC")
+    expected = vision.gaussian_blur(vision.hflip(expected, "NHWC"), 3, layout="NHWC")
+    assert torch.equal(pipeline(frames), vision.rgb_to_gray(expected, "NHWC"))
+    # a resize followed by normalize runs as the fused kernel: equal to the two passes
+    fused = vision.Pipeline.parse("resize=7x4,normalize=float32")(frames)
+    resized = vision.resize(frames.float(), (4, 7), layout="NHWC")
+    torch.testing.assert_close(fused, vision.normalize(resized / 255, MEAN, STD, layout="NHWC"))
+    assert fused.shape == (2, 3, 4, 7) and fused.dtype == torch.float32
+    shrunk = vision.Pipeline.parse("resize_aa=2x3")(frames)
+    assert torch.equal(shrunk, vision.resize(frames, (3, 2), layout="NHWC", antialias=True))
+
+
+def test_pipeline_spec_errors():
+    with pytest.raises(ValueError, match="unknown op 'sharpen'.*resize"):
+        vision.Pipeline.parse("resize=8x8,sharpen")
+    with pytest.raises(ValueError, match="bad value '8by8' for the pipeline op 'resize'"):
+        vision.Pipeline.parse("resize=8by8")
+    with pytest.raises(ValueError, match="bad value 'int8'"):
+        vision.Pipeline.parse("normalize=int8")
+
+
+def pil_equalization_table(counts: list[int]) -> list[int]:
+    """PIL's ImageOps.equalize lookup table for one channel, written as PIL does it."""
+    present = [count for count in counts if count]
+    step = (sum(present) - present[-1]) // 255 if present else 0
+    if not step:
+        return list(range(256))
+    table, acc = [], step // 2
+    for count in counts:
+        table.append(min(255, acc // step))
+        acc += count
+    return table
+
+
+def test_histogram_equalize(vmode):
+    x = torch.randint(50, 60, (1, 2, 17, 19), dtype=torch.uint8, device=DEVICE)  # low contrast
+    x[0, 1, 0, 0] = 0  # the other channel spans more values
+    hist = vision.histogram(x)
+    counts = [torch.bincount(x[0, c].flatten().long(), minlength=256).tolist() for c in range(2)]
+    assert hist.dtype == torch.int32 and hist[0].tolist() == counts
+    tables = torch.tensor([pil_equalization_table(c) for c in counts], device=DEVICE)
+    expected = torch.stack([tables[c][x[0, c].long()] for c in range(2)])[None]
+    assert torch.equal(vision.equalize(x), expected.to(torch.uint8))
+    assert expected.amax().item() == 255  # it did stretch the values
+    flat = torch.full((3, 4, 5), 9, dtype=torch.uint8, device=DEVICE)  # one value: kept
+    assert torch.equal(vision.equalize(flat, "NHWC"), flat)
+
+
+def test_empty_images(vmode):
+    x, xl = images(layout="NHWC")
+    assert vision.crop(x, 0, 0, 0, 3).shape == (2, 3, 0, 3)
+    assert vision.resize(x[:0], (2, 2)).shape == (0, 3, 2, 2)
+    assert vision.preprocess(xl[:0], (2, 2), MEAN, STD).shape == (0, 3, 2, 2)
+    assert vision.histogram(x[:0]).shape == (0, 3, 256)
+    pixel = x[:, :, :1, :1].float()  # a single pixel upsampled is that pixel everywhere
+    torch.testing.assert_close(vision.resize(pixel, (2, 3)), pixel.expand(2, 3, 2, 3))

@@ -1,0 +1,184 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
+# mypy: disable-error-code="index,list-item,misc"
+"""Filters: separable Gaussian blur, box filter, Sobel.
+
+Borders reflect without repeating the edge pixel (`...cba|abcd|dcb...`): torch's
+`F.pad(mode="reflect")`, torchvision's `gaussian_blur` and OpenCV's default
+BORDER_REFLECT_101. Sums are float32; uint8 results are rounded half to even and saturated
+(torchvision rounds its float32 convolution the same way).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import tilecraft as tc
+from tilecraft.vision.layout import as_nchw, dims, new_image
+
+# Sobel's 3x3 taps (cross-correlation, as F.conv2d and OpenCV apply them): d/dx, d/dy.
+SOBEL_X = ((-1, 0, 1), (-2, 0, 2), (-1, 0, 1))
+SOBEL_Y = ((-1, -2, -1), (0, 0, 0), (1, 2, 1))
+
+
+@tc.kernel
+def _separable(
+    image: torch.Tensor,
+    weights_h: torch.Tensor,
+    weights_w: torch.Tensor,
+    out: torch.Tensor,
+    is_uint8: bool,
+    amount: float,
+    sharpen: bool,
+) -> torch.Tensor:
+    n, c, h, w = image.size()
+    radius_h = weights_h.size(0) // 2
+    radius_w = weights_w.size(0) // 2
+    size = [n, c, h, w]
+    rows = torch.empty(size, dtype=torch.float32, device=image.device)
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for k in range(2 * radius_w + 1):
+            cols = tile_w.index + (k - radius_w)
+            cols = torch.where(cols < 0, -cols, cols)  # reflect (edge not repeated)
+            cols = torch.where(cols > w - 1, 2 * (w - 1) - cols, cols)
+            cols = torch.where(cols < 0, 0, cols)  # images narrower than the radius
+            pixels = image[tile_n, tile_c, tile_h.index[:, None], cols[None, :]]
+            acc = acc + weights_w[k] * pixels.to(torch.float32)
+        rows[tile_n, tile_c, tile_h, tile_w] = acc
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for k in range(2 * radius_h + 1):
+            lines = tile_h.index + (k - radius_h)
+            lines = torch.where(lines < 0, -lines, lines)
+            lines = torch.where(lines > h - 1, 2 * (h - 1) - lines, lines)
+            lines = torch.where(lines < 0, 0, lines)
+            acc = acc + weights_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
+        if sharpen:  # unsharp mask: the image plus `amount` times what the blur took away
+            original = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32)
+            acc = original + amount * (original - acc)
+        if is_uint8:
+            acc = torch.clamp(torch.round(acc), 0.0, 255.0)
+        out[tile_n, tile_c, tile_h, tile_w] = acc.to(out.dtype)
+    return out
+
+
+@tc.kernel
+def _sobel(image: torch.Tensor, grad_x: torch.Tensor, grad_y: torch.Tensor) -> torch.Tensor:
+    n, c, h, w = image.size()
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+        gx = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        gy = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for i in range(3):
+            lines = tile_h.index + (i - 1)
+            lines = torch.where(lines < 0, -lines, lines)
+            lines = torch.where(lines > h - 1, 2 * (h - 1) - lines, lines)
+            lines = torch.where(lines < 0, 0, lines)
+            for j in range(3):
+                cols = tile_w.index + (j - 1)
+                cols = torch.where(cols < 0, -cols, cols)
+                cols = torch.where(cols > w - 1, 2 * (w - 1) - cols, cols)
+                cols = torch.where(cols < 0, 0, cols)
+                pixels = image[tile_n, tile_c, lines[:, None], cols[None, :]].to(torch.float32)
+                gx = gx + SOBEL_X[i][j] * pixels
+                gy = gy + SOBEL_Y[i][j] * pixels
+        grad_x[tile_n, tile_c, tile_h, tile_w] = gx.to(grad_x.dtype)
+        grad_y[tile_n, tile_c, tile_h, tile_w] = gy.to(grad_y.dtype)
+    return grad_x
+
+
+def gaussian_kernel1d(kernel_size: int, sigma: float) -> torch.Tensor:
+    """Normalized float32 Gaussian taps, as torchvision's `gaussian_blur` builds them."""
+    half = (kernel_size - 1) / 2
+    x = torch.linspace(-half, half, kernel_size, dtype=torch.float64)
+    taps = torch.exp(-0.5 * (x / sigma) ** 2)
+    return (taps / taps.sum()).to(torch.float32)
+
+
+def _check_size(kernel_size: int) -> None:
+    if kernel_size < 1 or kernel_size % 2 == 0:
+        raise ValueError(f"a filter's kernel_size is odd and positive, not {kernel_size}")
+
+
+def _filter(
+    image: torch.Tensor,
+    taps_h: torch.Tensor,
+    taps_w: torch.Tensor,
+    layout: str,
+    amount: float | None = None,
+) -> torch.Tensor:
+    img = as_nchw(image, layout)
+    out = new_image(*dims(img), image.dtype, image.device, layout)
+    taps_h, taps_w = taps_h.to(image.device), taps_w.to(image.device)
+    is_uint8, sharpen = image.dtype == torch.uint8, amount is not None
+    out = _separable(img.view, taps_h, taps_w, out, is_uint8, float(amount or 0.0), sharpen)
+    return img.restore(out)
+
+
+def _gaussian_taps(
+    kernel_size: int | tuple[int, int], sigma: float | tuple[float, float] | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vertical and horizontal taps of a Gaussian blur, as torchvision chooses them."""
+    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    for k in ks:
+        _check_size(k)
+    if sigma is None:
+        sigmas = tuple(0.3 * ((k - 1) * 0.5 - 1) + 0.8 for k in ks)
+    else:
+        sigmas = (sigma, sigma) if isinstance(sigma, (int, float)) else tuple(sigma)
+    if min(sigmas) <= 0 or any(math.isnan(s) for s in sigmas):
+        raise ValueError(f"sigma must be positive, not {sigma}")
+    return gaussian_kernel1d(ks[1], sigmas[1]), gaussian_kernel1d(ks[0], sigmas[0])
+
+
+def gaussian_blur(
+    image: torch.Tensor,
+    kernel_size: int | tuple[int, int],
+    sigma: float | tuple[float, float] | None = None,
+    layout: str = "NCHW",
+) -> torch.Tensor:
+    """Separable Gaussian blur with reflected borders (torchvision's `gaussian_blur`).
+
+    `kernel_size` and `sigma` are one value or (x, y) pairs, as torchvision takes them;
+    `sigma` defaults to `0.3 * ((kernel_size - 1) * 0.5 - 1) + 0.8`, torchvision's choice.
+    """
+    taps_h, taps_w = _gaussian_taps(kernel_size, sigma)
+    return _filter(image, taps_h, taps_w, layout)
+
+
+def unsharp_mask(
+    image: torch.Tensor,
+    kernel_size: int | tuple[int, int] = 5,
+    sigma: float | tuple[float, float] | None = None,
+    amount: float = 1.0,
+    layout: str = "NCHW",
+) -> torch.Tensor:
+    """Sharpen: `image + amount * (image - gaussian_blur(image))`, in one kernel.
+
+    The blur is kept in float32 (not rounded in between); uint8 results are rounded and
+    saturated, float results are not clamped.
+    """
+    taps_h, taps_w = _gaussian_taps(kernel_size, sigma)
+    return _filter(image, taps_h, taps_w, layout, amount)
+
+
+def box_blur(image: torch.Tensor, kernel_size: int, layout: str = "NCHW") -> torch.Tensor:
+    """Mean over a `kernel_size` square with reflected borders (OpenCV's `blur`)."""
+    _check_size(kernel_size)
+    taps = torch.full([kernel_size], 1 / kernel_size, dtype=torch.float32)
+    return _filter(image, taps, taps, layout)
+
+
+def sobel(image: torch.Tensor, layout: str = "NCHW") -> tuple[torch.Tensor, torch.Tensor]:
+    """Horizontal and vertical Sobel derivatives (float32, each channel apart), reflected borders.
+
+    `grad_x` is right minus left, `grad_y` bottom minus top, as OpenCV's `Sobel(dx=1)` and
+    `Sobel(dy=1)` with their default border.
+    """
+    img = as_nchw(image, layout)
+    grad_x = new_image(*dims(img), torch.float32, image.device, layout)
+    grad_y = new_image(*dims(img), torch.float32, image.device, layout)
+    _sobel(img.view, grad_x, grad_y)
+    return img.restore(grad_x), img.restore(grad_y)

@@ -1,0 +1,199 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
+# mypy: disable-error-code="index,list-item,misc"
+"""Geometry: flip, crop, resize (nearest, bilinear, area, antialiased) and letterbox.
+
+Resizing follows `torch.nn.functional.interpolate` (and torchvision's `resize` with
+`antialias=False`): nearest takes `min(floor(i * in / out), in - 1)`, bilinear samples at
+`(i + 0.5) * in / out - 0.5` (align_corners=False, clamped at 0) in float32. Uint8 images
+are interpolated in float32, rounded half to even and clamped, as torchvision does.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import tilecraft as tc
+from tilecraft.vision.downscale import average_resize
+from tilecraft.vision.layout import Image, as_nchw, dims, new_image
+
+
+@tc.kernel
+def _flip(image: torch.Tensor, out: torch.Tensor, vertical: bool, horizontal: bool) -> torch.Tensor:
+    n, c, h, w = image.size()
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+        rows = tile_h.index
+        cols = tile_w.index
+        if vertical:
+            rows = (h - 1) - tile_h.index
+        if horizontal:
+            cols = (w - 1) - tile_w.index
+        out[tile_n, tile_c, tile_h, tile_w] = image[tile_n, tile_c, rows[:, None], cols[None, :]]
+    return out
+
+
+@tc.kernel
+def _crop(image: torch.Tensor, out: torch.Tensor, top: int, left: int) -> torch.Tensor:
+    n, c, h, w = out.size()
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+        rows = tile_h.index + top
+        cols = tile_w.index + left
+        # positions outside the image read 0: torchvision's crop pads with zeros there too
+        out[tile_n, tile_c, tile_h, tile_w] = image[tile_n, tile_c, rows[:, None], cols[None, :]]
+    return out
+
+
+@tc.kernel
+def _resize_nearest(
+    image: torch.Tensor, out: torch.Tensor, scale_h: float, scale_w: float
+) -> torch.Tensor:
+    _, _, h, w = image.size()
+    n, c, out_h, out_w = out.size()
+    size = [n, c, out_h, out_w]
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        rows = torch.floor(tile_h.index.to(torch.float32) * scale_h).to(torch.int32)
+        cols = torch.floor(tile_w.index.to(torch.float32) * scale_w).to(torch.int32)
+        rows = torch.where(rows < h - 1, rows, h - 1)
+        cols = torch.where(cols < w - 1, cols, w - 1)
+        out[tile_n, tile_c, tile_h, tile_w] = image[tile_n, tile_c, rows[:, None], cols[None, :]]
+    return out
+
+
+@tc.kernel
+def _resize_bilinear(
+    image: torch.Tensor,
+    out: torch.Tensor,
+    box_top: int,
+    box_left: int,
+    box_height: int,
+    box_width: int,
+    scale_h: float,
+    scale_w: float,
+    pad: float,
+    is_uint8: bool,
+) -> torch.Tensor:
+    # the resized image lies in `out` at (box_top, box_left) (letterbox), padded around.
+    # Helper functions in the tilecraft package are not inlined on tiles (only users' are),
+    # so the source-position arithmetic is written out for rows and columns.
+    _, _, h, w = image.size()
+    n, c, out_h, out_w = out.size()
+    size = [n, c, out_h, out_w]
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        dst_h = tile_h.index - box_top
+        dst_w = tile_w.index - box_left
+        src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
+        src_w = torch.clamp((dst_w.to(torch.float32) + 0.5) * scale_w - 0.5, min=0.0)
+        top = src_h.to(torch.int32)
+        left = src_w.to(torch.int32)
+        wy = (src_h - top.to(torch.float32))[:, None]
+        wx = (src_w - left.to(torch.float32))[None, :]
+        bottom = torch.where(top < h - 1, top + 1, top)[:, None]
+        right = torch.where(left < w - 1, left + 1, left)[None, :]
+        p00 = image[tile_n, tile_c, top[:, None], left[None, :]].to(torch.float32)
+        p01 = image[tile_n, tile_c, top[:, None], right].to(torch.float32)
+        p10 = image[tile_n, tile_c, bottom, left[None, :]].to(torch.float32)
+        p11 = image[tile_n, tile_c, bottom, right].to(torch.float32)
+        upper = (1.0 - wx) * p00 + wx * p01
+        lower = (1.0 - wx) * p10 + wx * p11
+        value = (1.0 - wy) * upper + wy * lower
+        rows_in = (dst_h >= 0) & (dst_h < box_height)
+        cols_in = (dst_w >= 0) & (dst_w < box_width)
+        value = torch.where(rows_in[:, None] & cols_in[None, :], value, pad)
+        if is_uint8:
+            value = torch.clamp(torch.round(value), 0.0, 255.0)
+        out[tile_n, tile_c, tile_h, tile_w] = value.to(out.dtype)
+    return out
+
+
+def hflip(image: torch.Tensor, layout: str = "NCHW") -> torch.Tensor:
+    """Mirror left-right (the last spatial axis), any dtype, same layout."""
+    return _flipped(image, layout, vertical=False, horizontal=True)
+
+
+def vflip(image: torch.Tensor, layout: str = "NCHW") -> torch.Tensor:
+    """Mirror top-bottom, any dtype, same layout."""
+    return _flipped(image, layout, vertical=True, horizontal=False)
+
+
+def _flipped(image: torch.Tensor, layout: str, vertical: bool, horizontal: bool) -> torch.Tensor:
+    img = as_nchw(image, layout)
+    out = new_image(*dims(img), image.dtype, image.device, layout)
+    return img.restore(_flip(img.view, out, vertical, horizontal))
+
+
+def crop(
+    image: torch.Tensor, top: int, left: int, height: int, width: int, layout: str = "NCHW"
+) -> torch.Tensor:
+    """The `height` x `width` window at (`top`, `left`), copied; zeros where it leaves the image."""
+    if height < 0 or width < 0:
+        raise ValueError(f"a crop's height and width are >= 0, not {height} x {width}")
+    img = as_nchw(image, layout)
+    n, c = img.view.shape[:2]
+    out = new_image(n, c, height, width, image.dtype, image.device, layout)
+    return img.restore(_crop(img.view, out, top, left))
+
+
+def _scale(size_in: int, size_out: int) -> float:
+    """`in / out` rounded to float32, as PyTorch's kernels compute it."""
+    return float(torch.tensor(size_in, dtype=torch.float32) / size_out)
+
+
+def _output(img: Image, size: tuple[int, int]) -> torch.Tensor:
+    if min(size) < 1:
+        raise ValueError(f"an output size is at least 1x1, not {size}")
+    n, c = img.view.shape[:2]
+    return new_image(n, c, size[0], size[1], img.view.dtype, img.view.device, img.layout)
+
+
+def resize(
+    image: torch.Tensor,
+    size: tuple[int, int],
+    interpolation: str = "bilinear",
+    layout: str = "NCHW",
+    antialias: bool = False,
+) -> torch.Tensor:
+    """Resize to `size` = (height, width), `interpolation` "nearest", "bilinear" or "area".
+
+    As `F.interpolate(..., align_corners=False, antialias=antialias)`: bilinear without
+    antialiasing (the default here; torchvision's `resize` defaults to `antialias=True`)
+    samples 2x2 pixels, with it averages every pixel an output covers when shrinking.
+    Uint8 is rounded half to even and saturated.
+    """
+    img = as_nchw(image, layout)
+    out = _output(img, size)
+    if interpolation == "area" or (antialias and interpolation == "bilinear"):
+        return img.restore(average_resize(img.view, out, interpolation == "area"))
+    _, _, h, w = img.view.shape
+    scales = (_scale(h, size[0]), _scale(w, size[1]))
+    if interpolation == "nearest":
+        return img.restore(_resize_nearest(img.view, out, *scales))
+    if interpolation != "bilinear":
+        raise ValueError(f"interpolation is nearest, bilinear or area, not {interpolation!r}")
+    box = (0, 0, size[0], size[1])
+    is_uint8 = image.dtype == torch.uint8
+    return img.restore(_resize_bilinear(img.view, out, *box, *scales, 0.0, is_uint8))
+
+
+def letterbox_box(in_size: tuple[int, int], size: tuple[int, int]) -> list[int]:
+    """[top, left, height, width] of an `in_size` image fitted, centred, into `size`."""
+    ratio = min(size[0] / in_size[0], size[1] / in_size[1])
+    height = min(size[0], max(1, round(in_size[0] * ratio)))
+    width = min(size[1], max(1, round(in_size[1] * ratio)))
+    return [(size[0] - height) // 2, (size[1] - width) // 2, height, width]
+
+
+def letterbox(
+    image: torch.Tensor, size: tuple[int, int], pad: float = 114.0, layout: str = "NCHW"
+) -> torch.Tensor:
+    """Resize (bilinear) keeping the aspect ratio to fit `size`, centred, padded with `pad`.
+
+    The same as `resize` to `letterbox_box(...)`'s height and width followed by
+    `F.pad(..., value=pad)` around it, in one pass.
+    """
+    img = as_nchw(image, layout)
+    out = _output(img, size)
+    _, _, h, w = img.view.shape
+    box = letterbox_box((h, w), size)
+    scales = (_scale(h, box[2]), _scale(w, box[3]))
+    is_uint8 = image.dtype == torch.uint8
+    return img.restore(_resize_bilinear(img.view, out, *box, *scales, float(pad), is_uint8))
