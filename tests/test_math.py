@@ -177,7 +177,8 @@ def test_bitwise_operators_on_ints(mode) -> None:
 def test_every_elementwise_op_has_an_emission_and_eager_rule() -> None:
     for opdef in OPDEFS.values():
         if opdef.kind is Kind.ELEMENTWISE and opdef.name != "cast":
-            assert opdef.emit is not None and opdef.eager is not None, opdef.name
+            has_rule = opdef.emit is not None or opdef.helper is not None
+            assert has_rule and opdef.eager is not None, opdef.name
 
 
 @tc.kernel

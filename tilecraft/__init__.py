@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from tilecraft import exc
+from typing import Any
+
+from tilecraft import autotuner, exc
 from tilecraft.language import (
     Tile,
     arange,
@@ -30,6 +32,22 @@ from tilecraft.runtime.config import Config
 from tilecraft.runtime.kernel import BoundKernel, Kernel, kernel
 from tilecraft.torch import as_torch_op
 
+
+def record() -> Any:
+    """Record every tilecraft kernel called inside a `with` block into a manifest (what
+    `tilecraft tune` tunes ahead of time); see `tilecraft.autotune.manifest.record`.
+
+    Example::
+
+        with tilecraft.record() as manifest:
+            model(x)
+        manifest.save("manifest.json")
+    """
+    from tilecraft.autotune.manifest import record as start
+
+    return start()
+
+
 __all__ = [
     "BoundKernel",
     "Config",
@@ -37,6 +55,7 @@ __all__ = [
     "Tile",
     "arange",
     "as_torch_op",
+    "autotuner",
     "associative_scan",
     "atomic_add",
     "cumprod",
@@ -50,6 +69,7 @@ __all__ = [
     "load",
     "rand",
     "randint",
+    "record",
     "reduce",
     "register_block_size",
     "register_tunable",

@@ -1,6 +1,7 @@
 """The `tilecraft` command: `tilecraft demo`, `tilecraft code EXAMPLE`,
 `tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it),
-`tilecraft learn FOLDER` (import recorded landscapes into the tuning database)."""
+`tilecraft learn FOLDER` (import recorded landscapes into the tuning database), and
+whole-model tuning: `record`, `tune`, `export`, `import`, `merge-db` (see cli_manifest)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tilecraft import demo
+from tilecraft import cli_manifest, demo
 
 
 class CommandError(Exception):
@@ -80,6 +81,7 @@ def parser() -> argparse.ArgumentParser:
     prompt.add_argument("example", help="an example's name, e.g. softmax")
     learn = sub.add_parser("learn", help="import recorded landscapes into the tuning database")
     learn.add_argument("folder", help="a folder of *.jsonl.gz landscapes")
+    cli_manifest.add_commands(sub)
     for command in (run, code, prompt):
         command.add_argument(
             "--examples", help="a folder of examples (default: those shipped with tilecraft)"
@@ -96,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo.run_demo(args.examples, args.dtype)
         if args.command == "learn":
             return learn(args.folder)
+        if args.command in cli_manifest.COMMANDS:
+            return cli_manifest.run(args)
         return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
     except (CommandError, FileNotFoundError) as e:
         print(f"tilecraft: {e}", file=sys.stderr)

@@ -86,3 +86,12 @@ class SettingsError(TilecraftError):
 
 class CacheDirError(TilecraftError):
     """A cache directory that must not be used (it belongs to another user)."""
+
+
+# Helion's names for the errors a ported kernel's callers catch (`helion.exc.X` with
+# `import tilecraft as helion`): each is the tilecraft class raised for that failure.
+Base = BaseError = TilecraftError
+NotInsideKernel = DeviceAPIOnHost = NotInKernel
+StatementNotSupported = UnsupportedSyntax
+TypeInferenceError = DtypeError
+InternalError = LoweringError

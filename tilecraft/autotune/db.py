@@ -106,6 +106,14 @@ _UPSERT_BEST = (
     " DO UPDATE SET config = excluded.config, time_ms = excluded.time_ms,"
     " created = excluded.created WHERE excluded.time_ms < best.time_ms"
 )
+# A trial is new unless one with the same value in every column is stored (`IS` matches
+# NULL times of failed trials); the index on (kernel, spec_key, hardware) keeps it fast.
+_INSERT_NEW_TRIAL = (
+    f"INSERT INTO trials ({', '.join(_TRIAL_COLUMNS[1:])})"
+    f" SELECT {', '.join('?' * (len(_TRIAL_COLUMNS) - 1))} WHERE NOT EXISTS"
+    f" (SELECT 1 FROM trials WHERE {' AND '.join(f'{c} IS ?' for c in _TRIAL_COLUMNS[1:])})"
+)
+_BEST_COLUMNS = ("kernel", "spec_key", "hardware", "versions", "config", "time_ms", "created")
 _DELETE_BEST = (
     "DELETE FROM best WHERE kernel = ? AND spec_key = ? AND hardware = ? AND versions = ?"
 )
@@ -267,6 +275,64 @@ class TuningDB:
                 record["config"] = json.loads(record["config"])
                 out.write(json.dumps(record, sort_keys=True) + "\n")
         return len(rows)
+
+    def trial_rows(
+        self, kernel: str | None = None, spec_key: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored trials as plain JSON-ready dicts (config as its JSON text, no `id`):
+        what `add_trial_rows` takes on another machine."""
+        given = {k: v for k, v in {"kernel": kernel, "spec_key": spec_key}.items() if v}
+        where = " AND ".join(f"{name} = ?" for name in given) or "1"
+        sql = f"SELECT {', '.join(_TRIAL_COLUMNS[1:])} FROM trials WHERE {where} ORDER BY id"
+        with self._read() as conn:
+            rows = conn.execute(sql, tuple(given.values())).fetchall()
+        return [dict(zip(_TRIAL_COLUMNS[1:], row, strict=True)) for row in rows]
+
+    def add_trial_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Store trials made elsewhere (`trial_rows`' dicts), skipping any stored already
+        (same values in every column): merging twice adds nothing. Returns how many were
+        new; all land in one transaction."""
+        values = [tuple(row[name] for name in _TRIAL_COLUMNS[1:]) for row in rows]
+        with self._write() as conn:
+            before = conn.total_changes
+            conn.executemany(_INSERT_NEW_TRIAL, [v + v for v in values])
+            return conn.total_changes - before
+
+    def best_rows(
+        self, kernel: str | None = None, spec_key: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Stored best configs as plain dicts (config as JSON text), filtered by the keys given."""
+        given = {k: v for k, v in {"kernel": kernel, "spec_key": spec_key}.items() if v}
+        where = " AND ".join(f"{name} = ?" for name in given) or "1"
+        sql = f"SELECT {', '.join(_BEST_COLUMNS)} FROM best WHERE {where}"
+        with self._read() as conn:
+            rows = conn.execute(sql, tuple(given.values())).fetchall()
+        return [dict(zip(_BEST_COLUMNS, row, strict=True)) for row in rows]
+
+    def add_best_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Offer best configs made elsewhere: each is kept unless a faster one is stored
+        for its key (as with `save_best`); rows whose config does not parse are skipped."""
+        kept = 0
+        for row in rows:
+            config = _parse_config(row["config"])
+            key = TuneKey(row["kernel"], row["spec_key"], row["hardware"], row["versions"])
+            if config is not None:
+                self.save_best(key, config, float(row["time_ms"]))
+                kept += 1
+        return kept
+
+    def merge_from(self, other: TuningDB) -> dict[str, int]:
+        """Add another database's trials (without duplicates), best configs (the faster one
+        of a key stays) and descriptions; returns counts of what was offered and added."""
+        trials = other.trial_rows()
+        best = other.best_rows()
+        with other._read() as conn:
+            specs = conn.execute("SELECT * FROM specs").fetchall()
+        added = self.add_trial_rows(trials)
+        self.add_best_rows(best)
+        with self._write() as conn:
+            conn.executemany("INSERT OR IGNORE INTO specs VALUES (?, ?, ?, ?)", specs)
+        return {"trials": len(trials), "new_trials": added, "best": len(best)}
 
     def close(self) -> None:
         """Close the connection; further calls on this object raise."""

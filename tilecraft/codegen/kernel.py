@@ -25,7 +25,7 @@ from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
 INTERPRETER_UPCAST = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
-MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU
+MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU (32 for 8-bit operands)
 
 RANGE_KNOBS = (
     ("range_num_stages", "num_stages"),
@@ -219,10 +219,19 @@ class KernelWriter:
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
     def emit(self, name: str, compute: torch.dtype, *args: str) -> str:
-        rule = lookup(name).emit
-        if rule is None:
+        opdef = lookup(name)
+        source = opdef.helper(compute) if opdef.helper else None
+        if source is not None:
+            return f"{self.helper(f'_{name}_{tl_dtype(compute)[3:]}', source)}({', '.join(args)})"
+        if opdef.emit is None:
             raise LoweringError(f"no Triton emission for op `{name}`")
-        return rule(compute, *args)
+        return opdef.emit(compute, *args)
+
+    def helper(self, name: str, source: str) -> str:
+        """`name`, a `@triton.jit` function written once before the kernel."""
+        if name not in self.helpers:
+            self.helpers[name] = (name, "@triton.jit\n" + source.format(name=name).rstrip())
+        return self.helpers[name][0]
 
     def op_cast(self, op: Op) -> None:
         assert op.out is not None
@@ -311,7 +320,9 @@ class KernelWriter:
         assert op.out is not None
         a, b, acc = op.args
         compute, product = op.attrs["compute"], op.attrs.get("product")
-        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K
+        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
+            2 if a.type.dtype.itemsize == 1 else 1
+        )
         if (
             not small
             and acc is not None
@@ -336,6 +347,8 @@ class KernelWriter:
         if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
             precision = "tf32" if self.allow_tf32 else "ieee"
             return f'{a.name}, {b.name}, input_precision="{precision}"'
+        if not a.type.dtype.is_floating_point:  # tl.dot's result is float32 unless told
+            return f"{a.name}, {b.name}, out_dtype=tl.int32"
         return f"{a.name}, {b.name}"
 
     def block_size(self, dim: Dim) -> int:

@@ -1,8 +1,9 @@
 """Triton for views, shape ops and constant tiles (reshape, permute, select, stack, ...).
 
 Each function takes the KernelWriter and one Op and assigns the op's result. Ops that move
-elements between lanes of a static dim (cat, piece) gather with `tl.gather`; selects and
-stacks compare lane positions with `tl.where`, so padding lanes never reach real ones.
+elements between lanes of a static dim (select, cat, piece) are one-hot sums of the bit
+patterns (exact, and only selects and sums, where `tl.gather` fails to compile on GPUs
+for some layouts); stacks and literals compare lane positions with `tl.where`.
 """
 
 from __future__ import annotations
@@ -70,14 +71,46 @@ def broadcast(w: KernelWriter, op: Op) -> None:
     w.assign(op, f"tl.broadcast_to({w.operand(x, dims, None)}, {w.shape(dims)})")
 
 
+BITS = {
+    torch.float64: "tl.int64",
+    torch.float32: "tl.int32",
+    torch.float16: "tl.int16",
+    torch.bfloat16: "tl.int16",
+    torch.float8_e4m3fn: "tl.int8",
+    torch.float8_e5m2: "tl.int8",
+}
+
+
+def _pick(x: str, dtype: torch.dtype, cond: str, axis: int, keep: bool) -> tuple[str, str]:
+    """(the sum along `axis` of `x` where `cond`, zero elsewhere, taken on integers: the
+    bit patterns of floats, so one picked element comes out exact, -0.0 and NaN too;
+    the function turning such a sum back into `dtype`)."""
+    keep_dims = ", keep_dims=True" if keep else ""
+    if dtype.is_floating_point:
+        x = f"{x}.to({BITS[dtype]}, bitcast=True)"
+    elif dtype == torch.bool:
+        x = f"{x}.to(tl.int8)"
+    total = f"tl.sum(tl.where({cond}, {x}, 0), {axis}{keep_dims})"
+    return total, _unpick(dtype)
+
+
+def _unpick(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "({}) != 0"
+    if dtype.is_floating_point:
+        return f"({{}}).to({BITS[dtype]}).to({tl_dtype(dtype)}, bitcast=True)"
+    return f"({{}}).to({tl_dtype(dtype)})"
+
+
 def select(w: KernelWriter, op: Op) -> None:
-    """`x[..., i, ...]`: a gather of one position along the axis (exact: NaN and -0.0 come
-    out as they are; a masked sum would turn -0.0 into 0.0)."""
+    """`x[..., i, ...]`: the elements where the position along the axis is i."""
     assert op.out is not None
     x, position = op.args
+    axis = op.attrs["axis"]
+    lanes = expand(f"tl.arange(0, {w.size(x.type.dims[axis])})", x.type.rank, axis)
     where = position.name if isinstance(position, Value) else literal(position)
-    index = f"tl.zeros({w.shape(op.out.type.dims)}, tl.int32) + {where}"
-    w.assign(op, f"tl.gather({x.name}, {index}, {op.attrs['axis']})")
+    total, back = _pick(x.name, x.type.dtype, f"{lanes} == {where}", axis, keep=True)
+    w.assign(op, back.format(total))
 
 
 def stack(w: KernelWriter, op: Op) -> None:
@@ -93,40 +126,39 @@ def stack(w: KernelWriter, op: Op) -> None:
 
 
 def cat(w: KernelWriter, op: Op) -> None:
-    """Each operand gathered at the result's positions in its range along the axis."""
+    """Each result position takes the element of the operand whose range holds it."""
     assert op.out is not None
-    axis, offsets, dims = op.attrs["axis"], op.attrs["offsets"], op.out.type.dims
-    lanes = _lanes(w, op, axis)
-    expr = ""
-    for part, offset in reversed(list(zip(op.args, offsets, strict=True))):
-        extent = _extent(w, part, axis)
-        value = _gather(w, part, axis, f"{lanes} - {offset}", extent, dims)
-        expr = value if not expr else f"tl.where({lanes} < {offset + extent}, {value}, {expr})"
-    w.assign(op, expr)
+    axis, offsets = op.attrs["axis"], op.attrs["offsets"]
+    totals = [
+        _moved(w, op, part, axis, -offset) for part, offset in zip(op.args, offsets, strict=True)
+    ]
+    w.assign(op, _unpick(op.out.type.dtype).format(" + ".join(totals)))
 
 
 def piece(w: KernelWriter, op: Op) -> None:
     """`x[..., offset:offset + n, ...]` of a static dim."""
     assert op.out is not None
     (x,) = op.args
-    axis, dims = op.attrs["axis"], op.out.type.dims
-    lanes = _lanes(w, op, axis)
-    offset = op.attrs["offset"]
-    w.assign(op, _gather(w, x, axis, f"{lanes} + {offset}", _extent(w, x, axis), dims))
+    total = _moved(w, op, x, op.attrs["axis"], op.attrs["offset"])
+    w.assign(op, _unpick(op.out.type.dtype).format(total))
 
 
-def _extent(w: KernelWriter, x: Value, axis: int) -> int:
-    d = x.type.dims[axis]
-    return 1 if d is None else w.kernel.blocks[d].extent
-
-
-def _gather(w: KernelWriter, x: Value, axis: int, at: str, extent: int, dims: tuple) -> str:
-    """`x` read along `axis` at positions `at` (clamped into `x`'s extent) for result dims."""
-    if x.type.dims[axis] is None:
-        return f"tl.broadcast_to({x.name}, {w.shape(dims)})"
-    index = f"tl.minimum(tl.maximum({at}, 0), {max(extent - 1, 0)})"
-    shape = w.shape(dims)
-    return f"tl.gather({x.name}, tl.broadcast_to({index}, {shape}), {axis})"
+def _moved(w: KernelWriter, op: Op, x: Value, axis: int, shift: int) -> str:
+    """Result position i along `axis` takes `x` at position i + shift (zero where `x` has
+    none), as an integer sum over a new axis of `x`'s positions (a one-hot product:
+    plain selects and sums, which every Triton backend compiles)."""
+    assert op.out is not None
+    rank = op.out.type.rank
+    d, out = x.type.dims[axis], op.out.type.dims[axis]
+    extent = 1 if d is None else w.kernel.blocks[d].extent
+    inner = expand(f"tl.arange(0, {'1' if d is None else w.size(d)})", rank + 1, axis + 1)
+    outer = expand(f"tl.arange(0, {'1' if out is None else w.size(out)})", rank + 1, axis)
+    cond = f"({inner} == {outer} + {shift}) & ({inner} < {extent})"
+    items = [":"] * rank
+    items.insert(axis, "None")
+    spread = f"{x.name}[{', '.join(items)}]"
+    total, _ = _pick(spread, x.type.dtype, cond, axis + 1, keep=False)
+    return total
 
 
 def literal_values(w: KernelWriter, op: Op) -> None:

@@ -19,7 +19,7 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
 from tilecraft.ir.nodes import Value
-from tilecraft.ir.ops import OPDEFS, Kind, OpDef, Result
+from tilecraft.ir.ops import OPDEFS, OpDef, Result, is_elementwise
 from tilecraft.ir.types import broadcast_dims
 
 Handler = Callable[..., Any]
@@ -55,7 +55,7 @@ def _elementwise(opdef: OpDef) -> Handler:
 
 
 for _def in OPDEFS.values():
-    if _def.kind is Kind.ELEMENTWISE and _def.emit is not None and _def.name != "where":
+    if is_elementwise(_def) and _def.name != "where":
         for _name in (_def.name, *_def.torch_names):
             OPS[_name] = _elementwise(_def)
 ALIASES = {

@@ -9,9 +9,11 @@ against its entry, and the feature extractor counts ops by `category`. Adding an
 elementwise op is one `define` call here.
 
 `emit` gets the compute dtype first, then the Triton text of each operand (already cast
-to the compute dtype). Ops whose emission needs more than that (loads, reductions,
-matrix products, ...) are written by the code generator's `op_<name>` methods and have
-`emit=None`.
+to the compute dtype). An op too long for one readable expression gives instead (or, for
+some dtypes, as well) a `helper`: the source of a `@triton.jit` function `{name}(a, b)`
+for a compute dtype, written once into the generated module and called by name. Ops
+whose emission needs more than that (loads, reductions, matrix products, ...) are
+written by the code generator's `op_<name>` methods and have neither.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class OpDef:
     eager: Callable[..., Any] | None = None
     torch_names: tuple[str, ...] = ()
     category: str = "elementwise"
+    helper: Callable[[torch.dtype], str | None] | None = None
 
 
 OPDEFS: dict[str, OpDef] = {}
@@ -73,6 +76,11 @@ def define(name: str, kind: Kind, **rules: Any) -> OpDef:
     assert name not in OPDEFS, f"op {name!r} defined twice"
     OPDEFS[name] = OpDef(name, kind, **rules)
     return OPDEFS[name]
+
+
+def is_elementwise(opdef: OpDef) -> bool:
+    """An elementwise op emitted from the table (not written by the code generator)."""
+    return opdef.kind is Kind.ELEMENTWISE and (opdef.emit or opdef.helper) is not None
 
 
 def lookup(name: str) -> OpDef:
@@ -137,10 +145,20 @@ def _expm1(a: str) -> str:
 
 
 def _floordiv(d: torch.dtype, a: str, b: str) -> str:
-    """PyTorch's flooring division (Triton's `//` truncates toward zero)."""
-    if is_float(d):
-        return f"tl.floor({a} / {b})"
+    """PyTorch's flooring division of integers (Triton's `//` truncates toward zero)."""
     return f"{a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({a}.dtype)"
+
+
+FLOAT_FLOORDIV = """def {name}(a, b):
+    # PyTorch's recipe: from C's fmod, corrected toward -inf (so inf // x is NaN)
+    mod = a % b
+    div = (a - mod) / b
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floor = tl.floor(div)
+    floor = tl.where(div - floor > 0.5, floor + 1, floor)
+    quotient = tl.where(div != 0, floor, 0.0 * (a / b))
+    return tl.where(b == 0, a / b, quotient)
+"""
 
 
 def _remainder(d: torch.dtype, a: str, b: str) -> str:
@@ -150,17 +168,18 @@ def _remainder(d: torch.dtype, a: str, b: str) -> str:
     return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
 
 
-def _pow(d: torch.dtype, a: str, b: str) -> str:
-    """`a ** b` for float tensors: |a|^b, negated for odd integer b, NaN for a fractional b
-    of a finite negative a; 1 where b == 0 or a == 1, as torch.pow. (Nested selects, not
-    `|`: the interpreter cannot or a scalar test with a tile.)"""
-    mag = f"tl.exp2(tl.log2(tl.abs({a})) * {b})"
-    odd = f"tl.floor({b} * 0.5) * 2 != {b}"
-    whole = f"tl.where({odd}, -{mag}, {mag})"
-    fraction = f"tl.where({a} == -float('inf'), {mag}, float('nan'))"
-    negative = f"tl.where({b} == tl.floor({b}), {whole}, {fraction})"
-    general = f"tl.where({a} < 0, {negative}, {mag})"
-    return f"tl.where({b} == 0, 1.0, tl.where({a} == 1, 1.0, {general}))"
+POW = """def {name}(a, b):
+    # C's pow (as torch.pow): |a|^b, negated for an odd integer b and a negative a (-0.0
+    # too), NaN for a fractional b of a finite negative a; 1 where b == 0, a == 1, or
+    # a == -1 and b is infinite
+    mag = tl.exp2(tl.log2(tl.abs(a)) * b)
+    whole = tl.where(tl.floor(b * 0.5) * 2 != b, -mag, mag)
+    fraction = tl.where((a == -float("inf")) | (a == 0), mag, float("nan"))
+    negative = tl.where(b == tl.floor(b), whole, fraction)
+    result = tl.where((a < 0) | (1.0 / a < 0), negative, mag)
+    one = tl.where(a == -1, tl.abs(b) == float("inf"), a == 1)
+    return tl.where(b == 0, 1.0, tl.where(one, 1.0, result))
+"""
 
 
 def _infix(symbol: str) -> Emit:
@@ -195,11 +214,24 @@ for _name, _symbol, _eager, _result in INFIX:
 
 define("maximum", E, arity=2, emit=_maximum, eager=torch.maximum)
 define("minimum", E, arity=2, emit=_minimum, eager=torch.minimum)
-define("floordiv", E, arity=2, emit=_floordiv, eager=torch.floor_divide)
+define(
+    "floordiv",
+    E,
+    arity=2,
+    emit=_floordiv,
+    eager=torch.floor_divide,
+    helper=lambda d: FLOAT_FLOORDIV if is_float(d) else None,
+)
 define("mod", E, arity=2, emit=_remainder, eager=torch.remainder)
 define("fmod", E, arity=2, emit=_infix("%"), eager=torch.fmod, torch_names=("fmod",))
 define(
-    "pow", E, arity=2, emit=_pow, eager=torch.pow, result=Result.FLOAT, category="transcendental"
+    "pow",
+    E,
+    arity=2,
+    eager=torch.pow,
+    result=Result.FLOAT,
+    category="transcendental",
+    helper=lambda d: POW,
 )
 define("where", E, arity=3, emit=lambda d, c, a, b: f"tl.where({c}, {a}, {b})", eager=torch.where)
 

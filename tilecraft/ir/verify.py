@@ -14,7 +14,7 @@ import torch
 
 from tilecraft.exc import LoweringError
 from tilecraft.ir.nodes import DeviceKernel, Op, Value, walk_ops
-from tilecraft.ir.ops import OPDEFS, Kind, Result
+from tilecraft.ir.ops import OPDEFS, Result, is_elementwise
 from tilecraft.ir.types import broadcast_dims
 
 
@@ -35,7 +35,7 @@ def _problem(kernel: DeviceKernel, op: Op) -> str | None:
         d is not None and d not in kernel.blocks for d in op.out.type.dims
     ):
         return "its result uses a block the kernel does not have"
-    if opdef.kind is Kind.ELEMENTWISE and opdef.emit is not None:
+    if is_elementwise(opdef):
         return _elementwise_problem(op, opdef.arity, opdef.result)
     return None
 

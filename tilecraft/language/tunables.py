@@ -38,6 +38,41 @@ class IntRange:
 Fragment = PowerOfTwo | Choice | IntRange
 
 
+# Helion's names for the fragments (`helion.autotuner`), as thin subclasses
+class PowerOfTwoFragment(PowerOfTwo):
+    """Helion's `PowerOfTwoFragment(low, high, default_val)`: a tunable power of two.
+
+    Example::
+
+        block = hl.register_tunable("block", PowerOfTwoFragment(16, 256, 64))
+    """
+
+    def __init__(self, low: int, high: int, default_val: int | None = None) -> None:
+        super().__init__(low, high, default_val)
+
+
+class IntegerFragment(IntRange):
+    """Helion's `IntegerFragment(low, high, default_val)`: a tunable integer."""
+
+    def __init__(self, low: int, high: int, default_val: int | None = None) -> None:
+        super().__init__(low, high, default_val)
+
+
+class EnumFragment(Choice):
+    """Helion's `EnumFragment(choices)`: a tunable picked from `choices` (the first is the
+    default)."""
+
+    def __init__(self, choices: tuple[object, ...] | list[object]) -> None:
+        super().__init__(*choices)
+
+
+class BooleanFragment(Choice):
+    """Helion's `BooleanFragment()`: a tunable flag, False by default."""
+
+    def __init__(self) -> None:
+        super().__init__(False, True)
+
+
 def fragment_default(fragment: Fragment) -> object:
     """The value a fragment takes when nothing was tuned."""
     if isinstance(fragment, Choice):

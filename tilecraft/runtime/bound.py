@@ -142,6 +142,7 @@ class BoundKernel:
         return config.merged(self.default_config)
 
     def _check_fits(self, config: Config) -> None:
+        config.check_tunables(set(self.spec.tunables), self.src.tree.name)
         sizes = {"block_sizes": len(self.spec.blocks), "reduction_loops": len(self.spec.reductions)}
         for key, allowed in sizes.items():
             given = len(config.get(key) or [])

@@ -21,11 +21,23 @@ FIELDS = {
     "num_warps": int,
     "num_stages": int,
 }
+# Helion's Config fields that only steer Helion's own code generation: accepted (a config
+# pasted from Helion works) and without effect here.
+HELION_ONLY = {
+    "flatten_loops": list,
+    "static_ranges": list,
+    "range_warp_specializes": list,
+    "load_eviction_policies": list,
+    "num_sm_multiplier": int,
+    "maxnreg": int,
+    "advanced_controls_file": str,
+}
 PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
 
 
 class Config:
-    """Tunable choices, with Helion's field names; unknown keywords are user tunables.
+    """Tunable choices, with Helion's field names; other keywords are user tunables
+    (`tc.register_tunable`), and a kernel rejects names it has no tunable for.
 
     Example::
 
@@ -58,7 +70,18 @@ class Config:
 
     @property
     def tunables(self) -> dict[str, Any]:
-        return {k: v for k, v in self._values.items() if k not in FIELDS}
+        return {k: v for k, v in self._values.items() if k not in FIELDS and k not in HELION_ONLY}
+
+    def check_tunables(self, names: set[str], kernel: str) -> None:
+        """Raise InvalidConfig for a keyword that is neither a field nor one of `names`
+        (the kernel's tunables): a typo such as `block_size=` must not pass unnoticed."""
+        unknown = sorted(set(self.tunables) - names)
+        if unknown:
+            fields = ", ".join([*FIELDS, *sorted(names)])
+            raise InvalidConfig(
+                f"Config has unknown field(s) {', '.join(unknown)} for `{kernel}`; "
+                f"fields are: {fields}"
+            )
 
     def merged(self, defaults: Config) -> Config:
         """This config with missing entries (and None block sizes) filled from `defaults`."""
@@ -94,7 +117,7 @@ class Config:
 
 
 def _validate(key: str, value: Any) -> None:
-    expected: Any = FIELDS.get(key)
+    expected: Any = FIELDS.get(key) or HELION_ONLY.get(key)
     if expected is None or value is None:
         return
     if not isinstance(value, expected):

@@ -182,6 +182,13 @@ _ELEMENTWISE = (
     | {torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.mul_, torch.Tensor.div_}
 )
 _ACCUMULATING = {torch.addmm, torch.baddbmm, torch.Tensor.addmm, torch.Tensor.baddbmm}
+# uninitialized memory read in eager mode would differ from compiled code, where
+# `empty_like` on a tile is zeros
+_ZEROED = {
+    torch.empty: torch.zeros,
+    torch.empty_like: torch.zeros_like,
+    torch.Tensor.new_empty: torch.Tensor.new_zeros,
+}
 _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bmm}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 
@@ -197,6 +204,7 @@ class _FloatAccumulation(TorchFunctionMode):
         if func in _SUBSCRIPTS and _has_tile(args[1]):
             # a function passed to the kernel (an epilogue) indexing a tensor with tiles
             args = (args[0], eager_key(args[1]), *args[2:])
+        func = _ZEROED.get(func, func)
         if func in _ACCUMULATING and len(args) >= 3:
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:

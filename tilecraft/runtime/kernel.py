@@ -18,6 +18,7 @@ from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, warn_slow
 from tilecraft.runtime.interpret import run_eagerly
+from tilecraft.runtime.options import settings_from_options
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import callable_key
 
@@ -36,7 +37,7 @@ class Kernel:
         self.fn = fn
         self.config = config
         self.configs = list(configs or [])
-        self.settings = Settings(static_shapes=static_shapes, **settings)
+        self.settings = Settings(static_shapes=static_shapes, **settings_from_options(settings))
         self.signature = inspect.signature(fn)
         self._defaults = positional_defaults(self.signature)
         self._bound: dict[tuple, BoundKernel] = {}
@@ -244,6 +245,11 @@ def kernel(fn: Callable[..., Any]) -> Kernel: ...
 def kernel(fn: None = None, **options: Any) -> Callable[[Callable[..., Any]], Kernel]: ...
 def kernel(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Make a tilecraft kernel from a function: `@tc.kernel` or `@tc.kernel(config=...)`.
+
+    Keywords: `config=`, `configs=[...]`, and any setting (`autotune_effort="full"`,
+    `print_code=True`, ...). Helion's settings are accepted where they mean something
+    here (`print_output_code`, `dot_precision`, `static_shapes`, ...) and rejected by
+    name otherwise (see `tilecraft.runtime.options`).
 
     Example::
 

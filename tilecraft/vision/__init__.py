@@ -6,7 +6,10 @@ calls tilecraft kernels, whose sources in this package read as examples:
 - color: `rgb_to_bgr`, `rgb_to_gray`, `nv12_to_rgb`, `i420_to_rgb` (BT.601 limited range);
 - geometry: `hflip`, `vflip`, `crop`, `resize` (nearest, bilinear), `letterbox`;
 - filters: `gaussian_blur`, `box_blur`, `sobel` (reflected borders);
-- `normalize`, and `preprocess`: resize or letterbox + normalize to NCHW float16 in one pass.
+- `normalize`, and `preprocess` (`preprocess_nv12`): resize or letterbox + normalize to NCHW
+  float16 in one pass;
+- `Pipeline`: these ops applied in turn to batches of frames
+  (`Pipeline.parse("resize=640x360,gray")`).
 
 Uint8 results are computed in float32, rounded half to even and saturated to 0..255.
 """
@@ -23,9 +26,11 @@ from tilecraft.vision.color import (
 )
 from tilecraft.vision.filters import box_blur, gaussian_blur, sobel
 from tilecraft.vision.geometry import crop, hflip, letterbox, letterbox_box, resize, vflip
-from tilecraft.vision.preprocess import normalize, preprocess
+from tilecraft.vision.pipeline import Pipeline
+from tilecraft.vision.preprocessing import normalize, preprocess, preprocess_nv12
 
 __all__ = [
+    "Pipeline",
     "bgr_to_rgb",
     "box_blur",
     "crop",
@@ -37,6 +42,7 @@ __all__ = [
     "normalize",
     "nv12_to_rgb",
     "preprocess",
+    "preprocess_nv12",
     "resize",
     "rgb_to_bgr",
     "rgb_to_gray",

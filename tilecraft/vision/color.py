@@ -107,16 +107,21 @@ def _planes(y: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return (y, True) if y.dim() == 3 else (y[None], False)
 
 
-def _to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, layout: str) -> torch.Tensor:
-    y4, batched = _planes(y)
-    u, v = (u, v) if batched else (u[None], v[None])
-    expected = _chroma_shape(y4)
+def check_yuv420(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> None:
+    """A ValueError unless `u` and `v` are uint8 chroma planes of the (N, H, W) plane `y`."""
+    expected = _chroma_shape(y)
     for name, plane in (("U", u), ("V", v)):
         if tuple(plane.shape) != expected or plane.dtype != torch.uint8:
             raise ValueError(
                 f"the {name} plane must be uint8 of shape {expected}, not "
                 f"{plane.dtype} {tuple(plane.shape)}"
             )
+
+
+def _to_rgb(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, layout: str) -> torch.Tensor:
+    y4, batched = _planes(y)
+    u, v = (u, v) if batched else (u[None], v[None])
+    check_yuv420(y4, u, v)
     n, h, w = y4.shape
     out = new_image(n, 3, h, w, torch.uint8, y.device, layout)
     out = _yuv420_to_rgb(y4, u, v, out)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import torch
 
 import tilecraft as tc
+from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE, check_yuv420
 from tilecraft.vision.geometry import _scale, letterbox_box
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 
@@ -77,6 +78,71 @@ def _resize_normalize(
         value = torch.where(rows_in[:, None] & cols_in[None, :], value, pad) / peak
         scaled = (value - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
         out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
+    return out
+
+
+@tc.kernel
+def _nv12_resize_normalize(
+    y: torch.Tensor,
+    u: torch.Tensor,
+    v: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box_top: int,
+    box_left: int,
+    box_height: int,
+    box_width: int,
+    scale_h: float,
+    scale_w: float,
+    pad: float,
+) -> torch.Tensor:
+    # Each of the four bilinear taps is converted to RGB and rounded to uint8 levels, as
+    # `nv12_to_rgb` would store it, then blended: equal to converting first, in one pass.
+    _, h, w = y.size()
+    n, _, out_h, out_w = out.size()
+    for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, None, None]):
+        dst_h = tile_h.index - box_top
+        dst_w = tile_w.index - box_left
+        src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
+        src_w = torch.clamp((dst_w.to(torch.float32) + 0.5) * scale_w - 0.5, min=0.0)
+        y0 = src_h.to(torch.int32)
+        x0 = src_w.to(torch.int32)
+        wy = (src_h - y0.to(torch.float32))[:, None]
+        wx = (src_w - x0.to(torch.float32))[None, :]
+        red = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        green = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        blue = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for dy in range(2):
+            rows = y0[:, None]
+            weight_y = 1.0 - wy
+            if dy == 1:
+                rows = torch.where(y0 < h - 1, y0 + 1, y0)[:, None]
+                weight_y = wy
+            for dx in range(2):
+                cols = x0[None, :]
+                weight = weight_y * (1.0 - wx)
+                if dx == 1:
+                    cols = torch.where(x0 < w - 1, x0 + 1, x0)[None, :]
+                    weight = weight_y * wx
+                luma = (y[tile_n, rows, cols].to(torch.float32) - 16.0) * Y_SCALE
+                cb = u[tile_n, rows // 2, cols // 2].to(torch.float32) - 128.0
+                cr = v[tile_n, rows // 2, cols // 2].to(torch.float32) - 128.0
+                tap_r = torch.clamp(torch.round(luma + R_V * cr), 0.0, 255.0)
+                tap_g = torch.clamp(torch.round(luma + G_U * cb + G_V * cr), 0.0, 255.0)
+                tap_b = torch.clamp(torch.round(luma + B_U * cb), 0.0, 255.0)
+                red = red + weight * tap_r
+                green = green + weight * tap_g
+                blue = blue + weight * tap_b
+        rows_in = (dst_h >= 0) & (dst_h < box_height)
+        cols_in = (dst_w >= 0) & (dst_w < box_width)
+        inside = rows_in[:, None] & cols_in[None, :]
+        red = torch.where(inside, red, pad) / 255.0
+        green = torch.where(inside, green, pad) / 255.0
+        blue = torch.where(inside, blue, pad) / 255.0
+        out[tile_n, 0, tile_h, tile_w] = ((red - mean[0]) / std[0]).to(out.dtype)
+        out[tile_n, 1, tile_h, tile_w] = ((green - mean[1]) / std[1]).to(out.dtype)
+        out[tile_n, 2, tile_h, tile_w] = ((blue - mean[2]) / std[2]).to(out.dtype)
     return out
 
 
@@ -145,3 +211,37 @@ def preprocess(
     mean_t, std_t = _stats(mean, c, frames.device), _stats(std, c, frames.device)
     out = _resize_normalize(img.view, mean_t, std_t, out, *box, *scales, float(pad), peak)
     return img.restore(out, "NCHW")
+
+
+def preprocess_nv12(
+    y: torch.Tensor,
+    uv: torch.Tensor,
+    size: tuple[int, int],
+    mean: Sequence[float] | torch.Tensor,
+    std: Sequence[float] | torch.Tensor,
+    dtype: torch.dtype = torch.float16,
+    letterbox: bool = False,
+    pad: float = 114.0,
+) -> torch.Tensor:
+    """NV12 frames (a decoder's output) -> RGB -> bilinear resize -> normalize -> NCHW, one pass.
+
+    `y` is (N, H, W) uint8 and `uv` (N, ceil(H/2), ceil(W/2), 2), as `nv12_to_rgb` takes
+    them; the result equals `preprocess(nv12_to_rgb(y, uv), ..., layout="NCHW")` within
+    rounding, without the RGB image in between.
+    """
+    _check_dtype(dtype)
+    if uv.dim() != y.dim() + 1 or uv.shape[-1] != 2:
+        raise ValueError(f"the UV plane is (..., H/2, W/2, 2), not {tuple(uv.shape)}")
+    batched = y.dim() == 3
+    y, uv = (y, uv) if batched else (y[None], uv[None])
+    u, v = uv[..., 0], uv[..., 1]
+    check_yuv420(y, u, v)
+    if min(size) < 1:
+        raise ValueError(f"an output size is at least 1x1, not {size}")
+    n, h, w = y.shape
+    box = letterbox_box((h, w), size) if letterbox else [0, 0, size[0], size[1]]
+    scales = (_scale(h, box[2]), _scale(w, box[3]))
+    out = torch.empty([n, 3, size[0], size[1]], dtype=dtype, device=y.device)
+    mean_t, std_t = _stats(mean, 3, y.device), _stats(std, 3, y.device)
+    out = _nv12_resize_normalize(y, u, v, mean_t, std_t, out, *box, *scales, float(pad))
+    return out if batched else out[0]

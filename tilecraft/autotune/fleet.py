@@ -1,0 +1,371 @@
+"""Tuning a whole manifest: every entry, spread over worker processes (one per local GPU,
+or N under Triton's interpreter on a CPU), or over a Dask cluster (`cluster`).
+
+Local workers tune straight into the tuning database of this machine (SQLite, safe for
+concurrent writers), so every trial lands there the moment its batch is measured: a
+worker that dies loses no finished trial, and its entry goes back to the queue for
+another worker. Entries whose best config is stored already are skipped, so a stopped
+run resumes where it was.
+
+Example::
+
+    results = tune_manifest(Manifest.load("manifest.json"), TuneOptions(effort="quick"))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import select
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tilecraft.autotune.manifest import Entry, Manifest, ManifestError, build_args, resolve
+from tilecraft.runtime.settings import Settings
+
+MAX_ATTEMPTS = 3  # an entry whose worker died this often is given up (it may be the cause)
+
+
+@dataclass
+class TuneOptions:
+    """How each entry is tuned, and where the results go (this machine's cache dir)."""
+
+    effort: str | None = None
+    search: str | None = None
+    budget_s: float | None = None
+    max_configs: int | None = None
+    seed: int = 0
+    # Benchmark subprocesses of each tuning worker: None shares the CPU cores among the
+    # GPU workers (compiling overlaps timing); 0 benchmarks inside the worker itself.
+    compile_workers: int | None = None
+    cache_dir: str | None = None  # default: Settings().cache_dir of the process running
+    retune: bool = False  # tune entries that have a stored best config too
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Outcome:
+    """What became of one entry."""
+
+    entry: Entry
+    status: str  # "tuned", "skipped" (tuned before), "failed"
+    config: str | None = None  # the winner, as Config JSON
+    trials: int = 0
+    failed_trials: int = 0
+    best_ms: float | None = None
+    error: str = ""
+    worker: str = ""
+
+
+def versions() -> str:
+    """The versions part of a TuneKey, as `tune.tune_key` writes it."""
+    import torch
+    import triton
+
+    from tilecraft.autotune.tune import VERSION
+
+    return f"torch={torch.__version__};triton={triton.__version__};tilecraft={VERSION}"
+
+
+def _device(entry: Entry) -> str:
+    import torch
+
+    recorded = {a["device"] for a in entry.args if a.get("kind") == "tensor"}
+    return "cuda" if "cuda" in recorded and torch.cuda.is_available() else "cpu"
+
+
+def tune_entry(entry: Entry, options: TuneOptions) -> dict[str, Any]:
+    """Tune one entry in this process, into the tuning database of `options.cache_dir`;
+    a dict of the outcome (JSON-ready). Skips it when a best config is stored already."""
+    import torch
+
+    from tilecraft.autotune.db import TuningDB
+    from tilecraft.autotune.tune import autotune, db_path, tune_key
+
+    kernel = resolve(entry)
+    random.seed(options.seed)
+    torch.manual_seed(options.seed)
+    device = _device(entry)
+    args = build_args(entry, device)
+    overrides: dict[str, Any] = {"autotune_quiet": True}
+    if options.compile_workers is not None or device == "cpu":  # interpreted: in-process
+        overrides["autotune_workers"] = options.compile_workers or 0
+    if options.cache_dir:
+        overrides["cache_dir"] = Path(options.cache_dir)
+    settings = dataclasses.replace(kernel.settings, **overrides)
+    bound = kernel.bind(args)
+    key = tune_key(bound, args)
+    if not options.retune:
+        with TuningDB(db_path(settings)) as db:
+            stored = db.load_best(key)
+        if stored is not None:
+            return {"status": "skipped", "config": stored.to_json()}
+    config = autotune(
+        bound,
+        args,
+        settings,
+        effort=options.effort,
+        search=options.search,
+        budget_s=options.budget_s,
+        max_configs=options.max_configs,
+    )
+    return {
+        "status": "tuned",
+        "config": config.to_json(),
+        "trials": bound.tuning.get("configs", 0),
+        "failed_trials": bound.tuning.get("failed", 0),
+        "best_ms": bound.tuning.get("best_ms"),
+    }
+
+
+def safe_tune_entry(entry: Entry, options: TuneOptions) -> dict[str, Any]:
+    """`tune_entry`, with any error of the entry's own (not of the worker) as a failure."""
+    try:
+        return tune_entry(entry, options)
+    except Exception as e:  # noqa: BLE001 - one entry's problem must not stop the run
+        return {"status": "failed", "error": f"{type(e).__name__}: {e}"[-800:]}
+
+
+# -- local worker processes --------------------------------------------------------------
+@dataclass
+class Slot:
+    """One tuning worker process and the entry it is on."""
+
+    name: str
+    env: dict[str, str]
+    proc: subprocess.Popen[str] | None = None
+    job: tuple[int, Entry, int] | None = None  # (index, entry, attempt)
+    done: int = 0
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "tilecraft.autotune.fleet"]
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env
+        )
+
+    def submit(self, index: int, entry: Entry, attempt: int, options: TuneOptions) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.job = (index, entry, attempt)
+        line = json.dumps({"entry": entry.to_dict(), "options": options.to_dict()})
+        try:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: its stdout ends, and the entry is retried
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+
+def local_slots(workers: int | None = None, cpu: bool | None = None) -> list[Slot]:
+    """One slot per visible GPU (each seeing only its own), or `workers` CPU slots running
+    Triton's interpreter where there is no GPU (or `cpu` is asked)."""
+    import torch
+
+    base = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    if cpu is None:
+        cpu = not torch.cuda.is_available()
+    if cpu:
+        count = workers or max(1, (os.cpu_count() or 2) - 1)
+        env = {**base, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+        return [Slot(f"cpu{i}", env) for i in range(count)]
+    gpus = _visible_gpus(torch.cuda.device_count())
+    gpus = gpus[:workers] if workers else gpus
+    return [Slot(f"gpu{g}", {**base, "CUDA_VISIBLE_DEVICES": g}) for g in gpus]
+
+
+def _visible_gpus(count: int) -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        return [g.strip() for g in visible.split(",") if g.strip()][:count]
+    return [str(i) for i in range(count)]
+
+
+@dataclass
+class RunState:
+    """Where a run stands; the progress display and `on_update` read it."""
+
+    total: int
+    slots: list[Slot]
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    retries: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+def run_local(
+    entries: Sequence[Entry],
+    options: TuneOptions,
+    slots: list[Slot],
+    on_update: Callable[[RunState], None] | None = None,
+    known: dict[int, Outcome] | None = None,
+) -> list[Outcome]:
+    """Tune `entries` on the slots' worker processes (started only when needed), but for
+    those with `known` outcomes; outcomes in the entries' order."""
+    state = RunState(len(entries), slots, dict(known or {}))
+    pending = deque((i, e, 1) for i, e in enumerate(entries) if i not in state.outcomes)
+    try:
+        while pending or any(s.job is not None for s in slots):
+            for slot in slots:
+                if slot.job is None and pending:
+                    slot.submit(*pending.popleft(), options)
+            _collect(state, pending)
+            if on_update is not None:
+                on_update(state)
+    finally:
+        for slot in slots:
+            slot.stop()
+    return [state.outcomes[i] for i in range(len(entries))]
+
+
+def _collect(state: RunState, pending: deque[tuple[int, Entry, int]]) -> None:
+    busy = {s.proc.stdout.fileno(): s for s in state.slots if s.job and s.proc and s.proc.stdout}
+    ready, _, _ = select.select(list(busy), [], [], 0.1)
+    for fd in ready:
+        slot = busy[fd]
+        assert slot.proc is not None and slot.proc.stdout is not None and slot.job is not None
+        index, entry, attempt = slot.job
+        line = slot.proc.stdout.readline()
+        slot.job = None
+        if line:
+            state.outcomes[index] = _outcome(entry, json.loads(line), slot.name)
+            slot.done += 1
+            continue
+        code = slot.proc.wait()  # died: the trials it stored stay, the entry goes back
+        slot.proc = None
+        if attempt < MAX_ATTEMPTS:
+            state.retries += 1
+            pending.append((index, entry, attempt + 1))
+        else:
+            error = f"its worker died {attempt} times (last exit {code})"
+            state.outcomes[index] = Outcome(entry, "failed", error=error, worker=slot.name)
+
+
+def _outcome(entry: Entry, result: dict[str, Any], worker: str) -> Outcome:
+    return Outcome(
+        entry,
+        result.get("status", "failed"),
+        result.get("config"),
+        int(result.get("trials", 0)),
+        int(result.get("failed_trials", 0)),
+        result.get("best_ms"),
+        result.get("error", ""),
+        worker,
+    )
+
+
+def tune_manifest(
+    manifest: Manifest | Sequence[Entry],
+    options: TuneOptions | None = None,
+    *,
+    workers: int | None = None,
+    cpu: bool | None = None,
+    client: Any = None,
+    progress: bool = True,
+    on_update: Callable[[RunState], None] | None = None,
+) -> list[Outcome]:
+    """Tune every entry of `manifest`: over local GPUs (one worker each), over `workers`
+    CPU processes under Triton's interpreter where there is none, or over a Dask cluster
+    when `client` (a `distributed.Client`) is given. Every trial lands in this machine's
+    tuning database (`options.cache_dir`, default TILECRAFT_CACHE_DIR)."""
+    options = dataclasses.replace(options or TuneOptions())
+    options.cache_dir = str(options.cache_dir or Settings().cache_dir)
+    entries = list(manifest)
+    if not entries:
+        raise ManifestError("the manifest has no entries: record a model that calls kernels")
+    from tilecraft.autotune.fleetview import FleetView
+
+    with FleetView(len(entries), enabled=progress) as view:
+
+        def update(state: RunState) -> None:
+            view.update(state, options.cache_dir)
+            if on_update is not None:
+                on_update(state)
+
+        if client is not None:
+            from tilecraft.autotune.cluster import run_cluster
+
+            known = already_tuned(entries, options, None)
+            return run_cluster(entries, options, client, update, known)
+        slots = local_slots(workers, cpu)
+        if options.compile_workers is None:
+            options.compile_workers = compile_workers(slots)
+        known = already_tuned(entries, options, _local_hardware(slots))
+        return run_local(entries, options, slots, update, known)
+
+
+def already_tuned(
+    entries: Sequence[Entry], options: TuneOptions, hardware: str | None
+) -> dict[int, Outcome]:
+    """Entries whose winner is stored for these versions (and `hardware`, unless None): a
+    resumed run skips them without starting a worker. Workers check again themselves."""
+    if options.retune:
+        return {}
+    from tilecraft.autotune.db import DB_NAME, TuningDB
+    from tilecraft.runtime.cache import usable_dir
+
+    current = versions()
+    known = {}
+    with TuningDB(usable_dir(options.cache_dir or Settings().cache_dir) / DB_NAME) as db:
+        for i, entry in enumerate(entries):
+            rows = db.best_rows(kernel=entry.fingerprint, spec_key=entry.spec_key)
+            fits = [
+                r for r in rows if r["versions"] == current and hardware in (None, r["hardware"])
+            ]
+            if fits:
+                known[i] = Outcome(entry, "skipped", fits[0]["config"], worker="-")
+    return known
+
+
+def _local_hardware(slots: list[Slot]) -> str:
+    """The device name the slots' workers key their trials by (`tune.hardware`)."""
+    import torch
+
+    if not slots or slots[0].name.startswith("cpu"):
+        return "cpu"
+    return torch.cuda.get_device_name(0)
+
+
+def compile_workers(slots: list[Slot]) -> int:
+    """Benchmark subprocesses per tuning worker: the CPU cores shared among GPU workers;
+    none under the interpreter, whose workers are themselves one per core."""
+    if any(s.name.startswith("cpu") for s in slots):
+        return 0
+    return max(1, ((os.cpu_count() or 2) - 1) // max(1, len(slots)))
+
+
+def serve(stdin: IO[str], protocol: IO[str]) -> None:
+    """A worker's loop: one JSON job a line in, one JSON outcome a line out."""
+    for line in stdin:
+        job = json.loads(line)
+        entry = Entry.from_dict(job["entry"])
+        result = safe_tune_entry(entry, TuneOptions(**job["options"]))
+        protocol.write(json.dumps(result) + "\n")
+        protocol.flush()
+
+
+def main() -> None:
+    """Worker entry point: answers on the original stdout; anything else printed (by a
+    user's module, by Triton) goes to stderr so it cannot garble the protocol."""
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    serve(sys.stdin, protocol)
+
+
+if __name__ == "__main__":
+    main()
