@@ -120,7 +120,7 @@ def helion_full(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty([m, n], dtype=torch.float32, device=x.device)
     for tile_m in tc.tile(m):
         low = tc.full([tile_m, n], float("-inf"), dtype=torch.float32)
-        acc = tc.zeros([tile_m, n], dtype=torch.float32)
+        acc = tc.zeros([tile_m, n], dtype=torch.float32, device=x.device)
         out[tile_m, :] = torch.maximum(low, x[tile_m, :]) + acc
     return out
 

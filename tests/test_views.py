@@ -144,6 +144,20 @@ def test_integer_index_of_a_static_dim(dtype: torch.dtype) -> None:
 
 
 @tc.kernel
+def pick_loaded_column(x: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        out[tile_m] = x[tile_m, :][:, column[0]]
+    return out
+
+
+def test_integer_index_computed_on_the_device() -> None:
+    x, column = torch.randn(13, 6), torch.tensor([4])
+    check_modes(pick_loaded_column, (x, column), lambda x, c: x[:, 4])
+
+
+@tc.kernel
 def first_of_each_tile(x: torch.Tensor) -> torch.Tensor:
     m, n = x.size()
     out = torch.empty([(m + 3) // 4, n], dtype=x.dtype, device=x.device)
@@ -316,10 +330,10 @@ def fp8_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_fp8_products(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Eager mode numerically; compiled code is checked as text here, since Triton's CPU
-    interpreter cannot load fp8 (the fp8 tl.dot needs a Hopper GPU: benchmarks/)."""
-    a, b = torch.randn(19, 32).to(dtype), torch.randn(32, 17).to(dtype)
-    check_modes(fp8_mm, (a, b), lambda a, b: a.float() @ b.float(), modes=("eager",))
+    """Both modes numerically (the interpreter multiplies fp8 in float32, exactly); the
+    code a GPU gets keeps fp8 operands for its fp8 units (checked on the H200)."""
+    a, b = torch.randn(19, 64).to(dtype), torch.randn(64, 17).to(dtype)
+    check_modes(fp8_mm, (a, b), lambda a, b: a.float() @ b.float())
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # the code a GPU gets: fp8 operands as they are
     code = fp8_mm.bind((a, b)).to_triton_code()
     assert re.search(r"tl\.dot\(load(_\d+)?, load_\d+, acc=", code), code

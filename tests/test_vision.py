@@ -9,7 +9,7 @@ from conftest import DEVICE
 
 import tilecraft as tc
 import tilecraft.vision as vision
-from tilecraft.vision import color, filters, geometry, preprocessing
+from tilecraft.vision import color, filters, geometry, preprocessing, statistics
 from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE
 
 # the GPU contracts a*b + c into one fused multiply-add, which can move a value across a
@@ -21,7 +21,7 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 @pytest.fixture
 def vmode(mode):
     """Put every vision kernel in the test's mode."""
-    for module in (color, filters, geometry, preprocessing):
+    for module in (color, filters, geometry, preprocessing, statistics):
         kernels = [k for k in vars(module).values() if isinstance(k, tc.Kernel)]
         assert kernels, module
         for kernel in kernels:
@@ -162,6 +162,9 @@ def test_filters(vmode):
     torch.testing.assert_close(
         grad_y, reflect_conv(x, torch.tensor(filters.SOBEL_Y, device=DEVICE))
     )
+    sharp = reflect_conv(x, taps)
+    sharp = x.float() + 1.5 * (x.float() - sharp)  # saturates both ways on random pixels
+    assert_levels(vision.unsharp_mask(x, (5, 3), (1.1, 0.8), 1.5), sharp.round().clamp(0, 255), 1)
     one = x[:, :, :1, :1]  # a 1x1 image is its own blur (every tap reads the one pixel)
     assert torch.equal(vision.gaussian_blur(one, 3), one)
 
@@ -200,6 +203,8 @@ def test_errors():
         vision.box_blur(x, 4)
     with pytest.raises(ValueError, match="dtype"):
         vision.normalize(x, 0, 1, dtype=torch.int32)
+    with pytest.raises(ValueError, match="uint8"):
+        vision.equalize(x.float())
     with pytest.raises(ValueError, match="U plane"):
         vision.i420_to_rgb(x[0], x[0], x[0])
 
@@ -224,3 +229,40 @@ def test_pipeline_spec_errors():
         vision.Pipeline.parse("resize=8by8")
     with pytest.raises(ValueError, match="bad value 'int8'"):
         vision.Pipeline.parse("normalize=int8")
+
+
+def pil_equalization_table(counts: list[int]) -> list[int]:
+    """PIL's ImageOps.equalize lookup table for one channel, written as PIL does it."""
+    present = [count for count in counts if count]
+    step = (sum(present) - present[-1]) // 255 if present else 0
+    if not step:
+        return list(range(256))
+    table, acc = [], step // 2
+    for count in counts:
+        table.append(min(255, acc // step))
+        acc += count
+    return table
+
+
+def test_histogram_equalize(vmode):
+    x = torch.randint(50, 60, (1, 2, 17, 19), dtype=torch.uint8, device=DEVICE)  # low contrast
+    x[0, 1, 0, 0] = 0  # the other channel spans more values
+    hist = vision.histogram(x)
+    counts = [torch.bincount(x[0, c].flatten().long(), minlength=256).tolist() for c in range(2)]
+    assert hist.dtype == torch.int32 and hist[0].tolist() == counts
+    tables = torch.tensor([pil_equalization_table(c) for c in counts], device=DEVICE)
+    expected = torch.stack([tables[c][x[0, c].long()] for c in range(2)])[None]
+    assert torch.equal(vision.equalize(x), expected.to(torch.uint8))
+    assert expected.amax().item() == 255  # it did stretch the values
+    flat = torch.full((3, 4, 5), 9, dtype=torch.uint8, device=DEVICE)  # one value: kept
+    assert torch.equal(vision.equalize(flat, "NHWC"), flat)
+
+
+def test_empty_images(vmode):
+    x, xl = images(layout="NHWC")
+    assert vision.crop(x, 0, 0, 0, 3).shape == (2, 3, 0, 3)
+    assert vision.resize(x[:0], (2, 2)).shape == (0, 3, 2, 2)
+    assert vision.preprocess(xl[:0], (2, 2), MEAN, STD).shape == (0, 3, 2, 2)
+    assert vision.histogram(x[:0]).shape == (0, 3, 256)
+    pixel = x[:, :, :1, :1].float()  # a single pixel upsampled is that pixel everywhere
+    torch.testing.assert_close(vision.resize(pixel, (2, 3)), pixel.expand(2, 3, 2, 3))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+import torch
+
 from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 
@@ -252,6 +254,8 @@ def load(w: KernelWriter, op: Op) -> None:
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     other = op.attrs.get("other")
     fill = "0" if other is None else w.operand(other, access.dims, access.param.dtype)
+    if access.param.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) and fill == "0":
+        fill = "0.0"  # Triton casts float32 to fp8, not int32
     masked = f", mask={mask}, other={fill}" if mask else ""
     w.assign(op, f"tl.load({ptr}{masked}{hint})")
 

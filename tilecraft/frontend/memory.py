@@ -212,6 +212,7 @@ class MemoryLowering:
     # -- tc.* calls --------------------------------------------------------------------
     def language_call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if fn is lang.zeros or fn is lang.full:
+            kwargs = {k: v for k, v in kwargs.items() if k != "device"}  # tiles: one device
             if fn is lang.zeros:
                 args = [args[0], 0, *args[1:]]
             return self.full(*args, **kwargs)

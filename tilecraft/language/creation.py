@@ -17,8 +17,14 @@ def _sizes(shape: Shape) -> list[int]:
     return [len(s) if isinstance(s, Tile) else int(s) for s in shape]
 
 
-def full(shape: Shape, value: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A new tile of `shape` (tiles and ints) filled with `value`.
+def full(
+    shape: Shape,
+    value: float,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """A new tile of `shape` (tiles and ints) filled with `value` (`device` is accepted
+    as Helion's `hl.full` takes it; tiles live on the kernel's device).
 
     Example::
 
@@ -28,8 +34,11 @@ def full(shape: Shape, value: float, dtype: torch.dtype = torch.float32) -> torc
     return torch.full(_sizes(shape), value, dtype=dtype, device=ctx.device)
 
 
-def zeros(shape: Shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """A new tile of `shape` (tiles and ints) filled with zeros, e.g. an accumulator.
+def zeros(
+    shape: Shape, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """A new tile of `shape` (tiles and ints) filled with zeros, e.g. an accumulator
+    (`device` is accepted as Helion's `hl.zeros` takes it).
 
     Example::
 

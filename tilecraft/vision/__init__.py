@@ -5,7 +5,8 @@ calls tilecraft kernels, whose sources in this package read as examples:
 
 - color: `rgb_to_bgr`, `rgb_to_gray`, `nv12_to_rgb`, `i420_to_rgb` (BT.601 limited range);
 - geometry: `hflip`, `vflip`, `crop`, `resize` (nearest, bilinear), `letterbox`;
-- filters: `gaussian_blur`, `box_blur`, `sobel` (reflected borders);
+- filters: `gaussian_blur`, `box_blur`, `sobel`, `unsharp_mask` (reflected borders);
+- statistics: `histogram` (atomics), `equalize` (torchvision's / PIL's);
 - `normalize`, and `preprocess` (`preprocess_nv12`): resize or letterbox + normalize to NCHW
   float16 in one pass;
 - `Pipeline`: these ops applied in turn to batches of frames
@@ -24,18 +25,21 @@ from tilecraft.vision.color import (
     rgb_to_gray,
     split_nv12,
 )
-from tilecraft.vision.filters import box_blur, gaussian_blur, sobel
+from tilecraft.vision.filters import box_blur, gaussian_blur, sobel, unsharp_mask
 from tilecraft.vision.geometry import crop, hflip, letterbox, letterbox_box, resize, vflip
 from tilecraft.vision.pipeline import Pipeline
 from tilecraft.vision.preprocessing import normalize, preprocess, preprocess_nv12
+from tilecraft.vision.statistics import equalize, histogram
 
 __all__ = [
     "Pipeline",
     "bgr_to_rgb",
     "box_blur",
     "crop",
+    "equalize",
     "gaussian_blur",
     "hflip",
+    "histogram",
     "i420_to_rgb",
     "letterbox",
     "letterbox_box",
@@ -48,5 +52,6 @@ __all__ = [
     "rgb_to_gray",
     "sobel",
     "split_nv12",
+    "unsharp_mask",
     "vflip",
 ]

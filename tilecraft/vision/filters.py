@@ -30,6 +30,8 @@ def _separable(
     weights_w: torch.Tensor,
     out: torch.Tensor,
     is_uint8: bool,
+    amount: float,
+    sharpen: bool,
 ) -> torch.Tensor:
     n, c, h, w = image.size()
     radius_h = weights_h.size(0) // 2
@@ -54,6 +56,9 @@ def _separable(
             lines = torch.where(lines > h - 1, 2 * (h - 1) - lines, lines)
             lines = torch.where(lines < 0, 0, lines)
             acc = acc + weights_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
+        if sharpen:  # unsharp mask: the image plus `amount` times what the blur took away
+            original = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32)
+            acc = original + amount * (original - acc)
         if is_uint8:
             acc = torch.clamp(torch.round(acc), 0.0, 255.0)
         out[tile_n, tile_c, tile_h, tile_w] = acc.to(out.dtype)
@@ -97,11 +102,35 @@ def _check_size(kernel_size: int) -> None:
         raise ValueError(f"a filter's kernel_size is odd and positive, not {kernel_size}")
 
 
-def _filter(image: torch.Tensor, taps_h: torch.Tensor, taps_w: torch.Tensor, layout: str):
+def _filter(
+    image: torch.Tensor,
+    taps_h: torch.Tensor,
+    taps_w: torch.Tensor,
+    layout: str,
+    amount: float | None = None,
+) -> torch.Tensor:
     img = as_nchw(image, layout)
     out = new_image(*dims(img), image.dtype, image.device, layout)
     taps_h, taps_w = taps_h.to(image.device), taps_w.to(image.device)
-    return img.restore(_separable(img.view, taps_h, taps_w, out, image.dtype == torch.uint8))
+    is_uint8, sharpen = image.dtype == torch.uint8, amount is not None
+    out = _separable(img.view, taps_h, taps_w, out, is_uint8, float(amount or 0.0), sharpen)
+    return img.restore(out)
+
+
+def _gaussian_taps(
+    kernel_size: int | tuple[int, int], sigma: float | tuple[float, float] | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The vertical and horizontal taps of a Gaussian blur, as torchvision chooses them."""
+    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+    for k in ks:
+        _check_size(k)
+    if sigma is None:
+        sigmas = tuple(0.3 * ((k - 1) * 0.5 - 1) + 0.8 for k in ks)
+    else:
+        sigmas = (sigma, sigma) if isinstance(sigma, (int, float)) else tuple(sigma)
+    if min(sigmas) <= 0 or any(math.isnan(s) for s in sigmas):
+        raise ValueError(f"sigma must be positive, not {sigma}")
+    return gaussian_kernel1d(ks[1], sigmas[1]), gaussian_kernel1d(ks[0], sigmas[0])
 
 
 def gaussian_blur(
@@ -115,17 +144,24 @@ def gaussian_blur(
     `kernel_size` and `sigma` are one value or (x, y) pairs, as torchvision takes them;
     `sigma` defaults to `0.3 * ((kernel_size - 1) * 0.5 - 1) + 0.8`, torchvision's choice.
     """
-    ks = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
-    for k in ks:
-        _check_size(k)
-    if sigma is None:
-        sigmas = tuple(0.3 * ((k - 1) * 0.5 - 1) + 0.8 for k in ks)
-    else:
-        sigmas = (sigma, sigma) if isinstance(sigma, (int, float)) else tuple(sigma)
-    if min(sigmas) <= 0 or any(math.isnan(s) for s in sigmas):
-        raise ValueError(f"sigma must be positive, not {sigma}")
-    taps_w, taps_h = gaussian_kernel1d(ks[0], sigmas[0]), gaussian_kernel1d(ks[1], sigmas[1])
+    taps_h, taps_w = _gaussian_taps(kernel_size, sigma)
     return _filter(image, taps_h, taps_w, layout)
+
+
+def unsharp_mask(
+    image: torch.Tensor,
+    kernel_size: int | tuple[int, int] = 5,
+    sigma: float | tuple[float, float] | None = None,
+    amount: float = 1.0,
+    layout: str = "NCHW",
+) -> torch.Tensor:
+    """Sharpen: `image + amount * (image - gaussian_blur(image))`, in one kernel.
+
+    The blur is kept in float32 (not rounded in between); uint8 results are rounded and
+    saturated, float results are not clamped.
+    """
+    taps_h, taps_w = _gaussian_taps(kernel_size, sigma)
+    return _filter(image, taps_h, taps_w, layout, amount)
 
 
 def box_blur(image: torch.Tensor, kernel_size: int, layout: str = "NCHW") -> torch.Tensor:
