@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -287,3 +289,13 @@ def test_empty_images(vmode):
     assert vision.histogram(x[:0]).shape == (0, 3, 256)
     pixel = x[:, :, :1, :1].float()  # a single pixel upsampled is that pixel everywhere
     torch.testing.assert_close(vision.resize(pixel, (2, 3)), pixel.expand(2, 3, 2, 3))
+
+
+def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
+    from test_benchmarks import load_script
+
+    script = load_script("bench_vision", monkeypatch)
+    out = tmp_path / "vision.json"
+    result = script.main(["--device", "cpu", "--tiny", "--batch", "1", "--out", str(out)])
+    assert all(row["matches"] for row in result["rows"]), result["rows"]
+    assert json.loads(out.read_text())["rows"] == result["rows"]
