@@ -128,3 +128,17 @@ def test_looped_reduction_with_a_short_last_chunk(chunk) -> None:
     x = torch.randn(3, 3, device=DEVICE)
     kernel = tc.kernel(row_stats.fn, config=tc.Config(reduction_loops=[chunk]))
     check_modes(kernel, (x,), stats_reference)
+
+
+@tc.kernel
+def scale_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * w[tile_m, tile_n]
+    return out
+
+
+def test_expanded_and_offset_views() -> None:
+    x = torch.randn(9, 14, device=DEVICE)[2:, 3:]  # an offset view
+    w = torch.randn(7, 1, device=DEVICE).expand(7, 11)  # stride 0 along dim 1
+    check_modes(scale_rows, (x, w), torch.mul)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from add import add
+from matmul import matmul
 from rms_norm import rms_norm
 from softmax import softmax
 
@@ -195,3 +196,16 @@ def test_tune_on_a_dask_cluster(tmp_path: Path) -> None:
     assert [o.status for o in again] == ["skipped"] * 3
     with TuningDB(tmp_path / DB_NAME) as db:
         assert db.count() == 9 and len(db.best_rows()) == 3
+
+
+def test_tuning_keeps_the_strides_of_views(tmp_path: Path) -> None:
+    """Attention's `q @ k.t()` on slices of one qkv buffer: the candidates run on copies
+    with the recorded strides (a plain clone would make them contiguous: wrong results)."""
+    qkv = torch.randn(16, 48)
+    with tc.record() as manifest:
+        matmul(qkv[:8, :16], qkv[:8, 16:32].t())
+    (entry,) = manifest
+    assert [a["stride"] for a in entry.args] == [[48, 1], [1, 48]]
+    assert not entry.args[1]["contiguous"]
+    outcome = tune_entry(entry, TuneOptions(cache_dir=str(tmp_path), **QUICK))
+    assert outcome["trials"] > 0 and outcome["failed_trials"] == 0, outcome

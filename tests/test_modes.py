@@ -7,7 +7,7 @@ import torch
 from conftest import DEVICE
 
 import tilecraft as tc
-from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.exc import HostCodeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.testing import check_modes
 
 NAN, INF = float("nan"), float("inf")
@@ -375,3 +375,41 @@ def tile_argmax(x: torch.Tensor) -> torch.Tensor:
 def test_argmax_over_a_tile_dim_is_local_and_finds_nan() -> None:
     x = with_nan(10, 32)
     check_modes(tile_argmax, (x,), lambda t: t.view(10, 4, 8).argmax(-1))
+
+
+# -- host constants that the specialization does not pin down ---------------------------------
+
+
+@tc.kernel
+def offset_by_scale(x: torch.Tensor, scale: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    k = int(scale * 10)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + k
+    return out
+
+
+class Options:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+@tc.kernel
+def offset_by_option(x: torch.Tensor, options: Options, table: dict) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + options.k * table["factor"]
+    return out
+
+
+def test_a_changed_host_constant_is_an_error_not_a_stale_answer() -> None:
+    x = torch.zeros(5, device=DEVICE)
+    assert torch.equal(offset_by_scale(x, 0.5), x + 5)
+    assert torch.equal(offset_by_scale(x, 0.55), x + 5)  # the same constant: fine
+    with pytest.raises(HostCodeError, match="`k` was 5 and is -3"):
+        offset_by_scale(x, -0.3)
+    assert torch.equal(offset_by_option(x, Options(2), {"factor": 3}), x + 6)
+    with pytest.raises(HostCodeError, match="`options.k` was 2 and is 4"):
+        offset_by_option(x, Options(4), {"factor": 3})
+    with pytest.raises(HostCodeError, match="`table\\['factor'\\]` was 3 and is 1"):
+        offset_by_option(x, Options(2), {"factor": 1})

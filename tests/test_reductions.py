@@ -131,3 +131,14 @@ def bad_argmax(x: torch.Tensor) -> torch.Tensor:
 def test_argmax_over_several_dims_is_refused() -> None:
     with pytest.raises(TilecraftError, match="several dims"):
         tc.testing.run_mode(bad_argmax, (torch.randn(3, 4),), "triton")
+
+
+def test_reductions_on_odd_shapes_with_specials() -> None:
+    """Shapes of 1, primes and powers of two, holding NaN and infinities, in both modes."""
+    for shape in [(1, 1), (2, 13), (7, 31), (3, 64)]:
+        generator = torch.Generator().manual_seed(shape[1])
+        x = torch.randn(shape, generator=generator).to(DEVICE)
+        x.view(-1)[:: max(1, x.numel() // 3)] = torch.tensor(float("nan"))
+        x[-1, 0] = float("inf")
+        for name in ["prod", "logsumexp", "norm", "var0", "any", "amax01"]:
+            check_modes(row_reduce, (x, name), lambda x, n: ROW[n](x))

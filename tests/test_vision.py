@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,7 +11,7 @@ from conftest import DEVICE
 
 import tilecraft as tc
 import tilecraft.vision as vision
-from tilecraft.vision import color, filters, geometry, preprocessing, statistics
+from tilecraft.vision import color, downscale, filters, geometry, preprocessing, statistics
 from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE
 
 # the GPU contracts a*b + c into one fused multiply-add, which can move a value across a
@@ -21,7 +23,7 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 @pytest.fixture
 def vmode(mode):
     """Put every vision kernel in the test's mode."""
-    for module in (color, filters, geometry, preprocessing, statistics):
+    for module in (color, downscale, filters, geometry, preprocessing, statistics):
         kernels = [k for k in vars(module).values() if isinstance(k, tc.Kernel)]
         assert kernels, module
         for kernel in kernels:
@@ -130,6 +132,25 @@ def test_resize(vmode, size):
     assert_levels(nchw(vision.resize(xl, size, layout="NHWC"), "NHWC"), expected.round(), 1)
 
 
+def averaged(x: torch.Tensor, size: tuple[int, int], interpolation: str) -> torch.Tensor:
+    if interpolation == "area":
+        return F.interpolate(x.float(), size, mode="area")
+    return F.interpolate(x.float(), size, mode="bilinear", antialias=True, align_corners=False)
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "area"])
+def test_resize_averaging(vmode, interpolation):
+    x, xl = images(shape=(1, 2, 13, 17), layout="NHWC")
+    for size in ((4, 5), (15, 3)):  # shrinking both ways, and growing one axis
+        expected = averaged(x, size, interpolation)
+        got = vision.resize(x.float(), size, interpolation, antialias=True)
+        torch.testing.assert_close(got, expected)
+        got = vision.resize(xl, size, interpolation, layout="NHWC", antialias=True)
+        assert_levels(nchw(got, "NHWC"), expected.round(), 1)
+    half = vision.resize(x.half(), (4, 5), interpolation, antialias=True)
+    torch.testing.assert_close(half, averaged(x, (4, 5), interpolation).half())
+
+
 def test_resize_rounds_half_to_even(vmode):
     # (j + 0.5) * 2/3 - 0.5 = 0.5 for j = 1: halfway between 2 and 3 (and 5 and 6)
     x = torch.tensor([[[2, 3]], [[5, 6]]], dtype=torch.uint8, device=DEVICE)
@@ -205,6 +226,9 @@ def test_errors():
         vision.normalize(x, 0, 1, dtype=torch.int32)
     with pytest.raises(ValueError, match="uint8"):
         vision.equalize(x.float())
+    with pytest.raises(ValueError, match="Y plane"):
+        chroma = torch.zeros(2, 2, 2, dtype=torch.uint8)
+        vision.preprocess_nv12(x[0, 0].float(), chroma, (2, 2), 0, 1)
     with pytest.raises(ValueError, match="U plane"):
         vision.i420_to_rgb(x[0], x[0], x[0])
 
@@ -220,6 +244,8 @@ def test_pipeline(vmode):
     resized = vision.resize(frames.float(), (4, 7), layout="NHWC")
     torch.testing.assert_close(fused, vision.normalize(resized / 255, MEAN, STD, layout="NHWC"))
     assert fused.shape == (2, 3, 4, 7) and fused.dtype == torch.float32
+    shrunk = vision.Pipeline.parse("resize_aa=2x3")(frames)
+    assert torch.equal(shrunk, vision.resize(frames, (3, 2), layout="NHWC", antialias=True))
 
 
 def test_pipeline_spec_errors():
@@ -266,3 +292,13 @@ def test_empty_images(vmode):
     assert vision.histogram(x[:0]).shape == (0, 3, 256)
     pixel = x[:, :, :1, :1].float()  # a single pixel upsampled is that pixel everywhere
     torch.testing.assert_close(vision.resize(pixel, (2, 3)), pixel.expand(2, 3, 2, 3))
+
+
+def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
+    from test_benchmarks import load_script
+
+    script = load_script("bench_vision", monkeypatch)
+    out = tmp_path / "vision.json"
+    result = script.main(["--device", "cpu", "--tiny", "--batch", "1", "--out", str(out)])
+    assert all(row["matches"] for row in result["rows"]), result["rows"]
+    assert json.loads(out.read_text())["rows"] == result["rows"]

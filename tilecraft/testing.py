@@ -118,15 +118,17 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
 
 
 def _copies(args: Sequence[Any]) -> tuple:
-    """Clones that keep each tensor's strides (a transposed view stays transposed)."""
+    """Clones laid out as the originals: each a view of a copy of its storage, with the
+    same offset and strides (a transposed, sliced or expanded view stays one)."""
     return tuple(_clone(a) for a in args)
 
 
 def _clone(a: Any) -> Any:
     if not isinstance(a, torch.Tensor):
         return a
-    out = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
-    return out.copy_(a) if a.numel() else out
+    storage = a.detach().untyped_storage().clone()
+    out = torch.empty(0, dtype=a.dtype, device=a.device)
+    return out.set_(storage, a.storage_offset(), a.size(), a.stride())
 
 
 def _outputs(fn: Callable[..., Any], args: tuple) -> Any:

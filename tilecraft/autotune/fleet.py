@@ -303,6 +303,8 @@ def tune_manifest(
             known = already_tuned(entries, options, None)
             return run_cluster(entries, options, client, update, known)
         slots = local_slots(workers, cpu)
+        if not slots:
+            raise ManifestError("no GPU to tune on: tune under the interpreter with --cpu")
         if options.compile_workers is None:
             options.compile_workers = compile_workers(slots)
         known = already_tuned(entries, options, _local_hardware(slots))

@@ -97,8 +97,9 @@ class Manifest:
             spec_key(args),
             described,
         )
-        entry = self.entries.setdefault(_entry_key(entry), entry)
-        entry.calls += 1
+        with _lock:  # a model may call kernels from several threads
+            entry = self.entries.setdefault(_entry_key(entry), entry)
+            entry.calls += 1
 
     def __iter__(self) -> Iterator[Entry]:
         return iter(self.entries.values())

@@ -48,7 +48,19 @@ def outputs(result: Any, args: tuple) -> list[torch.Tensor]:
 
 def fresh(args: tuple) -> tuple:
     """Copies of the tensor arguments, so a candidate cannot corrupt the originals."""
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    return tuple(copy_strided(a) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def copy_strided(t: torch.Tensor) -> torch.Tensor:
+    """A copy with `t`'s strides: the kernel was specialized (and compiled) for them, but
+    `clone` makes a view that is not dense (`qkv[:, :16].t()`) contiguous."""
+    copy = t.clone()
+    if copy.stride() == t.stride():
+        return copy
+    storage = t.untyped_storage().clone()  # the whole buffer, so every stride still fits
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(
+        storage, t.storage_offset(), t.size(), t.stride()
+    )
 
 
 def mismatch(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 import operator
 import re
 import types
@@ -24,7 +25,7 @@ from tilecraft.exc import (
     UnsupportedSyntax,
 )
 from tilecraft.frontend import flow, inline, scans, views
-from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.memory import MemoryLowering
@@ -80,6 +81,11 @@ LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions error
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
 
 
+GUARDED = (bool, int, float, str)  # constants whose value the launcher can check cheaply
+UNGUARDED = (type(None), torch.dtype, torch.device, types.ModuleType, type)
+KEYED = (torch.Tensor, bool, int, str, type(None), torch.dtype)  # specialized on by value
+
+
 @dataclass(frozen=True)
 class TileRef:
     """A `tc.tile` loop variable: one block of indices."""
@@ -107,6 +113,13 @@ class DeviceCompiler:
         self.host_values: dict[str, Any] = {}
         self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
         self.lifted: dict[str, Any] = {}  # host values by host expression, shared by scopes
+        self.guards: dict[str, Any] = {}  # constants the launcher checks (see `_constant`)
+        self.opaque: dict[int, str] = {}  # id -> host expression of objects read on device
+        # arguments the specialization holds by value (ints, flags, strings, dtypes); only
+        # a float or an object argument can change what host code computes without it
+        arguments = [a.arg for a in src.tree.args.args + src.tree.args.kwonlyargs]
+        self.keyed = set(arguments)
+        self.guarding = not all(isinstance(host_locals.get(a), KEYED) for a in arguments)
         self.params: list[Param] = []
         self.mem = MemoryLowering(self.b, table)
         self.masks: list[Value] = []  # conditions of the enclosing `if` arms on tiles
@@ -132,6 +145,7 @@ class DeviceCompiler:
             self.table.blocks,
             self.src.loc(loop),
             grid_index,
+            self.guards,
         )
 
     def _body(self, stmts: list[ast.stmt]) -> None:
@@ -405,6 +419,19 @@ class DeviceCompiler:
             param = Param(self._param_name(name), where, torch.float32)
             self.params.append(param)
             return Value(TileType(torch.float32, ()), param.name)
+        return self._constant(where, value, by_value=where in self.keyed)
+
+    def _constant(self, where: str, value: Any, by_value: bool = False) -> Any:
+        """A host value the device code reads as a constant. Numbers, strings and flags
+        not pinned down by the specialization (`by_value`: an int argument is) get a guard
+        in the launcher; objects and containers are remembered so that what device code
+        reads from them (`opts.k`, `sizes[0]`) gets one."""
+        if isinstance(value, GUARDED) and not isinstance(value, BlockSizeInt):
+            finite = not isinstance(value, float) or math.isfinite(value)
+            if self.guarding and not by_value and finite:
+                self.guards[where] = value
+        elif not isinstance(value, UNGUARDED) and not callable(value):
+            self.opaque[id(value)] = where
         return value
 
     def _param_name(self, name: str) -> str:
@@ -434,6 +461,8 @@ class DeviceCompiler:
             if node.attr in views.TRANSPOSES:
                 return views.TRANSPOSES[node.attr](self.b, obj)
             return _BoundMethod(obj, node.attr)
+        if id(obj) in self.opaque:
+            return self._constant(f"{self.opaque[id(obj)]}.{node.attr}", getattr(obj, node.attr))
         return getattr(obj, node.attr)
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
@@ -444,6 +473,8 @@ class DeviceCompiler:
         key = self.expr(node.slice)
         if isinstance(obj, Value):
             return views.index(self.b, obj, key)
+        if id(obj) in self.opaque and isinstance(key, (int, str)):
+            return self._constant(f"{self.opaque[id(obj)]}[{key!r}]", obj[key])
         return obj[key]
 
     def _load_mask(self, tensor: HostTensor, items: list[Any]) -> Value | None:

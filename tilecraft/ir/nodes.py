@@ -202,6 +202,9 @@ class DeviceKernel:
     blocks: dict[int, Block]
     loc: SourceLoc
     grid_index: int = 0  # position among the kernel's top-level loops
+    # host expressions read as constants that the specialization does not pin down (derived
+    # from a float or an object argument): the launcher checks they keep these values
+    guards: dict[str, Any] = field(default_factory=dict)
 
     def walk(self) -> list[Op]:
         """Every Op in program order, loops and branches flattened."""

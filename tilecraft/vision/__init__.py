@@ -4,7 +4,8 @@ Every function takes batched (4-D) or single (3-D) images, NCHW or NHWC (`layout
 calls tilecraft kernels, whose sources in this package read as examples:
 
 - color: `rgb_to_bgr`, `rgb_to_gray`, `nv12_to_rgb`, `i420_to_rgb` (BT.601 limited range);
-- geometry: `hflip`, `vflip`, `crop`, `resize` (nearest, bilinear), `letterbox`;
+- geometry: `hflip`, `vflip`, `crop`, `resize` (nearest, bilinear, area, antialiased),
+  `letterbox`;
 - filters: `gaussian_blur`, `box_blur`, `sobel`, `unsharp_mask` (reflected borders);
 - statistics: `histogram` (atomics), `equalize` (torchvision's / PIL's);
 - `normalize`, and `preprocess` (`preprocess_nv12`): resize or letterbox + normalize to NCHW

@@ -1,7 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
 # mypy: disable-error-code="index,list-item,misc"
-"""Geometry: flip, crop, resize (nearest, bilinear) and letterbox.
+"""Geometry: flip, crop, resize (nearest, bilinear, area, antialiased) and letterbox.
 
 Resizing follows `torch.nn.functional.interpolate` (and torchvision's `resize` with
 `antialias=False`): nearest takes `min(floor(i * in / out), in - 1)`, bilinear samples at
@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 import tilecraft as tc
+from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.layout import Image, as_nchw, dims, new_image
 
 
@@ -149,20 +150,25 @@ def resize(
     size: tuple[int, int],
     interpolation: str = "bilinear",
     layout: str = "NCHW",
+    antialias: bool = False,
 ) -> torch.Tensor:
-    """Resize to `size` = (height, width), `interpolation` "nearest" or "bilinear".
+    """Resize to `size` = (height, width), `interpolation` "nearest", "bilinear" or "area".
 
-    As `F.interpolate(..., align_corners=False)` / torchvision's `resize(antialias=False)`:
-    no antialiasing when shrinking. Uint8 is rounded half to even and saturated.
+    As `F.interpolate(..., align_corners=False, antialias=antialias)`: bilinear without
+    antialiasing (the default here; torchvision's `resize` defaults to `antialias=True`)
+    samples 2x2 pixels, with it averages every pixel an output covers when shrinking.
+    Uint8 is rounded half to even and saturated.
     """
     img = as_nchw(image, layout)
     out = _output(img, size)
+    if interpolation == "area" or (antialias and interpolation == "bilinear"):
+        return img.restore(average_resize(img.view, out, interpolation == "area"))
     _, _, h, w = img.view.shape
     scales = (_scale(h, size[0]), _scale(w, size[1]))
     if interpolation == "nearest":
         return img.restore(_resize_nearest(img.view, out, *scales))
     if interpolation != "bilinear":
-        raise ValueError(f"interpolation is 'nearest' or 'bilinear', not {interpolation!r}")
+        raise ValueError(f"interpolation is nearest, bilinear or area, not {interpolation!r}")
     box = (0, 0, size[0], size[1])
     is_uint8 = image.dtype == torch.uint8
     return img.restore(_resize_bilinear(img.view, out, *box, *scales, 0.0, is_uint8))

@@ -26,13 +26,15 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch
 
 @dataclass(frozen=True)
 class Resize:
-    """Bilinear (or nearest) resize to `size` = (height, width)."""
+    """Resize to `size` = (height, width): bilinear, nearest or area; antialiased or not."""
 
     size: tuple[int, int]
     interpolation: str = "bilinear"
+    antialias: bool = False
 
     def __call__(self, image: torch.Tensor, layout: str) -> tuple[torch.Tensor, str]:
-        return geometry.resize(image, self.size, self.interpolation, layout), layout
+        args = (image, self.size, self.interpolation, layout, self.antialias)
+        return geometry.resize(*args), layout
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ Op = Callable[[torch.Tensor, str], tuple[torch.Tensor, str]]
 
 def _fusable(op: Op, following: Op | None) -> bool:
     bilinear = isinstance(op, Letterbox) or (
-        isinstance(op, Resize) and op.interpolation == "bilinear"
+        isinstance(op, Resize) and op.interpolation == "bilinear" and not op.antialias
     )
     return bilinear and isinstance(following, Normalize)
 
@@ -162,7 +164,8 @@ class Pipeline:
 
     @classmethod
     def parse(cls, spec: str, layout: str = "NHWC") -> Pipeline:
-        """A pipeline from `op[=value],...`: `resize=WxH`, `nearest=WxH`, `letterbox=WxH`,
+        """A pipeline from `op[=value],...`: `resize=WxH` (bilinear), `resize_aa=WxH`
+        (antialiased, as torchvision's default), `nearest=WxH`, `area=WxH`, `letterbox=WxH`,
         `crop=W:H:X:Y`, `hflip`, `vflip`, `gray`, `bgr`, `blur=K`, `box=K`,
         `normalize[=float16|bfloat16|float32]` (ImageNet's mean and std)."""
         return cls([parse_op(part.strip()) for part in spec.split(",") if part.strip()], layout)
@@ -181,7 +184,9 @@ def _crop(text: str) -> Crop:
 
 PARSERS: dict[str, Callable[[str], Op]] = {
     "resize": lambda v: Resize(_size(v)),
+    "resize_aa": lambda v: Resize(_size(v), antialias=True),
     "nearest": lambda v: Resize(_size(v), "nearest"),
+    "area": lambda v: Resize(_size(v), "area"),
     "letterbox": lambda v: Letterbox(_size(v)),
     "crop": _crop,
     "hflip": lambda v: Flip(True),

@@ -51,11 +51,12 @@ def _resize_normalize(
     pad: float,
     peak: float,
 ) -> torch.Tensor:
-    # geometry.py's _resize_bilinear, with normalization instead of uint8 rounding
-    _, _, h, w = image.size()
-    n, c, out_h, out_w = out.size()
-    size = [n, c, out_h, out_w]
-    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+    # geometry.py's _resize_bilinear, with normalization instead of uint8 rounding; one
+    # program does every channel (frames have 1 to 4), so the source positions and weights
+    # are computed once and an NHWC pixel's bytes are read together
+    _, c, h, w = image.size()
+    n, _, out_h, out_w = out.size()
+    for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, None, None]):
         dst_h = tile_h.index - box_top
         dst_w = tile_w.index - box_left
         src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
@@ -66,18 +67,19 @@ def _resize_normalize(
         wx = (src_w - x0.to(torch.float32))[None, :]
         y1 = torch.where(y0 < h - 1, y0 + 1, y0)[:, None]
         x1 = torch.where(x0 < w - 1, x0 + 1, x0)[None, :]
-        p00 = image[tile_n, tile_c, y0[:, None], x0[None, :]].to(torch.float32)
-        p01 = image[tile_n, tile_c, y0[:, None], x1].to(torch.float32)
-        p10 = image[tile_n, tile_c, y1, x0[None, :]].to(torch.float32)
-        p11 = image[tile_n, tile_c, y1, x1].to(torch.float32)
-        upper = (1.0 - wx) * p00 + wx * p01
-        lower = (1.0 - wx) * p10 + wx * p11
-        value = (1.0 - wy) * upper + wy * lower
         rows_in = (dst_h >= 0) & (dst_h < box_height)
         cols_in = (dst_w >= 0) & (dst_w < box_width)
-        value = torch.where(rows_in[:, None] & cols_in[None, :], value, pad) / peak
-        scaled = (value - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
-        out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
+        inside = rows_in[:, None] & cols_in[None, :]
+        for k in range(c):
+            p00 = image[tile_n, k, y0[:, None], x0[None, :]].to(torch.float32)
+            p01 = image[tile_n, k, y0[:, None], x1].to(torch.float32)
+            p10 = image[tile_n, k, y1, x0[None, :]].to(torch.float32)
+            p11 = image[tile_n, k, y1, x1].to(torch.float32)
+            upper = (1.0 - wx) * p00 + wx * p01
+            lower = (1.0 - wx) * p10 + wx * p11
+            value = (1.0 - wy) * upper + wy * lower
+            value = torch.where(inside, value, pad) / peak
+            out[tile_n, k, tile_h, tile_w] = ((value - mean[k]) / std[k]).to(out.dtype)
     return out
 
 

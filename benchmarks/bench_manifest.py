@@ -1,0 +1,111 @@
+"""Tuning the transformer block's whole manifest on one GPU and on two (issue 17).
+
+Records one training step of `examples/transformer_block.py` (every kernel and shape it
+calls), then tunes that manifest from an empty tuning database with 1 and with 2 worker
+processes (one per GPU), and once more on 2 with one worker killed mid-run. Reports wall
+time, trials, each entry's best kernel time, and whether any finished trial was lost.
+
+    python benchmarks/bench_manifest.py                  # on a 2-GPU machine
+    python benchmarks/bench_manifest.py --cpu --budget-s 2 --dim 16   # a CPU dry run
+
+JSON goes to $OUT/bench_manifest.json (or benchmarks/results/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+
+from tilecraft.autotune.db import DB_NAME, TuningDB  # noqa: E402
+from tilecraft.autotune.fleet import RunState, TuneOptions, tune_manifest  # noqa: E402
+from tilecraft.autotune.manifest import Manifest, record  # noqa: E402
+
+
+def record_step(device: str, dim: int, seq: int, batch: int) -> Manifest:
+    """The manifest of one forward and backward step of the transformer block."""
+    import transformer_block as tb
+
+    torch.manual_seed(0)
+    model = tb.Block(tb.TILECRAFT, vocab=512, dim=dim, seq=seq).to(device)
+    tokens, targets = tb.data(batch=batch, seq=seq, vocab=512)
+    with record() as manifest:
+        model(tokens.to(device), targets.to(device)).backward()
+    return manifest
+
+
+def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool) -> dict:
+    """One run from an empty database; with `kill`, one worker is killed once trials land."""
+    cache = tempfile.mkdtemp(prefix="bench-manifest-")
+    options = TuneOptions(effort=args.effort, budget_s=args.budget_s, cache_dir=cache)
+    db = TuningDB(Path(cache) / DB_NAME)
+    killed: dict[str, Any] = {}
+
+    def kill_once(state: RunState) -> None:
+        busy = [s for s in state.slots if s.job is not None and s.proc is not None]
+        if not kill or killed or not busy or db.count() < 5:
+            return
+        killed["trials_before"] = db.trial_rows()
+        killed["worker"] = busy[0].name
+        os.kill(busy[0].proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+
+    started = time.perf_counter()
+    outcomes = tune_manifest(
+        manifest, options, workers=workers, cpu=args.cpu or None, on_update=kill_once
+    )
+    wall = time.perf_counter() - started
+    after = db.trial_rows()
+    result = {
+        "workers": workers,
+        "wall_s": round(wall, 1),
+        "trials": len(after),
+        "failed_entries": sum(o.status == "failed" for o in outcomes),
+        "best_ms": {o.entry.ident: o.best_ms for o in outcomes},
+    }
+    if kill:
+        before = killed.get("trials_before", [])
+        result["killed"] = killed.get("worker")
+        result["lost_trials"] = sum(row not in after for row in before)
+    db.close()
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cpu", action="store_true", help="worker processes under the interpreter")
+    p.add_argument("--effort", default="quick")
+    p.add_argument("--budget-s", type=float, default=15.0, help="seconds per entry")
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--batch", type=int, default=8)
+    args = p.parse_args()
+    device = "cpu" if args.cpu else "cuda"
+    manifest = record_step(device, args.dim, args.seq, args.batch)
+    print(f"manifest: {len(manifest)} entries", file=sys.stderr)
+    runs = [tune(manifest, 1, args, False), tune(manifest, 2, args, False)]
+    runs.append(tune(manifest, 2, args, True))
+    report = {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "entries": [e.ident for e in manifest],
+        "runs": runs,
+        "speedup_2_over_1": round(runs[0]["wall_s"] / max(runs[1]["wall_s"], 1e-9), 2),
+    }
+    out = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_manifest.json").write_text(json.dumps(report, indent=1))
+    print(json.dumps({k: v for k, v in report.items() if k != "entries"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
+# mypy: disable-error-code="index,list-item,misc"
+"""Resizing that averages: antialiased bilinear (torchvision's default) and area.
+
+Both are separable, two passes (rows, then columns) through a float32 intermediate, as
+PyTorch computes them. Antialiased bilinear (`F.interpolate(..., antialias=True)`): output
+`i` averages the inputs within `support = max(scale, 1)` of its centre `(i + 0.5) * scale`
+with triangle weights `1 - |x| / max(scale, 1)`, normalized. Area (`mode="area"`,
+adaptive average pooling): output `i` is the mean of inputs `floor(i * in / out)` to
+`ceil((i + 1) * in / out) - 1`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import tilecraft as tc
+
+
+@tc.kernel
+def _average_rows(
+    image: torch.Tensor,
+    out: torch.Tensor,
+    area: bool,
+    taps: int,
+    scale: float,
+    support: float,
+    inv_scale: float,
+) -> torch.Tensor:
+    # resamples the last axis of `image` into `out`'s; pass a transposed view for columns
+    n, c, h, w = image.size()
+    out_w = out.size(3)
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, out_w], block_size=[1, 1, None, None]):
+        centre = (tile_w.index.to(torch.float32) + 0.5) * scale
+        if area:
+            start = (tile_w.index * w) // out_w
+            stop = ((tile_w.index + 1) * w + out_w - 1) // out_w
+        else:
+            start = torch.clamp(centre - support + 0.5, min=0.0).to(torch.int32)
+            stop = (centre + support + 0.5).to(torch.int32)
+            stop = torch.where(stop < w, stop, w)
+        total = tc.zeros([tile_w], dtype=torch.float32)
+        for k in range(taps):
+            if area:
+                weight = tc.full([tile_w], 1.0, dtype=torch.float32)
+            else:
+                distance = torch.abs((start + k - centre + 0.5) * inv_scale)
+                weight = torch.clamp(1.0 - distance, min=0.0)
+            total = total + torch.where(start + k < stop, weight, 0.0)
+        acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for k in range(taps):
+            if area:
+                weight = tc.full([tile_w], 1.0, dtype=torch.float32)
+            else:
+                distance = torch.abs((start + k - centre + 0.5) * inv_scale)
+                weight = torch.clamp(1.0 - distance, min=0.0)
+            weight = torch.where(start + k < stop, weight / total, 0.0)
+            cols = (start + k)[None, :]
+            pixels = image[tile_n, tile_c, tile_h.index[:, None], cols].to(torch.float32)
+            acc = acc + weight[None, :] * pixels
+        out[tile_n, tile_c, tile_h, tile_w] = acc
+    return out
+
+
+@tc.kernel
+def _store(value: torch.Tensor, out: torch.Tensor, is_uint8: bool) -> torch.Tensor:
+    n, c, h, w = value.size()
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+        pixels = value[tile_n, tile_c, tile_h, tile_w]
+        if is_uint8:
+            pixels = torch.clamp(torch.round(pixels), 0.0, 255.0)
+        out[tile_n, tile_c, tile_h, tile_w] = pixels.to(out.dtype)
+    return out
+
+
+def _axis(
+    image: torch.Tensor, size: int, area: bool, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`image` (N, C, H, W) resampled along W to `size`, into float32 (or `out`)."""
+    n, c, h, w = image.shape
+    scale = float(torch.tensor(w, dtype=torch.float32) / size)
+    support = max(scale, 1.0)
+    inv_scale = float(1.0 / torch.tensor(support, dtype=torch.float32))
+    taps = -(-w // size) + 1 if area else math.ceil(support) * 2 + 1
+    if out is None:
+        out = torch.empty([n, c, h, size], dtype=torch.float32, device=image.device)
+    return _average_rows(image, out, area, taps, scale, support, inv_scale)
+
+
+def average_resize(image: torch.Tensor, out: torch.Tensor, area: bool) -> torch.Tensor:
+    """NCHW view `image` resized into the NCHW view `out`, by area or antialiased bilinear."""
+    out_h, out_w = out.shape[2:]
+    rows = _axis(image, out_w, area)  # (N, C, H, out_w)
+    if out.dtype == torch.float32:  # the column pass writes the result in place
+        _axis(rows.transpose(2, 3), out_h, area, out.transpose(2, 3))
+        return out
+    columns = _axis(rows.transpose(2, 3), out_h, area).transpose(2, 3)
+    return _store(columns, out, out.dtype == torch.uint8)
