@@ -226,6 +226,9 @@ def test_errors():
         vision.normalize(x, 0, 1, dtype=torch.int32)
     with pytest.raises(ValueError, match="uint8"):
         vision.equalize(x.float())
+    with pytest.raises(ValueError, match="Y plane"):
+        chroma = torch.zeros(2, 2, 2, dtype=torch.uint8)
+        vision.preprocess_nv12(x[0, 0].float(), chroma, (2, 2), 0, 1)
     with pytest.raises(ValueError, match="U plane"):
         vision.i420_to_rgb(x[0], x[0], x[0])
 

@@ -108,7 +108,9 @@ def _planes(y: torch.Tensor) -> tuple[torch.Tensor, bool]:
 
 
 def check_yuv420(y: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> None:
-    """A ValueError unless `u` and `v` are uint8 chroma planes of the (N, H, W) plane `y`."""
+    """A ValueError unless `y` is an (N, H, W) uint8 plane and `u`, `v` its chroma planes."""
+    if y.dtype != torch.uint8 or y.dim() != 3:
+        raise ValueError(f"the Y plane is uint8 of shape (N, H, W), not {y.dtype} {tuple(y.shape)}")
     expected = _chroma_shape(y)
     for name, plane in (("U", u), ("V", v)):
         if tuple(plane.shape) != expected or plane.dtype != torch.uint8:

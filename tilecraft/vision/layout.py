@@ -65,11 +65,6 @@ def check_channels(image: Image, channels: int, what: str) -> None:
         )
 
 
-def to_uint8(value: torch.Tensor) -> torch.Tensor:
-    """Host-side reference rounding: half to even, clamped to 0..255 (what the kernels do)."""
-    return value.round().clamp(0, 255).to(torch.uint8)
-
-
 def dims(image: Image) -> tuple[int, int, int, int]:
     """(N, C, H, W) of an image."""
     n, c, h, w = image.view.shape
