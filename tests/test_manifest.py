@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from rms_norm import rms_norm
 from softmax import softmax
 
 import tilecraft as tc
+from tilecraft.autotune import fleet
 from tilecraft.autotune.db import DB_NAME, TuningDB
 from tilecraft.autotune.fleet import RunState, TuneOptions, tune_entry, tune_manifest, versions
 from tilecraft.autotune.manifest import Manifest, ManifestError, build_args, resolve
@@ -209,3 +211,20 @@ def test_tuning_keeps_the_strides_of_views(tmp_path: Path) -> None:
     assert not entry.args[1]["contiguous"]
     outcome = tune_entry(entry, TuneOptions(cache_dir=str(tmp_path), **QUICK))
     assert outcome["trials"] > 0 and outcome["failed_trials"] == 0, outcome
+
+
+def test_a_hung_worker_is_killed_and_its_entry_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that never answers is killed past the entry's deadline and the entry
+    retried, MAX_ATTEMPTS times in all; then the run ends with it failed."""
+    monkeypatch.setattr(fleet, "STARTUP_S", 0.3)
+    monkeypatch.setattr(fleet, "HUNG_FACTOR", 1.0)
+
+    def start(slot: fleet.Slot) -> None:
+        hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+        slot.proc = subprocess.Popen(hang, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    monkeypatch.setattr(fleet.Slot, "start", start)
+    entry = next(iter(recorded()))
+    slots = [fleet.Slot("cpu0", dict(os.environ))]
+    (outcome,) = fleet.run_local([entry], TuneOptions(budget_s=0.1), slots)
+    assert outcome.status == "failed" and f"died {fleet.MAX_ATTEMPTS} times" in outcome.error

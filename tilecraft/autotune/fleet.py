@@ -32,6 +32,9 @@ from tilecraft.autotune.manifest import Entry, Manifest, ManifestError, build_ar
 from tilecraft.runtime.settings import Settings
 
 MAX_ATTEMPTS = 3  # an entry whose worker died this often is given up (it may be the cause)
+STARTUP_S = 120.0  # a worker's imports and first compile, on a busy machine
+HUNG_FACTOR = 4.0  # an entry taking this many times its budget is hung
+FULL_EFFORT_S = 300.0  # the longest effort preset's budget (tune.EFFORTS["full"])
 
 
 @dataclass
@@ -146,6 +149,7 @@ class Slot:
     proc: subprocess.Popen[str] | None = None
     job: tuple[int, Entry, int] | None = None  # (index, entry, attempt)
     done: int = 0
+    deadline: float = 0.0  # when the entry's worker is taken for hung and killed
 
     def start(self) -> None:
         command = [sys.executable, "-m", "tilecraft.autotune.fleet"]
@@ -158,6 +162,7 @@ class Slot:
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
         self.job = (index, entry, attempt)
+        self.deadline = time.monotonic() + entry_timeout(options)
         line = json.dumps({"entry": entry.to_dict(), "options": options.to_dict()})
         try:
             self.proc.stdin.write(line + "\n")
@@ -233,8 +238,17 @@ def run_local(
     return [state.outcomes[i] for i in range(len(entries))]
 
 
+def entry_timeout(options: TuneOptions) -> float:
+    """How long one entry may take before its worker is taken for hung: well beyond its
+    tuning budget (the full effort's when none is given), plus starting up."""
+    return STARTUP_S + HUNG_FACTOR * (options.budget_s or FULL_EFFORT_S)
+
+
 def _collect(state: RunState, pending: deque[tuple[int, Entry, int]]) -> None:
     busy = {s.proc.stdout.fileno(): s for s in state.slots if s.job and s.proc and s.proc.stdout}
+    for slot in busy.values():
+        if time.monotonic() > slot.deadline and slot.proc is not None:
+            slot.proc.kill()  # its stdout ends: read below as a death, the entry is retried
     ready, _, _ = select.select(list(busy), [], [], 0.1)
     for fd in ready:
         slot = busy[fd]

@@ -258,9 +258,6 @@ class KernelWriter:
     def op_view(self, op: Op) -> None:
         self.assign(op, f"{op.args[0].name}[{', '.join(op.attrs['index'])}]")
 
-    def op_trans(self, op: Op) -> None:
-        self.assign(op, f"tl.trans({op.args[0].name})")
-
     def op_reshape(self, op: Op) -> None:
         views.reshape(self, op)
 
