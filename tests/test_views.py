@@ -337,3 +337,20 @@ def test_fp8_products(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # the code a GPU gets: fp8 operands as they are
     code = fp8_mm.bind((a, b)).to_triton_code()
     assert re.search(r"tl\.dot\(load(_\d+)?, load_\d+, acc=", code), code
+
+
+@tc.kernel
+def join_split(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m = x.size(0)
+    out = torch.empty([m, 2], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        pairs = tc.join(x[tile_m], y[tile_m])
+        first, second = tc.split(pairs * 2)
+        out[tile_m, :] = tc.join(second, first)
+    return out
+
+
+def test_join_and_split() -> None:
+    check_modes(
+        join_split, (torch.randn(19), torch.randn(19)), lambda x, y: torch.stack([y, x], 1) * 2
+    )

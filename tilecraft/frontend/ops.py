@@ -475,6 +475,8 @@ def _torch_names() -> dict[int, str]:
                 pairs.setdefault(id(fn), "neg" if name == "negative" else name)
     pairs[id(torch.special.expit)] = "sigmoid"
     pairs[id(lang.dot)] = "dot"
+    pairs[id(lang.join)] = "join"
+    pairs[id(lang.split)] = "split_pair"
     pairs[id(torch.nn.functional.softmax)] = "softmax"
     pairs[id(torch.linalg.vector_norm)] = "vector_norm"
     return pairs

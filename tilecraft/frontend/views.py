@@ -530,6 +530,20 @@ def unbind(b: Builder, x: Value, dim: int = 0) -> tuple:
     return tuple(index(b, x, (slice(None),) * axis + (i,)) for i in range(extent))
 
 
+@op("join")
+def join(b: Builder, x: Value, y: Value) -> Value:
+    """`tc.join(a, b)`: a new last dim of size 2."""
+    return stack(b, [x, y], -1)
+
+
+@op("split_pair")
+def split_pair(b: Builder, x: Value) -> tuple:
+    """`tc.split(x)`: the two halves of a last dim of size 2."""
+    if x.type.rank == 0 or static_extent(b, x.type.dims[-1]) != 2:
+        raise ShapeMismatch(f"tc.split needs a last dim of size 2, not {_show(b, x)}", b.loc)
+    return unbind(b, x, -1)
+
+
 def _piece(b: Builder, x: Value, axis: int, offset: int, size: int) -> Value:
     if offset == 0 and size == static_extent(b, x.type.dims[axis]):
         return x

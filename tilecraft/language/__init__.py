@@ -15,6 +15,7 @@ from tilecraft.language.tunables import (
     register_tunable,
     specialize,
 )
+from tilecraft.language.views import join, split
 
 __all__ = [
     "Choice",
@@ -30,6 +31,7 @@ __all__ = [
     "full",
     "grid",
     "jagged_tile",
+    "join",
     "load",
     "rand",
     "randint",
@@ -37,6 +39,7 @@ __all__ = [
     "register_block_size",
     "register_tunable",
     "specialize",
+    "split",
     "static_range",
     "store",
     "tile",
