@@ -201,6 +201,11 @@ def test_preprocess(vmode, letterbox):
         resized = F.interpolate(x.float(), (4, 7), mode="bilinear", align_corners=False)
     mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
     torch.testing.assert_close(got, ((resized / 255 - mean) / std).half())
+    buffer = torch.empty_like(got)  # a steady stream of frames reuses one output buffer
+    again = vision.preprocess(xl, (4, 7), MEAN, STD, letterbox=letterbox, out=buffer)
+    assert again.data_ptr() == buffer.data_ptr() and torch.equal(again, got)
+    with pytest.raises(ValueError, match="out must be torch.float16 of shape"):
+        vision.preprocess(xl, (4, 7), MEAN, STD, out=buffer[:1])
 
 
 @pytest.mark.parametrize("letterbox", [False, True])
@@ -212,6 +217,10 @@ def test_preprocess_nv12(vmode, letterbox):
     expected = vision.preprocess(rgb, (4, 9), MEAN, STD, layout="NCHW", letterbox=letterbox)
     assert got.shape == (2, 3, 4, 9)
     torch.testing.assert_close(got, expected)
+    # one frame, unbatched, written into the second slot of a batch buffer
+    one = vision.preprocess_nv12(y[0], uv[0], (4, 9), MEAN, STD, letterbox=letterbox, out=got[1])
+    assert one.data_ptr() == got[1].data_ptr()
+    torch.testing.assert_close(got[1], expected[0])
 
 
 def test_errors():

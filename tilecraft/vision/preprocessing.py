@@ -157,6 +157,26 @@ def _stats(values: Sequence[float] | torch.Tensor, channels: int, device: torch.
     return stats
 
 
+def _destination(
+    out: torch.Tensor | None,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    batched: bool,
+) -> torch.Tensor:
+    """`out` (a caller's buffer, reused so a steady stream of frames allocates nothing) as
+    a 4-D view, checked; or a new contiguous NCHW tensor."""
+    if out is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    view = out if batched else out[None]
+    if tuple(view.shape) != shape or out.dtype != dtype or out.device != device:
+        raise ValueError(
+            f"out must be {dtype} of shape {shape if batched else shape[1:]} on {device}, "
+            f"not {out.dtype} {tuple(out.shape)} on {out.device}"
+        )
+    return view
+
+
 def _check_dtype(dtype: torch.dtype) -> None:
     if dtype not in FLOAT_OUTPUTS:
         raise ValueError(f"the output dtype is one of {FLOAT_OUTPUTS}, not {dtype}")
@@ -193,13 +213,15 @@ def preprocess(
     layout: str = "NHWC",
     letterbox: bool = False,
     pad: float = 114.0,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Frames (NHWC uint8 by default) -> bilinear resize -> normalize -> NCHW `dtype`, one pass.
 
     With `letterbox=True` the frames keep their aspect ratio inside `size` and the border
     is `pad` (a pixel value, normalized like the others). Equal, within rounding, to
     `normalize(resize(frames.float(), size), ...)`: the resized values are not rounded to
-    uint8 in between, so it is more exact than resizing uint8 images first.
+    uint8 in between, so it is more exact than resizing uint8 images first. Given `out`
+    (NCHW, the result's shape and dtype), the result is written there: nothing is allocated.
     """
     _check_dtype(dtype)
     img = as_nchw(frames, layout)
@@ -208,7 +230,7 @@ def preprocess(
         raise ValueError(f"an output size is at least 1x1, not {size}")
     box = letterbox_box((h, w), size) if letterbox else [0, 0, size[0], size[1]]
     scales = (_scale(h, box[2]), _scale(w, box[3]))
-    out = new_image(n, c, size[0], size[1], dtype, frames.device, "NCHW")
+    out = _destination(out, (n, c, *size), dtype, frames.device, img.batched)
     peak = 255.0 if frames.dtype == torch.uint8 else 1.0
     mean_t, std_t = _stats(mean, c, frames.device), _stats(std, c, frames.device)
     out = _resize_normalize(img.view, mean_t, std_t, out, *box, *scales, float(pad), peak)
@@ -224,12 +246,13 @@ def preprocess_nv12(
     dtype: torch.dtype = torch.float16,
     letterbox: bool = False,
     pad: float = 114.0,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """NV12 frames (a decoder's output) -> RGB -> bilinear resize -> normalize -> NCHW, one pass.
 
     `y` is (N, H, W) uint8 and `uv` (N, ceil(H/2), ceil(W/2), 2), as `nv12_to_rgb` takes
     them; the result equals `preprocess(nv12_to_rgb(y, uv), ..., layout="NCHW")` within
-    rounding, without the RGB image in between.
+    rounding, without the RGB image in between. `out` as for `preprocess`.
     """
     _check_dtype(dtype)
     if uv.dim() != y.dim() + 1 or uv.shape[-1] != 2:
@@ -243,7 +266,7 @@ def preprocess_nv12(
     n, h, w = y.shape
     box = letterbox_box((h, w), size) if letterbox else [0, 0, size[0], size[1]]
     scales = (_scale(h, box[2]), _scale(w, box[3]))
-    out = torch.empty([n, 3, size[0], size[1]], dtype=dtype, device=y.device)
+    out = _destination(out, (n, 3, *size), dtype, y.device, batched)
     mean_t, std_t = _stats(mean, 3, y.device), _stats(std, 3, y.device)
     out = _nv12_resize_normalize(y, u, v, mean_t, std_t, out, *box, *scales, float(pad))
     return out if batched else out[0]
