@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import builtins
 import math
-import operator
 import re
 import types
 import warnings
@@ -28,55 +27,16 @@ from tilecraft.frontend import flow, inline, scans, views
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
+from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
+from tilecraft.frontend.operators import BINOPS, Operators
 from tilecraft.frontend.ops import OPS, lookup, unsupported
+from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.source import KernelSource
-from tilecraft.ir.nodes import Carried, DeviceKernel, Loop, Param, Value
+from tilecraft.ir.nodes import DeviceKernel, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
 from tilecraft.language.tiles import JAGGED_TILE_MESSAGE
 
-BINOPS = {
-    ast.Add: "add",
-    ast.Sub: "sub",
-    ast.Mult: "mul",
-    ast.Div: "div",
-    ast.FloorDiv: "floordiv",
-    ast.Mod: "remainder",
-    ast.Pow: "pow",
-    ast.BitAnd: "bitwise_and",
-    ast.BitOr: "bitwise_or",
-    ast.BitXor: "bitwise_xor",
-    ast.LShift: "lshift",
-    ast.RShift: "rshift",
-    ast.MatMult: "matmul",
-}
-PYOPS = {
-    ast.Add: operator.add,
-    ast.Sub: operator.sub,
-    ast.Mult: operator.mul,
-    ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
-    ast.BitAnd: operator.and_,
-    ast.BitOr: operator.or_,
-    ast.BitXor: operator.xor,
-    ast.LShift: operator.lshift,
-    ast.RShift: operator.rshift,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-}
-UNARY_PYOPS: dict[type, Any] = {
-    ast.USub: operator.neg,
-    ast.UAdd: operator.pos,
-    ast.Not: operator.not_,
-    ast.Invert: operator.invert,
-}
-CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
 
@@ -86,22 +46,7 @@ UNGUARDED = (type(None), torch.dtype, torch.device, types.ModuleType, type)
 KEYED = (torch.Tensor, bool, int, str, type(None), torch.dtype)  # specialized on by value
 
 
-@dataclass(frozen=True)
-class TileRef:
-    """A `tc.tile` loop variable: one block of indices."""
-
-    block: int
-
-
-@dataclass(frozen=True)
-class HostTensor:
-    """A host tensor used on the device: its kernel parameter and its meta tensor."""
-
-    param: Param
-    meta: torch.Tensor
-
-
-class DeviceCompiler:
+class DeviceCompiler(Loops, Operators):
     """Walks a device loop's statements, building IR with a Builder."""
 
     def __init__(
@@ -211,121 +156,6 @@ class DeviceCompiler:
             value.name = self.b.fresh(name)
         return value
 
-    def stmt_For(self, node: ast.For) -> None:
-        fn = self._callee(node.iter)
-        if fn in (lang.tile, lang.grid):
-            self._device_loop(node, fn, *self._call_args(node.iter))
-        elif fn is builtins.range:
-            self._range_loop(node, *self._call_args(node.iter))
-        else:
-            flow.compile_unrolled(self, node, flow.unrolled_items(self.expr(node.iter)))
-
-    def _call_args(self, call: ast.expr) -> tuple[list[Any], dict[str, Any]]:
-        assert isinstance(call, ast.Call)
-        args = [self.expr(a) for a in call.args]
-        return args, {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
-
-    def _range_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
-        """`range` over host ints is unrolled; over values computed on the device, it is
-        a loop on the device (as `tc.grid`)."""
-        if not any(isinstance(a, Value) for a in args):
-            flow.compile_unrolled(self, node, flow.unrolled_items(range(*args, **kwargs)))
-        elif len(args) > 2 or kwargs:
-            raise UnsupportedSyntax("`range(begin, end)` on the device takes no step")
-        else:
-            self._device_loop(node, lang.grid, args, {})
-
-    def _device_loop(self, node: ast.For, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
-        blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
-        index = self.table.next_device_loop()
-        carried = self._carried(node)
-        saved = dict(self.env)
-        self.b.bodies.append([])
-        self._bind_target(node.target, blocks)
-        self._body(node.body)
-        for c in carried:
-            c.final = self._carried_final(c)
-        body = self.b.bodies.pop()
-        self.b.add(Loop(order, body, carried, self.src.loc(node), index))
-        self.env = saved
-        for c in carried:
-            c.out = Value(c.param.type, c.param.name)
-            self.env[c.name] = c.out
-
-    def _carried(self, node: ast.For) -> list[Carried]:
-        assigned = {
-            n.id
-            for s in node.body
-            for n in ast.walk(s)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
-        carried = []
-        for name in sorted(assigned):
-            init = self.env.get(name)
-            if isinstance(init, Value):
-                param = Value(init.type, self.b.fresh(name))
-                carried.append(Carried(name, init, param))
-                self.env[name] = param
-        return carried
-
-    def _carried_final(self, c: Carried) -> Value:
-        final = self.env.get(c.name)
-        if not isinstance(final, Value):
-            raise UnsupportedSyntax(f"`{c.name}` must stay a tile across loop iterations")
-        if final.type.dims != c.param.type.dims:
-            raise ShapeMismatch(
-                f"`{c.name}` changes shape inside the loop: {self.b.describe(c.param.type.dims)}"
-                f" before, {self.b.describe(final.type.dims)} after"
-            )
-        return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
-
-    # -- loops and targets --------------------------------------------------------
-    def _loop_blocks(
-        self, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
-    ) -> tuple[list[tuple[int, bool]], list[int]]:
-        """The blocks a loop binds (in the user's order) and its iteration order."""
-        begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
-        begins, ends = _ranges(begin, end)
-        block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
-        sizes = block_size if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
-        multi = isinstance(begin, (list, tuple, torch.Size))
-        out = []
-        for lo, hi, size in zip(begins, ends, sizes, strict=True):
-            if fn is lang.grid:
-                blk = self.table.grid(lo, hi)
-            else:
-                blk = self.table.tile(lo, hi, inner, size)
-            out.append((blk.id, fn is lang.grid))
-        out = out if multi else out[:1]
-        order = self.table.loop_order(len(out)) if len(out) > 1 and fn is lang.tile else None
-        ids = [blk for blk, _ in out]
-        return out, ids if order is None else [ids[i] for i in order]
-
-    def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
-        refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
-        self._label(target, [blk for blk, _ in blocks])
-        if isinstance(target, ast.Name):
-            self.env[target.id] = refs[0] if len(refs) == 1 else tuple(refs)
-        elif isinstance(target, ast.Tuple) and len(target.elts) == len(refs):
-            for elt, ref in zip(target.elts, refs, strict=True):
-                if not isinstance(elt, ast.Name):
-                    raise UnsupportedSyntax("loop targets must be plain names")
-                self.env[elt.id] = ref
-        else:
-            raise UnsupportedSyntax("the loop target does not match the number of tiled dims")
-
-    def _label(self, target: ast.expr, blocks: list[int]) -> None:
-        """Name the loop's blocks after the user's loop variables, for error messages."""
-        names = [ast.unparse(e) for e in target.elts] if isinstance(target, ast.Tuple) else []
-        if len(names) != len(blocks):
-            whole = ast.unparse(target)
-            names = [whole] if len(blocks) == 1 else [f"{whole}[{i}]" for i in range(len(blocks))]
-        for block, name in zip(blocks, names, strict=True):
-            self.table.label(block, name)
-
-    def _grid_index(self, block: int) -> Value:
-        return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
-
     def assign(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, Value) and not self._is_named(value):
@@ -368,9 +198,6 @@ class DeviceCompiler:
             raise e.at(self.b.loc) from None
         finally:
             self.b.loc = saved
-
-    def expr_Constant(self, node: ast.Constant) -> Any:
-        return node.value
 
     def expr_Name(self, node: ast.Name) -> Any:
         if node.id in self.env:
@@ -437,16 +264,6 @@ class DeviceCompiler:
     def _param_name(self, name: str) -> str:
         return self.b.fresh(re.sub(r"\W", "_", name))
 
-    def expr_Tuple(self, node: ast.Tuple) -> tuple:
-        return tuple(self.expr(e) for e in node.elts)
-
-    def expr_List(self, node: ast.List) -> list:
-        return [self.expr(e) for e in node.elts]
-
-    def expr_Slice(self, node: ast.Slice) -> slice:
-        parts = [None if p is None else self.expr(p) for p in (node.lower, node.upper, node.step)]
-        return slice(*parts)
-
     def expr_Attribute(self, node: ast.Attribute) -> Any:
         obj = self.expr(node.value)
         if isinstance(obj, TileRef):
@@ -498,63 +315,6 @@ class DeviceCompiler:
             out += list(value) if isinstance(value, tuple) else [value]
         return out
 
-    def expr_BinOp(self, node: ast.BinOp) -> Any:
-        return self.binop(
-            BINOPS[type(node.op)], self.expr(node.left), self.expr(node.right), type(node.op)
-        )
-
-    def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
-        if _on_device([left, right], {}):
-            left, right = self.operand(left), self.operand(right)
-        if not isinstance(left, Value) and not isinstance(right, Value):
-            return PYOPS[pyop](left, right)
-        return OPS[name](self.b, left, right)
-
-    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        x = self.expr(node.operand)
-        x = self.operand(x) if isinstance(x, HostTensor) else x
-        if not isinstance(x, Value):
-            return UNARY_PYOPS[type(node.op)](x)
-        if isinstance(node.op, ast.USub):
-            return OPS["neg"](self.b, x)
-        if isinstance(node.op, ast.Not) or x.type.dtype == torch.bool:
-            return OPS["not"](self.b, x)
-        if isinstance(node.op, ast.Invert):
-            return OPS["invert"](self.b, x)
-        return x
-
-    def expr_Compare(self, node: ast.Compare) -> Any:
-        if len(node.ops) != 1:
-            raise UnsupportedSyntax("chained comparisons: combine them with &")
-        left, right = self.expr(node.left), self.expr(node.comparators[0])
-        if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
-            return _py_compare(node.ops[0], left, right)
-        if _on_device([left, right], {}):
-            left, right = self.operand(left), self.operand(right)
-        if not isinstance(left, Value) and not isinstance(right, Value):
-            return PYOPS[type(node.ops[0])](left, right)
-        return OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
-
-    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
-        values = [self.expr(v) for v in node.values]
-        if not any(isinstance(v, Value) for v in values):
-            result = values[0]
-            for v in values[1:]:
-                result = (result and v) if isinstance(node.op, ast.And) else (result or v)
-            return result
-        name = "bitwise_and" if isinstance(node.op, ast.And) else "bitwise_or"
-        result = values[0]
-        for v in values[1:]:
-            result = OPS[name](self.b, result, v)
-        return result
-
-    def expr_IfExp(self, node: ast.IfExp) -> Any:
-        test = self.expr(node.test)
-        if isinstance(test, Value):
-            body, orelse = self.operand(self.expr(node.body)), self.operand(self.expr(node.orelse))
-            return OPS["where"](self.b, test, body, orelse)
-        return self.expr(node.body if test else node.orelse)
-
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
         args = []
@@ -569,11 +329,11 @@ class DeviceCompiler:
         return self.call(fn, args, kwargs)
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if isinstance(fn, HostCallable) or (inline.inlinable(fn) and _on_device(args, kwargs)):
+        if isinstance(fn, HostCallable) or (inline.inlinable(fn) and on_device(args, kwargs)):
             callee = fn if isinstance(fn, HostCallable) else HostCallable(fn, None)
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
-            return _static_range(args, kwargs)
+            return static_range(args, kwargs)
         if fn is lang.jagged_tile:
             raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
         if fn in (lang.store, lang.atomic_add) and self.masks:
@@ -700,58 +460,10 @@ class DeviceCompiler:
             return None
 
 
-def _on_device(args: list[Any], kwargs: dict[str, Any]) -> bool:
-    """Whether a call's arguments hold device values (tiles, tensors, loop variables)."""
-    stack = [*args, *kwargs.values()]
-    while stack:
-        a = stack.pop()
-        if isinstance(a, (Value, HostTensor, TileRef)):
-            return True
-        if isinstance(a, (tuple, list)):
-            stack += list(a)
-    return False
-
-
 @dataclass(frozen=True)
 class _BoundMethod:
     obj: Value
     name: str
-
-
-def _static_range(args: list[Any], kwargs: dict[str, Any]) -> range:
-    if not all(isinstance(a, int) for a in [*args, *kwargs.values()]):
-        raise UnsupportedSyntax(
-            "tc.static_range needs ints known while compiling; use tc.grid(...) for bounds "
-            "computed on the device"
-        )
-    return lang.static_range(*args, **kwargs)
-
-
-def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:
-    if end is None:
-        sizes = list(begin) if isinstance(begin, (list, tuple, torch.Size)) else [begin]
-        return [0] * len(sizes), [_bound(s) for s in sizes]
-    begins = list(begin) if isinstance(begin, (list, tuple)) else [begin]
-    ends = list(end) if isinstance(end, (list, tuple)) else [end]
-    return [_bound(b) for b in begins], [_bound(e) for e in ends]
-
-
-def _bound(v: Any) -> Any:
-    if isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point):
-        raise UnsupportedSyntax(
-            "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the device"
-        )
-    return v if isinstance(v, Value) else int(v)
-
-
-def _py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
-    if isinstance(op, ast.Is):
-        return left is right
-    if isinstance(op, ast.IsNot):
-        return left is not right
-    if isinstance(op, ast.In):
-        return left in right
-    return left not in right
 
 
 _PRINT_WARNINGS: dict = {}  # said once per line, however often the kernel is compiled

@@ -11,6 +11,7 @@ from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.refs import HostTensor, TileRef
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
 from tilecraft.ir.types import Block, Dim, broadcast_dims
 
@@ -52,8 +53,6 @@ class MemoryLowering:
 
     def _index(self, param: Param, dim: int, size: int, item: Any) -> Index:
         """The subscript `item` of dim `dim` (of length `size`) of `param`."""
-        from tilecraft.frontend.device import TileRef
-
         if isinstance(item, TileRef):  # one reaching past the dim is masked there
             return Index("block", block=item.block, in_range=self._fits(item.block, size))
         if isinstance(item, slice):
@@ -81,8 +80,6 @@ class MemoryLowering:
     def _as_tile(self, item: Any, size: int) -> Any:
         """`tile.index` as a subscript reads what the tile does: no gather, no bounds mask
         (when the tile's range lies inside the dim)."""
-        from tilecraft.frontend.device import TileRef
-
         attr = self.tile_values.get(id(item)) if isinstance(item, Value) else None
         if attr is None or attr[0] != "index":
             return item
@@ -224,8 +221,6 @@ class MemoryLowering:
 
     def memory_call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Value | None:
         """`tc.load`, `tc.store`, `tc.atomic_add`, arguments bound as their stubs declare."""
-        from tilecraft.frontend.device import HostTensor
-
         try:
             bound = inspect.signature(fn).bind(*args, **kwargs).arguments
         except TypeError as e:
@@ -240,8 +235,6 @@ class MemoryLowering:
         return None
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:
-        from tilecraft.frontend.device import TileRef
-
         items = list(shape) if isinstance(shape, (list, tuple, torch.Size)) else [shape]
         dims: list[Dim] = []
         for item in items:

@@ -21,6 +21,7 @@ from tilecraft.codegen.common import is_rolled, next_power_of_2
 from tilecraft.exc import ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.ops import op, view
+from tilecraft.frontend.refs import TileRef
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Block, Dim, broadcast_dims
 
@@ -87,8 +88,6 @@ def shape_items(shape: tuple[Any, ...]) -> list[Any]:
 
 
 def _tile_block(item: Any) -> int | None:
-    from tilecraft.frontend.device import TileRef
-
     return item.block if isinstance(item, TileRef) else None
 
 

@@ -1,0 +1,196 @@
+"""Loops inside a device loop: nested `tc.tile`/`tc.grid` loops (with variables carried
+across iterations), loops unrolled while compiling (`tc.static_range`, Python loops over
+constants) and `range` loops with bounds read on the device (a mixin of the device
+compiler)."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tilecraft import language as lang
+from tilecraft.exc import (
+    ShapeMismatch,
+    UnsupportedSyntax,
+)
+from tilecraft.frontend import flow
+from tilecraft.frontend.refs import TileRef
+from tilecraft.ir.nodes import Carried, Loop, Value
+
+if TYPE_CHECKING:
+    from tilecraft.frontend.blocks import BlockTable
+    from tilecraft.frontend.builder import Builder
+    from tilecraft.frontend.source import KernelSource
+
+LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
+TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
+
+
+GUARDED = (bool, int, float, str)  # constants whose value the launcher can check cheaply
+UNGUARDED = (type(None), torch.dtype, torch.device, types.ModuleType, type)
+KEYED = (torch.Tensor, bool, int, str, type(None), torch.dtype)  # specialized on by value
+
+
+class Loops:
+    """The device compiler's handlers of loops."""
+
+    b: Builder
+    src: KernelSource
+    table: BlockTable
+    env: dict[str, Any]
+
+    def expr(self, node: ast.expr) -> Any:
+        raise NotImplementedError
+
+    def _body(self, stmts: list[ast.stmt]) -> None:
+        raise NotImplementedError
+
+    def _callee(self, node: ast.expr) -> Any:
+        raise NotImplementedError
+
+    def stmt_For(self, node: ast.For) -> None:
+        fn = self._callee(node.iter)
+        if fn in (lang.tile, lang.grid):
+            self._device_loop(node, fn, *self._call_args(node.iter))
+        elif fn is builtins.range:
+            self._range_loop(node, *self._call_args(node.iter))
+        else:
+            items = flow.unrolled_items(self.expr(node.iter))
+            flow.compile_unrolled(self, node, items)  # type: ignore[arg-type]
+
+    def _call_args(self, call: ast.expr) -> tuple[list[Any], dict[str, Any]]:
+        assert isinstance(call, ast.Call)
+        args = [self.expr(a) for a in call.args]
+        return args, {k.arg: self.expr(k.value) for k in call.keywords if k.arg}
+
+    def _range_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """`range` over host ints is unrolled; over values computed on the device, it is
+        a loop on the device (as `tc.grid`)."""
+        if not any(isinstance(a, Value) for a in args):
+            items = flow.unrolled_items(range(*args, **kwargs))
+            flow.compile_unrolled(self, node, items)  # type: ignore[arg-type]
+        elif len(args) > 2 or kwargs:
+            raise UnsupportedSyntax("`range(begin, end)` on the device takes no step")
+        else:
+            self._device_loop(node, lang.grid, args, {})
+
+    def _device_loop(self, node: ast.For, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+        blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
+        index = self.table.next_device_loop()
+        carried = self._carried(node)
+        saved = dict(self.env)
+        self.b.bodies.append([])
+        self._bind_target(node.target, blocks)
+        self._body(node.body)
+        for c in carried:
+            c.final = self._carried_final(c)
+        body = self.b.bodies.pop()
+        self.b.add(Loop(order, body, carried, self.src.loc(node), index))
+        self.env = saved
+        for c in carried:
+            c.out = Value(c.param.type, c.param.name)
+            self.env[c.name] = c.out
+
+    def _carried(self, node: ast.For) -> list[Carried]:
+        assigned = {
+            n.id
+            for s in node.body
+            for n in ast.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        carried = []
+        for name in sorted(assigned):
+            init = self.env.get(name)
+            if isinstance(init, Value):
+                param = Value(init.type, self.b.fresh(name))
+                carried.append(Carried(name, init, param))
+                self.env[name] = param
+        return carried
+
+    def _carried_final(self, c: Carried) -> Value:
+        final = self.env.get(c.name)
+        if not isinstance(final, Value):
+            raise UnsupportedSyntax(f"`{c.name}` must stay a tile across loop iterations")
+        if final.type.dims != c.param.type.dims:
+            raise ShapeMismatch(
+                f"`{c.name}` changes shape inside the loop: {self.b.describe(c.param.type.dims)}"
+                f" before, {self.b.describe(final.type.dims)} after"
+            )
+        return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
+
+    # -- loops and targets --------------------------------------------------------
+    def _loop_blocks(
+        self, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
+    ) -> tuple[list[tuple[int, bool]], list[int]]:
+        """The blocks a loop binds (in the user's order) and its iteration order."""
+        begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
+        begins, ends = _ranges(begin, end)
+        block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
+        sizes = block_size if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
+        multi = isinstance(begin, (list, tuple, torch.Size))
+        out = []
+        for lo, hi, size in zip(begins, ends, sizes, strict=True):
+            if fn is lang.grid:
+                blk = self.table.grid(lo, hi)
+            else:
+                blk = self.table.tile(lo, hi, inner, size)
+            out.append((blk.id, fn is lang.grid))
+        out = out if multi else out[:1]
+        order = self.table.loop_order(len(out)) if len(out) > 1 and fn is lang.tile else None
+        ids = [blk for blk, _ in out]
+        return out, ids if order is None else [ids[i] for i in order]
+
+    def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:
+        refs = [self._grid_index(blk) if is_grid else TileRef(blk) for blk, is_grid in blocks]
+        self._label(target, [blk for blk, _ in blocks])
+        if isinstance(target, ast.Name):
+            self.env[target.id] = refs[0] if len(refs) == 1 else tuple(refs)
+        elif isinstance(target, ast.Tuple) and len(target.elts) == len(refs):
+            for elt, ref in zip(target.elts, refs, strict=True):
+                if not isinstance(elt, ast.Name):
+                    raise UnsupportedSyntax("loop targets must be plain names")
+                self.env[elt.id] = ref
+        else:
+            raise UnsupportedSyntax("the loop target does not match the number of tiled dims")
+
+    def _label(self, target: ast.expr, blocks: list[int]) -> None:
+        """Name the loop's blocks after the user's loop variables, for error messages."""
+        names = [ast.unparse(e) for e in target.elts] if isinstance(target, ast.Tuple) else []
+        if len(names) != len(blocks):
+            whole = ast.unparse(target)
+            names = [whole] if len(blocks) == 1 else [f"{whole}[{i}]" for i in range(len(blocks))]
+        for block, name in zip(blocks, names, strict=True):
+            self.table.label(block, name)
+
+    def _grid_index(self, block: int) -> Value:
+        return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+
+
+def static_range(args: list[Any], kwargs: dict[str, Any]) -> range:
+    if not all(isinstance(a, int) for a in [*args, *kwargs.values()]):
+        raise UnsupportedSyntax(
+            "tc.static_range needs ints known while compiling; use tc.grid(...) for bounds "
+            "computed on the device"
+        )
+    return lang.static_range(*args, **kwargs)
+
+
+def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:
+    if end is None:
+        sizes = list(begin) if isinstance(begin, (list, tuple, torch.Size)) else [begin]
+        return [0] * len(sizes), [_bound(s) for s in sizes]
+    begins = list(begin) if isinstance(begin, (list, tuple)) else [begin]
+    ends = list(end) if isinstance(end, (list, tuple)) else [end]
+    return [_bound(b) for b in begins], [_bound(e) for e in ends]
+
+
+def _bound(v: Any) -> Any:
+    if isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point):
+        raise UnsupportedSyntax(
+            "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the device"
+        )
+    return v if isinstance(v, Value) else int(v)
