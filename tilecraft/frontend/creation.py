@@ -11,7 +11,7 @@ import torch
 from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.ops import OPS, op
-from tilecraft.frontend.views import _items, shape_dims, static_block
+from tilecraft.frontend.views import shape_dims, shape_items, static_block
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Dim
 
@@ -70,7 +70,7 @@ def _new(fill: Number | None) -> Any:
     def handler(b: Builder, x: Value, *args: Any, dtype: Any = None, **kw: Any) -> Value:
         size, rest = (args[0], args[1:]) if args else (kw.pop("size"), ())
         value = fill if fill is not None else rest[0] if rest else kw.get("fill_value")
-        dims = shape_dims(b, _items((size,)))
+        dims = shape_dims(b, shape_items((size,)))
         return full(b, dims, value, _dtype(b, dtype, x.type.dtype))
 
     return handler
@@ -84,7 +84,7 @@ OPS["new_full"] = _new(None)
 # -- torch.zeros / ones / full / empty ----------------------------------------------------
 def _factory(fill: Number) -> Any:
     def handler(b: Builder, *size: Any, dtype: Any = None, **_: Any) -> Value:
-        dims = shape_dims(b, _items(size))
+        dims = shape_dims(b, shape_items(size))
         return full(b, dims, fill, _dtype(b, dtype, torch.get_default_dtype()))
 
     return handler
@@ -96,7 +96,7 @@ OPS["ones"] = _factory(1)
 
 @op("full")
 def _full(b: Builder, size: Any, fill_value: Any, dtype: Any = None, **_: Any) -> Value:
-    dims = shape_dims(b, _items((size,)))
+    dims = shape_dims(b, shape_items((size,)))
     return full(b, dims, fill_value, _dtype(b, dtype, _scalar_dtype(fill_value)))
 
 

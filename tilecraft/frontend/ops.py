@@ -463,6 +463,7 @@ def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
 
 # views, shape ops and creation ops register their handlers in OPS (before the names below)
 from tilecraft.frontend import creation as _creation  # noqa: E402, F401
+from tilecraft.frontend import joins as _joins  # noqa: E402, F401
 from tilecraft.frontend import views as _views  # noqa: E402, F401
 
 

@@ -19,7 +19,7 @@ import torch
 
 from tilecraft.codegen.common import is_rolled, next_power_of_2
 from tilecraft.exc import ShapeMismatch, UnsupportedOperation
-from tilecraft.frontend.builder import Builder, promote
+from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.ops import op, view
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Block, Dim, broadcast_dims
@@ -53,7 +53,7 @@ def static_block(b: Builder, extent: int) -> Dim:
     return new.id
 
 
-def _check_whole(b: Builder, x: Value, axis: int, what: str) -> int:
+def whole_extent(b: Builder, x: Value, axis: int, what: str) -> int:
     """The extent of static dim `axis` of `x`, refusing tile dims and chunked dims."""
     d = x.type.dims[axis]
     if d is not None and is_rolled(b.blocks[d]):
@@ -72,13 +72,14 @@ def _check_whole(b: Builder, x: Value, axis: int, what: str) -> int:
     return extent
 
 
-def _axis(b: Builder, rank: int, dim: Any) -> int:
+def axis_of(b: Builder, rank: int, dim: Any) -> int:
+    """`dim` (negative counts from the end) as an axis of a tile of `rank` dims."""
     if not isinstance(dim, int) or not -rank <= dim < max(rank, 1):
         raise ShapeMismatch(f"dim={dim!r} is out of range for a tile of rank {rank}", b.loc)
     return dim % max(rank, 1)
 
 
-def _items(shape: tuple[Any, ...]) -> list[Any]:
+def shape_items(shape: tuple[Any, ...]) -> list[Any]:
     """`f(2, 3)` and `f([2, 3])` alike."""
     if len(shape) == 1 and isinstance(shape[0], (list, tuple, torch.Size)):
         return list(shape[0])
@@ -122,7 +123,7 @@ def reshape(b: Builder, x: Value, *shape: Any) -> Value:
     splits static dims; a tile's dim must stay whole and in order."""
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise UnsupportedOperation("x.view(dtype) (a bit cast) is not supported on tiles", b.loc)
-    targets = [_target_unit(b, item) for item in _items(shape)]
+    targets = [_target_unit(b, item) for item in shape_items(shape)]
     dims = _reshape_dims(b, x, targets)
     return reshape_to(b, x, dims)
 
@@ -178,7 +179,7 @@ def _infer(b: Builder, x: Value, sources: list, targets: list[Unit]) -> list[Uni
     elif not missing and static_out and static_in % static_out == 0:
         fill = ("static", static_in // static_out)
     else:
-        raise ShapeMismatch(f"cannot infer the -1 of a reshape of {_show(b, x)}", b.loc)
+        raise ShapeMismatch(f"cannot infer the -1 of a reshape of {show(b, x)}", b.loc)
     return [fill if i == holes[0] else t for i, t in enumerate(targets)]
 
 
@@ -200,7 +201,7 @@ def _match(b: Builder, x: Value, sources: list, wanted: list[Unit]) -> list[Dim]
         i, j = i2, j2
     if i < len(sources) or j < len(wanted):
         raise ShapeMismatch(
-            f"cannot reshape a tile of shape {_show(b, x)} to this shape: a tile's dim must "
+            f"cannot reshape a tile of shape {show(b, x)} to this shape: a tile's dim must "
             "stay whole and in order, and static sizes must multiply to the same total",
             b.loc,
         )
@@ -233,14 +234,15 @@ def _reshape_group(b: Builder, x: Value, sources: list, extents: list[int]) -> l
     if inner_padded or any(next_power_of_2(e) != e for e in extents[1:]) or 0 in extents:
         raise UnsupportedOperation(
             f"reshape of dims of sizes {[u[1] for _, u in sources]} to {extents} in a tile of "
-            f"shape {_show(b, x)}: merged or split dims other than the outermost must be "
+            f"shape {show(b, x)}: merged or split dims other than the outermost must be "
             "powers of two",
             b.loc,
         )
     return [static_block(b, e) for e in extents]
 
 
-def _show(b: Builder, x: Value) -> str:
+def show(b: Builder, x: Value) -> str:
+    """The shape of `x` as errors print it."""
     return b.describe(x.type.dims)
 
 
@@ -252,7 +254,7 @@ def squeeze(b: Builder, x: Value, dim: Any = None) -> Value:
     if dim is None:
         axes = set(range(rank))
     else:
-        axes = {_axis(b, rank, d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])}
+        axes = {axis_of(b, rank, d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])}
     dims = tuple(
         d for i, d in enumerate(x.type.dims) if not (i in axes and static_extent(b, d) == 1)
     )
@@ -264,7 +266,7 @@ def squeeze(b: Builder, x: Value, dim: Any = None) -> Value:
 def permute(b: Builder, x: Value, *dims: Any) -> Value:
     """`x.permute(...)`: the dims of `x` reordered."""
     rank = x.type.rank
-    perm = [_axis(b, rank, d) for d in _items(dims)]
+    perm = [axis_of(b, rank, d) for d in shape_items(dims)]
     if sorted(perm) != list(range(rank)):
         raise ShapeMismatch(f"permute({perm}) is not a permutation of {rank} dims", b.loc)
     if perm == list(range(rank)):
@@ -277,7 +279,7 @@ def permute(b: Builder, x: Value, *dims: Any) -> Value:
 def transpose(b: Builder, x: Value, dim0: int, dim1: int) -> Value:
     """`x.transpose(d0, d1)`: two dims of `x` swapped."""
     perm = list(range(x.type.rank))
-    a, c = _axis(b, x.type.rank, dim0), _axis(b, x.type.rank, dim1)
+    a, c = axis_of(b, x.type.rank, dim0), axis_of(b, x.type.rank, dim1)
     perm[a], perm[c] = perm[c], perm[a]
     return permute(b, x, perm)
 
@@ -304,8 +306,8 @@ def matrix_transpose(b: Builder, x: Value) -> Value:
 @op("movedim", "moveaxis")
 def movedim(b: Builder, x: Value, source: int, destination: int) -> Value:
     perm = list(range(x.type.rank))
-    moved = perm.pop(_axis(b, x.type.rank, source))
-    perm.insert(_axis(b, x.type.rank, destination), moved)
+    moved = perm.pop(axis_of(b, x.type.rank, source))
+    perm.insert(axis_of(b, x.type.rank, destination), moved)
     return permute(b, x, perm)
 
 
@@ -313,7 +315,7 @@ def movedim(b: Builder, x: Value, source: int, destination: int) -> Value:
 @op("expand")
 def expand(b: Builder, x: Value, *sizes: Any) -> Value:
     """`x.expand(...)`: size-1 dims repeated to tiles or sizes (-1 keeps a dim)."""
-    items = _items(sizes)
+    items = shape_items(sizes)
     if len(items) < x.type.rank:
         raise ShapeMismatch("expand needs at least as many sizes as the tile has dims", b.loc)
     own = (None,) * (len(items) - x.type.rank) + x.type.dims
@@ -324,7 +326,7 @@ def expand(b: Builder, x: Value, *sizes: Any) -> Value:
             continue
         (new,) = shape_dims(b, [item])
         if d is not None and new != d:
-            raise ShapeMismatch(f"expand of {_show(b, x)}: only size-1 dims can be expanded", b.loc)
+            raise ShapeMismatch(f"expand of {show(b, x)}: only size-1 dims can be expanded", b.loc)
         dims.append(new)
     return broadcast_to(b, x, tuple(dims))
 
@@ -332,7 +334,7 @@ def expand(b: Builder, x: Value, *sizes: Any) -> Value:
 def broadcast_to(b: Builder, x: Value, dims: tuple[Dim, ...]) -> Value:
     if broadcast_dims(x.type.dims, dims) != dims:
         raise ShapeMismatch(
-            f"a tile of shape {_show(b, x)} does not broadcast to {b.describe(dims)}", b.loc
+            f"a tile of shape {show(b, x)} does not broadcast to {b.describe(dims)}", b.loc
         )
     if dims == x.type.dims:
         return x
@@ -346,7 +348,7 @@ def expand_as(b: Builder, x: Value, other: Value) -> Value:
 
 @op("broadcast_to")
 def _broadcast_to(b: Builder, x: Value, shape: Any) -> Value:
-    return expand(b, x, *_items((shape,)))
+    return expand(b, x, *shape_items((shape,)))
 
 
 # -- integer indexing --------------------------------------------------------------------
@@ -419,7 +421,7 @@ def select(b: Builder, x: Value, axis: int, position: Any) -> Value:
     if d is None:
         return x
     if is_rolled(b.blocks[d]):
-        _check_whole(b, x, axis, "integer indexing")
+        whole_extent(b, x, axis, "integer indexing")
     dims = x.type.dims[:axis] + (None,) + x.type.dims[axis + 1 :]
     return b.op("select", (x, position), x.type.dtype, dims, hint="picked", axis=axis)
 
@@ -439,127 +441,6 @@ def _check_position(b: Builder, x: Value, axis: int, position: int) -> int:
     if not -extent <= position < extent:
         raise ShapeMismatch(f"index {position} is out of range for a dim of size {extent}", b.loc)
     return position % extent
-
-
-# -- stack, cat, split -------------------------------------------------------------------
-@op("stack")
-def stack(b: Builder, tiles: Sequence[Any], dim: int = 0) -> Value:
-    """`torch.stack(tiles, dim)`: a new dim of size len(tiles) (a select per position)."""
-    values = _tiles(b, tiles, "torch.stack")
-    dims = b.broadcast(*values)
-    axis = _axis(b, len(dims) + 1, dim)
-    index = tuple("None" if i == axis else ":" for i in range(len(dims) + 1))
-    dtype = promote(*values)
-    parts = [view(b, broadcast_to(b, _cast(b, v, dtype), dims), index) for v in values]
-    return _stacked(b, parts, axis)
-
-
-def _stacked(b: Builder, parts: list[Value], axis: int) -> Value:
-    if len(parts) == 1:
-        return parts[0]
-    dims = list(parts[0].type.dims)
-    dims[axis] = static_block(b, len(parts))
-    dtype = parts[0].type.dtype
-    return b.op("stack", tuple(parts), dtype, tuple(dims), hint="stacked", axis=axis)
-
-
-@op("cat", "concat", "concatenate")
-def cat(b: Builder, tiles: Sequence[Any], dim: int = 0) -> Value:
-    """`torch.cat(tiles, dim)` along a dim whose size is known while compiling."""
-    values = _tiles(b, tiles, "torch.cat")
-    rank = values[0].type.rank
-    if any(v.type.rank != rank for v in values) or rank == 0:
-        raise ShapeMismatch("torch.cat needs tiles of the same rank (at least 1)", b.loc)
-    axis = _axis(b, rank, dim)
-    dtype = promote(*values)
-    extents = [_check_whole(b, v, axis, "torch.cat") for v in values]
-    values = [_cast(b, v, dtype) for v in values]
-    others = _cat_dims(b, values, axis)
-    values = [broadcast_to(b, v, _with(others, axis, v.type.dims[axis])) for v in values]
-    if all(e == 1 for e in extents):
-        return _stacked(b, values, axis)
-    offsets = [sum(extents[:i]) for i in range(len(extents))]
-    out = _with(others, axis, static_block(b, sum(extents)))
-    return b.op("cat", tuple(values), dtype, out, hint="joined", axis=axis, offsets=offsets)
-
-
-def _cat_dims(b: Builder, values: list[Value], axis: int) -> tuple[Dim, ...]:
-    """The dims all operands of a cat share (every dim but `axis`)."""
-    joined: tuple[Dim, ...] | None = ()
-    for v in values:
-        if joined is not None:
-            joined = broadcast_dims(joined, _with(v.type.dims, axis, None))
-    if joined is None:
-        raise ShapeMismatch("torch.cat of tiles whose other dims differ", b.loc)
-    return joined
-
-
-def _with(dims: tuple[Dim, ...], axis: int, d: Dim) -> tuple[Dim, ...]:
-    return dims[:axis] + (d,) + dims[axis + 1 :]
-
-
-@op("split")
-def split(b: Builder, x: Value, split_size_or_sections: Any, dim: int = 0) -> tuple:
-    """`x.split(size, dim)` or `x.split([sizes], dim)` along a dim of known size."""
-    axis = _axis(b, x.type.rank, dim)
-    extent = _check_whole(b, x, axis, "split")
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step < 1:
-            raise ShapeMismatch("split size must be positive", b.loc)
-        sizes = [min(step, extent - s) for s in range(0, extent, step)] or [0]
-    else:
-        sizes = [int(s) for s in split_size_or_sections]
-        if sum(sizes) != extent:
-            raise ShapeMismatch(f"split sizes {sizes} do not add up to {extent}", b.loc)
-    return tuple(_piece(b, x, axis, sum(sizes[:i]), s) for i, s in enumerate(sizes))
-
-
-@op("chunk")
-def chunk(b: Builder, x: Value, chunks: int, dim: int = 0) -> tuple:
-    """`x.chunk(n, dim)` along a dim of known size (as torch.chunk: pieces of ceil(n/k))."""
-    axis = _axis(b, x.type.rank, dim)
-    extent = _check_whole(b, x, axis, "chunk")
-    return split(b, x, max(-(-extent // chunks), 1), axis)
-
-
-@op("unbind")
-def unbind(b: Builder, x: Value, dim: int = 0) -> tuple:
-    axis = _axis(b, x.type.rank, dim)
-    extent = _check_whole(b, x, axis, "unbind")
-    return tuple(index(b, x, (slice(None),) * axis + (i,)) for i in range(extent))
-
-
-@op("join")
-def join(b: Builder, x: Value, y: Value) -> Value:
-    """`tc.join(a, b)`: a new last dim of size 2."""
-    return stack(b, [x, y], -1)
-
-
-@op("split_pair")
-def split_pair(b: Builder, x: Value) -> tuple:
-    """`tc.split(x)`: the two halves of a last dim of size 2."""
-    if x.type.rank == 0 or static_extent(b, x.type.dims[-1]) != 2:
-        raise ShapeMismatch(f"tc.split needs a last dim of size 2, not {_show(b, x)}", b.loc)
-    return unbind(b, x, -1)
-
-
-def _piece(b: Builder, x: Value, axis: int, offset: int, size: int) -> Value:
-    if offset == 0 and size == static_extent(b, x.type.dims[axis]):
-        return x
-    dims = _with(x.type.dims, axis, static_block(b, size))
-    return b.op("piece", (x,), x.type.dtype, dims, hint="piece", axis=axis, offset=offset)
-
-
-def _tiles(b: Builder, tiles: Any, what: str) -> list[Value]:
-    values = list(tiles) if isinstance(tiles, (list, tuple)) else [tiles]
-    if not values or not all(isinstance(v, Value) for v in values):
-        raise UnsupportedOperation(f"{what} needs a list of tiles", b.loc)
-    return values
-
-
-def _cast(b: Builder, v: Value, dtype: torch.dtype) -> Value:
-    return b.cast(v, dtype)  # type: ignore[return-value]
 
 
 TRANSPOSES = {"T": reverse_dims, "mT": matrix_transpose, "H": reverse_dims, "mH": matrix_transpose}

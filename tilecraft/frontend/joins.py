@@ -1,0 +1,145 @@
+"""Tiles joined and cut along a dim: `torch.stack`, `torch.cat`, `split`, `chunk`,
+`unbind`, and Helion's `join`/`split` pairs. Cutting or joining needs a dim whose size is
+known while compiling (a whole dim or a constant); stacking works on any tiles."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend.builder import Builder, promote
+from tilecraft.frontend.ops import op, view
+from tilecraft.frontend.views import (
+    axis_of,
+    broadcast_to,
+    index,
+    show,
+    static_block,
+    static_extent,
+    whole_extent,
+)
+from tilecraft.ir.nodes import Value
+from tilecraft.ir.types import Dim, broadcast_dims
+
+
+@op("stack")
+def stack(b: Builder, tiles: Sequence[Any], dim: int = 0) -> Value:
+    """`torch.stack(tiles, dim)`: a new dim of size len(tiles) (a select per position)."""
+    values = _tiles(b, tiles, "torch.stack")
+    dims = b.broadcast(*values)
+    axis = axis_of(b, len(dims) + 1, dim)
+    index = tuple("None" if i == axis else ":" for i in range(len(dims) + 1))
+    dtype = promote(*values)
+    parts = [view(b, broadcast_to(b, _cast(b, v, dtype), dims), index) for v in values]
+    return _stacked(b, parts, axis)
+
+
+def _stacked(b: Builder, parts: list[Value], axis: int) -> Value:
+    if len(parts) == 1:
+        return parts[0]
+    dims = list(parts[0].type.dims)
+    dims[axis] = static_block(b, len(parts))
+    dtype = parts[0].type.dtype
+    return b.op("stack", tuple(parts), dtype, tuple(dims), hint="stacked", axis=axis)
+
+
+@op("cat", "concat", "concatenate")
+def cat(b: Builder, tiles: Sequence[Any], dim: int = 0) -> Value:
+    """`torch.cat(tiles, dim)` along a dim whose size is known while compiling."""
+    values = _tiles(b, tiles, "torch.cat")
+    rank = values[0].type.rank
+    if any(v.type.rank != rank for v in values) or rank == 0:
+        raise ShapeMismatch("torch.cat needs tiles of the same rank (at least 1)", b.loc)
+    axis = axis_of(b, rank, dim)
+    dtype = promote(*values)
+    extents = [whole_extent(b, v, axis, "torch.cat") for v in values]
+    values = [_cast(b, v, dtype) for v in values]
+    others = _cat_dims(b, values, axis)
+    values = [broadcast_to(b, v, _with(others, axis, v.type.dims[axis])) for v in values]
+    if all(e == 1 for e in extents):
+        return _stacked(b, values, axis)
+    offsets = [sum(extents[:i]) for i in range(len(extents))]
+    out = _with(others, axis, static_block(b, sum(extents)))
+    return b.op("cat", tuple(values), dtype, out, hint="joined", axis=axis, offsets=offsets)
+
+
+def _cat_dims(b: Builder, values: list[Value], axis: int) -> tuple[Dim, ...]:
+    """The dims all operands of a cat share (every dim but `axis`)."""
+    joined: tuple[Dim, ...] | None = ()
+    for v in values:
+        if joined is not None:
+            joined = broadcast_dims(joined, _with(v.type.dims, axis, None))
+    if joined is None:
+        raise ShapeMismatch("torch.cat of tiles whose other dims differ", b.loc)
+    return joined
+
+
+def _with(dims: tuple[Dim, ...], axis: int, d: Dim) -> tuple[Dim, ...]:
+    return dims[:axis] + (d,) + dims[axis + 1 :]
+
+
+@op("split")
+def split(b: Builder, x: Value, split_size_or_sections: Any, dim: int = 0) -> tuple:
+    """`x.split(size, dim)` or `x.split([sizes], dim)` along a dim of known size."""
+    axis = axis_of(b, x.type.rank, dim)
+    extent = whole_extent(b, x, axis, "split")
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step < 1:
+            raise ShapeMismatch("split size must be positive", b.loc)
+        sizes = [min(step, extent - s) for s in range(0, extent, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != extent:
+            raise ShapeMismatch(f"split sizes {sizes} do not add up to {extent}", b.loc)
+    return tuple(_piece(b, x, axis, sum(sizes[:i]), s) for i, s in enumerate(sizes))
+
+
+@op("chunk")
+def chunk(b: Builder, x: Value, chunks: int, dim: int = 0) -> tuple:
+    """`x.chunk(n, dim)` along a dim of known size (as torch.chunk: pieces of ceil(n/k))."""
+    axis = axis_of(b, x.type.rank, dim)
+    extent = whole_extent(b, x, axis, "chunk")
+    return split(b, x, max(-(-extent // chunks), 1), axis)
+
+
+@op("unbind")
+def unbind(b: Builder, x: Value, dim: int = 0) -> tuple:
+    axis = axis_of(b, x.type.rank, dim)
+    extent = whole_extent(b, x, axis, "unbind")
+    return tuple(index(b, x, (slice(None),) * axis + (i,)) for i in range(extent))
+
+
+@op("join")
+def join(b: Builder, x: Value, y: Value) -> Value:
+    """`tc.join(a, b)`: a new last dim of size 2."""
+    return stack(b, [x, y], -1)
+
+
+@op("split_pair")
+def split_pair(b: Builder, x: Value) -> tuple:
+    """`tc.split(x)`: the two halves of a last dim of size 2."""
+    if x.type.rank == 0 or static_extent(b, x.type.dims[-1]) != 2:
+        raise ShapeMismatch(f"tc.split needs a last dim of size 2, not {show(b, x)}", b.loc)
+    return unbind(b, x, -1)
+
+
+def _piece(b: Builder, x: Value, axis: int, offset: int, size: int) -> Value:
+    if offset == 0 and size == static_extent(b, x.type.dims[axis]):
+        return x
+    dims = _with(x.type.dims, axis, static_block(b, size))
+    return b.op("piece", (x,), x.type.dtype, dims, hint="piece", axis=axis, offset=offset)
+
+
+def _tiles(b: Builder, tiles: Any, what: str) -> list[Value]:
+    values = list(tiles) if isinstance(tiles, (list, tuple)) else [tiles]
+    if not values or not all(isinstance(v, Value) for v in values):
+        raise UnsupportedOperation(f"{what} needs a list of tiles", b.loc)
+    return values
+
+
+def _cast(b: Builder, v: Value, dtype: torch.dtype) -> Value:
+    return b.cast(v, dtype)  # type: ignore[return-value]
