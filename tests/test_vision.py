@@ -257,6 +257,16 @@ def test_pipeline(vmode):
     assert torch.equal(shrunk, vision.resize(frames, (3, 2), layout="NHWC", antialias=True))
 
 
+def test_pipeline_from_nv12(vmode):
+    y = torch.randint(0, 256, (2, 5, 7), dtype=torch.uint8, device=DEVICE)
+    uv = torch.randint(0, 256, (2, 3, 4, 2), dtype=torch.uint8, device=DEVICE)
+    rgb = vision.nv12_to_rgb(y, uv, "NHWC")
+    fused = vision.Pipeline.parse("letterbox=6x4,normalize,vflip")
+    torch.testing.assert_close(fused.from_nv12(y, uv), fused(rgb))
+    plain = vision.Pipeline.parse("gray")
+    assert torch.equal(plain.from_nv12(y, uv), vision.rgb_to_gray(rgb, "NHWC"))
+
+
 def test_pipeline_spec_errors():
     with pytest.raises(ValueError, match="unknown op 'sharpen'.*resize"):
         vision.Pipeline.parse("resize=8x8,sharpen")

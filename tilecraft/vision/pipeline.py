@@ -159,6 +159,20 @@ class Pipeline:
                 (image, layout), i = op(image, layout), i + 1
         return image
 
+    def from_nv12(self, y: torch.Tensor, uv: torch.Tensor) -> torch.Tensor:
+        """NV12 frames (as `nv12_to_rgb` takes them) through the pipeline. When it starts
+        with a bilinear resize or a letterbox and `Normalize`, the conversion is fused into
+        them (`preprocess_nv12`); otherwise the frames become RGB in this layout first."""
+        first, second = (self.ops + [None, None])[:2]
+        if first is None or not _fusable(first, second):
+            return self(color.nv12_to_rgb(y, uv, self.layout))
+        assert isinstance(second, Normalize) and isinstance(first, (Resize, Letterbox))
+        boxed = isinstance(first, Letterbox)
+        pad = first.pad if isinstance(first, Letterbox) else 0.0
+        args = (first.size, second.mean, second.std, second.dtype, boxed, pad)
+        batch = preprocessing.preprocess_nv12(y, uv, *args)
+        return Pipeline(self.ops[2:], "NCHW")(batch) if y.dim() == 3 else batch
+
     def __repr__(self) -> str:
         return f"Pipeline({self.ops!r}, layout={self.layout!r})"
 
