@@ -33,3 +33,23 @@ def test_block_sized_values_meet_short_tiles_as_compiled(mode) -> None:
     out, sums = mode(tc.kernel(config=config)(doubled_by_blocks.fn))(x)
     torch.testing.assert_close(out, x * 2)
     torch.testing.assert_close(sums, x.sum(-1), rtol=1e-5, atol=1e-5)
+
+
+def _twice_plus_one(t: torch.Tensor) -> torch.Tensor:
+    return t * 2 + 1
+
+
+_twice_plus_one.__module__ = "tilecraft.vision.helpers"  # as if tilecraft's kernel library
+
+
+@tc.kernel
+def uses_library_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = _twice_plus_one(x[tile])
+    return out
+
+
+def test_helpers_of_tilecraft_kernel_library_are_inlined(mode) -> None:
+    x = torch.randn(19, device=DEVICE)
+    torch.testing.assert_close(mode(uses_library_helper)(x), x * 2 + 1)

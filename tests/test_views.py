@@ -115,7 +115,7 @@ def broadcast_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def test_broadcast_to() -> None:
     check_modes(
-        broadcast_rows, (torch.randn(9), torch.empty(9, 5)), lambda x, y: x[:, None] + 0 * y
+        broadcast_rows, (torch.randn(9), torch.zeros(9, 5)), lambda x, y: x[:, None] + 0 * y
     )
 
 

@@ -20,7 +20,10 @@ from typing import Any
 from tilecraft.exc import UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.source import KernelSource
 
-LIBRARIES = ("torch", "tilecraft", "triton", "numpy", "math", "builtins", "operator")
+LIBRARIES = ("torch", "triton", "numpy", "math", "builtins", "operator")
+# tilecraft's own DSL functions are ops, not helpers to inline; its kernel library's
+# (tilecraft.vision, the shipped examples) are user code like any other
+DSL_MODULES = ("tilecraft.language", "tilecraft.frontend", "tilecraft.runtime", "tilecraft.ir")
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,10 @@ def inlinable(fn: Any) -> bool:
     """A user's Python function (not a library's), whose source tilecraft can compile."""
     if not isinstance(fn, types.FunctionType):
         return False
-    module = (getattr(fn, "__module__", None) or "").split(".")[0]
-    return module not in LIBRARIES
+    module = getattr(fn, "__module__", None) or ""
+    if module.startswith(DSL_MODULES) or module == "tilecraft":
+        return False
+    return module.split(".")[0] not in LIBRARIES
 
 
 def function_source(fn: types.FunctionType) -> KernelSource:
