@@ -255,7 +255,7 @@ class KernelWriter:
         )
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
-    def op_view(self, op: Op) -> None:
+    def op_index_view(self, op: Op) -> None:
         self.assign(op, f"{op.args[0].name}[{', '.join(op.attrs['index'])}]")
 
     def op_reshape(self, op: Op) -> None:

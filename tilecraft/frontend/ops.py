@@ -451,7 +451,7 @@ def view(b: Builder, x: Value, index: tuple[str, ...]) -> Value:
     """`x[:, None]`-style views: each item is ":" (keep a dim) or "None" (a new one)."""
     kept = iter(x.type.dims)
     dims = tuple(None if i == "None" else next(kept) for i in index)
-    return b.op("view", (x,), x.type.dtype, dims, index=index)
+    return b.op("index_view", (x,), x.type.dtype, dims, index=index)
 
 
 @op("unsqueeze")

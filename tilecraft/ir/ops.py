@@ -316,7 +316,7 @@ define("cast", E, eager=lambda x, dtype: x.to(dtype))
 define("reduce", Kind.REDUCE, category="reduce")
 define("scan", Kind.SCAN, category="reduce")  # one op per output of a (tuple) scan
 define("rand", Kind.RANDOM, arity=2, category="transcendental")
-define("view", Kind.VIEW)  # `x[:, None]`: attrs index, one ":" or "None" per result dim
+define("index_view", Kind.VIEW)  # `x[:, None]`: attrs index, one ":" or "None" per result dim
 define("reshape", Kind.VIEW, eager=torch.reshape)  # the result's dims say the shape
 define("permute", Kind.VIEW, eager=torch.permute)  # attrs perm
 define("expand", Kind.VIEW, eager=torch.broadcast_to)  # size-1 dims repeated
