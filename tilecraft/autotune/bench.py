@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import pickle
 import shutil
 import tempfile
 import types
@@ -78,12 +79,16 @@ class Benchmarker:
             torch.save(self.expected, ref_path)
             return WorkerPool(args_path, ref_path, workers, timeout_s)
         except OSError as e:
-            self.close()
-            warnings.warn(
-                f"tilecraft: no benchmark workers ({e}); candidates run in this process",
-                stacklevel=3,
-            )
-            return None
+            return self._no_pool(str(e))
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            # a function argument (an epilogue lambda) cannot travel to another process
+            return self._no_pool(f"the arguments cannot be sent to a worker process: {e}")
+
+    def _no_pool(self, why: str) -> WorkerPool | None:
+        self.close()
+        message = f"tilecraft: no benchmark workers ({why}); candidates run in this process"
+        warnings.warn(message, stacklevel=4)
+        return None
 
     def _job(self, config: Config) -> dict:
         path, code = self.bound.code_file(config)

@@ -1,0 +1,23 @@
+"""Tuning kernels that take functions (an epilogue lambda) as arguments."""
+
+from __future__ import annotations
+
+import warnings
+
+import matmul_epilogue
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+
+
+def test_a_kernel_taking_a_lambda_tunes_in_process() -> None:
+    """A function argument cannot travel to a worker process: tuning runs candidates in
+    this process (with a warning) instead of failing."""
+    args = matmul_epilogue.inputs(shape=(20, 30, 18), device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = matmul_epilogue.matmul_epilogue.autotune(args, search="random", max_configs=3)
+    assert any("run in this process" in str(w.message) for w in caught)
+    tuned = tc.kernel(config=config)(matmul_epilogue.matmul_epilogue.fn)
+    torch.testing.assert_close(tuned(*args), matmul_epilogue.reference(*args))
