@@ -21,3 +21,18 @@ def test_a_kernel_taking_a_lambda_tunes_in_process() -> None:
     assert any("run in this process" in str(w.message) for w in caught)
     tuned = tc.kernel(config=config)(matmul_epilogue.matmul_epilogue.fn)
     torch.testing.assert_close(tuned(*args), matmul_epilogue.reference(*args))
+
+
+def test_tuned_winners_are_keyed_by_the_compilers_sources(tmp_path) -> None:
+    """A winner tuned under an older code generator is not reused: the key's versions hold
+    a hash of the compiler's sources, which any change to them changes."""
+    from tilecraft.autotune.tune import compiler_hash, versions
+
+    (tmp_path / "codegen").mkdir()
+    rules = tmp_path / "codegen" / "rules.py"
+    rules.write_text("EMIT = 'a + b'\n")
+    before = compiler_hash(tmp_path)
+    rules.write_text("EMIT = 'a - b'\n")
+    compiler_hash.cache_clear()
+    assert compiler_hash(tmp_path) != before
+    assert versions().endswith("+" + compiler_hash())

@@ -72,12 +72,9 @@ class Outcome:
 
 def versions() -> str:
     """The versions part of a TuneKey, as `tune.tune_key` writes it."""
-    import torch
-    import triton
+    from tilecraft.autotune.tune import versions as key_versions
 
-    from tilecraft.autotune.tune import VERSION
-
-    return f"torch={torch.__version__};triton={triton.__version__};tilecraft={VERSION}"
+    return key_versions()
 
 
 def _device(entry: Entry) -> str:

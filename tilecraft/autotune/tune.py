@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import sqlite3
@@ -70,8 +71,30 @@ def tune_key(bound: BoundKernel, args: tuple) -> TuneKey:
     """What a tuned config is valid for: source, specialization, hardware, versions."""
     source = "".join(bound.src.lines[bound.src.tree.lineno - 1 : bound.src.tree.end_lineno])
     fingerprint = hashlib.sha256(source.encode()).hexdigest()[:20]
-    versions = f"torch={torch.__version__};triton={triton.__version__};tilecraft={VERSION}"
-    return TuneKey(fingerprint, bound.spec_key, hardware(args), versions)
+    return TuneKey(fingerprint, bound.spec_key, hardware(args), versions())
+
+
+COMPILER = ("language", "frontend", "ir", "codegen", "runtime")  # what makes the code
+
+
+PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def compiler_hash(root: Path = PACKAGE) -> str:
+    """A hash of tilecraft's compiler sources: a winner tuned for code an older code
+    generator wrote is not reused (the package version does not change with each fix)."""
+    digest = hashlib.sha256()
+    for part in COMPILER:
+        for path in sorted((root / part).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def versions() -> str:
+    """The versions part of a TuneKey: PyTorch, Triton, tilecraft and its compiler."""
+    torch_triton = f"torch={torch.__version__};triton={triton.__version__}"
+    return f"{torch_triton};tilecraft={VERSION}+{compiler_hash()}"
 
 
 def cached_config(bound: BoundKernel, args: tuple, settings: Settings) -> Config | None:
