@@ -74,6 +74,11 @@ class LoweringError(TilecraftError):
     """An internal failure while lowering an operation, reported at its source line."""
 
 
+class IndexOutOfBounds(TilecraftError, IndexError):
+    """A computed index outside its tensor, found by the bounds-check mode
+    (TILECRAFT_CHECK=1); without it, such positions read 0 and are not written."""
+
+
 class GraphCaptureError(TilecraftError):
     """A kernel's first call for some argument shapes (which compiles and may tune) made
     while a CUDA graph is being captured."""

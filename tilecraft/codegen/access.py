@@ -178,7 +178,7 @@ def index_expr(
         if w.has_mask(index.block):  # type: ignore[arg-type]
             masks.append(expand(f"mask_{index.block}", rank, pos))
         if not index.in_range:
-            masks.append(expand(block_bounds(w, index, size), rank, pos))
+            masks.append(bound(w, expand(block_bounds(w, index, size), rank, pos)))
         return expand(block_positions(index), rank, pos)
     value = index.value
     assert isinstance(value, Value)
@@ -187,8 +187,42 @@ def index_expr(
             masks.append(expand(f"mask_{d}", rank, pos + i))
     if not index.in_range:
         inside = f"(({value.name} >= 0) & ({value.name} < {size}))"
-        masks.append(expand(inside, rank, pos, value.type.rank))
+        masks.append(bound(w, expand(inside, rank, pos, value.type.rank)))
     return expand(value.name, rank, pos, value.type.rank)
+
+
+BOUND = "#bound:"  # marks the bounds masks of computed indices (the check mode's subject)
+
+
+def bound(w: KernelWriter, mask: str) -> str:
+    """A bounds mask, marked so the check mode can tell it from the tiles' own masks."""
+    return BOUND + mask if w.check else mask
+
+
+def split_bounds(masks: list[str]) -> tuple[list[str], list[str]]:
+    """(the tiles' masks, the computed indices' bounds masks, unmarked)."""
+    tiles = [m for m in masks if not m.startswith(BOUND)]
+    return tiles, [m.removeprefix(BOUND) for m in masks if m.startswith(BOUND)]
+
+
+def check_bounds(w: KernelWriter, op: Op, masks: list[str], extra: Value | None) -> list[str]:
+    """In the check mode, report (to the launcher, through `_tc_check`) any lane whose
+    computed index is out of range while its tile and `extra_mask` would touch it; return
+    the masks with the bounds unmarked (the access stays masked either way)."""
+    tiles, bounds = split_bounds(masks)
+    if not bounds:
+        return tiles
+    access: Access = op.args[0]
+    w.checks.append(f"{op.loc.filename}:{op.loc.lineno}: `{access.param.host_expr}[...]`")
+    live = " & ".join(tiles + ([] if extra is None else [w.operand(extra, access.dims, None)]))
+    inside = " & ".join(bounds)
+    flag = f"tl.where({inside}, 0, {len(w.checks)})"
+    if live:
+        flag = f"tl.where({live}, {flag}, 0)"
+    if access.dims:
+        flag = f"tl.max({flag} + tl.zeros({w.shape(access.dims)}, tl.int32))"
+    w.line(f"tl.atomic_max(_tc_check, {flag})")
+    return tiles + bounds
 
 
 def block_positions(index: Index) -> str:
@@ -251,6 +285,7 @@ def load(w: KernelWriter, op: Op) -> None:
         w.assign(op, f"tl.load({block_pointer(w, access)}{check}{pad}{hint})")
         return
     ptr, masks, scalars = pointer(w, access)
+    masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     other = op.attrs.get("other")
     fill = "0" if other is None else w.operand(other, access.dims, access.param.dtype)
@@ -273,6 +308,7 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
         w.line(f"tl.store({block_pointer(w, access)}, {text}{boundary(w, access)})")
         return
     ptr, masks, scalars = pointer(w, access)
+    masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     sem = op.attrs.get("sem")
     order = f", sem={sem!r}" if sem else ""

@@ -53,6 +53,8 @@ class KernelWriter:
     helpers: dict[str, tuple[str, str]] = field(default_factory=dict)  # jit helpers: name, text
     scan_carries: dict[int, str] = field(default_factory=dict)  # running totals across chunks
     located: tuple[str, int] | None = None  # the user's line the last comment named
+    check: bool = False  # the bounds-check mode: report computed indices out of range
+    checks: list[str] = field(default_factory=list)  # what each reported check number means
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -92,7 +94,7 @@ class KernelWriter:
         return helpers + self.signature() + "\n".join(head + self.lines) + "\n"
 
     def signature(self) -> str:
-        params = [p.name for p in self.kernel.params if p.is_tensor]
+        params = ["_tc_check"] * self.check + [p.name for p in self.kernel.params if p.is_tensor]
         params += list(self.strides)
         params += [p.name for p in self.kernel.params if not p.is_tensor]
         params += [f"{c}: tl.constexpr" for c in self.constexprs]

@@ -43,12 +43,16 @@ class Launch:
             return ast.Pass()
         grid = ", ".join(str(n) for n in self.writer.plan.launch_grid())
         params = self.kernel.params
-        args = [p.host_expr for p in params if p.is_tensor]
+        args = ["_tc_check"] * self.writer.check + [p.host_expr for p in params if p.is_tensor]
         args += list(self.writer.strides.values())
         args += [p.host_expr for p in params if not p.is_tensor]
         args += [f"{k}={v}" for k, v in self.writer.constexprs.items()]
         args += [f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"]
-        return self.guarded(ast.parse(f"{self.kernel.name}[({grid},)]({', '.join(args)})").body[0])
+        launch = f"{self.kernel.name}[({grid},)]({', '.join(args)})"
+        if self.writer.check:
+            like = next(p.host_expr for p in params if p.is_tensor)
+            launch = f"_tc_checked(lambda _tc_check: {launch}, {like}, {self.writer.checks!r})"
+        return self.guarded(ast.parse(launch).body[0])
 
     def guarded(self, launch: ast.stmt) -> ast.stmt:
         """The launch behind a check that host values compiled in as constants still hold
@@ -87,6 +91,8 @@ def module_source(name: str, where: str, kernels: list[str], host: ast.Module) -
     head = HEADER.format(name=name, where=where)
     if "tl.make_tensor_descriptor" in body:
         head += ALLOCATOR
+    if "_tc_check" in body:
+        head += "from tilecraft.runtime.checks import checked_launch as _tc_checked\n"
     launcher = ast.unparse(host)
     if "_tc_stale(" in launcher:
         head += "from tilecraft.codegen.module import stale_host_values as _tc_stale\n"

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from tilecraft.exc import IndexOutOfBounds
+from tilecraft.language.state import _current
 from tilecraft.language.tiles import Tile
 
 Key = tuple[Any, ...]
@@ -148,11 +150,26 @@ def _source(tensor: torch.Tensor, key: Key) -> torch.Tensor:
     return tensor.new_zeros(()).expand(shape)
 
 
+def check_bounds(valid: torch.Tensor | None, mask: torch.Tensor | None) -> None:
+    """In the bounds-check mode, raise where an index is out of range at a position the
+    access would touch (`mask`); otherwise such positions are masked silently."""
+    ctx = _current.get()
+    if ctx is None or not ctx.check or valid is None:
+        return
+    bad = ~valid if mask is None else mask & ~valid
+    if bool(bad.any()):
+        raise IndexOutOfBounds(
+            "an index computed on the device is outside its tensor (TILECRAFT_CHECK=1 found"
+            " it; see the traceback for the line)"
+        )
+
+
 def read(
     tensor: torch.Tensor, key: object, mask: torch.Tensor | None = None, other: Any = 0
 ) -> torch.Tensor:
     """`tensor[key]`, positions out of range or where `mask` is False reading `other`."""
     safe, valid = bounded(tensor, tensor_key(tensor, key))
+    check_bounds(valid, mask)
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if mask is None:
@@ -172,6 +189,7 @@ def write(
     """`tensor[key] = value` (or `+=` with `accumulate`, summing repeated positions as
     atomics do), skipping positions out of range or where `mask` is False."""
     safe, valid = bounded(tensor, tensor_key(tensor, key))
+    check_bounds(valid, mask)
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if (mask is None and not accumulate) or tensor.dim() == 0:

@@ -20,6 +20,7 @@ class EagerContext:
     block_size: int = 32
     tunables: dict[str, object] = field(default_factory=dict)
     masks: list[torch.Tensor] = field(default_factory=list)  # enclosing `if` arms on tiles
+    check: bool = False  # TILECRAFT_CHECK: an index out of range raises instead of reading 0
 
     def branch_mask(self, extra: torch.Tensor | None = None) -> torch.Tensor | None:
         """Where a store may write: `extra` and the conditions of enclosing `if` arms."""

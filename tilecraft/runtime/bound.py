@@ -169,6 +169,7 @@ class BoundKernel:
         writer = KernelWriter(
             kernel, plan, config.to_dict(), self.settings.allow_tf32, self.aligned
         )
+        writer.check = self.settings.check
         return Launch(kernel, writer, config.num_warps or 4, config.num_stages or 1)
 
     def compile(self, config: Config | None = None) -> Callable[..., Any]:

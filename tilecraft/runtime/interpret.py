@@ -152,10 +152,11 @@ def eager_function(src: KernelSource) -> Any:
     return compile_function(module, src, extra)
 
 
-def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any]) -> Any:
+def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any], check: bool = False) -> Any:
     """Call an eager kernel function with DSL ops computing on the arguments' device."""
     devices = [a.device for a in args if isinstance(a, torch.Tensor)]
-    ctx = EagerContext(devices[0] if devices else torch.device("cpu"), tunables=tunables)
+    device = devices[0] if devices else torch.device("cpu")
+    ctx = EagerContext(device, tunables=tunables, check=check)
     with running_eagerly(ctx), _FloatAccumulation():
         return fn(*args)
 

@@ -179,7 +179,8 @@ class Kernel:
 
             self._eager = eager_function(self.source)
         config = self.chosen_config()
-        return run_eagerly(self._eager, args, config.tunables if config else {})
+        tunables = config.tunables if config else {}
+        return run_eagerly(self._eager, args, tunables, self.settings.check)
 
 
 def positional_defaults(sig: inspect.Signature) -> dict[int, tuple]:

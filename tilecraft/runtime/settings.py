@@ -68,6 +68,7 @@ _SECONDS = "a number of seconds > 0"
 RULES: dict[str, Rule] = {
     "interpret": Rule("TILECRAFT_INTERPRET", _flag_value, _FLAG),
     "print_code": Rule("TILECRAFT_PRINT_CODE", _flag_value, _FLAG),
+    "check": Rule("TILECRAFT_CHECK", _flag_value, _FLAG),
     "allow_tf32": Rule("TILECRAFT_ALLOW_TF32", _flag_value, _FLAG),
     "autotune_effort": Rule(
         "TILECRAFT_AUTOTUNE_EFFORT", _one_of(EFFORT_NAMES), ", ".join(EFFORT_NAMES)
@@ -122,6 +123,9 @@ class Settings:
     interpret: bool = field(default_factory=_env("interpret", False))
     #: TILECRAFT_PRINT_CODE=1 prints the generated Triton code of each compiled config.
     print_code: bool = field(default_factory=_env("print_code", False))
+    #: TILECRAFT_CHECK=1 checks every computed index against its tensor's bounds on the
+    #: device and raises IndexOutOfBounds naming the line (slower: for finding bugs).
+    check: bool = field(default_factory=_env("check", False))
     #: TILECRAFT_CACHE_DIR: where generated code, tuning data and models are kept (private).
     cache_dir: Path = field(default_factory=_cache_dir)
     #: TILECRAFT_ALLOW_TF32=1 lets float32 matrix products use TF32 (faster, ~1e-3 error).
