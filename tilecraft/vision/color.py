@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 import tilecraft as tc
+from tilecraft.vision._device import uint8_levels
 from tilecraft.vision.layout import as_nchw, check_channels, new_image
 
 # ITU-R 601 luma weights, as torchvision's rgb_to_grayscale spells them.
@@ -24,6 +25,24 @@ R_V = 1.402 * 255 / 224
 G_U = -0.114 * 1.772 / 0.587 * 255 / 224
 G_V = -0.299 * 1.402 / 0.587 * 255 / 224
 B_U = 1.772 * 255 / 224
+# the same as one constant for `yuv_to_rgb`: an inlined function may read a module's tuple
+# of floats as constants, while a bare module float would have to be a kernel argument
+BT601 = (Y_SCALE, R_V, G_U, G_V, B_U)
+
+
+def yuv_to_rgb(
+    y: torch.Tensor, u: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """BT.601 limited-range samples (device tiles of uint8 Y, U, V) as float32 R, G, B
+    levels, rounded and saturated as a uint8 image stores them; called in kernels."""
+    y_scale, r_v, g_u, g_v, b_u = BT601
+    luma = (y.to(torch.float32) - 16.0) * y_scale
+    cb = u.to(torch.float32) - 128.0
+    cr = v.to(torch.float32) - 128.0
+    red = uint8_levels(luma + r_v * cr)
+    green = uint8_levels(luma + g_u * cb + g_v * cr)
+    blue = uint8_levels(luma + b_u * cb)
+    return red, green, blue
 
 
 @tc.kernel
@@ -56,15 +75,11 @@ def _yuv420_to_rgb(
         # each chroma sample covers a 2x2 block of luma samples (nearest upsampling)
         rows = tile_h.index[:, None] // 2
         cols = tile_w.index[None, :] // 2
-        luma = (y[tile_n, tile_h, tile_w].to(torch.float32) - 16.0) * Y_SCALE
-        cb = u[tile_n, rows, cols].to(torch.float32) - 128.0
-        cr = v[tile_n, rows, cols].to(torch.float32) - 128.0
-        red = luma + R_V * cr
-        green = luma + G_U * cb + G_V * cr
-        blue = luma + B_U * cb
-        out[tile_n, 0, tile_h, tile_w] = torch.clamp(torch.round(red), 0.0, 255.0).to(torch.uint8)
-        out[tile_n, 1, tile_h, tile_w] = torch.clamp(torch.round(green), 0.0, 255.0).to(torch.uint8)
-        out[tile_n, 2, tile_h, tile_w] = torch.clamp(torch.round(blue), 0.0, 255.0).to(torch.uint8)
+        luma = y[tile_n, tile_h, tile_w]
+        red, green, blue = yuv_to_rgb(luma, u[tile_n, rows, cols], v[tile_n, rows, cols])
+        out[tile_n, 0, tile_h, tile_w] = red.to(torch.uint8)
+        out[tile_n, 1, tile_h, tile_w] = green.to(torch.uint8)
+        out[tile_n, 2, tile_h, tile_w] = blue.to(torch.uint8)
     return out
 
 

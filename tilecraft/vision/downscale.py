@@ -18,6 +18,20 @@ import math
 import torch
 
 import tilecraft as tc
+from tilecraft.vision._device import uint8_levels
+
+
+def _tap_weight(
+    tile: tc.Tile, source: torch.Tensor, centre: torch.Tensor, inv_scale: float, area: bool
+) -> torch.Tensor:
+    """The weight, before normalizing, of input `source` in outputs centred at `centre`:
+    1 (area) or the triangle `1 - |distance| / support`; a device helper of `_average_rows`."""
+    if area:
+        weight = tc.full([tile], 1.0, dtype=torch.float32)
+    else:
+        distance = torch.abs((source - centre + 0.5) * inv_scale)
+        weight = torch.clamp(1.0 - distance, min=0.0)
+    return weight
 
 
 @tc.kernel
@@ -44,19 +58,11 @@ def _average_rows(
             stop = torch.where(stop < w, stop, w)
         total = tc.zeros([tile_w], dtype=torch.float32)
         for k in range(taps):
-            if area:
-                weight = tc.full([tile_w], 1.0, dtype=torch.float32)
-            else:
-                distance = torch.abs((start + k - centre + 0.5) * inv_scale)
-                weight = torch.clamp(1.0 - distance, min=0.0)
+            weight = _tap_weight(tile_w, start + k, centre, inv_scale, area)
             total = total + torch.where(start + k < stop, weight, 0.0)
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(taps):
-            if area:
-                weight = tc.full([tile_w], 1.0, dtype=torch.float32)
-            else:
-                distance = torch.abs((start + k - centre + 0.5) * inv_scale)
-                weight = torch.clamp(1.0 - distance, min=0.0)
+            weight = _tap_weight(tile_w, start + k, centre, inv_scale, area)
             weight = torch.where(start + k < stop, weight / total, 0.0)
             cols = (start + k)[None, :]
             pixels = image[tile_n, tile_c, tile_h.index[:, None], cols].to(torch.float32)
@@ -71,7 +77,7 @@ def _store(value: torch.Tensor, out: torch.Tensor, is_uint8: bool) -> torch.Tens
     for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
         pixels = value[tile_n, tile_c, tile_h, tile_w]
         if is_uint8:
-            pixels = torch.clamp(torch.round(pixels), 0.0, 255.0)
+            pixels = uint8_levels(pixels)
         out[tile_n, tile_c, tile_h, tile_w] = pixels.to(out.dtype)
     return out
 

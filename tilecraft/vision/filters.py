@@ -16,6 +16,7 @@ import math
 import torch
 
 import tilecraft as tc
+from tilecraft.vision._device import reflect, uint8_levels
 from tilecraft.vision.layout import as_nchw, dims, new_image
 
 # Sobel's 3x3 taps (cross-correlation, as F.conv2d and OpenCV apply them): d/dx, d/dy.
@@ -41,26 +42,20 @@ def _separable(
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(2 * radius_w + 1):
-            cols = tile_w.index + (k - radius_w)
-            cols = torch.where(cols < 0, -cols, cols)  # reflect (edge not repeated)
-            cols = torch.where(cols > w - 1, 2 * (w - 1) - cols, cols)
-            cols = torch.where(cols < 0, 0, cols)  # images narrower than the radius
+            cols = reflect(tile_w.index + (k - radius_w), w)
             pixels = image[tile_n, tile_c, tile_h.index[:, None], cols[None, :]]
             acc = acc + weights_w[k] * pixels.to(torch.float32)
         rows[tile_n, tile_c, tile_h, tile_w] = acc
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(2 * radius_h + 1):
-            lines = tile_h.index + (k - radius_h)
-            lines = torch.where(lines < 0, -lines, lines)
-            lines = torch.where(lines > h - 1, 2 * (h - 1) - lines, lines)
-            lines = torch.where(lines < 0, 0, lines)
+            lines = reflect(tile_h.index + (k - radius_h), h)
             acc = acc + weights_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
         if sharpen:  # unsharp mask: the image plus `amount` times what the blur took away
             original = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32)
             acc = original + amount * (original - acc)
         if is_uint8:
-            acc = torch.clamp(torch.round(acc), 0.0, 255.0)
+            acc = uint8_levels(acc)
         out[tile_n, tile_c, tile_h, tile_w] = acc.to(out.dtype)
     return out
 
@@ -72,15 +67,9 @@ def _sobel(image: torch.Tensor, grad_x: torch.Tensor, grad_y: torch.Tensor) -> t
         gx = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         gy = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for i in range(3):
-            lines = tile_h.index + (i - 1)
-            lines = torch.where(lines < 0, -lines, lines)
-            lines = torch.where(lines > h - 1, 2 * (h - 1) - lines, lines)
-            lines = torch.where(lines < 0, 0, lines)
+            lines = reflect(tile_h.index + (i - 1), h)
             for j in range(3):
-                cols = tile_w.index + (j - 1)
-                cols = torch.where(cols < 0, -cols, cols)
-                cols = torch.where(cols > w - 1, 2 * (w - 1) - cols, cols)
-                cols = torch.where(cols < 0, 0, cols)
+                cols = reflect(tile_w.index + (j - 1), w)
                 pixels = image[tile_n, tile_c, lines[:, None], cols[None, :]].to(torch.float32)
                 gx = gx + SOBEL_X[i][j] * pixels
                 gy = gy + SOBEL_Y[i][j] * pixels

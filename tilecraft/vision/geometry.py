@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 import tilecraft as tc
+from tilecraft.vision._device import bilinear, bilinear_taps, inside, uint8_levels
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.layout import Image, as_nchw, dims, new_image
 
@@ -72,35 +73,19 @@ def _resize_bilinear(
     pad: float,
     is_uint8: bool,
 ) -> torch.Tensor:
-    # the resized image lies in `out` at (box_top, box_left) (letterbox), padded around.
-    # Helper functions in the tilecraft package are not inlined on tiles (only users' are),
-    # so the source-position arithmetic is written out for rows and columns.
+    # the resized image lies in `out` at (box_top, box_left) (letterbox), padded around
     _, _, h, w = image.size()
     n, c, out_h, out_w = out.size()
     size = [n, c, out_h, out_w]
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
         dst_h = tile_h.index - box_top
         dst_w = tile_w.index - box_left
-        src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
-        src_w = torch.clamp((dst_w.to(torch.float32) + 0.5) * scale_w - 0.5, min=0.0)
-        top = src_h.to(torch.int32)
-        left = src_w.to(torch.int32)
-        wy = (src_h - top.to(torch.float32))[:, None]
-        wx = (src_w - left.to(torch.float32))[None, :]
-        bottom = torch.where(top < h - 1, top + 1, top)[:, None]
-        right = torch.where(left < w - 1, left + 1, left)[None, :]
-        p00 = image[tile_n, tile_c, top[:, None], left[None, :]].to(torch.float32)
-        p01 = image[tile_n, tile_c, top[:, None], right].to(torch.float32)
-        p10 = image[tile_n, tile_c, bottom, left[None, :]].to(torch.float32)
-        p11 = image[tile_n, tile_c, bottom, right].to(torch.float32)
-        upper = (1.0 - wx) * p00 + wx * p01
-        lower = (1.0 - wx) * p10 + wx * p11
-        value = (1.0 - wy) * upper + wy * lower
-        rows_in = (dst_h >= 0) & (dst_h < box_height)
-        cols_in = (dst_w >= 0) & (dst_w < box_width)
-        value = torch.where(rows_in[:, None] & cols_in[None, :], value, pad)
+        rows = bilinear_taps(dst_h, scale_h, h)
+        cols = bilinear_taps(dst_w, scale_w, w)
+        value = bilinear(image, tile_n, tile_c, rows, cols)
+        value = torch.where(inside(dst_h, dst_w, box_height, box_width), value, pad)
         if is_uint8:
-            value = torch.clamp(torch.round(value), 0.0, 255.0)
+            value = uint8_levels(value)
         out[tile_n, tile_c, tile_h, tile_w] = value.to(out.dtype)
     return out
 

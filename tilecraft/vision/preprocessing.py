@@ -17,7 +17,8 @@ from collections.abc import Sequence
 import torch
 
 import tilecraft as tc
-from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE, check_yuv420
+from tilecraft.vision._device import bilinear, bilinear_taps, inside
+from tilecraft.vision.color import check_yuv420, yuv_to_rgb
 from tilecraft.vision.geometry import _scale, letterbox_box
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 
@@ -59,26 +60,11 @@ def _resize_normalize(
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, None, None]):
         dst_h = tile_h.index - box_top
         dst_w = tile_w.index - box_left
-        src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
-        src_w = torch.clamp((dst_w.to(torch.float32) + 0.5) * scale_w - 0.5, min=0.0)
-        y0 = src_h.to(torch.int32)
-        x0 = src_w.to(torch.int32)
-        wy = (src_h - y0.to(torch.float32))[:, None]
-        wx = (src_w - x0.to(torch.float32))[None, :]
-        y1 = torch.where(y0 < h - 1, y0 + 1, y0)[:, None]
-        x1 = torch.where(x0 < w - 1, x0 + 1, x0)[None, :]
-        rows_in = (dst_h >= 0) & (dst_h < box_height)
-        cols_in = (dst_w >= 0) & (dst_w < box_width)
-        inside = rows_in[:, None] & cols_in[None, :]
+        rows = bilinear_taps(dst_h, scale_h, h)
+        cols = bilinear_taps(dst_w, scale_w, w)
+        box = inside(dst_h, dst_w, box_height, box_width)
         for k in range(c):
-            p00 = image[tile_n, k, y0[:, None], x0[None, :]].to(torch.float32)
-            p01 = image[tile_n, k, y0[:, None], x1].to(torch.float32)
-            p10 = image[tile_n, k, y1, x0[None, :]].to(torch.float32)
-            p11 = image[tile_n, k, y1, x1].to(torch.float32)
-            upper = (1.0 - wx) * p00 + wx * p01
-            lower = (1.0 - wx) * p10 + wx * p11
-            value = (1.0 - wy) * upper + wy * lower
-            value = torch.where(inside, value, pad) / peak
+            value = torch.where(box, bilinear(image, tile_n, k, rows, cols), pad) / peak
             out[tile_n, k, tile_h, tile_w] = ((value - mean[k]) / std[k]).to(out.dtype)
     return out
 
@@ -106,12 +92,10 @@ def _nv12_resize_normalize(
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, None, None]):
         dst_h = tile_h.index - box_top
         dst_w = tile_w.index - box_left
-        src_h = torch.clamp((dst_h.to(torch.float32) + 0.5) * scale_h - 0.5, min=0.0)
-        src_w = torch.clamp((dst_w.to(torch.float32) + 0.5) * scale_w - 0.5, min=0.0)
-        y0 = src_h.to(torch.int32)
-        x0 = src_w.to(torch.int32)
-        wy = (src_h - y0.to(torch.float32))[:, None]
-        wx = (src_w - x0.to(torch.float32))[None, :]
+        y0, y1, wy = bilinear_taps(dst_h, scale_h, h)
+        x0, x1, wx = bilinear_taps(dst_w, scale_w, w)
+        wy = wy[:, None]
+        wx = wx[None, :]
         red = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         green = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         blue = tc.zeros([tile_h, tile_w], dtype=torch.float32)
@@ -119,29 +103,25 @@ def _nv12_resize_normalize(
             rows = y0[:, None]
             weight_y = 1.0 - wy
             if dy == 1:
-                rows = torch.where(y0 < h - 1, y0 + 1, y0)[:, None]
+                rows = y1[:, None]
                 weight_y = wy
             for dx in range(2):
                 cols = x0[None, :]
                 weight = weight_y * (1.0 - wx)
                 if dx == 1:
-                    cols = torch.where(x0 < w - 1, x0 + 1, x0)[None, :]
+                    cols = x1[None, :]
                     weight = weight_y * wx
-                luma = (y[tile_n, rows, cols].to(torch.float32) - 16.0) * Y_SCALE
-                cb = u[tile_n, rows // 2, cols // 2].to(torch.float32) - 128.0
-                cr = v[tile_n, rows // 2, cols // 2].to(torch.float32) - 128.0
-                tap_r = torch.clamp(torch.round(luma + R_V * cr), 0.0, 255.0)
-                tap_g = torch.clamp(torch.round(luma + G_U * cb + G_V * cr), 0.0, 255.0)
-                tap_b = torch.clamp(torch.round(luma + B_U * cb), 0.0, 255.0)
+                luma = y[tile_n, rows, cols]
+                cb = u[tile_n, rows // 2, cols // 2]
+                cr = v[tile_n, rows // 2, cols // 2]
+                tap_r, tap_g, tap_b = yuv_to_rgb(luma, cb, cr)
                 red = red + weight * tap_r
                 green = green + weight * tap_g
                 blue = blue + weight * tap_b
-        rows_in = (dst_h >= 0) & (dst_h < box_height)
-        cols_in = (dst_w >= 0) & (dst_w < box_width)
-        inside = rows_in[:, None] & cols_in[None, :]
-        red = torch.where(inside, red, pad) / 255.0
-        green = torch.where(inside, green, pad) / 255.0
-        blue = torch.where(inside, blue, pad) / 255.0
+        box = inside(dst_h, dst_w, box_height, box_width)
+        red = torch.where(box, red, pad) / 255.0
+        green = torch.where(box, green, pad) / 255.0
+        blue = torch.where(box, blue, pad) / 255.0
         out[tile_n, 0, tile_h, tile_w] = ((red - mean[0]) / std[0]).to(out.dtype)
         out[tile_n, 1, tile_h, tile_w] = ((green - mean[1]) / std[1]).to(out.dtype)
         out[tile_n, 2, tile_h, tile_w] = ((blue - mean[2]) / std[2]).to(out.dtype)
