@@ -22,64 +22,26 @@ import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tilecraft.autotune.dbfile import create_private, inode, is_corrupt, move_aside, quick_check
+from tilecraft.autotune.dbfile import inode, is_corrupt, move_aside
+from tilecraft.autotune.dbschema import (
+    MEMORY,
+    Unusable,
+    connect,
+)
 from tilecraft.autotune.trial import Trial
 from tilecraft.runtime.cache import usable_dir
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
-SCHEMA_VERSION = 2  # 2 added `specs`; a version-1 file is upgraded in place
-#: Stamped in the file header so that another program's SQLite file is never mistaken
-#: for ours ("TCdb").
-APPLICATION_ID = 0x54436462
-BUSY_TIMEOUT_S = 30.0
-MEMORY = ":memory:"
 DB_NAME = "tuning.sqlite3"
 
-_SCHEMA = """
-CREATE TABLE trials (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    created REAL NOT NULL,
-    kernel TEXT NOT NULL,
-    kernel_name TEXT NOT NULL,
-    spec_key TEXT NOT NULL,
-    hardware TEXT NOT NULL,
-    versions TEXT NOT NULL,
-    search TEXT NOT NULL,
-    config TEXT NOT NULL,
-    status TEXT NOT NULL,
-    time_ms REAL,
-    compile_s REAL NOT NULL,
-    error TEXT NOT NULL
-);
-CREATE INDEX trials_by_key ON trials (kernel, spec_key, hardware);
-CREATE TABLE best (
-    kernel TEXT NOT NULL,
-    spec_key TEXT NOT NULL,
-    hardware TEXT NOT NULL,
-    versions TEXT NOT NULL,
-    config TEXT NOT NULL,
-    time_ms REAL NOT NULL,
-    created REAL NOT NULL,
-    PRIMARY KEY (kernel, spec_key, hardware, versions)
-);
-CREATE TABLE IF NOT EXISTS specs (
-    kernel TEXT NOT NULL,
-    spec_key TEXT NOT NULL,
-    hardware TEXT NOT NULL,
-    description TEXT NOT NULL,
-    PRIMARY KEY (kernel, spec_key, hardware)
-);
-"""
-# What version 1 lacks; every statement is safe to run again.
-_UPGRADE = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS specs") :]
 _TRIAL_COLUMNS = (
     "id",
     "created",
@@ -124,10 +86,6 @@ _SELECT_BEST = (
 
 class TuningDBWarning(UserWarning):
     """The tuning database file could not be used as it is; tuning goes on without it."""
-
-
-class _Unusable(Exception):
-    """A readable SQLite file that is not (or not yet) a tilecraft tuning database."""
 
 
 @dataclass(frozen=True)
@@ -398,10 +356,10 @@ class TuningDB:
     def _open(self) -> sqlite3.Connection:
         """Open the file, setting aside a damaged one; fall back to memory if it is unusable."""
         if self.in_memory:
-            return _connect(MEMORY)
+            return connect(MEMORY)
         try:
-            return _connect(self.path, self.check)
-        except _Unusable as problem:
+            return connect(self.path, self.check)
+        except Unusable as problem:
             return self._fall_back(f"{problem}; it is left untouched")
         except sqlite3.DatabaseError as error:
             if not is_corrupt(error):
@@ -414,98 +372,14 @@ class TuningDB:
         aside = move_aside(self.path)
         _warn(self.path, f"it is damaged ({error}); moved it to {aside.name} and started anew")
         try:
-            return _connect(self.path)
-        except (sqlite3.Error, _Unusable, OSError) as again:
+            return connect(self.path)
+        except (sqlite3.Error, Unusable, OSError) as again:
             return self._fall_back(f"a fresh database cannot be made there either ({again})")
 
     def _fall_back(self, reason: str) -> sqlite3.Connection:
         _warn(self.path, f"{reason}; results of this run are kept in memory only")
         self.in_memory = True
-        return _connect(MEMORY)
-
-
-def _connect(path: Path | str, check: bool = False) -> sqlite3.Connection:
-    """A connection in autocommit mode (we issue BEGIN ourselves) on a ready schema;
-    `check` first runs SQLite's quick_check, which finds damage anywhere in the file."""
-    if path != MEMORY:
-        create_private(Path(path))
-    conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-    )
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        # WAL is durable against process crashes with NORMAL; FULL only adds power-loss
-        # safety for the last commits, which a tuner can afford to lose.
-        conn.execute("PRAGMA synchronous = NORMAL")
-        if check:
-            quick_check(conn)
-        if _needs_schema(conn):
-            _create_schema(conn)
-        elif conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
-            _upgrade(conn)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _needs_schema(conn: sqlite3.Connection) -> bool:
-    """True for an empty file; raise _Unusable for one that is not ours or too new."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    app = conn.execute("PRAGMA application_id").fetchone()[0]
-    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    if version == 0 and app == 0 and tables == 0:
-        return True
-    if app != APPLICATION_ID:
-        raise _Unusable("it is not a tilecraft tuning database")
-    if version > SCHEMA_VERSION:
-        raise _Unusable(
-            f"its schema version {version} is newer than this tilecraft's ({SCHEMA_VERSION})"
-        )
-    if version not in (1, SCHEMA_VERSION):
-        raise _Unusable(f"its schema version {version} is unknown")
-    return False
-
-
-def _create_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables, unless another process did so while we waited for the lock."""
-
-    def create() -> None:
-        if _needs_schema(conn):
-            _run_script(conn, _SCHEMA)
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    _immediately(conn, create)
-
-
-def _upgrade(conn: sqlite3.Connection) -> None:
-    """Bring a version-1 file to this version (adds tables; keeps every row)."""
-
-    def upgrade() -> None:
-        _run_script(conn, _UPGRADE)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    _immediately(conn, upgrade)
-
-
-def _immediately(conn: sqlite3.Connection, work: Callable[[], None]) -> None:
-    """Run `work` in one IMMEDIATE transaction: all of it or nothing."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        work()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _run_script(conn: sqlite3.Connection, script: str) -> None:
-    for statement in script.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+        return connect(MEMORY)
 
 
 def _warn(path: Path, reason: str) -> None:

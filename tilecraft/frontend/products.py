@@ -1,0 +1,88 @@
+"""Matrix products on tiles: `tc.dot`, `@`, `torch.matmul/mm/bmm/addmm/baddbmm`, with
+float32 accumulation (int32 for int8), `out_dtype` and transposed operands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tilecraft.exc import DtypeError, ShapeMismatch
+from tilecraft.frontend.builder import Builder, promote
+from tilecraft.frontend.ops import OPS, op
+from tilecraft.ir.nodes import Value
+from tilecraft.ir.types import broadcast_dims
+
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+DOT_INTEGERS = (torch.int8, torch.uint8)
+
+
+def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any = None) -> Value:
+    """A matrix product of 2-D (or batched 3-D) tiles, accumulated in float32 (int32 for
+    int8). Without `acc` the result has `out_dtype` (default: the accumulator's dtype);
+    with `acc` the product is cast to `out_dtype` (if given) and added to `acc`."""
+    if not isinstance(a, Value) or not isinstance(c, Value) or a.type.rank != c.type.rank:
+        raise ShapeMismatch("a matrix product needs two tiles of the same rank (2 or 3)", b.loc)
+    if a.type.rank not in (2, 3) or a.type.dims[-1] != c.type.dims[-2]:
+        raise ShapeMismatch(
+            f"matrix product of {b.describe(a.type.dims)} and {b.describe(c.type.dims)}: "
+            "inner dims differ",
+            b.loc,
+        )
+    dims = (*a.type.dims[:-1], c.type.dims[-1])
+    if acc is not None and broadcast_dims(dims, acc.type.dims) != acc.type.dims:
+        raise ShapeMismatch("the accumulator's shape does not match the product", b.loc)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        raise DtypeError(f"out_dtype must be a torch dtype, got {out_dtype!r}", b.loc)
+    a, c = _dot_operands(b, a, c)
+    compute = torch.float32 if a.type.dtype.is_floating_point else torch.int32
+    dtype = acc.type.dtype if acc is not None else (out_dtype or compute)
+    product = out_dtype if acc is not None else None
+    return b.op("dot", (a, c, acc), dtype, dims, hint="mm", compute=compute, product=product)
+
+
+def _dot_operands(b: Builder, a: Value, c: Value) -> tuple[Value, Value]:
+    """Operands of one dtype that tl.dot takes: floats (fp8 included) or int8."""
+    if a.type.dtype != c.type.dtype:
+        common = promote(a, c)
+        if common in FLOAT8:  # two different fp8 formats: compute in float16
+            common = torch.float16
+        a, c = b.cast(a, common), b.cast(c, common)  # type: ignore[assignment]
+    dtype = a.type.dtype
+    if dtype == torch.bool or (not dtype.is_floating_point and dtype not in DOT_INTEGERS):
+        raise DtypeError(
+            f"matrix products take float or int8 tiles, not {dtype}: cast with .float()", b.loc
+        )
+    return a, c
+
+
+OPS["dot"] = dot
+
+
+@op("matmul", "mm", "bmm")
+def _matmul(b: Builder, a: Value, c: Value, out_dtype: Any = None) -> Value:
+    """`torch.mm(a, b)`, `torch.bmm(a, b, out_dtype)`, `a @ b`: PyTorch's result dtype
+    (the operands' promoted dtype) unless `out_dtype` is given."""
+    return dot(b, a, c, None, out_dtype or promote(a, c))
+
+
+@op("addmm", "baddbmm")
+def _addmm(
+    b: Builder,
+    acc: Value,
+    a: Value,
+    c: Value,
+    *,
+    beta: Any = 1,
+    alpha: Any = 1,
+    out_dtype: Any = None,
+) -> Value:
+    """`torch.addmm(acc, a, b)`: `beta * acc + alpha * (a @ b)`, accumulated in float32."""
+    if out_dtype is not None and out_dtype != acc.type.dtype:
+        acc = b.cast(acc, out_dtype)  # type: ignore[assignment]
+    if beta != 1:
+        acc = b.cast(b.elementwise("mul", acc, beta), acc.type.dtype)  # type: ignore[assignment]
+    if alpha == 1:
+        return dot(b, a, c, acc)
+    product = b.elementwise("mul", dot(b, a, c), alpha)
+    return b.cast(b.elementwise("add", acc, product), acc.type.dtype)  # type: ignore[return-value]
