@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,28 @@ def test_page_python_snippets_run(page: Path, tmp_path: Path) -> None:
             shared = run_as_module(code, tmp_path / f"{page.stem}_{i}.py".replace("-", "_"), shared)
         except Exception as e:
             raise AssertionError(f"{page.name}: python block {i + 1} failed:\n{code}") from e
+
+
+def test_troubleshooting_shows_the_errors_its_snippets_raise(tmp_path: Path) -> None:
+    """Each error message shown (a ```text block right after a snippet that catches an
+    exception as `error`) is what that snippet raises, but for the file's name and line."""
+    blocks = CODE_BLOCK.findall((DOCS / "troubleshooting.md").read_text())
+    shared: dict[str, object] = {}
+    error: BaseException | None = None
+    compared = 0
+    for i, (lang, code) in enumerate(blocks):
+        if lang == "python":
+            shared = run_as_module(code, tmp_path / f"troubleshooting_{i}.py", shared)
+            error = shared.pop("error", None)  # type: ignore[assignment]
+        elif lang == "text" and error is not None:
+            raised = "".join(traceback.format_exception_only(type(error), error))
+            assert _without_file_lines(code) == _without_file_lines(raised), code
+            error, compared = None, compared + 1
+    assert compared >= 7
+
+
+def _without_file_lines(text: str) -> list[str]:
+    return [line for line in text.strip().splitlines() if not line.lstrip().startswith("File ")]
 
 
 def test_every_page_is_in_the_navigation() -> None:
