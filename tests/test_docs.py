@@ -77,9 +77,11 @@ def test_settings_table_documents_every_setting() -> None:
         row = next(line for line in table.splitlines() if f"| `{name}` |" in line)
         assert row.rstrip(" |").split("|")[-1].strip(), f"setting {name} has no doc comment"
     assert "`TILECRAFT_CHECK`" in table and "`TILECRAFT_AUTOTUNE_SEARCH`" in table
+    assert "<!-- settings-table -->" in (DOCS / "configs.md").read_text()
 
 
 def test_cli_page_shows_every_subcommand() -> None:
     text = _hooks().cli_help()  # type: ignore[attr-defined]
     for command in ("demo", "code", "prompt", "learn", "record", "tune", "import", "merge-db"):
         assert f"`tilecraft {command} --help`" in text
+    assert "<!-- cli-help -->" in (DOCS / "cli.md").read_text()
