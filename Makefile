@@ -12,7 +12,7 @@ JOBS   ?= auto
 # ruff errors on paths that do not exist, so only pass the ones that do.
 LINT_PATHS := $(wildcard tilecraft examples tests benchmarks setup.py)
 
-.PHONY: venv demo lint test test-slow test-all reliability wheel check-wheel format clean
+.PHONY: venv demo docs lint test test-slow test-all reliability wheel check-wheel format clean
 
 venv: $(STAMP)
 
@@ -34,6 +34,19 @@ $(STAMP): pyproject.toml setup.py
 demo: venv
 	@echo "==> running every example kernel: compile, check against PyTorch, time"
 	$(VENV)/bin/tilecraft demo
+
+# The documentation site (mkdocs.yml, docs/) into site/, warnings as errors; installs the
+# `docs` extra (MkDocs, mkdocstrings) into the virtual environment the first time.
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	@echo "==> installing MkDocs and mkdocstrings (the docs extra)"
+	$(PIP) install --progress-bar on -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	@echo "==> building the documentation into site/ (mkdocs build --strict)"
+	$(PY) -m mkdocs build --strict --quiet
+	@echo "==> open site/index.html"
 
 lint: venv
 	@echo "==> linting: ruff, then mypy"
@@ -74,5 +87,5 @@ format: venv
 	$(VENV)/bin/ruff check --fix $(LINT_PATHS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .ruff_cache .mypy_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
