@@ -103,3 +103,8 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
         if marker in markdown:
             markdown = markdown.replace(marker, render())
     return markdown
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    """Docstrings introduce examples reST-style (`Example::`); show them with one colon."""
+    return html.replace("<p>Example::</p>", "<p>Example:</p>")
