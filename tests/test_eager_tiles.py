@@ -53,3 +53,20 @@ def uses_library_helper(x: torch.Tensor) -> torch.Tensor:
 def test_helpers_of_tilecraft_kernel_library_are_inlined(mode) -> None:
     x = torch.randn(19, device=DEVICE)
     torch.testing.assert_close(mode(uses_library_helper)(x), x * 2 + 1)
+
+
+def _shifted(x: torch.Tensor, tile: object) -> torch.Tensor:
+    return x[tile.index + 1]  # type: ignore[attr-defined]
+
+
+@tc.kernel
+def uses_shifting_helper(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = _shifted(x, tile)
+    return out
+
+
+def test_a_helpers_subscripts_are_bounded_eagerly_as_compiled(mode) -> None:
+    x = torch.arange(1.0, 6.0, device=DEVICE)
+    torch.testing.assert_close(mode(uses_shifting_helper)(x), torch.tensor([2.0, 3, 4, 5, 0]))

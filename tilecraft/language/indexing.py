@@ -40,7 +40,7 @@ def tensor_key(tensor: torch.Tensor, key: object) -> Key:
     positions are bounded as compiled kernels bound them: they read 0, are not written."""
     items = _flatten(key)
     over = [k for k, dim in _tile_dims(items, tensor.dim()) if _overhangs(items[k], tensor, dim)]
-    if len(over) != 1 or any(_is_vector(i) for i in items):
+    if len(over) != 1 or any(is_vector(i) for i in items):
         return eager_key(tuple(items))  # (several would pair up as index vectors do)
     tile = items[over[0]]
     assert isinstance(tile, Tile)
@@ -64,7 +64,7 @@ def _overhangs(tile: object, tensor: torch.Tensor, dim: int) -> bool:
     return dim < tensor.dim() and (tile.begin < 0 or tile.end > tensor.shape[dim])
 
 
-def _is_vector(item: object) -> bool:
+def is_vector(item: object) -> bool:
     """An integer index tensor (PyTorch's advanced indexing), to be bounded."""
     return (
         isinstance(item, torch.Tensor)
@@ -100,13 +100,13 @@ def bounded(tensor: torch.Tensor, key: Key) -> tuple[Key, torch.Tensor | None]:
     """`key` with each out-of-range vector index replaced by 0, and where the positions
     read are in range (None when no index vector could be out of range)."""
     normal = _normalize(key, tensor.dim())
-    if normal is None or not any(_is_vector(i) for i in normal):
+    if normal is None or not any(is_vector(i) for i in normal):
         return key, None
     dims = _dims(normal)
     safe = list(normal)
     valid: torch.Tensor | None = None
     for k, (item, dim) in enumerate(zip(normal, dims, strict=True)):
-        if _is_vector(item):
+        if is_vector(item):
             assert dim is not None
             size = tensor.shape[dim]
             inside = (item >= 0) & (item < size)
@@ -130,7 +130,7 @@ def _validity(key: Key, rank: int, k: int, dim: int, slot: torch.Tensor, size: i
     for j, item in enumerate(key):
         if j == k:
             probe.append(slot)
-        elif _is_vector(item):
+        elif is_vector(item):
             probe.append(torch.zeros_like(item))
         elif isinstance(item, slice):
             probe.append(slice(None))
@@ -143,7 +143,7 @@ def _source(tensor: torch.Tensor, key: Key) -> torch.Tensor:
     """What a bounded read indexes: the tensor, or where a vector indexes a dim of
     length 0 (so every position is out of range), zeros of a shape `key` can index."""
     normal = _normalize(key, tensor.dim()) or key
-    empty = [d for d, i in zip(_dims(normal), normal, strict=True) if _is_vector(i)]
+    empty = [d for d, i in zip(_dims(normal), normal, strict=True) if is_vector(i)]
     if not any(tensor.shape[d] == 0 for d in empty if d is not None):
         return tensor
     shape = [max(s, 1) if d in empty else s for d, s in enumerate(tensor.shape)]

@@ -12,7 +12,7 @@ from torch.overrides import TorchFunctionMode
 from tilecraft import language as lang
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
-from tilecraft.language.indexing import eager_key, read, write
+from tilecraft.language.indexing import is_vector, read, write
 from tilecraft.language.state import EagerContext, eager_context, running_eagerly
 from tilecraft.language.tiles import Tile
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
@@ -164,6 +164,13 @@ def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any], check: bool = Fa
 _SUBSCRIPTS = {torch.Tensor.__getitem__, torch.Tensor.__setitem__}
 
 
+def _bounded_subscript(key: Any) -> bool:
+    """A subscript with tiles or integer index vectors (which bounded reads and writes
+    handle); plain PyTorch indexing otherwise."""
+    items = key if isinstance(key, tuple) else (key,)
+    return _has_tile(key) or any(is_vector(i) for i in items)
+
+
 def _has_tile(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return any(isinstance(i, Tile) or (isinstance(i, tuple) and _has_tile(i)) for i in items)
@@ -202,9 +209,12 @@ class _FloatAccumulation(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
-        if func in _SUBSCRIPTS and _has_tile(args[1]):
-            # a function passed to the kernel (an epilogue) indexing a tensor with tiles
-            args = (args[0], eager_key(args[1]), *args[2:])
+        if func in _SUBSCRIPTS and _bounded_subscript(args[1]):
+            # a function the kernel calls (an epilogue, a helper) indexing a tensor with tiles
+            # or index vectors: bounded as in the kernel body (and as compiled)
+            if func is torch.Tensor.__getitem__:
+                return _getitem(args[0], args[1])
+            return _setitem(*args)
         func = _ZEROED.get(func, func)
         if func in _ACCUMULATING and len(args) >= 3:
             return _accumulate(*args, **kwargs)
