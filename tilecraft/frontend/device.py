@@ -53,6 +53,7 @@ class DeviceCompiler(Loops, Operators):
         self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable, name: str
     ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
+        self.kernel_src = src
         self.b = Builder(src.loc(src.tree), table.blocks, table=table, new_dim=table.reduction)
         self.env: dict[str, Any] = {}
         self.host_values: dict[str, Any] = {}
@@ -330,7 +331,7 @@ class DeviceCompiler(Loops, Operators):
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(fn, HostCallable) or (inline.inlinable(fn) and on_device(args, kwargs)):
-            callee = fn if isinstance(fn, HostCallable) else HostCallable(fn, None)
+            callee = fn if isinstance(fn, HostCallable) else HostCallable(fn, self._global(fn))
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return static_range(args, kwargs)
@@ -360,6 +361,14 @@ class DeviceCompiler(Loops, Operators):
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
+
+    def _global(self, fn: Any) -> str | None:
+        """The name by which the launcher reaches a function of the kernel's own module
+        (it runs in that namespace), so values the function reads from its module can be
+        passed to the kernel; None inside an inlined function."""
+        if self.src is not self.kernel_src:
+            return None
+        return next((n for n, v in self.src.namespace.items() if v is fn), None)
 
     def inline(self, callee: HostCallable, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Compile a call of a Python function by compiling its body here."""
