@@ -240,30 +240,21 @@ define("not", E, emit=lambda d, a: f"{a} == 0", eager=torch.logical_not, result=
 define("invert", E, emit=lambda d, a: f"~{a}", eager=torch.bitwise_not, result=Result.INT)
 define("abs", E, emit=_call("tl.abs"), eager=torch.abs)
 define("sign", E, emit=_sign, eager=torch.sign, torch_names=("sign",))
-define(
-    "isnan",
-    E,
-    emit=lambda d, a: _isnan(a) if is_float(d) else f"{a} != {a}",
-    eager=torch.isnan,
-    result=Result.BOOL,
-    torch_names=("isnan",),
-)
-define(
-    "isinf",
-    E,
-    emit=lambda d, a: f"tl.abs({a}) == float('inf')" if is_float(d) else f"{a} != {a}",
-    eager=torch.isinf,
-    result=Result.BOOL,
-    torch_names=("isinf",),
-)
-define(
-    "isfinite",
-    E,
-    emit=lambda d, a: f"tl.abs({a}) < float('inf')" if is_float(d) else f"{a} == {a}",
-    eager=torch.isfinite,
-    result=Result.BOOL,
-    torch_names=("isfinite",),
-)
+# tests of floats: (name, float test, integer test); integers are never NaN or infinite
+TESTS = [
+    ("isnan", "{a} != {a}", "{a} != {a}"),
+    ("isinf", "tl.abs({a}) == float('inf')", "{a} != {a}"),
+    ("isfinite", "tl.abs({a}) < float('inf')", "{a} == {a}"),
+]
+for _name, _float, _int in TESTS:
+    define(
+        _name,
+        E,
+        emit=lambda d, a, _f=_float, _i=_int: (_f if is_float(d) else _i).format(a=a),
+        eager=getattr(torch, _name),
+        result=Result.BOOL,
+        torch_names=(_name,),
+    )
 for _name, _fn in (("floor", "tl.floor"), ("ceil", "tl.ceil")):
     define(
         _name,
