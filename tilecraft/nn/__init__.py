@@ -9,5 +9,6 @@
 from __future__ import annotations
 
 from tilecraft.nn.attention import attention
+from tilecraft.nn.conv import causal_conv1d
 
-__all__ = ["attention"]
+__all__ = ["attention", "causal_conv1d"]
