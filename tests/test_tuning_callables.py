@@ -36,3 +36,25 @@ def test_tuned_winners_are_keyed_by_the_compilers_sources(tmp_path) -> None:
     compiler_hash.cache_clear()
     assert compiler_hash(tmp_path) != before
     assert versions().endswith("+" + compiler_hash())
+
+
+def test_autotune_as_the_first_call_on_cpu_runs_candidates_in_process(tmp_path) -> None:
+    """With no TRITON_INTERPRET set and candidates run in this process, a first call to
+    `autotune` on CPU tensors sets up Triton's interpreter before Triton is imported (every
+    candidate failed with "0 active drivers" before)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLES
+
+    script = (
+        f"import sys; sys.path.insert(0, {str(EXAMPLES)!r}); import matmul\n"
+        "args = matmul.inputs(shape=(20, 30, 18), device='cpu')\n"
+        "matmul.matmul.autotune(args, search='random', max_configs=2)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRITON_", "TILECRAFT_"))}
+    env.update(TILECRAFT_AUTOTUNE_WORKERS="0", TILECRAFT_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "(0 failed)" in done.stdout + done.stderr, done.stdout + done.stderr[-1000:]

@@ -118,9 +118,11 @@ class Kernel:
         Options: effort ("quick", "full"), search (a strategy name), budget_s, max_configs.
         Returns the winning Config (also printed as a pasteable decorator line and cached).
         """
+        args = self.normalize(tuple(args), {})
+        if runs_on_cpu(args):
+            cpu_mode()  # Triton's interpreter, set before Triton is imported where it can be
         from tilecraft.autotune.tune import autotune
 
-        args = self.normalize(tuple(args), {})
         bound = self.bind(args)
         config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
         bound.launcher = bound.compile(config)

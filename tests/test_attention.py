@@ -1,0 +1,79 @@
+"""tilecraft.nn.attention against scaled_dot_product_attention and autograd, both CPU modes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilecraft.nn import attention
+from tilecraft.nn.attention import attention_backward, attention_forward
+
+
+def _kernels(mode) -> None:
+    mode(attention_forward)
+    mode(attention_backward)
+
+
+def _inputs(shape: tuple, dtype: torch.dtype) -> tuple:
+    batch, heads, kv_heads, m, n, d = shape
+    q = torch.randn(batch, heads, m, d, dtype=dtype)
+    k = torch.randn(batch, kv_heads, n, d, dtype=dtype)
+    v = torch.randn(batch, kv_heads, n, d, dtype=dtype)
+    return tuple(t.requires_grad_() for t in (q, k, v))
+
+
+def _check(shape: tuple, dtype: torch.dtype, causal: bool, scale: float | None = None) -> None:
+    q, k, v = _inputs(shape, dtype)
+    out = attention(q, k, v, causal=causal, scale=scale)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    # the reference in float32 from PyTorch, with GQA heads expanded by SDPA
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(
+        q32, k32, v32, is_causal=causal, scale=scale, enable_gqa=True
+    )
+    ref.backward(grad_out.float())
+    tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-2, "rtol": 1e-2}
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), ref, **tol)
+    for got, want in zip((q, k, v), (q32, k32, v32), strict=True):
+        assert got.grad is not None and want.grad is not None
+        torch.testing.assert_close(got.grad.float(), want.grad, **tol)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_attention_gqa_ragged(mode, dtype: torch.dtype, causal: bool) -> None:
+    """Batch 2, 4 query heads on 2 kv heads, 37 queries and 50 keys (no block divides them)."""
+    _kernels(mode)
+    _check((2, 4, 2, 37, 50, 64), dtype, causal)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (1, 2, 1, 50, 37, 128),  # multi-query, more queries than keys (causal rows end early)
+        (1, 1, 1, 1, 1, 16),  # one query, one key
+        (1, 2, 2, 19, 19, 256),
+    ],
+)
+def test_attention_shapes(mode, shape: tuple) -> None:
+    _kernels(mode)
+    _check(shape, torch.float32, causal=True, scale=0.3)
+
+
+def test_attention_modes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    q, k, v = (t.detach() for t in _inputs((1, 2, 1, 21, 33, 32), torch.float32))
+    compiled = attention_forward(q, k, v, True, 0.25)
+    monkeypatch.setattr(attention_forward.settings, "interpret", True)
+    eager = attention_forward(q, k, v, True, 0.25)
+    for a, b in zip(compiled, eager, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_attention_checks_heads() -> None:
+    q = torch.randn(1, 3, 4, 8)
+    k = torch.randn(1, 2, 4, 8)
+    with pytest.raises(ValueError, match="multiple"):
+        attention(q, k, k)

@@ -1,0 +1,14 @@
+"""tilecraft.nn: neural-network kernels written in tilecraft (their sources read as examples).
+
+- `attention`: flash attention forward and backward (causal or not, grouped-query and
+  multi-query heads), one differentiable operator (`torch.ops.tilecraft_nn.attention`);
+- `causal_conv1d`: the depthwise causal 1-D convolution of state-space models, with an
+  optional fused bias and SiLU.
+"""
+
+from __future__ import annotations
+
+from tilecraft.nn.attention import attention
+from tilecraft.nn.conv import causal_conv1d
+
+__all__ = ["attention", "causal_conv1d"]

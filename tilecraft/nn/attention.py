@@ -1,0 +1,221 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
+# mypy: disable-error-code="index,list-item,misc,arg-type"
+"""Flash attention: forward with an online softmax, backward in two passes, one operator.
+
+Shapes follow `torch.nn.functional.scaled_dot_product_attention`: `q` is
+`(batch, heads, queries, head_dim)`, `k` and `v` are `(batch, kv_heads, keys, head_dim)`
+with `heads` a multiple of `kv_heads` (grouped-query attention; one kv head is multi-query):
+query head `h` reads kv head `h // (heads // kv_heads)`. `causal=True` masks key `j` from
+query `i` when `j > i` (top-left aligned, as SDPA's `is_causal`).
+
+The forward walks over key/value tiles keeping the running row maximum and denominator
+(base-2 exponentials with the softmax scale and log2(e) folded into one factor), and saves
+each row's log-sum-exp (base 2) for the backward. Causal programs stop at their last query:
+the key loop's end comes from the query tile, so tiles above the diagonal are never read.
+The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
+looping over the query heads of its kv head and their query tiles), then dQ (one program
+per query tile, looping over key tiles), with no atomics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import tilecraft as tc
+
+LOG2E = 1.4426950408889634
+
+
+def _kv_rows(rows: torch.Tensor, heads: int, kv_heads: int) -> torch.Tensor:
+    """The (batch * kv_heads) row of each (batch * heads) row: head h reads kv head h // group."""
+    group = heads // kv_heads
+    return rows // heads * kv_heads + rows % heads // group
+
+
+def _mask(
+    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, m: int, n: int, causal: bool
+) -> torch.Tensor:
+    """Scores of [1, rows, cols] with keys past `n`, queries past `m` and (causal) keys after
+    their query set to -inf."""
+    keep = (cols[None, None, :] < n) & (rows[None, :, None] < m)
+    if causal:
+        keep = keep & (cols[None, None, :] <= rows[None, :, None])
+    return torch.where(keep, scores, float("-inf"))
+
+
+@tc.kernel
+def attention_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention's output and each row's base-2 log-sum-exp of the scaled scores."""
+    batch, heads, m, _ = q.size()
+    kv_heads, n = k.size(1), k.size(2)
+    head_dim = tc.specialize(q.size(3))
+    q_rows = q.reshape([batch * heads, m, head_dim])
+    k_rows = k.reshape([batch * kv_heads, n, head_dim])
+    v_rows = v.reshape([batch * kv_heads, n, head_dim])
+    out = torch.empty_like(q_rows)
+    lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
+    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
+        kv = _kv_rows(tile_bh.index, heads, kv_heads)
+        m_i = tc.full([tile_bh, tile_m], float("-inf"), dtype=torch.float32)
+        l_i = tc.zeros([tile_bh, tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_bh, tile_m, head_dim], dtype=torch.float32)
+        query = q_rows[tile_bh, tile_m, :]
+        end = min(tile_m.end, n) if causal else n
+        for tile_n in tc.tile(0, end):
+            key = k_rows[kv, tile_n, :]
+            scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal)
+            m_ij = torch.maximum(m_i, torch.amax(scores, -1))
+            p = torch.exp2(scores - m_ij[:, :, None])
+            alpha = torch.exp2(m_i - m_ij)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            value = v_rows[kv, tile_n, :]
+            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(value.dtype), value)
+            m_i = m_ij
+        out[tile_bh, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
+        lse[tile_bh, tile_m] = m_i + torch.log2(l_i)
+    return out.view(q.size()), lse.view([batch, heads, m])
+
+
+def _q_rows(kv_rows: torch.Tensor, heads: int, kv_heads: int, g: int) -> torch.Tensor:
+    """The (batch * heads) row of query head `g` of each (batch * kv_heads) row's group."""
+    group = heads // kv_heads
+    return kv_rows // kv_heads * heads + kv_rows % kv_heads * group + g
+
+
+@tc.kernel
+def attention_backward(
+    grad_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    causal: bool,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV of attention from the output gradient, the forward's output and its
+    base-2 log-sum-exp (`attention_forward`'s second result)."""
+    batch, heads, m, _ = q.size()
+    kv_heads, n = k.size(1), k.size(2)
+    head_dim = tc.specialize(q.size(3))
+    q_rows = q.reshape([batch * heads, m, head_dim])
+    k_rows = k.reshape([batch * kv_heads, n, head_dim])
+    v_rows = v.reshape([batch * kv_heads, n, head_dim])
+    do_rows = grad_out.reshape([batch * heads, m, head_dim])
+    o_rows = out.reshape([batch * heads, m, head_dim])
+    lse_rows = lse.reshape([batch * heads, m])
+    delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    dq = torch.empty_like(q_rows)
+    dk = torch.empty_like(k_rows)
+    dv = torch.empty_like(v_rows)
+    qk_scale = scale * LOG2E
+    # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
+    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
+        d_o = do_rows[tile_bh, tile_m, :].to(torch.float32)
+        delta[tile_bh, tile_m] = torch.sum(d_o * o_rows[tile_bh, tile_m, :].to(torch.float32), -1)
+    # dK, dV: a program per key tile sums over the queries of every head that reads it
+    for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
+        key = k_rows[tile_kv, tile_n, :]
+        value = v_rows[tile_kv, tile_n, :]
+        dk_acc = tc.zeros([tile_kv, tile_n, head_dim], dtype=torch.float32)
+        dv_acc = tc.zeros([tile_kv, tile_n, head_dim], dtype=torch.float32)
+        start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
+        for g in range(heads // kv_heads):
+            rows = _q_rows(tile_kv.index, heads, kv_heads, g)
+            for tile_m in tc.tile(start, m):
+                query = q_rows[rows, tile_m, :]
+                d_o = do_rows[rows, tile_m, :]
+                scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+                scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal)
+                p = torch.exp2(scores - lse_rows[rows, tile_m][:, :, None])
+                dv_acc = torch.baddbmm(dv_acc, p.to(d_o.dtype).transpose(1, 2), d_o)
+                dp = torch.bmm(d_o, value.transpose(1, 2), torch.float32)
+                ds = p * (dp - delta[rows, tile_m][:, :, None])
+                dk_acc = torch.baddbmm(dk_acc, ds.to(query.dtype).transpose(1, 2), query)
+        dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)
+        dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)
+    # dQ: a program per query tile, over the key tiles it attends to
+    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
+        kv = _kv_rows(tile_bh.index, heads, kv_heads)
+        query = q_rows[tile_bh, tile_m, :]
+        d_o = do_rows[tile_bh, tile_m, :]
+        row_lse = lse_rows[tile_bh, tile_m]
+        row_delta = delta[tile_bh, tile_m]
+        dq_acc = tc.zeros([tile_bh, tile_m, head_dim], dtype=torch.float32)
+        end = min(tile_m.end, n) if causal else n
+        for tile_n in tc.tile(0, end):
+            key = k_rows[kv, tile_n, :]
+            scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal)
+            p = torch.exp2(scores - row_lse[:, :, None])
+            dp = torch.bmm(d_o, v_rows[kv, tile_n, :].transpose(1, 2), torch.float32)
+            ds = p * (dp - row_delta[:, :, None])
+            dq_acc = torch.baddbmm(dq_acc, ds.to(key.dtype), key)
+        dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)
+    return dq.view(q.size()), dk.view(k.size()), dv.view(v.size())
+
+
+def _setup_context(ctx: object, inputs: tuple, output: tuple) -> None:
+    q, k, v, causal, scale = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)  # type: ignore[attr-defined]
+    ctx.causal, ctx.scale = causal, scale  # type: ignore[attr-defined]
+    ctx.mark_non_differentiable(lse)  # type: ignore[attr-defined]
+
+
+def _backward(ctx: object, grad_out: torch.Tensor, grad_lse: torch.Tensor | None) -> tuple:
+    q, k, v, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
+    grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
+    dq, dk, dv = attention_backward_op(grad_out, q, k, v, out, lse, ctx.causal, ctx.scale)  # type: ignore[attr-defined]
+    return dq, dk, dv, None, None
+
+
+# both kernels as PyTorch operators, so torch.compile traces the forward and backward
+attention_backward_op = attention_backward.as_torch_op("tilecraft_nn::attention_backward")
+attention_op = attention_forward.as_torch_op(
+    "tilecraft_nn::attention", backward=_backward, setup_context=_setup_context
+)
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Scaled dot-product attention, differentiable: `F.scaled_dot_product_attention(q, k,
+    v, is_causal=causal, scale=scale, enable_gqa=True)` computed by tilecraft kernels.
+
+    `q` is `(batch, heads, queries, head_dim)`, `k` and `v` `(batch, kv_heads, keys,
+    head_dim)` with `heads` a multiple of `kv_heads`; `scale` defaults to
+    `1 / sqrt(head_dim)`. Float16, bfloat16 or float32; the scores, softmax and
+    accumulators are float32.
+    """
+    _check(q, k, v)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.size(-1))
+    out, _ = attention_op(q.contiguous(), k.contiguous(), v.contiguous(), causal, float(scale))
+    return out
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise ValueError("attention takes 4-D q, k, v: (batch, heads, sequence, head_dim)")
+    if k.shape != v.shape:
+        raise ValueError(
+            f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    if q.size(0) != k.size(0) or q.size(3) != k.size(3):
+        raise ValueError(f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch or head_dim")
+    if k.size(1) == 0 or q.size(1) % k.size(1) != 0:
+        raise ValueError(f"q's {q.size(1)} heads are not a multiple of k's {k.size(1)} heads")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
