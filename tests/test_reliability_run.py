@@ -33,7 +33,7 @@ CONFIGS = [tc.Config(block_sizes=[16]), tc.Config(block_sizes=[32])]
         ("TILECRAFT_AUTOTUNE_BUDGET_S", "nan", "seconds > 0"),
         ("TILECRAFT_AUTOTUNE_BUDGET_S", "0", "seconds > 0"),
         ("TILECRAFT_AUTOTUNE_TIMEOUT_S", "-1", "seconds > 0"),
-        ("TILECRAFT_AUTOTUNE_EFFORT", "fastest", "none, quick, full"),
+        ("TILECRAFT_AUTOTUNE_EFFORT", "fastest", "none, predict, quick, full"),
         ("TILECRAFT_AUTOTUNE_WORKERS", "-2", ">= 0"),
         ("TILECRAFT_LLM_MAX_ROUNDS", "0", ">= 1"),
         ("TILECRAFT_AUTOTUNE_QUIET", "maybe", "true"),

@@ -83,7 +83,7 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
     indexing = [indexing] if isinstance(indexing, str) else indexing
     looped = [c is not None for c in chunks]
     return [
-        *_kernel_numbers(desc),
+        *kernel_numbers(desc),
         math.log2(warps),
         stages,
         _log2(tile),
@@ -105,7 +105,9 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
     ]
 
 
-def _kernel_numbers(desc: dict[str, Any]) -> list[float]:
+def kernel_numbers(desc: dict[str, Any]) -> list[float]:
+    """The kernel's part of `features`: what it computes and on which sizes, whatever
+    the config (log2 sizes, op counts)."""
     counts = desc["counts"]
     extents = [ext for ext, _, _ in desc["blocks"]] + desc["reductions"]
     return [

@@ -77,6 +77,13 @@ class CostModel:
             regressor = TreeEnsemble.from_regressor(regressor, extra=(used, len(y)))
         return cls(regressor, used, len(y))
 
+    def predict(self, desc: dict[str, Any], configs: Sequence[Config]) -> list[float]:
+        """Predicted log2(time / best time of this kernel and shape) of each config."""
+        if not configs:
+            return []
+        vectors = np.asarray([features(desc, c) for c in configs])
+        return [float(v) for v in self.regressor.predict(vectors)]
+
     def rank(
         self, desc: dict[str, Any], configs: Sequence[Config], distinct: bool = False
     ) -> list[Config]:

@@ -46,6 +46,8 @@ class Effort:
 EFFORTS = {
     "quick": Effort("fast", 10.0, 40),  # once the tuning database has taught a cost model
     "full": Effort("classifier", 300.0, 600),
+    # the cost model's top 3 only (the default alone without a model); see predict.py
+    "predict": Effort("predict", 10.0, 4),
 }
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 
@@ -257,13 +259,14 @@ def _plan(
     effort: str | None,
     search: str | None,
 ) -> tuple[Effort, dict[str, Any]]:
-    """The effort's preset and what the "fast" search learns from; the cold-start preset
-    when it would be "fast" but the tuning database has taught no cost model yet."""
+    """The effort's preset and what the "fast" and "predict" searches learn from; the
+    cold-start preset when it would be "fast" but the database has taught no model yet."""
     preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
-    if (search or settings.autotune_search or preset.search) != "fast":
+    name = search or settings.autotune_search or preset.search
+    if name not in ("fast", "predict"):
         return preset, {}
     model, description = _learned(db, key, bound, settings)
-    if model is None and not (search or settings.autotune_search):
+    if model is None and name == "fast" and not (search or settings.autotune_search):
         return COLD_START, {}
     return preset, {"model": model, "description": description}
 

@@ -91,18 +91,23 @@ class Kernel:
         """The config a first call runs: fixed, cached from an earlier tuning, or tuned now.
 
         Tuning on a first call happens only on a GPU (on a CPU times mean nothing), unless
-        the effort is "none"; `configs=[...]` are compared against each other.
+        the effort is "none" (then the cost model's pick runs where it is confident, see
+        autotune/predict.py); `configs=[...]` are compared against each other.
         """
         if self.config is not None:
             return self.config
+        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         if len(self.configs) == 1 or self.settings.autotune_effort == "none":
+            if on_gpu and not self.configs:  # the cost model's pick, when it is confident
+                from tilecraft.autotune.predict import untuned_config
+
+                return untuned_config(bound, args, self.settings)
             return self.chosen_config()
         from tilecraft.autotune.tune import autotune, cached_config
 
         cached = cached_config(bound, args, self.settings)
         if cached is not None:
             return cached
-        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         if not on_gpu:
             return self.chosen_config()
         return autotune(bound, args, self.settings, configs=self.configs or None)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tilecraft.exc import SettingsError
 
-EFFORT_NAMES = ("none", "quick", "full")
+EFFORT_NAMES = ("none", "predict", "quick", "full")
 LLM_PROVIDERS = ("openai", "anthropic")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
@@ -130,7 +130,7 @@ class Settings:
     cache_dir: Path = field(default_factory=_cache_dir)
     #: TILECRAFT_ALLOW_TF32=1 lets float32 matrix products use TF32 (faster, ~1e-3 error).
     allow_tf32: bool = field(default_factory=_env("allow_tf32", False))
-    #: TILECRAFT_AUTOTUNE_EFFORT: none, quick or full; how hard the first call on a GPU tunes.
+    #: TILECRAFT_AUTOTUNE_EFFORT: none, predict, quick or full; how hard a GPU first call tunes.
     autotune_effort: str = field(default_factory=_env("autotune_effort", "quick"))
     #: TILECRAFT_AUTOTUNE_BUDGET_S: wall seconds a tuning run may take (overrides the effort's).
     autotune_budget_s: float | None = field(default_factory=_env("autotune_budget_s", None))

@@ -17,6 +17,7 @@ from tilecraft.autotune.search.common import SeededSearch
 from tilecraft.autotune.search.differential_evolution import DifferentialEvolution
 from tilecraft.autotune.search.learned import LearnedSearch
 from tilecraft.autotune.search.pattern import PatternSearch
+from tilecraft.autotune.search.predicted import PredictSearch
 from tilecraft.autotune.search.random_search import RandomSearch
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Evaluate
@@ -33,6 +34,7 @@ SEARCHES: dict[str, type[Search]] = {
         LLMSearch,
         HybridSearch,
         LearnedSearch,
+        PredictSearch,
     )
 }
 
@@ -50,7 +52,7 @@ def make_search(
 
     `seeds` are configs to try first, e.g. the best of similar shapes from the database.
     `options` go to searches that list them in `options` (the LLM searches: `context`;
-    "fast": `model` and `description`).
+    "fast" and "predict": `model` and `description`).
     """
     if name not in SEARCHES:
         raise ValueError(f"unknown search {name!r}; choose one of {', '.join(SEARCHES)}")
@@ -67,6 +69,7 @@ __all__ = [
     "DifferentialEvolution",
     "LearnedSearch",
     "PatternSearch",
+    "PredictSearch",
     "RandomSearch",
     "Search",
     "make_search",

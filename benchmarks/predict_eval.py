@@ -1,0 +1,173 @@
+"""Prediction instead of search, evaluated offline by replay on the recorded landscapes.
+
+For each landscape (one kernel at one shape, recorded on an H200) the cost model is
+trained without it, and its picks are looked up in the landscape (`Replay`: a config
+that was not recorded gets its nearest recorded neighbour's time, counted as imputed):
+
+- held-out shape: trained on every other landscape (the kernel's other shapes included),
+  seeded with the best configs of the kernel's other shapes, nearest first;
+- held-out kernel: trained without any landscape of this kernel, heuristic seeds only.
+
+Reported per case, relative to the landscape's best time: the model's top pick (top-1),
+the best of its top 3 (what the "predict" effort keeps), the heuristic default, and
+what the untuned path runs (the top pick when the model is confident, else the default),
+plus the simulated wall time of the "predict" search. Deterministic, CPU only.
+
+Usage: python benchmarks/predict_eval.py [--landscapes DIR] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from search_eval import Prepared, prepare, seeds_for, train  # noqa: E402
+
+from tilecraft.autotune.landscape import load_all  # noqa: E402
+from tilecraft.autotune.model import CostModel  # noqa: E402
+from tilecraft.autotune.predict import judge, top_picks  # noqa: E402
+from tilecraft.autotune.replay import Replay  # noqa: E402
+from tilecraft.autotune.search import make_search  # noqa: E402
+from tilecraft.autotune.seeds import heuristic_seeds  # noqa: E402
+from tilecraft.autotune.trial import Budget  # noqa: E402
+
+COLUMNS = ("top1", "top3", "default", "untuned")
+
+
+def case_result(
+    target: Prepared, model: CostModel | None, seeds: list[Any], known: list[Prepared]
+) -> dict[str, Any]:
+    """The picks' times relative to the landscape best, and the predict search's time."""
+    best = target.land.best_ms
+    replay = Replay(target.land, target.space)
+
+    def relative(config: Any) -> float:
+        trial = replay.lookup(config)
+        return trial.time_ms / best if trial.ok and trial.time_ms else math.inf
+
+    default = relative(target.space.default())
+    out: dict[str, Any] = {"case": target.land.case.name, "default": default}
+    if model is None:
+        return {**out, "top1": default, "top3": default, "untuned": default, "confident": False}
+    picks = top_picks(model, target.desc, target.space, seeds)
+    pick = judge(model, target.desc, target.space, seeds, [p.desc for p in known])
+    times = [relative(c) for c in picks]
+    imputed = replay.imputed
+    search_replay = Replay(target.land, target.space)
+    budget = Budget(4, 10.0, clock=search_replay.clock)
+    make_search(
+        "predict",
+        target.space,
+        search_replay,
+        budget,
+        seeds=seeds,
+        model=model,
+        description=target.desc,
+    ).run()
+    return {
+        **out,
+        "top1": times[0],
+        "top3": min(times),
+        "untuned": relative(pick.config) if pick.confident else default,
+        "confident": pick.confident,
+        "distance": pick.distance,
+        "margin": round(pick.margin, 3),
+        "imputed_picks": imputed,
+        "predict_sim_s": round(search_replay.now, 2),
+        "predict_final": (search_replay.best_ms() or math.inf) / best,
+    }
+
+
+def evaluate(cases: list[Prepared]) -> dict[str, list[dict[str, Any]]]:
+    """Every landscape, held out by shape and by kernel."""
+    results: dict[str, list[dict[str, Any]]] = {"shape": [], "kernel": []}
+    kernels = sorted({p.kernel for p in cases})
+    kernel_models = {k: train([p for p in cases if p.kernel != k]) for k in kernels}
+    for target in cases:
+        others = [p for p in cases if p is not target]
+        same_kernel = [p for p in others if p.kernel == target.kernel]
+        shape = case_result(target, train(others), seeds_for(target, others), same_kernel)
+        kernel = case_result(
+            target, kernel_models[target.kernel], heuristic_seeds(target.space), []
+        )
+        results["shape"].append(shape)
+        results["kernel"].append(kernel)
+        print(f"{target.land.case.name}: done", flush=True)
+    return results
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians, geometric means and shares within 3% and 5% of the landscape best."""
+    out: dict[str, Any] = {"cases": len(rows), "confident": sum(r["confident"] for r in rows)}
+    for column in COLUMNS:
+        values = [r[column] for r in rows]
+        finite = [v for v in values if math.isfinite(v)]
+        out[column] = {
+            "median": statistics.median(values),
+            "geomean": math.exp(statistics.fmean(math.log(v) for v in finite)) if finite else None,
+            "failed": len(values) - len(finite),
+            "within_3pct": sum(v <= 1.03 for v in values),
+            "within_5pct": sum(v <= 1.05 for v in values),
+        }
+    confident = [r for r in rows if r["confident"]]
+    out["confident_top1_vs_default"] = [round(r["default"] / r["top1"], 3) for r in confident]
+    sims = [r["predict_sim_s"] for r in rows if "predict_sim_s" in r]
+    out["predict_sim_s_median"] = statistics.median(sims) if sims else None
+    return out
+
+
+def table(summaries: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| held out | cases | top-1 | best of top 3 | default | untuned (confident) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode, s in summaries.items():
+
+        def cell(column: str, s: dict[str, Any] = s) -> str:
+            c = s[column]
+            return (
+                f"{c['median']:.3f} / {c['geomean']:.3f} ({c['within_3pct']}, {c['within_5pct']})"
+            )
+
+        lines.append(
+            f"| {mode} | {s['cases']} | {cell('top1')} | {cell('top3')} | {cell('default')} |"
+            f" {cell('untuned')} [{s['confident']}] |"
+        )
+    lines.append(
+        "cells: median / geometric mean of time / landscape best (cases within 3%, within 5%);"
+        " [n]: cases where the model was confident"
+    )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--landscapes", default=str(ROOT / "benchmarks" / "landscapes" / "h200"))
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "predict_eval.json"))
+    args = parser.parse_args()
+    started = time.monotonic()
+    cases = [prepare(land) for land in load_all(args.landscapes)]
+    results = evaluate(cases)
+    summaries = {mode: summary(rows) for mode, rows in results.items()}
+    print(table(summaries))
+    for mode, s in summaries.items():
+        print(f"{mode}: confident top-1 speedup over default {s['confident_top1_vs_default']}")
+        print(f"{mode}: predict search, simulated seconds (median) {s['predict_sim_s_median']}")
+    report = {"summary": summaries, "cases": results, "setting": "offline replay, H200 landscapes"}
+    Path(args.out).write_text(json.dumps(report, indent=1, default=str))
+    print(f"\n{len(cases)} landscapes, {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

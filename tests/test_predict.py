@@ -1,0 +1,156 @@
+"""Prediction instead of search (autotune/predict.py), replayed on the H200 landscapes:
+the "predict" search, the confidence of the untuned path and its hook."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from landscapes import Landscape as Synthetic
+
+from tilecraft.autotune import predict, tune
+from tilecraft.autotune.db import TuningDB
+from tilecraft.autotune.features import describe
+from tilecraft.autotune.landscape import Landscape, import_landscapes
+from tilecraft.autotune.model import CostModel
+from tilecraft.autotune.replay import Replay
+from tilecraft.autotune.search import make_search
+from tilecraft.autotune.seeds import heuristic_seeds
+from tilecraft.autotune.trial import Budget
+from tilecraft.exc import SettingsError
+from tilecraft.runtime.settings import Settings
+
+LANDSCAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "landscapes" / "h200"
+TARGET = "sum_rows-4096x4096"  # held out; the model learns from the others
+
+
+@cache
+def prepared(name: str) -> tuple[Landscape, Any, dict[str, Any]]:
+    land = Landscape.load(LANDSCAPES / f"{name}-bfloat16.jsonl.gz")
+    _, bound, _ = land.case.bind("meta")
+    return land, land.space(bound), describe(bound, land.hardware)
+
+
+def names() -> list[str]:
+    return sorted(p.name.removesuffix("-bfloat16.jsonl.gz") for p in LANDSCAPES.glob("*.gz"))
+
+
+@cache
+def model_without(kernel: str = "", shape: str = "") -> CostModel:
+    """Trained on every landscape but `shape` and those of `kernel`."""
+    kept = [n for n in names() if n != shape and not n.startswith(kernel + "-")]
+    model = CostModel.fit([(prepared(n)[2], prepared(n)[0].trials) for n in kept])
+    assert model is not None
+    return model
+
+
+def seeds_of(name: str) -> list[Any]:
+    """The best configs of the kernel's other shapes, then heuristic seeds."""
+    land, space, _ = prepared(name)
+    kernel = name.split("-")[0]
+    others = [n for n in names() if n.startswith(kernel + "-") and n != name]
+    bests = [
+        min((t for t in prepared(n)[0].trials if t.ok), key=lambda t: t.time_ms) for n in others
+    ]
+    return [t.config for t in bests] + heuristic_seeds(space)
+
+
+def run_predict(name: str, model: CostModel | None) -> Replay:
+    land, space, desc = prepared(name)
+    replay = Replay(land, space)
+    search = make_search(
+        "predict",
+        space,
+        replay,
+        Budget(4, 10.0, clock=replay.clock),
+        seeds=seeds_of(name),
+        model=model,
+        description=desc,
+    )
+    search.run()
+    return replay
+
+
+def test_predict_measures_the_top_three_and_beats_the_default() -> None:
+    land, space, desc = prepared(TARGET)
+    model = model_without(shape=TARGET)
+    replay = run_predict(TARGET, model)
+    picks = predict.top_picks(model, desc, space, seeds_of(TARGET))
+    assert [t.config for t in replay.history] == picks and len(picks) == 3
+    default_ms = Replay(land, space).lookup(space.default()).time_ms
+    best = replay.best_ms()
+    assert best is not None and default_ms is not None
+    assert best < default_ms / 2  # the default is 2.8x off the landscape's best here
+    assert best <= 1.05 * land.best_ms
+    assert replay.now < 3.0  # simulated seconds: one batch of three compiles and timings
+
+
+def test_predict_is_deterministic() -> None:
+    model = model_without(shape=TARGET)
+    first = [t.config for t in run_predict(TARGET, model).history]
+    assert first == [t.config for t in run_predict(TARGET, model).history]
+
+
+def test_predict_without_a_model_measures_the_default() -> None:
+    synthetic = Synthetic(0)
+    search = make_search("predict", synthetic.space, synthetic, synthetic.budget(4))
+    best = search.run()
+    assert [t.config for t in search.trials] == [synthetic.space.default()]
+    assert best is not None and best.config == synthetic.space.default()
+
+
+def test_confident_on_a_new_shape_of_a_known_kernel_only() -> None:
+    land, space, desc = prepared(TARGET)
+    same_kernel = [prepared(n)[2] for n in names() if n.startswith("sum_rows-") and n != TARGET]
+    pick = predict.judge(model_without(shape=TARGET), desc, space, seeds_of(TARGET), same_kernel)
+    assert pick.confident and pick.distance <= predict.NEAR and pick.margin >= predict.MARGIN
+    replay = Replay(land, space)
+    assert replay.lookup(pick.config).time_ms < replay.lookup(space.default()).time_ms / 2
+    unknown = predict.judge(
+        model_without(kernel="sum_rows"), desc, space, heuristic_seeds(space), []
+    )
+    assert not unknown.confident and unknown.distance == float("inf")
+    far = predict.judge(
+        model_without(shape=TARGET),
+        desc,
+        space,
+        seeds_of(TARGET),
+        [prepared("matmul-1024x1024x1024")[2]],
+    )
+    assert far.distance > predict.NEAR and not far.confident
+
+
+def test_untuned_config_from_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The untuned path's hook: the confident pick of a model trained on the database;
+    nothing on a CPU or without a database."""
+    settings = Settings(cache_dir=tmp_path)
+    land, _, _ = prepared(TARGET)
+    _, bound, args = land.case.bind("meta")
+    assert predict.untuned_config(bound, args, settings) is None  # a CPU, no database
+    folder = tmp_path / "lands"
+    folder.mkdir()
+    for n in names():  # the database knows every landscape but the target's
+        if n != TARGET:
+            name = f"{n}-bfloat16.jsonl.gz"
+            (folder / name).write_bytes((LANDSCAPES / name).read_bytes())
+    with TuningDB(tune.db_path(settings)) as db:
+        import_landscapes(db, folder)
+    key = tune.tune_key(bound, args)
+    monkeypatch.setattr(
+        tune, "tune_key", lambda b, a: replace(key, hardware=land.hardware, versions=land.versions)
+    )
+    config = predict.untuned_config(bound, args, settings)
+    assert config is not None and config != bound.default_config
+    replay = Replay(land, land.space(bound))
+    assert replay.lookup(config).time_ms < replay.lookup(land.space(bound).default()).time_ms
+
+
+def test_predict_effort_is_a_setting() -> None:
+    assert "predict" in tune.EFFORTS
+    tune._check_options(None, "predict", None)
+    with pytest.raises(SettingsError, match="predict"):
+        tune._check_options(None, "guess", None)
+    assert Settings(autotune_effort="predict").autotune_effort == "predict"
