@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import tilecraft as tc
 from tilecraft.nn import attention
 from tilecraft.nn.attention import attention_backward, attention_forward
 
@@ -23,16 +24,30 @@ def _inputs(shape: tuple, dtype: torch.dtype) -> tuple:
     return tuple(t.requires_grad_() for t in (q, k, v))
 
 
-def _check(shape: tuple, dtype: torch.dtype, causal: bool, scale: float | None = None) -> None:
+def _check(
+    shape: tuple,
+    dtype: torch.dtype,
+    causal: bool,
+    scale: float | None = None,
+    window: int | None = None,
+) -> None:
     q, k, v = _inputs(shape, dtype)
-    out = attention(q, k, v, causal=causal, scale=scale)
+    out = attention(q, k, v, causal=causal, scale=scale, window=window)
     grad_out = torch.randn_like(out)
     out.backward(grad_out)
     # the reference in float32 from PyTorch, with GQA heads expanded by SDPA
     q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
-    ref = F.scaled_dot_product_attention(
-        q32, k32, v32, is_causal=causal, scale=scale, enable_gqa=True
-    )
+    if window is None:
+        ref = F.scaled_dot_product_attention(
+            q32, k32, v32, is_causal=causal, scale=scale, enable_gqa=True
+        )
+    else:  # causal and within the window, as a boolean mask
+        rows = torch.arange(shape[3])[:, None]
+        cols = torch.arange(shape[4])[None, :]
+        keep = (cols <= rows) & (cols > rows - window)
+        ref = F.scaled_dot_product_attention(
+            q32, k32, v32, attn_mask=keep, scale=scale, enable_gqa=True
+        )
     ref.backward(grad_out.float())
     tol = {"atol": 1e-4, "rtol": 1e-4} if dtype == torch.float32 else {"atol": 1e-2, "rtol": 1e-2}
     assert out.dtype == dtype
@@ -63,11 +78,27 @@ def test_attention_shapes(mode, shape: tuple) -> None:
     _check(shape, torch.float32, causal=True, scale=0.3)
 
 
+@pytest.mark.parametrize("window", [1, 7, 40])
+def test_attention_sliding_window(mode, window: int) -> None:
+    """Windows shorter than a tile, across tiles, and wider than the sequence."""
+    _kernels(mode)
+    _check((1, 2, 1, 37, 50, 32), torch.float32, causal=True, window=window)
+
+
+@pytest.mark.parametrize("window", [None, 7])
+def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: int | None) -> None:
+    """16x16 tiles: causal and windowed key loops start and stop inside the sequence."""
+    _kernels(mode)
+    monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[16, 16]))
+    monkeypatch.setattr(attention_backward, "config", tc.Config(block_sizes=[16] * 6))
+    _check((1, 2, 1, 37, 50, 16), torch.float32, causal=True, window=window)
+
+
 def test_attention_modes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     q, k, v = (t.detach() for t in _inputs((1, 2, 1, 21, 33, 32), torch.float32))
-    compiled = attention_forward(q, k, v, True, 0.25)
+    compiled = attention_forward(q, k, v, True, 0.25, 5)
     monkeypatch.setattr(attention_forward.settings, "interpret", True)
-    eager = attention_forward(q, k, v, True, 0.25)
+    eager = attention_forward(q, k, v, True, 0.25, 5)
     for a, b in zip(compiled, eager, strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
@@ -77,3 +108,5 @@ def test_attention_checks_heads() -> None:
     k = torch.randn(1, 2, 4, 8)
     with pytest.raises(ValueError, match="multiple"):
         attention(q, k, k)
+    with pytest.raises(ValueError, match="window"):
+        attention(k, k, k, window=4)

@@ -7,7 +7,9 @@ Shapes follow `torch.nn.functional.scaled_dot_product_attention`: `q` is
 `(batch, heads, queries, head_dim)`, `k` and `v` are `(batch, kv_heads, keys, head_dim)`
 with `heads` a multiple of `kv_heads` (grouped-query attention; one kv head is multi-query):
 query head `h` reads kv head `h // (heads // kv_heads)`. `causal=True` masks key `j` from
-query `i` when `j > i` (top-left aligned, as SDPA's `is_causal`).
+query `i` when `j > i` (top-left aligned, as SDPA's `is_causal`); a sliding `window` (with
+`causal`) also masks the keys `j <= i - window`, so each query sees itself and the
+`window - 1` keys before it.
 
 The forward walks over key/value tiles keeping the running row maximum and denominator
 (base-2 exponentials with the softmax scale and log2(e) folded into one factor), and saves
@@ -36,19 +38,27 @@ def _kv_rows(rows: torch.Tensor, heads: int, kv_heads: int) -> torch.Tensor:
 
 
 def _mask(
-    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, m: int, n: int, causal: bool
+    scores: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    m: int,
+    n: int,
+    causal: bool,
+    window: int,
 ) -> torch.Tensor:
     """Scores of [1, rows, cols] with keys past `n`, queries past `m` and (causal) keys after
     their query set to -inf."""
     keep = (cols[None, None, :] < n) & (rows[None, :, None] < m)
     if causal:
         keep = keep & (cols[None, None, :] <= rows[None, :, None])
+    if window > 0:
+        keep = keep & (cols[None, None, :] > rows[None, :, None] - window)
     return torch.where(keep, scores, float("-inf"))
 
 
 @tc.kernel
 def attention_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, window: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention's output and each row's base-2 log-sum-exp of the scaled scores."""
     batch, heads, m, _ = q.size()
@@ -67,10 +77,12 @@ def attention_forward(
         acc = tc.zeros([tile_bh, tile_m, head_dim], dtype=torch.float32)
         query = q_rows[tile_bh, tile_m, :]
         end = min(tile_m.end, n) if causal else n
-        for tile_n in tc.tile(0, end):
+        # a sliding window starts past the keys that every query of the tile has left behind
+        start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
+        for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
             scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
-            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal)
+            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
             p = torch.exp2(scores - m_ij[:, :, None])
             alpha = torch.exp2(m_i - m_ij)
@@ -99,6 +111,7 @@ def attention_backward(
     lse: torch.Tensor,
     causal: bool,
     scale: float,
+    window: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV of attention from the output gradient, the forward's output and its
     base-2 log-sum-exp (`attention_forward`'s second result)."""
@@ -127,13 +140,15 @@ def attention_backward(
         dk_acc = tc.zeros([tile_kv, tile_n, head_dim], dtype=torch.float32)
         dv_acc = tc.zeros([tile_kv, tile_n, head_dim], dtype=torch.float32)
         start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
+        # a sliding window: queries `window - 1` past the tile's last key see none of it
+        stop = min(tile_n.end + window - 1, m) if window > 0 else m
         for g in range(heads // kv_heads):
             rows = _q_rows(tile_kv.index, heads, kv_heads, g)
-            for tile_m in tc.tile(start, m):
+            for tile_m in tc.tile(start, stop):
                 query = q_rows[rows, tile_m, :]
                 d_o = do_rows[rows, tile_m, :]
                 scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
-                scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal)
+                scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
                 p = torch.exp2(scores - lse_rows[rows, tile_m][:, :, None])
                 dv_acc = torch.baddbmm(dv_acc, p.to(d_o.dtype).transpose(1, 2), d_o)
                 dp = torch.bmm(d_o, value.transpose(1, 2), torch.float32)
@@ -150,10 +165,12 @@ def attention_backward(
         row_delta = delta[tile_bh, tile_m]
         dq_acc = tc.zeros([tile_bh, tile_m, head_dim], dtype=torch.float32)
         end = min(tile_m.end, n) if causal else n
-        for tile_n in tc.tile(0, end):
+        # a sliding window starts past the keys that every query of the tile has left behind
+        start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
+        for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
             scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
-            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal)
+            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
             p = torch.exp2(scores - row_lse[:, :, None])
             dp = torch.bmm(d_o, v_rows[kv, tile_n, :].transpose(1, 2), torch.float32)
             ds = p * (dp - row_delta[:, :, None])
@@ -163,18 +180,19 @@ def attention_backward(
 
 
 def _setup_context(ctx: object, inputs: tuple, output: tuple) -> None:
-    q, k, v, causal, scale = inputs
+    q, k, v, causal, scale, window = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)  # type: ignore[attr-defined]
-    ctx.causal, ctx.scale = causal, scale  # type: ignore[attr-defined]
+    ctx.causal, ctx.scale, ctx.window = causal, scale, window  # type: ignore[attr-defined]
     ctx.mark_non_differentiable(lse)  # type: ignore[attr-defined]
 
 
 def _backward(ctx: object, grad_out: torch.Tensor, grad_lse: torch.Tensor | None) -> tuple:
     q, k, v, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
-    dq, dk, dv = attention_backward_op(grad_out, q, k, v, out, lse, ctx.causal, ctx.scale)  # type: ignore[attr-defined]
-    return dq, dk, dv, None, None
+    flags = (ctx.causal, ctx.scale, ctx.window)  # type: ignore[attr-defined]
+    dq, dk, dv = attention_backward_op(grad_out, q, k, v, out, lse, *flags)
+    return dq, dk, dv, None, None, None
 
 
 # both kernels as PyTorch operators, so torch.compile traces the forward and backward
@@ -190,6 +208,7 @@ def attention(
     v: torch.Tensor,
     causal: bool = False,
     scale: float | None = None,
+    window: int | None = None,
 ) -> torch.Tensor:
     """Scaled dot-product attention, differentiable: `F.scaled_dot_product_attention(q, k,
     v, is_causal=causal, scale=scale, enable_gqa=True)` computed by tilecraft kernels.
@@ -197,12 +216,17 @@ def attention(
     `q` is `(batch, heads, queries, head_dim)`, `k` and `v` `(batch, kv_heads, keys,
     head_dim)` with `heads` a multiple of `kv_heads`; `scale` defaults to
     `1 / sqrt(head_dim)`. Float16, bfloat16 or float32; the scores, softmax and
-    accumulators are float32.
+    accumulators are float32. `window` (with `causal=True`) is a sliding window: query `i`
+    attends to keys `i - window + 1 .. i` (Mistral's local attention); key tiles outside
+    every query's window are skipped.
     """
     _check(q, k, v)
+    if window is not None and (not causal or window < 1):
+        raise ValueError(f"a sliding window needs causal=True and window >= 1, got {window}")
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1))
-    out, _ = attention_op(q.contiguous(), k.contiguous(), v.contiguous(), causal, float(scale))
+    tensors = (q.contiguous(), k.contiguous(), v.contiguous())
+    out, _ = attention_op(*tensors, causal, float(scale), window or 0)
     return out
 
 
