@@ -154,3 +154,68 @@ def test_predict_effort_is_a_setting() -> None:
     with pytest.raises(SettingsError, match="predict"):
         tune._check_options(None, "guess", None)
     assert Settings(autotune_effort="predict").autotune_effort == "predict"
+
+
+class ReplayBench:
+    """A Benchmarker answering from a landscape (as on the H200), recording what it runs."""
+
+    runs: list[list[Any]] = []
+
+    def __init__(self, bound: Any, args: tuple, workers: int = 0, timeout_s: float = 0) -> None:
+        land, space, _ = prepared(TARGET)
+        self.replay, self.on_gpu = Replay(land, space), True
+        ReplayBench.runs.append([])
+
+    def __enter__(self) -> ReplayBench:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def __call__(self, configs: list[Any]) -> list[Any]:
+        ReplayBench.runs[-1] += configs
+        return self.replay(configs)
+
+    def retime(self, configs: list[Any]) -> dict[Any, float]:
+        return {}
+
+
+@pytest.mark.parametrize("effort", ["quick", "predict"])
+def test_same_seed_and_database_same_configs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, effort: str
+) -> None:
+    """Tuning is reproducible: `autotune` with a replayed benchmarker, each run on its own
+    copy of one database, tries the same configs in the same order for the same seed."""
+    land, _, _ = prepared(TARGET)
+    folder = tmp_path / "lands"
+    folder.mkdir()
+    for n in names():
+        if n != TARGET:
+            name = f"{n}-bfloat16.jsonl.gz"
+            (folder / name).write_bytes((LANDSCAPES / name).read_bytes())
+    with TuningDB(tmp_path / "original.sqlite3") as db:
+        import_landscapes(db, folder)
+    monkeypatch.setattr(tune, "Benchmarker", ReplayBench)
+    monkeypatch.setattr(tune, "hardware", lambda args: land.hardware)
+    monkeypatch.setattr(tune, "versions", lambda: land.versions)
+    _, bound, args = land.case.bind("meta")
+
+    def tried(seed: int, run: int) -> list[Any]:
+        settings = Settings(cache_dir=tmp_path / f"run{run}", autotune_quiet=True)
+        settings.cache_dir.mkdir()
+        tune.db_path(settings).write_bytes((tmp_path / "original.sqlite3").read_bytes())
+        tune.autotune(bound, args, settings, effort=effort, budget_s=600, seed=seed)
+        return ReplayBench.runs[-1]
+
+    first = tried(1, 0)
+    assert len(first) > 1 and first == tried(1, 1)
+    if effort == "quick":  # its pool of candidates is drawn at random
+        assert tried(2, 2) != first
+
+
+def test_seed_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE_SEED", "7")
+    assert Settings().autotune_seed == 7
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE_SEED", "-1")
+    with pytest.raises(SettingsError, match="TILECRAFT_AUTOTUNE_SEED"):
+        Settings().validate()

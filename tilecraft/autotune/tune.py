@@ -142,8 +142,11 @@ def autotune(
     search: str | None = None,
     budget_s: float | None = None,
     max_configs: int | None = None,
+    seed: int | None = None,
 ) -> Config:
-    """Tune `bound` on `args` and return the winning config (also cached and printed)."""
+    """Tune `bound` on `args` and return the winning config (also cached and printed).
+    `seed` (default: the `autotune_seed` setting) seeds the search: the same seed and
+    tuning database give the same configs tried, in the same order."""
     settings.validate()
     _check_options(search or settings.autotune_search, effort, budget_s)
     key = tune_key(bound, args)
@@ -182,7 +185,14 @@ def autotune(
                 entries = _readable(lambda: closest_entries(db, key))
                 context = LLMContext(bound, settings, entries, retime=retime)
                 runner = make_search(
-                    name, space, evaluate, budget, seeds=seeds, context=context, **learned
+                    name,
+                    space,
+                    evaluate,
+                    budget,
+                    seed=settings.autotune_seed if seed is None else seed,
+                    seeds=seeds,
+                    context=context,
+                    **learned,
                 )
                 runner.run()
                 trials = runner.trials

@@ -115,7 +115,8 @@ class Kernel:
     def autotune(self, args: Sequence[Any], **options: Any) -> Config:
         """Tune for these arguments now; later calls with the same specialization use it.
 
-        Options: effort ("quick", "full"), search (a strategy name), budget_s, max_configs.
+        Options: effort ("predict", "quick", "full"), search (a strategy name), budget_s,
+        max_configs, seed (the same seed and tuning database try the same configs).
         Returns the winning Config (also printed as a pasteable decorator line and cached).
         """
         args = self.normalize(tuple(args), {})
