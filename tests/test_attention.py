@@ -94,11 +94,34 @@ def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: in
     _check((1, 2, 1, 37, 50, 16), torch.float32, causal=True, window=window)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_bias(mode, causal: bool) -> None:
+    """An additive bias broadcast over the batch, and its gradient (summed over the batch)."""
+    _kernels(mode)
+    q, k, v = _inputs((2, 4, 2, 37, 50, 16), torch.float32)
+    bias = torch.randn(1, 4, 37, 50, requires_grad=True)
+    out = attention(q, k, v, causal=causal, bias=bias)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    leaves = (q, k, v, bias)
+    refs = [t.detach().requires_grad_() for t in leaves]
+    mask = refs[3]
+    if causal:
+        mask = mask.masked_fill(torch.ones(37, 50, dtype=torch.bool).triu(1), float("-inf"))
+    ref = F.scaled_dot_product_attention(*refs[:3], attn_mask=mask, enable_gqa=True)
+    ref.backward(grad_out)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    for got, want in zip(leaves, refs, strict=True):
+        assert got.grad is not None and want.grad is not None
+        torch.testing.assert_close(got.grad, want.grad, atol=1e-5, rtol=1e-5)
+
+
 def test_attention_modes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     q, k, v = (t.detach() for t in _inputs((1, 2, 1, 21, 33, 32), torch.float32))
-    compiled = attention_forward(q, k, v, True, 0.25, 5)
+    bias = torch.randn(1, 2, 21, 33)
+    compiled = attention_forward(q, k, v, bias, True, 0.25, 5, True)
     monkeypatch.setattr(attention_forward.settings, "interpret", True)
-    eager = attention_forward(q, k, v, True, 0.25, 5)
+    eager = attention_forward(q, k, v, bias, True, 0.25, 5, True)
     for a, b in zip(compiled, eager, strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
 
@@ -108,5 +131,7 @@ def test_attention_checks_heads() -> None:
     k = torch.randn(1, 2, 4, 8)
     with pytest.raises(ValueError, match="multiple"):
         attention(q, k, k)
+    with pytest.raises(ValueError, match="float"):
+        attention(k, k, k, bias=torch.ones(4, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="window"):
         attention(k, k, k, window=4)
