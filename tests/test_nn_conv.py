@@ -1,4 +1,4 @@
-"""tilecraft.nn.causal_conv1d against F.conv1d and autograd, both CPU modes."""
+"""tilecraft.nn's convolutions against F.conv1d / F.conv2d and autograd, both CPU modes."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tilecraft.nn import causal_conv1d
-from tilecraft.nn.conv import causal_conv1d_backward, causal_conv1d_forward
+from tilecraft.nn import causal_conv1d, conv2d_nhwc
+from tilecraft.nn.conv import (
+    causal_conv1d_backward,
+    causal_conv1d_forward,
+    conv2d_nhwc_backward,
+    conv2d_nhwc_forward,
+)
 
 
 def _reference(x, weight, bias, silu: bool) -> torch.Tensor:
@@ -64,3 +69,41 @@ def test_causal_conv1d_checks() -> None:
         causal_conv1d(torch.randn(1, 2, 3), torch.randn(2, 2), activation="gelu")
     with pytest.raises(ValueError, match="channels"):
         causal_conv1d(torch.randn(1, 2, 3), torch.randn(3, 2))
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "stride", "padding", "dtype"),
+    [
+        ((2, 9, 7, 3), (3, 3, 3, 5), 2, 1, torch.float32),
+        ((1, 5, 6, 2), (3, 2, 2, 3), 1, 0, torch.float16),
+        ((1, 4, 4, 3), (1, 1, 3, 2), 1, 2, torch.float32),  # 1x1 with only-padding outputs
+        ((1, 1, 1, 1), (1, 1, 1, 1), 1, 0, torch.float32),
+    ],
+)
+def test_conv2d_nhwc(mode, x_shape, w_shape, stride: int, padding: int, dtype) -> None:
+    mode(conv2d_nhwc_forward)
+    mode(conv2d_nhwc_backward)
+    x = torch.randn(x_shape, dtype=dtype, requires_grad=True)
+    weight = torch.randn(w_shape, dtype=dtype, requires_grad=True)
+    out = conv2d_nhwc(x, weight, stride, padding)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    x32, w32 = (t.detach().float().requires_grad_() for t in (x, weight))
+    nchw = F.conv2d(
+        x32.permute(0, 3, 1, 2), w32.permute(3, 2, 0, 1), stride=stride, padding=padding
+    )
+    ref = nchw.permute(0, 2, 3, 1)
+    ref.backward(grad_out.float())
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 1e-2}
+    assert out.dtype == dtype and out.shape == ref.shape
+    torch.testing.assert_close(out.float(), ref, **tol)
+    for got, want in ((x, x32), (weight, w32)):
+        assert got.grad is not None and want.grad is not None
+        torch.testing.assert_close(got.grad.float(), want.grad, **tol)
+
+
+def test_conv2d_nhwc_checks() -> None:
+    with pytest.raises(ValueError, match="in_ch"):
+        conv2d_nhwc(torch.randn(1, 4, 4, 3), torch.randn(3, 3, 2, 2))
+    with pytest.raises(ValueError, match="larger"):
+        conv2d_nhwc(torch.randn(1, 2, 2, 1), torch.randn(3, 3, 1, 1))

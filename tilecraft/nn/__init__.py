@@ -3,12 +3,14 @@
 - `attention`: flash attention forward and backward (causal or not, grouped-query and
   multi-query heads), one differentiable operator (`torch.ops.tilecraft_nn.attention`);
 - `causal_conv1d`: the depthwise causal 1-D convolution of state-space models, with an
-  optional fused bias and SiLU.
+  optional fused bias and SiLU;
+- `conv2d_nhwc`: 2-D convolution of channels-last images as implicit GEMMs, forward and
+  backward (input and weight gradients), one differentiable operator.
 """
 
 from __future__ import annotations
 
 from tilecraft.nn.attention import attention
-from tilecraft.nn.conv import causal_conv1d
+from tilecraft.nn.conv import causal_conv1d, conv2d_nhwc
 
-__all__ = ["attention", "causal_conv1d"]
+__all__ = ["attention", "causal_conv1d", "conv2d_nhwc"]
