@@ -1,7 +1,8 @@
 """The `tilecraft` command: `tilecraft demo`, `tilecraft code EXAMPLE`,
 `tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it),
 `tilecraft learn FOLDER` (import recorded landscapes into the tuning database), and
-whole-model tuning: `record`, `tune`, `export`, `import`, `merge-db` (see cli_manifest)."""
+whole-model tuning: `record`, `tune`, `export`, `import`, `merge-db` (see cli_manifest),
+and `tilecraft bench` (regression tracking, see cli_bench)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tilecraft import cli_manifest, demo
+from tilecraft import cli_bench, cli_manifest, demo
 
 
 class CommandError(Exception):
@@ -82,6 +83,7 @@ def parser() -> argparse.ArgumentParser:
     learn = sub.add_parser("learn", help="import recorded landscapes into the tuning database")
     learn.add_argument("folder", help="a folder of *.jsonl.gz landscapes")
     cli_manifest.add_commands(sub)
+    cli_bench.add_command(sub)
     for command in (run, code, prompt):
         command.add_argument(
             "--examples", help="a folder of examples (default: those shipped with tilecraft)"
@@ -100,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return learn(args.folder)
         if args.command in cli_manifest.COMMANDS:
             return cli_manifest.run(args)
+        if args.command == "bench":
+            return cli_bench.run(args)
         return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
     except (CommandError, FileNotFoundError) as e:
         print(f"tilecraft: {e}", file=sys.stderr)
