@@ -71,6 +71,7 @@ def test_attention_gqa_ragged(mode, dtype: torch.dtype, causal: bool) -> None:
         (1, 2, 1, 50, 37, 128),  # multi-query, more queries than keys (causal rows end early)
         (1, 1, 1, 1, 1, 16),  # one query, one key
         (1, 2, 2, 19, 19, 256),
+        (1, 2, 1, 19, 23, 80),  # a head dim that is not a power of two
     ],
 )
 def test_attention_shapes(mode, shape: tuple) -> None:
@@ -124,6 +125,12 @@ def test_attention_modes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     eager = attention_forward(q, k, v, bias, True, 0.25, 5, True)
     for a, b in zip(compiled, eager, strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_attention_empty(mode) -> None:
+    _kernels(mode)
+    q, k = torch.randn(1, 2, 0, 8), torch.randn(1, 1, 5, 8)
+    assert attention(q, k, k, causal=True).shape == (1, 2, 0, 8)
 
 
 def test_attention_checks_heads() -> None:
