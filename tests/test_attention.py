@@ -7,8 +7,13 @@ import torch
 import torch.nn.functional as F
 
 import tilecraft as tc
-from tilecraft.nn import attention
-from tilecraft.nn.attention import attention_backward, attention_forward
+from tilecraft.exc import UnsupportedOperation
+from tilecraft.nn import attention, attention_varlen
+from tilecraft.nn.attention import (
+    attention_backward,
+    attention_forward,
+    attention_varlen_forward,
+)
 
 
 def _kernels(mode) -> None:
@@ -142,3 +147,30 @@ def test_attention_checks_heads() -> None:
         attention(k, k, k, bias=torch.ones(4, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="window"):
         attention(k, k, k, window=4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_attention_varlen(mode, dtype: torch.dtype, causal: bool) -> None:
+    """Packed sequences of 5, 0, 37 and 1 queries on 9, 3, 50 and 1 keys, GQA heads."""
+    mode(attention_varlen_forward)
+    q_lens, k_lens = [5, 0, 37, 1], [9, 3, 50, 1]
+    cu_q = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()])
+    cu_k = torch.tensor([0, *torch.tensor(k_lens).cumsum(0).tolist()])
+    q = torch.randn(sum(q_lens), 4, 16, dtype=dtype)
+    k, v = (torch.randn(sum(k_lens), 2, 16, dtype=dtype) for _ in range(2))
+    out = attention_varlen(q, k, v, cu_q, cu_k, max(q_lens), causal=causal)
+    assert out.shape == q.shape and out.dtype == dtype
+    tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-2, "rtol": 1e-2}
+    for b in range(len(q_lens)):
+        rows, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        one = (t.float().transpose(0, 1)[None] for t in (q[rows], k[keys], v[keys]))
+        ref = F.scaled_dot_product_attention(*one, is_causal=causal, enable_gqa=True)
+        torch.testing.assert_close(out[rows].float(), ref[0].transpose(0, 1), **tol)
+
+
+def test_attention_varlen_has_no_backward() -> None:
+    q = torch.randn(3, 2, 8, requires_grad=True)
+    cu = torch.tensor([0, 3])
+    with pytest.raises(UnsupportedOperation, match="no backward"):
+        attention_varlen(q, q, q, cu, cu, 3)

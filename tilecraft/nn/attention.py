@@ -1,6 +1,6 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc,arg-type"
+# mypy: disable-error-code="index,list-item,misc,arg-type,operator"
 """Flash attention: forward with an online softmax, backward in two passes, one operator.
 
 Shapes follow `torch.nn.functional.scaled_dot_product_attention`: `q` is
@@ -27,6 +27,7 @@ import math
 import torch
 
 import tilecraft as tc
+from tilecraft.exc import UnsupportedOperation
 
 LOG2E = 1.4426950408889634
 
@@ -281,3 +282,109 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"q's {q.size(1)} heads are not a multiple of k's {k.size(1)} heads")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+
+
+@tc.kernel
+def attention_varlen_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
+    max_q: int,
+    causal: bool,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over packed sequences of different lengths, and each row's base-2 log-sum-exp.
+
+    Sequence `b`'s queries are `q[cu_q[b]:cu_q[b + 1]]` (`(total_q, heads, head_dim)`), its keys
+    and values `k[cu_k[b]:cu_k[b + 1]]`; `max_q` bounds every sequence's query count. The
+    bounds are read on the device: the key loop runs to the sequence's own length, and rows
+    past a sequence's end get an index past the tensor, so they read 0 and are not written.
+    """
+    total_q, heads, _ = q.size()
+    total_k, kv_heads = k.size(0), k.size(1)
+    head_dim = tc.specialize(q.size(2))
+    batch = cu_q.size(0) - 1
+    group = heads // kv_heads
+    q_rows = q.reshape([total_q * heads, head_dim])
+    k_rows = k.reshape([total_k * kv_heads, head_dim])
+    v_rows = v.reshape([total_k * kv_heads, head_dim])
+    out = torch.empty_like(q)
+    out_rows = out.view(total_q * heads, head_dim)
+    lse = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
+    qk_scale = scale * LOG2E
+    for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
+        q0 = cu_q[tile_b.begin]
+        q_len = cu_q[tile_b.begin + 1] - q0
+        k0 = cu_k[tile_b.begin]
+        k_len = cu_k[tile_b.begin + 1] - k0
+        valid = tile_m.index < q_len
+        # rows past the sequence's end point past the tensor: read as 0, never written
+        rows = torch.where(valid, (q0 + tile_m.index) * heads + tile_h.begin, total_q * heads)
+        query = q_rows[rows, :]
+        m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = tc.zeros([tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
+        end = min(tile_m.end, k_len) if causal else k_len
+        for tile_n in tc.tile(0, end):
+            keep_n = tile_n.index < k_len
+            kv_head = tile_h.begin // group
+            cols = torch.where(keep_n, (k0 + tile_n.index) * kv_heads + kv_head, total_k * kv_heads)
+            key = k_rows[cols, :]
+            scores = torch.mm(query, key.T, torch.float32) * qk_scale
+            keep = keep_n[None, :] & valid[:, None]
+            if causal:
+                keep = keep & (tile_n.index[None, :] <= tile_m.index[:, None])
+            scores = torch.where(keep, scores, float("-inf"))
+            m_ij = torch.maximum(m_i, torch.amax(scores, -1))
+            p = torch.exp2(scores - m_ij[:, None])
+            alpha = torch.exp2(m_i - m_ij)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            value = v_rows[cols, :]
+            acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
+            m_i = m_ij
+        out_rows[rows, :] = (acc / l_i[:, None]).to(out.dtype)
+        lse[rows] = m_i + torch.log2(l_i)
+    return out, lse.view(total_q, heads)
+
+
+def attention_varlen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    causal: bool = False,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Attention over a batch of packed sequences of different lengths (forward only).
+
+    FlashAttention's varlen layout: `q` `(total_q, heads, head_dim)`, `k` and `v`
+    `(total_k, kv_heads, head_dim)`, sequence `b` at rows `cu_seqlens_q[b]:cu_seqlens_q[b +
+    1]` of `q` and `cu_seqlens_k[b]:cu_seqlens_k[b + 1]` of `k` and `v` (int offsets
+    starting at 0); `max_seqlen_q` is at least the longest query count (rounded up to a
+    power of two here, so nearby lengths share a compiled kernel). Each sequence's result is
+    `F.scaled_dot_product_attention` of its own queries and keys. No backward yet: inputs
+    that require grad raise.
+    """
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise UnsupportedOperation(
+            "attention_varlen has no backward yet; call it under torch.no_grad() or pad the "
+            "sequences and use tilecraft.nn.attention"
+        )
+    if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape or q.size(2) != k.size(2):
+        raise ValueError(
+            "attention_varlen takes q (total_q, heads, d) and k, v (total_k, kv_heads, d)"
+        )
+    if k.size(1) == 0 or q.size(1) % k.size(1) != 0:
+        raise ValueError(f"q's {q.size(1)} heads are not a multiple of k's {k.size(1)} heads")
+    if cu_seqlens_q.shape != cu_seqlens_k.shape or cu_seqlens_q.dim() != 1:
+        raise ValueError("cu_seqlens_q and cu_seqlens_k must be 1-D offsets of the same length")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.size(-1))
+    max_q = 1 << max(int(max_seqlen_q) - 1, 0).bit_length()
+    tensors = (q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_q, cu_seqlens_k)
+    out, _ = attention_varlen_forward(*tensors, max_q, causal, float(scale))
+    return out
