@@ -71,6 +71,7 @@ def test_attention_gqa_ragged(mode, dtype: torch.dtype, causal: bool) -> None:
         (1, 2, 1, 50, 37, 128),  # multi-query, more queries than keys (causal rows end early)
         (1, 1, 1, 1, 1, 16),  # one query, one key
         (1, 2, 2, 19, 19, 256),
+        (1, 2, 1, 19, 23, 80),  # a head dim that is not a power of two
     ],
 )
 def test_attention_shapes(mode, shape: tuple) -> None:
@@ -94,13 +95,42 @@ def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: in
     _check((1, 2, 1, 37, 50, 16), torch.float32, causal=True, window=window)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_bias(mode, causal: bool) -> None:
+    """An additive bias broadcast over the batch, and its gradient (summed over the batch)."""
+    _kernels(mode)
+    q, k, v = _inputs((2, 4, 2, 37, 50, 16), torch.float32)
+    bias = torch.randn(1, 4, 37, 50, requires_grad=True)
+    out = attention(q, k, v, causal=causal, bias=bias)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    leaves = (q, k, v, bias)
+    refs = [t.detach().requires_grad_() for t in leaves]
+    mask = refs[3]
+    if causal:
+        mask = mask.masked_fill(torch.ones(37, 50, dtype=torch.bool).triu(1), float("-inf"))
+    ref = F.scaled_dot_product_attention(*refs[:3], attn_mask=mask, enable_gqa=True)
+    ref.backward(grad_out)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    for got, want in zip(leaves, refs, strict=True):
+        assert got.grad is not None and want.grad is not None
+        torch.testing.assert_close(got.grad, want.grad, atol=1e-5, rtol=1e-5)
+
+
 def test_attention_modes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     q, k, v = (t.detach() for t in _inputs((1, 2, 1, 21, 33, 32), torch.float32))
-    compiled = attention_forward(q, k, v, True, 0.25, 5)
+    bias = torch.randn(1, 2, 21, 33)
+    compiled = attention_forward(q, k, v, bias, True, 0.25, 5, True)
     monkeypatch.setattr(attention_forward.settings, "interpret", True)
-    eager = attention_forward(q, k, v, True, 0.25, 5)
+    eager = attention_forward(q, k, v, bias, True, 0.25, 5, True)
     for a, b in zip(compiled, eager, strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_attention_empty(mode) -> None:
+    _kernels(mode)
+    q, k = torch.randn(1, 2, 0, 8), torch.randn(1, 1, 5, 8)
+    assert attention(q, k, k, causal=True).shape == (1, 2, 0, 8)
 
 
 def test_attention_checks_heads() -> None:
@@ -108,5 +138,7 @@ def test_attention_checks_heads() -> None:
     k = torch.randn(1, 2, 4, 8)
     with pytest.raises(ValueError, match="multiple"):
         attention(q, k, k)
+    with pytest.raises(ValueError, match="float"):
+        attention(k, k, k, bias=torch.ones(4, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="window"):
         attention(k, k, k, window=4)

@@ -58,15 +58,27 @@ def _mask(
 
 @tc.kernel
 def attention_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, window: int
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    bias: torch.Tensor,
+    causal: bool,
+    scale: float,
+    window: int,
+    has_bias: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention's output and each row's base-2 log-sum-exp of the scaled scores."""
+    """Attention's output and each row's base-2 log-sum-exp of the scaled scores.
+
+    `bias` `(batch, heads, queries, keys)` is added to the scaled scores when `has_bias`
+    (else it is not read and may be empty).
+    """
     batch, heads, m, _ = q.size()
     kv_heads, n = k.size(1), k.size(2)
     head_dim = tc.specialize(q.size(3))
     q_rows = q.reshape([batch * heads, m, head_dim])
     k_rows = k.reshape([batch * kv_heads, n, head_dim])
     v_rows = v.reshape([batch * kv_heads, n, head_dim])
+    bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     out = torch.empty_like(q_rows)
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
@@ -82,6 +94,8 @@ def attention_forward(
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
             scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+            if has_bias:  # in base 2 like the scores
+                scores = scores + bias_rows[tile_bh, tile_m, tile_n].to(torch.float32) * LOG2E
             scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
             p = torch.exp2(scores - m_ij[:, :, None])
@@ -107,14 +121,17 @@ def attention_backward(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
+    bias: torch.Tensor,
     out: torch.Tensor,
     lse: torch.Tensor,
     causal: bool,
     scale: float,
     window: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV of attention from the output gradient, the forward's output and its
-    base-2 log-sum-exp (`attention_forward`'s second result)."""
+    has_bias: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV and dBias of attention from the output gradient, the forward's output
+    and its base-2 log-sum-exp (`attention_forward`'s second result); dBias (the scores'
+    gradient, float32) is empty without a bias."""
     batch, heads, m, _ = q.size()
     kv_heads, n = k.size(1), k.size(2)
     head_dim = tc.specialize(q.size(3))
@@ -124,6 +141,9 @@ def attention_backward(
     do_rows = grad_out.reshape([batch * heads, m, head_dim])
     o_rows = out.reshape([batch * heads, m, head_dim])
     lse_rows = lse.reshape([batch * heads, m])
+    bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
+    bias_size = [batch * heads, m, n] if has_bias else [0]
+    grad_bias = torch.zeros(bias_size, dtype=torch.float32, device=q.device)
     delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
     dq = torch.empty_like(q_rows)
     dk = torch.empty_like(k_rows)
@@ -148,6 +168,8 @@ def attention_backward(
                 query = q_rows[rows, tile_m, :]
                 d_o = do_rows[rows, tile_m, :]
                 scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+                if has_bias:
+                    scores = scores + bias_rows[rows, tile_m, tile_n].to(torch.float32) * LOG2E
                 scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
                 p = torch.exp2(scores - lse_rows[rows, tile_m][:, :, None])
                 dv_acc = torch.baddbmm(dv_acc, p.to(d_o.dtype).transpose(1, 2), d_o)
@@ -170,29 +192,35 @@ def attention_backward(
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
             scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+            if has_bias:
+                scores = scores + bias_rows[tile_bh, tile_m, tile_n].to(torch.float32) * LOG2E
             scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
             p = torch.exp2(scores - row_lse[:, :, None])
             dp = torch.bmm(d_o, v_rows[kv, tile_n, :].transpose(1, 2), torch.float32)
             ds = p * (dp - row_delta[:, :, None])
+            if has_bias:  # the bias's gradient is the scores': this program owns these rows
+                grad_bias[tile_bh, tile_m, tile_n] = ds
             dq_acc = torch.baddbmm(dq_acc, ds.to(key.dtype), key)
         dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)
-    return dq.view(q.size()), dk.view(k.size()), dv.view(v.size())
+    grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
+    return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
 
 
 def _setup_context(ctx: object, inputs: tuple, output: tuple) -> None:
-    q, k, v, causal, scale, window = inputs
+    q, k, v, bias, causal, scale, window, has_bias = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse)  # type: ignore[attr-defined]
-    ctx.causal, ctx.scale, ctx.window = causal, scale, window  # type: ignore[attr-defined]
+    ctx.save_for_backward(q, k, v, bias, out, lse)  # type: ignore[attr-defined]
+    ctx.flags = (causal, scale, window, has_bias)  # type: ignore[attr-defined]
     ctx.mark_non_differentiable(lse)  # type: ignore[attr-defined]
 
 
 def _backward(ctx: object, grad_out: torch.Tensor, grad_lse: torch.Tensor | None) -> tuple:
-    q, k, v, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
+    q, k, v, bias, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
-    flags = (ctx.causal, ctx.scale, ctx.window)  # type: ignore[attr-defined]
-    dq, dk, dv = attention_backward_op(grad_out, q, k, v, out, lse, *flags)
-    return dq, dk, dv, None, None, None
+    flags = ctx.flags  # type: ignore[attr-defined]
+    dq, dk, dv, d_bias = attention_backward_op(grad_out, q, k, v, bias, out, lse, *flags)
+    d_bias = d_bias.to(bias.dtype) if flags[3] else None
+    return dq, dk, dv, d_bias, None, None, None, None
 
 
 # both kernels as PyTorch operators, so torch.compile traces the forward and backward
@@ -209,6 +237,7 @@ def attention(
     causal: bool = False,
     scale: float | None = None,
     window: int | None = None,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Scaled dot-product attention, differentiable: `F.scaled_dot_product_attention(q, k,
     v, is_causal=causal, scale=scale, enable_gqa=True)` computed by tilecraft kernels.
@@ -218,15 +247,24 @@ def attention(
     `1 / sqrt(head_dim)`. Float16, bfloat16 or float32; the scores, softmax and
     accumulators are float32. `window` (with `causal=True`) is a sliding window: query `i`
     attends to keys `i - window + 1 .. i` (Mistral's local attention); key tiles outside
-    every query's window are skipped.
+    every query's window are skipped. `bias` (float, broadcastable to `(batch, heads,
+    queries, keys)`, SDPA's float `attn_mask`) is added to the scaled scores and gets a
+    gradient; it is expanded to its full size in memory.
     """
     _check(q, k, v)
     if window is not None and (not causal or window < 1):
         raise ValueError(f"a sliding window needs causal=True and window >= 1, got {window}")
     if scale is None:
         scale = 1.0 / math.sqrt(q.size(-1))
-    tensors = (q.contiguous(), k.contiguous(), v.contiguous())
-    out, _ = attention_op(*tensors, causal, float(scale), window or 0)
+    has_bias = bias is not None
+    if bias is None:
+        bias = q.new_empty(0)
+    elif not bias.is_floating_point():
+        raise ValueError(f"bias must be a float tensor added to the scores, not {bias.dtype}")
+    else:  # expanded through autograd, so the bias's gradient is summed back to its shape
+        bias = bias.expand(q.size(0), q.size(1), q.size(2), k.size(2)).contiguous()
+    tensors = (q.contiguous(), k.contiguous(), v.contiguous(), bias)
+    out, _ = attention_op(*tensors, causal, float(scale), window or 0, has_bias)
     return out
 
 
