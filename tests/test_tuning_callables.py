@@ -58,3 +58,24 @@ def test_autotune_as_the_first_call_on_cpu_runs_candidates_in_process(tmp_path) 
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "(0 failed)" in done.stdout + done.stderr, done.stdout + done.stderr[-1000:]
+
+
+def test_a_predicted_config_that_fails_falls_back_to_the_default(monkeypatch) -> None:
+    """The untuned path may run the cost model's pick; if that config cannot run here, the
+    call warns and runs the default instead of failing."""
+    import matmul
+
+    kernel = tc.kernel(matmul.matmul.fn)
+    bad = tc.Config(block_sizes=[16, 16, 16], loop_orders=[[0, 0]])  # not a permutation
+
+    def predicted(bound, args):  # what config_for returns when the model is confident
+        bound.predicted = bad
+        return bad
+
+    monkeypatch.setattr(kernel, "config_for", predicted)
+    args = matmul.inputs(shape=(20, 30, 18), device=DEVICE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = kernel(*args)
+    assert any("predicted config failed" in str(w.message) for w in caught)
+    torch.testing.assert_close(out, matmul.reference(*args))

@@ -70,6 +70,7 @@ class BoundKernel:
         self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
+        self.predicted: Config | None = None  # the cost model's pick for an untuned call
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
         self.values: dict[Element, Any] = {}  # argument elements the host code reads
         self._args: tuple | None = args  # real arguments, during the first analysis only

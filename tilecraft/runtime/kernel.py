@@ -11,7 +11,7 @@ from typing import Any, overload
 
 import torch
 
-from tilecraft.exc import BadArgument, GraphCaptureError
+from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.runtime.bound import BoundKernel
@@ -101,7 +101,8 @@ class Kernel:
             if on_gpu and not self.configs:  # the cost model's pick, when it is confident
                 from tilecraft.autotune.predict import untuned_config
 
-                return untuned_config(bound, args, self.settings)
+                bound.predicted = untuned_config(bound, args, self.settings)
+                return bound.predicted
             return self.chosen_config()
         from tilecraft.autotune.tune import autotune, cached_config
 
@@ -156,7 +157,15 @@ class Kernel:
         if bound.cpu_mode == "eager":  # Triton's interpreter cannot run it in this process
             bound.launcher = lambda *a: self.run_eagerly(a)
             return bound.launcher(*args)
-        return bound.first_call(self.config_for(bound, args), args)
+        config = self.config_for(bound, args)
+        try:
+            return bound.first_call(config, args)
+        except TilecraftError:
+            if config is None or config is not bound.predicted:
+                raise
+            # a predicted config that fails here (e.g. too much shared memory) falls back
+            warnings.warn("tilecraft: the predicted config failed; the default runs", stacklevel=3)
+            return bound.first_call(self.chosen_config(), args)
 
     def _warn_grad(self) -> None:
         """Outputs of a plain kernel have no autograd history: say so once."""
