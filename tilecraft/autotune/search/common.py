@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from tilecraft.autotune.search.base import Search
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Evaluate, Trial
 from tilecraft.runtime.config import Config
+
+if TYPE_CHECKING:
+    from tilecraft.autotune.model import CostModel
 
 DRAW_TRIES = 20  # random draws per wanted config before a space counts as used up
 
@@ -67,3 +71,22 @@ def unique(configs: Iterable[Config]) -> list[Config]:
     """`configs` without repeats, in first-seen order (never set order: hashes of str are
     salted per process, and searches must be deterministic)."""
     return list(dict.fromkeys(configs))
+
+
+class ModelSearch(SeededSearch):
+    """A seeded search that also takes the cost model and the kernel's description."""
+
+    options = ("model", "description")
+
+    def __init__(
+        self,
+        space: ConfigSpace,
+        evaluate: Evaluate,
+        budget: Budget,
+        seed: int = 0,
+        seeds: list[Config] | None = None,
+        model: CostModel | None = None,
+        description: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(space, evaluate, budget, seed=seed, seeds=seeds)
+        self.model, self.description = model, description

@@ -4,17 +4,13 @@ best, then climb briefly; tuning a new shape of a known kernel takes a handful o
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from tilecraft.autotune.model import CostModel
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
-from tilecraft.autotune.search.common import cost
-from tilecraft.autotune.space import ConfigSpace
-from tilecraft.autotune.trial import Budget, Evaluate
+from tilecraft.autotune.search.common import ModelSearch, cost
 from tilecraft.runtime.config import Config
 
 
-class LearnedSearch(ClassifierPatternSearch):
+class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     """Starts from the default config, the seeds nearest in shape (the best configs of
     the same kernel at other shapes, first in `seeds`) and the `first` configs the model
     ranks best among `pool` random ones, the seeds and their neighbours. Then each round
@@ -27,25 +23,11 @@ class LearnedSearch(ClassifierPatternSearch):
     """
 
     name = "fast"
-    options = ("model", "description")
     first = 7  # model picks: with the default and the nearest seeds, a first batch of 10
     nearest = 2  # seeds measured whatever the model says of them
     pool = 1500
     per_round = 4
     patience = 2
-
-    def __init__(
-        self,
-        space: ConfigSpace,
-        evaluate: Evaluate,
-        budget: Budget,
-        seed: int = 0,
-        seeds: list[Config] | None = None,
-        model: CostModel | None = None,
-        description: dict[str, Any] | None = None,
-    ) -> None:
-        super().__init__(space, evaluate, budget, seed=seed, seeds=seeds)
-        self.model, self.description = model, description
 
     def search(self) -> None:
         if self.model is None or self.description is None:
