@@ -28,6 +28,7 @@ from tilecraft.autotune.fleet import (
     RunState,
     Slot,
     TuneOptions,
+    outcome_from,
     safe_tune_entry,
 )
 from tilecraft.autotune.manifest import Entry, ManifestError
@@ -151,13 +152,4 @@ def _store(entry: Entry, task: Any, db: Any) -> Outcome:
         return Outcome(entry, "failed", error=f"{type(e).__name__}: {e}", worker="cluster")
     db.add_trial_rows(result.pop("trial_rows", []))
     db.add_best_rows(result.pop("best_rows", []))
-    return Outcome(
-        entry,
-        result.get("status", "failed"),
-        result.get("config"),
-        int(result.get("trials", 0)),
-        int(result.get("failed_trials", 0)),
-        result.get("best_ms"),
-        result.get("error", ""),
-        "cluster",
-    )
+    return outcome_from(entry, result, "cluster")

@@ -254,7 +254,7 @@ def _collect(state: RunState, pending: deque[tuple[int, Entry, int]]) -> None:
         line = slot.proc.stdout.readline()
         slot.job = None
         if line:
-            state.outcomes[index] = _outcome(entry, json.loads(line), slot.name)
+            state.outcomes[index] = outcome_from(entry, json.loads(line), slot.name)
             slot.done += 1
             continue
         code = slot.proc.wait()  # died: the trials it stored stay, the entry goes back
@@ -267,7 +267,8 @@ def _collect(state: RunState, pending: deque[tuple[int, Entry, int]]) -> None:
             state.outcomes[index] = Outcome(entry, "failed", error=error, worker=slot.name)
 
 
-def _outcome(entry: Entry, result: dict[str, Any], worker: str) -> Outcome:
+def outcome_from(entry: Entry, result: dict[str, Any], worker: str) -> Outcome:
+    """The Outcome of an entry from what its worker reported."""
     return Outcome(
         entry,
         result.get("status", "failed"),

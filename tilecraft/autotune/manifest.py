@@ -48,6 +48,20 @@ def fingerprint(kernel: Kernel) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:20]
 
 
+def read_json(path: Path | str, kind: str, version: int, what: str) -> dict[str, Any]:
+    """A JSON file of ours: a dict whose `format` is `kind` at `version`; a ManifestError
+    naming `what` and the problem otherwise."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ManifestError(f"cannot read {what} {path}: {e}") from None
+    if not isinstance(data, dict) or data.get("format") != kind:
+        raise ManifestError(f"{path} is not a tilecraft {what} file")
+    if data.get("version") != version:
+        raise ManifestError(f"{path}: {what} version {data.get('version')} is unknown")
+    return data
+
+
 @dataclass
 class Entry:
     """One kernel at one specialization, and how often the recorded step called it."""
@@ -120,14 +134,7 @@ class Manifest:
     @classmethod
     def load(cls, path: Path | str) -> Manifest:
         """Read a manifest written by `save`; a ManifestError says what is wrong with it."""
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as e:
-            raise ManifestError(f"cannot read manifest {path}: {e}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ManifestError(f"{path} is not a tilecraft manifest")
-        if data.get("version") != FORMAT_VERSION:
-            raise ManifestError(f"{path}: manifest version {data.get('version')} is unknown")
+        data = read_json(path, FORMAT, FORMAT_VERSION, "manifest")
         manifest = cls()
         for raw in data.get("entries", []):
             entry = Entry.from_dict(raw)

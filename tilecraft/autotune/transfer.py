@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tilecraft.autotune.db import TuningDB
-from tilecraft.autotune.manifest import Manifest, ManifestError
+from tilecraft.autotune.manifest import Manifest, ManifestError, read_json
 from tilecraft.runtime.cache import write_private
 
 FORMAT = "tilecraft-tuned"
@@ -50,14 +50,7 @@ def export_tuned(
 def import_tuned(path: Path | str, db: TuningDB) -> dict[str, int]:
     """Load an exported file into `db`: its winners (a faster stored one stays) and its
     trials (those stored already are skipped). Returns counts of what was added."""
-    try:
-        body = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise ManifestError(f"cannot read tuned results {path}: {e}") from None
-    if not isinstance(body, dict) or body.get("format") != FORMAT:
-        raise ManifestError(f"{path} is not a tilecraft tuned-results file")
-    if body.get("version") != FORMAT_VERSION:
-        raise ManifestError(f"{path}: format version {body.get('version')} is unknown")
+    body = read_json(path, FORMAT, FORMAT_VERSION, "tuned-results")
     try:
         best = db.add_best_rows(body.get("best", []))
         added = db.add_trial_rows(body.get("trials", []))
