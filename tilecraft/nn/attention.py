@@ -23,6 +23,7 @@ per query tile, looping over key tiles), with no atomics.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -57,6 +58,17 @@ def _mask(
     return torch.where(keep, scores, float("-inf"))
 
 
+def _scores(
+    query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *shape: Any
+) -> torch.Tensor:
+    """Base-2 scores of a query tile against a key tile, the bias (if any) added in base 2
+    like them, and masked (`shape`: m, n, causal, window as `_mask` takes them)."""
+    scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+    if bias is not None:
+        scores = scores + bias.to(torch.float32) * LOG2E
+    return _mask(scores, tile_m.index, tile_n.index, *shape)
+
+
 @tc.kernel
 def attention_forward(
     q: torch.Tensor,
@@ -82,6 +94,7 @@ def attention_forward(
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     out = torch.empty_like(q_rows)
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    masking = (m, n, causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
         kv = _kv_rows(tile_bh.index, heads, kv_heads)
@@ -94,10 +107,8 @@ def attention_forward(
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
-            scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
-            if has_bias:  # in base 2 like the scores
-                scores = scores + bias_rows[tile_bh, tile_m, tile_n].to(torch.float32) * LOG2E
-            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
+            bias_tile = bias_rows[tile_bh, tile_m, tile_n] if has_bias else None
+            scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
             p = torch.exp2(scores - m_ij[:, :, None])
             alpha = torch.exp2(m_i - m_ij)
@@ -149,6 +160,7 @@ def attention_backward(
     dq = torch.empty_like(q_rows)
     dk = torch.empty_like(k_rows)
     dv = torch.empty_like(v_rows)
+    masking = (m, n, causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E
     # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
@@ -168,10 +180,10 @@ def attention_backward(
             for tile_m in tc.tile(start, stop):
                 query = q_rows[rows, tile_m, :]
                 d_o = do_rows[rows, tile_m, :]
-                scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
-                if has_bias:
-                    scores = scores + bias_rows[rows, tile_m, tile_n].to(torch.float32) * LOG2E
-                scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
+                bias_tile = bias_rows[rows, tile_m, tile_n] if has_bias else None
+                scores = _scores(
+                    query, key, bias_tile, qk_scale, tile_m, tile_n, m, n, causal, window
+                )
                 p = torch.exp2(scores - lse_rows[rows, tile_m][:, :, None])
                 dv_acc = torch.baddbmm(dv_acc, p.to(d_o.dtype).transpose(1, 2), d_o)
                 dp = torch.bmm(d_o, value.transpose(1, 2), torch.float32)
@@ -192,10 +204,8 @@ def attention_backward(
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
-            scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
-            if has_bias:
-                scores = scores + bias_rows[tile_bh, tile_m, tile_n].to(torch.float32) * LOG2E
-            scores = _mask(scores, tile_m.index, tile_n.index, m, n, causal, window)
+            bias_tile = bias_rows[tile_bh, tile_m, tile_n] if has_bias else None
+            scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
             p = torch.exp2(scores - row_lse[:, :, None])
             dp = torch.bmm(d_o, v_rows[kv, tile_n, :].transpose(1, 2), torch.float32)
             ds = p * (dp - row_delta[:, :, None])
