@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import tilecraft as tc
 from tilecraft.exc import UnsupportedOperation
@@ -174,3 +175,18 @@ def test_attention_varlen_has_no_backward() -> None:
     cu = torch.tensor([0, 3])
     with pytest.raises(UnsupportedOperation, match="no backward"):
         attention_varlen(q, q, q, cu, cu, 3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_nan_and_inf_rows_as_sdpa(mode, causal: bool) -> None:
+    """A NaN in a query spoils only its own row (as SDPA's math backend says; its CPU flash
+    kernel returns 0 there); a huge (inf) key score gives that key all the weight."""
+    _kernels(mode)
+    q, k, v = (t.detach() for t in _inputs((1, 2, 1, 9, 11, 16), torch.float32))
+    q[0, 0, 3, 5] = float("nan")
+    k[0, 0, 2, :] = 1e30  # scores of +inf (or -inf) against key 2
+    out = attention(q, k, v, causal=causal)
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    assert out[0, 0, 3].isnan().all() and not out[0, 1].isnan().any()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
