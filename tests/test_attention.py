@@ -245,3 +245,24 @@ def test_attention_nan_and_inf_rows_as_sdpa(mode, causal: bool) -> None:
         ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     assert out[0, 0, 3].isnan().all() and not out[0, 1].isnan().any()
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+def test_launchers_never_sync_with_the_device() -> None:
+    """Host code that read a device value (a sequence bound) would stall every call and
+    break CUDA graph capture of the training step."""
+    q, k, v = (t.detach() for t in _inputs((1, 2, 1, 9, 11, 16), torch.float32))
+    out, lse = attention_forward(q, k, v, q.new_empty(0), True, 0.25, 0, False)
+    dense = [
+        attention_forward.bind((q, k, v, q.new_empty(0), True, 0.25, 0, False)),
+        attention_backward.bind((out, q, k, v, q.new_empty(0), out, lse, True, 0.25, 0, False)),
+    ]
+    (qp, cu), (kp, _) = _packed([3, 6], 2, torch.float32), _packed([3, 6], 1, torch.float32)
+    packed = (qp, kp, kp, cu, cu, 8, 8, True, 0.25)
+    out, lse = attention_varlen_forward(*packed)
+    varlen = [
+        attention_varlen_forward.bind(packed),
+        attention_varlen_backward.bind((out, qp, kp, kp, cu, cu, out, lse, 8, 8, True, 0.25)),
+    ]
+    for bound in dense + varlen:
+        code = bound.to_triton_code()
+        assert not [s for s in (".item()", "synchronize", ".cpu()", ".tolist()") if s in code]
