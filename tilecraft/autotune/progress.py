@@ -83,7 +83,8 @@ class TuneProgress:
                 writer.writeheader()
             writer.writerows(rows)
 
-    def finish(self, best: Trial) -> None:
+    def finish(self, best: Trial, phases: str = "") -> None:
+        """Print the result (and `phases`, where the time went, when given)."""
         self.progress.stop()
         if self.quiet:
             return
@@ -93,6 +94,8 @@ class TuneProgress:
             f"tilecraft: tuned {self.kernel} in {took:.1f} s, {self.done} configs "
             f"({self.failed} failed), best {timing}:"
         )
+        if phases:
+            self.console.print(f"tilecraft: phases (s): {phases}", markup=False, highlight=False)
         line = f"@tc.kernel(config={best.config!r})"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 

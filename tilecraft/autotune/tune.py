@@ -6,6 +6,7 @@ import functools
 import hashlib
 import math
 import sqlite3
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from tilecraft.autotune.db import DB_NAME, TuneKey, TuningDB, TuningDBWarning
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
+from tilecraft.autotune.phases import Phases
+from tilecraft.autotune.predict import TOP
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import SEARCHES, make_search
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
@@ -50,6 +53,7 @@ EFFORTS = {
     "predict": Effort("predict", 10.0, 4),
 }
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
+NOISE = 0.03  # timing noise between two runs of one kernel (relative): leads beyond it count
 
 
 # Winners this process could not store (full disk, unusable cache): (db path, key) -> config
@@ -149,14 +153,17 @@ def autotune(
     tuning database give the same configs tried, in the same order."""
     settings.validate()
     _check_options(search or settings.autotune_search, effort, budget_s)
+    phases, started = Phases(), time.perf_counter()
     key = tune_key(bound, args)
+    workers = _pool_size(settings, effort, search, configs, max_configs)
     with (
         TuningDB(db_path(settings), check=True) as db,
         Benchmarker(
-            bound, args, workers=settings.autotune_workers, timeout_s=settings.autotune_timeout_s
+            bound, args, workers=workers, timeout_s=settings.autotune_timeout_s, phases=phases
         ) as bench,
     ):
-        preset, learned = _plan(db, key, bound, settings, effort, search)
+        with phases.timed("plan"):
+            preset, learned = _plan(db, key, bound, settings, effort, search)
         name = search or settings.autotune_search or preset.search
         budget = Budget(
             max_configs or preset.max_configs,
@@ -166,7 +173,8 @@ def autotune(
             unrecorded: list[str] = []
 
             def evaluate(batch: list[Config]) -> list[Trial]:
-                trials = bench(batch)
+                with phases.timed("measure"):
+                    trials = bench(batch)
                 try:
                     db.record_for(key, trials, bound.src.tree.name, name)
                 except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
@@ -194,20 +202,46 @@ def autotune(
                     context=context,
                     **learned,
                 )
-                runner.run()
+                with phases.timed("search"):
+                    runner.run()
+                phases["search"] -= phases.get("measure", 0.0)  # its own thinking only
                 trials = runner.trials
-            best = _choose(bench, trials, bound.default_config)
+            best = _choose(bench, trials, bound.default_config, quick=name == "predict")
             if best.time_ms is not None:
                 _keep(db, key, best, settings)
-            shown.finish(best)
+            phases["total"] = time.perf_counter() - started
+            shown.finish(best, phases.summary() if settings.autotune_verbose else "")
     bound.tuning = {
         "configs": len(trials),
         "failed": sum(not t.ok for t in trials),
         "search": name,
         "best_ms": best.time_ms,
         **status_counts(trials),
+        "phases": phases.rounded(),
     }
     return best.config
+
+
+def _pool_size(
+    settings: Settings,
+    effort: str | None,
+    search: str | None,
+    configs: list[Config] | None,
+    max_configs: int | None,
+) -> int:
+    """Workers for the batches the search will run: the "predict" search measures its
+    `TOP` picks at once, given configs are measured at once, and no search measures more
+    than its config budget. Starting fewer workers saves their start-up."""
+    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
+    name = search or settings.autotune_search or preset.search
+    batch = [settings.autotune_workers]
+    if configs:
+        batch.append(len(configs))
+    elif name == "predict":
+        batch.append(TOP)
+    if max_configs:
+        batch.append(max_configs)
+    return min(batch)
 
 
 def _check_options(search: str | None, effort: str | None, budget_s: float | None) -> None:
@@ -305,13 +339,26 @@ def _learned(
         return None, description
 
 
-def _choose(bench: Benchmarker, trials: list[Trial], default: Config) -> Trial:
-    """Re-time the leaders together and keep the fastest; the default if nothing worked."""
+def _choose(
+    bench: Benchmarker, trials: list[Trial], default: Config, *, quick: bool = False
+) -> Trial:
+    """Re-time the leaders together and keep the fastest; the default if nothing worked.
+    `quick` (a few configs measured at once): only the leaders within `NOISE` of the
+    fastest, in one round, each keeping its best of both timings; none if it leads by more."""
     ranked = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms or 0.0)
     if not ranked:
         return Trial(default, "ok", None)
-    leaders = [t.config for t in ranked[:3]]
-    times = bench.retime(leaders) if bench.on_gpu and len(leaders) > 1 else {}
+    leaders = ranked[:3]
+    if quick:
+        fastest = ranked[0].time_ms or 0.0
+        leaders = [t for t in leaders if (t.time_ms or 0.0) <= fastest * (1 + NOISE)]
+    if not bench.on_gpu or len(leaders) < 2:
+        return ranked[0]
+    times = bench.retime([t.config for t in leaders], rounds=1 if quick else 2)
+    if quick:
+        times = {
+            t.config: min(times.get(t.config, math.inf), t.time_ms or math.inf) for t in leaders
+        }
     if not times:
         return ranked[0]
     winner = min(times, key=lambda c: times[c])
