@@ -156,6 +156,7 @@ class Lane:
         self.clock = self.clock or Clock(self.device, enabled=False)
         self._staged: deque[tuple[torch.cuda.Event, torch.Tensor]] = deque()
         self._pending: deque[_Pending] = deque()
+        self._handed: list[_Pending] = []  # batches the caller may still be reading
 
     @property
     def in_flight(self) -> int:
@@ -165,6 +166,7 @@ class Lane:
     def submit(self, parts: Frames | Sequence[Frames]) -> None:
         """Queue one batch (or several sources' batches, processed together)."""
         parts = [parts] if isinstance(parts, Frames) else list(parts)
+        self._recycle_handed()
         if self.stream is None:
             return self._run_on_cpu(parts)
         with torch.cuda.stream(self.stream):
@@ -260,17 +262,23 @@ class Lane:
 
     def results(self, keep: int = 0) -> Iterator[list[torch.Tensor]]:
         """Finished batches, oldest first, waiting for them until at most `keep` are left in
-        flight; each as one tensor per part submitted. A batch is valid until the next one
-        is asked for (its buffer then goes back to the pool): copy what you keep."""
+        flight; each as one tensor per part submitted. A batch is valid until the lane is
+        asked for more (the next batch, or a `submit`): its buffer then goes back to the
+        pool. Copy what you keep."""
         while len(self._pending) > keep:
+            self._recycle_handed()
             pending = self._pending.popleft()
             if pending.done is not None:
                 if self.to_host:
                     pending.done.synchronize()
                 else:  # the caller's stream reads it next
                     torch.cuda.current_stream(self.device).wait_event(pending.done)
+            self._handed.append(pending)
             yield _split(pending.result, pending.counts)
-            self._recycle(pending)
+
+    def _recycle_handed(self) -> None:
+        while self._handed:
+            self._recycle(self._handed.pop())
 
     def _recycle(self, pending: _Pending) -> None:
         if pending.lease is None or pending.pool is None:
