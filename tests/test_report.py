@@ -194,7 +194,8 @@ def test_report_scatters_configs_by_energy_when_measured(tuning_db: Path, tmp_pa
     report = write_report(tmp_path / "out", tuning_db, kernel="softmax")
     assert all(r.has_energy() for r in report.runs)
     configs = report.pictures[1]
-    assert configs.title == "Configs tried, by time and energy"
+    assert configs.title.startswith("Configs tried for softmax bfloat16[4096, 4096] on")
+    assert configs.title.endswith(", by time and energy")
     assert "Pareto front" in configs.caption and configs.path.read_bytes().startswith(PNG)
     assert report.notes == [f"no benchmark database at {tmp_path / 'bench.sqlite3'}"]
     assert "measured" in report.html.read_text() and check_html(report.html).figures == 2
