@@ -2,8 +2,9 @@
 `tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it),
 `tilecraft learn FOLDER` (import recorded landscapes into the tuning database), and
 whole-model tuning: `record`, `tune`, `export`, `import`, `merge-db` (see cli_manifest),
-`tilecraft bench` (regression tracking, see cli_bench), and `tilecraft video` (a video
-through the vision kernels, see cli_video)."""
+`tilecraft bench` (regression tracking, see cli_bench), `tilecraft report` (pictures of
+tuning runs and benchmark history, see cli_report) and `tilecraft video` (a video through
+the vision kernels, see cli_video)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tilecraft import cli_bench, cli_manifest, cli_video, demo
-from tilecraft.exc import TilecraftError
+from tilecraft import cli_bench, cli_manifest, cli_report, cli_video, demo
+from tilecraft.exc import ReportError, TilecraftError
 
 
 class CommandError(Exception):
@@ -94,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     cli_manifest.add_commands(sub)
     cli_bench.add_command(sub)
     cli_video.add_command(sub)
+    cli_report.add_command(sub)
     for command in (run, code, prompt):
         command.add_argument(
             "--examples", help="a folder of examples (default: those shipped with tilecraft)"
@@ -118,8 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_bench.run(args)
         if args.command == "video":
             return cli_video.run(args)
+        if args.command == "report":
+            return cli_report.run(args)
         return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
-    except (CommandError, FileNotFoundError) as e:
+    except (CommandError, FileNotFoundError, ReportError) as e:
         print(f"tilecraft: {e}", file=sys.stderr)
         return 2
     except TilecraftError as e:  # a video that cannot be read or written, ...

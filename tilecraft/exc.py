@@ -98,6 +98,11 @@ class VideoError(TilecraftError):
     lacks); the frames processed before it are kept, and the output file is closed."""
 
 
+class ReportError(TilecraftError):
+    """`tilecraft report` has nothing to draw (no database, an empty one, nothing that
+    matches the kernel, shape or run asked for) or cannot draw (matplotlib is missing)."""
+
+
 # Helion's names for the errors a ported kernel's callers catch (`helion.exc.X` with
 # `import tilecraft as helion`): each is the tilecraft class raised for that failure.
 Base = BaseError = TilecraftError
