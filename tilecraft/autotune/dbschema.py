@@ -52,12 +52,27 @@ CREATE TABLE IF NOT EXISTS specs (
     PRIMARY KEY (kernel, spec_key, hardware)
 );
 """
+_SPECS = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS specs") :]  # new in version 2
+
+
+def _add_column(table: str, column: str, kind: str) -> Callable[[sqlite3.Connection], None]:
+    """An upgrade step adding a nullable column, unless the table has it already."""
+
+    def add(conn: sqlite3.Connection) -> None:
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+    return add
+
+
 # The step from the version before to each version, applied in order inside one
-# transaction that first re-reads the version (another process may have upgraded).
-_UPGRADES = {
-    2: _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS specs") :],
+# transaction that first re-reads the version (another process may have upgraded); each
+# is safe to run again.
+_UPGRADES: dict[int, Callable[[sqlite3.Connection], None]] = {
+    2: lambda conn: _run_script(conn, _SPECS),
     # joules per call of a trial (NULL where not measured: older rows, no energy meter)
-    3: "ALTER TABLE trials ADD COLUMN energy_j REAL",
+    3: _add_column("trials", "energy_j", "REAL"),
 }
 
 
@@ -127,7 +142,7 @@ def _upgrade(conn: sqlite3.Connection) -> None:
     def upgrade() -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         for step in range(version + 1, SCHEMA_VERSION + 1):
-            _run_script(conn, _UPGRADES[step])
+            _UPGRADES[step](conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     _immediately(conn, upgrade)
