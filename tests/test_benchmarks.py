@@ -42,3 +42,9 @@ def test_bench_model_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert results[mode]["matches_torch"], (mode, results[mode])
         assert results[mode]["ms_per_step"] > 0
     assert "skipped" in results["tilecraft graph"] and "skipped" in results["torch graph"]
+
+
+def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_model", monkeypatch)
+    assert script.parse(["--device", "cpu", "--dtype", "bf16"]).dtype == "bfloat16"
+    assert script.parse(["--device", "cpu"]).dtype == "float32"
