@@ -231,6 +231,8 @@ def test_nothing_to_draw_is_a_clear_error(tmp_path: Path) -> None:
         write_report(tmp_path / "out", foreign, what="tuning")
     with pytest.raises(ReportError, match="what='pictures'"):
         write_report(tmp_path / "out", empty, what="pictures")
+    with pytest.raises(ReportError, match="limit=0"):
+        write_report(tmp_path / "out", empty, limit=0)
     assert not (tmp_path / "missing.sqlite3").exists()  # reading never creates a file
     assert not (tmp_path / "out").exists()  # nor an output folder when nothing is drawn
 
