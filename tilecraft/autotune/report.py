@@ -79,6 +79,8 @@ def write_report(
     or "bench". Raises ReportError when there is nothing to draw."""
     if what not in WHAT:
         raise ReportError(f"what={what!r}: expected one of {', '.join(WHAT)}")
+    if limit < 1:
+        raise ReportError(f"limit={limit}: draw at least one kernel (a limit of 1 or more)")
     _need_matplotlib()
     db_file, bench_file = default_paths(db, bench_db)
     report = Report(Path(out_dir) / "index.html")
