@@ -127,7 +127,10 @@ class Kernel:
 
         bound = self.bind(args)
         config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
-        bound.launcher = bound.compile(config)
+        if bound.cpu_mode == "eager":  # CPU tensors in a process whose Triton targets a GPU
+            bound.launcher = lambda *a: self.run_eagerly(a)
+        else:
+            bound.launcher = bound.compile(config)
         return config
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
