@@ -2,7 +2,8 @@
 `tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it),
 `tilecraft learn FOLDER` (import recorded landscapes into the tuning database), and
 whole-model tuning: `record`, `tune`, `export`, `import`, `merge-db` (see cli_manifest),
-and `tilecraft bench` (regression tracking, see cli_bench)."""
+`tilecraft bench` (regression tracking, see cli_bench) and `tilecraft report` (pictures of
+tuning runs and benchmark history, see cli_report)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tilecraft import cli_bench, cli_manifest, demo
+from tilecraft import cli_bench, cli_manifest, cli_report, demo
+from tilecraft.exc import ReportError
 
 
 class CommandError(Exception):
@@ -84,6 +86,7 @@ def parser() -> argparse.ArgumentParser:
     learn.add_argument("folder", help="a folder of *.jsonl.gz landscapes")
     cli_manifest.add_commands(sub)
     cli_bench.add_command(sub)
+    cli_report.add_command(sub)
     for command in (run, code, prompt):
         command.add_argument(
             "--examples", help="a folder of examples (default: those shipped with tilecraft)"
@@ -104,8 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_manifest.run(args)
         if args.command == "bench":
             return cli_bench.run(args)
+        if args.command == "report":
+            return cli_report.run(args)
         return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
-    except (CommandError, FileNotFoundError) as e:
+    except (CommandError, FileNotFoundError, ReportError) as e:
         print(f"tilecraft: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
