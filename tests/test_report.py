@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import importlib.util
+import os
 import sqlite3
 from html.parser import HTMLParser
 from pathlib import Path
@@ -194,7 +195,8 @@ def test_report_scatters_configs_by_energy_when_measured(tuning_db: Path, tmp_pa
     report = write_report(tmp_path / "out", tuning_db, kernel="softmax")
     assert all(r.has_energy() for r in report.runs)
     configs = report.pictures[1]
-    assert configs.title == "Configs tried, by time and energy"
+    assert configs.title.startswith("Configs tried for softmax bfloat16[4096, 4096] on")
+    assert configs.title.endswith(", by time and energy")
     assert "Pareto front" in configs.caption and configs.path.read_bytes().startswith(PNG)
     assert report.notes == [f"no benchmark database at {tmp_path / 'bench.sqlite3'}"]
     assert "measured" in report.html.read_text() and check_html(report.html).figures == 2
@@ -230,6 +232,8 @@ def test_nothing_to_draw_is_a_clear_error(tmp_path: Path) -> None:
         write_report(tmp_path / "out", foreign, what="tuning")
     with pytest.raises(ReportError, match="what='pictures'"):
         write_report(tmp_path / "out", empty, what="pictures")
+    with pytest.raises(ReportError, match="limit=0"):
+        write_report(tmp_path / "out", empty, limit=0)
     assert not (tmp_path / "missing.sqlite3").exists()  # reading never creates a file
     assert not (tmp_path / "out").exists()  # nor an output folder when nothing is drawn
 
@@ -273,3 +277,15 @@ def test_readme_images_script_smoke(tmp_path: Path) -> None:
     assert len(result["pictures"]) == 3
     for kind in ("tuning", "configs", "bench"):
         assert (tmp_path / "images" / f"report-{kind}.png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.slow  # tunes for real: worker processes and Triton's interpreter, about 15 s
+def test_gpu_report_script_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/report_gpu.py (real pictures with energy, on the H200) runs its CPU path."""
+    for name in ("TILECRAFT_CACHE_DIR", "TILECRAFT_AUTOTUNE_QUIET"):  # the script sets them
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # undone after the test
+    out = tmp_path / "report_gpu.json"
+    result = load_script("report_gpu").main(["--smoke", "--searches", "random", "--out", str(out)])
+    assert result["searches"][0]["configs"] == 3 and result["objective"] == "time"
+    assert [Path(p).name.split("-")[0] for p in result["pictures"]] == ["tuning", "configs"]
+    assert all(Path(p).read_bytes().startswith(PNG) for p in result["pictures"])

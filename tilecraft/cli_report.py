@@ -13,7 +13,13 @@ DEFAULT_OUT = "tilecraft-report"
 def add_command(sub: Any) -> None:
     """Add `report` to the `tilecraft` parser's subparsers."""
     report = sub.add_parser(
-        "report", help="draw tuning runs and benchmark history as PNG files and an HTML page"
+        "report",
+        help="draw tuning runs and benchmark history as PNG files and an HTML page",
+        description="Draw, from the tuning database, each kernel and shape's tuning (best"
+        " time so far against wall time and trials, one line per search; the configs tried,"
+        " by time and energy where measured) and, from the benchmark database of `tilecraft"
+        " bench`, each kernel's time per run; as PNG files and one HTML page (index.html)."
+        " Needs matplotlib (pip install 'tilecraft[report]').",
     )
     report.add_argument("-o", "--out", default=DEFAULT_OUT, help="output folder (%(default)s)")
     report.add_argument("--kernel", help="only this kernel (its name, e.g. softmax)")
@@ -30,7 +36,9 @@ def add_command(sub: Any) -> None:
     report.add_argument(
         "--only", choices=("tuning", "bench"), help="draw only tuning runs or benchmark history"
     )
-    report.add_argument("--limit", type=int, default=8, help="most kernel/shape pairs drawn")
+    report.add_argument(
+        "--limit", type=int, default=8, help="most kernel/shape pairs (and kernels) drawn: 8"
+    )
     report.add_argument("--list", action="store_true", help="list the runs there are; draw none")
     report.add_argument("--db", help="the tuning database (default: the cache dir's)")
     report.add_argument(

@@ -79,6 +79,8 @@ def write_report(
     or "bench". Raises ReportError when there is nothing to draw."""
     if what not in WHAT:
         raise ReportError(f"what={what!r}: expected one of {', '.join(WHAT)}")
+    if limit < 1:
+        raise ReportError(f"limit={limit}: draw at least one kernel (a limit of 1 or more)")
     _need_matplotlib()
     db_file, bench_file = default_paths(db, bench_db)
     report = Report(Path(out_dir) / "index.html")
@@ -281,7 +283,8 @@ def _configs(group: list[TuningRun], out: Path) -> Picture:
     figure.suptitle(_title(group[0]), fontsize="medium")
     name = f"configs-{slug(group[0].kernel_name, str(group[0].id))}.png"
     kind = "by time and energy" if measured else "by time"
-    return Picture(_save(figure, out / name), f"Configs tried, {kind}", caption, "tuning")
+    title = f"Configs tried for {_title(group[0])}, {kind}"
+    return Picture(_save(figure, out / name), title, caption, "tuning")
 
 
 def _energy_scatter(axes: Any, group: list[TuningRun]) -> str:
@@ -441,7 +444,7 @@ def _bench_caption(runs: list[regress.BenchRun], verdicts: list[str]) -> str:
         if verdict in _VERDICT_COLORS
     ]
     return (
-        f"Time per call in {len(runs)} stored runs of `tilecraft bench`"
+        f"Time per call in {len(runs)} stored runs of tilecraft bench"
         f" ({each} samples each):"
         " boxes span the middle half of the samples, whiskers 1.5 times that, the line joins"
         " the medians. Red: slower than the run before, green: faster (one-sided"

@@ -62,7 +62,7 @@ def _contents(pictures: Sequence[Picture]) -> str:
     """The list of pictures drawn, each linking to its figure and naming its file."""
     items = [
         f'<li><a href="#{escape(p.path.stem)}">{escape(p.title)}</a>'
-        f" (<code>{escape(p.path.name)}</code>)</li>"
+        f' (<a href="{escape(p.path.name)}"><code>{escape(p.path.name)}</code></a>)</li>'
         for p in pictures
     ]
     return f"<p>{len(pictures)} pictures:</p><ul>\n" + "\n".join(items) + "\n</ul>"
