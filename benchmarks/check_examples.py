@@ -23,6 +23,8 @@ from tilecraft.testing import REL_ERROR_LIMITS, relative_error  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(1, 1000), (129, 1000), (1000, 4097), (4096, 768)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# model examples whose main() trains a few steps on the device, checking losses against PyTorch
+TRAINING = ["resnet_block"]
 
 
 def load_examples() -> list:
@@ -64,6 +66,21 @@ def check(module, kernel, shape, dtype) -> dict:
     return row
 
 
+def check_training(name: str) -> dict:
+    """Run a model example's main() on the device (it raises if its losses differ)."""
+    row = {"example": name, "kernel": "main (training)", "shape": None, "dtype": "float32"}
+    try:
+        torch.manual_seed(0)
+        start = time.perf_counter()
+        importlib.import_module(name).main()
+        row["first_call_s"] = round(time.perf_counter() - start, 3)
+        row["status"] = "ok"
+    except Exception as e:
+        row["status"] = f"FAIL {type(e).__name__}: {str(e)[:300]}"
+        row["trace"] = traceback.format_exc()[-2000:]
+    return row
+
+
 def main() -> int:
     rows = []
     for module in load_examples():
@@ -80,6 +97,9 @@ def main() -> int:
                         rows[-1]["status"][:200],
                         flush=True,
                     )
+    for name in TRAINING:
+        rows.append(check_training(name))
+        print(name, "main (training)", rows[-1]["status"][:200], flush=True)
     failed = [r for r in rows if r["status"] != "ok"]
     print(f"{len(rows) - len(failed)} passed, {len(failed)} failed")
     if os.environ.get("OUT"):
