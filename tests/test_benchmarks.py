@@ -63,3 +63,20 @@ def test_bench_energy_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert row["energy_objective"]["pareto"]  # energy was measured for every trial
     assert row["classic_search"]["search"] == "pattern"
     assert "| softmax |" in script.tables(result["rows"])
+
+
+def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny shape, causal and not: tilecraft's kernels checked and timed, SDPA's flash
+    backend as the peer (cuDNN's records its error on the CPU), the JSON written."""
+    script = load_script("bench_attention", monkeypatch)
+    out = tmp_path / "attention.json"
+    data = script.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text())["results"] == data["results"]
+    assert [row["causal"] for row in data["results"]] == [False, True]
+    for row in data["results"]:
+        for direction in ("forward", "backward"):
+            assert row["tilecraft"][direction]["best"]["rel_err"] < 1e-4
+            assert row["tflops"]["tilecraft"][direction] > 0
+            assert row["tflops"]["flash"][direction] > 0
+        assert "error" in row["peers"]["cudnn"]
+    assert script.markdown(data["results"]).count("\n") == 3
