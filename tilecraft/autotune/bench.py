@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.autotune.energy import EnergyMeter
 from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
@@ -45,7 +46,8 @@ class Benchmarker:
     """Measures configs of one BoundKernel on one set of arguments; call it with a batch.
 
     `workers=0` runs candidates in this process (fast, but a hang or crash is not
-    contained). On a CPU, times come from Triton's interpreter and mean nothing. The
+    contained). On a CPU, times come from Triton's interpreter and mean nothing. With a
+    `meter`, each ok candidate's energy per call is measured too, after its timing. The
     workers (the process's warm pool, see workers.py) start before the reference outputs
     are computed, so their start-up overlaps it; `phases` receives where the time went.
     """
@@ -59,8 +61,9 @@ class Benchmarker:
         timeout_s: float = 60.0,
         reference: Config | None = None,
         phases: Phases | None = None,
+        meter: EnergyMeter | None = None,
     ) -> None:
-        self.bound, self.args, self.timeout_s = bound, args, timeout_s
+        self.bound, self.args, self.timeout_s, self.meter = bound, args, timeout_s, meter
         self.phases = Phases() if phases is None else phases
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         self.pool: WorkerPool | None = None
@@ -113,7 +116,7 @@ class Benchmarker:
         message = f"tilecraft: no benchmark workers ({why}); candidates run in this process"
         warnings.warn(message, stacklevel=4)
 
-    def _job(self, config: Config) -> dict:
+    def _job(self, config: Config, energy: bool = True) -> dict:
         with self.phases.timed("codegen"):
             path, code = self.bound.code_file(config)
         job = {
@@ -121,6 +124,8 @@ class Benchmarker:
             "code": code,  # sent, not read back from the cache dir
             "name": self.bound.src.tree.name,
             "imports": self.imports,
+            "config": config.to_json(),
+            "energy": self.meter.to_job() if self.meter and energy else None,
         }
         if self.pool is not None and self.dir is not None:
             job["args"], job["ref"] = str(self.dir / "args.pt"), str(self.dir / "expected.pt")
@@ -175,7 +180,7 @@ class Benchmarker:
         """Time the leaders again, interleaved, and keep each one's best median."""
         best: dict[Config, float] = {}
         with self.phases.timed("retime"):
-            jobs = [{**self._job(c), "check": False} for c in configs]
+            jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
             for _ in range(rounds):
                 for config, result in zip(configs, self._run(jobs), strict=True):
                     if result.get("time_ms") is not None:
@@ -210,4 +215,5 @@ def _trial(config: Config, result: dict) -> Trial:
         float(result.get("compile_s", 0.0)),
         result.get("error", ""),
         float(result.get("bench_s", 0.0)),
+        result.get("energy_j"),
     )

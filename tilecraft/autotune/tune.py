@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -18,6 +19,14 @@ import triton
 
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import DB_NAME, TuneKey, TuningDB, TuningDBWarning
+from tilecraft.autotune.energy import (
+    EnergyMeter,
+    EnergyUse,
+    check_objective,
+    default_meter,
+    pareto_front,
+    require_meter,
+)
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
@@ -25,6 +34,7 @@ from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.predict import TOP
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import SEARCHES, make_search
+from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import Budget, Trial
@@ -107,7 +117,7 @@ def cached_config(bound: BoundKernel, args: tuple, settings: Settings) -> Config
     """A config tuned earlier (by any process) for exactly this kernel and setting; None
     (with one warning) when the database cannot be read or the stored config no longer
     compiles for this kernel (that row is dropped, so a re-tune replaces it)."""
-    path, key = db_path(settings), tune_key(bound, args)
+    path, key = db_path(settings), best_key(tune_key(bound, args), settings.autotune_objective)
     if (str(path), key) in _REMEMBERED:
         return _REMEMBERED[str(path), key]
     try:
@@ -147,19 +157,32 @@ def autotune(
     budget_s: float | None = None,
     max_configs: int | None = None,
     seed: int | None = None,
+    objective: str | None = None,
+    meter: EnergyMeter | None = None,
 ) -> Config:
     """Tune `bound` on `args` and return the winning config (also cached and printed).
     `seed` (default: the `autotune_seed` setting) seeds the search: the same seed and
-    tuning database give the same configs tried, in the same order."""
+    tuning database give the same configs tried, in the same order. `objective` (default:
+    the `autotune_objective` setting) is what the search minimizes: "time", "energy" (joules
+    per call) or "edp" (energy x delay); energy is read from `meter` (default: NVML's, on
+    an NVIDIA GPU), which also measures the energy the tuning run itself uses."""
     settings.validate()
-    _check_options(search or settings.autotune_search, effort, budget_s)
+    objective = objective or settings.autotune_objective
+    _check_options(search or settings.autotune_search, effort, budget_s, objective)
+    meter = meter if meter is not None else default_meter(args)
+    require_meter(objective, meter)
+    used = EnergyUse(meter)
     phases, started = Phases(), time.perf_counter()
     key = tune_key(bound, args)
-    workers = _pool_size(settings, effort, search, configs, max_configs)
     with (
         TuningDB(db_path(settings), check=True) as db,
         Benchmarker(
-            bound, args, workers=workers, timeout_s=settings.autotune_timeout_s, phases=phases
+            bound,
+            args,
+            workers=_pool_size(settings, effort, search, configs, max_configs),
+            timeout_s=settings.autotune_timeout_s,
+            phases=phases,
+            meter=meter if objective != "time" else None,
         ) as bench,
     ):
         with phases.timed("plan"):
@@ -175,6 +198,8 @@ def autotune(
             def evaluate(batch: list[Config]) -> list[Trial]:
                 with phases.timed("measure"):
                     trials = bench(batch)
+                for trial in trials:
+                    trial.objective = objective
                 try:
                     db.record_for(key, trials, bound.src.tree.name, name)
                 except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
@@ -206,20 +231,20 @@ def autotune(
                     runner.run()
                 phases["search"] -= phases.get("measure", 0.0)  # its own thinking only
                 trials = runner.trials
-            best = _choose(bench, trials, bound.default_config, quick=name == "predict")
+            quick = name == "predict"
+            best = _choose(bench, trials, bound.default_config, objective, quick=quick)
             if best.time_ms is not None:
-                _keep(db, key, best, settings)
+                _keep(db, best_key(key, objective), best, settings, objective != "time")
+            tuning_j = used.joules()
             phases["total"] = time.perf_counter() - started
-            shown.finish(best, phases.summary() if settings.autotune_verbose else "")
-    bound.tuning = {
-        "configs": len(trials),
-        "failed": sum(not t.ok for t in trials),
-        "search": name,
-        "best_ms": best.time_ms,
-        **status_counts(trials),
-        "phases": phases.rounded(),
-    }
+            shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
+    bound.tuning = {**_summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
     return best.config
+
+
+def _shown(phases: Phases, settings: Settings) -> str:
+    """The phases line of the summary, when the settings ask for it."""
+    return phases.summary() if settings.autotune_verbose else ""
 
 
 def _pool_size(
@@ -244,8 +269,41 @@ def _pool_size(
     return min(batch)
 
 
-def _check_options(search: str | None, effort: str | None, budget_s: float | None) -> None:
+def _summary(
+    trials: list[Trial], search: str, best: Trial, objective: str, tuning_j: float | None
+) -> dict[str, Any]:
+    """What a tuning run did (kept as `bound.tuning`): counts, the winner's time and energy,
+    the energy the run used, and the time/energy Pareto front of its trials."""
+    front = [
+        {"config": t.config, "time_ms": t.time_ms, "energy_j": t.energy_j}
+        for t in pareto_front(trials)
+    ]
+    return {
+        "configs": len(trials),
+        "failed": sum(not t.ok for t in trials),
+        "search": search,
+        "objective": objective,
+        "best_ms": best.time_ms,
+        "best_energy_j": best.energy_j,
+        "tuning_energy_j": tuning_j,
+        "pareto": front,
+        **status_counts(trials),
+    }
+
+
+def best_key(key: TuneKey, objective: str) -> TuneKey:
+    """Where the winner under `objective` is stored: the key itself for time; marked with
+    the objective otherwise, so an energy winner never replaces the fastest config."""
+    if objective == "time":
+        return key
+    return dataclasses.replace(key, versions=f"{key.versions};objective={objective}")
+
+
+def _check_options(
+    search: str | None, effort: str | None, budget_s: float | None, objective: str
+) -> None:
     """Tuning options checked up front, by name, with the values they accept."""
+    check_objective(objective)
     if search is not None and search not in SEARCHES:
         raise SettingsError(
             f"search {search!r} (TILECRAFT_AUTOTUNE_SEARCH) is not valid: expected one of"
@@ -266,8 +324,11 @@ def _readable(read: Callable[[], list[Any]]) -> list[Any]:
         return []
 
 
-def _keep(db: TuningDB, key: TuneKey, best: Trial, settings: Settings) -> None:
-    """Store the winner; where it cannot be stored, keep it for this process and say so."""
+def _keep(
+    db: TuningDB, key: TuneKey, best: Trial, settings: Settings, replace: bool = False
+) -> None:
+    """Store the winner (in place of the stored one with `replace`, else unless a faster
+    one is stored); where it cannot be stored, keep it for this process and say so."""
     assert best.time_ms is not None
     target = db
     if db.gone():  # the cache dir was removed while tuning: a fresh file keeps the winner
@@ -279,7 +340,7 @@ def _keep(db: TuningDB, key: TuneKey, best: Trial, settings: Settings) -> None:
         )
         target = TuningDB(db_path(settings))
     try:
-        target.save_best(key, best.config, best.time_ms)
+        target.save_best(key, best.config, best.time_ms, replace=replace)
         stored = not target.in_memory
     except sqlite3.Error as e:
         warnings.warn(
@@ -340,14 +401,23 @@ def _learned(
 
 
 def _choose(
-    bench: Benchmarker, trials: list[Trial], default: Config, *, quick: bool = False
+    bench: Benchmarker,
+    trials: list[Trial],
+    default: Config,
+    objective: str = "time",
+    *,
+    quick: bool = False,
 ) -> Trial:
-    """Re-time the leaders together and keep the fastest; the default if nothing worked.
-    `quick` (a few configs measured at once): only the leaders within `NOISE` of the
-    fastest, in one round, each keeping its best of both timings; none if it leads by more."""
-    ranked = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms or 0.0)
+    """The best trial under `objective`; for time, the leaders re-timed together and the
+    fastest kept (energy is measured over windows long enough to need no second look).
+    The default if nothing worked. `quick` (a few configs measured at once): only the
+    leaders within `NOISE` of the fastest are re-timed, in one round, each keeping the
+    best of its two timings; none when the fastest leads by more."""
+    ranked = sorted((t for t in trials if t.ok), key=lambda t: (cost(t), t.time_ms or 0.0))
     if not ranked:
-        return Trial(default, "ok", None)
+        return Trial(default, "ok", None, objective=objective)
+    if objective != "time":
+        return ranked[0]
     leaders = ranked[:3]
     if quick:
         fastest = ranked[0].time_ms or 0.0

@@ -9,6 +9,9 @@ from tilecraft.runtime.spec import KernelSpec
 
 ROW_LIMIT = 16384  # rows up to this many elements are reduced in one block by default
 ROW_CHUNK = 4096
+# nested loops of unknown length (each 1024 by default) would hold a value of millions of
+# elements: the default halves the largest inner blocks until the largest value fits this
+VALUE_LIMIT = 1 << 14
 
 
 def _pow2(n: int) -> int:
@@ -31,6 +34,7 @@ def default_config(spec: KernelSpec) -> Config:
     for i, b in enumerate(spec.blocks):
         batch = bool(spec.dot_blocks) and i not in spec.dot_blocks and not b.inner
         sizes.append(1 if batch else _block_size(b, len(grid), bool(inner), row))
+    _fit(spec, sizes, reduction_loops)
     elements = row
     for s in sizes:
         elements *= s or 1
@@ -55,3 +59,16 @@ def _block_size(b: BlockSpec, n_grid: int, has_inner: bool, row: int) -> int:
     if row > 1:
         return min(cap, max(1, 4096 // row))
     return min(cap, 1024 if n_grid == 1 else 64)
+
+
+def _fit(spec: KernelSpec, sizes: list[int | None], reduction_loops: list[int | None]) -> None:
+    """Halve the largest inner block sizes while the largest value exceeds VALUE_LIMIT."""
+    rows = [c or _pow2(n) for c, n in zip(reduction_loops, spec.reductions, strict=True)]
+    blocks = [s or 1 for s in sizes]
+    while spec.value_elements(blocks, rows) > VALUE_LIMIT:
+        inner = [i for i, b in enumerate(spec.blocks) if b.inner and blocks[i] > 16]
+        if not inner:
+            break
+        i = max(inner, key=lambda i: blocks[i])
+        blocks[i] //= 2
+        sizes[i] = blocks[i]
