@@ -4,6 +4,7 @@ workers exiting, failures still confined to their candidate; and where tuning ti
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import textwrap
@@ -26,18 +27,20 @@ from tilecraft.runtime.settings import Settings
 @tc.kernel
 def flaky(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    mode = tc.register_tunable("mode", Choice(0, 1, 2))
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3))
     real = x.device.type != "meta"  # bind time runs host code on meta tensors
     while real and mode == 1:  # hangs
         pass
     if real and mode == 2:
         os._exit(3)  # crashes the process
+    if real and mode == 3:
+        os.write(1, b"noise on the worker's stdout\n")
     for tile in tc.tile(x.size(0)):
         out[tile] = x[tile] + 1.0
     return out
 
 
-OK, HANG, CRASH = (tc.Config(block_sizes=[16], mode=m) for m in range(3))
+OK, HANG, CRASH, NOISY = (tc.Config(block_sizes=[16], mode=m) for m in range(4))
 
 
 @pytest.fixture
@@ -87,7 +90,7 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     y = torch.randn(70)  # another run, other arguments: loaded at its first job
     with Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as second:
         assert pids(second) == used
-        statuses = [t.status for t in second([OK, CRASH, OK])]
+        statuses = [t.status for t in second([OK, CRASH, NOISY])]
         assert statuses == ["ok", "runtime_error", "ok"]
         assert second([OK])[0].ok  # the crashed worker was replaced
     assert second.phases["load"] > 0
@@ -107,7 +110,9 @@ def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
 
 def test_missing_data_fails_the_job_not_the_worker(cold: None) -> None:
     pool = workers.acquire(1, 30, interpret=True)
-    try:
+    try:  # its "ready" line waits unread, its answer follows at once: both must be read
+        stream = pool.workers[0].proc.stdout  # type: ignore[union-attr]
+        select.select([stream], [], [], 60)
         job = {"args": "/nonexistent/args.pt", "ref": "/nonexistent/expected.pt"}
         (result,) = pool.run([{**job, "code_path": "x.py", "name": "k", "imports": {}}])
         assert result["status"] == "runtime_error" and "cannot load" in result["error"]

@@ -116,9 +116,11 @@ def main() -> None:
     options = parser.parse_args()
     state = State()
     threading.Thread(target=watch, args=(state, os.getppid(), options.idle_s), daemon=True).start()
+    # the protocol gets its own descriptor; prints (Python's or native code's) go to stderr
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     start_up(options)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # stray prints from kernels must not break the protocol
     out.write(json.dumps({"ready": True, "at": time.monotonic()}) + "\n")
     out.flush()
     state.idle_since = time.monotonic()

@@ -35,16 +35,17 @@ class Worker:
     command: list[str]
     log: str
     env: dict[str, str]
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
     job: dict | None = None
     deadline: float = 0.0
     ready: bool = False  # finished starting up (imports, the CUDA context)
     spawned: float = 0.0  # time.monotonic() at the start
     ready_s: float | None = None  # how long it took to start up
     last_used: float = 0.0  # when it last finished a job (or started)
+    unread: bytes = b""  # the start of a line it is writing
 
     def start(self) -> None:
-        self.ready, self.ready_s = False, None
+        self.ready, self.ready_s, self.unread = False, None, b""
         self.spawned = self.last_used = time.monotonic()
         stderr: IO[str] = open(self.log, "a")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
@@ -52,7 +53,6 @@ class Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
-            text=True,
             env=self.env,
         )
         stderr.close()  # the child holds its own descriptor
@@ -82,8 +82,19 @@ class Worker:
 
     def _write(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.proc.stdin.flush()
+
+    def messages(self) -> list[dict] | None:
+        """The messages it wrote since the last call (None once its output has ended).
+        Read from the descriptor, unbuffered: a line a buffered reader took ahead would
+        not wake `select` again."""
+        assert self.proc is not None and self.proc.stdout is not None
+        data = os.read(self.proc.stdout.fileno(), 1 << 16)
+        if not data:
+            return None
+        *lines, self.unread = (self.unread + data).split(b"\n")
+        return [m for m in map(_decoded, lines) if m is not None]
 
     def release(self) -> None:
         """Tell an idle worker to drop the data it loaded."""
@@ -166,21 +177,23 @@ class WorkerPool:
                 w.kill()
 
     def _read(self, w: Worker, results: dict[int, dict], timeout_s: float) -> None:
-        assert w.proc is not None and w.proc.stdout is not None and w.job is not None
-        line = w.proc.stdout.readline()
-        message = json.loads(line) if line else {}
-        if message.get("ready"):
-            w.ready, w.deadline = True, time.monotonic() + timeout_s  # the job's clock
-            w.ready_s = float(message.get("at", w.spawned)) - w.spawned
-            return
-        index = w.job["_index"]
-        if not line:
+        assert w.proc is not None and w.job is not None
+        messages = w.messages()
+        if messages is None:
             code = w.proc.wait()
-            results[index] = {"status": "runtime_error", "error": f"worker died (exit {code})"}
+            results[w.job["_index"]] = {
+                "status": "runtime_error",
+                "error": f"worker died (exit {code})",
+            }
             w.kill()
             return
-        results[index] = message
-        w.job, w.last_used = None, time.monotonic()
+        for message in messages:
+            if message.get("ready"):
+                w.ready, w.deadline = True, time.monotonic() + timeout_s  # the job's clock
+                w.ready_s = float(message.get("at", w.spawned)) - w.spawned
+            elif w.job is not None:
+                results[w.job["_index"]] = message
+                w.job, w.last_used = None, time.monotonic()
 
     def started_since(self, since: float) -> float:
         """The longest start-up of the workers started at or after `since` (0 if none)."""
@@ -275,6 +288,15 @@ def _log_dir() -> Path | None:
         return Path(tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-"))
     except OSError:
         return None
+
+
+def _decoded(line: bytes) -> dict | None:
+    """A worker's message; None for anything else (a native library writing to stdout)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
 
 
 def _environment() -> dict[str, str]:
