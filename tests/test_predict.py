@@ -150,9 +150,9 @@ def test_untuned_config_from_the_database(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_predict_effort_is_a_setting() -> None:
     assert "predict" in tune.EFFORTS
-    tune._check_options(None, "predict", None)
+    tune._check_options(None, "predict", None, "time")
     with pytest.raises(SettingsError, match="predict"):
-        tune._check_options(None, "guess", None)
+        tune._check_options(None, "guess", None, "time")
     assert Settings(autotune_effort="predict").autotune_effort == "predict"
 
 
