@@ -42,3 +42,13 @@ def test_bench_model_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert results[mode]["matches_torch"], (mode, results[mode])
         assert results[mode]["ms_per_step"] > 0
     assert "skipped" in results["tilecraft graph"] and "skipped" in results["torch graph"]
+
+
+def test_defaults_vs_helion_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("defaults_vs_helion", monkeypatch)
+    out = tmp_path / "defaults.json"
+    result = script.main(["--smoke", "--only", "kl_div", "--out", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["case"] == "helion kl_div" and "error" not in row, row
+    assert row["tilecraft"]["ms"] > 0 and row["helion_rule"]["ms"] > 0
+    assert result["goal_met"] is None  # judged on a GPU only
