@@ -13,7 +13,7 @@ each step) is measured:
 
 Kernels never tune during the run (TILECRAFT_AUTOTUNE_EFFORT=none) unless `--tune` is given.
 
-    PYTHONPATH=$PWD python benchmarks/bench_model.py [--dtype bfloat16] [--out PATH]
+    PYTHONPATH=$PWD python benchmarks/bench_model.py [--dtype bf16] [--out PATH]
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_model.py --device cpu --tiny
 
 On the CPU the graph modes are skipped (they need CUDA), the compile modes use the
@@ -46,8 +46,9 @@ sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.p
 
 import transformer_block as tb  # noqa: E402  (examples/, on the path above)
 
-GPU_SIZES = {"batch": 8, "seq": 256, "dim": 512, "vocab": 4096}
-TINY_SIZES = {"batch": 1, "seq": 8, "dim": 16, "vocab": 32}
+GPU_SIZES = {"batch": 8, "seq": 256, "dim": 512, "heads": 8, "vocab": 4096}  # head dim 64
+TINY_SIZES = {"batch": 1, "seq": 8, "dim": 16, "heads": 1, "vocab": 32}
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 LR = 1e-2
 REL_TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2}  # on each checked loss
 MODES = ("tilecraft eager", "tilecraft compile", "tilecraft graph")
@@ -240,12 +241,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line, with sizes, step counts and the compile backend filled in."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     p.add_argument("--tiny", action="store_true", help="the example's tiny sizes, few steps")
     p.add_argument("--tune", action="store_true", help="let kernels tune on their first call")
     default_out = ROOT / "benchmarks" / "results" / "bench_model.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
+    args.dtype = DTYPES[args.dtype]
     on_gpu = torch.device(args.device).type == "cuda"
     args.sizes = TINY_SIZES if args.tiny else GPU_SIZES
     args.check_steps, args.warmup_steps, args.steps = (2, 0, 1) if args.tiny else (5, 3, 20)

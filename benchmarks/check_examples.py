@@ -1,6 +1,8 @@
 """Check every example kernel on the GPU in each dtype, on ragged shapes, against PyTorch.
 
-Usage: python benchmarks/check_examples.py  (writes $OUT/check_examples.json if OUT is set)
+Usage: python benchmarks/check_examples.py [NAME ...] [--part K/N]
+(writes $OUT/check_examples.json if OUT is set; `--part 2/4` checks every fourth example,
+starting at the second, so four processes can share the GPU and its compile time)
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ SHAPES = [(1, 1000), (129, 1000), (1000, 4097), (4096, 768)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-def load_examples() -> list:
+def load_examples(names: list[str] | None = None, part: str = "1/1") -> list:
     """Every example module, imported by name once (examples import each other, and a
     second copy of a module would register its PyTorch operators twice)."""
     sys.path.insert(0, str(ROOT / "examples"))
-    return [importlib.import_module(p.stem) for p in sorted((ROOT / "examples").glob("*.py"))]
+    stems = [p.stem for p in sorted((ROOT / "examples").glob("*.py"))]
+    stems = [s for s in stems if not names or s in names]
+    k, n = (int(v) for v in part.split("/"))
+    return [importlib.import_module(s) for s in stems[k - 1 :: n]]
 
 
 def _tensors(value) -> list:
@@ -64,9 +69,11 @@ def check(module, kernel, shape, dtype) -> dict:
     return row
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    part = argv[argv.index("--part") + 1] if "--part" in argv else "1/1"
+    names = [a for a in argv if not a.startswith("--") and a != part]
     rows = []
-    for module in load_examples():
+    for module in load_examples(names, part):
         kernels = [v for v in vars(module).values() if isinstance(v, tc.Kernel)]
         for kernel in kernels:
             for shape in SHAPES:
@@ -83,9 +90,10 @@ def main() -> int:
     failed = [r for r in rows if r["status"] != "ok"]
     print(f"{len(rows) - len(failed)} passed, {len(failed)} failed")
     if os.environ.get("OUT"):
-        Path(os.environ["OUT"], "check_examples.json").write_text(json.dumps(rows, indent=1))
+        name = "check_examples" + (f"_{part.replace('/', 'of')}" if part != "1/1" else "")
+        Path(os.environ["OUT"], f"{name}.json").write_text(json.dumps(rows, indent=1))
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

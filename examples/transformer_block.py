@@ -1,9 +1,13 @@
 """A tiny transformer block trained with tilecraft ops, checked against plain PyTorch.
 
-The forward runs differentiable tilecraft operators: rms_norm, softmax and cross_entropy
-from their backward examples, and a linear layer on the tilecraft matmul kernel, whose
-PyTorch-style backward calls the same kernel on transposed views. The same model in plain
-PyTorch, from the same initial weights, trains with the same optimizer; the losses match.
+The forward runs differentiable tilecraft operators: multi-head causal attention
+(`tilecraft.nn.attention`, flash attention forward and backward), rms_norm and
+cross_entropy from their backward examples, and a linear layer on the tilecraft matmul
+kernel, whose PyTorch-style backward calls the same kernel on transposed views. The same
+model in plain PyTorch (`scaled_dot_product_attention`), from the same initial weights,
+trains with the same optimizer; the losses match. It trains in float32 or bfloat16 (on a
+GPU; on the CPU bfloat16 needs the eager mode, as Triton's interpreter computes bfloat16
+wrongly).
 
 The only kernel here is `matmul`, imported from `examples/matmul.py`, so `inputs` and
 `reference` are that kernel's.
@@ -18,10 +22,11 @@ from typing import Any
 import cross_entropy_backward as ce  # modules, so the example tests only see `matmul` here
 import matmul as mm
 import rms_norm_backward as rms
-import softmax_backward as sm
 import torch
+import torch.nn.functional as F
 
-from tilecraft.testing import matrices
+import tilecraft.nn
+from tilecraft.testing import default_device, matrices
 
 matmul = mm.matmul
 reference = mm.reference
@@ -49,7 +54,7 @@ matmul_op = mm.matmul.as_torch_op(
 TILECRAFT = SimpleNamespace(
     matmul=matmul_op,
     rms_norm=rms.rms_norm_op,
-    softmax=sm.softmax_op,
+    attention=lambda q, k, v: tilecraft.nn.attention(q, k, v, causal=True),
     cross_entropy=ce.cross_entropy_op,
 )
 
@@ -61,18 +66,25 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch
 TORCH = SimpleNamespace(
     matmul=torch.matmul,
     rms_norm=_rms_norm,
-    softmax=lambda x: torch.softmax(x, dim=-1),
-    cross_entropy=torch.nn.functional.cross_entropy,
+    attention=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    cross_entropy=F.cross_entropy,
 )
 
 
 class Block(torch.nn.Module):
-    """Embedding, causal single-head attention and an MLP, each with a residual and a
+    """Embedding, causal multi-head attention and an MLP, each with a residual and a
     pre-norm, then a norm and a projection to the vocabulary; `ops` supplies the kernels."""
 
-    def __init__(self, ops: SimpleNamespace, vocab: int = 50, dim: int = 32, seq: int = 12):
+    def __init__(
+        self,
+        ops: SimpleNamespace,
+        vocab: int = 50,
+        dim: int = 32,
+        seq: int = 12,
+        heads: int = 2,
+    ) -> None:
         super().__init__()
-        self.ops, self.seq = ops, seq
+        self.ops, self.seq, self.heads = ops, seq, heads
 
         def weight(*shape: int) -> torch.nn.Parameter:
             return torch.nn.Parameter(torch.randn(shape) / math.sqrt(shape[0]))
@@ -82,18 +94,14 @@ class Block(torch.nn.Module):
         self.qkv, self.proj = weight(dim, 3 * dim), weight(dim, dim)
         self.up, self.down = weight(dim, 4 * dim), weight(4 * dim, dim)
         self.head = weight(dim, vocab)
-        causal = torch.ones(seq, seq, dtype=torch.bool).tril()
-        self.register_buffer("mask", torch.zeros(seq, seq).masked_fill(~causal, float("-inf")))
 
     def attention(self, h: torch.Tensor) -> torch.Tensor:
         ops, dim = self.ops, h.size(-1)
-        q, k, v = ops.matmul(h, self.qkv).split(dim, dim=-1)
-        heads = []
-        for start in range(0, h.size(0), self.seq):  # one sequence at a time
-            rows = slice(start, start + self.seq)
-            scores = ops.matmul(q[rows], k[rows].t()) / math.sqrt(dim) + self.mask
-            heads.append(ops.matmul(ops.softmax(scores), v[rows]))
-        return ops.matmul(torch.cat(heads), self.proj)
+        # (batch * seq, 3 * dim) -> q, k, v of (batch, heads, seq, head_dim)
+        qkv = ops.matmul(h, self.qkv).view(-1, self.seq, 3, self.heads, dim // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        out = ops.attention(q, k, v).transpose(1, 2).reshape(h.shape)
+        return ops.matmul(out, self.proj)
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         ops = self.ops
@@ -112,21 +120,26 @@ def data(batch: int = 2, seq: int = 12, vocab: int = 50, seed: int = 0) -> tuple
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def models(seed: int = 0, **sizes: int) -> tuple[Block, Block]:
-    """The tilecraft model and the PyTorch model, from the same initial weights.
+def models(
+    seed: int = 0, dtype: torch.dtype = torch.float32, device: Any = "cpu", **sizes: int
+) -> tuple[Block, Block]:
+    """The tilecraft model and the PyTorch model, from the same initial weights, in `dtype`
+    on `device`.
 
-    `sizes` (vocab, dim, seq) go to `Block`.
+    `sizes` (vocab, dim, seq, heads) go to `Block`.
     """
     torch.manual_seed(seed)
     ours = Block(TILECRAFT, **sizes)
     theirs = Block(TORCH, **sizes)
     theirs.load_state_dict(ours.state_dict())
-    return ours, theirs
+    return ours.to(device, dtype), theirs.to(device, dtype)
 
 
 def train(model: Block, steps: int = 4, lr: float = 1e-2) -> list[float]:
     """Adam steps on one batch; the loss before each step."""
     tokens, targets = data(seq=model.seq, vocab=model.embed.num_embeddings)
+    device = model.head.device
+    tokens, targets = tokens.to(device), targets.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
@@ -138,13 +151,20 @@ def train(model: Block, steps: int = 4, lr: float = 1e-2) -> list[float]:
     return losses
 
 
+# how closely the losses of the two models agree, in each dtype the example trains in
+LOSS_RTOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2}
+
+
 def main() -> None:
-    ours, theirs = models()
+    device = default_device()
+    # bfloat16 on a GPU; on the CPU Triton's interpreter computes bfloat16 wrongly
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    ours, theirs = models(dtype=dtype, device=device)
     got, expected = train(ours), train(theirs)
     for a, b in zip(got, expected, strict=True):
-        assert math.isclose(a, b, rel_tol=1e-3), f"losses differ: {got} vs {expected}"
+        assert math.isclose(a, b, rel_tol=LOSS_RTOL[dtype]), f"losses differ: {got} vs {expected}"
     assert got[-1] < got[0], f"the loss did not decrease: {got}"
-    print("losses:", " ".join(f"{loss:.4f}" for loss in got))
+    print(f"losses ({str(dtype).removeprefix('torch.')}):", " ".join(f"{x:.4f}" for x in got))
     print("transformer_block: ok")
 
 

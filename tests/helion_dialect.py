@@ -228,6 +228,65 @@ def _kl_div_rows(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.kl_div(log_q, p, reduction="none").sum(-1)
 
 
+@helion.kernel()
+def jagged_sum(x_data: torch.Tensor, x_offsets: torch.Tensor) -> torch.Tensor:
+    m = x_data.shape[1]
+    num_rows = x_offsets.size(0) - 1
+    out = torch.zeros([num_rows, m], dtype=x_data.dtype, device=x_data.device)
+    for tile_b in hl.tile(num_rows):
+        starts = x_offsets[tile_b]
+        ends = x_offsets[tile_b.index + 1]
+        nnz = ends - starts
+        for tile_m in hl.tile(m):
+            row_sums = hl.zeros([tile_b, tile_m], dtype=x_data.dtype)
+            for tile_k in hl.jagged_tile(nnz):
+                idx = starts[:, None] + tile_k.index[None, :]
+                row_sums = row_sums + x_data[idx, tile_m].sum(dim=1)
+            out[tile_b, tile_m] = row_sums
+    return out
+
+
+@helion.kernel()
+def jagged_mean(
+    x_data: torch.Tensor, x_offsets: torch.Tensor, x_feature_counts: torch.Tensor, max_m: int
+) -> torch.Tensor:
+    num_rows = x_offsets.size(0) - 1
+    out = torch.zeros([num_rows, max_m], dtype=x_data.dtype, device=x_data.device)
+    x_flat = x_data.view(-1)
+    for tile_b in hl.tile(num_rows):
+        starts = x_offsets[tile_b]
+        ends = x_offsets[tile_b.index + 1]
+        nnz = ends - starts
+        feature_counts = x_feature_counts[tile_b]
+        for tile_m in hl.jagged_tile(feature_counts):
+            row_sums = hl.zeros([tile_b, tile_m], dtype=x_data.dtype)
+            for tile_k in hl.jagged_tile(nnz):
+                flat_indices = (starts[:, None] + tile_k.index[None, :])[:, :, None] * max_m
+                flat_indices = flat_indices + tile_m.index[None, None, :]
+                x_slice = hl.load(x_flat, [flat_indices])
+                row_sums = row_sums + x_slice.sum(dim=1)
+            nnz_expanded = nnz.to(x_data.dtype)[:, None]
+            result = torch.where(nnz_expanded > 0, row_sums / nnz_expanded, 0.0)
+            out[tile_b, tile_m] = result
+    return out
+
+
+def _jagged_sum_reference(x_data: torch.Tensor, x_offsets: torch.Tensor) -> torch.Tensor:
+    bounds = x_offsets.tolist()
+    return torch.stack([x_data[a:e].sum(0) for a, e in zip(bounds, bounds[1:], strict=False)])
+
+
+def _jagged_mean_reference(
+    x_data: torch.Tensor, x_offsets: torch.Tensor, counts: torch.Tensor, max_m: int
+) -> torch.Tensor:
+    out = torch.zeros(x_offsets.numel() - 1, max_m)
+    bounds = x_offsets.tolist()
+    for i, (a, e, f) in enumerate(zip(bounds, bounds[1:], counts.tolist(), strict=False)):
+        if e > a:
+            out[i, :f] = x_data[a:e, :f].mean(0)
+    return out
+
+
 def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     x, y = torch.randn(37, 21), torch.randn(21)
     w, b = torch.randn(53), torch.randn(53)
@@ -238,6 +297,11 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     logits, labels = torch.randn(13, 70), torch.randint(0, 70, (13,))
     batch_a, batch_b = torch.randn(3, 17, 24), torch.randn(3, 24, 19)
     flags = torch.tensor([1, 0, 3, -1, 0, 2, 1, 0, 0, 5, 1, 1, 0, 0, 1, 0, 1, 1, 0])
+    # jagged rows of 0 to 40 elements (0 and 1 included), 6 features of which 0 to 6 count
+    lengths = torch.tensor([3, 0, 1, 40, 7, 1, 0, 12, 5])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
+    packed = torch.randn(int(offsets[-1]), 6)
+    counts = torch.tensor([2, 6, 0, 1, 6, 3, 4, 5, 1], dtype=torch.int32)
 
     def relu_bias(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
         return torch.relu(acc + bias[tile[1]])
@@ -278,6 +342,8 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
         ),
         "concat_rows": (concat_rows, (rows, rows[:5] * 3), lambda a, c: torch.cat([a, c])),
         "row_cumsum": (row_cumsum, (rows,), lambda a: torch.cumsum(a, 1)),
+        "jagged_sum": (jagged_sum, (packed, offsets), _jagged_sum_reference),
+        "jagged_mean": (jagged_mean, (packed, offsets, counts, 6), _jagged_mean_reference),
         "scaled_by_flag": (
             scaled_by_flag,
             (rows, flags),

@@ -8,13 +8,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import tilecraft as tc
-from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import attention, attention_varlen
-from tilecraft.nn.attention import (
-    attention_backward,
-    attention_forward,
-    attention_varlen_forward,
-)
+from tilecraft.nn.attention import attention_backward, attention_forward
+from tilecraft.nn.varlen import attention_varlen_backward, attention_varlen_forward
 
 
 def _kernels(mode) -> None:
@@ -150,31 +146,90 @@ def test_attention_checks_heads() -> None:
         attention(k, k, k, window=4)
 
 
+def _packed(lens: list[int], heads: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of sequences of `lens` packed together, and their offsets."""
+    offsets = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()])
+    return torch.randn(sum(lens), heads, 16, dtype=dtype), offsets
+
+
+def _per_sequence(q, k, v, cu_q, cu_k, causal: bool, grad_out=None) -> list:
+    """SDPA (and autograd) on each sequence alone, in float32: [(rows, keys, out, dq, dk,
+    dv)] with the rows and keys of the packed tensors each covers."""
+    found = []
+    for b in range(len(cu_q) - 1):
+        rows, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        one = [
+            t.detach()[s].float().transpose(0, 1)[None]
+            for t, s in ((q, rows), (k, keys), (v, keys))
+        ]
+        one = [t.requires_grad_() for t in one]
+        ref = F.scaled_dot_product_attention(*one, is_causal=causal, enable_gqa=True)
+        grads = [None] * 3
+        if grad_out is not None:
+            ref.backward(grad_out[rows].float().transpose(0, 1)[None])
+            grads = [t.grad[0].transpose(0, 1) for t in one]
+        found.append((rows, keys, ref.detach()[0].transpose(0, 1), *grads))
+    return found
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_attention_varlen(mode, dtype: torch.dtype, causal: bool) -> None:
     """Packed sequences of 5, 0, 37 and 1 queries on 9, 3, 50 and 1 keys, GQA heads."""
     mode(attention_varlen_forward)
-    q_lens, k_lens = [5, 0, 37, 1], [9, 3, 50, 1]
-    cu_q = torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()])
-    cu_k = torch.tensor([0, *torch.tensor(k_lens).cumsum(0).tolist()])
-    q = torch.randn(sum(q_lens), 4, 16, dtype=dtype)
-    k, v = (torch.randn(sum(k_lens), 2, 16, dtype=dtype) for _ in range(2))
-    out = attention_varlen(q, k, v, cu_q, cu_k, max(q_lens), causal=causal)
+    (q, cu_q), (k, cu_k) = _packed([5, 0, 37, 1], 4, dtype), _packed([9, 3, 50, 1], 2, dtype)
+    v = torch.randn_like(k)
+    out = attention_varlen(q, k, v, cu_q, cu_k, 37, causal=causal)
     assert out.shape == q.shape and out.dtype == dtype
     tol = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 1e-2, "rtol": 1e-2}
-    for b in range(len(q_lens)):
-        rows, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
-        one = (t.float().transpose(0, 1)[None] for t in (q[rows], k[keys], v[keys]))
-        ref = F.scaled_dot_product_attention(*one, is_causal=causal, enable_gqa=True)
-        torch.testing.assert_close(out[rows].float(), ref[0].transpose(0, 1), **tol)
+    for rows, _, ref, *_ in _per_sequence(q, k, v, cu_q, cu_k, causal):
+        torch.testing.assert_close(out[rows].float(), ref, **tol)
 
 
-def test_attention_varlen_has_no_backward() -> None:
-    q = torch.randn(3, 2, 8, requires_grad=True)
-    cu = torch.tensor([0, 3])
-    with pytest.raises(UnsupportedOperation, match="no backward"):
-        attention_varlen(q, q, q, cu, cu, 3)
+@pytest.mark.parametrize(
+    ("causal", "max_k"),
+    [(False, 50), (True, 50), (True, None)],  # None: the backward bounds keys by total_k
+)
+def test_attention_varlen_backward(mode, causal: bool, max_k: int | None) -> None:
+    """Gradients of packed sequences of 5, 1, 37, 0 and 1 queries on 3 (fewer keys than
+    queries: causal rows past the keys see them all), 1, 50, 4 and 1 keys, MQA and GQA
+    heads, against autograd through SDPA on each sequence alone; rows of `q` past the last
+    sequence get zero gradients."""
+    mode(attention_varlen_forward)
+    mode(attention_varlen_backward)
+    (q, cu_q), (k, cu_k) = (
+        _packed([5, 1, 37, 0, 1, 2], 4, torch.float32),
+        _packed([3, 1, 50, 4, 1], 2, torch.float32),
+    )
+    cu_q = cu_q[:-1]  # two rows of `q` belong to no sequence
+    v = torch.randn_like(k)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = attention_varlen(q, k, v, cu_q, cu_k, 37, causal=causal, max_seqlen_k=max_k)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    for rows, keys, ref, dq, dk, dv in _per_sequence(q, k, v, cu_q, cu_k, causal, grad_out):
+        torch.testing.assert_close(out[rows], ref, atol=1e-5, rtol=1e-5)
+        for got, want in ((q.grad[rows], dq), (k.grad[keys], dk), (v.grad[keys], dv)):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert not q.grad[-2:].any()
+
+
+def test_attention_varlen_float16_backward_and_one_kv_head(mode) -> None:
+    """Half-precision gradients with every query head on one kv head (multi-query)."""
+    mode(attention_varlen_forward)
+    mode(attention_varlen_backward)
+    (q, cu_q), (k, cu_k) = _packed([1, 19], 2, torch.float16), _packed([7, 19], 1, torch.float16)
+    v = torch.randn_like(k)
+    for t in (q, k, v):
+        t.requires_grad_()
+    out = attention_varlen(q, k, v, cu_q, cu_k, 19, causal=True, max_seqlen_k=19)
+    grad_out = torch.randn_like(out)
+    out.backward(grad_out)
+    for rows, keys, ref, dq, dk, dv in _per_sequence(q, k, v, cu_q, cu_k, True, grad_out):
+        torch.testing.assert_close(out[rows].float(), ref, atol=1e-2, rtol=1e-2)
+        for got, want in ((q.grad[rows], dq), (k.grad[keys], dk), (v.grad[keys], dv)):
+            torch.testing.assert_close(got.float(), want, atol=2e-2, rtol=2e-2)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -190,3 +245,24 @@ def test_attention_nan_and_inf_rows_as_sdpa(mode, causal: bool) -> None:
         ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     assert out[0, 0, 3].isnan().all() and not out[0, 1].isnan().any()
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4, equal_nan=True)
+
+
+def test_launchers_never_sync_with_the_device() -> None:
+    """Host code that read a device value (a sequence bound) would stall every call and
+    break CUDA graph capture of the training step."""
+    q, k, v = (t.detach() for t in _inputs((1, 2, 1, 9, 11, 16), torch.float32))
+    out, lse = attention_forward(q, k, v, q.new_empty(0), True, 0.25, 0, False)
+    dense = [
+        attention_forward.bind((q, k, v, q.new_empty(0), True, 0.25, 0, False)),
+        attention_backward.bind((out, q, k, v, q.new_empty(0), out, lse, True, 0.25, 0, False)),
+    ]
+    (qp, cu), (kp, _) = _packed([3, 6], 2, torch.float32), _packed([3, 6], 1, torch.float32)
+    packed = (qp, kp, kp, cu, cu, 8, 8, True, 0.25)
+    out, lse = attention_varlen_forward(*packed)
+    varlen = [
+        attention_varlen_forward.bind(packed),
+        attention_varlen_backward.bind((out, qp, kp, kp, cu, cu, out, lse, 8, 8, True, 0.25)),
+    ]
+    for bound in dense + varlen:
+        code = bound.to_triton_code()
+        assert not [s for s in (".item()", "synchronize", ".cpu()", ".tolist()") if s in code]

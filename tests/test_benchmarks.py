@@ -52,3 +52,26 @@ def test_defaults_vs_helion_on_the_cpu(tmp_path: Path, monkeypatch: pytest.Monke
     assert row["case"] == "helion kl_div" and "error" not in row, row
     assert row["tilecraft"]["ms"] > 0 and row["helion_rule"]["ms"] > 0
     assert result["goal_met"] is None  # judged on a GPU only
+
+
+def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_model", monkeypatch)
+    assert script.parse(["--device", "cpu", "--dtype", "bf16"]).dtype == "bfloat16"
+    assert script.parse(["--device", "cpu"]).dtype == "float32"
+
+
+def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny shape, causal and not: tilecraft's kernels checked and timed, SDPA's flash
+    backend as the peer (cuDNN's records its error on the CPU), the JSON written."""
+    script = load_script("bench_attention", monkeypatch)
+    out = tmp_path / "attention.json"
+    data = script.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text())["results"] == data["results"]
+    assert [row["causal"] for row in data["results"]] == [False, True]
+    for row in data["results"]:
+        for direction in ("forward", "backward"):
+            assert row["tilecraft"][direction]["best"]["rel_err"] < 1e-4
+            assert row["tflops"]["tilecraft"][direction] > 0
+            assert row["tflops"]["flash"][direction] > 0
+        assert "error" in row["peers"]["cudnn"]
+    assert script.markdown(data["results"]).count("\n") == 3

@@ -351,21 +351,6 @@ def test_item_of_a_computed_value_is_a_clear_error() -> None:
     assert "n = int(x.sum().item())" in str(info.value)
 
 
-def test_jagged_tile_says_what_to_use_instead() -> None:
-    @tc.kernel
-    def jagged(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros([x.size(0)], device=x.device)
-        for tile_b in tc.tile(x.size(0)):
-            acc = tc.zeros([tile_b])
-            for tile_k in tc.jagged_tile(lengths[tile_b]):
-                acc = acc + x[tile_b, tile_k].sum(1)
-            out[tile_b] = acc
-        return out
-
-    with pytest.raises(exc.UnsupportedOperation, match=r"tc.tile\(start, end\)"):
-        jagged(randn(3, 4), torch.ones(3, dtype=torch.int64))
-
-
 @tc.kernel
 def rows_by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
     m, n = x.size()

@@ -139,3 +139,17 @@ def test_print_in_a_kernel_is_said_to_be_left_out_when_compiled(mode, capsys) ->
     with pytest.warns(UserWarning, match="leave out `print`") as record:
         torch.testing.assert_close(mode(noisy)(x), x + 1)
     assert record[0].filename == __file__
+
+
+def test_cpu_tensors_still_run_eagerly_after_autotune(monkeypatch) -> None:
+    """On a GPU machine CPU tensors run eagerly; tuning them must not install a launcher
+    compiled for the GPU (it failed with "cannot be accessed from Triton (cpu tensor?)")."""
+    monkeypatch.setattr("tilecraft.runtime.kernel.cpu_mode", lambda: "eager")
+    kernel = tc.kernel(double.fn)
+    x = torch.randn(9, 4)
+    kernel.autotune((x,), search="random", max_configs=1)
+    calls = []
+    original = kernel.run_eagerly
+    monkeypatch.setattr(kernel, "run_eagerly", lambda args: calls.append(1) or original(args))
+    torch.testing.assert_close(kernel(x), x * 2)
+    assert calls == [1]

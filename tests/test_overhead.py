@@ -87,7 +87,8 @@ def test_a_first_call_inside_graph_capture_is_refused(monkeypatch: pytest.Monkey
 
 
 SYNCS = (".item()", "synchronize", ".cpu()", ".tolist()", ".numpy()")
-# the kernels of examples/transformer_block.py, forward and backward
+# example kernels of training steps (examples/transformer_block.py's, forward and backward,
+# and softmax's); its attention is tilecraft.nn's, checked in test_attention.py
 MODEL_EXAMPLES = ("matmul", "rms_norm", "rms_norm_backward", "softmax", "softmax_backward")
 MODEL_EXAMPLES += ("cross_entropy", "cross_entropy_backward")
 

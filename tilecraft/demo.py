@@ -1,4 +1,6 @@
-"""`tilecraft demo`: run every example kernel, check it against PyTorch, time it, show a table."""
+"""`tilecraft demo`: run every example kernel, check it against PyTorch, time it, show a table;
+`tilecraft demo --video [CLIP]`: a video through the vision kernels (a clip it makes itself
+when none is given)."""
 
 from __future__ import annotations
 
@@ -274,3 +276,32 @@ def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> in
         console.print(f"[red]{escape(label)}[/red]: {escape(r.error)}", highlight=False)
     console.print(summary(rows, time.perf_counter() - start), highlight=False)
     return 0 if rows and all(r.ok for r in rows) else 1
+
+
+def run_video_demo(clip: str | Path | None = None, folder: str | Path | None = None) -> int:
+    """Decode `clip` (else a short clip generated here, small enough for the CPU), run the
+    vision kernels on its frames, encode the result; prints the decoder, a progress bar in
+    frames per second and where the output went. Files go to `folder` (a new temp dir)."""
+    import argparse
+    import tempfile
+
+    from tilecraft import cli_video
+    from tilecraft.vision.video import make_clip
+
+    where = Path(folder or tempfile.mkdtemp(prefix="tilecraft-video-"))
+    ops = cli_video.DEFAULT_OPS if on_gpu() else "resize=32x24,blur=3,gray"
+    if clip is None:
+        clip = make_clip(where / "clip.mp4", frames=12, size=(48, 64))
+        print(f"tilecraft video demo: generated {clip} (12 frames, 64x48)")
+    out = where / f"{Path(clip).stem}.tilecraft.mp4"
+    args = argparse.Namespace(
+        input=str(clip),
+        output=str(out),
+        ops=ops,
+        batch=4,
+        device=None,
+        codec=None,
+        decoder="auto",
+    )
+    print(f"ops: {ops}")
+    return cli_video.run(args)

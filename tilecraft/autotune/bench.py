@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.autotune.energy import EnergyMeter
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.workers import (
@@ -43,7 +44,8 @@ class Benchmarker:
     """Measures configs of one BoundKernel on one set of arguments; call it with a batch.
 
     `workers=0` runs candidates in this process (fast, but a hang or crash is not
-    contained). On a CPU, times come from Triton's interpreter and mean nothing.
+    contained). On a CPU, times come from Triton's interpreter and mean nothing. With a
+    `meter`, each ok candidate's energy per call is measured too, after its timing.
     """
 
     def __init__(
@@ -54,8 +56,9 @@ class Benchmarker:
         workers: int = 2,
         timeout_s: float = 60.0,
         reference: Config | None = None,
+        meter: EnergyMeter | None = None,
     ) -> None:
-        self.bound, self.args = bound, args
+        self.bound, self.args, self.meter = bound, args, meter
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         self.pool: WorkerPool | None = None
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
@@ -109,7 +112,7 @@ class Benchmarker:
         warnings.warn(message, stacklevel=4)
         return None
 
-    def _job(self, config: Config) -> dict:
+    def _job(self, config: Config, energy: bool = True) -> dict:
         path, code = self.bound.code_file(config)
         return {
             "code_path": str(path),
@@ -117,6 +120,8 @@ class Benchmarker:
             "name": self.bound.src.tree.name,
             "imports": self.imports,
             "lock": str(self.dir / "gpu.lock") if self.pool and self.dir else None,
+            "config": config.to_json(),
+            "energy": self.meter.to_job() if self.meter and energy else None,
         }
 
     @functools.cached_property
@@ -165,7 +170,7 @@ class Benchmarker:
         """Time the leaders again, interleaved, and keep each one's best median (of the
         rounds done by `self.deadline`)."""
         deadline, best = self.deadline, dict[Config, float]()
-        jobs = [{**self._job(c), "check": False} for c in configs]
+        jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
         for _ in range(rounds):
             for config, result in zip(configs, self._run(jobs, deadline), strict=True):
                 if result.get("time_ms") is not None:
@@ -194,4 +199,5 @@ def _trial(config: Config, result: dict) -> Trial:
         float(result.get("compile_s", 0.0)),
         result.get("error", ""),
         float(result.get("bench_s", 0.0)),
+        result.get("energy_j"),
     )

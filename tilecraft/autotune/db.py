@@ -56,17 +56,22 @@ _TRIAL_COLUMNS = (
     "time_ms",
     "compile_s",
     "error",
+    "energy_j",  # joules per call; None where not measured (and in rows made before it)
 )
 _INSERT_TRIAL = (
     f"INSERT INTO trials ({', '.join(_TRIAL_COLUMNS[1:])})"
     f" VALUES ({', '.join('?' * (len(_TRIAL_COLUMNS) - 1))})"
 )
+_BEST_COLUMNS = ("kernel", "spec_key", "hardware", "versions", "config", "time_ms", "created")
 # Concurrent tuners of one key each offer their winner: the fastest measured one stays.
 _UPSERT_BEST = (
     "INSERT INTO best (kernel, spec_key, hardware, versions, config, time_ms, created)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kernel, spec_key, hardware, versions)"
     " DO UPDATE SET config = excluded.config, time_ms = excluded.time_ms,"
     " created = excluded.created WHERE excluded.time_ms < best.time_ms"
+)
+_REPLACE_BEST = (
+    f"INSERT OR REPLACE INTO best ({', '.join(_BEST_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 # A trial is new unless one with the same value in every column is stored (`IS` matches
 # NULL times of failed trials); the index on (kernel, spec_key, hardware) keeps it fast.
@@ -75,7 +80,6 @@ _INSERT_NEW_TRIAL = (
     f" SELECT {', '.join('?' * (len(_TRIAL_COLUMNS) - 1))} WHERE NOT EXISTS"
     f" (SELECT 1 FROM trials WHERE {' AND '.join(f'{c} IS ?' for c in _TRIAL_COLUMNS[1:])})"
 )
-_BEST_COLUMNS = ("kernel", "spec_key", "hardware", "versions", "config", "time_ms", "created")
 _DELETE_BEST = (
     "DELETE FROM best WHERE kernel = ? AND spec_key = ? AND hardware = ? AND versions = ?"
 )
@@ -164,14 +168,18 @@ class TuningDB:
             rows = conn.execute(sql, tuple(given.values())).fetchall()
         return [_trial_dict(row) for row in rows]
 
-    def save_best(self, key: TuneKey, config: Config, time_ms: float) -> None:
+    def save_best(
+        self, key: TuneKey, config: Config, time_ms: float, replace: bool = False
+    ) -> None:
         """Make `config` the best for `key` unless a faster one is stored already (another
-        process may have tuned the same key at the same time)."""
+        process may have tuned the same key at the same time); `replace` keeps it even
+        then (a winner under another objective than time, see tune.best_key)."""
         if not math.isfinite(time_ms) or time_ms < 0:
             raise ValueError(f"not a time: {time_ms!r} ms")
         values = (key.kernel, key.spec_key, key.hardware, key.versions)
+        sql = _REPLACE_BEST if replace else _UPSERT_BEST
         with self._write() as conn:
-            conn.execute(_UPSERT_BEST, (*values, config.to_json(), time_ms, time.time()))
+            conn.execute(sql, (*values, config.to_json(), time_ms, time.time()))
 
     def forget_best(self, key: TuneKey) -> None:
         """Drop the best config of `key` (one that no longer fits), so a re-tune replaces it."""
@@ -250,7 +258,7 @@ class TuningDB:
         """Store trials made elsewhere (`trial_rows`' dicts), skipping any stored already
         (same values in every column): merging twice adds nothing. Returns how many were
         new; all land in one transaction."""
-        values = [tuple(row[name] for name in _TRIAL_COLUMNS[1:]) for row in rows]
+        values = [tuple(_field(row, name) for name in _TRIAL_COLUMNS[1:]) for row in rows]
         with self._write() as conn:
             before = conn.total_changes
             conn.executemany(_INSERT_NEW_TRIAL, [v + v for v in values])
@@ -389,7 +397,17 @@ def _warn(path: Path, reason: str) -> None:
 def _trial_values(trial: Trial) -> tuple[Any, ...]:
     time_ms = None if trial.time_ms is None else float(trial.time_ms)
     config = trial.config.to_json()
-    return (config, trial.status, time_ms, float(trial.compile_s), trial.error)
+    energy_j = None if trial.energy_j is None else float(trial.energy_j)
+    return (config, trial.status, time_ms, float(trial.compile_s), trial.error, energy_j)
+
+
+# Columns added after rows were first exported: rows written before them lack them.
+_OPTIONAL = ("energy_j",)
+
+
+def _field(row: dict[str, Any], name: str) -> Any:
+    """A trial row's value of a column (KeyError if it lacks a required one)."""
+    return row.get(name) if name in _OPTIONAL else row[name]
 
 
 def _trial_dict(row: Sequence[Any]) -> dict[str, Any]:

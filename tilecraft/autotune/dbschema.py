@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tilecraft.autotune.dbfile import create_private, quick_check
 
-SCHEMA_VERSION = 2  # 2 added `specs`; a version-1 file is upgraded in place
+SCHEMA_VERSION = 3  # 2 added `specs`, 3 `trials.energy_j`; older files upgrade in place
 #: Stamped in the file header so that another program's SQLite file is never mistaken
 #: for ours ("TCdb").
 APPLICATION_ID = 0x54436462
@@ -30,7 +30,8 @@ CREATE TABLE trials (
     status TEXT NOT NULL,
     time_ms REAL,
     compile_s REAL NOT NULL,
-    error TEXT NOT NULL
+    error TEXT NOT NULL,
+    energy_j REAL
 );
 CREATE INDEX trials_by_key ON trials (kernel, spec_key, hardware);
 CREATE TABLE best (
@@ -51,8 +52,28 @@ CREATE TABLE IF NOT EXISTS specs (
     PRIMARY KEY (kernel, spec_key, hardware)
 );
 """
-# What version 1 lacks; every statement is safe to run again.
-_UPGRADE = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS specs") :]
+_SPECS = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS specs") :]  # new in version 2
+
+
+def _add_column(table: str, column: str, kind: str) -> Callable[[sqlite3.Connection], None]:
+    """An upgrade step adding a nullable column, unless the table has it already."""
+
+    def add(conn: sqlite3.Connection) -> None:
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+    return add
+
+
+# The step from the version before to each version, applied in order inside one
+# transaction that first re-reads the version (another process may have upgraded); each
+# is safe to run again.
+_UPGRADES: dict[int, Callable[[sqlite3.Connection], None]] = {
+    2: lambda conn: _run_script(conn, _SPECS),
+    # joules per call of a trial (NULL where not measured: older rows, no energy meter)
+    3: _add_column("trials", "energy_j", "REAL"),
+}
 
 
 class Unusable(Exception):
@@ -98,7 +119,7 @@ def _needs_schema(conn: sqlite3.Connection) -> bool:
         raise Unusable(
             f"its schema version {version} is newer than this tilecraft's ({SCHEMA_VERSION})"
         )
-    if version not in (1, SCHEMA_VERSION):
+    if version < 1:
         raise Unusable(f"its schema version {version} is unknown")
     return False
 
@@ -116,10 +137,12 @@ def _create_schema(conn: sqlite3.Connection) -> None:
 
 
 def _upgrade(conn: sqlite3.Connection) -> None:
-    """Bring a version-1 file to this version (adds tables; keeps every row)."""
+    """Bring an older file to this version (adds tables and columns; keeps every row)."""
 
     def upgrade() -> None:
-        _run_script(conn, _UPGRADE)
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            _UPGRADES[step](conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     _immediately(conn, upgrade)

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from tilecraft.autotune.trial import Budget, Trial
 from tilecraft.runtime.settings import Settings
@@ -37,7 +38,7 @@ class TuneProgress:
             transient=True,
         )
         self.done = self.failed = 0
-        self.best: float | None = None
+        self.best: tuple[float, str] | None = None  # the best score and its objective
         self.started = time.monotonic()
 
     def __enter__(self) -> TuneProgress:
@@ -57,9 +58,9 @@ class TuneProgress:
         self.done += len(trials)
         self.failed += sum(not t.ok for t in trials)
         for t in trials:
-            if t.ok and (self.best is None or (t.time_ms or 0) < self.best):
-                self.best = t.time_ms
-        best = "-" if self.best is None else f"{self.best:.4f} ms"
+            if t.score is not None and (self.best is None or t.score < self.best[0]):
+                self.best = (t.score, t.objective)
+        best = "-" if self.best is None else show_score(*self.best)
         status = f"{self.done} configs, {self.failed} failed, best {best}"
         self.progress.update(self.task, completed=self.done, status=status)
         if self.log is not None:
@@ -83,21 +84,52 @@ class TuneProgress:
                 writer.writeheader()
             writer.writerows(rows)
 
-    def finish(self, best: Trial) -> None:
+    def finish(
+        self, best: Trial, tuning_j: float | None = None, front: list[Trial] | None = None
+    ) -> None:
+        """Print the winner as a decorator line, what tuning took (and the energy it used
+        when a meter read it), and the time/energy Pareto front when trials have energy."""
         self.progress.stop()
         if self.quiet:
             return
         took = time.monotonic() - self.started
         timing = f"{best.time_ms:.4f} ms" if best.time_ms is not None else "no timing"
+        if best.energy_j is not None:
+            timing += f", {best.energy_j * 1e3:.4g} mJ per call"
+        used = "" if tuning_j is None else f" using {tuning_j:.1f} J"
         self.console.print(
-            f"tilecraft: tuned {self.kernel} in {took:.1f} s, {self.done} configs "
+            f"tilecraft: tuned {self.kernel} in {took:.1f} s{used}, {self.done} configs "
             f"({self.failed} failed), best {timing}:"
         )
         line = f"@tc.kernel(config={best.config!r})"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        if front:
+            self.console.print(pareto_table(front, best))
 
     def __exit__(self, *exc: Any) -> None:
         self.progress.stop()
+
+
+def show_score(score: float, objective: str) -> str:
+    """A score in its objective's unit."""
+    if objective == "energy":
+        return f"{score * 1e3:.4g} mJ"
+    if objective == "edp":
+        return f"{score * 1e3:.4g} mJ*ms"
+    return f"{score:.4f} ms"
+
+
+def pareto_table(front: list[Trial], best: Trial | None = None) -> Table:
+    """The time/energy Pareto front as a rich table, fastest first; the winner marked."""
+    table = Table(title="time/energy Pareto front", title_justify="left")
+    for column in ("", "time (ms)", "energy (mJ/call)", "power (W)", "config"):
+        table.add_column(column, justify="right" if "(" in column else "left")
+    for t in front:
+        ms, joules = t.time_ms or 0.0, t.energy_j or 0.0
+        watts = f"{joules / ms * 1e3:.0f}" if ms > 0 else "-"
+        mark = "*" if best is not None and t.config == best.config else ""
+        table.add_row(mark, f"{ms:.4f}", f"{joules * 1e3:.4g}", watts, repr(t.config))
+    return table
 
 
 def _row(t: Trial) -> dict[str, Any]:
@@ -107,4 +139,5 @@ def _row(t: Trial) -> dict[str, Any]:
         "time_ms": t.time_ms,
         "compile_s": round(t.compile_s, 4),
         "error": t.error,
+        "energy_j": t.energy_j,
     }

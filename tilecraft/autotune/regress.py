@@ -90,6 +90,50 @@ def load_run(path: Path | str, run: str) -> dict[str, list[float]]:
     return out
 
 
+@dataclass(frozen=True)
+class BenchRun:
+    """One kernel's samples in one stored run, with the GPU, versions and commit it ran on."""
+
+    run: str
+    kernel: str
+    samples: tuple[float, ...]
+    gpu: str
+    versions: str
+    commit: str
+    created: float
+
+
+def history(path: Path | str) -> dict[str, list[BenchRun]]:
+    """Each kernel's stored runs, oldest run first (as `runs` orders them); the file is
+    only read (ReportError when there is none)."""
+    from tilecraft.autotune.runs import open_read_only
+
+    with closing(open_read_only(Path(path), "benchmark database")) as conn:
+        try:
+            rows = conn.execute(_HISTORY).fetchall()
+        except sqlite3.OperationalError:  # no samples table: nothing was ever stored
+            return {}
+    grouped: dict[tuple[str, str], list[tuple]] = {}
+    for row in rows:
+        grouped.setdefault((row[0], row[1]), []).append(row)
+    out: dict[str, list[BenchRun]] = {}
+    for (run, kernel), group in grouped.items():
+        _, _, _, gpu, versions, commit, created = group[0]
+        samples = tuple(float(r[2]) for r in group)
+        out.setdefault(kernel, []).append(
+            BenchRun(run, kernel, samples, gpu or "", versions or "", commit or "", created or 0)
+        )
+    return out
+
+
+# Runs in the order they were first stored, each run's samples in the order stored.
+_HISTORY = """
+SELECT s.run, s.kernel, s.ms, s.gpu, s.versions, s.git_commit, s.created FROM samples s
+JOIN (SELECT run, min(rowid) AS first FROM samples GROUP BY run) f ON s.run = f.run
+ORDER BY f.first, s.rowid
+"""
+
+
 def runs(path: Path | str) -> list[str]:
     """The stored runs' names, oldest first (a run stored again counts as new)."""
     with closing(_connect(path)) as conn:

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from tilecraft.autotune.energy import meter_from_job
 from tilecraft.runtime.cache import remember_source
+from tilecraft.runtime.config import Config
 from tilecraft.testing import REL_ERROR_LIMITS, relative_error
 
 
@@ -120,6 +122,21 @@ def measure(launcher: Callable[..., Any], args: tuple, repeats: int = 3) -> floa
     return sorted(times)[len(times) // 2]
 
 
+def measure_energy(
+    launcher: Callable[..., Any], args: tuple, job: dict, time_ms: float
+) -> float | None:
+    """Joules per call of the job's candidate on the job's meter; None where the meter
+    cannot tell (a counter that does not move, an NVML error): the trial still counts."""
+    run_args = fresh(args)
+    try:
+        meter = meter_from_job(job["energy"])
+        config = Config.from_json(job["config"])
+        run, sync = (lambda: launcher(*run_args)), (lambda: synchronize(run_args))
+        return meter.per_call(run, sync, config, time_ms)
+    except Exception:  # noqa: BLE001 - the meter's failure is not the candidate's
+        return None
+
+
 def _is_compile_error(e: Exception) -> bool:
     name = type(e).__name__
     return (
@@ -154,7 +171,8 @@ def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
     """Check (unless `check` is false) and time the candidate a job names; never raises.
 
     The result has `status`, `error`, `compile_s` (the first run, which compiles), and
-    for ok candidates `time_ms` and `bench_s` (wall time spent timing, waiting excluded)."""
+    for ok candidates `time_ms` and `bench_s` (wall time spent timing, waiting excluded),
+    and `energy_j` (joules per call) when the job names an energy meter (`energy`)."""
     try:
         launcher = load_launcher(job["code_path"], job["name"], job["imports"], job.get("code"))
         result = check(launcher, args, expected) if job.get("check", True) else {"status": "ok"}
@@ -162,6 +180,8 @@ def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
             with exclusive(job.get("lock")):
                 start = time.perf_counter()
                 ms = measure(launcher, args)
+                if job.get("energy") and math.isfinite(ms):
+                    result["energy_j"] = measure_energy(launcher, args, job, ms)
                 result["bench_s"] = time.perf_counter() - start
             result["time_ms"] = ms if math.isfinite(ms) else None
         return result

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.settings import OBJECTIVE_NAMES
 
 OK = "ok"
 SKIPPED = "skipped"  # not measured: the tuning budget ran out first (never recorded)
@@ -18,6 +19,17 @@ FAILED_STATUSES = (
     "invalid",
     SKIPPED,
 )
+OBJECTIVES = OBJECTIVE_NAMES  # time, energy per call, or their product (energy x delay)
+
+
+def objective_value(objective: str, time_ms: float | None, energy_j: float | None) -> float | None:
+    """A trial's score under `objective` (lower is better): ms, J per call, or J x ms; None
+    when a measurement it needs is missing."""
+    if objective == "time":
+        return time_ms
+    if energy_j is None or (objective == "edp" and time_ms is None):
+        return None
+    return energy_j if objective == "energy" else energy_j * (time_ms or 0.0)
 
 
 @dataclass
@@ -26,7 +38,8 @@ class Trial:
 
     status: "ok", or one of FAILED_STATUSES; `time_ms` is the kernel time (None unless
     ok); `compile_s` the compile time; `error` a short reason for failures; `bench_s`
-    the wall time its timing took.
+    the wall time its timing took; `energy_j` the energy of one call in joules (None
+    unless measured); `objective` what `score` ranks it by (one of OBJECTIVES).
     """
 
     config: Config
@@ -35,10 +48,20 @@ class Trial:
     compile_s: float = 0.0
     error: str = ""
     bench_s: float = 0.0
+    energy_j: float | None = None
+    objective: str = "time"
 
     @property
     def ok(self) -> bool:
         return self.status == OK and self.time_ms is not None
+
+    @property
+    def score(self) -> float | None:
+        """What searches minimize: the trial's value under its objective (None if failed
+        or not measured). A property, so a re-timing (`time_ms` updated) counts at once."""
+        if not self.ok:
+            return None
+        return objective_value(self.objective, self.time_ms, self.energy_j)
 
 
 Evaluate = Callable[[list[Config]], list[Trial]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -18,11 +19,20 @@ import triton
 
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import DB_NAME, TuneKey, TuningDB, TuningDBWarning
+from tilecraft.autotune.energy import (
+    EnergyMeter,
+    EnergyUse,
+    check_objective,
+    default_meter,
+    pareto_front,
+    require_meter,
+)
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import SEARCHES, make_search
+from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.autotune.trial import SKIPPED, Budget, Trial
@@ -105,7 +115,7 @@ def cached_config(bound: BoundKernel, args: tuple, settings: Settings) -> Config
     """A config tuned earlier (by any process) for exactly this kernel and setting; None
     (with one warning) when the database cannot be read or the stored config no longer
     compiles for this kernel (that row is dropped, so a re-tune replaces it)."""
-    path, key = db_path(settings), tune_key(bound, args)
+    path, key = db_path(settings), best_key(tune_key(bound, args), settings.autotune_objective)
     if (str(path), key) in _REMEMBERED:
         return _REMEMBERED[str(path), key]
     try:
@@ -145,18 +155,31 @@ def autotune(
     budget_s: float | None = None,
     max_configs: int | None = None,
     seed: int | None = None,
+    objective: str | None = None,
+    meter: EnergyMeter | None = None,
 ) -> Config:
     """Tune `bound` on `args` and return the winning config (also cached and printed).
     `seed` (default: the `autotune_seed` setting) seeds the search: the same seed and
-    tuning database give the same configs tried, in the same order."""
+    tuning database give the same configs tried, in the same order. `objective` (default:
+    the `autotune_objective` setting) is what the search minimizes: "time", "energy" (joules
+    per call) or "edp" (energy x delay); energy is read from `meter` (default: NVML's, on
+    an NVIDIA GPU), which also measures the energy the tuning run itself uses."""
     started = time.monotonic()  # the budget counts the set-up (workers, model) too
     settings.validate()
-    _check_options(search or settings.autotune_search, effort, budget_s)
+    objective = objective or settings.autotune_objective
+    _check_options(search or settings.autotune_search, effort, budget_s, objective)
+    meter = meter if meter is not None else default_meter(args)
+    require_meter(objective, meter)
+    used = EnergyUse(meter)
     key = tune_key(bound, args)
     with (
         TuningDB(db_path(settings), check=True) as db,
         Benchmarker(
-            bound, args, workers=settings.autotune_workers, timeout_s=settings.autotune_timeout_s
+            bound,
+            args,
+            workers=settings.autotune_workers,
+            timeout_s=settings.autotune_timeout_s,
+            meter=meter if objective != "time" else None,
         ) as bench,
     ):
         preset, learned = _plan(db, key, bound, settings, effort, search)
@@ -170,6 +193,8 @@ def autotune(
 
             def evaluate(batch: list[Config]) -> list[Trial]:
                 trials = bench(batch)
+                for trial in trials:
+                    trial.objective = objective
                 measured = [t for t in trials if t.status != SKIPPED]
                 try:
                     db.record_for(key, measured, bound.src.tree.name, name)
@@ -201,22 +226,50 @@ def autotune(
                 runner.run()
                 trials = runner.trials
             bench.deadline = None if configs else started + seconds  # the re-timing's share
-            best = _choose(bench, trials, bound.default_config)
+            best = _choose(bench, trials, bound.default_config, objective)
             if best.time_ms is not None:
-                _keep(db, key, best, settings)
-            shown.finish(best)
-    bound.tuning = {
-        "configs": len(trials),
-        "failed": sum(not t.ok for t in trials),
-        "search": name,
-        "best_ms": best.time_ms,
-        **status_counts(trials),
-    }
+                _keep(db, best_key(key, objective), best, settings, objective != "time")
+            tuning_j = used.joules()
+            shown.finish(best, tuning_j, pareto_front(trials))
+    bound.tuning = _summary(trials, name, best, objective, tuning_j)
     return best.config
 
 
-def _check_options(search: str | None, effort: str | None, budget_s: float | None) -> None:
+def _summary(
+    trials: list[Trial], search: str, best: Trial, objective: str, tuning_j: float | None
+) -> dict[str, Any]:
+    """What a tuning run did (kept as `bound.tuning`): counts, the winner's time and energy,
+    the energy the run used, and the time/energy Pareto front of its trials."""
+    front = [
+        {"config": t.config, "time_ms": t.time_ms, "energy_j": t.energy_j}
+        for t in pareto_front(trials)
+    ]
+    return {
+        "configs": len(trials),
+        "failed": sum(not t.ok for t in trials),
+        "search": search,
+        "objective": objective,
+        "best_ms": best.time_ms,
+        "best_energy_j": best.energy_j,
+        "tuning_energy_j": tuning_j,
+        "pareto": front,
+        **status_counts(trials),
+    }
+
+
+def best_key(key: TuneKey, objective: str) -> TuneKey:
+    """Where the winner under `objective` is stored: the key itself for time; marked with
+    the objective otherwise, so an energy winner never replaces the fastest config."""
+    if objective == "time":
+        return key
+    return dataclasses.replace(key, versions=f"{key.versions};objective={objective}")
+
+
+def _check_options(
+    search: str | None, effort: str | None, budget_s: float | None, objective: str
+) -> None:
     """Tuning options checked up front, by name, with the values they accept."""
+    check_objective(objective)
     if search is not None and search not in SEARCHES:
         raise SettingsError(
             f"search {search!r} (TILECRAFT_AUTOTUNE_SEARCH) is not valid: expected one of"
@@ -237,8 +290,11 @@ def _readable(read: Callable[[], list[Any]]) -> list[Any]:
         return []
 
 
-def _keep(db: TuningDB, key: TuneKey, best: Trial, settings: Settings) -> None:
-    """Store the winner; where it cannot be stored, keep it for this process and say so."""
+def _keep(
+    db: TuningDB, key: TuneKey, best: Trial, settings: Settings, replace: bool = False
+) -> None:
+    """Store the winner (in place of the stored one with `replace`, else unless a faster
+    one is stored); where it cannot be stored, keep it for this process and say so."""
     assert best.time_ms is not None
     target = db
     if db.gone():  # the cache dir was removed while tuning: a fresh file keeps the winner
@@ -250,7 +306,7 @@ def _keep(db: TuningDB, key: TuneKey, best: Trial, settings: Settings) -> None:
         )
         target = TuningDB(db_path(settings))
     try:
-        target.save_best(key, best.config, best.time_ms)
+        target.save_best(key, best.config, best.time_ms, replace=replace)
         stored = not target.in_memory
     except sqlite3.Error as e:
         warnings.warn(
@@ -310,12 +366,15 @@ def _learned(
         return None, description
 
 
-def _choose(bench: Benchmarker, trials: list[Trial], default: Config) -> Trial:
-    """Re-time the leaders together (by the benchmarker's deadline) and keep the fastest;
-    the default if nothing worked."""
-    ranked = sorted((t for t in trials if t.ok), key=lambda t: t.time_ms or 0.0)
+def _choose(bench: Benchmarker, trials: list[Trial], default: Config, objective: str) -> Trial:
+    """The best trial under `objective`; for time, the leaders re-timed together (by the
+    benchmarker's deadline) and the fastest kept (energy is measured over windows long
+    enough to need no second look). The default if nothing worked."""
+    ranked = sorted((t for t in trials if t.ok), key=lambda t: (cost(t), t.time_ms or 0.0))
     if not ranked:
-        return Trial(default, "ok", None)
+        return Trial(default, "ok", None, objective=objective)
+    if objective != "time":
+        return ranked[0]
     leaders = [t.config for t in ranked[:3]]
     retime = bench.on_gpu and len(leaders) > 1
     times = bench.retime(leaders) if retime else {}

@@ -59,6 +59,7 @@ class Builder:
     table: Any = None  # the kernel's BlockTable: new static dims (tc.zeros([4]), reshape)
     _counter: Any = field(default_factory=itertools.count)
     new_dim: Any = None  # int -> Block: a whole dim of a new length (topk's k), from the table
+    jagged: dict[int, Value] = field(default_factory=dict)  # masks of enclosing jagged tiles
 
     def fresh(self, hint: str = "v") -> str:
         hint = hint if hint.isidentifier() else "v"
@@ -111,6 +112,8 @@ class Builder:
         if b.kind == "reduction":
             return str(b.extent)
         span = f"{b.begin}:{b.end}" if b.begin else str(b.extent)
+        if b.dynamic:
+            span = "a range read on the device"
         return f"`{b.label}` (a {b.kind} over {span})" if b.label else f"a {b.kind} over {span}"
 
     def elementwise(

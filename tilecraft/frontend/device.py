@@ -35,7 +35,6 @@ from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
-from tilecraft.language.tiles import JAGGED_TILE_MESSAGE
 
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
@@ -244,7 +243,8 @@ class DeviceCompiler(Loops, Operators):
             self.params.append(param)
             return HostTensor(param, value)
         if isinstance(value, float):
-            param = Param(self._param_name(name), where, torch.float32)
+            # passed as a double (codegen/module.py), read as PyTorch reads a Python float
+            param = Param(self._param_name(name), where, torch.float64)
             self.params.append(param)
             return Value(TileType(torch.float32, ()), param.name)
         return self._constant(where, value, by_value=where in self.keyed)
@@ -335,8 +335,6 @@ class DeviceCompiler(Loops, Operators):
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return static_range(args, kwargs)
-        if fn is lang.jagged_tile:
-            raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
@@ -344,8 +342,10 @@ class DeviceCompiler(Loops, Operators):
             special = scans.language_call(self, fn, args, kwargs)
         if special is not NotImplemented:
             return special
-        if fn in (lang.tile, lang.grid):
-            raise UnsupportedSyntax("tc.tile/tc.grid can only be iterated by a for loop")
+        if fn in (lang.tile, lang.grid, lang.jagged_tile):
+            raise UnsupportedSyntax(
+                f"tc.{fn.__name__} can only be iterated by a for loop inside a device loop"
+            )
         if fn in (builtins.min, builtins.max) and any(isinstance(a, Value) for a in args):
             args = [self.operand(a) for a in args]
             result = args[0]

@@ -17,13 +17,14 @@ from tilecraft.exc import (
     ShapeMismatch,
     UnsupportedSyntax,
 )
-from tilecraft.frontend import flow
+from tilecraft.frontend import flow, jagged
 from tilecraft.frontend.refs import TileRef
 from tilecraft.ir.nodes import Carried, Loop, Value
 
 if TYPE_CHECKING:
     from tilecraft.frontend.blocks import BlockTable
     from tilecraft.frontend.builder import Builder
+    from tilecraft.frontend.memory import MemoryLowering
     from tilecraft.frontend.source import KernelSource
 
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
@@ -39,6 +40,7 @@ class Loops:
     """The device compiler's handlers of loops."""
 
     b: Builder
+    mem: MemoryLowering
     src: KernelSource
     table: BlockTable
     env: dict[str, Any]
@@ -56,6 +58,8 @@ class Loops:
         fn = self._callee(node.iter)
         if fn in (lang.tile, lang.grid):
             self._device_loop(node, fn, *self._call_args(node.iter))
+        elif fn is lang.jagged_tile:
+            self._jagged_loop(node, *self._call_args(node.iter))
         elif fn is builtins.range:
             self._range_loop(node, *self._call_args(node.iter))
         else:
@@ -78,14 +82,34 @@ class Loops:
         else:
             self._device_loop(node, lang.grid, args, {})
 
-    def _device_loop(self, node: ast.For, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> None:
+    def _jagged_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """`tc.jagged_tile(lengths)`: a tile loop up to the largest length, masked per lane
+        (see frontend/jagged.py)."""
+        parent = jagged.parent_of(args, kwargs)
+        end = jagged.loop_end(self.b, parent)
+        self._device_loop(node, lang.tile, [end], {}, parent if parent.type.dims else None)
+
+    def _device_loop(
+        self,
+        node: ast.For,
+        fn: Any,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        jagged_parent: Value | None = None,
+    ) -> None:
         blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
         index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
         self.b.bodies.append([])
         self._bind_target(node.target, blocks)
+        if jagged_parent is not None:
+            ((block, _),) = blocks
+            index_value = self.mem.tile_attr(block, "index")
+            self.b.jagged[block] = jagged.lane_mask(self.b, jagged_parent, index_value)
         self._body(node.body)
+        if jagged_parent is not None:
+            del self.b.jagged[blocks[0][0]]
         for c in carried:
             c.final = self._carried_final(c)
         body = self.b.bodies.pop()

@@ -9,6 +9,7 @@ import torch
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
+from tilecraft.frontend import jagged
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.refs import HostTensor, TileRef
@@ -139,6 +140,7 @@ class MemoryLowering:
         acc = self.access(param, meta, items)
         _check_other(other)
         self._check_mask(param, acc, extra_mask)
+        extra_mask = self._jagged_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
         return self.b.op(
             "load",
@@ -151,6 +153,10 @@ class MemoryLowering:
             eviction_policy=_eviction_policy(eviction_policy),
             mem_index=index,
         )
+
+    def _jagged_mask(self, param: Param, acc: Access, mask: Any) -> Value | None:
+        """The extra mask joined with those of the jagged tiles the access spans."""
+        return jagged.access_mask(self.b, acc.dims, _mask(mask), f"`{param.host_expr}[...]`")
 
     def _check_mask(self, param: Param, acc: Access, mask: Any) -> None:
         """An extra mask broadcasts to the shape accessed (or it would mask other elements)."""
@@ -182,6 +188,7 @@ class MemoryLowering:
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
         self._check_mask(param, acc, extra_mask)
+        extra_mask = self._jagged_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
         attrs = {"sem": _sem(sem)} if sem is not None else {}
         self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index, **attrs)

@@ -248,6 +248,8 @@ def _axis(b: Builder, x: Value, dim: int | None) -> int:
 def reduce(b: Builder, kind: str, x: Value, dim: int | None, keepdim: bool) -> Value:
     """A reduction along one dim (`kind` in sum, max, min, argmax, argmin)."""
     axis = _axis(b, x, dim)
+    if jagged.is_jagged(b, x, axis):  # positions past a lane's length take no part
+        x = jagged.masked(b, x, axis, jagged.reduce_identity(kind, x.type.dtype), "a reduction")
     dims = list(x.type.dims)
     block = dims[axis]
     dims[axis] = None
@@ -388,6 +390,7 @@ def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
 # the other handler modules register their handlers in OPS (before the names below)
 from tilecraft.frontend import (  # noqa: E402, F401
     creation,
+    jagged,
     joins,
     products,
     reductions,

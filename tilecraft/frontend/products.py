@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from tilecraft.exc import DtypeError, ShapeMismatch
+from tilecraft.frontend import jagged
 from tilecraft.frontend.builder import Builder, promote
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.ir.nodes import Value
@@ -35,6 +36,9 @@ def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any
     if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
         raise DtypeError(f"out_dtype must be a torch dtype, got {out_dtype!r}", b.loc)
     a, c = _dot_operands(b, a, c)
+    # positions past a lane's length may hold anything (exp of a masked 0 is 1)
+    a = jagged.masked(b, a, a.type.rank - 1, 0, "a matrix product")
+    c = jagged.masked(b, c, c.type.rank - 2, 0, "a matrix product")
     compute = torch.float32 if a.type.dtype.is_floating_point else torch.int32
     dtype = acc.type.dtype if acc is not None else (out_dtype or compute)
     product = out_dtype if acc is not None else None

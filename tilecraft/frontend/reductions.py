@@ -78,6 +78,12 @@ def count(b: Builder, x: Value, axes: list[int]) -> Operand:
         if block is None:
             continue
         info = b.blocks[block]
+        if block in b.jagged:  # Helion refuses it too: each lane has its own count
+            raise UnsupportedOperation(
+                "a mean (or var/std) over a jagged tile's dim has a different count per lane:"
+                " sum over it and divide by the lengths",
+                b.loc,
+            )
         if info.kind == "reduction":
             n: Operand = info.extent
         else:

@@ -14,6 +14,7 @@ import torch
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend import jagged
 from tilecraft.frontend.builder import Builder, compute_dtype
 from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, view
 from tilecraft.ir.combine import Combine
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 def scan(b: Builder, kind: str, x: Value, dim: int, dtype: torch.dtype, **attrs: Any) -> Value:
     axis = _axis(b, x, dim)
+    if attrs.get("reverse"):  # a forward scan never reads past a lane's length
+        jagged.refuse(b, x, axis, "a reverse scan", "flip the data and scan forward")
     return b.op(
         "scan",
         (x,),
@@ -156,6 +159,8 @@ def _user_scan(
     computes = [compute_dtype(v.type.dtype) for v in values]
     combine = trace_combine(c, combine_fn, computes, "tc.associative_scan")
     axis = _axis(c.b, values[0], dim)
+    if reverse:
+        jagged.refuse(c.b, values[0], axis, "a reverse scan", "flip the data and scan forward")
     outs = [
         c.b.op(
             "scan",
@@ -189,6 +194,7 @@ def _user_reduce(
     computes = [compute_dtype(v.type.dtype) for v in values]
     combine = trace_combine(c, combine_fn, computes, "tc.reduce")
     axis = _axis(c.b, values[0], dim)
+    jagged.refuse(c.b, values[0], axis, "tc.reduce", "use sum/amax/amin/prod, which skip them")
     dims: list[Dim] = list(values[0].type.dims)
     block, dims[axis] = dims[axis], None
     if block is not None and c.b.blocks[block].kind == "reduction" and not c.b.blocks[block].extent:

@@ -12,6 +12,7 @@ import math
 import torch
 
 from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.frontend import jagged
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, op, reduce, view
 from tilecraft.ir.nodes import Value
@@ -74,6 +75,7 @@ def _last_dim(b: Builder, x: Value, dim: int, what: str) -> int:
         raise UnsupportedOperation(
             f"{what} along a dim other than the last: transpose first", b.loc
         )
+    jagged.refuse(b, x, x.type.rank - 1, what, "sort each lane's elements with a tc.tile loop")
     return x.type.dims[-1]  # type: ignore[return-value]
 
 

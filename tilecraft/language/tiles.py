@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.exc import UnsupportedOperation
+from tilecraft.exc import UnsupportedSyntax
 from tilecraft.language.state import eager_context
 
 
@@ -129,21 +129,51 @@ def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> ra
     return range(int(begin), int(end), int(step))
 
 
-def jagged_tile(parent: object) -> Iterator[Tile]:
-    """Helion's loop over a jagged inner dimension: not supported yet.
+def jagged_tile(parent: torch.Tensor) -> Iterator[Tile]:
+    """Loop over a dimension whose length differs per lane of the enclosing tiles.
 
-    Write the loop with bounds read on the device instead, which tilecraft compiles to a
-    loop bounded per row (see `examples/jagged_mean.py`)::
+    `parent` holds the lengths, indexed by the enclosing tiles (`lengths[tile_b]`): lane
+    `i` of `tile_b` takes positions `0 .. parent[i] - 1`. Positions past a lane's length
+    are masked: loads read 0 (or `other`), stores skip them, and reductions and matrix
+    products over the jagged dim leave them out. The loop runs up to the largest length;
+    `tile_k.begin/.end/.index` are the tile's own range, the same for every lane. Index
+    tensors with the parent tiles too (`x[tile_b, tile_k]`, not `x[tile_k]`). A mean
+    over the jagged dim is refused (each lane has its own count): sum, then divide.
 
-        for row in tc.grid(rows):
-            start, end = offsets[row], offsets[row + 1]
-            for tile_k in tc.tile(start, end):
-                acc = acc + values[tile_k, tile_n].sum(0)
+    Example::
+
+        for tile_b in tc.tile(rows):
+            starts = offsets[tile_b]
+            lengths = offsets[tile_b.index + 1] - starts
+            acc = tc.zeros([tile_b])
+            for tile_k in tc.jagged_tile(lengths):
+                acc = acc + values[starts[:, None] + tile_k.index[None, :]].sum(1)
+            out[tile_b] = acc
     """
-    raise UnsupportedOperation(JAGGED_TILE_MESSAGE)
+    ctx = eager_context("jagged_tile")
+    if not isinstance(parent, torch.Tensor) or parent.numel() != 1:
+        # interpret mode runs the enclosing tile loops one lane at a time (see
+        # runtime/interpret.py), so a parent indexed by them holds one length
+        raise UnsupportedSyntax(
+            "every dim of tc.jagged_tile's lengths must come from an enclosing tc.tile loop"
+        )
+    end = int(parent.item())
+    size = ctx.next_block_size(None)
+    return (Tile(s, min(s + size, end), size, ctx.device, (0, end)) for s in range(0, end, size))
 
 
-JAGGED_TILE_MESSAGE = (
-    "tc.jagged_tile is not supported yet: loop over `tc.tile(start, end)` with bounds "
-    "read on the device (`start = offsets[row]`) inside a `tc.grid` loop over rows"
-)
+def lanes(loop: Iterator[Any]) -> Iterator[Any]:
+    """The tiles of a `tc.tile` loop split into tiles of one lane each (interpret mode's
+    way of running the loops around a `tc.jagged_tile`: each lane gets exact lengths)."""
+    for item in loop:
+        tiles = item if isinstance(item, tuple) else (item,)
+        if not all(isinstance(t, Tile) for t in tiles):
+            yield item
+            continue
+        split = [[_lane(t, i) for i in range(t.begin, t.end)] for t in tiles]
+        for combo in itertools.product(*split):
+            yield combo if isinstance(item, tuple) else combo[0]
+
+
+def _lane(t: Tile, i: int) -> Tile:
+    return Tile(i, i + 1, 1, t.device, t.span)

@@ -28,33 +28,33 @@ from typing import Any
 import torch
 
 import tilecraft as tc
-from tilecraft.exc import UnsupportedOperation
 
 LOG2E = 1.4426950408889634
 
 
-def _kv_rows(rows: torch.Tensor, heads: int, kv_heads: int) -> torch.Tensor:
-    """The (batch * kv_heads) row of each (batch * heads) row: head h reads kv head h // group."""
+def _kv_row(row: Any, heads: int, kv_heads: int) -> Any:
+    """The (batch * kv_heads) row of a (batch * heads) row: head h reads kv head h // group."""
     group = heads // kv_heads
-    return rows // heads * kv_heads + rows % heads // group
+    return row // heads * kv_heads + row % heads // group
+
+
+def _q_row(kv_row: Any, heads: int, kv_heads: int, g: int) -> Any:
+    """The (batch * heads) row of query head `g` of a (batch * kv_heads) row's group."""
+    group = heads // kv_heads
+    return kv_row // kv_heads * heads + kv_row % kv_heads * group + g
 
 
 def _mask(
-    scores: torch.Tensor,
-    rows: torch.Tensor,
-    cols: torch.Tensor,
-    m: int,
-    n: int,
-    causal: bool,
-    window: int,
+    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, n: int, causal: bool, window: int
 ) -> torch.Tensor:
-    """Scores of [1, rows, cols] with keys past `n`, queries past `m` and (causal) keys after
-    their query set to -inf."""
-    keep = (cols[None, None, :] < n) & (rows[None, :, None] < m)
+    """Scores of [rows, cols] with keys past `n` and (causal) keys after their query, or
+    (window) `window` or more before it, set to -inf. Rows past the queries need no mask:
+    they read zeros and are never stored."""
+    keep = cols[None, :] < n
     if causal:
-        keep = keep & (cols[None, None, :] <= rows[None, :, None])
+        keep = keep & (cols[None, :] <= rows[:, None])
     if window > 0:
-        keep = keep & (cols[None, None, :] > rows[None, :, None] - window)
+        keep = keep & (cols[None, :] > rows[:, None] - window)
     return torch.where(keep, scores, float("-inf"))
 
 
@@ -62,13 +62,16 @@ def _scores(
     query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *shape: Any
 ) -> torch.Tensor:
     """Base-2 scores of a query tile against a key tile, the bias (if any) added in base 2
-    like them, and masked (`shape`: m, n, causal, window as `_mask` takes them)."""
-    scores = torch.bmm(query, key.transpose(1, 2), torch.float32) * qk_scale
+    like them, and masked (`shape`: n, causal, window as `_mask` takes them)."""
+    scores = torch.mm(query, key.T, torch.float32) * qk_scale
     if bias is not None:
         scores = scores + bias.to(torch.float32) * LOG2E
     return _mask(scores, tile_m.index, tile_n.index, *shape)
 
 
+# The kernels index the (batch * heads) dim with a scalar (each program's `tile.begin`), so
+# every tile and product is 2-D: Triton lowers only 2-D `tl.dot`s to Hopper's wgmma (a 3-D
+# one, even with a batch of 1, falls back to the older mma instructions).
 @tc.kernel
 def attention_forward(
     q: torch.Tensor,
@@ -94,37 +97,32 @@ def attention_forward(
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     out = torch.empty_like(q_rows)
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
-    masking = (m, n, causal, window)  # what `_mask` needs beyond the tiles
+    masking = (n, causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        kv = _kv_rows(tile_bh.index, heads, kv_heads)
-        m_i = tc.full([tile_bh, tile_m], float("-inf"), dtype=torch.float32)
-        l_i = tc.zeros([tile_bh, tile_m], dtype=torch.float32)
-        acc = tc.zeros([tile_bh, tile_m, head_dim], dtype=torch.float32)
-        query = q_rows[tile_bh, tile_m, :]
+        bh = tile_bh.begin
+        kv = _kv_row(bh, heads, kv_heads)
+        m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = tc.zeros([tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
+        query = q_rows[bh, tile_m, :]
         end = min(tile_m.end, n) if causal else n
         # a sliding window starts past the keys that every query of the tile has left behind
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
-            bias_tile = bias_rows[tile_bh, tile_m, tile_n] if has_bias else None
+            bias_tile = bias_rows[bh, tile_m, tile_n] if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
-            p = torch.exp2(scores - m_ij[:, :, None])
+            p = torch.exp2(scores - m_ij[:, None])
             alpha = torch.exp2(m_i - m_ij)
             l_i = l_i * alpha + torch.sum(p, -1)
             value = v_rows[kv, tile_n, :]
-            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(value.dtype), value)
+            acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
             m_i = m_ij
-        out[tile_bh, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
-        lse[tile_bh, tile_m] = m_i + torch.log2(l_i)
+        out[bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
+        lse[bh, tile_m] = m_i + torch.log2(l_i)
     return out.view(q.size()), lse.view([batch, heads, m])
-
-
-def _q_rows(kv_rows: torch.Tensor, heads: int, kv_heads: int, g: int) -> torch.Tensor:
-    """The (batch * heads) row of query head `g` of each (batch * kv_heads) row's group."""
-    group = heads // kv_heads
-    return kv_rows // kv_heads * heads + kv_rows % kv_heads * group + g
 
 
 @tc.kernel
@@ -160,59 +158,60 @@ def attention_backward(
     dq = torch.empty_like(q_rows)
     dk = torch.empty_like(k_rows)
     dv = torch.empty_like(v_rows)
-    masking = (m, n, causal, window)  # what `_mask` needs beyond the tiles
+    masking = (n, causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E
     # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        d_o = do_rows[tile_bh, tile_m, :].to(torch.float32)
-        delta[tile_bh, tile_m] = torch.sum(d_o * o_rows[tile_bh, tile_m, :].to(torch.float32), -1)
+        d_o = do_rows[tile_bh.begin, tile_m, :].to(torch.float32)
+        row_out = o_rows[tile_bh.begin, tile_m, :].to(torch.float32)
+        delta[tile_bh.begin, tile_m] = torch.sum(d_o * row_out, -1)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
-        key = k_rows[tile_kv, tile_n, :]
-        value = v_rows[tile_kv, tile_n, :]
-        dk_acc = tc.zeros([tile_kv, tile_n, head_dim], dtype=torch.float32)
-        dv_acc = tc.zeros([tile_kv, tile_n, head_dim], dtype=torch.float32)
+        kv = tile_kv.begin
+        key = k_rows[kv, tile_n, :]
+        value = v_rows[kv, tile_n, :]
+        dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+        dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
         start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
         # a sliding window: queries `window - 1` past the tile's last key see none of it
         stop = min(tile_n.end + window - 1, m) if window > 0 else m
         for g in range(heads // kv_heads):
-            rows = _q_rows(tile_kv.index, heads, kv_heads, g)
+            row = _q_row(kv, heads, kv_heads, g)
             for tile_m in tc.tile(start, stop):
-                query = q_rows[rows, tile_m, :]
-                d_o = do_rows[rows, tile_m, :]
-                bias_tile = bias_rows[rows, tile_m, tile_n] if has_bias else None
-                scores = _scores(
-                    query, key, bias_tile, qk_scale, tile_m, tile_n, m, n, causal, window
-                )
-                p = torch.exp2(scores - lse_rows[rows, tile_m][:, :, None])
-                dv_acc = torch.baddbmm(dv_acc, p.to(d_o.dtype).transpose(1, 2), d_o)
-                dp = torch.bmm(d_o, value.transpose(1, 2), torch.float32)
-                ds = p * (dp - delta[rows, tile_m][:, :, None])
-                dk_acc = torch.baddbmm(dk_acc, ds.to(query.dtype).transpose(1, 2), query)
-        dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)
-        dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)
+                query = q_rows[row, tile_m, :]
+                d_o = do_rows[row, tile_m, :]
+                bias_tile = bias_rows[row, tile_m, tile_n] if has_bias else None
+                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
+                p = torch.exp2(scores - lse_rows[row, tile_m][:, None])
+                dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
+                dp = torch.mm(d_o, value.T, torch.float32)
+                ds = p * (dp - delta[row, tile_m][:, None])
+                dk_acc = torch.addmm(dk_acc, ds.to(query.dtype).T, query)
+        dk[kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)
+        dv[kv, tile_n, :] = dv_acc.to(dv.dtype)
     # dQ: a program per query tile, over the key tiles it attends to
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        kv = _kv_rows(tile_bh.index, heads, kv_heads)
-        query = q_rows[tile_bh, tile_m, :]
-        d_o = do_rows[tile_bh, tile_m, :]
-        row_lse = lse_rows[tile_bh, tile_m]
-        row_delta = delta[tile_bh, tile_m]
-        dq_acc = tc.zeros([tile_bh, tile_m, head_dim], dtype=torch.float32)
+        bh = tile_bh.begin
+        kv = _kv_row(bh, heads, kv_heads)
+        query = q_rows[bh, tile_m, :]
+        d_o = do_rows[bh, tile_m, :]
+        row_lse = lse_rows[bh, tile_m]
+        row_delta = delta[bh, tile_m]
+        dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         end = min(tile_m.end, n) if causal else n
         # a sliding window starts past the keys that every query of the tile has left behind
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :]
-            bias_tile = bias_rows[tile_bh, tile_m, tile_n] if has_bias else None
+            bias_tile = bias_rows[bh, tile_m, tile_n] if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-            p = torch.exp2(scores - row_lse[:, :, None])
-            dp = torch.bmm(d_o, v_rows[kv, tile_n, :].transpose(1, 2), torch.float32)
-            ds = p * (dp - row_delta[:, :, None])
+            p = torch.exp2(scores - row_lse[:, None])
+            dp = torch.mm(d_o, v_rows[kv, tile_n, :].T, torch.float32)
+            ds = p * (dp - row_delta[:, None])
             if has_bias:  # the bias's gradient is the scores': this program owns these rows
-                grad_bias[tile_bh, tile_m, tile_n] = ds
-            dq_acc = torch.baddbmm(dq_acc, ds.to(key.dtype), key)
-        dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)
+                grad_bias[bh, tile_m, tile_n] = ds
+            dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
+        dq[bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
 
@@ -292,109 +291,3 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"q's {q.size(1)} heads are not a multiple of k's {k.size(1)} heads")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-
-
-@tc.kernel
-def attention_varlen_forward(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_q: torch.Tensor,
-    cu_k: torch.Tensor,
-    max_q: int,
-    causal: bool,
-    scale: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention over packed sequences of different lengths, and each row's base-2 log-sum-exp.
-
-    Sequence `b`'s queries are `q[cu_q[b]:cu_q[b + 1]]` (`(total_q, heads, head_dim)`), its keys
-    and values `k[cu_k[b]:cu_k[b + 1]]`; `max_q` bounds every sequence's query count. The
-    bounds are read on the device: the key loop runs to the sequence's own length, and rows
-    past a sequence's end get an index past the tensor, so they read 0 and are not written.
-    """
-    total_q, heads, _ = q.size()
-    total_k, kv_heads = k.size(0), k.size(1)
-    head_dim = tc.specialize(q.size(2))
-    batch = cu_q.size(0) - 1
-    group = heads // kv_heads
-    q_rows = q.reshape([total_q * heads, head_dim])
-    k_rows = k.reshape([total_k * kv_heads, head_dim])
-    v_rows = v.reshape([total_k * kv_heads, head_dim])
-    out = torch.empty_like(q)
-    out_rows = out.view(total_q * heads, head_dim)
-    lse = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
-    qk_scale = scale * LOG2E
-    for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
-        q0 = cu_q[tile_b.begin]
-        q_len = cu_q[tile_b.begin + 1] - q0
-        k0 = cu_k[tile_b.begin]
-        k_len = cu_k[tile_b.begin + 1] - k0
-        valid = tile_m.index < q_len
-        # rows past the sequence's end point past the tensor: read as 0, never written
-        rows = torch.where(valid, (q0 + tile_m.index) * heads + tile_h.begin, total_q * heads)
-        query = q_rows[rows, :]
-        m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
-        l_i = tc.zeros([tile_m], dtype=torch.float32)
-        acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
-        end = min(tile_m.end, k_len) if causal else k_len
-        for tile_n in tc.tile(0, end):
-            keep_n = tile_n.index < k_len
-            kv_head = tile_h.begin // group
-            cols = torch.where(keep_n, (k0 + tile_n.index) * kv_heads + kv_head, total_k * kv_heads)
-            key = k_rows[cols, :]
-            scores = torch.mm(query, key.T, torch.float32) * qk_scale
-            keep = keep_n[None, :] & valid[:, None]
-            if causal:
-                keep = keep & (tile_n.index[None, :] <= tile_m.index[:, None])
-            scores = torch.where(keep, scores, float("-inf"))
-            m_ij = torch.maximum(m_i, torch.amax(scores, -1))
-            p = torch.exp2(scores - m_ij[:, None])
-            alpha = torch.exp2(m_i - m_ij)
-            l_i = l_i * alpha + torch.sum(p, -1)
-            value = v_rows[cols, :]
-            acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
-            m_i = m_ij
-        out_rows[rows, :] = (acc / l_i[:, None]).to(out.dtype)
-        lse[rows] = m_i + torch.log2(l_i)
-    return out, lse.view(total_q, heads)
-
-
-def attention_varlen(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    causal: bool = False,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """Attention over a batch of packed sequences of different lengths (forward only).
-
-    FlashAttention's varlen layout: `q` `(total_q, heads, head_dim)`, `k` and `v`
-    `(total_k, kv_heads, head_dim)`, sequence `b` at rows `cu_seqlens_q[b]:cu_seqlens_q[b +
-    1]` of `q` and `cu_seqlens_k[b]:cu_seqlens_k[b + 1]` of `k` and `v` (int offsets
-    starting at 0); `max_seqlen_q` is at least the longest query count (rounded up to a
-    power of two here, so nearby lengths share a compiled kernel). Each sequence's result is
-    `F.scaled_dot_product_attention` of its own queries and keys. No backward yet: inputs
-    that require grad raise.
-    """
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise UnsupportedOperation(
-            "attention_varlen has no backward yet; call it under torch.no_grad() or pad the "
-            "sequences and use tilecraft.nn.attention"
-        )
-    if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape or q.size(2) != k.size(2):
-        raise ValueError(
-            "attention_varlen takes q (total_q, heads, d) and k, v (total_k, kv_heads, d)"
-        )
-    if k.size(1) == 0 or q.size(1) % k.size(1) != 0:
-        raise ValueError(f"q's {q.size(1)} heads are not a multiple of k's {k.size(1)} heads")
-    if cu_seqlens_q.shape != cu_seqlens_k.shape or cu_seqlens_q.dim() != 1:
-        raise ValueError("cu_seqlens_q and cu_seqlens_k must be 1-D offsets of the same length")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.size(-1))
-    max_q = 1 << max(int(max_seqlen_q) - 1, 0).bit_length()
-    tensors = (q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_q, cu_seqlens_k)
-    out, _ = attention_varlen_forward(*tensors, max_q, causal, float(scale))
-    return out

@@ -14,7 +14,7 @@ from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
 from tilecraft.language.indexing import is_vector, read, write
 from tilecraft.language.state import EagerContext, eager_context, running_eagerly
-from tilecraft.language.tiles import Tile
+from tilecraft.language.tiles import Tile, lanes
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
@@ -109,6 +109,50 @@ class _EagerSubscripts(ast.NodeTransformer):
         return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, new)), node)
 
 
+class _JaggedLanes(ast.NodeTransformer):
+    """`for t in tc.tile(...)` whose tiles give the lengths of a `tc.jagged_tile` inside
+    -> `for t in _tc_lanes(tc.tile(...))`: one lane at a time, each jagged tile is cut to
+    its lane's length exactly (as eager mode cuts tiles at a tensor's end), so nothing
+    past a length is ever read, stored or reduced; compiled code masks those positions."""
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        self.generic_visit(node)
+        if _calls(node.iter, "tile") and _names(node.target) & _jagged_inputs(node):
+            node.iter = ast.copy_location(_call("_tc_lanes", node.iter), node.iter)
+        return node
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _jagged_inputs(loop: ast.For) -> set[str]:
+    """The names the lengths of the `tc.jagged_tile` loops in `loop` are computed from
+    (through the assignments anywhere in `loop`)."""
+    needed: set[str] = set()
+    for n in ast.walk(loop):
+        if isinstance(n, ast.For) and _calls(n.iter, "jagged_tile"):
+            needed |= _names(n.iter)
+    sources: dict[str, set[str]] = {}
+    for n in ast.walk(loop):
+        if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for name in set().union(*(_names(t) for t in targets)):
+                sources.setdefault(name, set()).update(_names(n.value))
+    frontier = set(needed)
+    while frontier:
+        frontier = set().union(*(sources.get(n, set()) for n in frontier)) - needed
+        needed |= frontier
+    return needed
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    fn = node.func
+    return (fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)) == name
+
+
 def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(ast.Name(name, ast.Load()), list(args), [])
 
@@ -139,11 +183,14 @@ def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
     branches = EagerBranches()
-    module = rewrite_host(src, lambda _, loop: _EagerSubscripts().visit(branches.visit(loop)))
+    module = rewrite_host(
+        src, lambda _, loop: _JaggedLanes().visit(_EagerSubscripts().visit(branches.visit(loop)))
+    )
     extra = {
         **eager_names(),
         "_tc_getitem": _getitem,
         "_tc_setitem": _setitem,
+        "_tc_lanes": lanes,
         "_tc_block_size": lang.register_block_size,
         "_tc_tunable": lang.register_tunable,
         "max": _builtin_extreme(builtins.max, torch.maximum),

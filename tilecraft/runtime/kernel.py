@@ -117,7 +117,11 @@ class Kernel:
         """Tune for these arguments now; later calls with the same specialization use it.
 
         Options: effort ("predict", "quick", "full"), search (a strategy name), budget_s,
-        max_configs, seed (the same seed and tuning database try the same configs).
+        max_configs, seed (the same seed and tuning database try the same configs),
+        objective ("time", "energy" or "edp": energy x delay; energy is measured through
+        NVML on an NVIDIA GPU) and meter (an `autotune.energy.EnergyMeter` to read instead).
+        `self.bind(args).tuning` then says what the run did, with its time/energy Pareto
+        front (`"pareto"`) and the energy the run used (`"tuning_energy_j"`).
         Returns the winning Config (also printed as a pasteable decorator line and cached).
         """
         args = self.normalize(tuple(args), {})
@@ -127,7 +131,10 @@ class Kernel:
 
         bound = self.bind(args)
         config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
-        bound.launcher = bound.compile(config)
+        if bound.cpu_mode == "eager":  # CPU tensors in a process whose Triton targets a GPU
+            bound.launcher = lambda *a: self.run_eagerly(a)
+        else:
+            bound.launcher = bound.compile(config)
         return config
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -17,6 +17,8 @@ from typing import Any
 from tilecraft.exc import SettingsError
 
 EFFORT_NAMES = ("none", "predict", "quick", "full")
+#: What tuning minimizes: kernel time, energy per call, or energy x delay.
+OBJECTIVE_NAMES = ("time", "energy", "edp")
 LLM_PROVIDERS = ("openai", "anthropic")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
@@ -72,6 +74,9 @@ RULES: dict[str, Rule] = {
     "allow_tf32": Rule("TILECRAFT_ALLOW_TF32", _flag_value, _FLAG),
     "autotune_effort": Rule(
         "TILECRAFT_AUTOTUNE_EFFORT", _one_of(EFFORT_NAMES), ", ".join(EFFORT_NAMES)
+    ),
+    "autotune_objective": Rule(
+        "TILECRAFT_AUTOTUNE_OBJECTIVE", _one_of(OBJECTIVE_NAMES), ", ".join(OBJECTIVE_NAMES)
     ),
     "autotune_budget_s": Rule("TILECRAFT_AUTOTUNE_BUDGET_S", _seconds, _SECONDS),
     "autotune_quiet": Rule("TILECRAFT_AUTOTUNE_QUIET", _flag_value, _FLAG),
@@ -134,6 +139,9 @@ class Settings:
     allow_tf32: bool = field(default_factory=_env("allow_tf32", False))
     #: TILECRAFT_AUTOTUNE_EFFORT: none, predict, quick or full; how hard a GPU first call tunes.
     autotune_effort: str = field(default_factory=_env("autotune_effort", "quick"))
+    #: TILECRAFT_AUTOTUNE_OBJECTIVE: time, energy (joules per call, measured through NVML)
+    #: or edp (energy x delay); what tuning minimizes.
+    autotune_objective: str = field(default_factory=_env("autotune_objective", "time"))
     #: TILECRAFT_AUTOTUNE_BUDGET_S: wall seconds a tuning run may take (overrides the effort's).
     autotune_budget_s: float | None = field(default_factory=_env("autotune_budget_s", None))
     #: TILECRAFT_AUTOTUNE_SEARCH: the search strategy (overrides the effort's).

@@ -56,8 +56,10 @@ class Search:
         return ranked[0] if ranked else None
 
     def ranked(self) -> list[Trial]:
-        """Successful trials, fastest first."""
-        return sorted((t for t in self.trials if t.ok), key=lambda t: t.time_ms or 0.0)
+        """Successful trials, best first under their objective (fastest by default), those
+        without a score (an energy meter failed) last by time."""
+        ok = (t for t in self.trials if t.ok)
+        return sorted(ok, key=lambda t: (t.score is None, t.score or 0.0, t.time_ms or 0.0))
 
     def done(self) -> bool:
         return self.budget.exhausted()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.search.pattern import PatternSearch
 from tilecraft.runtime.config import Config
 
@@ -64,12 +65,13 @@ class ClassifierPatternSearch(PatternSearch):
         return model
 
     def labels(self) -> list[int]:
-        """1 for trials among the fastest `top_fraction` of ok ones, else 0."""
-        times = sorted(t.time_ms for t in self.trials if t.ok and t.time_ms is not None)
-        if not times:
+        """1 for trials among the best `top_fraction` of scored ones (the fastest, under
+        the time objective), else 0."""
+        scores = sorted(cost(t) for t in self.trials if cost(t) < math.inf)
+        if not scores:
             return [0] * len(self.trials)
-        cut = times[min(len(times), max(2, math.ceil(self.top_fraction * len(times)))) - 1]
-        return [int(t.ok and (t.time_ms or 0.0) <= cut) for t in self.trials]
+        cut = scores[min(len(scores), max(2, math.ceil(self.top_fraction * len(scores)))) - 1]
+        return [int(cost(t) <= cut) for t in self.trials]
 
 
 def _classifier() -> Any:

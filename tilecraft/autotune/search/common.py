@@ -19,8 +19,10 @@ DRAW_TRIES = 20  # random draws per wanted config before a space counts as used 
 
 
 def cost(trial: Trial) -> float:
-    """The time of an ok trial; infinity for a failed one (so failures rank last)."""
-    return trial.time_ms if trial.ok and trial.time_ms is not None else math.inf
+    """What the search minimizes: an ok trial's score under its objective (its time by
+    default); infinity for a failed or unmeasured one (so it ranks last)."""
+    score = trial.score
+    return math.inf if score is None else score
 
 
 def normalize(space: ConfigSpace, config: Config) -> Config | None:

@@ -1,0 +1,332 @@
+"""Attention forward and backward in bfloat16: tilecraft.nn.attention against SDPA's flash
+and cuDNN backends, in TFLOP/s, causal and not.
+
+For each (batch, heads, sequence, head_dim) of the issue, tilecraft's forward and backward
+kernels run a small sweep of configs (block sizes, warps, stages; each checked against
+SDPA's output and gradients before it is timed) and keep the fastest; the peers are
+`F.scaled_dot_product_attention` under `sdpa_kernel(SDPBackend.FLASH_ATTENTION)` and
+`sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`, on the same inputs. FLOPs: 4 * batch * heads *
+queries * keys * head_dim for the forward (halved when causal), 2.5 times that for the
+backward (five products instead of two). The sweep stops early when `--budget-s` is spent:
+later cases then try only the first config of each list.
+
+    PYTHONPATH=$PWD python benchmarks/bench_attention.py [--out PATH] [--budget-s 180]
+    TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_attention.py --smoke
+
+`--smoke` runs a tiny shape on the CPU (Triton's interpreter, float32; the cuDNN peer
+records an error there): it checks the script end to end, its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")  # configs come from the sweep
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
+
+import tilecraft as tc  # noqa: E402
+from tilecraft.nn.attention import attention_backward, attention_forward  # noqa: E402
+
+SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
+SMOKE_SHAPES = [(1, 1, 19, 16)]
+# forward: (block_m, block_n, warps, stages); the first is the one kept when time runs out
+FORWARD = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4)]
+# backward: (dK/dV key tile, its query tile, dQ query tile, its key tile, warps, stages)
+BACKWARD = [(128, 64, 128, 64, 8, 2), (64, 64, 64, 64, 4, 3), (128, 64, 128, 64, 8, 3)]
+SMOKE_FORWARD = [(16, 16, 4, 1)]
+SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1)]
+PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+DELTA_BLOCK = 64  # rows per program of the backward's rowsum(dO * O) pass
+MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
+
+
+def forward_config(entry: tuple) -> tc.Config:
+    """A forward Config from (block_m, block_n, warps, stages)."""
+    block_m, block_n, warps, stages = entry
+    return tc.Config(block_sizes=[block_m, block_n], num_warps=warps, num_stages=stages)
+
+
+def backward_config(entry: tuple, group: int) -> tc.Config:
+    """A backward Config: the delta pass, dK/dV (its query loop unrolled once per query head
+    of a kv head's `group`), then dQ."""
+    kv_n, kv_m, q_m, q_n, warps, stages = entry
+    blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * group, q_m, q_n]
+    return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages)
+
+
+def flops(shape: tuple, causal: bool) -> tuple[float, float]:
+    """Forward and backward FLOPs of attention on (batch, heads, sequence, head_dim)."""
+    batch, heads, seq, head_dim = shape
+    forward = 4.0 * batch * heads * seq * seq * head_dim * (0.5 if causal else 1.0)
+    return forward, 2.5 * forward
+
+
+def time_ms(fn: Callable[[], Any], device: torch.device) -> float:
+    """Median milliseconds of `fn` (CUDA events after warm-up; wall clock on the CPU)."""
+    if device.type == "cuda":
+        import triton.testing
+
+        return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def rel_error(got: Sequence[torch.Tensor], want: Sequence[torch.Tensor]) -> float:
+    """The largest ||got - want|| / ||want|| over pairs of tensors, in float64."""
+    errors = []
+    for a, b in zip(got, want, strict=True):
+        den = float(b.double().norm())
+        errors.append(float((a.double() - b.double()).norm()) / (den or 1.0))
+    return max(errors)
+
+
+class Case:
+    """One shape, causal or not: inputs, the reference results, and the kernels' arguments."""
+
+    def __init__(self, shape: tuple, causal: bool, dtype: torch.dtype, device: torch.device):
+        self.shape, self.causal, self.device, self.dtype = shape, causal, device, dtype
+        gen = torch.Generator(device=device).manual_seed(0)
+        batch, heads, seq, head_dim = shape
+        make = lambda: torch.randn(  # noqa: E731
+            batch, heads, seq, head_dim, dtype=dtype, device=device, generator=gen
+        )
+        self.q, self.k, self.v, self.grad_out = make(), make(), make(), make()
+        self.scale = head_dim**-0.5
+        self.bias = self.q.new_empty(0)
+        self.flags = (causal, self.scale, 0, False)  # causal, scale, window, has_bias
+        self.expected = self.reference()
+
+    def reference(self) -> tuple[torch.Tensor, ...]:
+        """Output and gradients from SDPA's math backend in float32 (on a GPU: its flash
+        backend in the inputs' dtype, as the math one would need too much memory)."""
+        leaves = [t.detach().clone().requires_grad_() for t in (self.q, self.k, self.v)]
+        if self.device.type != "cuda":
+            leaves = [t.detach().float().requires_grad_() for t in leaves]
+        backend = SDPBackend.FLASH_ATTENTION if self.device.type == "cuda" else SDPBackend.MATH
+        with sdpa_kernel(backend):
+            out = F.scaled_dot_product_attention(*leaves, is_causal=self.causal)
+        grads = torch.autograd.grad(out, leaves, self.grad_out.to(out.dtype))
+        return (out.detach(), *grads)
+
+    def forward_args(self) -> tuple:
+        return (self.q, self.k, self.v, self.bias, *self.flags)
+
+    def backward_args(self, out: torch.Tensor, lse: torch.Tensor) -> tuple:
+        return (self.grad_out, self.q, self.k, self.v, self.bias, out, lse, *self.flags)
+
+
+def sweep(
+    bound: Any, configs: list[tc.Config], args: tuple, check: Callable[[Any], float], case: Case
+) -> tuple[dict, Callable[..., Any] | None]:
+    """Each config checked (relative error against the reference) and timed: every trial
+    and the fastest correct one, and that one's launcher (None if none passed)."""
+    trials, launchers = [], {}
+    for config in configs:
+        trial: dict[str, Any] = {"config": repr(config)}
+        try:
+            launcher = bound.compile(config)
+            trial["rel_err"] = check(launcher(*args))
+            if trial["rel_err"] <= MAX_REL_ERR[case.dtype]:
+                trial["ms"] = time_ms(lambda launcher=launcher: launcher(*args), case.device)
+                launchers[trial["config"]] = launcher
+        except Exception as e:  # a config that fails to compile or run is recorded
+            trial["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        trials.append(trial)
+    timed = [t for t in trials if "ms" in t]
+    best = min(timed, key=lambda t: t["ms"]) if timed else {}
+    return {"best": best, "trials": trials}, launchers.get(best.get("config", ""))
+
+
+def measure_tilecraft(case: Case, forward: list, backward: list) -> dict:
+    """tilecraft's best forward and backward over the configs given."""
+    args = case.forward_args()
+    configs = [forward_config(e) for e in forward]
+    fwd, launcher = sweep(attention_forward.bind(args), configs, args, _check_out(case), case)
+    out, lse = (launcher or attention_forward)(*args)
+    group = case.shape[1] // case.k.size(1)
+    bargs = case.backward_args(out, lse)
+    configs = [backward_config(e, group) for e in backward]
+    bwd, _ = sweep(attention_backward.bind(bargs), configs, bargs, _check_grads(case), case)
+    return {"forward": fwd, "backward": bwd}
+
+
+def _check_out(case: Case) -> Callable[[Any], float]:
+    return lambda result: rel_error([result[0]], [case.expected[0]])
+
+
+def _check_grads(case: Case) -> Callable[[Any], float]:
+    return lambda result: rel_error(result[:3], case.expected[1:])
+
+
+def measure_peer(case: Case, backend: SDPBackend) -> dict:
+    """SDPA under one backend: forward and backward milliseconds (or the error)."""
+    result: dict[str, Any] = {}
+    leaves = [t.detach().clone().requires_grad_() for t in (case.q, case.k, case.v)]
+    try:
+        with sdpa_kernel(backend):
+            run = lambda: F.scaled_dot_product_attention(*leaves, is_causal=case.causal)  # noqa: E731
+            out = run()
+            result["rel_err"] = rel_error([out.detach()], [case.expected[0]])
+            result["forward_ms"] = time_ms(run, case.device)
+            grad = lambda: torch.autograd.grad(out, leaves, case.grad_out, retain_graph=True)  # noqa: E731
+            result["backward_ms"] = time_ms(grad, case.device)
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+    return result
+
+
+def measure(case: Case, forward: list, backward: list) -> dict:
+    """One row: tilecraft's sweep and the peers, in ms and TFLOP/s, with ratios."""
+    row: dict[str, Any] = {"shape": list(case.shape), "causal": case.causal}
+    fwd_flops, bwd_flops = flops(case.shape, case.causal)
+    try:
+        ours = measure_tilecraft(case, forward, backward)
+    except Exception as e:
+        traceback.print_exc()
+        ours = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
+    row["tilecraft"] = ours
+    row["peers"] = {name: measure_peer(case, backend) for name, backend in PEERS.items()}
+    row["tflops"] = tflops(row, fwd_flops, bwd_flops)
+    return row
+
+
+def tflops(row: dict, fwd_flops: float, bwd_flops: float) -> dict:
+    """TFLOP/s of every measured pass: {who: {"forward": x, "backward": y}}."""
+    found: dict[str, dict[str, float]] = {}
+    ours = row["tilecraft"]
+    for direction, count in (("forward", fwd_flops), ("backward", bwd_flops)):
+        best = ours.get(direction, {}).get("best", {})
+        if "ms" in best:
+            found.setdefault("tilecraft", {})[direction] = count / best["ms"] / 1e9
+        for name, peer in row["peers"].items():
+            if f"{direction}_ms" in peer:
+                found.setdefault(name, {})[direction] = count / peer[f"{direction}_ms"] / 1e9
+    return found
+
+
+def markdown(rows: list[dict]) -> str:
+    """TFLOP/s forward / backward, and tilecraft's ratios to each peer."""
+    lines = [
+        "| shape (b, h, s, d) | causal | tilecraft fwd / bwd | flash fwd / bwd | cuDNN fwd / bwd"
+        " | vs flash fwd / bwd | vs cuDNN fwd / bwd |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        t = row["tflops"]
+        cells = [str(tuple(row["shape"])), "yes" if row["causal"] else "no"]
+        cells += [_pair(t.get(who, {})) for who in ("tilecraft", "flash", "cudnn")]
+        cells += [_ratios(t, peer) for peer in ("flash", "cudnn")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _pair(values: dict) -> str:
+    return " / ".join(f"{values[d]:.0f}" if d in values else "-" for d in ("forward", "backward"))
+
+
+def _ratios(t: dict, peer: str) -> str:
+    ours, theirs = t.get("tilecraft", {}), t.get(peer, {})
+    parts = []
+    for d in ("forward", "backward"):
+        ok = d in ours and d in theirs and theirs[d] > 0
+        parts.append(f"{ours[d] / theirs[d]:.2f}x" if ok else "-")
+    return " / ".join(parts)
+
+
+def environment(args: argparse.Namespace) -> dict:
+    """Where and with what the numbers were taken."""
+    import triton
+
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": name or device.type,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "python": platform.python_version(),
+        "dtype": str(args.dtype).removeprefix("torch."),
+        "budget_s": args.budget_s,
+        "flops": "forward 4*b*h*s*s*d (x0.5 causal), backward 2.5x forward",
+    }
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--smoke", action="store_true", help="a tiny shape on the CPU, float32")
+    p.add_argument("--budget-s", type=float, default=180.0, help="seconds for the sweeps")
+    default_out = ROOT / "benchmarks" / "results" / "bench_attention.json"
+    p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
+    args = p.parse_args(argv)
+    args.device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
+    args.dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
+    return args
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    """Every case; configs beyond the first of each list only while the budget lasts."""
+    smoke = args.device == "cpu"
+    shapes = SMOKE_SHAPES if smoke else SHAPES
+    forward, backward = (SMOKE_FORWARD, SMOKE_BACKWARD) if smoke else (FORWARD, BACKWARD)
+    start, rows = time.perf_counter(), []
+    for shape in shapes:
+        for causal in (False, True):
+            spent = time.perf_counter() - start
+            late = spent > args.budget_s
+            lists = (forward[:1], backward[:1]) if late else (forward, backward)
+            row = run_case(shape, causal, args, *lists)
+            row["swept"] = not late
+            rows.append(row)
+            print(f"{shape} causal={causal}: {row.get('tflops')} ({spent:.0f} s)", flush=True)
+    return rows
+
+
+def run_case(shape: tuple, causal: bool, args: argparse.Namespace, *lists: list) -> dict:
+    """One row; a failure (even of the reference) is recorded, never raised."""
+    try:
+        return measure(Case(shape, causal, args.dtype, torch.device(args.device)), *lists)
+    except Exception as e:
+        traceback.print_exc()
+        error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        return {"shape": list(shape), "causal": causal, "error": error, "tflops": {}}
+    finally:
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Measure, print the table, write the JSON; returns what was written."""
+    args = parse(argv)
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # read when generated code is loaded
+    data = {"environment": environment(args), "results": run(args)}
+    print(markdown(data["results"]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return data
+
+
+if __name__ == "__main__":
+    main()

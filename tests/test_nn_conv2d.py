@@ -1,0 +1,153 @@
+"""tilecraft.nn.conv2d against F.conv2d and autograd, in both CPU modes: every option, NCHW
+and channels-last, ragged images, one-element batches, float32 and low precision."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilecraft.nn import conv2d
+from tilecraft.nn import conv2d_backward as bwd
+from tilecraft.nn import conv2d_kernels as fwd
+
+KERNELS = [
+    fwd.conv2d_gemm,
+    fwd.conv2d_pointwise,
+    fwd.conv2d_depthwise,
+    bwd.activation_backward,
+    bwd.conv2d_input_grad,
+    bwd.conv2d_weight_grad,
+    bwd.depthwise_input_grad,
+    bwd.depthwise_weight_grad,
+]
+ACTIVATIONS = {None: lambda t: t, "relu": torch.relu, "silu": F.silu, "gelu": F.gelu}
+TOLERANCES = {
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.float16: {"atol": 2e-2, "rtol": 1e-2},
+    torch.bfloat16: {"atol": 1e-1, "rtol": 2e-2},
+}
+
+
+@pytest.fixture
+def modes(mode):
+    """Every conv2d kernel, forward and backward, in the test's mode."""
+    for kernel in KERNELS:
+        mode(kernel)
+    return mode
+
+
+def _reference(x, w, b, r, activation, options):
+    out = F.conv2d(x, w, b, **options)
+    return ACTIVATIONS[activation](out if r is None else out + r)
+
+
+def _leaves(x_shape, w_shape, dtype, channels_last, bias, options):
+    x = torch.randn(x_shape, dtype=dtype)
+    x = x.to(memory_format=torch.channels_last) if channels_last else x
+    w = torch.randn(w_shape, dtype=dtype) / (w_shape[1] * w_shape[2] * w_shape[3]) ** 0.5
+    b = torch.randn(w_shape[0], dtype=dtype) if bias else None
+    return x, w, b
+
+
+def _compare(x_shape, w_shape, channels_last=False, bias=True, residual=True, activation=None,
+             dtype=torch.float32, **options):  # fmt: skip
+    x, w, b = _leaves(x_shape, w_shape, dtype, channels_last, bias, options)
+    r = None
+    if residual:
+        r = torch.randn_like(F.conv2d(x.float(), w.float(), None, **options)).to(dtype)
+    leaves = [t.requires_grad_() for t in (x, w, b, r) if t is not None]
+    out = conv2d(x, w, b, residual=r, activation=activation, **options)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, leaves, grad)
+    refs = [t.detach().float().requires_grad_() for t in leaves]
+    ref_args = iter(refs)
+    args = [next(ref_args) if t is not None else None for t in (x, w, b, r)]
+    ref = _reference(*args, activation, options)
+    want = torch.autograd.grad(ref, refs, grad.float())
+    tol = TOLERANCES[dtype]
+    assert out.dtype == dtype and out.shape == ref.shape
+    if out.size(1) > 1 and out[0, 0].numel() > 1:  # (else both layouts are the same)
+        assert out.is_contiguous(memory_format=torch.channels_last) == channels_last
+    torch.testing.assert_close(out.float(), ref, **tol)
+    for name, g, e in zip("xwbr", got, want, strict=False):
+        assert g.dtype == dtype, name
+        torch.testing.assert_close(g.float(), e, **tol, msg=lambda m, n=name: f"grad {n}: {m}")
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "activation", "options"),
+    [
+        # the implicit GEMM: groups, strides, padding and dilation per dim
+        ((2, 4, 9, 7), (6, 2, 3, 2), "relu", {"stride": (2, 1), "padding": (1, 2),
+                                              "dilation": (1, 2), "groups": 2}),
+        ((1, 3, 7, 5), (5, 3, 3, 3), "gelu", {"padding": "same", "dilation": 2}),
+        # 1x1: a plain GEMM, and strided (the implicit GEMM)
+        ((1, 5, 6, 5), (3, 5, 1, 1), "silu", {}),
+        ((2, 5, 5, 3), (4, 5, 1, 1), None, {"stride": 2}),
+        # depthwise: the stencil; a channel multiplier of 2 goes to the implicit GEMM
+        ((2, 6, 7, 5), (6, 1, 3, 3), "relu", {"stride": 2, "padding": 1, "groups": 6}),
+        ((1, 3, 6, 7), (3, 1, 5, 3), "silu", {"padding": (2, 0), "dilation": (1, 2),
+                                              "groups": 3}),
+        ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}),
+    ],
+    ids=["gemm", "same-dilated", "pointwise", "pointwise-strided", "depthwise",
+         "depthwise-dilated", "multiplier"],
+)  # fmt: skip
+def test_conv2d(modes, x_shape, w_shape, activation, options, channels_last) -> None:
+    _compare(x_shape, w_shape, channels_last, activation=activation, **options)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("w_shape", "groups"), [((5, 4, 3, 3), 1), ((4, 1, 3, 3), 4), ((3, 4, 1, 1), 1)]
+)
+def test_conv2d_low_precision(modes, dtype, w_shape, groups: int) -> None:
+    padding = 1 if w_shape[2] == 3 else 0
+    _compare((2, 4, 6, 5), w_shape, True, activation="relu", dtype=dtype, padding=padding,
+             groups=groups)  # fmt: skip
+
+
+def test_conv2d_without_bias_or_residual(modes) -> None:
+    _compare((1, 1, 1, 1), (1, 1, 1, 1), bias=False, residual=False)
+    _compare((1, 2, 3, 3), (3, 2, 3, 3), bias=False, residual=False, activation="relu")
+
+
+def test_conv2d_unbatched_and_strided_input(modes) -> None:
+    """An unbatched image, and a sliced one (neither layout: copied to NCHW)."""
+    x, w = torch.randn(3, 6, 5), torch.randn(4, 3, 3, 3)
+    torch.testing.assert_close(conv2d(x, w, padding=1), F.conv2d(x, w, padding=1))
+    sliced = torch.randn(2, 3, 8, 9)[:, :, ::2, 1:]
+    torch.testing.assert_close(conv2d(sliced, w), F.conv2d(sliced, w))
+
+
+def test_conv2d_nan_stays_local(modes) -> None:
+    """A NaN pixel reaches only the outputs whose taps read it (padding and the padded
+    channels of the reduction never multiply it)."""
+    x = torch.randn(1, 3, 6, 6).to(memory_format=torch.channels_last)
+    x[0, 1, 0, 0] = float("nan")
+    w = torch.randn(4, 3, 3, 3)
+    out = conv2d(x, w, padding=1)
+    torch.testing.assert_close(out, F.conv2d(x, w, padding=1), equal_nan=True)
+    assert out[0, :, :2, :2].isnan().all() and not out[0, :, 2:, :].isnan().any()
+    relu = conv2d(x, w, padding=1, activation="relu")
+    assert relu[0, :, :2, :2].isnan().all()
+
+
+def test_conv2d_checks() -> None:
+    x, w = torch.randn(1, 4, 5, 5), torch.randn(2, 4, 3, 3)
+    with pytest.raises(ValueError, match="groups"):
+        conv2d(x, w, groups=3)
+    with pytest.raises(ValueError, match="input channels"):
+        conv2d(x, torch.randn(2, 3, 3, 3))
+    with pytest.raises(ValueError, match="activation"):
+        conv2d(x, w, activation="tanh")
+    with pytest.raises(ValueError, match="larger"):
+        conv2d(x, torch.randn(2, 4, 7, 7))
+    with pytest.raises(ValueError, match="same"):
+        conv2d(x, w, stride=2, padding="same")
+    with pytest.raises(ValueError, match="residual"):
+        conv2d(x, w, residual=torch.randn(1, 2, 5, 5))
+    with pytest.raises(ValueError, match="dtype"):
+        conv2d(x, w.double())

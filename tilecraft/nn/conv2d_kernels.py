@@ -1,0 +1,246 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
+# mypy: disable-error-code="index,list-item,misc,arg-type,operator,union-attr"
+"""The forward kernels of `tilecraft.nn.conv2d`: an implicit GEMM, a plain GEMM for 1x1
+filters and a direct stencil for depthwise filters, each with the fused epilogue
+`activation(conv + bias + residual)`.
+
+Every kernel reads the image through its 4-D `(batch, channels, height, width)` subscripts,
+so one body serves NCHW and channels-last memory: the generated code has the strides baked
+in (the tensor's strides are part of what a kernel is specialized on), and no transposed
+copy is made. Outputs take the input's memory format, as `F.conv2d`'s do.
+
+The implicit GEMM's rows are output positions `(image, oh, ow)`, its columns the output
+channels of one group and its reduction runs over `(tap, channel)`: the channels of a group
+are padded to `span(channels)` (a power of two, at least 32) so that each block of the
+reduction lies within one tap, and its channel indices stay consecutive (vector loads
+along channels-last memory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+import tilecraft as tc
+
+# activation codes (PyTorch operators take ints, not strings)
+NONE, RELU, SILU, GELU = 0, 1, 2, 3
+ACTIVATIONS = {None: NONE, "relu": RELU, "silu": SILU, "gelu": GELU}
+MIN_SPAN = 32  # the smallest padded channel count: eager mode's block size
+
+
+def span(channels: int) -> int:
+    """The padded extent of `channels` in a (tap, channel) reduction: a power of two, at least
+    MIN_SPAN, so that every power-of-two block up to it divides it."""
+    return max(MIN_SPAN, 1 << max(channels - 1, 0).bit_length())
+
+
+def saves_pre(act: int) -> bool:
+    """Whether the backward needs the pre-activation (ReLU's gradient reads the output)."""
+    return act in (SILU, GELU)
+
+
+def _activate(acc: torch.Tensor, act: int) -> torch.Tensor:
+    """`acc` through the activation `act` (float32)."""
+    if act == RELU:
+        acc = torch.relu(acc)
+    if act == SILU:
+        acc = acc * torch.sigmoid(acc)
+    if act == GELU:
+        acc = F.gelu(acc)
+    return acc
+
+
+def _new_output(
+    x: torch.Tensor, out_ch: int, out_h: int, out_w: int, channels_last: bool
+) -> torch.Tensor:
+    """An uninitialized `(batch, out_ch, out_h, out_w)` result in x's memory format."""
+    batch = x.size(0)
+    if channels_last:
+        nhwc = torch.empty([batch, out_h, out_w, out_ch], dtype=x.dtype, device=x.device)
+        return nhwc.permute(0, 3, 1, 2)
+    return torch.empty([batch, out_ch, out_h, out_w], dtype=x.dtype, device=x.device)
+
+
+def _pre_output(out: torch.Tensor, act: int) -> torch.Tensor:
+    """Where the pre-activation is kept for the backward (empty when it is not needed)."""
+    return torch.empty_like(out) if saves_pre(act) else out.new_empty(0)
+
+
+def _positions(rows: torch.Tensor, out_h: int, out_w: int) -> tuple[Any, Any, Any]:
+    """(image, oh, ow) of flat output positions."""
+    return rows // (out_h * out_w), rows % (out_h * out_w) // out_w, rows % out_w
+
+
+def _finish(
+    acc: torch.Tensor,
+    bias_cols: Any,
+    residual_tile: Any,
+    act: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The epilogue: (pre-activation, activation) of `acc + bias + residual`, float32."""
+    if bias_cols is not None:
+        acc = acc + bias_cols.to(torch.float32)[None, :]
+    if residual_tile is not None:
+        acc = acc + residual_tile.to(torch.float32)
+    return acc, _activate(acc, act)
+
+
+@tc.kernel
+def conv2d_gemm(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    stride_h: int,
+    stride_w: int,
+    pad_h: int,
+    pad_w: int,
+    dil_h: int,
+    dil_w: int,
+    groups: int,
+    out_h: int,
+    out_w: int,
+    act: int,
+    has_bias: bool,
+    has_residual: bool,
+    channels_last: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Convolution as an implicit GEMM per group, then the epilogue; returns the output and
+    the pre-activation (empty unless the activation's gradient needs it)."""
+    batch, _, height, width = x.size()
+    out_ch, cin_g = weight.size(0), weight.size(1)
+    cout_g = out_ch // groups
+    kernel_w = tc.specialize(weight.size(3))
+    taps = weight.size(2) * kernel_w
+    padded = span(cin_g)
+    filters = weight.permute(2, 3, 1, 0).contiguous()  # [kh, kw, cin_g, out_ch]: rows of K
+    out = _new_output(x, out_ch, out_h, out_w, channels_last)
+    pre = _pre_output(out, act)
+    block_k = tc.register_block_size(16, padded)
+    size = [groups, batch * out_h * out_w, cout_g]
+    for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
+        image, oh, ow = _positions(tile_m.index, out_h, out_w)
+        co = tile_g.begin * cout_g + tile_n.index
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(taps * padded, block_size=block_k):
+            tap = tile_k.begin // padded
+            c = tile_k.index - tap * padded  # the channel within the group
+            ih = oh * stride_h + (tap // kernel_w * dil_h - pad_h)
+            iw = ow * stride_w + (tap % kernel_w * dil_w - pad_w)
+            real = c < cin_g  # padding channels (and other groups' channels) read 0
+            ci = tile_g.begin * cin_g + c
+            where = [image[:, None], ci[None, :], ih[:, None], iw[:, None]]
+            patch = tc.load(x, where, extra_mask=real[None, :])
+            taps_w = tc.load(filters, [tap // kernel_w, tap % kernel_w, c[:, None], co[None, :]])
+            acc = torch.addmm(acc, patch, taps_w)
+        where_out = (image[:, None], co[None, :], oh[:, None], ow[:, None])
+        bias_cols = bias[co] if has_bias else None
+        residual_tile = residual[where_out] if has_residual else None
+        acc, result = _finish(acc, bias_cols, residual_tile, act)
+        if saves_pre(act):
+            pre[where_out] = acc.to(pre.dtype)
+        out[where_out] = result.to(out.dtype)
+    return out, pre
+
+
+@tc.kernel
+def conv2d_pointwise(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    stride_h: int,
+    stride_w: int,
+    pad_h: int,
+    pad_w: int,
+    dil_h: int,
+    dil_w: int,
+    groups: int,
+    out_h: int,
+    out_w: int,
+    act: int,
+    has_bias: bool,
+    has_residual: bool,
+    channels_last: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 1x1 convolution (stride 1, no padding, one group) as a plain GEMM per image:
+    `[pixels, in_ch] @ [in_ch, out_ch]`; channels-last images are one GEMM over all their
+    pixels, NCHW images one per image over pixel-major views (no copies either way). It
+    takes `conv2d_gemm`'s arguments; the geometry ones are those of a 1x1 filter."""
+    batch, in_ch, height, width = x.size()
+    out_ch = weight.size(0)
+    pixels = height * width
+    filters = weight.reshape(out_ch, in_ch).t()  # [in_ch, out_ch], a strided view
+    out = _new_output(x, out_ch, height, width, channels_last)
+    pre = _pre_output(out, act)
+    images = 1 if channels_last else batch
+    rows = pixels * batch // images
+    # [images, rows, channels] views: NHWC memory is one matrix, NCHW a batch of transposes
+    x_rows = x.permute(0, 2, 3, 1).reshape(images, rows, in_ch)
+    out_rows = out.permute(0, 2, 3, 1).reshape(images, rows, out_ch)
+    pre_rows = pre.permute(0, 2, 3, 1).reshape(images, rows, out_ch) if saves_pre(act) else pre
+    res_rows = residual.permute(0, 2, 3, 1).reshape(images, rows, out_ch) if has_residual else pre
+    for tile_b, tile_m, tile_n in tc.tile([images, rows, out_ch], block_size=[1, None, None]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(in_ch):
+            acc = torch.addmm(acc, x_rows[tile_b.begin, tile_m, tile_k], filters[tile_k, tile_n])
+        bias_cols = bias[tile_n] if has_bias else None
+        residual_tile = res_rows[tile_b.begin, tile_m, tile_n] if has_residual else None
+        acc, result = _finish(acc, bias_cols, residual_tile, act)
+        if saves_pre(act):
+            pre_rows[tile_b.begin, tile_m, tile_n] = acc.to(pre.dtype)
+        out_rows[tile_b.begin, tile_m, tile_n] = result.to(out.dtype)
+    return out, pre
+
+
+@tc.kernel
+def conv2d_depthwise(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    stride_h: int,
+    stride_w: int,
+    pad_h: int,
+    pad_w: int,
+    dil_h: int,
+    dil_w: int,
+    groups: int,
+    out_h: int,
+    out_w: int,
+    act: int,
+    has_bias: bool,
+    has_residual: bool,
+    channels_last: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A depthwise convolution (one filter per channel) as a direct stencil: each output
+    tile of positions by channels sums its taps, each a shifted image tile times a vector of
+    per-channel weights; no GEMM. It takes `conv2d_gemm`'s arguments (groups == channels)."""
+    batch, channels, height, width = x.size()
+    kernel_h = tc.specialize(weight.size(2))
+    kernel_w = tc.specialize(weight.size(3))
+    filters = weight.reshape(channels, kernel_h * kernel_w).t().contiguous()  # [taps, channels]
+    out = _new_output(x, channels, out_h, out_w, channels_last)
+    pre = _pre_output(out, act)
+    for tile_m, tile_c in tc.tile([batch * out_h * out_w, channels]):
+        image, oh, ow = _positions(tile_m.index, out_h, out_w)
+        acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
+        for i in range(kernel_h):
+            ih = oh * stride_h + (i * dil_h - pad_h)
+            for j in range(kernel_w):
+                iw = ow * stride_w + (j * dil_w - pad_w)
+                shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
+                taps_w = filters[i * kernel_w + j, tile_c].to(torch.float32)
+                acc = acc + shifted.to(torch.float32) * taps_w[None, :]
+        where_out = (image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None])
+        bias_cols = bias[tile_c] if has_bias else None
+        residual_tile = residual[where_out] if has_residual else None
+        acc, result = _finish(acc, bias_cols, residual_tile, act)
+        if saves_pre(act):
+            pre[where_out] = acc.to(pre.dtype)
+        out[where_out] = result.to(out.dtype)
+    return out, pre

@@ -1,0 +1,261 @@
+# Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy.
+# mypy: disable-error-code="index,list-item,misc,arg-type,operator"
+"""Attention over packed sequences of different lengths (FlashAttention's varlen layout).
+
+`q` is `(total_q, heads, head_dim)`, `k` and `v` `(total_k, kv_heads, head_dim)`; sequence
+`b` holds rows `cu_q[b]:cu_q[b + 1]` of `q` and `cu_k[b]:cu_k[b + 1]` of `k` and `v`. Each
+program reads its sequence's bounds on the device, so one launch serves any lengths: the
+grid covers `max_q` (or `max_k`) positions of every sequence, tiles past a sequence's end
+do nothing, and rows past it get an index past the tensor (read as 0, never written).
+
+The backward follows `tilecraft.nn.attention`'s: `delta = rowsum(dO * O)`, then dK and dV
+(a program per key tile of a sequence and kv head, over the query heads of its group and
+their query tiles), then dQ (a program per query tile, over its key tiles); no atomics.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import tilecraft as tc
+from tilecraft.nn.attention import LOG2E
+
+
+def _positions(cu: torch.Tensor, b: int, tile: Any, width: int, head: Any, past: int) -> Any:
+    """The flattened (row * width + head) rows of a tile of sequence `b`'s positions, those
+    past its end pointing at `past` (outside the tensor), and which of them are inside."""
+    start = cu[b]
+    inside = tile.index < cu[b + 1] - start
+    return torch.where(inside, (start + tile.index) * width + head, past), inside
+
+
+def _scores(
+    query: Any, key: Any, qk_scale: float, keep: Any, tile_m: Any, tile_n: Any, causal: bool
+) -> Any:
+    """Base-2 scores of a query tile against a key tile, -inf outside `keep` and (causal)
+    for keys after their query."""
+    scores = torch.mm(query, key.T, torch.float32) * qk_scale
+    if causal:
+        keep = keep & (tile_n.index[None, :] <= tile_m.index[:, None])
+    return torch.where(keep, scores, float("-inf"))
+
+
+@tc.kernel
+def attention_varlen_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
+    max_q: int,
+    max_k: int,
+    causal: bool,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over packed sequences, and each row's base-2 log-sum-exp `(total_q, heads)`.
+
+    `max_q` bounds every sequence's query count (`max_k`, its key count, is the backward's).
+    """
+    total_q, heads, _ = q.size()
+    total_k, kv_heads = k.size(0), k.size(1)
+    head_dim = tc.specialize(q.size(2))
+    batch = cu_q.size(0) - 1
+    group = heads // kv_heads
+    q_rows = q.reshape([total_q * heads, head_dim])
+    k_rows = k.reshape([total_k * kv_heads, head_dim])
+    v_rows = v.reshape([total_k * kv_heads, head_dim])
+    out = torch.empty_like(q)
+    out_rows = out.view(total_q * heads, head_dim)
+    lse = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
+    qk_scale = scale * LOG2E
+    for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
+        b, kv_head = tile_b.begin, tile_h.begin // group
+        rows, valid = _positions(cu_q, b, tile_m, heads, tile_h.begin, total_q * heads)
+        query = q_rows[rows, :]
+        m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
+        l_i = tc.zeros([tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
+        k_len = cu_k[b + 1] - cu_k[b]
+        end = min(tile_m.end, k_len) if causal else k_len
+        for tile_n in tc.tile(0, end):
+            cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, total_k * kv_heads)
+            keep = valid[:, None] & keep_n[None, :]
+            scores = _scores(query, k_rows[cols, :], qk_scale, keep, tile_m, tile_n, causal)
+            m_ij = torch.maximum(m_i, torch.amax(scores, -1))
+            p = torch.exp2(scores - m_ij[:, None])
+            alpha = torch.exp2(m_i - m_ij)
+            l_i = l_i * alpha + torch.sum(p, -1)
+            value = v_rows[cols, :]
+            acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
+            m_i = m_ij
+        out_rows[rows, :] = (acc / l_i[:, None]).to(out.dtype)
+        lse[rows] = m_i + torch.log2(l_i)
+    return out, lse.view(total_q, heads)
+
+
+@tc.kernel
+def attention_varlen_backward(
+    grad_out: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    max_q: int,
+    max_k: int,
+    causal: bool,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK and dV of packed-sequence attention from the output gradient, the forward's
+    output and its base-2 log-sum-exp; rows outside every sequence get zero gradients."""
+    total_q, heads, _ = q.size()
+    total_k, kv_heads = k.size(0), k.size(1)
+    head_dim = tc.specialize(q.size(2))
+    batch = cu_q.size(0) - 1
+    group = heads // kv_heads
+    q_rows = q.reshape([total_q * heads, head_dim])
+    k_rows = k.reshape([total_k * kv_heads, head_dim])
+    v_rows = v.reshape([total_k * kv_heads, head_dim])
+    do_rows = grad_out.reshape([total_q * heads, head_dim])
+    o_rows = out.reshape([total_q * heads, head_dim])
+    lse_rows = lse.reshape([total_q * heads])
+    delta = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
+    dq = torch.zeros_like(q)
+    dk = torch.zeros_like(k)
+    dv = torch.zeros_like(v)
+    dq_rows = dq.view(total_q * heads, head_dim)
+    dk_rows = dk.view(total_k * kv_heads, head_dim)
+    dv_rows = dv.view(total_k * kv_heads, head_dim)
+    qk_scale = scale * LOG2E
+    past_q, past_k = total_q * heads, total_k * kv_heads
+    # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
+    for tile_r in tc.tile(total_q * heads):
+        d_o = do_rows[tile_r, :].to(torch.float32)
+        delta[tile_r] = torch.sum(d_o * o_rows[tile_r, :].to(torch.float32), -1)
+    # dK, dV: a program per key tile sums over the queries of every head that reads it
+    for tile_b, tile_h, tile_n in tc.tile([batch, kv_heads, max_k], block_size=[1, 1, None]):
+        b = tile_b.begin
+        cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, tile_h.begin, past_k)
+        key = k_rows[cols, :]
+        value = v_rows[cols, :]
+        dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+        dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+        q_len = cu_q[b + 1] - cu_q[b]
+        start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
+        for g in range(group):
+            for tile_m in tc.tile(start, q_len):
+                head = tile_h.begin * group + g
+                rows, valid = _positions(cu_q, b, tile_m, heads, head, past_q)
+                query = q_rows[rows, :]
+                d_o = do_rows[rows, :]
+                keep = valid[:, None] & keep_n[None, :]
+                scores = _scores(query, key, qk_scale, keep, tile_m, tile_n, causal)
+                p = torch.exp2(scores - lse_rows[rows][:, None])
+                dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
+                dp = torch.mm(d_o, value.T, torch.float32)
+                ds = p * (dp - delta[rows][:, None])
+                dk_acc = torch.addmm(dk_acc, ds.to(query.dtype).T, query)
+        dk_rows[cols, :] = (dk_acc * scale).to(dk.dtype)
+        dv_rows[cols, :] = dv_acc.to(dv.dtype)
+    # dQ: a program per query tile, over the key tiles it attends to
+    for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
+        b, kv_head = tile_b.begin, tile_h.begin // group
+        rows, valid = _positions(cu_q, b, tile_m, heads, tile_h.begin, past_q)
+        query = q_rows[rows, :]
+        d_o = do_rows[rows, :]
+        row_lse = lse_rows[rows]
+        row_delta = delta[rows]
+        dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
+        k_len = cu_k[b + 1] - cu_k[b]
+        end = min(tile_m.end, k_len) if causal else k_len
+        for tile_n in tc.tile(0, end):
+            cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, past_k)
+            key = k_rows[cols, :]
+            keep = valid[:, None] & keep_n[None, :]
+            scores = _scores(query, key, qk_scale, keep, tile_m, tile_n, causal)
+            p = torch.exp2(scores - row_lse[:, None])
+            dp = torch.mm(d_o, v_rows[cols, :].T, torch.float32)
+            ds = p * (dp - row_delta[:, None])
+            dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
+        dq_rows[rows, :] = (dq_acc * scale).to(dq.dtype)
+    return dq, dk, dv
+
+
+def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+    q, k, v, cu_q, cu_k, *flags = inputs
+    ctx.save_for_backward(q, k, v, cu_q, cu_k, *output)
+    ctx.flags = flags
+    ctx.mark_non_differentiable(output[1])
+
+
+def _backward(ctx: Any, grad_out: torch.Tensor | None, grad_lse: torch.Tensor | None) -> tuple:
+    q, k, v, cu_q, cu_k, out, lse = ctx.saved_tensors
+    grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
+    dq, dk, dv = attention_varlen_backward_op(grad_out, q, k, v, cu_q, cu_k, out, lse, *ctx.flags)
+    return dq, dk, dv, None, None, None, None, None, None
+
+
+# both kernels as PyTorch operators, so torch.compile traces the forward and backward
+attention_varlen_backward_op = attention_varlen_backward.as_torch_op(
+    "tilecraft_nn::attention_varlen_backward"
+)
+attention_varlen_op = attention_varlen_forward.as_torch_op(
+    "tilecraft_nn::attention_varlen", backward=_backward, setup_context=_setup_context
+)
+
+
+def attention_varlen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    causal: bool = False,
+    scale: float | None = None,
+    max_seqlen_k: int | None = None,
+) -> torch.Tensor:
+    """Attention over a batch of packed sequences of different lengths, differentiable.
+
+    FlashAttention's varlen layout: `q` `(total_q, heads, head_dim)`, `k` and `v`
+    `(total_k, kv_heads, head_dim)`, sequence `b` at rows `cu_seqlens_q[b]:cu_seqlens_q[b +
+    1]` of `q` and `cu_seqlens_k[b]:cu_seqlens_k[b + 1]` of `k` and `v` (int offsets
+    starting at 0). `max_seqlen_q` (and `max_seqlen_k`, for the backward) is at least the
+    longest query (key) count; both are rounded up to a power of two here, so nearby lengths
+    share a compiled kernel. Without `max_seqlen_k` the backward bounds the key count by
+    `total_k` (correct; more programs, which end at once). Each sequence's result, and its
+    gradients, are those of `F.scaled_dot_product_attention` on its own queries and keys
+    (`is_causal=causal`, `enable_gqa=True`); rows outside every sequence get no gradient.
+    """
+    _check(q, k, v, cu_seqlens_q, cu_seqlens_k)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.size(-1))
+    max_k = k.size(0) if max_seqlen_k is None else max_seqlen_k
+    bounds = (_pow2_ceil(max_seqlen_q), _pow2_ceil(max_k))
+    tensors = (q.contiguous(), k.contiguous(), v.contiguous(), cu_seqlens_q, cu_seqlens_k)
+    out, _ = attention_varlen_op(*tensors, *bounds, causal, float(scale))
+    return out
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def _check(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor
+) -> None:
+    if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape or q.size(2) != k.size(2):
+        raise ValueError(
+            "attention_varlen takes q (total_q, heads, d) and k, v (total_k, kv_heads, d)"
+        )
+    if k.size(1) == 0 or q.size(1) % k.size(1) != 0:
+        raise ValueError(f"q's {q.size(1)} heads are not a multiple of k's {k.size(1)} heads")
+    if cu_q.shape != cu_k.shape or cu_q.dim() != 1:
+        raise ValueError("cu_seqlens_q and cu_seqlens_k must be 1-D offsets of the same length")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
