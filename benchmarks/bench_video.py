@@ -305,13 +305,15 @@ def timeline(args: argparse.Namespace, device: torch.device, out: Path) -> dict:
 def table(rows: list[dict]) -> str:
     """The markdown table of the rows."""
     lines = [
-        "| pipeline | implementation | streams | frames/s | peak MiB | allocs/frame | "
-        "pool MiB/stream | matches |",
+        "| pipeline | implementation | streams | frames/s | peak MiB (per stream) | "
+        "allocs/frame | pool MiB/stream | matches |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         streams = f"{r['streams']}{' combined' if r['combine'] else ''}"
-        peak = f"{r['peak_mib']:.0f}" if "peak_mib" in r else "-"
+        peak = "-"
+        if "peak_mib" in r:
+            peak = f"{r['peak_mib']:.0f} ({r['peak_mib'] / r['streams']:.0f})"
         allocs = f"{r['allocs_per_frame']:.2f}" if "allocs_per_frame" in r else "-"
         pool = f"{r['pool_mib_per_stream']:.1f}" if "pool_mib_per_stream" in r else "-"
         ok = {True: "yes", False: "NO"}.get(r.get("matches"), "-")  # type: ignore[arg-type]
