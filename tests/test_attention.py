@@ -266,3 +266,25 @@ def test_launchers_never_sync_with_the_device() -> None:
     for bound in dense + varlen:
         code = bound.to_triton_code()
         assert not [s for s in (".item()", "synchronize", ".cpu()", ".tolist()") if s in code]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_reads_through_tensor_descriptors(
+    mode, monkeypatch: pytest.MonkeyPatch, causal: bool
+) -> None:
+    """A program's row tiles are plain block reads, so the `indexing` knob turns them into
+    tensor descriptors (TMA loads on Hopper) in the forward and both backward passes; the
+    causal key loop (its end computed on the device) keeps pointers for its keys."""
+    _kernels(mode)
+    forward = tc.Config(block_sizes=[16, 16], indexing="tensor_descriptor")
+    backward = tc.Config(block_sizes=[16] * 5, indexing="tensor_descriptor")
+    monkeypatch.setattr(attention_forward, "config", forward)
+    monkeypatch.setattr(attention_backward, "config", backward)
+    _check((1, 2, 2, 37, 50, 32), torch.float32, causal=causal)
+    q, k, v = (t.detach() for t in _inputs((1, 2, 2, 37, 50, 32), torch.float32))
+    args = (q, k, v, q.new_empty(0), causal, 0.2, 0, False)
+    code = attention_forward.bind(args).to_triton_code(forward)
+    assert "q_rows_desc" in code and ("k_rows_desc" in code) != causal
+    out, lse = attention_forward(*args)
+    code = attention_backward.bind((out, *args[:4], out, lse, *args[4:])).to_triton_code(backward)
+    assert "k_rows_desc" in code and "dq_desc" in code
