@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -42,22 +41,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse(argv)
-    # A fresh cache, so the database holds only this script's runs (set before tilecraft
-    # reads its settings).
+    # A fresh cache, so the database holds only this script's runs.
     cache = Path(tempfile.mkdtemp(prefix="tilecraft-report-gpu-"))
-    os.environ["TILECRAFT_CACHE_DIR"] = str(cache)
-    os.environ["TILECRAFT_AUTOTUNE_QUIET"] = "1"
     import torch
 
+    import tilecraft as tc
     from tilecraft import demo
     from tilecraft.autotune.report import write_report
     from tilecraft.autotune.tune import autotune, db_path
-    from tilecraft.runtime.settings import Settings
 
     gpu = torch.cuda.is_available() and not args.smoke
-    if not args.smoke:
-        _learn_landscapes(db_path(Settings()))
     module = demo.load_example(demo.find_examples(None) / "softmax.py")
+    # A kernel of its own: the example's may be in use elsewhere with other settings.
+    kernel = tc.kernel(module.softmax.fn, cache_dir=cache, autotune_quiet=True)
+    db = db_path(kernel.settings)
+    if not args.smoke:
+        _learn_landscapes(db)
     shape = (64, 100) if args.smoke else tuple(int(n) for n in args.shape.split("x"))
     dtype = torch.bfloat16 if gpu else torch.float32
     inputs = module.inputs(shape=shape, dtype=dtype, device="cuda" if gpu else "cpu")
@@ -66,10 +65,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["max_configs"] = 3
     if gpu and "objective" in inspect.signature(autotune).parameters:
         options["objective"] = "edp"  # every trial's energy measured
-    rows = [_tune(module.softmax, inputs, name, options) for name in args.searches.split(",")]
+    rows = [_tune(kernel, inputs, name, options) for name in args.searches.split(",")]
     out = Path(args.out)
     folder = Path(args.report) if args.report else out.with_suffix("")
-    report = write_report(folder, db_path(Settings()), what="tuning")
+    report = write_report(folder, db, what="tuning")
     if args.images:
         _copy_images(report.pictures, Path(args.images))
     result = {

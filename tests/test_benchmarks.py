@@ -50,6 +50,21 @@ def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     assert script.parse(["--device", "cpu"]).dtype == "float32"
 
 
+def test_bench_energy_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_energy", monkeypatch)
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))  # the script sets it
+    out = tmp_path / "energy.json"
+    result = script.main(["softmax", "--smoke", "--classic", "softmax", "--out", str(out)])
+    assert json.loads(out.read_text())["rows"][0]["kernel"] == "softmax"
+    row = result["rows"][0]
+    for part in ("time_objective", "energy_objective"):
+        assert row[part]["energy_j"] > 0 and row[part]["ms"] > 0
+        assert row[part]["tuning_energy_j"] > 0  # the simulated meter's idle power
+    assert row["energy_objective"]["pareto"]  # energy was measured for every trial
+    assert row["classic_search"]["search"] == "pattern"
+    assert "| softmax |" in script.tables(result["rows"])
+
+
 def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny shape, causal and not: tilecraft's kernels checked and timed, SDPA's flash
     backend as the peer (cuDNN's records its error on the CPU), the JSON written."""

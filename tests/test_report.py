@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import importlib.util
-import os
 import sqlite3
 from html.parser import HTMLParser
 from pathlib import Path
@@ -280,10 +279,8 @@ def test_readme_images_script_smoke(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow  # tunes for real: worker processes and Triton's interpreter, about 15 s
-def test_gpu_report_script_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_report_script_smoke(tmp_path: Path) -> None:
     """benchmarks/report_gpu.py (real pictures with energy, on the H200) runs its CPU path."""
-    for name in ("TILECRAFT_CACHE_DIR", "TILECRAFT_AUTOTUNE_QUIET"):  # the script sets them
-        monkeypatch.setenv(name, os.environ.get(name, ""))  # undone after the test
     out = tmp_path / "report_gpu.json"
     result = load_script("report_gpu").main(["--smoke", "--searches", "random", "--out", str(out)])
     assert result["searches"][0]["configs"] == 3 and result["objective"] == "time"

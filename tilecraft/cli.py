@@ -2,8 +2,9 @@
 `tilecraft prompt EXAMPLE` (what LLM-guided tuning would send, without sending it),
 `tilecraft learn FOLDER` (import recorded landscapes into the tuning database), and
 whole-model tuning: `record`, `tune`, `export`, `import`, `merge-db` (see cli_manifest),
-`tilecraft bench` (regression tracking, see cli_bench) and `tilecraft report` (pictures of
-tuning runs and benchmark history, see cli_report)."""
+`tilecraft bench` (regression tracking, see cli_bench), `tilecraft report` (pictures of
+tuning runs and benchmark history, see cli_report) and `tilecraft video` (a video through
+the vision kernels, see cli_video)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tilecraft import cli_bench, cli_manifest, cli_report, demo
-from tilecraft.exc import ReportError
+from tilecraft import cli_bench, cli_manifest, cli_report, cli_video, demo
+from tilecraft.exc import ReportError, TilecraftError
 
 
 class CommandError(Exception):
@@ -78,6 +79,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tilecraft {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("demo", help="run, check and time every example kernel")
+    run.add_argument(
+        "--video",
+        nargs="?",
+        const="",
+        metavar="CLIP",
+        help="instead, a video through the vision kernels (a generated clip if none given)",
+    )
     code = sub.add_parser("code", help="print the generated Triton code of an example")
     code.add_argument("example", help="an example's name, e.g. softmax")
     prompt = sub.add_parser("prompt", help="print what LLM-guided tuning would send a model")
@@ -86,6 +94,7 @@ def parser() -> argparse.ArgumentParser:
     learn.add_argument("folder", help="a folder of *.jsonl.gz landscapes")
     cli_manifest.add_commands(sub)
     cli_bench.add_command(sub)
+    cli_video.add_command(sub)
     cli_report.add_command(sub)
     for command in (run, code, prompt):
         command.add_argument(
@@ -99,6 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `tilecraft` console script."""
     args = parser().parse_args(argv)
     try:
+        if args.command == "demo" and args.video is not None:
+            return demo.run_video_demo(args.video or None)
         if args.command == "demo":
             return demo.run_demo(args.examples, args.dtype)
         if args.command == "learn":
@@ -107,12 +118,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cli_manifest.run(args)
         if args.command == "bench":
             return cli_bench.run(args)
+        if args.command == "video":
+            return cli_video.run(args)
         if args.command == "report":
             return cli_report.run(args)
         return print_example(args.example, args.examples, args.dtype, args.command == "prompt")
     except (CommandError, FileNotFoundError, ReportError) as e:
         print(f"tilecraft: {e}", file=sys.stderr)
         return 2
+    except TilecraftError as e:  # a video that cannot be read or written, ...
+        print(f"tilecraft: {e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader left (`tilecraft code softmax | head`): stop quietly, as Python's docs
         # advise, pointing stdout at devnull so that flushing it at exit cannot fail again.

@@ -93,6 +93,11 @@ class CacheDirError(TilecraftError):
     """A cache directory that must not be used (it belongs to another user)."""
 
 
+class VideoError(TilecraftError):
+    """A video that cannot be read or written (missing, corrupt, truncated, a codec FFmpeg
+    lacks); the frames processed before it are kept, and the output file is closed."""
+
+
 class ReportError(TilecraftError):
     """`tilecraft report` has nothing to draw (no database, an empty one, nothing that
     matches the kernel, shape or run asked for) or cannot draw (matplotlib is missing)."""

@@ -243,7 +243,8 @@ class DeviceCompiler(Loops, Operators):
             self.params.append(param)
             return HostTensor(param, value)
         if isinstance(value, float):
-            param = Param(self._param_name(name), where, torch.float32)
+            # passed as a double (codegen/module.py), read as PyTorch reads a Python float
+            param = Param(self._param_name(name), where, torch.float64)
             self.params.append(param)
             return Value(TileType(torch.float32, ()), param.name)
         return self._constant(where, value, by_value=where in self.keyed)

@@ -11,7 +11,10 @@ calls tilecraft kernels, whose sources in this package read as examples:
 - `normalize`, and `preprocess` (`preprocess_nv12`): resize or letterbox + normalize to NCHW
   float16 in one pass;
 - `Pipeline`: these ops applied in turn to batches of frames
-  (`Pipeline.parse("resize=640x360,gray")`).
+  (`Pipeline.parse("resize=640x360,gray")`);
+- `tilecraft.vision.video`: video files decoded, run through a pipeline, encoded
+  (`video.process`, `tilecraft video`); `tilecraft.vision.streams`: several at once on CUDA
+  streams; `BufferPool`: the buffers they reuse, so a steady frame allocates nothing.
 
 Uint8 results are computed in float32, rounded half to even and saturated to 0..255.
 """
@@ -28,11 +31,13 @@ from tilecraft.vision.color import (
 )
 from tilecraft.vision.filters import box_blur, gaussian_blur, sobel, unsharp_mask
 from tilecraft.vision.geometry import crop, hflip, letterbox, letterbox_box, resize, vflip
+from tilecraft.vision.memory import BufferPool
 from tilecraft.vision.pipeline import Pipeline
 from tilecraft.vision.preprocessing import normalize, preprocess, preprocess_nv12
 from tilecraft.vision.statistics import equalize, histogram
 
 __all__ = [
+    "BufferPool",
     "Pipeline",
     "bgr_to_rgb",
     "box_blur",

@@ -19,6 +19,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.vision._device import uint8_levels
+from tilecraft.vision.memory import empty
 
 
 def _tap_weight(
@@ -92,7 +93,7 @@ def _axis(
     inv_scale = float(1.0 / torch.tensor(support, dtype=torch.float32))
     taps = -(-w // size) + 1 if area else math.ceil(support) * 2 + 1
     if out is None:
-        out = torch.empty([n, c, h, size], dtype=torch.float32, device=image.device)
+        out = empty([n, c, h, size], torch.float32, image.device)
     return _average_rows(image, out, area, taps, scale, support, inv_scale)
 
 

@@ -18,6 +18,7 @@ import torch
 import tilecraft as tc
 from tilecraft.vision._device import reflect, uint8_levels
 from tilecraft.vision.layout import as_nchw, dims, new_image
+from tilecraft.vision.memory import constant, empty
 
 # Sobel's 3x3 taps (cross-correlation, as F.conv2d and OpenCV apply them): d/dx, d/dy.
 SOBEL_X = ((-1, 0, 1), (-2, 0, 2), (-1, 0, 1))
@@ -29,6 +30,7 @@ def _separable(
     image: torch.Tensor,
     weights_h: torch.Tensor,
     weights_w: torch.Tensor,
+    rows: torch.Tensor,
     out: torch.Tensor,
     is_uint8: bool,
     amount: float,
@@ -38,7 +40,6 @@ def _separable(
     radius_h = weights_h.size(0) // 2
     radius_w = weights_w.size(0) // 2
     size = [n, c, h, w]
-    rows = torch.empty(size, dtype=torch.float32, device=image.device)
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(2 * radius_w + 1):
@@ -100,9 +101,15 @@ def _filter(
 ) -> torch.Tensor:
     img = as_nchw(image, layout)
     out = new_image(*dims(img), image.dtype, image.device, layout)
-    taps_h, taps_w = taps_h.to(image.device), taps_w.to(image.device)
+    # the horizontal pass's float32 result, which the vertical pass reads
+    rows = empty(img.view.shape, torch.float32, image.device)
+    taps_h, taps_w = (
+        constant(taps_h.tolist(), image.device),
+        constant(taps_w.tolist(), image.device),
+    )
     is_uint8, sharpen = image.dtype == torch.uint8, amount is not None
-    out = _separable(img.view, taps_h, taps_w, out, is_uint8, float(amount or 0.0), sharpen)
+    args = (is_uint8, float(amount or 0.0), sharpen)
+    out = _separable(img.view, taps_h, taps_w, rows, out, *args)
     return img.restore(out)
 
 

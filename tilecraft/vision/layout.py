@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tilecraft.vision.memory import empty
+
 LAYOUTS = ("NCHW", "NHWC")
 
 
@@ -50,10 +52,11 @@ def as_nchw(image: torch.Tensor, layout: str = "NCHW") -> Image:
 def new_image(
     n: int, c: int, h: int, w: int, dtype: torch.dtype, device: torch.device, layout: str
 ) -> torch.Tensor:
-    """An uninitialized image allocated in `layout`, returned as its NCHW view."""
+    """An uninitialized image allocated in `layout` (from the active buffer pool, if any),
+    returned as its NCHW view."""
     if check_layout(layout) == "NHWC":
-        return torch.empty([n, h, w, c], dtype=dtype, device=device).permute(0, 3, 1, 2)
-    return torch.empty([n, c, h, w], dtype=dtype, device=device)
+        return empty([n, h, w, c], dtype, device).permute(0, 3, 1, 2)
+    return empty([n, c, h, w], dtype, device)
 
 
 def check_channels(image: Image, channels: int, what: str) -> None:

@@ -21,6 +21,7 @@ from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.color import check_yuv420, yuv_to_rgb
 from tilecraft.vision.geometry import _scale, letterbox_box
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
+from tilecraft.vision.memory import constant, empty
 
 FLOAT_OUTPUTS = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -129,9 +130,12 @@ def _nv12_resize_normalize(
 
 
 def _stats(values: Sequence[float] | torch.Tensor, channels: int, device: torch.device):
-    stats = torch.as_tensor(values, dtype=torch.float32).flatten().to(device)
-    if stats.numel() == 1:
-        stats = stats.expand(channels).contiguous()
+    if isinstance(values, torch.Tensor):
+        stats = values.to(device, torch.float32).flatten()
+        stats = stats.expand(channels).contiguous() if stats.numel() == 1 else stats
+    else:  # built once per values and device (see memory.constant)
+        flat = torch.as_tensor(values, dtype=torch.float64).flatten().tolist()
+        stats = constant(flat * channels if len(flat) == 1 else flat, device)
     if stats.numel() != channels:
         raise ValueError(f"mean and std have one value per channel ({channels}), not {values}")
     return stats
@@ -147,7 +151,7 @@ def _destination(
     """`out` (a caller's buffer, reused so a steady stream of frames allocates nothing) as
     a 4-D view, checked; or a new contiguous NCHW tensor."""
     if out is None:
-        return torch.empty(shape, dtype=dtype, device=device)
+        return empty(shape, dtype, device)
     view = out if batched else out[None]
     if tuple(view.shape) != shape or out.dtype != dtype or out.device != device:
         raise ValueError(

@@ -94,7 +94,7 @@ def _kernel_summary(kernel: DeviceKernel) -> str:
     counts = Counter(op.name for op in kernel.walk())
     ops = ", ".join(f"{counts.get(name, 0)} {name}" for name in SUMMARIZED_OPS)
     others = sorted(set(counts) - set(SUMMARIZED_OPS))
-    dtypes = {str(p.dtype).removeprefix("torch.") for p in kernel.params}
+    dtypes = {str(p.dtype).removeprefix("torch.") for p in kernel.params if p.is_tensor}
     dtypes |= {str(op.out.type.dtype).removeprefix("torch.") for op in kernel.walk() if op.out}
     lines = [
         f"kernel {kernel.name}: {ops}" + (f"; other ops: {', '.join(others)}" if others else ""),

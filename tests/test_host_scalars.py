@@ -1,0 +1,52 @@
+"""Python floats passed to kernels meet tiles as PyTorch's Python scalars do: the tile's
+dtype decides (float32 for integer tiles), and float64 tiles get the float's full
+precision (the kernel receives the float's 64 bits, not a float32)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+
+
+@tc.kernel
+def affine(x: torch.Tensor, s: float) -> tuple[torch.Tensor, torch.Tensor]:
+    dtype = x.dtype if x.dtype.is_floating_point else torch.float32
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    picked = torch.empty_like(out)
+    for tile in tc.tile(x.size(0)):
+        v = x[tile]
+        out[tile] = (v - s) * s
+        picked[tile] = torch.where(v > s, v, s)
+    return out, picked
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.int64])
+def test_host_float_follows_pytorch_promotion(mode, dtype: torch.dtype) -> None:
+    x = (torch.randn(37, device=DEVICE) * 10).to(dtype)
+    s = 0.1  # not a float32: a float64 result shows whether it was rounded to one
+    out, picked = mode(affine)(x, s)
+    expected = (x - s) * s
+    assert out.dtype == expected.dtype
+    if dtype == torch.float16:  # rounded to half after each op in PyTorch
+        torch.testing.assert_close(out, expected)
+    else:
+        assert torch.equal(out, expected)
+    assert torch.equal(picked, torch.where(x > s, x, s).to(picked.dtype))
+
+
+@tc.kernel
+def cast_scale(x: torch.Tensor, s: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + torch.full_like(x[tile], 0.0) + s
+    return out
+
+
+def test_extreme_host_floats(mode) -> None:
+    x = torch.zeros(5, dtype=torch.float64, device=DEVICE)
+    for s in (1e-310, -0.0, 1e300, float("inf"), float("-inf")):
+        assert torch.equal(mode(cast_scale)(x, s), x + s)
+    assert mode(cast_scale)(x, float("nan")).isnan().all()

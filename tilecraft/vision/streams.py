@@ -1,0 +1,175 @@
+"""Several videos (or camera feeds) at once, each on its own CUDA stream.
+
+    results = process_many(["a.mp4", "b.mp4", "c.mp4", "d.mp4"], "resize=640x360,gray")
+    for index, batch in results:         # batches of each source, in each one's order
+        ...
+    results.stats(), results.timeline()
+
+Every source gets a `Lane`: its CUDA stream, pinned double-buffered host buffers and a
+buffer pool, so one source's host-to-device copy overlaps another's kernels and a third's
+device-to-host copy. `combine=True` batches the frames of all sources into one launch per
+round instead (same frame size and format), which is faster when the frames are small
+and launches dominate. On the CPU the same calls run one source after another.
+`timeline()` gives each lane's copy and kernel spans; `plot_timeline` draws them and
+`trace` records a PyTorch profiler trace (Chrome's trace format) of the same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tilecraft.vision.lanes import Clock, Interval, Lane
+from tilecraft.vision.video import Ops, default_device, pipeline_of, say_slow_once
+from tilecraft.vision.video_io import Frames, Source, open_video
+
+
+@dataclass
+class StreamStats:
+    """One source's numbers: frames, and its lane's device memory."""
+
+    frames: int
+    pool_allocations: int
+    pool_bytes: int  # the lane's buffers: its peak device memory once warm
+
+
+class ManyRun:
+    """Sources through one pipeline concurrently; iterate for (source index, batch)."""
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        ops: Ops,
+        device: torch.device,
+        batch: int,
+        combine: bool,
+        to_host: bool,
+        timeline: bool,
+    ) -> None:
+        self.sources, self.device, self.batch = list(sources), device, batch
+        self.clock = Clock(device, enabled=timeline)
+        pipeline = pipeline_of(ops)
+        count = 1 if combine else len(self.sources)
+        self.lanes = [Lane(pipeline, device, str(i), to_host, self.clock) for i in range(count)]
+        self.combine = combine
+        # which sources each submitted batch holds, per lane, in order
+        self._owners: dict[str, deque[list[int]]] = {lane.name: deque() for lane in self.lanes}
+        self.frames = [0] * len(self.sources)
+        self.seconds = 0.0
+        self.notice = say_slow_once(device)
+
+    def __iter__(self) -> Iterator[tuple[int, torch.Tensor]]:
+        start = time.perf_counter()
+        feeds = [source.batches(self.batch) for source in self.sources]
+        live = list(range(len(feeds)))
+        # on a GPU keep one batch per lane in flight while the host stages the next
+        keep = 1 if self.device.type == "cuda" else 0
+        try:
+            while live:
+                round_ = [(i, f) for i in live if (f := next(feeds[i], None)) is not None]
+                live = [i for i, _ in round_]
+                self._submit(round_)
+                yield from self._drain(keep)
+            yield from self._drain(0)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def _submit(self, round_: list[tuple[int, Frames]]) -> None:
+        if not self.combine:
+            for i, frames in round_:
+                self.lanes[i].submit(frames)
+                self._owners[str(i)].append([i])
+            return
+        # one launch for every source's batch; frames of another size go apart
+        groups: dict[tuple, list[tuple[int, Frames]]] = {}
+        for i, frames in round_:
+            groups.setdefault((frames.format, frames.shape()[1:]), []).append((i, frames))
+        for group in groups.values():
+            self.lanes[0].submit([frames for _, frames in group])
+            self._owners["0"].append([i for i, _ in group])
+
+    def _drain(self, keep: int) -> Iterator[tuple[int, torch.Tensor]]:
+        for lane in self.lanes:
+            for parts in lane.results(keep):
+                owners = self._owners[lane.name].popleft()
+                for i, result in zip(owners, parts, strict=True):
+                    self.frames[i] += len(result)
+                    yield i, result
+
+    def stats(self) -> list[StreamStats]:
+        """Per source: frames processed, its lane's pool (shared when combined)."""
+        pools = [self.lanes[0 if self.combine else i].pool for i in range(len(self.sources))]
+        return [
+            StreamStats(frames, pool.allocations, pool.bytes)
+            for frames, pool in zip(self.frames, pools, strict=True)
+        ]
+
+    def timeline(self) -> list[Interval]:
+        """Each lane's copy and kernel spans (with `timeline=True`)."""
+        return self.clock.intervals()
+
+
+def process_many(
+    sources: Sequence[str | Path | Source],
+    ops: Ops,
+    *,
+    batch: int = 8,
+    device: torch.device | str | None = None,
+    combine: bool = False,
+    to_host: bool = True,
+    timeline: bool = False,
+    decoder: str = "auto",
+) -> ManyRun:
+    """Process every source (video files or `Source`s) through `ops` at once, each on its
+    own CUDA stream (one after another on the CPU); `combine` batches sources together;
+    `to_host` hands results back in host memory (for encoders) rather than on the device
+    (for a model); `timeline` records copy and kernel spans. Iterate the result."""
+    chosen = torch.device(device) if device is not None else default_device()
+    opened = [open_video(s, chosen, decoder) if isinstance(s, (str, Path)) else s for s in sources]
+    return ManyRun(opened, ops, chosen, batch, combine, to_host or chosen.type == "cpu", timeline)
+
+
+def plot_timeline(intervals: Sequence[Interval], path: str | Path, title: str = "") -> Path:
+    """Draw each lane's spans (one row per lane and phase) into a picture at `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"h2d": "tab:blue", "kernels": "tab:green", "d2h": "tab:orange", "cpu": "tab:gray"}
+    rows = sorted({(i.lane, i.phase) for i in intervals}, key=lambda r: (r[0], r[1]))
+    fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.2))
+    for y, (lane, phase) in enumerate(rows):
+        spans = [
+            (i.start_ms, i.end_ms - i.start_ms)
+            for i in intervals
+            if (i.lane, i.phase) == (lane, phase)
+        ]
+        ax.broken_barh(spans, (y - 0.4, 0.8), color=colors.get(phase, "tab:purple"))
+    ax.set_yticks(range(len(rows)), [f"stream {lane} {phase}" for lane, phase in rows])
+    ax.set_xlabel("ms")
+    ax.set_title(title or "copies and kernels per stream")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def trace(path: str | Path) -> Iterator[None]:
+    """Record the PyTorch profiler's trace of what runs inside (CPU and CUDA activity)
+    into `path`, in Chrome's trace format (chrome://tracing, Perfetto)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as profiler:
+        yield
+    profiler.export_chrome_trace(str(path))
