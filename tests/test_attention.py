@@ -288,3 +288,28 @@ def test_attention_reads_through_tensor_descriptors(
     out, lse = attention_forward(*args)
     code = attention_backward.bind((out, *args[:4], out, lse, *args[4:])).to_triton_code(backward)
     assert "k_rows_desc" in code and "dq_desc" in code
+
+
+def test_config_space_holds_what_fast_attention_tunes() -> None:
+    """Query and key tiles (tl.dot sizes), warps, stages (whole kernel and per key loop),
+    tensor-descriptor reads, persistent programs; the generated forward multiplies the
+    scores once by the folded scale, exponentiates in base 2 and ends a causal program's key
+    loop at its last query."""
+    from tilecraft.autotune.space import ConfigSpace
+
+    q, k, v = (t.detach() for t in _inputs((1, 2, 2, 300, 300, 64), torch.float32))
+    bound = attention_forward.bind((q, k, v, q.new_empty(0), True, 0.125, 0, False))
+    knobs = {knob.name: knob for knob in ConfigSpace(bound.spec, bound.default_config).knobs}
+    assert {128, 16} <= set(knobs["block_sizes[0]"].choices) and 8 not in knobs[
+        "block_sizes[0]"
+    ].choices
+    assert {64, 256} <= set(knobs["block_sizes[1]"].choices)
+    assert {4, 8} <= set(knobs["num_warps"].choices) and {2, 3, 4} <= set(
+        knobs["num_stages"].choices
+    )
+    assert "range_num_stages[0]" in knobs
+    assert "tensor_descriptor" in knobs["indexing[0]"].choices
+    assert "persistent_interleaved" in knobs["pid_type"].choices
+    code = bound.to_triton_code()
+    assert "tl.exp2(" in code and "tl.exp(" not in code
+    assert "* qk_scale" in code and "tl.minimum(offset_1 + _BLOCK_SIZE_1, 300)" in code

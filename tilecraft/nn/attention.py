@@ -18,6 +18,12 @@ the key loop's end comes from the query tile, so tiles above the diagonal are ne
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
+
+What the tuner may choose (each kernel's ConfigSpace): the query and key tile sizes, warps,
+stages (per kernel and per key loop), tensor-descriptor (TMA) reads through `indexing`
+(taken where a read is a plain block of the tensor: not for grouped heads' gathered kv rows
+nor the keys of a causal loop, whose end is computed on the device), and persistent
+programs through `pid_type`. Variable-length batches are in `tilecraft.nn.varlen`.
 """
 
 from __future__ import annotations
