@@ -176,3 +176,15 @@ def test_conv2d_operators_under_torch_compile() -> None:
     torch.testing.assert_close(loss, ref, atol=1e-3, rtol=1e-4)
     for got, expected in zip(grads, want, strict=True):
         torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-4)
+
+
+def test_conv2d_empty_batch(modes) -> None:
+    """Zero images: an empty result and zero weight and bias gradients, as PyTorch gives."""
+    x = torch.randn(0, 3, 5, 5, requires_grad=True)
+    for w_shape, groups in (((4, 3, 3, 3), 1), ((3, 1, 3, 3), 3)):
+        w = torch.randn(w_shape, requires_grad=True)
+        b = torch.randn(w_shape[0], requires_grad=True)
+        out = conv2d(x, w, b, padding=1, groups=groups, activation="relu")
+        assert out.shape == (0, w_shape[0], 5, 5)
+        grads = torch.autograd.grad(out.sum(), (x, w, b))
+        assert grads[0].shape == x.shape and not grads[1].any() and not grads[2].any()
