@@ -31,7 +31,9 @@ from typing import Any
 from tilecraft.autotune import regress
 from tilecraft.autotune.reporthtml import page
 from tilecraft.autotune.runs import TuningRun, read_runs
+from tilecraft.autotune.trial import OK, Trial
 from tilecraft.exc import ReportError
+from tilecraft.runtime.config import Config
 
 LIMIT = 8  # at most this many kernel/shape pairs, and kernels' histories, unless asked
 WHAT = ("all", "tuning", "bench")
@@ -316,12 +318,12 @@ def _columns(points: Sequence[tuple[float, float]]) -> tuple[list[float], list[f
 
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The (time, energy) points no other point beats on both, fastest first."""
-    front: list[tuple[float, float]] = []
-    for time_ms, joules in sorted(points):
-        if not front or joules < front[-1][1]:
-            front.append((time_ms, joules))
-    return front
+    """The (time, energy) points no other point beats on both, fastest first (the tuner's
+    own `energy.pareto_front`, on bare points)."""
+    from tilecraft.autotune import energy
+
+    trials = [Trial(Config(), OK, time_ms, energy_j=joules) for time_ms, joules in points]
+    return [(t.time_ms or 0.0, t.energy_j or 0.0) for t in energy.pareto_front(trials)]
 
 
 def _time_scatter(axes: Any, group: list[TuningRun]) -> str:
