@@ -60,6 +60,21 @@ def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     assert script.parse(["--device", "cpu"]).dtype == "float32"
 
 
+def test_bench_energy_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_energy", monkeypatch)
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))  # the script sets it
+    out = tmp_path / "energy.json"
+    result = script.main(["softmax", "--smoke", "--classic", "softmax", "--out", str(out)])
+    assert json.loads(out.read_text())["rows"][0]["kernel"] == "softmax"
+    row = result["rows"][0]
+    for part in ("time_objective", "energy_objective"):
+        assert row[part]["energy_j"] > 0 and row[part]["ms"] > 0
+        assert row[part]["tuning_energy_j"] > 0  # the simulated meter's idle power
+    assert row["energy_objective"]["pareto"]  # energy was measured for every trial
+    assert row["classic_search"]["search"] == "pattern"
+    assert "| softmax |" in script.tables(result["rows"])
+
+
 def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny shape, causal and not: tilecraft's kernels checked and timed, SDPA's flash
     backend as the peer (cuDNN's records its error on the CPU), the JSON written."""
@@ -75,3 +90,19 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert row["tflops"]["flash"][direction] > 0
         assert "error" in row["peers"]["cudnn"]
     assert script.markdown(data["results"]).count("\n") == 3
+
+
+def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tiny layers of each kind: tilecraft's kernels checked against F.conv2d and timed on
+    both layouts, the ratios and their geometric means written."""
+    script = load_script("bench_conv", monkeypatch)
+    out = tmp_path / "conv.json"
+    data = script.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text())["geomeans"] == data["geomeans"]
+    kernels = [row["tilecraft"]["kernel"] for row in data["rows"]]
+    assert kernels == ["conv2d_gemm", "conv2d_pointwise", "conv2d_gemm", "conv2d_depthwise"]
+    for row in data["rows"]:
+        for layout in ("nhwc", "nchw"):
+            assert row["tilecraft"][layout]["best"]["rel_err"] < 1e-4, (row["name"], layout)
+        assert row["ratios"]["nhwc_vs_cudnn_nhwc"] > 0 and row["ratios"]["nchw_vs_cudnn_nchw"] > 0
+    assert set(data["geomeans"]) == {"3x3", "1x1", "strided", "depthwise", "all but depthwise"}

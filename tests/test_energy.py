@@ -278,3 +278,19 @@ def test_rows_exported_before_energy_import_without_it(tmp_path: Path) -> None:
         other.save_best(TuneKey("k", "s", "cpu", "v"), Config(num_warps=2), 3.0)
         other.save_best(TuneKey("k", "s", "cpu", "v"), Config(num_warps=8), 4.0, replace=True)
         assert other.load_best(TuneKey("k", "s", "cpu", "v")) == Config(num_warps=8)
+
+
+def test_the_summary_shows_the_energy_used_and_the_front(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tilecraft.autotune.progress import TuneProgress
+    from tilecraft.autotune.trial import Budget
+
+    settings = Settings(cache_dir=tmp_path, autotune_quiet=False)
+    front = [trial(1.0, 0.5, objective="energy"), trial(2.0, 0.25, objective="energy")]
+    with TuneProgress("double", "fast", Budget(4), settings, on_gpu=True) as shown:
+        shown.update(front)
+        shown.finish(front[1], 123.4, front)
+    err = capsys.readouterr().err
+    assert "using 123.4 J" in err and "250 mJ per call" in err
+    assert "time/energy Pareto front" in err and "2.0000" in err and "500" in err

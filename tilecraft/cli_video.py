@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,8 +51,10 @@ def run(args: argparse.Namespace) -> int:
     """Run `tilecraft video`; a VideoError propagates (the CLI prints it in one line)."""
     from rich.console import Console
 
+    from tilecraft.runtime.cpu import SlowOnCPU
     from tilecraft.vision import video
 
+    warnings.filterwarnings("ignore", category=SlowOnCPU)  # the notice below says it once
     console = Console(highlight=False)
     try:
         job = video.process(
@@ -75,7 +78,13 @@ def run(args: argparse.Namespace) -> int:
             progress.update(task, completed=done, fps=job.frames / max(job.elapsed(), 1e-9))
     stats = job.stats()
     where = f" into {args.output}" if args.output else ""
-    console.print(f"{stats.frames} frames{where} at {stats.fps:.1f} frames/s")
+    line = f"{stats.frames} frames{where} at {stats.fps:.1f} frames/s"
+    if stats.peak_bytes is not None:  # on a GPU
+        line += (
+            f"; GPU memory: peak {stats.peak_bytes / 2**20:.0f} MiB, buffer pool "
+            f"{stats.pool_bytes / 2**20:.0f} MiB ({stats.pool_allocations} buffers)"
+        )
+    console.print(line)
     return 0
 
 

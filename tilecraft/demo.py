@@ -5,6 +5,7 @@ when none is given)."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import statistics
 import sys
@@ -275,7 +276,24 @@ def run_demo(examples: str | Path | None = None, dtype: str | None = None) -> in
         label = r.example if r.kernel == "-" else f"{r.example}.{r.kernel}"
         console.print(f"[red]{escape(label)}[/red]: {escape(r.error)}", highlight=False)
     console.print(summary(rows, time.perf_counter() - start), highlight=False)
-    return 0 if rows and all(r.ok for r in rows) else 1
+    video_ok = video_section(console)
+    return 0 if rows and all(r.ok for r in rows) and video_ok else 1
+
+
+def video_section(console: Any) -> bool:
+    """The demo's last part: a generated clip through the vision kernels (see
+    `run_video_demo`), when PyAV is installed; whether it went well."""
+    if importlib.util.find_spec("av") is None:
+        console.print('video: skipped, PyAV is not installed (pip install "tilecraft[vision]")')
+        return True
+    from tilecraft.exc import TilecraftError
+
+    console.print("\nvideo through the vision kernels (tilecraft demo --video CLIP for yours):")
+    try:
+        return run_video_demo() == 0
+    except TilecraftError as e:
+        console.print(f"[red]video[/red]: {e}", highlight=False)
+        return False
 
 
 def run_video_demo(clip: str | Path | None = None, folder: str | Path | None = None) -> int:
@@ -291,8 +309,8 @@ def run_video_demo(clip: str | Path | None = None, folder: str | Path | None = N
     where = Path(folder or tempfile.mkdtemp(prefix="tilecraft-video-"))
     ops = cli_video.DEFAULT_OPS if on_gpu() else "resize=32x24,blur=3,gray"
     if clip is None:
-        clip = make_clip(where / "clip.mp4", frames=12, size=(48, 64))
-        print(f"tilecraft video demo: generated {clip} (12 frames, 64x48)")
+        clip = make_clip(where / "clip.mp4", frames=8, size=(48, 64))
+        print(f"tilecraft video demo: generated {clip} (8 frames, 64x48)")
     out = where / f"{Path(clip).stem}.tilecraft.mp4"
     args = argparse.Namespace(
         input=str(clip),

@@ -272,7 +272,10 @@ class Lane:
                 if self.to_host:
                     pending.done.synchronize()
                 else:  # the caller's stream reads it next
-                    torch.cuda.current_stream(self.device).wait_event(pending.done)
+                    reader = torch.cuda.current_stream(self.device)
+                    reader.wait_event(pending.done)
+                    if pending.lease is None:  # PyTorch's allocator's, not the pool's
+                        pending.result.record_stream(reader)
             self._handed.append(pending)
             yield _split(pending.result, pending.counts)
 

@@ -20,7 +20,6 @@ the output file is closed properly. `tilecraft video IN -o OUT --ops ...` is the
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +46,10 @@ def pipeline_of(ops: Ops) -> Pipeline | PipelineFn:
 
 
 def say_slow_once(device: torch.device) -> str | None:
-    """On the CPU, the one notice that the kernels are interpreted (None on a GPU)."""
+    """On the CPU, the notice that the kernels are interpreted (None on a GPU). The kernels
+    themselves warn once per process (`SlowOnCPU`); the command prints this instead."""
     if device.type != "cpu":
         return None
-    from tilecraft.runtime.cpu import SlowOnCPU
-
-    warnings.filterwarnings("ignore", category=SlowOnCPU)  # said here, once, instead
     return "no GPU: kernels run in Triton's CPU interpreter (slow; for small frames)"
 
 
