@@ -37,7 +37,7 @@ from tilecraft.autotune.search import SEARCHES, make_search
 from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.space import ConfigSpace
-from tilecraft.autotune.trial import Budget, Trial
+from tilecraft.autotune.trial import SKIPPED, Budget, Trial
 from tilecraft.exc import SettingsError
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.cache import usable_dir
@@ -62,6 +62,7 @@ EFFORTS = {
     # the cost model's top 3 only (the default alone without a model); see predict.py
     "predict": Effort("predict", 10.0, 4),
 }
+RETIME_SHARE = 0.1  # of a GPU tuning budget kept for re-timing the leaders at the end
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 NOISE = 0.03  # timing noise between two runs of one kernel (relative): leads beyond it count
 
@@ -166,13 +167,14 @@ def autotune(
     the `autotune_objective` setting) is what the search minimizes: "time", "energy" (joules
     per call) or "edp" (energy x delay); energy is read from `meter` (default: NVML's, on
     an NVIDIA GPU), which also measures the energy the tuning run itself uses."""
+    started = time.monotonic()  # the budget counts the set-up (workers, model) too
     settings.validate()
     objective = objective or settings.autotune_objective
     _check_options(search or settings.autotune_search, effort, budget_s, objective)
     meter = meter if meter is not None else default_meter(args)
     require_meter(objective, meter)
     used = EnergyUse(meter)
-    phases, started = Phases(), time.perf_counter()
+    phases = Phases()
     key = tune_key(bound, args)
     with (
         TuningDB(db_path(settings), check=True) as db,
@@ -188,10 +190,10 @@ def autotune(
         with phases.timed("plan"):
             preset, learned = _plan(db, key, bound, settings, effort, search)
         name = search or settings.autotune_search or preset.search
-        budget = Budget(
-            max_configs or preset.max_configs,
-            budget_s or settings.autotune_budget_s or preset.max_seconds,
-        )
+        seconds = budget_s or settings.autotune_budget_s or preset.max_seconds
+        searching = seconds * (1 - RETIME_SHARE) if bench.on_gpu else seconds
+        budget = Budget(max_configs or preset.max_configs, searching, started=started)
+        bench.deadline = None if configs else budget.deadline()
         with TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown:
             unrecorded: list[str] = []
 
@@ -200,8 +202,9 @@ def autotune(
                     trials = bench(batch)
                 for trial in trials:
                     trial.objective = objective
+                measured = [t for t in trials if t.status != SKIPPED]
                 try:
-                    db.record_for(key, trials, bound.src.tree.name, name)
+                    db.record_for(key, measured, bound.src.tree.name, name)
                 except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
                     if not unrecorded:
                         warnings.warn(f"tilecraft: trials not recorded: {e}", TuningDBWarning, 2)
@@ -231,12 +234,13 @@ def autotune(
                     runner.run()
                 phases["search"] -= phases.get("measure", 0.0)  # its own thinking only
                 trials = runner.trials
+            bench.deadline = None if configs else started + seconds  # the re-timing's share
             quick = name == "predict"
             best = _choose(bench, trials, bound.default_config, objective, quick=quick)
             if best.time_ms is not None:
                 _keep(db, best_key(key, objective), best, settings, objective != "time")
             tuning_j = used.joules()
-            phases["total"] = time.perf_counter() - started
+            phases["total"] = time.monotonic() - started
             shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
     bound.tuning = {**_summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
     return best.config
@@ -408,11 +412,11 @@ def _choose(
     *,
     quick: bool = False,
 ) -> Trial:
-    """The best trial under `objective`; for time, the leaders re-timed together and the
-    fastest kept (energy is measured over windows long enough to need no second look).
-    The default if nothing worked. `quick` (a few configs measured at once): only the
-    leaders within `NOISE` of the fastest are re-timed, in one round, each keeping the
-    best of its two timings; none when the fastest leads by more."""
+    """The best trial under `objective`; for time, the leaders re-timed together (by the
+    benchmarker's deadline) and the fastest kept (energy is measured over windows long
+    enough to need no second look). The default if nothing worked. `quick` (a few configs
+    measured at once): only the leaders within `NOISE` of the fastest are re-timed, in one
+    round, each keeping the best of its two timings; none when the fastest leads by more."""
     ranked = sorted((t for t in trials if t.ok), key=lambda t: (cost(t), t.time_ms or 0.0))
     if not ranked:
         return Trial(default, "ok", None, objective=objective)

@@ -26,6 +26,12 @@ from typing import IO
 from tilecraft.autotune.worker import IDLE_S
 
 RETIRE = 0.75  # a worker idle this fraction of its idle limit is replaced, not used
+SKIPPED_RESULT = {"status": "skipped", "error": "the tuning budget ran out first"}
+
+
+def past(deadline: float | None) -> bool:
+    """Whether `deadline` (time.monotonic; None: never) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
 
 
 @dataclass
@@ -146,13 +152,22 @@ class WorkerPool:
             worker.start()
             self.workers.append(worker)
 
-    def run(self, jobs: list[dict], timeout_s: float | None = None) -> list[dict]:
-        """Results in the order of `jobs`."""
+    def run(
+        self, jobs: list[dict], deadline: float | None = None, timeout_s: float | None = None
+    ) -> list[dict]:
+        """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
+        Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
+        results are SKIPPED_RESULT."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
         while pending or any(w.job is not None for w in self.workers):
+            if past(deadline):
+                results.update((i, SKIPPED_RESULT) for i, _ in pending)
+                pending = []
+                self._stop_running(results)
+                continue
             for w in order:
                 if w.job is None and pending:
                     i, job = pending.pop(0)
@@ -161,6 +176,12 @@ class WorkerPool:
                         results[i] = {"status": "runtime_error", "error": "no worker started"}
             self._collect(results, timeout_s)
         return [results[i] for i in range(len(jobs))]
+
+    def _stop_running(self, results: dict[int, dict]) -> None:
+        for w in self.workers:
+            if w.job is not None:
+                results[w.job["_index"]] = SKIPPED_RESULT
+                w.kill()
 
     def _collect(self, results: dict[int, dict], timeout_s: float) -> None:
         busy = [w for w in self.workers if w.job is not None and w.proc and w.proc.stdout]
