@@ -25,6 +25,8 @@ from tilecraft.testing import REL_ERROR_LIMITS, relative_error  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(1, 1000), (129, 1000), (1000, 4097), (4096, 768)]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# model examples whose main() trains a few steps on the device, checking losses against PyTorch
+TRAINING = ["resnet_block"]
 
 
 def load_examples(names: list[str] | None = None, part: str = "1/1") -> list:
@@ -69,11 +71,27 @@ def check(module, kernel, shape, dtype) -> dict:
     return row
 
 
+def check_training(name: str) -> dict:
+    """Run a model example's main() on the device (it raises if its losses differ)."""
+    row = {"example": name, "kernel": "main (training)", "shape": None, "dtype": "float32"}
+    try:
+        torch.manual_seed(0)
+        start = time.perf_counter()
+        importlib.import_module(name).main()
+        row["first_call_s"] = round(time.perf_counter() - start, 3)
+        row["status"] = "ok"
+    except Exception as e:
+        row["status"] = f"FAIL {type(e).__name__}: {str(e)[:300]}"
+        row["trace"] = traceback.format_exc()[-2000:]
+    return row
+
+
 def main(argv: list[str]) -> int:
     part = argv[argv.index("--part") + 1] if "--part" in argv else "1/1"
     names = [a for a in argv if not a.startswith("--") and a != part]
     rows = []
-    for module in load_examples(names, part):
+    modules = load_examples(names, part)
+    for module in modules:
         kernels = [v for v in vars(module).values() if isinstance(v, tc.Kernel)]
         for kernel in kernels:
             for shape in SHAPES:
@@ -87,6 +105,9 @@ def main(argv: list[str]) -> int:
                         rows[-1]["status"][:200],
                         flush=True,
                     )
+    for name in [m.__name__ for m in modules if m.__name__ in TRAINING]:
+        rows.append(check_training(name))
+        print(name, "main (training)", rows[-1]["status"][:200], flush=True)
     failed = [r for r in rows if r["status"] != "ok"]
     print(f"{len(rows) - len(failed)} passed, {len(failed)} failed")
     if os.environ.get("OUT"):

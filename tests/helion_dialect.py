@@ -208,6 +208,27 @@ def scaled_by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
 
 
 @helion.kernel()
+def kl_div_rows(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Per-row KL(p || q) from log q, both tile sizes registered (Helion's kl_div shape)."""
+    rows, vocab = log_q.shape
+    loss = torch.zeros([rows], dtype=torch.float32, device=log_q.device)
+    block_v = hl.register_block_size(vocab)
+    block_r = hl.register_block_size(rows)
+    for tile_r in hl.tile(rows, block_size=block_r):
+        acc = hl.zeros([tile_r, block_v], dtype=torch.float32)
+        for tile_v in hl.tile(vocab, block_size=block_v):
+            target = p[tile_r, tile_v]
+            log_p = torch.log(torch.clamp(target, min=1e-10))
+            acc += target * (log_p - log_q[tile_r, tile_v])
+        loss[tile_r] = acc.sum(dim=-1)
+    return loss
+
+
+def _kl_div_rows(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.kl_div(log_q, p, reduction="none").sum(-1)
+
+
+@helion.kernel()
 def jagged_sum(x_data: torch.Tensor, x_offsets: torch.Tensor) -> torch.Tensor:
     m = x_data.shape[1]
     num_rows = x_offsets.size(0) - 1
@@ -248,6 +269,62 @@ def jagged_mean(
             result = torch.where(nnz_expanded > 0, row_sums / nnz_expanded, 0.0)
             out[tile_b, tile_m] = result
     return out
+
+
+@helion.kernel(autotune_effort="none")
+def jagged_layer_norm(
+    x_values: torch.Tensor, x_offsets: torch.Tensor, eps: float = 1e-6
+) -> torch.Tensor:
+    total_l, m = x_values.shape
+    b = x_offsets.size(0) - 1
+    out = torch.empty_like(x_values)
+    x_flat = x_values.view(-1)
+    out_flat = out.view(-1)
+    for tile_b in hl.tile(b):
+        starts = x_offsets[tile_b]
+        ends = x_offsets[tile_b.index + 1]
+        seq_lengths = ends - starts
+        mean_acc = hl.zeros([tile_b], dtype=x_values.dtype)
+        var_acc = hl.zeros([tile_b], dtype=x_values.dtype)
+        for tile_m in hl.tile(m):
+            row_sums = hl.zeros([tile_b, tile_m], dtype=x_values.dtype)
+            for tile_k in hl.jagged_tile(seq_lengths):
+                flat_indices = (starts[:, None] + tile_k.index[None, :])[:, :, None] * m
+                flat_indices = flat_indices + tile_m.index[None, None, :]
+                x_slice = hl.load(x_flat, [flat_indices])
+                row_sums = row_sums + x_slice.sum(dim=1)
+            mean_acc = mean_acc + row_sums.sum(dim=1)
+        seq_lengths_float = seq_lengths.to(x_values.dtype)
+        mean_acc = mean_acc / (seq_lengths_float * m)
+        for tile_m in hl.tile(m):
+            var_sums = hl.zeros([tile_b, tile_m], dtype=x_values.dtype)
+            for tile_k in hl.jagged_tile(seq_lengths):
+                flat_indices = (starts[:, None] + tile_k.index[None, :])[:, :, None] * m
+                flat_indices = flat_indices + tile_m.index[None, None, :]
+                x_slice = hl.load(x_flat, [flat_indices])
+                centered = x_slice.to(torch.float32) - mean_acc[:, None, None]
+                var_sums = var_sums + (centered * centered).sum(dim=1)
+            var_acc = var_acc + var_sums.sum(dim=1)
+        variance = var_acc / (seq_lengths_float * m)
+        rstd = torch.rsqrt(variance + eps)
+        for tile_m in hl.tile(m):
+            for tile_k in hl.jagged_tile(seq_lengths):
+                flat_indices = (starts[:, None] + tile_k.index[None, :])[:, :, None] * m
+                flat_indices = flat_indices + tile_m.index[None, None, :]
+                x_slice = hl.load(x_flat, [flat_indices])
+                normalized = (x_slice.to(torch.float32) - mean_acc[:, None, None]) * rstd[
+                    :, None, None
+                ]
+                hl.store(out_flat, [flat_indices], normalized.to(x_values.dtype))
+    return out.reshape(total_l, m)
+
+
+def _jagged_layer_norm_reference(
+    x_values: torch.Tensor, x_offsets: torch.Tensor, eps: float = 1e-6
+) -> torch.Tensor:
+    bounds = x_offsets.tolist()
+    rows = [x_values[a:e] for a, e in zip(bounds, bounds[1:], strict=False)]
+    return torch.cat([torch.nn.functional.layer_norm(r, list(r.shape), eps=eps) for r in rows])
 
 
 def _jagged_sum_reference(x_data: torch.Tensor, x_offsets: torch.Tensor) -> torch.Tensor:
@@ -307,6 +384,11 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
             lambda a, c: torch.nn.functional.cross_entropy(a, c),
         ),
         "bmm": (bmm, (batch_a, batch_b), torch.bmm),
+        "kl_div_rows": (
+            kl_div_rows,
+            (rows.log_softmax(-1), rows.flip(0).softmax(-1)),
+            _kl_div_rows,
+        ),
         "swiglu": (swiglu, (rows, rows.flip(0)), lambda a, c: torch.nn.functional.silu(a) * c),
         "rows_by_grid": (rows_by_grid, (rows,), lambda a: a - a.amax(-1, keepdim=True)),
         "rms_norm": (
@@ -318,6 +400,7 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
         "row_cumsum": (row_cumsum, (rows,), lambda a: torch.cumsum(a, 1)),
         "jagged_sum": (jagged_sum, (packed, offsets), _jagged_sum_reference),
         "jagged_mean": (jagged_mean, (packed, offsets, counts, 6), _jagged_mean_reference),
+        "jagged_layer_norm": (jagged_layer_norm, (packed, offsets), _jagged_layer_norm_reference),
         "scaled_by_flag": (
             scaled_by_flag,
             (rows, flags),

@@ -94,3 +94,26 @@ def test_a_helper_reads_floats_and_tensors_of_its_module(mode) -> None:
     if DEVICE != "cpu":
         pytest.skip("OFFSET lives on the CPU")
     torch.testing.assert_close(mode(uses_module_values_in_a_helper)(x), expected)
+
+
+@tc.kernel(config=tc.Config(block_sizes=[4, 4]))
+def past_the_end(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    m = x.size(0)
+    out = torch.full([m, n], -1.0, device=x.device)
+    sums = torch.zeros([m], device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m])
+        for tile_k in tc.tile(0, n):
+            v = x[tile_m, tile_k] + 1  # positions past x's end read 0
+            out[tile_m, tile_k] = torch.exp(v)
+            acc = acc + v.sum(1)
+        sums[tile_m] = acc
+    return out, sums
+
+
+def test_tiles_past_a_tensors_end_read_zeros_in_both_modes(mode) -> None:
+    x = torch.randn(6, 5, device=DEVICE)
+    padded = torch.nn.functional.pad(x, (0, 6)) + 1  # the loop runs to 11
+    out, sums = mode(past_the_end)(x, 11)
+    torch.testing.assert_close(out, padded.exp())
+    torch.testing.assert_close(sums, padded.sum(1))

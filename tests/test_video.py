@@ -1,12 +1,12 @@
-"""Video through the vision kernels on the CPU: decode, process, encode, errors, streams, pool.
+"""Video files through the vision kernels on the CPU: decode, process, encode, errors.
 
 Clips are tiny (32x24, a few frames) and generated here: the kernels run through Triton's
-interpreter.
+interpreter. Streams, lanes and the buffer pool (no video files) are in test_video_streams.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -17,10 +17,9 @@ av = pytest.importorskip("av")
 import tilecraft.vision as vision  # noqa: E402
 from tilecraft import cli, demo  # noqa: E402
 from tilecraft.exc import VideoError  # noqa: E402
-from tilecraft.vision import streams, video  # noqa: E402
-from tilecraft.vision.lanes import Lane, frames_to_rgb  # noqa: E402
-from tilecraft.vision.memory import BufferPool, empty  # noqa: E402
-from tilecraft.vision.video_io import Frames, PyAVSource, TensorSource  # noqa: E402
+from tilecraft.vision import video  # noqa: E402
+from tilecraft.vision.lanes import frames_to_rgb  # noqa: E402
+from tilecraft.vision.video_io import PyAVSource  # noqa: E402
 
 OPS = "resize=16x12,blur=3,gray"
 
@@ -53,6 +52,9 @@ def test_process_matches_the_kernels_frame_by_frame(clip: Path) -> None:
     assert run.stats().frames == 5 and "interpreter" in (run.notice or "")
     # YUV frames reach the device as planes: the color kernel converted them
     assert next(PyAVSource(clip).batches(1)).format == "i420"
+    if importlib.util.find_spec("torchcodec") is None:
+        with pytest.raises(VideoError, match="torchcodec is not installed"):
+            video.process(clip, OPS, decoder="torchcodec")
 
 
 def test_cli_end_to_end(clip: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -136,73 +138,3 @@ def test_unsupported_codecs(clip: Path, tmp_path: Path, capsys: pytest.CaptureFi
         video.process(clip, "gray", out, codec="no-such-codec", device="cpu").run()
     with pytest.raises(VideoError, match="only uint8 frames"):
         video.process(clip, "normalize", tmp_path / "f.mp4", device="cpu").run()
-
-
-def test_pool_reuses_buffers() -> None:
-    pool = BufferPool("cpu")
-    with pool.frame():
-        a = empty([2, 3], torch.uint8, "cpu")
-        kept = pool.keep(a.t())  # a view of a pooled buffer keeps that buffer
-        b = empty([2, 3], torch.uint8, "cpu")
-    assert kept is a and pool.allocations == 2
-    with pool.frame():
-        assert empty([2, 3], torch.uint8, "cpu") is b  # given back at the frame's end
-        assert empty([2, 3], torch.float32, "cpu") is not a
-    pool.give(a)
-    assert pool.allocations == 3 and pool.bytes == 2 * 6 + 24
-    assert empty([1], torch.uint8, "cpu") is not a  # no pool active: a plain torch.empty
-
-
-@pytest.mark.parametrize("fmt", ["rgb", "i420", "nv12"])
-def test_steady_state_frames_allocate_nothing(fmt: str) -> None:
-    torch.manual_seed(0)
-    # every op allocates (resize, blur's scratch, gray; and the conversion from YUV)
-    pipeline = vision.Pipeline.parse("resize=12x8,blur=3,gray")
-    lane = Lane(pipeline, torch.device("cpu"))
-    shape = (2, 14, 20, 3) if fmt == "rgb" else (2, 14 * 20 * 3 // 2)
-    batches = [torch.randint(0, 256, shape, dtype=torch.uint8) for _ in range(3)]
-    for i, data in enumerate(batches):
-        lane.submit(Frames(data, fmt, 14, 20))
-        (result,) = next(lane.results())
-        assert torch.equal(result, pipeline(frames_to_rgb(data, fmt, 14, 20)))
-        if i == 0:
-            warm = lane.pool.allocations
-    assert warm > 0 and lane.pool.allocations == warm
-
-
-def test_streams_on_the_cpu(tmp_path: Path) -> None:
-    feeds = [torch.randint(0, 256, (n, 10, 14, 3), dtype=torch.uint8) for n in (3, 5, 1)]
-    pipeline = vision.Pipeline.parse("resize=7x5,hflip")
-    expected = [pipeline(frames) for frames in feeds]
-    for combine in (False, True):
-        run = streams.process_many(
-            [TensorSource(f) for f in feeds], pipeline, batch=2, combine=combine, timeline=True
-        )
-        got: dict[int, list[torch.Tensor]] = {0: [], 1: [], 2: []}
-        for i, batch in run:
-            got[i].append(batch.clone())
-        for i, frames in enumerate(expected):
-            assert torch.equal(torch.cat(got[i]), frames), (combine, i)
-        assert [s.frames for s in run.stats()] == [3, 5, 1]
-        intervals = run.timeline()
-        assert intervals and all(i.end_ms >= i.start_ms >= 0 for i in intervals)
-    picture = streams.plot_timeline(intervals, tmp_path / "timeline.png")
-    assert picture.stat().st_size > 1000
-
-
-def test_trace_exports_a_chrome_trace(tmp_path: Path) -> None:
-    path = tmp_path / "trace.json"
-    with streams.trace(path):
-        torch.ones(4).add_(1)
-    assert "traceEvents" in json.loads(path.read_text())
-
-
-def test_bench_video_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from test_benchmarks import load_script
-
-    script = load_script("bench_video", monkeypatch)
-    result = script.main(["--smoke", "--out", str(tmp_path)])
-    assert json.loads((tmp_path / "bench_video.json").read_text()) == result
-    assert all(row["matches"] for row in result["rows"] if "matches" in row), result["rows"]
-    assert {row["streams"] for row in result["rows"]} == {1, 2}
-    assert (tmp_path / "timeline.png").is_file()

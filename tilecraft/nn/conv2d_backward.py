@@ -78,7 +78,7 @@ def conv2d_input_grad(
     kernel_w = tc.specialize(weight.size(3))
     taps = weight.size(2) * kernel_w
     padded = span(cout_g)
-    filters = weight.permute(2, 3, 0, 1).contiguous()  # [kh, kw, out_ch, cin_g]: rows of K
+    filters = weight.permute(2, 3, 0, 1)  # [kh, kw, out_ch, cin_g], rows of K: a view
     grad_x = _new_output(x, in_ch, height, width, channels_last)
     block_k = tc.register_block_size(16, padded)
     size = [groups, batch * height * width, cin_g]
@@ -164,7 +164,7 @@ def depthwise_input_grad(
     batch, channels, height, width = x.size()
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
-    filters = weight.reshape(channels, kernel_h * kernel_w).t().contiguous()  # [taps, channels]
+    filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     grad_x = _new_output(x, channels, height, width, channels_last)
     for tile_m, tile_c in tc.tile([batch * height * width, channels]):
         image, ih, iw = _positions(tile_m.index, height, width)
@@ -177,7 +177,7 @@ def depthwise_input_grad(
                 oh, ow = rise // stride_h, run // stride_w
                 where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
                 fed = tc.load(grad, where, extra_mask=hit[:, None])
-                taps_w = filters[i * kernel_w + j, tile_c].to(torch.float32)
+                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
                 acc = acc + fed.to(torch.float32) * taps_w[None, :]
         where_x = (image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None])
         grad_x[where_x] = acc.to(grad_x.dtype)

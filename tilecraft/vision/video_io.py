@@ -237,9 +237,10 @@ def open_video(
     if not Path(path).is_file():
         raise _fail(path, "no such file")
     gpu = torch.device(device).type == "cuda"
-    if decoder == "torchcodec" or (
-        decoder == "auto" and gpu and importlib.util.find_spec("torchcodec") is not None
-    ):
+    has_torchcodec = importlib.util.find_spec("torchcodec") is not None
+    if decoder == "torchcodec" and not has_torchcodec:
+        raise _fail(path, "the torchcodec decoder was asked for, and torchcodec is not installed")
+    if decoder == "torchcodec" or (decoder == "auto" and gpu and has_torchcodec):
         try:
             return TorchCodecSource(path, torch.device(device))
         except VideoError:
