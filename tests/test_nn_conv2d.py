@@ -151,3 +151,40 @@ def test_conv2d_checks() -> None:
         conv2d(x, w, residual=torch.randn(1, 2, 5, 5))
     with pytest.raises(ValueError, match="dtype"):
         conv2d(x, w.double())
+
+
+def test_conv2d_operators_under_torch_compile() -> None:
+    """The forward operators pass opcheck (fake tensors, autograd registration), and a
+    forward and backward traced by torch.compile (fullgraph) matches eager PyTorch."""
+    from tilecraft.nn.conv2d import plan
+
+    x = torch.randn(1, 4, 5, 4).to(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(6, 2, 3, 3, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    for weight, groups in ((w, 2), (torch.randn(4, 1, 3, 3), 4), (torch.randn(3, 4, 1, 1), 1)):
+        op, args = plan(x.detach(), weight, padding=1 if weight.size(2) == 3 else 0,
+                        groups=groups, activation="silu")  # fmt: skip
+        torch.library.opcheck(op.op, args)
+
+    def step(x, w, b):
+        return conv2d(x, w, b, padding=1, groups=2, activation="gelu").square().sum()
+
+    loss = torch.compile(step, fullgraph=True, backend="aot_eager")(x, w, b)
+    grads = torch.autograd.grad(loss, (x, w, b))
+    ref = F.gelu(F.conv2d(x, w, b, padding=1, groups=2)).square().sum()
+    want = torch.autograd.grad(ref, (x, w, b))
+    torch.testing.assert_close(loss, ref, atol=1e-3, rtol=1e-4)
+    for got, expected in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-4)
+
+
+def test_conv2d_empty_batch(modes) -> None:
+    """Zero images: an empty result and zero weight and bias gradients, as PyTorch gives."""
+    x = torch.randn(0, 3, 5, 5, requires_grad=True)
+    for w_shape, groups in (((4, 3, 3, 3), 1), ((3, 1, 3, 3), 3)):
+        w = torch.randn(w_shape, requires_grad=True)
+        b = torch.randn(w_shape[0], requires_grad=True)
+        out = conv2d(x, w, b, padding=1, groups=groups, activation="relu")
+        assert out.shape == (0, w_shape[0], 5, 5)
+        grads = torch.autograd.grad(out.sum(), (x, w, b))
+        assert grads[0].shape == x.shape and not grads[1].any() and not grads[2].any()
