@@ -197,3 +197,16 @@ def test_conv2d_empty_batch(modes) -> None:
         assert out.shape == (0, w_shape[0], 5, 5)
         grads = torch.autograd.grad(out.sum(), (x, w, b))
         assert grads[0].shape == x.shape and not grads[1].any() and not grads[2].any()
+
+
+def test_conv2d_rejects_a_reduction_block_across_taps() -> None:
+    """A hand-written config whose reduction block spans two taps would mix them: refused."""
+    import tilecraft as tc
+    from tilecraft.exc import InvalidConfig
+    from tilecraft.nn.conv2d import plan
+
+    op, args = plan(torch.randn(1, 4, 5, 5), torch.randn(3, 4, 3, 3), padding=1)
+    bound = op.kernel.bind(args)
+    bound.to_triton_code(tc.Config(block_sizes=[32, 16, 16]))  # the largest that fits
+    with pytest.raises(InvalidConfig, match="reduction block 64"):
+        bound.to_triton_code(tc.Config(block_sizes=[64, 16, 16]))
