@@ -44,6 +44,16 @@ def test_bench_model_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert "skipped" in results["tilecraft graph"] and "skipped" in results["torch graph"]
 
 
+def test_defaults_vs_helion_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("defaults_vs_helion", monkeypatch)
+    out = tmp_path / "defaults.json"
+    result = script.main(["--smoke", "--only", "kl_div", "--out", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["case"] == "helion kl_div" and "error" not in row, row
+    assert row["tilecraft"]["ms"] > 0 and row["helion_rule"]["ms"] > 0
+    assert result["goal_met"] is None  # judged on a GPU only
+
+
 def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_model", monkeypatch)
     assert script.parse(["--device", "cpu", "--dtype", "bf16"]).dtype == "bfloat16"

@@ -25,8 +25,16 @@ import torch
 from tilecraft.autotune.energy import EnergyMeter
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
-from tilecraft.autotune.workers import DIR_PREFIX, WorkerPool, capped_workers, remove_stale_dirs
+from tilecraft.autotune.workers import (
+    DIR_PREFIX,
+    SKIPPED_RESULT,
+    WorkerPool,
+    capped_workers,
+    past,
+    remove_stale_dirs,
+)
 from tilecraft.exc import TilecraftError
+from tilecraft.runtime import guard
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.interpret import eager_function, run_eagerly
@@ -54,6 +62,7 @@ class Benchmarker:
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         self.pool: WorkerPool | None = None
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
+        self.deadline: float | None = None  # when a tuning budget runs out (time.monotonic)
         remove_stale_dirs()  # those of runs that died before they could clean up
         self.expected = self._reference(reference)
         workers = capped_workers(workers, args)
@@ -65,12 +74,22 @@ class Benchmarker:
         compiled, or the kernel run eagerly in PyTorch where that config fails."""
         run_args = fresh(self.args)
         try:
-            result = self.bound.compile(config)(*run_args)
+            result = self._compiled_in_time(config)(*run_args)
         except Exception:  # e.g. a default too big for this GPU's shared memory
             run_args = fresh(self.args)
             fn = eager_function(self.bound.src)
             result = run_eagerly(fn, run_args, (config or self.bound.default_config).tunables)
         return [t.detach().clone() for t in outputs(result, run_args)]
+
+    def _compiled_in_time(self, config: Config | None) -> Any:
+        """The launcher of `config`, its Triton compile done within the compile timeout;
+        TimeoutError when it is not (the compile goes on in the background)."""
+        launcher = self.bound.compile(config)
+        timeout = self.bound.settings.compile_timeout_s
+        work = lambda: guard.precompile(launcher, fresh(self.args))  # noqa: E731
+        if guard.needed(self.args) and not guard.finishes_within(work, timeout):
+            raise TimeoutError(f"the reference config did not compile in {timeout:g} s")
+        return launcher
 
     def _pool(self, workers: int, timeout_s: float) -> WorkerPool | None:
         """Workers reading the arguments from a private temporary directory (removed by
@@ -123,13 +142,18 @@ class Benchmarker:
                 found[name] = [module, qualname]
         return found
 
-    def _run(self, jobs: list[dict]) -> list[dict]:
+    def _run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
         if self.pool is not None:
-            return self.pool.run(jobs)
-        return [run_job(job, self.args, self.expected) for job in jobs]
+            return self.pool.run(jobs, deadline)
+        return [
+            SKIPPED_RESULT if past(deadline) else run_job(job, self.args, self.expected)
+            for job in jobs
+        ]
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
-        """Check and time every config (in parallel); a Trial each, in order."""
+        """Check and time every config (in parallel); a Trial each, in order. Configs not
+        measured by `self.deadline` (time.monotonic) are "skipped" trials."""
+        deadline = self.deadline
         trials: dict[int, Trial] = {}
         jobs: list[tuple[int, dict]] = []
         for i, config in enumerate(configs):
@@ -137,17 +161,18 @@ class Benchmarker:
                 jobs.append((i, self._job(config)))
             except TilecraftError as e:
                 trials[i] = Trial(config, "invalid", error=e.message)
-        results = self._run([job for _, job in jobs])
+        results = self._run([job for _, job in jobs], deadline)
         for (i, _), result in zip(jobs, results, strict=True):
             trials[i] = _trial(configs[i], result)
         return [trials[i] for i in range(len(configs))]
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
-        """Time the leaders again, interleaved, and keep each one's best median."""
-        best: dict[Config, float] = {}
+        """Time the leaders again, interleaved, and keep each one's best median (of the
+        rounds done by `self.deadline`)."""
+        deadline, best = self.deadline, dict[Config, float]()
         jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
         for _ in range(rounds):
-            for config, result in zip(configs, self._run(jobs), strict=True):
+            for config, result in zip(configs, self._run(jobs, deadline), strict=True):
                 if result.get("time_ms") is not None:
                     best[config] = min(best.get(config, float("inf")), result["time_ms"])
         return best

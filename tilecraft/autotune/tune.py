@@ -7,6 +7,7 @@ import functools
 import hashlib
 import math
 import sqlite3
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from tilecraft.autotune.search import SEARCHES, make_search
 from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.space import ConfigSpace
-from tilecraft.autotune.trial import Budget, Trial
+from tilecraft.autotune.trial import SKIPPED, Budget, Trial
 from tilecraft.exc import SettingsError
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.cache import usable_dir
@@ -59,6 +60,7 @@ EFFORTS = {
     # the cost model's top 3 only (the default alone without a model); see predict.py
     "predict": Effort("predict", 10.0, 4),
 }
+RETIME_SHARE = 0.1  # of a GPU tuning budget kept for re-timing the leaders at the end
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 
 
@@ -162,6 +164,7 @@ def autotune(
     the `autotune_objective` setting) is what the search minimizes: "time", "energy" (joules
     per call) or "edp" (energy x delay); energy is read from `meter` (default: NVML's, on
     an NVIDIA GPU), which also measures the energy the tuning run itself uses."""
+    started = time.monotonic()  # the budget counts the set-up (workers, model) too
     settings.validate()
     objective = objective or settings.autotune_objective
     _check_options(search or settings.autotune_search, effort, budget_s, objective)
@@ -181,10 +184,10 @@ def autotune(
     ):
         preset, learned = _plan(db, key, bound, settings, effort, search)
         name = search or settings.autotune_search or preset.search
-        budget = Budget(
-            max_configs or preset.max_configs,
-            budget_s or settings.autotune_budget_s or preset.max_seconds,
-        )
+        seconds = budget_s or settings.autotune_budget_s or preset.max_seconds
+        searching = seconds * (1 - RETIME_SHARE) if bench.on_gpu else seconds
+        budget = Budget(max_configs or preset.max_configs, searching, started=started)
+        bench.deadline = None if configs else budget.deadline()
         with TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown:
             unrecorded: list[str] = []
 
@@ -192,8 +195,9 @@ def autotune(
                 trials = bench(batch)
                 for trial in trials:
                     trial.objective = objective
+                measured = [t for t in trials if t.status != SKIPPED]
                 try:
-                    db.record_for(key, trials, bound.src.tree.name, name)
+                    db.record_for(key, measured, bound.src.tree.name, name)
                 except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
                     if not unrecorded:
                         warnings.warn(f"tilecraft: trials not recorded: {e}", TuningDBWarning, 2)
@@ -221,6 +225,7 @@ def autotune(
                 )
                 runner.run()
                 trials = runner.trials
+            bench.deadline = None if configs else started + seconds  # the re-timing's share
             best = _choose(bench, trials, bound.default_config, objective)
             if best.time_ms is not None:
                 _keep(db, best_key(key, objective), best, settings, objective != "time")
@@ -362,16 +367,17 @@ def _learned(
 
 
 def _choose(bench: Benchmarker, trials: list[Trial], default: Config, objective: str) -> Trial:
-    """The best trial under `objective`; for time, the leaders re-timed together and the
-    fastest kept (energy is measured over windows long enough to need no second look).
-    The default if nothing worked."""
+    """The best trial under `objective`; for time, the leaders re-timed together (by the
+    benchmarker's deadline) and the fastest kept (energy is measured over windows long
+    enough to need no second look). The default if nothing worked."""
     ranked = sorted((t for t in trials if t.ok), key=lambda t: (cost(t), t.time_ms or 0.0))
     if not ranked:
         return Trial(default, "ok", None, objective=objective)
     if objective != "time":
         return ranked[0]
     leaders = [t.config for t in ranked[:3]]
-    times = bench.retime(leaders) if bench.on_gpu and len(leaders) > 1 else {}
+    retime = bench.on_gpu and len(leaders) > 1
+    times = bench.retime(leaders) if retime else {}
     if not times:
         return ranked[0]
     winner = min(times, key=lambda c: times[c])

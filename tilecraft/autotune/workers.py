@@ -14,6 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+SKIPPED_RESULT = {"status": "skipped", "error": "the tuning budget ran out first"}
+
+
+def past(deadline: float | None) -> bool:
+    """Whether `deadline` (time.monotonic; None: never) has passed."""
+    return deadline is not None and time.monotonic() >= deadline
+
 
 @dataclass
 class Worker:
@@ -80,11 +87,17 @@ class WorkerPool:
         for w in self.workers:
             w.start()
 
-    def run(self, jobs: list[dict]) -> list[dict]:
-        """Results in the order of `jobs`."""
+    def run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
+        """Results in the order of `jobs`. Past `deadline` (time.monotonic) no job starts
+        and running ones are stopped: their results are SKIPPED_RESULT."""
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
         while pending or any(w.job is not None for w in self.workers):
+            if past(deadline):
+                results.update((i, SKIPPED_RESULT) for i, _ in pending)
+                pending = []
+                self._stop_running(results)
+                continue
             for w in self.workers:
                 if w.job is None and pending:
                     i, job = pending.pop(0)
@@ -92,6 +105,12 @@ class WorkerPool:
                     w.submit({**job, "_index": i}, self.timeout_s + startup)
             self._collect(results)
         return [results[i] for i in range(len(jobs))]
+
+    def _stop_running(self, results: dict[int, dict]) -> None:
+        for w in self.workers:
+            if w.job is not None:
+                results[w.job["_index"]] = SKIPPED_RESULT
+                w.kill()
 
     def _collect(self, results: dict[int, dict]) -> None:
         busy = [w for w in self.workers if w.job is not None and w.proc and w.proc.stdout]

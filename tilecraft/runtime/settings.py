@@ -84,6 +84,7 @@ RULES: dict[str, Rule] = {
         "TILECRAFT_AUTOTUNE_WORKERS", _count(0), "a whole number >= 0 (0: in this process)"
     ),
     "autotune_timeout_s": Rule("TILECRAFT_AUTOTUNE_TIMEOUT_S", _seconds, _SECONDS),
+    "compile_timeout_s": Rule("TILECRAFT_COMPILE_TIMEOUT", _seconds, _SECONDS),
     "autotune_seed": Rule("TILECRAFT_AUTOTUNE_SEED", _count(0), "a whole number >= 0"),
     "llm_provider": Rule("TILECRAFT_LLM_PROVIDER", _one_of(LLM_PROVIDERS), "openai, anthropic"),
     "llm_timeout_s": Rule("TILECRAFT_LLM_TIMEOUT_S", _seconds, _SECONDS),
@@ -154,6 +155,9 @@ class Settings:
     autotune_workers: int = field(default_factory=_env("autotune_workers", _default_workers()))
     #: TILECRAFT_AUTOTUNE_TIMEOUT_S: a candidate taking longer than this fails as a timeout.
     autotune_timeout_s: float = field(default_factory=_env("autotune_timeout_s", 20.0))
+    #: TILECRAFT_COMPILE_TIMEOUT: seconds a first call's Triton compile may take on a GPU
+    #: before a smaller config runs instead (with a warning).
+    compile_timeout_s: float = field(default_factory=_env("compile_timeout_s", 60.0))
     #: TILECRAFT_AUTOTUNE_SEED: the searches' random seed; the same seed and tuning
     #: database give the same configs tried, in the same order.
     autotune_seed: int = field(default_factory=_env("autotune_seed", 0))
