@@ -13,7 +13,7 @@ per layer). Times are kernel launches (tilecraft's generated launcher, `F.conv2d
 the compiled function); FLOPs are 2 * batch * out_ch * out_h * out_w * in_ch / groups * kh
 * kw; ratios are tilecraft's speed over the peer's (above 1: tilecraft is faster).
 
-    PYTHONPATH=$PWD python benchmarks/bench_conv.py [--out PATH] [--budget-s 120]
+    PYTHONPATH=$PWD python benchmarks/bench_conv.py [--out PATH] [--budget-s 90]
     PYTHONPATH=$PWD python benchmarks/bench_conv.py --kinds depthwise --no-compile
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_conv.py --smoke
 
@@ -324,7 +324,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="tiny layers on the CPU (float32)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--kinds", default="3x3,1x1,strided,depthwise", help="comma-separated")
-    p.add_argument("--budget-s", type=float, default=120.0, help="seconds for all sweeps")
+    p.add_argument("--budget-s", type=float, default=90.0, help="seconds for all sweeps")
     p.add_argument("--search", choices=["sweep", "fast"], default="sweep")
     p.add_argument("--tune-s", type=float, default=8.0, help="per layer, with --search fast")
     p.add_argument("--no-compile", dest="compile", action="store_false")
@@ -349,7 +349,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     rows = []
     for layer in layers:
         rows.append(measure(layer, args, device, deadline))
-        print(f"{layer.name}: {rows[-1].get('ratios', rows[-1].get('error', ''))}", flush=True)
+        seconds = time.monotonic() - start
+        result = rows[-1].get("ratios", rows[-1].get("error", ""))
+        print(f"[{seconds:5.0f} s] {layer.name}: {result}", flush=True)
     means = geomeans(rows)
     print(table(rows, means))
     result = {
