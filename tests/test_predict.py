@@ -161,7 +161,9 @@ class ReplayBench:
 
     runs: list[list[Any]] = []
 
-    def __init__(self, bound: Any, args: tuple, workers: int = 0, timeout_s: float = 0) -> None:
+    def __init__(
+        self, bound: Any, args: tuple, workers: int = 0, timeout_s: float = 0, meter: Any = None
+    ) -> None:
         land, space, _ = prepared(TARGET)
         self.replay, self.on_gpu = Replay(land, space), True
         ReplayBench.runs.append([])

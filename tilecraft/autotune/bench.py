@@ -119,18 +119,29 @@ class Benchmarker:
             "code": code,  # sent, not read back from the cache dir
             "name": self.bound.src.tree.name,
             "imports": self.imports,
+            "constants": self.constants,
             "lock": str(self.dir / "gpu.lock") if self.pool and self.dir else None,
             "config": config.to_json(),
             "energy": self.meter.to_job() if self.meter and energy else None,
         }
 
     @functools.cached_property
-    def imports(self) -> dict[str, list[str]]:
-        """How a worker finds the globals the host code uses: [module, attribute path]."""
+    def _globals_used(self) -> dict[str, Any]:
+        """The module globals the kernel's source names."""
         names = {n.id for n in ast.walk(self.bound.src.tree) if isinstance(n, ast.Name)}
+        return {n: self.bound.src.namespace[n] for n in names & set(self.bound.src.namespace)}
+
+    @functools.cached_property
+    def constants(self) -> dict[str, Any]:
+        """Plain values among those globals (`LOG2E = 1.44...`): sent to workers by value."""
+        plain = (bool, int, float, str, type(None))
+        return {n: v for n, v in self._globals_used.items() if type(v) in plain}
+
+    @functools.cached_property
+    def imports(self) -> dict[str, list[str]]:
+        """How a worker finds the other globals the host code uses: [module, attribute path]."""
         found = {}
-        for name in names & set(self.bound.src.namespace):
-            value = self.bound.src.namespace[name]
+        for name, value in self._globals_used.items():
             if isinstance(value, types.ModuleType):
                 found[name] = [value.__name__, ""]
                 continue

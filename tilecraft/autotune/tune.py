@@ -266,7 +266,7 @@ def best_key(key: TuneKey, objective: str) -> TuneKey:
 
 
 def _check_options(
-    search: str | None, effort: str | None, budget_s: float | None, objective: str
+    search: str | None, effort: str | None, budget_s: float | None, objective: str = "time"
 ) -> None:
     """Tuning options checked up front, by name, with the values they accept."""
     check_objective(objective)
