@@ -124,6 +124,30 @@ def test_nested_jagged_tiles(mode) -> None:
     assert_close(mode(nested_mean)(x, lengths(), counts), expected, equal_nan=True)
 
 
+@tc.kernel(config=tc.Config(block_sizes=[2, 4, 4]))
+def per_token_features(x: torch.Tensor, lengths: torch.Tensor, counts: torch.Tensor):
+    b = x.size(0)
+    out = torch.zeros([b], dtype=x.dtype, device=x.device)
+    for tile_b in tc.tile(b):
+        acc = tc.zeros([tile_b], dtype=x.dtype)
+        for tile_k in tc.jagged_tile(lengths[tile_b]):
+            token_acc = tc.zeros([tile_b, tile_k], dtype=x.dtype)
+            # lengths of the inner loop over (row, token) lanes of the outer jagged loop
+            for tile_m in tc.jagged_tile(counts[tile_b, tile_k]):
+                token_acc += x[tile_b, tile_k, tile_m].sum(dim=2)
+            acc += token_acc.sum(dim=1)
+        out[tile_b] = acc
+    return out
+
+
+def test_lengths_over_a_jagged_tile(mode) -> None:
+    x = torch.randn(7, 9, 6, device=DEVICE)
+    counts = torch.randint(0, 7, (7, 9), device=DEVICE)
+    keep = valid(9)[:, :, None] & (torch.arange(6, device=DEVICE) < counts[:, :, None])
+    expected = torch.where(keep, x, 0.0).sum((1, 2))
+    assert_close(mode(per_token_features)(x, lengths(), counts), expected)
+
+
 @tc.kernel(config=tc.Config(block_sizes=[2, 2, 4]))
 def grid_of_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     b1, b2 = lengths.size()
