@@ -250,6 +250,15 @@ def host_bound(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 @tc.kernel
+def whole_dim_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile_b in tc.tile(x.size(0)):
+        for tile_k in tc.jagged_tile(x[tile_b, :].long()):
+            out[tile_b, tile_k] = x[tile_b, tile_k]
+    return out
+
+
+@tc.kernel
 def outermost(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     out = torch.zeros_like(x)
     for tile_k in tc.jagged_tile(lengths):
@@ -264,6 +273,7 @@ def outermost(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         (mean_over_lengths, exc.UnsupportedOperation, "divide by the lengths", ".mean(1)"),
         (reverse_scan, exc.UnsupportedOperation, "reverse scan", "tc.associative_scan("),
         (host_bound, exc.UnsupportedSyntax, "use tc.tile", "tc.jagged_tile(x.size(1))"),
+        (whole_dim_lengths, exc.UnsupportedSyntax, "enclosing tile loop", "x[tile_b, :]"),
         (outermost, exc.NotInKernel, "jagged_tile", "tc.jagged_tile(lengths)"),
     ],
 )
