@@ -137,14 +137,16 @@ def process_many(
 
 def plot_timeline(intervals: Sequence[Interval], path: str | Path, title: str = "") -> Path:
     """Draw each lane's spans (one row per lane and phase) into a picture at `path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: the caller's backend is left alone
 
     colors = {"h2d": "tab:blue", "kernels": "tab:green", "d2h": "tab:orange", "cpu": "tab:gray"}
-    rows = sorted({(i.lane, i.phase) for i in intervals}, key=lambda r: (r[0], r[1]))
-    fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.2))
+    order = ["h2d", "kernels", "d2h", "cpu"]  # a batch's path, top to bottom
+    rows = sorted(
+        {(i.lane, i.phase) for i in intervals}, key=lambda r: (len(r[0]), r[0], order.index(r[1]))
+    )
+    fig = Figure(figsize=(10, 0.35 * len(rows) + 1.2))
+    ax = fig.subplots()
+    ax.invert_yaxis()
     for y, (lane, phase) in enumerate(rows):
         spans = [
             (i.start_ms, i.end_ms - i.start_ms)
@@ -157,7 +159,6 @@ def plot_timeline(intervals: Sequence[Interval], path: str | Path, title: str = 
     ax.set_title(title or "copies and kernels per stream")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return Path(path)
 
 
