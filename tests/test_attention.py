@@ -97,6 +97,17 @@ def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: in
     _check((1, 2, 1, 37, 50, 16), torch.float32, causal=True, window=window)
 
 
+def test_attention_window_with_key_tiles_smaller_than_query_tiles(
+    mode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Query tiles of 32 over key tiles of 16 with a window of 3: a program's first key
+    tile holds no key some of its queries see (their running maximum is still -inf)."""
+    _kernels(mode)
+    monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[32, 16]))
+    monkeypatch.setattr(attention_backward, "config", tc.Config(block_sizes=[16, 16, 32, 32, 16]))
+    _check((1, 1, 1, 50, 50, 16), torch.float32, causal=True, window=3)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_bias(mode, causal: bool) -> None:
     """An additive bias broadcast over the batch, and its gradient (summed over the batch)."""

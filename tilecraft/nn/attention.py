@@ -51,28 +51,29 @@ def _q_rows(kv_rows: Any, heads: int, kv_heads: int, g: int) -> Any:
 
 
 def _mask(
-    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, n: int, causal: bool, window: int
+    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, causal: bool, window: int
 ) -> torch.Tensor:
-    """Scores of [rows, cols] with keys past `n` and (causal) keys after their query, or
-    (window) `window` or more before it, set to -inf. Rows past the queries need no mask:
-    they read zeros and are never stored."""
-    keep = cols[None, :] < n
-    if causal:
-        keep = keep & (cols[None, :] <= rows[:, None])
-    if window > 0:
-        keep = keep & (cols[None, :] > rows[:, None] - window)
-    return torch.where(keep, scores, float("-inf"))
+    """Scores of [rows, cols] with (causal) keys after their query, or (window) `window` or
+    more before it, set to -inf. Keys past the last one need no mask: a tile holds no
+    positions past its loop's end (reductions and products leave those lanes out), and rows
+    past the queries are never stored."""
+    if causal or window > 0:
+        keep = cols[None, :] <= rows[:, None] if causal else cols[None, :] >= 0
+        if window > 0:
+            keep = keep & (cols[None, :] > rows[:, None] - window)
+        scores = torch.where(keep, scores, float("-inf"))
+    return scores
 
 
 def _scores(
-    query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *shape: Any
+    query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *flags: Any
 ) -> torch.Tensor:
     """Base-2 scores of a query tile against a key tile, the bias (if any) added in base 2
-    like them, and masked (`shape`: n, causal, window as `_mask` takes them)."""
+    like them, and masked (`flags`: causal, window as `_mask` takes them)."""
     scores = torch.mm(query, key.T, torch.float32) * qk_scale
     if bias is not None:
         scores = scores + bias.to(torch.float32) * LOG2E
-    return _mask(scores, tile_m.index, tile_n.index, *shape)
+    return _mask(scores, tile_m.index, tile_n.index, *flags)
 
 
 # Each program holds one (batch * heads) row: its tiles are read as [1, rows, cols] through
@@ -105,7 +106,7 @@ def attention_forward(
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     out = torch.empty_like(q_rows)
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
-    masking = (n, causal, window)  # what `_mask` needs beyond the tiles
+    masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
         kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
@@ -121,8 +122,11 @@ def attention_forward(
             bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
-            p = torch.exp2(scores - m_ij[:, None])
-            alpha = torch.exp2(m_i - m_ij)
+            # a row that has seen no key yet (a window's rows past the first key tile) has
+            # a maximum of -inf, and exp2(-inf - -inf) would be NaN: shift it by 0 instead
+            shift = torch.where(m_ij == float("-inf"), 0.0, m_ij)
+            p = torch.exp2(scores - shift[:, None])
+            alpha = torch.exp2(m_i - shift)
             l_i = l_i * alpha + torch.sum(p, -1)
             value = v_rows[kv, tile_n, :].squeeze(0)
             acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
@@ -156,21 +160,24 @@ def attention_backward(
     k_rows = k.reshape([batch * kv_heads, n, head_dim])
     v_rows = v.reshape([batch * kv_heads, n, head_dim])
     do_rows = grad_out.reshape([batch * heads, m, head_dim])
-    o_rows = out.reshape([batch * heads, m, head_dim])
     lse_rows = lse.reshape([batch * heads, m])
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     bias_size = [batch * heads, m, n] if has_bias else [0]
     grad_bias = torch.zeros(bias_size, dtype=torch.float32, device=q.device)
-    delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    # delta = rowsum(dO * O), the softmax backward's per-row term, read by both passes: its
+    # pass runs over all rows at once (flattened), not one (batch, head) per program
+    delta_flat = torch.empty([batch * heads * m], dtype=torch.float32, device=q.device)
+    delta = delta_flat.view(batch * heads, m)
+    do_flat = grad_out.reshape([batch * heads * m, head_dim])
+    o_flat = out.reshape([batch * heads * m, head_dim])
     dq = torch.empty_like(q_rows)
     dk = torch.empty_like(k_rows)
     dv = torch.empty_like(v_rows)
-    masking = (n, causal, window)  # what `_mask` needs beyond the tiles
+    masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E
-    # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
-    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        d_o = do_rows[tile_bh, tile_m, :].to(torch.float32)
-        delta[tile_bh, tile_m] = torch.sum(d_o * o_rows[tile_bh, tile_m, :].to(torch.float32), -1)
+    for tile_r in tc.tile(batch * heads * m):
+        d_o = do_flat[tile_r, :].to(torch.float32)
+        delta_flat[tile_r] = torch.sum(d_o * o_flat[tile_r, :].to(torch.float32), -1)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
         key = k_rows[tile_kv, tile_n, :].squeeze(0)

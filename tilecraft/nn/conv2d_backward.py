@@ -20,7 +20,15 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language.tunables import Choice
-from tilecraft.nn.conv2d_kernels import GELU, RELU, SILU, _new_output, _positions, span
+from tilecraft.nn.conv2d_kernels import (
+    GELU,
+    RELU,
+    SILU,
+    _new_output,
+    _positions,
+    check_block,
+    span,
+)
 
 SPLIT_ROWS = 4096  # output positions per chunk of the weight gradient's reduction, at least
 MAX_SPLITS = 64
@@ -81,6 +89,7 @@ def conv2d_input_grad(
     filters = weight.permute(2, 3, 0, 1)  # [kh, kw, out_ch, cin_g], rows of K: a view
     grad_x = _new_output(x, in_ch, height, width, channels_last)
     block_k = tc.register_block_size(16, padded)
+    check_block(block_k, padded)
     size = [groups, batch * height * width, cin_g]
     for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image, ih, iw = _positions(tile_m.index, height, width)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import tilecraft as tc
+from tilecraft.exc import InvalidConfig
 
 # activation codes (PyTorch operators take ints, not strings)
 NONE, RELU, SILU, GELU = 0, 1, 2, 3
@@ -36,6 +37,15 @@ def span(channels: int) -> int:
     """The padded extent of `channels` in a (tap, channel) reduction: a power of two, at least
     MIN_SPAN, so that every power-of-two block up to it divides it."""
     return max(MIN_SPAN, 1 << max(channels - 1, 0).bit_length())
+
+
+def check_block(block_k: int, padded: int) -> None:
+    """A (tap, channel) reduction block must lie within one tap: the config's block at most
+    the padded channel count (the config space keeps it so; a hand-written config may not)."""
+    if padded % block_k:
+        raise InvalidConfig(
+            f"the reduction block {block_k} must divide the padded channel count {padded}"
+        )
 
 
 def saves_pre(act: int) -> bool:
@@ -123,6 +133,7 @@ def conv2d_gemm(
     out = _new_output(x, out_ch, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
     block_k = tc.register_block_size(16, padded)
+    check_block(block_k, padded)
     size = [groups, batch * out_h * out_w, cout_g]
     for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
