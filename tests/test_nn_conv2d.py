@@ -210,3 +210,32 @@ def test_conv2d_rejects_a_reduction_block_across_taps() -> None:
     bound.to_triton_code(tc.Config(block_sizes=[32, 16, 16]))  # the largest that fits
     with pytest.raises(InvalidConfig, match="reduction block 64"):
         bound.to_triton_code(tc.Config(block_sizes=[64, 16, 16]))
+
+
+@pytest.mark.parametrize("blocks", [[16, 16, 16], [64, 32, 32]])
+def test_conv2d_configs(blocks: list[int]) -> None:
+    """Compiled with other configs (Triton's interpreter): reduction blocks smaller than a
+    tap's padded channels (several per tap) or equal to them, and the weight gradient's
+    reduction split in chunks."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x = torch.randn(2, 40, 5, 6).to(memory_format=torch.channels_last)
+    w = torch.randn(8, 40, 3, 3) / 10
+    options = {"padding": 1, "stride": (1, 2)}
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = F.conv2d(xr, wr, **options)
+    grad = torch.randn_like(ref)
+    ref.backward(grad)
+    op, args = plan(x, w, **options)
+    out = op.kernel.bind(args).compile(tc.Config(block_sizes=blocks))(*args)[0]
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    geometry = (1, 2, 1, 1, 1, 1, 1)
+    dx_args = (grad, args[1], x, *geometry, True)
+    dx_config = tc.Config(block_sizes=[min(blocks[0], 32), *blocks[1:]])  # 8 channels: 32
+    dx = bwd.conv2d_input_grad.bind(dx_args).compile(dx_config)(*dx_args)
+    torch.testing.assert_close(dx, xr.grad, atol=1e-4, rtol=1e-4)
+    dw_args = (grad, x, args[1], *geometry)
+    splits = tc.Config(block_sizes=blocks, splits=blocks[0] // 8)  # 2 or 8 chunks
+    dw = bwd.conv2d_weight_grad.bind(dw_args).compile(splits)(*dw_args)
+    torch.testing.assert_close(dw, wr.grad, atol=1e-4, rtol=1e-4)

@@ -160,21 +160,24 @@ def attention_backward(
     k_rows = k.reshape([batch * kv_heads, n, head_dim])
     v_rows = v.reshape([batch * kv_heads, n, head_dim])
     do_rows = grad_out.reshape([batch * heads, m, head_dim])
-    o_rows = out.reshape([batch * heads, m, head_dim])
     lse_rows = lse.reshape([batch * heads, m])
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     bias_size = [batch * heads, m, n] if has_bias else [0]
     grad_bias = torch.zeros(bias_size, dtype=torch.float32, device=q.device)
-    delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    # delta = rowsum(dO * O), the softmax backward's per-row term, read by both passes: its
+    # pass runs over all rows at once (flattened), not one (batch, head) per program
+    delta_flat = torch.empty([batch * heads * m], dtype=torch.float32, device=q.device)
+    delta = delta_flat.view(batch * heads, m)
+    do_flat = grad_out.reshape([batch * heads * m, head_dim])
+    o_flat = out.reshape([batch * heads * m, head_dim])
     dq = torch.empty_like(q_rows)
     dk = torch.empty_like(k_rows)
     dv = torch.empty_like(v_rows)
     masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E
-    # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
-    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        d_o = do_rows[tile_bh, tile_m, :].to(torch.float32)
-        delta[tile_bh, tile_m] = torch.sum(d_o * o_rows[tile_bh, tile_m, :].to(torch.float32), -1)
+    for tile_r in tc.tile(batch * heads * m):
+        d_o = do_flat[tile_r, :].to(torch.float32)
+        delta_flat[tile_r] = torch.sum(d_o * o_flat[tile_r, :].to(torch.float32), -1)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
         key = k_rows[tile_kv, tile_n, :].squeeze(0)
