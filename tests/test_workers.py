@@ -108,6 +108,25 @@ def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
     assert not any(gone(pid, 0.5) for pid in shared)  # the warm pool stays
 
 
+def test_an_interrupted_run_leaves_no_job_behind(
+    cold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = torch.randn(30)
+    collect = workers.WorkerPool._collect
+
+    def interrupted(self: workers.WorkerPool, *args: object) -> None:
+        raise KeyboardInterrupt
+
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
+        monkeypatch.setattr(workers.WorkerPool, "_collect", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            bench([HANG])
+        monkeypatch.setattr(workers.WorkerPool, "_collect", collect)
+        start = time.monotonic()
+        assert bench([OK])[0].ok  # not the hung job's answer, nor a wait for it
+        assert time.monotonic() - start < 25
+
+
 def test_missing_data_fails_the_job_not_the_worker(cold: None) -> None:
     pool = workers.acquire(1, 30, interpret=True)
     try:  # its "ready" line waits unread, its answer follows at once: both must be read

@@ -162,19 +162,24 @@ class WorkerPool:
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
-        while pending or any(w.job is not None for w in self.workers):
-            if past(deadline):
-                results.update((i, SKIPPED_RESULT) for i, _ in pending)
-                pending = []
-                self._stop_running(results)
-                continue
-            for w in order:
-                if w.job is None and pending:
-                    i, job = pending.pop(0)
-                    startup = 0.0 if w.ready and w.alive() else self.startup_s
-                    if not w.submit({**job, "_index": i}, timeout_s + startup, self.idle_s):
-                        results[i] = {"status": "runtime_error", "error": "no worker started"}
-            self._collect(results, timeout_s)
+        try:
+            while pending or any(w.job is not None for w in self.workers):
+                if past(deadline):
+                    results.update((i, SKIPPED_RESULT) for i, _ in pending)
+                    pending = []
+                    self._stop_running(results)
+                    continue
+                for w in order:
+                    if w.job is None and pending:
+                        i, job = pending.pop(0)
+                        startup = 0.0 if w.ready and w.alive() else self.startup_s
+                        if not w.submit({**job, "_index": i}, timeout_s + startup, self.idle_s):
+                            results[i] = {"status": "runtime_error", "error": "no worker started"}
+                self._collect(results, timeout_s)
+        finally:  # interrupted (Ctrl-C): a job left running would answer the next run
+            for w in self.workers:
+                if w.job is not None:
+                    w.kill()
         return [results[i] for i in range(len(jobs))]
 
     def _stop_running(self, results: dict[int, dict]) -> None:
