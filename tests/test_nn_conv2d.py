@@ -85,6 +85,8 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
         ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, False),
         ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, True),
         ((1, 3, 7, 5), (5, 3, 3, 3), "gelu", {"padding": "same", "dilation": 2}, True),
+        # even filters: 'same' pads one more after than before
+        ((1, 2, 5, 6), (3, 2, 2, 4), None, {"padding": "same", "dilation": (1, 3)}, False),
         # 1x1: a plain GEMM (both layouts are different views), and strided (implicit GEMM)
         ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, False),
         ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, True),
@@ -96,9 +98,9 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
                                               "groups": 3}, True),
         ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}, False),
     ],
-    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "pointwise-nchw", "pointwise-nhwc",
-         "pointwise-strided", "depthwise-nchw", "depthwise-nhwc", "depthwise-dilated",
-         "multiplier"],
+    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "same-even", "pointwise-nchw",
+         "pointwise-nhwc", "pointwise-strided", "depthwise-nchw", "depthwise-nhwc",
+         "depthwise-dilated", "multiplier"],
 )  # fmt: skip
 def test_conv2d(modes, x_shape, w_shape, activation, options, channels_last) -> None:
     _compare(x_shape, w_shape, channels_last, activation=activation, **options)
