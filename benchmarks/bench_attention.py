@@ -2,8 +2,9 @@
 and cuDNN backends, in TFLOP/s, causal and not.
 
 For each (batch, heads, sequence, head_dim) of the issue, tilecraft's forward and backward
-kernels run a small sweep of configs (block sizes, warps, stages; each checked against
-SDPA's output and gradients before it is timed) and keep the fastest; the peers are
+kernels run a small sweep of configs (block sizes, warps, stages, tensor-descriptor (TMA)
+reads or pointers; each checked against SDPA's output and gradients before it is timed)
+and keep the fastest; the peers are
 `F.scaled_dot_product_attention` under `sdpa_kernel(SDPBackend.FLASH_ATTENTION)` and
 `sdpa_kernel(SDPBackend.CUDNN_ATTENTION)`, on the same inputs. FLOPs: 4 * batch * heads *
 queries * keys * head_dim for the forward (halved when causal), 2.5 times that for the
@@ -46,29 +47,35 @@ from tilecraft.nn.attention import attention_backward, attention_forward  # noqa
 
 SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
 SMOKE_SHAPES = [(1, 1, 19, 16)]
-# forward: (block_m, block_n, warps, stages); the first is the one kept when time runs out
-FORWARD = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 4)]
-# backward: (dK/dV key tile, its query tile, dQ query tile, its key tile, warps, stages)
-BACKWARD = [(128, 64, 128, 64, 8, 2), (64, 64, 64, 64, 4, 3), (128, 64, 128, 64, 8, 3)]
-SMOKE_FORWARD = [(16, 16, 4, 1)]
-SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1)]
+TMA = "tensor_descriptor"  # the `indexing` of the reads (pointers otherwise)
+# forward: (block_m, block_n, warps, stages, indexing); the first is kept when time runs out
+FORWARD = [(128, 64, 4, 3, TMA), (128, 64, 4, 3, None), (128, 128, 8, 3, TMA)]
+FORWARD += [(128, 128, 8, 3, None), (128, 64, 8, 3, TMA), (64, 64, 4, 3, None)]
+# backward: (dK/dV key tile, its query tile, dQ query tile, its key tile, warps, stages,
+# indexing)
+BACKWARD = [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 2, None)]
+BACKWARD += [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 3, None)]
+SMOKE_FORWARD = [(16, 16, 4, 1, TMA)]
+SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1, TMA)]
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 DELTA_BLOCK = 64  # rows per program of the backward's rowsum(dO * O) pass
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
 def forward_config(entry: tuple) -> tc.Config:
-    """A forward Config from (block_m, block_n, warps, stages)."""
-    block_m, block_n, warps, stages = entry
-    return tc.Config(block_sizes=[block_m, block_n], num_warps=warps, num_stages=stages)
+    """A forward Config from (block_m, block_n, warps, stages, indexing)."""
+    block_m, block_n, warps, stages, indexing = entry
+    extra = {"indexing": indexing} if indexing else {}
+    return tc.Config(block_sizes=[block_m, block_n], num_warps=warps, num_stages=stages, **extra)
 
 
 def backward_config(entry: tuple, group: int) -> tc.Config:
     """A backward Config: the delta pass, dK/dV (its query loop unrolled once per query head
     of a kv head's `group`), then dQ."""
-    kv_n, kv_m, q_m, q_n, warps, stages = entry
+    kv_n, kv_m, q_m, q_n, warps, stages, indexing = entry
     blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * group, q_m, q_n]
-    return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages)
+    extra = {"indexing": indexing} if indexing else {}
+    return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
 
 def flops(shape: tuple, causal: bool) -> tuple[float, float]:

@@ -208,6 +208,27 @@ def scaled_by_flag(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
 
 
 @helion.kernel()
+def kl_div_rows(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Per-row KL(p || q) from log q, both tile sizes registered (Helion's kl_div shape)."""
+    rows, vocab = log_q.shape
+    loss = torch.zeros([rows], dtype=torch.float32, device=log_q.device)
+    block_v = hl.register_block_size(vocab)
+    block_r = hl.register_block_size(rows)
+    for tile_r in hl.tile(rows, block_size=block_r):
+        acc = hl.zeros([tile_r, block_v], dtype=torch.float32)
+        for tile_v in hl.tile(vocab, block_size=block_v):
+            target = p[tile_r, tile_v]
+            log_p = torch.log(torch.clamp(target, min=1e-10))
+            acc += target * (log_p - log_q[tile_r, tile_v])
+        loss[tile_r] = acc.sum(dim=-1)
+    return loss
+
+
+def _kl_div_rows(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.kl_div(log_q, p, reduction="none").sum(-1)
+
+
+@helion.kernel()
 def jagged_sum(x_data: torch.Tensor, x_offsets: torch.Tensor) -> torch.Tensor:
     m = x_data.shape[1]
     num_rows = x_offsets.size(0) - 1
@@ -363,6 +384,11 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
             lambda a, c: torch.nn.functional.cross_entropy(a, c),
         ),
         "bmm": (bmm, (batch_a, batch_b), torch.bmm),
+        "kl_div_rows": (
+            kl_div_rows,
+            (rows.log_softmax(-1), rows.flip(0).softmax(-1)),
+            _kl_div_rows,
+        ),
         "swiglu": (swiglu, (rows, rows.flip(0)), lambda a, c: torch.nn.functional.silu(a) * c),
         "rows_by_grid": (rows_by_grid, (rows,), lambda a: a - a.amax(-1, keepdim=True)),
         "rms_norm": (

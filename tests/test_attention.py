@@ -97,6 +97,17 @@ def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: in
     _check((1, 2, 1, 37, 50, 16), torch.float32, causal=True, window=window)
 
 
+def test_attention_window_with_key_tiles_smaller_than_query_tiles(
+    mode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Query tiles of 32 over key tiles of 16 with a window of 3: a program's first key
+    tile holds no key some of its queries see (their running maximum is still -inf)."""
+    _kernels(mode)
+    monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[32, 16]))
+    monkeypatch.setattr(attention_backward, "config", tc.Config(block_sizes=[16, 16, 32, 32, 16]))
+    _check((1, 1, 1, 50, 50, 16), torch.float32, causal=True, window=3)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_bias(mode, causal: bool) -> None:
     """An additive bias broadcast over the batch, and its gradient (summed over the batch)."""
@@ -266,3 +277,50 @@ def test_launchers_never_sync_with_the_device() -> None:
     for bound in dense + varlen:
         code = bound.to_triton_code()
         assert not [s for s in (".item()", "synchronize", ".cpu()", ".tolist()") if s in code]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_reads_through_tensor_descriptors(
+    mode, monkeypatch: pytest.MonkeyPatch, causal: bool
+) -> None:
+    """A program's row tiles are plain block reads, so the `indexing` knob turns them into
+    tensor descriptors (TMA loads on Hopper) in the forward and both backward passes; the
+    causal key loop (its end computed on the device) keeps pointers for its keys."""
+    _kernels(mode)
+    forward = tc.Config(block_sizes=[16, 16], indexing="tensor_descriptor")
+    backward = tc.Config(block_sizes=[16] * 5, indexing="tensor_descriptor")
+    monkeypatch.setattr(attention_forward, "config", forward)
+    monkeypatch.setattr(attention_backward, "config", backward)
+    _check((1, 2, 2, 37, 50, 32), torch.float32, causal=causal)
+    q, k, v = (t.detach() for t in _inputs((1, 2, 2, 37, 50, 32), torch.float32))
+    args = (q, k, v, q.new_empty(0), causal, 0.2, 0, False)
+    code = attention_forward.bind(args).to_triton_code(forward)
+    assert "q_rows_desc" in code and ("k_rows_desc" in code) != causal
+    out, lse = attention_forward(*args)
+    code = attention_backward.bind((out, *args[:4], out, lse, *args[4:])).to_triton_code(backward)
+    assert "k_rows_desc" in code and "dq_desc" in code
+
+
+def test_config_space_holds_what_fast_attention_tunes() -> None:
+    """Query and key tiles (tl.dot sizes), warps, stages (whole kernel and per key loop),
+    tensor-descriptor reads, persistent programs; the generated forward multiplies the
+    scores once by the folded scale, exponentiates in base 2 and ends a causal program's key
+    loop at its last query."""
+    from tilecraft.autotune.space import ConfigSpace
+
+    q, k, v = (t.detach() for t in _inputs((1, 2, 2, 300, 300, 64), torch.float32))
+    bound = attention_forward.bind((q, k, v, q.new_empty(0), True, 0.125, 0, False))
+    knobs = {knob.name: knob for knob in ConfigSpace(bound.spec, bound.default_config).knobs}
+    assert {128, 16} <= set(knobs["block_sizes[0]"].choices) and 8 not in knobs[
+        "block_sizes[0]"
+    ].choices
+    assert {64, 256} <= set(knobs["block_sizes[1]"].choices)
+    assert {4, 8} <= set(knobs["num_warps"].choices) and {2, 3, 4} <= set(
+        knobs["num_stages"].choices
+    )
+    assert "range_num_stages[0]" in knobs
+    assert "tensor_descriptor" in knobs["indexing[0]"].choices
+    assert "persistent_interleaved" in knobs["pid_type"].choices
+    code = bound.to_triton_code()
+    assert "tl.exp2(" in code and "tl.exp(" not in code
+    assert "* qk_scale" in code and "tl.minimum(offset_1 + _BLOCK_SIZE_1, 300)" in code

@@ -63,6 +63,27 @@ def test_failures_are_recorded_and_never_stop_the_engine() -> None:
         assert again[0].ok
 
 
+SCALE = 1.5  # a module constant the host code reads: workers get it by value
+
+
+@tc.kernel
+def scaled(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    factor = SCALE * 2
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * factor
+    return out
+
+
+def test_worker_processes_see_the_module_constants_the_host_code_reads() -> None:
+    """tilecraft.nn.attention's host code reads `LOG2E`: every candidate failed in the
+    workers with a NameError, so tuning it kept the default without a timing."""
+    x = torch.randn(40)
+    with Benchmarker(scaled.bind((x,)), (x,), workers=1, timeout_s=60) as bench:
+        (trial,) = bench([tc.Config(block_sizes=[16])])
+    assert trial.ok, trial.error
+
+
 def test_in_process_engine_checks_results() -> None:
     x = torch.randn(40)
     with Benchmarker(moody.bind((x,)), (x,), workers=0) as bench:

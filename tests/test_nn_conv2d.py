@@ -75,37 +75,50 @@ def _compare(x_shape, w_shape, channels_last=False, bias=True, residual=True, ac
         torch.testing.assert_close(g.float(), e, **tol, msg=lambda m, n=name: f"grad {n}: {m}")
 
 
-@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
+
+
 @pytest.mark.parametrize(
-    ("x_shape", "w_shape", "activation", "options"),
+    ("x_shape", "w_shape", "activation", "options", "channels_last"),
     [
         # the implicit GEMM: groups, strides, padding and dilation per dim
-        ((2, 4, 9, 7), (6, 2, 3, 2), "relu", {"stride": (2, 1), "padding": (1, 2),
-                                              "dilation": (1, 2), "groups": 2}),
-        ((1, 3, 7, 5), (5, 3, 3, 3), "gelu", {"padding": "same", "dilation": 2}),
-        # 1x1: a plain GEMM, and strided (the implicit GEMM)
-        ((1, 5, 6, 5), (3, 5, 1, 1), "silu", {}),
-        ((2, 5, 5, 3), (4, 5, 1, 1), None, {"stride": 2}),
+        ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, False),
+        ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, True),
+        ((1, 3, 7, 5), (5, 3, 3, 3), "gelu", {"padding": "same", "dilation": 2}, True),
+        # even filters: 'same' pads one more after than before
+        ((1, 2, 5, 6), (3, 2, 2, 4), None, {"padding": "same", "dilation": (1, 3)}, False),
+        # 1x1: a plain GEMM (both layouts are different views), and strided (implicit GEMM)
+        ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, False),
+        ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, True),
+        ((2, 5, 5, 3), (4, 5, 1, 1), None, {"stride": 2}, False),
         # depthwise: the stencil; a channel multiplier of 2 goes to the implicit GEMM
-        ((2, 6, 7, 5), (6, 1, 3, 3), "relu", {"stride": 2, "padding": 1, "groups": 6}),
+        ((2, 6, 7, 5), (6, 1, 3, 3), "relu", {"stride": 2, "padding": 1, "groups": 6}, False),
+        ((2, 6, 7, 5), (6, 1, 3, 3), "relu", {"stride": 2, "padding": 1, "groups": 6}, True),
         ((1, 3, 6, 7), (3, 1, 5, 3), "silu", {"padding": (2, 0), "dilation": (1, 2),
-                                              "groups": 3}),
-        ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}),
+                                              "groups": 3}, True),
+        ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}, False),
     ],
-    ids=["gemm", "same-dilated", "pointwise", "pointwise-strided", "depthwise",
+    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "same-even", "pointwise-nchw",
+         "pointwise-nhwc", "pointwise-strided", "depthwise-nchw", "depthwise-nhwc",
          "depthwise-dilated", "multiplier"],
 )  # fmt: skip
 def test_conv2d(modes, x_shape, w_shape, activation, options, channels_last) -> None:
     _compare(x_shape, w_shape, channels_last, activation=activation, **options)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(
-    ("w_shape", "groups"), [((5, 4, 3, 3), 1), ((4, 1, 3, 3), 4), ((3, 4, 1, 1), 1)]
+    ("dtype", "w_shape", "groups"),
+    [
+        (torch.float16, (5, 4, 3, 3), 1),
+        (torch.bfloat16, (5, 4, 3, 3), 1),
+        (torch.bfloat16, (4, 1, 3, 3), 4),
+        (torch.float16, (3, 4, 1, 1), 1),
+    ],
+    ids=["gemm-fp16", "gemm-bf16", "depthwise-bf16", "pointwise-fp16"],
 )
 def test_conv2d_low_precision(modes, dtype, w_shape, groups: int) -> None:
     padding = 1 if w_shape[2] == 3 else 0
-    _compare((2, 4, 6, 5), w_shape, True, activation="relu", dtype=dtype, padding=padding,
+    _compare((2, 4, 4, 5), w_shape, True, activation="relu", dtype=dtype, padding=padding,
              groups=groups)  # fmt: skip
 
 
@@ -151,3 +164,80 @@ def test_conv2d_checks() -> None:
         conv2d(x, w, residual=torch.randn(1, 2, 5, 5))
     with pytest.raises(ValueError, match="dtype"):
         conv2d(x, w.double())
+
+
+def test_conv2d_operators_under_torch_compile() -> None:
+    """The forward operators pass opcheck (fake tensors, autograd registration), and a
+    forward and backward traced by torch.compile (fullgraph) matches eager PyTorch."""
+    from tilecraft.nn.conv2d import plan
+
+    x = torch.randn(1, 4, 5, 4).to(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(6, 2, 3, 3, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    op, args = plan(x.detach(), w.detach(), padding=1, groups=2, activation="silu")
+    torch.library.opcheck(op.op, args)
+
+    def step(x, w, b):
+        return conv2d(x, w, b, padding=1, groups=2, activation="gelu").square().sum()
+
+    loss = torch.compile(step, fullgraph=True, backend="aot_eager")(x, w, b)
+    grads = torch.autograd.grad(loss, (x, w, b))
+    ref = F.gelu(F.conv2d(x, w, b, padding=1, groups=2)).square().sum()
+    want = torch.autograd.grad(ref, (x, w, b))
+    torch.testing.assert_close(loss, ref, atol=1e-3, rtol=1e-4)
+    for got, expected in zip(grads, want, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-4)
+
+
+def test_conv2d_empty_batch(modes) -> None:
+    """Zero images: an empty result and zero weight and bias gradients, as PyTorch gives."""
+    x = torch.randn(0, 3, 5, 5, requires_grad=True)
+    for w_shape, groups in (((4, 3, 3, 3), 1), ((3, 1, 3, 3), 3)):
+        w = torch.randn(w_shape, requires_grad=True)
+        b = torch.randn(w_shape[0], requires_grad=True)
+        out = conv2d(x, w, b, padding=1, groups=groups, activation="relu")
+        assert out.shape == (0, w_shape[0], 5, 5)
+        grads = torch.autograd.grad(out.sum(), (x, w, b))
+        assert grads[0].shape == x.shape and not grads[1].any() and not grads[2].any()
+
+
+def test_conv2d_rejects_a_reduction_block_across_taps() -> None:
+    """A hand-written config whose reduction block spans two taps would mix them: refused."""
+    import tilecraft as tc
+    from tilecraft.exc import InvalidConfig
+    from tilecraft.nn.conv2d import plan
+
+    op, args = plan(torch.randn(1, 4, 5, 5), torch.randn(3, 4, 3, 3), padding=1)
+    bound = op.kernel.bind(args)
+    bound.to_triton_code(tc.Config(block_sizes=[32, 16, 16]))  # the largest that fits
+    with pytest.raises(InvalidConfig, match="reduction block 64"):
+        bound.to_triton_code(tc.Config(block_sizes=[64, 16, 16]))
+
+
+@pytest.mark.parametrize("blocks", [[16, 16, 16], [64, 32, 32]])
+def test_conv2d_configs(blocks: list[int]) -> None:
+    """Compiled with other configs (Triton's interpreter): reduction blocks smaller than a
+    tap's padded channels (several per tap) or equal to them, and the weight gradient's
+    reduction split in chunks."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x = torch.randn(2, 40, 5, 6).to(memory_format=torch.channels_last)
+    w = torch.randn(8, 40, 3, 3) / 10
+    options = {"padding": 1, "stride": (1, 2)}
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = F.conv2d(xr, wr, **options)
+    grad = torch.randn_like(ref)
+    ref.backward(grad)
+    op, args = plan(x, w, **options)
+    out = op.kernel.bind(args).compile(tc.Config(block_sizes=blocks))(*args)[0]
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    geometry = (1, 2, 1, 1, 1, 1, 1)
+    dx_args = (grad, args[1], x, *geometry, True)
+    dx_config = tc.Config(block_sizes=[min(blocks[0], 32), *blocks[1:]])  # 8 channels: 32
+    dx = bwd.conv2d_input_grad.bind(dx_args).compile(dx_config)(*dx_args)
+    torch.testing.assert_close(dx, xr.grad, atol=1e-4, rtol=1e-4)
+    dw_args = (grad, x, args[1], *geometry)
+    splits = tc.Config(block_sizes=blocks, splits=blocks[0] // 8)  # 2 or 8 chunks
+    dw = bwd.conv2d_weight_grad.bind(dw_args).compile(splits)(*dw_args)
+    torch.testing.assert_close(dw, wr.grad, atol=1e-4, rtol=1e-4)

@@ -286,3 +286,19 @@ def test_gpu_report_script_smoke(tmp_path: Path) -> None:
     assert result["searches"][0]["configs"] == 3 and result["objective"] == "time"
     assert [Path(p).name.split("-")[0] for p in result["pictures"]] == ["tuning", "configs"]
     assert all(Path(p).read_bytes().startswith(PNG) for p in result["pictures"])
+
+
+def test_runs_that_all_failed_or_lack_energy_are_drawn(tmp_path: Path) -> None:
+    path = tmp_path / "tuning.sqlite3"
+    rows = batches("pattern", T0, [[None]])  # nothing ran
+    rows += batches("fast", T0 + 1000, [[0.5, 0.4]]) + batches("de", T0 + 2000, [[0.6]])
+    with TuningDB(path) as db:
+        db.add_trial_rows(rows)
+    with sqlite3.connect(path) as conn:  # energy measured in the "fast" run only
+        conn.execute("UPDATE trials SET energy_j = 0.01 WHERE search = 'fast'")
+    conn.close()
+    report = write_report(tmp_path / "out", path, what="tuning")
+    progress, configs = report.pictures
+    assert "pattern: best none after 1 trial (1 failed)" in progress.caption
+    assert "Energy was not measured in the runs of pattern, de." in configs.caption
+    assert all(p.path.read_bytes().startswith(PNG) for p in report.pictures)

@@ -58,8 +58,10 @@ def test_random_neighbors_and_encodings_respect_the_constraints() -> None:
         assert space.is_valid(config)
         assert len(space.encode(config)) == len(space.knobs)
         assert all(space.is_valid(n) for n in space.neighbors(config))
-    huge = space.snap({"block_sizes[0]": 4096, "block_sizes[1]": 4096})
-    assert not space.is_valid(huge) and MAX_ELEMENTS < 4096 * 4096
+    values = {**space.values(space.default()), "block_sizes[0]": 4096, "block_sizes[1]": 4096}
+    assert not space.is_valid(space.config(values)) and MAX_ELEMENTS < 4096 * 4096
+    repaired = space.repair(values)  # shrunk until it fits the budgets
+    assert space.is_valid(repaired) and max(repaired.block_sizes) < 4096
 
 
 def test_snap_repairs_values_and_drops_unknown_names() -> None:

@@ -105,6 +105,21 @@ def test_squeeze_unsqueeze_expand() -> None:
 
 
 @tc.kernel
+def rowwise_products(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    b, m, _ = x.size()
+    out = torch.empty([b, m, y.size(2)], dtype=x.dtype, device=x.device)
+    for tile_b, tile_m in tc.tile([b, m], block_size=[1, None]):
+        a = x[tile_b, tile_m, :].squeeze(0)  # one batch row per program: 2-D tiles
+        out[tile_b, tile_m, :] = torch.mm(a, y[tile_b, :, :].squeeze(0))[None, :, :]
+    return out
+
+
+def test_squeeze_drops_a_tile_dim_of_block_size_one() -> None:
+    """A tile the kernel fixes at block size 1 holds one position: squeeze drops its dim."""
+    check_modes(rowwise_products, (torch.randn(3, 37, 16), torch.randn(3, 16, 20)), torch.bmm)
+
+
+@tc.kernel
 def broadcast_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     m, n = y.size()
     out = torch.empty([m, n], dtype=x.dtype, device=x.device)

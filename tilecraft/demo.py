@@ -26,6 +26,38 @@ from tilecraft.shipped import examples_folder
 from tilecraft.testing import assert_close
 
 CPU_TUNED = ("softmax", "matmul")
+GPU_TUNED = ("softmax", "rms_norm", "matmul")  # a few, so that the demo takes about a minute
+GPU_TUNE_S = 8.0  # the tuning budget of each, in seconds
+# Sizes on a GPU, where times mean something: 16M elements for elementwise kernels, 4096
+# rows of 4096 for row kernels, 2048^3 for matrix products. Examples not named keep the
+# (small) default shape of their `inputs()`, which is also what runs on a CPU.
+ROWS = (4096, 4096)
+GPU_SHAPES: dict[str, tuple[int, ...]] = {
+    **dict.fromkeys(["add", "bias_gelu", "exp", "dropout"], ROWS),
+    **dict.fromkeys(
+        [
+            "softmax",
+            "softmax_backward",
+            "softmax_two_pass",
+            "rms_norm",
+            "rms_norm_backward",
+            "layer_norm",
+            "layer_norm_backward",
+            "cross_entropy",
+            "cross_entropy_backward",
+            "sum",
+            "cumsum",
+        ],
+        ROWS,
+    ),
+    **dict.fromkeys(
+        ["matmul", "matmul_epilogue", "matmul_mixed", "matmul_bias_gelu", "linear_residual"],
+        (2048, 2048, 2048),
+    ),
+    "matmul_split_k": (256, 16384, 256),
+    "bmm": (16, 512, 512, 512),
+    "attention": (4, 16, 1024, 64),
+}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -92,6 +124,13 @@ def default_shape(module: ModuleType) -> tuple[int, ...]:
     return tuple(inspect.signature(module.inputs).parameters["shape"].default)
 
 
+def demo_shape(module: ModuleType, gpu: bool) -> tuple[int, ...]:
+    """The shape the demo runs an example at: a realistic one on a GPU (GPU_SHAPES), the
+    example's small default on a CPU (Triton's interpreter)."""
+    name = module.__name__.rsplit(".", 1)[-1]
+    return GPU_SHAPES.get(name, default_shape(module)) if gpu else default_shape(module)
+
+
 def max_error(actual: Any, expected: Any) -> float:
     """The largest absolute difference over a tensor or a tuple of tensors."""
     if isinstance(expected, (tuple, list)):
@@ -126,7 +165,7 @@ def run_kernel(row: Row, kernel: Kernel, module: ModuleType, dtype: torch.dtype)
     """Fill `row`: compile, check and time one kernel (failures are recorded, not raised)."""
     row.dtype = str(dtype).removeprefix("torch.")
     try:
-        args = module.inputs(shape=default_shape(module), dtype=dtype)
+        args = module.inputs(shape=demo_shape(module, on_gpu()), dtype=dtype)
         row.shape = "x".join(map(str, args[0].shape))
         kernel.settings.autotune_effort = "none"  # first the default config: compile, check
         out, row.compile_s = wall_s(lambda: kernel(*args))
@@ -145,11 +184,14 @@ def run_kernel(row: Row, kernel: Kernel, module: ModuleType, dtype: torch.dtype)
 
 
 def tune(row: Row, kernel: Kernel, args: tuple) -> None:
-    """A short tuning run: seconds of it on a GPU; on a CPU (Triton's interpreter, where
-    times mean nothing) a few configs of the kernels in CPU_TUNED, to show the tuner."""
+    """A short tuning run: GPU_TUNE_S seconds of it for the kernels in GPU_TUNED on a GPU;
+    on a CPU (Triton's interpreter, where times mean nothing) a few configs of the kernels
+    in CPU_TUNED, to show the tuner."""
     kernel.settings.autotune_quiet = True
-    if on_gpu():
-        options: dict[str, Any] = {"budget_s": 10.0}
+    if on_gpu() and row.kernel in GPU_TUNED:
+        options: dict[str, Any] = {"budget_s": GPU_TUNE_S}
+    elif on_gpu():
+        return
     elif row.kernel in CPU_TUNED and kernel.bind(args).cpu_mode == "triton":
         kernel.settings.autotune_workers = 1
         options = {"max_configs": 4}

@@ -15,6 +15,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 import types
 import warnings
 from pathlib import Path
@@ -23,12 +24,24 @@ from typing import Any
 import torch
 
 from tilecraft.autotune.energy import EnergyMeter
+from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
-from tilecraft.autotune.workers import DIR_PREFIX, WorkerPool, capped_workers, remove_stale_dirs
+from tilecraft.autotune.workers import (
+    DIR_PREFIX,
+    SKIPPED_RESULT,
+    WorkerPool,
+    acquire,
+    capped_workers,
+    give_back,
+    past,
+    remove_stale_dirs,
+)
 from tilecraft.exc import TilecraftError
+from tilecraft.runtime import guard
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import runs_on_cpu
 from tilecraft.runtime.interpret import eager_function, run_eagerly
 
 
@@ -37,7 +50,9 @@ class Benchmarker:
 
     `workers=0` runs candidates in this process (fast, but a hang or crash is not
     contained). On a CPU, times come from Triton's interpreter and mean nothing. With a
-    `meter`, each ok candidate's energy per call is measured too, after its timing.
+    `meter`, each ok candidate's energy per call is measured too, after its timing. The
+    workers (the process's warm pool, see workers.py) start before the reference outputs
+    are computed, so their start-up overlaps it; `phases` receives where the time went.
     """
 
     def __init__(
@@ -48,70 +63,107 @@ class Benchmarker:
         workers: int = 2,
         timeout_s: float = 60.0,
         reference: Config | None = None,
+        phases: Phases | None = None,
         meter: EnergyMeter | None = None,
     ) -> None:
-        self.bound, self.args, self.meter = bound, args, meter
+        self.bound, self.args, self.timeout_s, self.meter = bound, args, timeout_s, meter
+        self.phases = Phases() if phases is None else phases
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         self.pool: WorkerPool | None = None
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
+        self.started = time.monotonic()
+        self.deadline: float | None = None  # when a tuning budget runs out (time.monotonic)
         remove_stale_dirs()  # those of runs that died before they could clean up
-        self.expected = self._reference(reference)
         workers = capped_workers(workers, args)
         if workers > 0:
-            self.pool = self._pool(workers, timeout_s)
+            self.pool = acquire(
+                workers, timeout_s, interpret=runs_on_cpu(args), device=_device(args)
+            )
+        try:
+            with self.phases.timed("reference"):
+                self.expected = self._reference(reference)
+            if self.pool is not None:
+                with self.phases.timed("save"):
+                    self._save()
+        except BaseException:
+            self.close()
+            raise
 
     def _reference(self, config: Config | None) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
         compiled, or the kernel run eagerly in PyTorch where that config fails."""
         run_args = fresh(self.args)
         try:
-            result = self.bound.compile(config)(*run_args)
+            result = self._compiled_in_time(config)(*run_args)
         except Exception:  # e.g. a default too big for this GPU's shared memory
             run_args = fresh(self.args)
             fn = eager_function(self.bound.src)
             result = run_eagerly(fn, run_args, (config or self.bound.default_config).tunables)
         return [t.detach().clone() for t in outputs(result, run_args)]
 
-    def _pool(self, workers: int, timeout_s: float) -> WorkerPool | None:
-        """Workers reading the arguments from a private temporary directory (removed by
-        `close`); None, with a warning, when it cannot be written (a full disk)."""
+    def _compiled_in_time(self, config: Config | None) -> Any:
+        """The launcher of `config`, its Triton compile done within the compile timeout;
+        TimeoutError when it is not (the compile goes on in the background)."""
+        launcher = self.bound.compile(config)
+        timeout = self.bound.settings.compile_timeout_s
+        work = lambda: guard.precompile(launcher, fresh(self.args))  # noqa: E731
+        if guard.needed(self.args) and not guard.finishes_within(work, timeout):
+            raise TimeoutError(f"the reference config did not compile in {timeout:g} s")
+        return launcher
+
+    def _save(self) -> None:
+        """Write the arguments and the reference for the workers, in a private temporary
+        directory (removed by `close`); without workers, with a warning, when it cannot be
+        written (a full disk) or the arguments cannot be pickled."""
         try:
             self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
-            args_path, ref_path = self.dir / "args.pt", self.dir / "expected.pt"
-            torch.save(self.args, args_path)
-            torch.save(self.expected, ref_path)
-            return WorkerPool(args_path, ref_path, workers, timeout_s)
+            torch.save(self.args, self.dir / "args.pt")
+            torch.save(self.expected, self.dir / "expected.pt")
         except OSError as e:
-            return self._no_pool(str(e))
+            self._no_pool(str(e))
         except (pickle.PicklingError, AttributeError, TypeError) as e:
             # a function argument (an epilogue lambda) cannot travel to another process
-            return self._no_pool(f"the arguments cannot be sent to a worker process: {e}")
+            self._no_pool(f"the arguments cannot be sent to a worker process: {e}")
 
-    def _no_pool(self, why: str) -> WorkerPool | None:
+    def _no_pool(self, why: str) -> None:
         self.close()
         message = f"tilecraft: no benchmark workers ({why}); candidates run in this process"
         warnings.warn(message, stacklevel=4)
-        return None
 
     def _job(self, config: Config, energy: bool = True) -> dict:
-        path, code = self.bound.code_file(config)
-        return {
+        with self.phases.timed("codegen"):
+            path, code = self.bound.code_file(config)
+        job = {
             "code_path": str(path),
             "code": code,  # sent, not read back from the cache dir
             "name": self.bound.src.tree.name,
             "imports": self.imports,
-            "lock": str(self.dir / "gpu.lock") if self.pool and self.dir else None,
+            "constants": self.constants,
             "config": config.to_json(),
             "energy": self.meter.to_job() if self.meter and energy else None,
         }
+        if self.pool is not None and self.dir is not None:
+            job["args"], job["ref"] = str(self.dir / "args.pt"), str(self.dir / "expected.pt")
+            job["lock"] = str(self.dir / "gpu.lock")
+        return job
+
+    @functools.cached_property
+    def _globals_used(self) -> dict[str, Any]:
+        """The module globals the kernel's source names."""
+        names = {n.id for n in ast.walk(self.bound.src.tree) if isinstance(n, ast.Name)}
+        return {n: self.bound.src.namespace[n] for n in names & set(self.bound.src.namespace)}
+
+    @functools.cached_property
+    def constants(self) -> dict[str, Any]:
+        """Plain values among those globals (`LOG2E = 1.44...`): sent to workers by value."""
+        plain = (bool, int, float, str, type(None))
+        return {n: v for n, v in self._globals_used.items() if type(v) in plain}
 
     @functools.cached_property
     def imports(self) -> dict[str, list[str]]:
-        """How a worker finds the globals the host code uses: [module, attribute path]."""
-        names = {n.id for n in ast.walk(self.bound.src.tree) if isinstance(n, ast.Name)}
+        """How a worker finds the other globals the host code uses: [module, attribute path]."""
         found = {}
-        for name in names & set(self.bound.src.namespace):
-            value = self.bound.src.namespace[name]
+        for name, value in self._globals_used.items():
             if isinstance(value, types.ModuleType):
                 found[name] = [value.__name__, ""]
                 continue
@@ -123,13 +175,22 @@ class Benchmarker:
                 found[name] = [module, qualname]
         return found
 
-    def _run(self, jobs: list[dict]) -> list[dict]:
-        if self.pool is not None:
-            return self.pool.run(jobs)
-        return [run_job(job, self.args, self.expected) for job in jobs]
+    def _run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
+        if self.pool is None:
+            return [
+                SKIPPED_RESULT if past(deadline) else run_job(job, self.args, self.expected)
+                for job in jobs
+            ]
+        results = self.pool.run(jobs, deadline, self.timeout_s)
+        self.phases.most("workers_ready", self.pool.started_since(self.started))
+        for result in results:
+            self.phases.most("load", float(result.get("load_s", 0.0)))
+        return results
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
-        """Check and time every config (in parallel); a Trial each, in order."""
+        """Check and time every config (in parallel); a Trial each, in order. Configs not
+        measured by `self.deadline` (time.monotonic) are "skipped" trials."""
+        deadline = self.deadline
         trials: dict[int, Trial] = {}
         jobs: list[tuple[int, dict]] = []
         for i, config in enumerate(configs):
@@ -137,25 +198,31 @@ class Benchmarker:
                 jobs.append((i, self._job(config)))
             except TilecraftError as e:
                 trials[i] = Trial(config, "invalid", error=e.message)
-        results = self._run([job for _, job in jobs])
+        results = self._run([job for _, job in jobs], deadline)
         for (i, _), result in zip(jobs, results, strict=True):
             trials[i] = _trial(configs[i], result)
+            self.phases.most("compile_max", trials[i].compile_s)
+            self.phases.add("compile_sum", trials[i].compile_s)
+            self.phases.add("timing", trials[i].bench_s)
         return [trials[i] for i in range(len(configs))]
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
-        """Time the leaders again, interleaved, and keep each one's best median."""
-        best: dict[Config, float] = {}
-        jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
-        for _ in range(rounds):
-            for config, result in zip(configs, self._run(jobs), strict=True):
-                if result.get("time_ms") is not None:
-                    best[config] = min(best.get(config, float("inf")), result["time_ms"])
+        """Time the leaders again, interleaved, and keep each one's best median (of the
+        rounds done by `self.deadline`)."""
+        deadline, best = self.deadline, dict[Config, float]()
+        with self.phases.timed("retime"):
+            jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
+            for _ in range(rounds):
+                for config, result in zip(configs, self._run(jobs, deadline), strict=True):
+                    if result.get("time_ms") is not None:
+                        best[config] = min(best.get(config, float("inf")), result["time_ms"])
         return best
 
     def close(self) -> None:
-        """Stop the workers and remove the temporary directory."""
-        if self.pool is not None:
-            self.pool.close()
+        """Hand the workers back (the warm pool stays) and remove the temporary directory."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            give_back(pool)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -164,6 +231,11 @@ class Benchmarker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _device(args: tuple) -> str:
+    """The GPU the arguments live on ("" on the CPU), where workers make their context."""
+    return next((str(a.device) for a in args if isinstance(a, torch.Tensor) and a.is_cuda), "")
 
 
 def _trial(config: Config, result: dict) -> Trial:

@@ -31,7 +31,9 @@ from typing import Any
 from tilecraft.autotune import regress
 from tilecraft.autotune.reporthtml import page
 from tilecraft.autotune.runs import TuningRun, read_runs
+from tilecraft.autotune.trial import OK, Trial
 from tilecraft.exc import ReportError
+from tilecraft.runtime.config import Config
 
 LIMIT = 8  # at most this many kernel/shape pairs, and kernels' histories, unless asked
 WHAT = ("all", "tuning", "bench")
@@ -221,7 +223,8 @@ def _progress(group: list[TuningRun], out: Path) -> Picture:
     by_time.ticklabel_format(axis="x", useOffset=False)
     by_trials.set(xlabel="trials")
     _integer_ticks(by_trials)
-    by_trials.legend(title="search", fontsize="small")
+    if by_trials.get_lines():  # none when every trial failed
+        by_trials.legend(title="search", fontsize="small")
     _log_if_wide(by_time, [b for r in group for b in r.best_so_far() if b is not None])
     figure.suptitle(_title(group[0]), fontsize="medium")
     path = _save(figure, out / f"tuning-{slug(group[0].kernel_name, str(group[0].id))}.png")
@@ -230,7 +233,7 @@ def _progress(group: list[TuningRun], out: Path) -> Picture:
 
 def _progress_caption(group: list[TuningRun]) -> str:
     parts = [
-        f"{r.search}: best {_ms(r.best_ms())} after {len(r.trials)} trials"
+        f"{r.search}: best {_ms(r.best_ms())} after {_count(len(r.trials), 'trial')}"
         f" ({r.failed()} failed) in {r.wall_s():.1f} s"
         for r in group
     ]
@@ -238,6 +241,10 @@ def _progress_caption(group: list[TuningRun]) -> str:
         "Best kernel time found so far, against wall time (estimated from when each batch"
         " was stored) and against trials. " + "; ".join(parts) + "."
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _ms(value: float | None) -> str:
@@ -279,7 +286,8 @@ def _configs(group: list[TuningRun], out: Path) -> Picture:
     axes = figure.subplots()
     measured = any(r.has_energy() for r in group)
     caption = (_energy_scatter if measured else _time_scatter)(axes, group)
-    axes.legend(title="search", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    if axes.collections:  # none when every trial failed
+        axes.legend(title="search", fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
     figure.suptitle(_title(group[0]), fontsize="medium")
     name = f"configs-{slug(group[0].kernel_name, str(group[0].id))}.png"
     kind = "by time and energy" if measured else "by time"
@@ -295,6 +303,9 @@ def _energy_scatter(axes: Any, group: list[TuningRun]) -> str:
         if mine:
             axes.scatter(*_columns(mine), s=14, alpha=0.7, color=color(run.search), label=label)
     front = pareto_front(points)
+    unmeasured = [r.search for r in group if not r.has_energy()]
+    if unmeasured:
+        axes.set_title(f"energy not measured: {', '.join(unmeasured)}", fontsize="small")
     if not front:
         return "No trial with both a time and a measured energy."
     axes.plot(*_columns(front), "k--", lw=1, drawstyle="steps-post", label="Pareto front")
@@ -308,6 +319,11 @@ def _energy_scatter(axes: Any, group: list[TuningRun]) -> str:
         f" is the time/energy Pareto front ({len(front)} configs): the fastest takes"
         f" {fastest[0]:.4g} ms and {fastest[1]:.4g} J per call, the most frugal"
         f" {frugal[0]:.4g} ms and {frugal[1]:.4g} J."
+        + (
+            f" Energy was not measured in the runs of {', '.join(unmeasured)}."
+            if unmeasured
+            else ""
+        )
     )
 
 
@@ -316,12 +332,12 @@ def _columns(points: Sequence[tuple[float, float]]) -> tuple[list[float], list[f
 
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The (time, energy) points no other point beats on both, fastest first."""
-    front: list[tuple[float, float]] = []
-    for time_ms, joules in sorted(points):
-        if not front or joules < front[-1][1]:
-            front.append((time_ms, joules))
-    return front
+    """The (time, energy) points no other point beats on both, fastest first (the tuner's
+    own `energy.pareto_front`, on bare points)."""
+    from tilecraft.autotune import energy
+
+    trials = [Trial(Config(), OK, time_ms, energy_j=joules) for time_ms, joules in points]
+    return [(t.time_ms or 0.0, t.energy_j or 0.0) for t in energy.pareto_front(trials)]
 
 
 def _time_scatter(axes: Any, group: list[TuningRun]) -> str:

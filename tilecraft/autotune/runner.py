@@ -24,11 +24,15 @@ from tilecraft.testing import REL_ERROR_LIMITS, relative_error
 
 
 def load_launcher(
-    code_path: str, name: str, imports: dict[str, list[str]], code: str | None = None
+    code_path: str,
+    name: str,
+    imports: dict[str, list[str]],
+    code: str | None = None,
+    constants: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
     """The host launcher of a generated module: `code` (named `code_path` in tracebacks and
     for Triton's source lookup), or the file's text when no code is given."""
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(constants or {})
     for alias, (module, path) in imports.items():
         value: Any = importlib.import_module(module)
         for attr in filter(None, path.split(".")):
@@ -174,7 +178,9 @@ def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
     for ok candidates `time_ms` and `bench_s` (wall time spent timing, waiting excluded),
     and `energy_j` (joules per call) when the job names an energy meter (`energy`)."""
     try:
-        launcher = load_launcher(job["code_path"], job["name"], job["imports"], job.get("code"))
+        launcher = load_launcher(
+            job["code_path"], job["name"], job["imports"], job.get("code"), job.get("constants")
+        )
         result = check(launcher, args, expected) if job.get("check", True) else {"status": "ok"}
         if result["status"] == "ok":
             with exclusive(job.get("lock")):

@@ -11,6 +11,7 @@ from typing import Any
 
 from tilecraft.codegen.access import supported_indexing
 from tilecraft.language.tunables import Choice, IntRange, PowerOfTwo
+from tilecraft.runtime.budget import HOPPER, footprint
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.spec import KernelSpec
 
@@ -155,11 +156,14 @@ class ConfigSpace:
         return self.config(self.values(self.default_config))
 
     def random(self, rng: random.Random) -> Config:
+        """A random valid config: drawn until one fits, else the last draw repaired."""
+        values: dict[str, Any] = {}
         for _ in range(100):
-            config = self.config({k.name: k.random(rng) for k in self.knobs})
+            values = {k.name: k.random(rng) for k in self.knobs}
+            config = self.config(values)
             if self.is_valid(config):
                 return config
-        return self.default()
+        return self.repair(values)
 
     def neighbors(self, config: Config) -> list[Config]:
         """Valid configs that differ from `config` in one knob by one step."""
@@ -177,10 +181,44 @@ class ConfigSpace:
         return [k.encode(values[k.name]) for k in self.knobs]
 
     def snap(self, values: dict[str, Any]) -> Config:
-        """The nearest valid config to (possibly invalid) knob values; unknown names dropped."""
+        """The config of the nearest choices to (possibly invalid) knob values; unknown names
+        dropped. It may not fit the budgets: see `is_valid` and `repair`."""
         known = {k.name: k for k in self.knobs}
         snapped = {name: known[name].snap(v) for name, v in values.items() if name in known}
         return self.config({**self.values(self.default_config), **snapped})
+
+    def repair(self, values: dict[str, Any]) -> Config:
+        """The config of these knob values, shrunk until it fits the device's register and
+        shared-memory budgets: fewer stages while shared memory is over, else the largest
+        block halved (each knob by one step down its choices). Values that still do not
+        fit give the default config."""
+        values = self.values(self.snap(values))
+        for _ in range(64):
+            config = self.config(values)
+            if self.is_valid(config):
+                return config
+            if not self._shrink(values, config):
+                break
+        return self.default()
+
+    def _shrink(self, values: dict[str, Any], config: Config) -> bool:
+        limits = self.spec.limits or HOPPER
+        stages = [k for k in self.knobs if k.field in ("num_stages", "range_num_stages")]
+        if footprint(self.spec, config.to_dict()).shared_bytes > limits.shared_per_block:
+            for knob in stages:
+                if isinstance(values[knob.name], int) and values[knob.name] > 1:
+                    values[knob.name] -= 1
+                    return True
+        blocks = [k for k in self.knobs if k.field in ("block_sizes", "reduction_loops")]
+        steps = [
+            (k, k.choices.index(values[k.name])) for k in blocks if values[k.name] in k.choices
+        ]
+        smaller = [(k, i) for k, i in steps if _step_down(k, i) is not None]
+        if not smaller:
+            return False
+        knob, i = max(smaller, key=lambda ki: _size(ki[0], ki[1], self.spec))
+        values[knob.name] = _step_down(knob, i)
+        return True
 
     # -- constraints ---------------------------------------------------------------------
     def is_valid(self, config: Config) -> bool:
@@ -193,10 +231,27 @@ class ConfigSpace:
         ]
         if self.spec.value_elements(blocks, rows) > MAX_ELEMENTS:
             return False
+        if not footprint(self.spec, d).fits(self.spec.limits or HOPPER):
+            return False
         if d.get("pid_type") == "xyz" and (len(self.spec.grids) == 0 or max(self.spec.grids) > 3):
             return False
         groups = d.get("l2_groupings") or []
         return not (d.get("pid_type") == "xyz" and any(g and g > 1 for g in groups))
+
+
+def _step_down(knob: Knob, index: int) -> Any:
+    """The next smaller size of a block knob (a whole row becomes its largest chunk)."""
+    if knob.field == "reduction_loops":  # choices: None (whole row), then chunks, largest first
+        return knob.choices[index + 1] if index + 1 < len(knob.choices) else None
+    return knob.choices[index - 1] if index > 0 else None
+
+
+def _size(knob: Knob, index: int, spec: KernelSpec) -> int:
+    """The size a block knob's choice stands for (a whole row: its padded length)."""
+    value = knob.choices[index]
+    if value is None and knob.index is not None:
+        return _pow2_ceil(spec.reductions[knob.index])
+    return int(value)
 
 
 def _fragment_choices(fragment: Any) -> tuple[Any, ...]:

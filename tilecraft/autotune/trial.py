@@ -10,7 +10,15 @@ from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import OBJECTIVE_NAMES
 
 OK = "ok"
-FAILED_STATUSES = ("compile_error", "runtime_error", "timeout", "wrong_result", "invalid")
+SKIPPED = "skipped"  # not measured: the tuning budget ran out first (never recorded)
+FAILED_STATUSES = (
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "wrong_result",
+    "invalid",
+    SKIPPED,
+)
 OBJECTIVES = OBJECTIVE_NAMES  # time, energy per call, or their product (energy x delay)
 
 
@@ -61,19 +69,28 @@ Evaluate = Callable[[list[Config]], list[Trial]]
 
 @dataclass
 class Budget:
-    """Stop after `max_configs` trials or `max_seconds` of (possibly simulated) time."""
+    """Stop after `max_configs` trials or `max_seconds` of (possibly simulated) time,
+    counted from `started` when given (tuning counts its set-up too), else from `start`."""
 
     max_configs: int | None = None
     max_seconds: float | None = None
     clock: Callable[[], float] = time.monotonic
-    started: float = field(default=0.0)
+    started: float | None = field(default=None)
     used: int = 0
 
     def start(self) -> None:
-        self.started, self.used = self.clock(), 0
+        if self.started is None:
+            self.started = self.clock()
+        self.used = 0
+
+    def deadline(self) -> float | None:
+        """When the time runs out, on `clock`; None without a time limit."""
+        if self.max_seconds is None:
+            return None
+        return (self.clock() if self.started is None else self.started) + self.max_seconds
 
     def elapsed(self) -> float:
-        return self.clock() - self.started
+        return 0.0 if self.started is None else self.clock() - self.started
 
     def remaining_configs(self) -> int:
         left = None if self.max_configs is None else self.max_configs - self.used

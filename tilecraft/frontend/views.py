@@ -248,16 +248,28 @@ def show(b: Builder, x: Value) -> str:
 # -- squeeze and unsqueeze ---------------------------------------------------------------
 @op("squeeze")
 def squeeze(b: Builder, x: Value, dim: Any = None) -> Value:
-    """`x.squeeze(dim)`: drop size-1 dims (all of them when `dim` is None)."""
+    """`x.squeeze(dim)`: drop size-1 dims (all of them when `dim` is None), a tile of block
+    size 1 too."""
     rank = x.type.rank
     if dim is None:
         axes = set(range(rank))
     else:
         axes = {axis_of(b, rank, d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])}
-    dims = tuple(
-        d for i, d in enumerate(x.type.dims) if not (i in axes and static_extent(b, d) == 1)
-    )
+    dims = tuple(d for i, d in enumerate(x.type.dims) if not (i in axes and _one(b, d)))
     return reshape_to(b, x, dims)
+
+
+def _one(b: Builder, d: Dim) -> bool:
+    """Whether dim `d` holds one element: a static 1, or a tile whose block size the kernel
+    fixes at 1 (`tc.tile(..., block_size=1)`: each program holds one position)."""
+    if static_extent(b, d) == 1:
+        return True
+    block = b.blocks[d] if d is not None else None
+    return block is not None and block.kind == "tile" and _fixed_one(block)
+
+
+def _fixed_one(block: Any) -> bool:
+    return block.fixed_size == 1 and block.config_index is None and not block.dynamic
 
 
 # -- permute and transpose ---------------------------------------------------------------

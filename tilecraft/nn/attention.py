@@ -18,6 +18,12 @@ the key loop's end comes from the query tile, so tiles above the diagonal are ne
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
+
+What the tuner may choose (each kernel's ConfigSpace): the query and key tile sizes, warps,
+stages (per kernel and per key loop), tensor-descriptor (TMA) reads through `indexing`
+(taken where a read is a plain block of the tensor: not for grouped heads' gathered kv rows
+nor the keys of a causal loop, whose end is computed on the device), and persistent
+programs through `pid_type`. Variable-length batches are in `tilecraft.nn.varlen`.
 """
 
 from __future__ import annotations
@@ -32,46 +38,49 @@ import tilecraft as tc
 LOG2E = 1.4426950408889634
 
 
-def _kv_row(row: Any, heads: int, kv_heads: int) -> Any:
-    """The (batch * kv_heads) row of a (batch * heads) row: head h reads kv head h // group."""
+def _kv_rows(rows: Any, heads: int, kv_heads: int) -> Any:
+    """The (batch * kv_heads) rows of (batch * heads) rows: head h reads kv head h // group."""
     group = heads // kv_heads
-    return row // heads * kv_heads + row % heads // group
+    return rows // heads * kv_heads + rows % heads // group
 
 
-def _q_row(kv_row: Any, heads: int, kv_heads: int, g: int) -> Any:
-    """The (batch * heads) row of query head `g` of a (batch * kv_heads) row's group."""
+def _q_rows(kv_rows: Any, heads: int, kv_heads: int, g: int) -> Any:
+    """The (batch * heads) rows of query head `g` of (batch * kv_heads) rows' groups."""
     group = heads // kv_heads
-    return kv_row // kv_heads * heads + kv_row % kv_heads * group + g
+    return kv_rows // kv_heads * heads + kv_rows % kv_heads * group + g
 
 
 def _mask(
-    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, n: int, causal: bool, window: int
+    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, causal: bool, window: int
 ) -> torch.Tensor:
-    """Scores of [rows, cols] with keys past `n` and (causal) keys after their query, or
-    (window) `window` or more before it, set to -inf. Rows past the queries need no mask:
-    they read zeros and are never stored."""
-    keep = cols[None, :] < n
-    if causal:
-        keep = keep & (cols[None, :] <= rows[:, None])
-    if window > 0:
-        keep = keep & (cols[None, :] > rows[:, None] - window)
-    return torch.where(keep, scores, float("-inf"))
+    """Scores of [rows, cols] with (causal) keys after their query, or (window) `window` or
+    more before it, set to -inf. Keys past the last one need no mask: a tile holds no
+    positions past its loop's end (reductions and products leave those lanes out), and rows
+    past the queries are never stored."""
+    if causal or window > 0:
+        keep = cols[None, :] <= rows[:, None] if causal else cols[None, :] >= 0
+        if window > 0:
+            keep = keep & (cols[None, :] > rows[:, None] - window)
+        scores = torch.where(keep, scores, float("-inf"))
+    return scores
 
 
 def _scores(
-    query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *shape: Any
+    query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *flags: Any
 ) -> torch.Tensor:
     """Base-2 scores of a query tile against a key tile, the bias (if any) added in base 2
-    like them, and masked (`shape`: n, causal, window as `_mask` takes them)."""
+    like them, and masked (`flags`: causal, window as `_mask` takes them)."""
     scores = torch.mm(query, key.T, torch.float32) * qk_scale
     if bias is not None:
         scores = scores + bias.to(torch.float32) * LOG2E
-    return _mask(scores, tile_m.index, tile_n.index, *shape)
+    return _mask(scores, tile_m.index, tile_n.index, *flags)
 
 
-# The kernels index the (batch * heads) dim with a scalar (each program's `tile.begin`), so
-# every tile and product is 2-D: Triton lowers only 2-D `tl.dot`s to Hopper's wgmma (a 3-D
-# one, even with a batch of 1, falls back to the older mma instructions).
+# Each program holds one (batch * heads) row: its tiles are read as [1, rows, cols] through
+# the row's tile (a plain block index, so the `indexing` knob may turn the reads into tensor
+# descriptors, TMA on Hopper) and squeezed to 2-D, since Triton lowers only 2-D `tl.dot`s to
+# Hopper's wgmma (a 3-D one, even with a batch of 1, falls back to the older mma). Grouped
+# heads read their kv row through a computed index (a gather, always pointers).
 @tc.kernel
 def attention_forward(
     q: torch.Tensor,
@@ -97,31 +106,33 @@ def attention_forward(
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     out = torch.empty_like(q_rows)
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
-    masking = (n, causal, window)  # what `_mask` needs beyond the tiles
+    masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        bh = tile_bh.begin
-        kv = _kv_row(bh, heads, kv_heads)
+        kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
         m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
         l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
-        query = q_rows[bh, tile_m, :]
+        query = q_rows[tile_bh, tile_m, :].squeeze(0)
         end = min(tile_m.end, n) if causal else n
         # a sliding window starts past the keys that every query of the tile has left behind
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
         for tile_n in tc.tile(start, end):
-            key = k_rows[kv, tile_n, :]
-            bias_tile = bias_rows[bh, tile_m, tile_n] if has_bias else None
+            key = k_rows[kv, tile_n, :].squeeze(0)
+            bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
-            p = torch.exp2(scores - m_ij[:, None])
-            alpha = torch.exp2(m_i - m_ij)
+            # a row that has seen no key yet (a window's rows past the first key tile) has
+            # a maximum of -inf, and exp2(-inf - -inf) would be NaN: shift it by 0 instead
+            shift = torch.where(m_ij == float("-inf"), 0.0, m_ij)
+            p = torch.exp2(scores - shift[:, None])
+            alpha = torch.exp2(m_i - shift)
             l_i = l_i * alpha + torch.sum(p, -1)
-            value = v_rows[kv, tile_n, :]
+            value = v_rows[kv, tile_n, :].squeeze(0)
             acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
             m_i = m_ij
-        out[bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
-        lse[bh, tile_m] = m_i + torch.log2(l_i)
+        out[tile_bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[None, :, :]
+        lse[tile_bh, tile_m] = (m_i + torch.log2(l_i))[None, :]
     return out.view(q.size()), lse.view([batch, heads, m])
 
 
@@ -149,69 +160,69 @@ def attention_backward(
     k_rows = k.reshape([batch * kv_heads, n, head_dim])
     v_rows = v.reshape([batch * kv_heads, n, head_dim])
     do_rows = grad_out.reshape([batch * heads, m, head_dim])
-    o_rows = out.reshape([batch * heads, m, head_dim])
     lse_rows = lse.reshape([batch * heads, m])
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
     bias_size = [batch * heads, m, n] if has_bias else [0]
     grad_bias = torch.zeros(bias_size, dtype=torch.float32, device=q.device)
-    delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    # delta = rowsum(dO * O), the softmax backward's per-row term, read by both passes: its
+    # pass runs over all rows at once (flattened), not one (batch, head) per program
+    delta_flat = torch.empty([batch * heads * m], dtype=torch.float32, device=q.device)
+    delta = delta_flat.view(batch * heads, m)
+    do_flat = grad_out.reshape([batch * heads * m, head_dim])
+    o_flat = out.reshape([batch * heads * m, head_dim])
     dq = torch.empty_like(q_rows)
     dk = torch.empty_like(k_rows)
     dv = torch.empty_like(v_rows)
-    masking = (n, causal, window)  # what `_mask` needs beyond the tiles
+    masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E
-    # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
-    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        d_o = do_rows[tile_bh.begin, tile_m, :].to(torch.float32)
-        row_out = o_rows[tile_bh.begin, tile_m, :].to(torch.float32)
-        delta[tile_bh.begin, tile_m] = torch.sum(d_o * row_out, -1)
+    for tile_r in tc.tile(batch * heads * m):
+        d_o = do_flat[tile_r, :].to(torch.float32)
+        delta_flat[tile_r] = torch.sum(d_o * o_flat[tile_r, :].to(torch.float32), -1)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
-        kv = tile_kv.begin
-        key = k_rows[kv, tile_n, :]
-        value = v_rows[kv, tile_n, :]
+        key = k_rows[tile_kv, tile_n, :].squeeze(0)
+        value = v_rows[tile_kv, tile_n, :].squeeze(0)
         dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
         dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
         start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
         # a sliding window: queries `window - 1` past the tile's last key see none of it
         stop = min(tile_n.end + window - 1, m) if window > 0 else m
         for g in range(heads // kv_heads):
-            row = _q_row(kv, heads, kv_heads, g)
+            rows = tile_kv if heads == kv_heads else _q_rows(tile_kv.index, heads, kv_heads, g)
             for tile_m in tc.tile(start, stop):
-                query = q_rows[row, tile_m, :]
-                d_o = do_rows[row, tile_m, :]
-                bias_tile = bias_rows[row, tile_m, tile_n] if has_bias else None
+                query = q_rows[rows, tile_m, :].squeeze(0)
+                d_o = do_rows[rows, tile_m, :].squeeze(0)
+                bias_tile = bias_rows[rows, tile_m, tile_n].squeeze(0) if has_bias else None
                 scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-                p = torch.exp2(scores - lse_rows[row, tile_m][:, None])
+                p = torch.exp2(scores - lse_rows[rows, tile_m].squeeze(0)[:, None])
                 dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
                 dp = torch.mm(d_o, value.T, torch.float32)
-                ds = p * (dp - delta[row, tile_m][:, None])
+                ds = p * (dp - delta[rows, tile_m].squeeze(0)[:, None])
                 dk_acc = torch.addmm(dk_acc, ds.to(query.dtype).T, query)
-        dk[kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)
-        dv[kv, tile_n, :] = dv_acc.to(dv.dtype)
+        dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)[None, :, :]
+        dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)[None, :, :]
     # dQ: a program per query tile, over the key tiles it attends to
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        bh = tile_bh.begin
-        kv = _kv_row(bh, heads, kv_heads)
-        query = q_rows[bh, tile_m, :]
-        d_o = do_rows[bh, tile_m, :]
-        row_lse = lse_rows[bh, tile_m]
-        row_delta = delta[bh, tile_m]
+        kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
+        query = q_rows[tile_bh, tile_m, :].squeeze(0)
+        d_o = do_rows[tile_bh, tile_m, :].squeeze(0)
+        row_lse = lse_rows[tile_bh, tile_m].squeeze(0)
+        row_delta = delta[tile_bh, tile_m].squeeze(0)
         dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         end = min(tile_m.end, n) if causal else n
         # a sliding window starts past the keys that every query of the tile has left behind
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
         for tile_n in tc.tile(start, end):
-            key = k_rows[kv, tile_n, :]
-            bias_tile = bias_rows[bh, tile_m, tile_n] if has_bias else None
+            key = k_rows[kv, tile_n, :].squeeze(0)
+            bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
             p = torch.exp2(scores - row_lse[:, None])
-            dp = torch.mm(d_o, v_rows[kv, tile_n, :].T, torch.float32)
+            dp = torch.mm(d_o, v_rows[kv, tile_n, :].squeeze(0).T, torch.float32)
             ds = p * (dp - row_delta[:, None])
             if has_bias:  # the bias's gradient is the scores': this program owns these rows
-                grad_bias[bh, tile_m, tile_n] = ds
+                grad_bias[tile_bh, tile_m, tile_n] = ds[None, :, :]
             dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
-        dq[bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)
+        dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)[None, :, :]
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
 

@@ -124,9 +124,46 @@ def conv2d(
         kept = conv2d(x[None], weight, bias, stride, padding, dilation, groups, activation,
                       None if residual is None else residual[None])  # fmt: skip
         return kept[0]
+    op, args = plan(x, weight, bias, stride, padding, dilation, groups, activation, residual)
+    out, _ = op(*args)
+    return out
+
+
+def plan(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Pair = 1,
+    padding: Pair | str = 0,
+    dilation: Pair = 1,
+    groups: int = 1,
+    activation: str | None = None,
+    residual: torch.Tensor | None = None,
+) -> tuple[Any, tuple]:
+    """The operator `conv2d` calls for these arguments (a `TorchOp`; `op.kernel` is its
+    tilecraft kernel) and the arguments it passes, checked: for tuning or inspecting the
+    kernel, e.g. `op.kernel.autotune(args)`. Takes `conv2d`'s arguments (batched x)."""
     _check(x, weight, groups)
     if activation not in fwd.ACTIVATIONS:
         raise ValueError(f"activation must be one of None, 'relu', 'silu', 'gelu': {activation!r}")
+    geometry = _geometry(x, weight, stride, padding, dilation, groups)
+    x, channels_last = _layout(x)
+    out_shape = (x.size(0), weight.size(0), *geometry[7:9])
+    bias_t = _optional(bias, (weight.size(0),), x, "bias")
+    residual_t = _optional(residual, out_shape, x, "residual")
+    flags = (fwd.ACTIVATIONS[activation], bias is not None, residual is not None, channels_last)
+    op = _kernel_op(x, weight, groups, geometry)
+    # channels-last filters: the implicit GEMMs read them as [kh, kw, in_ch, out_ch] views
+    # with consecutive channels (a copy only for a weight in another layout)
+    weight = weight.contiguous(memory_format=torch.channels_last)
+    return op, (x, weight, bias_t, residual_t, *geometry, *flags)
+
+
+def _geometry(
+    x: torch.Tensor, weight: torch.Tensor, stride: Pair, padding: Pair | str, dilation: Pair,
+    groups: int,
+) -> tuple[int, ...]:  # fmt: skip
+    """(stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, out_h, out_w), checked."""
     strides, dilations = _pair(stride, "stride"), _pair(dilation, "dilation")
     if min(strides) < 1 or min(dilations) < 1:
         raise ValueError(f"stride and dilation must be >= 1, got {stride} and {dilation}")
@@ -141,15 +178,7 @@ def conv2d(
             f"the {kernel[0]}x{kernel[1]} filter (dilation {dilations}) is larger than the "
             f"padded image {tuple(x.shape[2:])}"
         )
-    x, channels_last = _layout(x)
-    out_shape = (x.size(0), weight.size(0), out_h, out_w)
-    bias_t = _optional(bias, (weight.size(0),), x, "bias")
-    residual_t = _optional(residual, out_shape, x, "residual")
-    geometry = (*strides, *pads, *dilations, groups, out_h, out_w)
-    flags = (fwd.ACTIVATIONS[activation], bias is not None, residual is not None, channels_last)
-    op = _kernel_op(x, weight, groups, geometry)
-    out, _ = op(x, weight.contiguous(), bias_t, residual_t, *geometry, *flags)
-    return out
+    return (*strides, *pads, *dilations, groups, out_h, out_w)
 
 
 def _optional(

@@ -20,7 +20,15 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language.tunables import Choice
-from tilecraft.nn.conv2d_kernels import GELU, RELU, SILU, _new_output, _positions, span
+from tilecraft.nn.conv2d_kernels import (
+    GELU,
+    RELU,
+    SILU,
+    _new_output,
+    _positions,
+    check_block,
+    span,
+)
 
 SPLIT_ROWS = 4096  # output positions per chunk of the weight gradient's reduction, at least
 MAX_SPLITS = 64
@@ -78,9 +86,10 @@ def conv2d_input_grad(
     kernel_w = tc.specialize(weight.size(3))
     taps = weight.size(2) * kernel_w
     padded = span(cout_g)
-    filters = weight.permute(2, 3, 0, 1).contiguous()  # [kh, kw, out_ch, cin_g]: rows of K
+    filters = weight.permute(2, 3, 0, 1)  # [kh, kw, out_ch, cin_g], rows of K: a view
     grad_x = _new_output(x, in_ch, height, width, channels_last)
     block_k = tc.register_block_size(16, padded)
+    check_block(block_k, padded)
     size = [groups, batch * height * width, cin_g]
     for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image, ih, iw = _positions(tile_m.index, height, width)
@@ -164,7 +173,7 @@ def depthwise_input_grad(
     batch, channels, height, width = x.size()
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
-    filters = weight.reshape(channels, kernel_h * kernel_w).t().contiguous()  # [taps, channels]
+    filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     grad_x = _new_output(x, channels, height, width, channels_last)
     for tile_m, tile_c in tc.tile([batch * height * width, channels]):
         image, ih, iw = _positions(tile_m.index, height, width)
@@ -177,7 +186,7 @@ def depthwise_input_grad(
                 oh, ow = rise // stride_h, run // stride_w
                 where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
                 fed = tc.load(grad, where, extra_mask=hit[:, None])
-                taps_w = filters[i * kernel_w + j, tile_c].to(torch.float32)
+                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
                 acc = acc + fed.to(torch.float32) * taps_w[None, :]
         where_x = (image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None])
         grad_x[where_x] = acc.to(grad_x.dtype)

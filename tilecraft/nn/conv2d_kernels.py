@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import tilecraft as tc
+from tilecraft.exc import InvalidConfig
 
 # activation codes (PyTorch operators take ints, not strings)
 NONE, RELU, SILU, GELU = 0, 1, 2, 3
@@ -36,6 +37,15 @@ def span(channels: int) -> int:
     """The padded extent of `channels` in a (tap, channel) reduction: a power of two, at least
     MIN_SPAN, so that every power-of-two block up to it divides it."""
     return max(MIN_SPAN, 1 << max(channels - 1, 0).bit_length())
+
+
+def check_block(block_k: int, padded: int) -> None:
+    """A (tap, channel) reduction block must lie within one tap: the config's block at most
+    the padded channel count (the config space keeps it so; a hand-written config may not)."""
+    if padded % block_k:
+        raise InvalidConfig(
+            f"the reduction block {block_k} must divide the padded channel count {padded}"
+        )
 
 
 def saves_pre(act: int) -> bool:
@@ -117,10 +127,13 @@ def conv2d_gemm(
     kernel_w = tc.specialize(weight.size(3))
     taps = weight.size(2) * kernel_w
     padded = span(cin_g)
-    filters = weight.permute(2, 3, 1, 0).contiguous()  # [kh, kw, cin_g, out_ch]: rows of K
+    # [kh, kw, cin_g, out_ch], rows of K: a view, with channels consecutive in a channels-last
+    # weight (as `plan` passes it)
+    filters = weight.permute(2, 3, 1, 0)
     out = _new_output(x, out_ch, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
     block_k = tc.register_block_size(16, padded)
+    check_block(block_k, padded)
     size = [groups, batch * out_h * out_w, cout_g]
     for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
@@ -223,7 +236,7 @@ def conv2d_depthwise(
     batch, channels, height, width = x.size()
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
-    filters = weight.reshape(channels, kernel_h * kernel_w).t().contiguous()  # [taps, channels]
+    filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     out = _new_output(x, channels, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
     for tile_m, tile_c in tc.tile([batch * out_h * out_w, channels]):
@@ -234,7 +247,7 @@ def conv2d_depthwise(
             for j in range(kernel_w):
                 iw = ow * stride_w + (j * dil_w - pad_w)
                 shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
-                taps_w = filters[i * kernel_w + j, tile_c].to(torch.float32)
+                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
                 acc = acc + shifted.to(torch.float32) * taps_w[None, :]
         where_out = (image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None])
         bias_cols = bias[tile_c] if has_bias else None

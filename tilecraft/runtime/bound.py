@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +32,12 @@ from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.runtime import guard
+from tilecraft.runtime.budget import device_limits
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.errors import user_location
-from tilecraft.runtime.heuristics import default_config
+from tilecraft.runtime.heuristics import default_config, safe_config
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import closure_tensors, kernel_spec
 
@@ -77,6 +80,7 @@ class BoundKernel:
         first = self.analyze(Config())
         self._args = None
         self.spec = kernel_spec(first.kernels, first.table, first.tunables)
+        self.spec.limits = device_limits(args)
         self.default_config = default_config(self.spec)
 
     # -- analysis ----------------------------------------------------------------------
@@ -195,8 +199,9 @@ class BoundKernel:
         return self._write(code), code
 
     def first_call(self, config: Config | None, args: tuple) -> Any:
-        """Compile `config`, run it once (Triton compiles here), and keep it for later calls."""
-        launcher = self.compile(config)
+        """Compile `config`, run it once (Triton compiles here), and keep it for later calls.
+        On a GPU a Triton compile past `compile_timeout_s` gives way to a small config."""
+        config, launcher = self._compiled_in_time(config, args)
         try:
             result = launcher(*args)
         except Exception as e:
@@ -212,6 +217,29 @@ class BoundKernel:
             ) from e
         self.launcher = launcher
         return result
+
+    def _compiled_in_time(
+        self, config: Config | None, args: tuple
+    ) -> tuple[Config | None, Callable[..., Any]]:
+        """`config` and its launcher, its Triton compile done within the deadline (see
+        guard.py); else, with a warning, the safe config's."""
+        launcher = self.compile(config)
+        if not guard.needed(args):
+            return config, launcher
+        timeout = self.settings.compile_timeout_s
+        try:
+            if guard.finishes_within(lambda: guard.precompile(launcher, args), timeout):
+                return config, launcher
+        except Exception:  # noqa: BLE001 - the launch raises it again, naming the user's line
+            return config, launcher
+        safe = safe_config(self.spec, self.resolve(config))
+        warnings.warn(
+            f"tilecraft: compiling `{self.src.tree.name}` with {self.resolve(config)!r} took"
+            f" over {timeout:g} s (TILECRAFT_COMPILE_TIMEOUT); running {safe!r} instead",
+            guard.SlowCompileWarning,
+            stacklevel=4,
+        )
+        return safe, self.compile(safe)
 
     def _write(self, code: str) -> Path:
         """The module's file under the cache dir, checked to hold exactly `code`."""
@@ -254,11 +282,12 @@ def _sm_count(args: tuple) -> int:
 
 
 def spec_key(args: tuple) -> str:
-    """The specialization as text: dtypes and shapes of tensors, values of ints."""
+    """The specialization as text: dtypes and shapes of tensors (and the strides of those
+    not contiguous: a transposed input is another tuning problem), values of ints."""
     parts = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            parts.append(f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}")
+            parts.append(f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}{_layout(a)}")
         elif isinstance(a, (int, bool, str)) or a is None:
             parts.append(repr(a))
         elif callable(a) and hasattr(a, "__code__"):  # an inlined function: which one
@@ -266,3 +295,8 @@ def spec_key(args: tuple) -> str:
         else:
             parts.append(type(a).__name__)
     return ",".join(parts)
+
+
+def _layout(t: torch.Tensor) -> str:
+    """Nothing for a contiguous tensor, else its strides."""
+    return "" if t.is_contiguous() else f"/strides{list(t.stride())}"

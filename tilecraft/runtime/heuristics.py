@@ -1,17 +1,34 @@
-"""The default config: correct everywhere and reasonably fast on a GPU, before tuning."""
+"""The default config: correct everywhere and reasonably fast on a GPU, before tuning.
+
+Block sizes come from the kind of kernel (rows, tile loops, matrix products), then
+shrink until the largest value a program holds is at most `DEFAULT_ELEMENTS` and the
+config fits the device's register and shared-memory budgets (`budget.py`): a default
+never asks Triton for a 1024x1024 tile.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tilecraft.frontend.blocks import BlockSpec
 from tilecraft.language.tunables import fragment_default
+from tilecraft.runtime.budget import HOPPER, elements, footprint
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.spec import KernelSpec
 
 ROW_LIMIT = 16384  # rows up to this many elements are reduced in one block by default
 ROW_CHUNK = 4096
-# nested loops of unknown length (each 1024 by default) would hold a value of millions of
-# elements: the default halves the largest inner blocks until the largest value fits this
-VALUE_LIMIT = 1 << 14
+DEFAULT_ELEMENTS = 16384  # the most elements of one value a default program holds
+MIN_DOT_BLOCK = 16  # tl.dot needs every matrix dim >= 16
+# Matrix products, measured on an H200 (benchmarks/landscapes/h200, bf16): 128x128x64
+# tiles, 4 warps, 4 stages ran within 7-11% of the best config at 1024^3, 2048^3 and
+# 8192x1024x8192, where 64x64x32 with 8 warps was 1.5-2x slower.
+DOT_TILE = (128, 128, 64)
+DOT_WARPS, DOT_STAGES = 4, 4
+# Batched products (3-D tl.dot) split their warps over the batch dim: a batch block of 1
+# with 8 warps ran 4-5x slower than with 1 warp; 8x64x32x32 with 4 warps was the best
+# config at 8x1024^3.
+BATCH_TILE = (8, 64, 32, 32)  # batch, m, n, k
 
 
 def _pow2(n: int) -> int:
@@ -23,31 +40,54 @@ def _clamp(value: int, low: int, high: int) -> int:
 
 
 def default_config(spec: KernelSpec) -> Config:
-    """Heuristic block sizes, reduction strategy and warps for a kernel spec."""
+    """Heuristic block sizes, reduction strategy, warps and stages for a kernel spec,
+    within the spec's device limits."""
     reduction_loops: list[int | None] = [
         None if _pow2(n) <= ROW_LIMIT else ROW_CHUNK for n in spec.reductions
     ]
-    row = max([min(_pow2(n), ROW_LIMIT) for n in spec.reductions], default=1)
-    grid = [b for b in spec.blocks if not b.inner]
-    inner = [b for b in spec.blocks if b.inner]
-    sizes: list[int | None] = []
-    for i, b in enumerate(spec.blocks):
-        batch = bool(spec.dot_blocks) and i not in spec.dot_blocks and not b.inner
-        sizes.append(1 if batch else _block_size(b, len(grid), bool(inner), row))
-    _fit(spec, sizes, reduction_loops)
-    elements = row
-    for s in sizes:
-        elements *= s or 1
-    # measured on an H200 (benchmarks/sweep_rows.py): 4 warps per 8K-element row is best
-    warps = _clamp(_pow2(elements // 2048), 4, 16 if not inner else 8)
+    if spec.dot_blocks:
+        sizes, warps, stages = _dot_defaults(spec)
+    else:
+        sizes, warps, stages = _tile_defaults(spec), None, 3 if _has_inner(spec) else 1
+    values: dict[str, Any] = {
+        "block_sizes": sizes,
+        "reduction_loops": reduction_loops,
+        "num_warps": warps,
+        "num_stages": stages,
+    }
+    _shrink_values(spec, values)
+    if values["num_warps"] is None:
+        values["num_warps"] = _row_warps(spec, values)
+    _fit(spec, values)
     tunables = {k: fragment_default(f) for k, f in spec.tunables.items()}
-    return Config(
-        block_sizes=sizes,
-        reduction_loops=reduction_loops,
-        num_warps=warps,
-        num_stages=3 if inner else 1,
-        **tunables,
-    )
+    return Config(**values, **tunables)
+
+
+SAFE_ELEMENTS = 1024  # the most elements of one value in the fallback of a slow compile
+
+
+def safe_config(spec: KernelSpec, config: Config) -> Config:
+    """A small config to run when `config` (complete) compiles too slowly: its blocks
+    halved until no value holds more than SAFE_ELEMENTS, one stage, at most 4 warps."""
+    values = config.to_dict()
+    values["block_sizes"] = list(values.get("block_sizes") or [])
+    values["reduction_loops"] = list(values.get("reduction_loops") or [])
+    while _largest(spec, values) > SAFE_ELEMENTS and _halve(spec, values):
+        pass
+    values["num_stages"] = 1
+    values["num_warps"] = min(int(values.get("num_warps") or 4), _most_warps(spec, values), 4)
+    values.pop("range_num_stages", None)
+    return Config(**values)
+
+
+def _has_inner(spec: KernelSpec) -> bool:
+    return any(b.inner for b in spec.blocks)
+
+
+def _tile_defaults(spec: KernelSpec) -> list[int]:
+    row = max([min(_pow2(n), ROW_LIMIT) for n in spec.reductions], default=1)
+    n_grid = sum(not b.inner for b in spec.blocks)
+    return [_block_size(b, n_grid, _has_inner(spec), row) for b in spec.blocks]
 
 
 def _block_size(b: BlockSpec, n_grid: int, has_inner: bool, row: int) -> int:
@@ -61,14 +101,117 @@ def _block_size(b: BlockSpec, n_grid: int, has_inner: bool, row: int) -> int:
     return min(cap, 1024 if n_grid == 1 else 64)
 
 
-def _fit(spec: KernelSpec, sizes: list[int | None], reduction_loops: list[int | None]) -> None:
-    """Halve the largest inner block sizes while the largest value exceeds VALUE_LIMIT."""
-    rows = [c or _pow2(n) for c, n in zip(reduction_loops, spec.reductions, strict=True)]
-    blocks = [s or 1 for s in sizes]
-    while spec.value_elements(blocks, rows) > VALUE_LIMIT:
-        inner = [i for i, b in enumerate(spec.blocks) if b.inner and blocks[i] > 16]
-        if not inner:
-            break
-        i = max(inner, key=lambda i: blocks[i])
-        blocks[i] //= 2
-        sizes[i] = blocks[i]
+def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
+    """Matrix-product tiles: (m, n, k) for the dot dims (the first grid dim is m, the
+    next n, an inner loop's k), the batch tile for the leading dims of 3-D products, 1
+    for any other dim."""
+    batch = batch_blocks(spec)
+    tile = BATCH_TILE[1:] if batch else DOT_TILE
+    grid = iter(tile[:2])
+    sizes = []
+    for i, b in enumerate(spec.blocks):
+        if i in spec.dot_blocks:
+            want = tile[2] if b.inner else next(grid, tile[1])
+            sizes.append(max(MIN_DOT_BLOCK, min(want, _pow2(b.extent))))
+        else:
+            sizes.append(min(BATCH_TILE[0], _pow2(b.extent)) if i in batch else 1)
+    return sizes, _dot_warps(spec, sizes), 3 if batch else DOT_STAGES
+
+
+def _dot_warps(spec: KernelSpec, sizes: list[int]) -> int:
+    """Warps of a product: a 3-D product spreads them over its batch tile first, so
+    never more than that tile holds."""
+    return min([DOT_WARPS, *(sizes[i] for i in batch_blocks(spec))])
+
+
+def batch_blocks(spec: KernelSpec) -> set[int]:
+    """The blocks (config indices) of the leading dims of 3-D (batched) products."""
+    found: set[int] = set()
+    for use in spec.uses:
+        if use.role == "operand":
+            found |= {ref for kind, ref in use.dims[:-2] if kind == "tile"}
+    return found - spec.dot_blocks
+
+
+def _row_warps(spec: KernelSpec, values: dict[str, Any]) -> int:
+    # measured on an H200 (benchmarks/sweep_rows.py): 4 warps per 8K-element row is best
+    largest = _largest(spec, values)
+    return _clamp(_pow2(largest // 2048), 4, 8 if _has_inner(spec) else 16)
+
+
+def _largest(spec: KernelSpec, values: dict[str, Any]) -> int:
+    """Elements of the largest value a program holds (operands of products aside)."""
+    sizes = _sizes(spec, values)
+    held = [elements(u, sizes) for u in spec.uses if u.role != "operand"]
+    return max(held, default=1)
+
+
+def _sizes(spec: KernelSpec, values: dict[str, Any]) -> dict[str, list[int]]:
+    rows = [
+        _pow2(n) if c is None else int(c)
+        for n, c in zip(spec.reductions, values["reduction_loops"], strict=True)
+    ]
+    return {"tile": list(values["block_sizes"]), "reduction": rows}
+
+
+def _shrink_values(spec: KernelSpec, values: dict[str, Any]) -> None:
+    """Halve block sizes until no value a program holds exceeds DEFAULT_ELEMENTS."""
+    while _largest(spec, values) > DEFAULT_ELEMENTS and _halve(spec, values):
+        pass
+
+
+def _fit(spec: KernelSpec, values: dict[str, Any]) -> None:
+    """Shrink until the config fits the device: fewer stages for shared memory, more
+    warps (up to 8) or smaller blocks for registers."""
+    limits = spec.limits or HOPPER
+    for _ in range(64):
+        fp = footprint(spec, values)
+        if fp.fits(limits):
+            return
+        if fp.shared_bytes > limits.shared_per_block and values["num_stages"] > 1:
+            values["num_stages"] -= 1
+        elif fp.shared_bytes <= limits.shared_per_block and values["num_warps"] < _most_warps(
+            spec, values
+        ):
+            values["num_warps"] *= 2
+        elif not _halve(spec, values):
+            return  # nothing left to shrink: the smallest config is the default
+        values["num_warps"] = min(values["num_warps"], _most_warps(spec, values))
+
+
+def _most_warps(spec: KernelSpec, values: dict[str, Any]) -> int:
+    batch = batch_blocks(spec)
+    return _dot_warps(spec, values["block_sizes"]) if batch else 8
+
+
+def _halve(spec: KernelSpec, values: dict[str, Any]) -> bool:
+    """Halve the largest block that can shrink, the blocks of no load's last (contiguous)
+    dim first, so that loads stay wide; the earliest of equals. False if none can."""
+    sizes = values["block_sizes"]
+    floor = [MIN_DOT_BLOCK if i in spec.dot_blocks else 1 for i in range(len(sizes))]
+    shrinkable = [i for i, s in enumerate(sizes) if s > floor[i]]
+    if not shrinkable:
+        return _halve_chunk(spec, values)
+    wide = _contiguous_blocks(spec)
+    i = max(shrinkable, key=lambda j: (j not in wide, sizes[j], -j))
+    sizes[i] //= 2
+    return True
+
+
+def _contiguous_blocks(spec: KernelSpec) -> set[int]:
+    """Blocks (config indices) that are the last dim of a loaded value."""
+    last = (u.dims[-1] for u in spec.uses if u.load and u.dims)
+    return {ref for kind, ref in last if kind == "tile"}
+
+
+def _halve_chunk(spec: KernelSpec, values: dict[str, Any]) -> bool:
+    """Loop over a whole row in smaller chunks (the longest row first)."""
+    loops = values["reduction_loops"]
+    chunks = [
+        (c or _pow2(n), i) for i, (n, c) in enumerate(zip(spec.reductions, loops, strict=True))
+    ]
+    size, i = max(chunks, default=(1, -1))
+    if size <= 64:
+        return False
+    loops[i] = size // 2
+    return True

@@ -80,10 +80,12 @@ RULES: dict[str, Rule] = {
     ),
     "autotune_budget_s": Rule("TILECRAFT_AUTOTUNE_BUDGET_S", _seconds, _SECONDS),
     "autotune_quiet": Rule("TILECRAFT_AUTOTUNE_QUIET", _flag_value, _FLAG),
+    "autotune_verbose": Rule("TILECRAFT_AUTOTUNE_VERBOSE", _flag_value, _FLAG),
     "autotune_workers": Rule(
         "TILECRAFT_AUTOTUNE_WORKERS", _count(0), "a whole number >= 0 (0: in this process)"
     ),
     "autotune_timeout_s": Rule("TILECRAFT_AUTOTUNE_TIMEOUT_S", _seconds, _SECONDS),
+    "compile_timeout_s": Rule("TILECRAFT_COMPILE_TIMEOUT", _seconds, _SECONDS),
     "autotune_seed": Rule("TILECRAFT_AUTOTUNE_SEED", _count(0), "a whole number >= 0"),
     "llm_provider": Rule("TILECRAFT_LLM_PROVIDER", _one_of(LLM_PROVIDERS), "openai, anthropic"),
     "llm_timeout_s": Rule("TILECRAFT_LLM_TIMEOUT_S", _seconds, _SECONDS),
@@ -147,6 +149,9 @@ class Settings:
     autotune_search: str | None = field(default_factory=_text("TILECRAFT_AUTOTUNE_SEARCH"))
     #: TILECRAFT_AUTOTUNE_QUIET=1 hides the progress bar and the summary line.
     autotune_quiet: bool = field(default_factory=_env("autotune_quiet", False))
+    #: TILECRAFT_AUTOTUNE_VERBOSE=1 adds where the tuning time went, phase by phase, to the
+    #: summary line (also in `bound.tuning["phases"]`).
+    autotune_verbose: bool = field(default_factory=_env("autotune_verbose", False))
     #: TILECRAFT_AUTOTUNE_LOG: a .csv or .jsonl file that receives every trial.
     autotune_log: str | None = field(default_factory=_text("TILECRAFT_AUTOTUNE_LOG"))
     #: TILECRAFT_AUTOTUNE_WORKERS: processes that compile and check candidates in parallel
@@ -154,6 +159,9 @@ class Settings:
     autotune_workers: int = field(default_factory=_env("autotune_workers", _default_workers()))
     #: TILECRAFT_AUTOTUNE_TIMEOUT_S: a candidate taking longer than this fails as a timeout.
     autotune_timeout_s: float = field(default_factory=_env("autotune_timeout_s", 20.0))
+    #: TILECRAFT_COMPILE_TIMEOUT: seconds a first call's Triton compile may take on a GPU
+    #: before a smaller config runs instead (with a warning).
+    compile_timeout_s: float = field(default_factory=_env("compile_timeout_s", 60.0))
     #: TILECRAFT_AUTOTUNE_SEED: the searches' random seed; the same seed and tuning
     #: database give the same configs tried, in the same order.
     autotune_seed: int = field(default_factory=_env("autotune_seed", 0))

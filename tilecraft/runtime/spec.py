@@ -10,10 +10,31 @@ from typing import Any
 import torch
 
 from tilecraft.frontend.blocks import BlockSpec, BlockTable
-from tilecraft.ir.nodes import DeviceKernel
+from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Value
 
 # One dim of a value: ("tile", config index), ("reduction", config index) or ("fixed", size).
 DimRef = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class TileUse:
+    """A value a program holds, as the register and shared-memory budgets see it.
+
+    role: "value" (a temporary), "carried" (a loop-carried variable, or a product
+    outside any loop), "product" (a product updating a carried accumulator in place) or
+    "operand" (a matrix product's input, staged through shared memory). Loops are named
+    by their `range_*` knob index."""
+
+    dims: tuple[DimRef, ...]
+    itemsize: int
+    role: str = "value"
+    scope: tuple[int, ...] = ()  # the device loops around it, outermost first
+    load: bool = False  # a value loaded from memory
+
+    @property
+    def loop(self) -> int | None:
+        """The innermost device loop around the value (None at the kernel's top level)."""
+        return self.scope[-1] if self.scope else None
 
 
 @dataclass
@@ -29,6 +50,8 @@ class KernelSpec:
     memory_ops: int = 0
     dot_blocks: set[int] = field(default_factory=set)  # block_sizes of tl.dot's matrix dims
     values: list[tuple[DimRef, ...]] = field(default_factory=list)  # shapes of all values
+    uses: list[TileUse] = field(default_factory=list)  # what the budgets count (budget.py)
+    limits: Any = None  # the device's Limits (budget.py), set by the BoundKernel
 
     def value_elements(self, block_sizes: list[int], reduction_sizes: list[int]) -> int:
         """Elements of the largest value a program holds under these sizes."""
@@ -64,7 +87,47 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
                 for arg in op.args[:2]:  # the matrix dims; leading (batch) dims are free
                     refs = [_dim_ref(table, d) for d in arg.type.dims[-2:] if d is not None]
                     spec.dot_blocks |= {ref for kind, ref in refs if kind == "tile"}
+        spec.uses += tile_uses(kernel, table)
     return spec
+
+
+def tile_uses(kernel: DeviceKernel, table: BlockTable) -> list[TileUse]:
+    """The TileUses of a device kernel's values, loops and branches included."""
+    ops = kernel.walk()
+    operands = {id(v) for op in ops if op.name == "dot" for v in op.args[:2]}
+    return [u for u in _uses(kernel.body, table, operands, ()) if u.dims]
+
+
+def _uses(
+    body: list[Node], table: BlockTable, operands: set[int], scope: tuple[int, ...]
+) -> list[TileUse]:
+    uses: list[TileUse] = []
+    for node in body:
+        if isinstance(node, Loop):
+            inner = (*scope, node.index)
+            uses += [_use(table, c.param, "carried", inner) for c in node.carried]
+            uses += _uses(node.body, table, operands, inner)
+        elif isinstance(node, Branch):
+            uses += _uses(node.then + node.orelse, table, operands, scope)
+        elif node.out is not None:
+            role = "operand" if id(node.out) in operands else _role(node.name, scope)
+            uses.append(_use(table, node.out, role, scope, node.name == "load"))
+    return uses
+
+
+def _role(name: str, scope: tuple[int, ...]) -> str:
+    """A product inside a loop updates its accumulator in place (the loop carries it, and
+    counts it); elsewhere it is held like an accumulator."""
+    if name != "dot":
+        return "value"
+    return "product" if scope else "carried"
+
+
+def _use(
+    table: BlockTable, value: Value, role: str, scope: tuple[int, ...], load: bool = False
+) -> TileUse:
+    dims = tuple(_dim_ref(table, d) for d in value.type.dims if d is not None)
+    return TileUse(dims, value.type.dtype.itemsize, role, scope, load)
 
 
 def _dim_ref(table: BlockTable, block_id: int) -> DimRef:

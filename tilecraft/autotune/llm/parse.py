@@ -134,10 +134,16 @@ def proposal_config(
             continue
         values[name] = _valid_value(knob, value, reasons, where)
     config = space.snap(values)
-    if not space.is_valid(config):
-        reasons.append(f"{where}: exceeds the hardware limits of the space, dropped")
+    if space.is_valid(config):
+        return config
+    repaired = space.repair(space.values(config))
+    if repaired == space.default():
+        reasons.append(f"{where}: exceeds the device's register or shared-memory budget, dropped")
         return None
-    return config
+    reasons.append(
+        f"{where}: exceeds the device's register or shared-memory budget, shrunk to {repaired!r}"
+    )
+    return repaired
 
 
 def _expand_lists(proposal: dict[str, Any], knobs: dict[str, Knob]) -> dict[str, Any]:

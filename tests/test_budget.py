@@ -1,0 +1,155 @@
+"""Register and shared-memory budgets: checked on recorded landscapes, and respected by
+the default config and by every config the space offers."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import bmm
+import helion_dialect
+import matmul
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.autotune.landscape import Landscape
+from tilecraft.autotune.llm.parse import proposal_config
+from tilecraft.autotune.seeds import heuristic_seeds
+from tilecraft.autotune.space import ConfigSpace
+from tilecraft.demo import example_files, example_kernels, load_example
+from tilecraft.runtime.budget import HOPPER, Limits, footprint
+from tilecraft.runtime.heuristics import DEFAULT_ELEMENTS
+
+REPO = Path(__file__).resolve().parent.parent
+LANDSCAPES = REPO / "benchmarks" / "landscapes" / "h200"
+CHECKED = ["bmm-8x1024x1024x1024", "matmul-2048x2048x2048", "softmax-2048x16384"]
+
+
+def fits(bound: object, config: tc.Config) -> bool:
+    resolved = bound.resolve(config).to_dict()  # type: ignore[attr-defined]
+    return footprint(bound.spec, resolved).fits(HOPPER)  # type: ignore[attr-defined]
+
+
+def test_budget_keeps_the_fastest_configs_and_rules_out_most_failures() -> None:
+    """On landscapes recorded on an H200: every config within 10% of the best fits; most
+    configs that outlived the compile timeout or ran out of shared memory do not."""
+    fast, failed, ruled_out = 0, 0, 0
+    for name in CHECKED:
+        land = Landscape.load(LANDSCAPES / f"{name}-bfloat16.jsonl.gz")
+        _, bound, _ = land.case.bind("meta")
+        best = min(t.time_ms for t in land.trials if t.ok and t.time_ms)
+        for t in land.trials:
+            if t.ok and t.time_ms and t.time_ms < 1.1 * best:
+                assert fits(bound, t.config), (name, t.config)
+                fast += 1
+            hopeless = t.status == "timeout" or "shared memory" in t.error
+            if hopeless:
+                failed += 1
+                ruled_out += not fits(bound, t.config)
+    assert fast >= 20 and failed >= 30
+    assert ruled_out >= 0.7 * failed  # 59 of 79 when written
+
+
+def bind_meta(kernel: tc.Kernel, *shapes: tuple[int, ...], dtype=torch.bfloat16) -> object:
+    return kernel.bind(tuple(torch.empty(s, dtype=dtype, device="meta") for s in shapes))
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("softmax_two_pass", (8192, 8192)),
+        ("kl_div_rows", (2048, 32768)),
+        ("long_sum", (8, 1 << 20)),
+    ],
+)
+def test_registered_blocks_default_to_a_tile_that_fits(name: str, shape: tuple) -> None:
+    """Two `register_block_size` blocks once defaulted to 1024x1024 (a compile that never
+    finished on the H200)."""
+    kernel = getattr(helion_dialect, name)
+    bound = bind_meta(kernel, *[shape] * (2 if name == "kl_div_rows" else 1))
+    config = bound.default_config
+    sizes = [s for s in config.block_sizes if s]
+    assert fits(bound, config)
+    largest = max(footprint_elements(bound, config), default=1)
+    assert largest <= DEFAULT_ELEMENTS and max(sizes) <= 1024
+
+
+def footprint_elements(bound: object, config: tc.Config) -> list[int]:
+    from tilecraft.runtime.budget import _sizes, elements
+
+    sizes = _sizes(bound.spec, bound.resolve(config).to_dict())  # type: ignore[attr-defined]
+    return [elements(u, sizes) for u in bound.spec.uses if u.role != "operand"]  # type: ignore[attr-defined]
+
+
+def test_matrix_products_default_to_measured_tiles() -> None:
+    config = bind_meta(matmul.matmul, (4096, 4096), (4096, 4096)).default_config
+    assert config.block_sizes == [128, 128, 64] and config.num_warps == 4
+    small = bind_meta(matmul.matmul, (40, 30), (30, 20)).default_config
+    assert small.block_sizes == [64, 32, 32]  # capped by the sizes, at least 16 for tl.dot
+    batched = bind_meta(bmm.bmm, (64, 1024, 1024), (64, 1024, 1024)).default_config
+    batch = batched.block_sizes[0]
+    # a 3-D product spreads its warps over the batch tile: a tile of 1 with 8 warps was
+    # 4-5x slower than the best config on the H200
+    assert batch > 1 and batched.num_warps <= batch
+    one = bind_meta(bmm.bmm, (1, 256, 256), (1, 256, 256)).default_config
+    assert one.block_sizes[0] == 1 and one.num_warps == 1
+
+
+def test_float32_products_fit_shared_memory_with_fewer_stages() -> None:
+    small = Limits(shared_per_block=100 * 1024)
+    kernel = tc.kernel(matmul.matmul.fn)
+    args = (torch.empty(512, 512), torch.empty(512, 512))
+    bound = kernel.bind(args)
+    bound.spec.limits = small
+    from tilecraft.runtime.heuristics import default_config
+
+    config = default_config(bound.spec)
+    assert footprint(bound.spec, config.to_dict()).fits(small)
+    assert (
+        footprint(bound.spec, bound.default_config.to_dict()).shared_bytes > small.shared_per_block
+    )
+
+
+def example_bounds() -> list[tuple[str, object]]:
+    out = []
+    for path in example_files(REPO / "examples"):
+        module = load_example(path)
+        for name, kernel in example_kernels(module):
+            try:
+                args = module.inputs(device="meta")
+            except (TypeError, NotImplementedError, RuntimeError):
+                continue  # inputs that need data (indices computed from values)
+            out.append((f"{path.stem}.{name}", kernel.bind(args)))
+    return out
+
+
+def test_every_example_default_fits() -> None:
+    bounds = example_bounds()
+    assert len(bounds) >= 20
+    for name, bound in bounds:
+        assert fits(bound, bound.default_config), name  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("case", ["softmax_two_pass", "matmul"])
+def test_random_configs_neighbours_and_seeds_fit(case: str) -> None:
+    if case == "matmul":
+        bound = bind_meta(matmul.matmul, (2048, 2048), (2048, 2048))
+    else:
+        bound = bind_meta(helion_dialect.softmax_two_pass, (8192, 8192))
+    space = ConfigSpace(bound.spec, bound.default_config)  # type: ignore[attr-defined]
+    rng = random.Random(0)
+    configs = [space.random(rng) for _ in range(40)] + heuristic_seeds(space)
+    configs += [n for c in configs[:5] for n in space.neighbors(c)]
+    assert all(fits(bound, c) for c in configs)
+    assert space.default() == space.repair(space.values(space.default()))
+
+
+def test_an_llm_proposal_over_budget_is_shrunk_with_a_reason() -> None:
+    bound = bind_meta(matmul.matmul, (4096, 4096), (4096, 4096))
+    space = ConfigSpace(bound.spec, bound.default_config)  # type: ignore[attr-defined]
+    reasons: list[str] = []
+    proposal = {"block_sizes": [256, 256, 256], "num_stages": 5, "num_warps": 4}
+    config = proposal_config(proposal, space, reasons, "proposal 1")
+    assert config is not None and fits(bound, config)
+    assert any("budget, shrunk" in r for r in reasons)
