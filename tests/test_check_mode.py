@@ -59,8 +59,10 @@ def test_masked_off_or_valid_ids_pass_and_match_the_unchecked_kernel(monkeypatch
 def test_eager_mode_checks_too(monkeypatch) -> None:
     table = torch.randn(10, 7, device=DEVICE)
     keep = torch.ones(3, dtype=torch.bool, device=DEVICE)
+    ids = torch.tensor([0, -1, 2], device=DEVICE)
     with pytest.raises(exc.IndexOutOfBounds):
-        checked(lookup, monkeypatch, eager=True)(table, torch.tensor([0, -1, 2]), keep)
+        checked(lookup, monkeypatch, eager=True)(table, ids, keep)
     ids = torch.tensor([0, 12, 2], device=DEVICE)
-    out = checked(lookup, monkeypatch, eager=True)(table, ids, torch.tensor([True, False, True]))
-    torch.testing.assert_close(out[1], torch.zeros(7))
+    keep = torch.tensor([True, False, True], device=DEVICE)
+    out = checked(lookup, monkeypatch, eager=True)(table, ids, keep)
+    torch.testing.assert_close(out[1], torch.zeros(7, device=DEVICE))
