@@ -178,9 +178,7 @@ def _out_of_bounds(tensor: torch.Tensor) -> IndexOutOfBounds:
     return out_of_bounds(frame.f_code.co_filename, frame.f_lineno, what)
 
 
-_LIBRARIES = tuple(str(Path(m.__file__).parent) for m in (torch,)) + (
-    str(Path(__file__).resolve().parent.parent),
-)
+_LIBRARIES = (str(Path(torch.__file__ or "").parent), str(Path(__file__).resolve().parent.parent))
 
 
 def read(

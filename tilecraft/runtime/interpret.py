@@ -272,10 +272,9 @@ class _FloatAccumulation(TorchFunctionMode):
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:
             return _product(*args, **kwargs)
-        if func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16):
-            if kwargs.get("dtype") is None:
-                kwargs = {**kwargs, "dtype": torch.float32}
-                return func(*args, **kwargs).to(args[0].dtype)
+        half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
+        if half and kwargs.get("dtype") is None:
+            return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
         try:
             return func(*args, **kwargs)
         except RuntimeError as e:
