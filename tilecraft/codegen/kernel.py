@@ -365,13 +365,28 @@ class KernelWriter:
 
     def small_product(self, op: Op) -> str:
         """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
-        GPU): a broadcast multiply summed over K, in the compute dtype."""
+        GPU), in the compute dtype: one outer product per k, each operand's k-th column
+        or row picked out by a masked sum. (A broadcast multiply summed over K is what it
+        means, but Triton's GPU compiler turns that pattern into a `tl.dot` of its own,
+        which gave wrong sums for K < 16 and TF32 rounding on the H200.)"""
         a, b, _ = op.args
+        assert op.out is not None
         compute = tl_dtype(op.attrs["compute"])
-        lead = ":, " * (a.type.rank - 2)
-        left = f"{a.name}.to({compute})[{lead}:, :, None]"
-        right = f"{b.name}.to({compute})[{lead}None, :, :]"
-        return f"tl.sum({left} * {right}, {a.type.rank - 1})"
+        rank, k = a.type.rank, self.block_size(a.type.dims[-1])
+        lead, lead_none = ":, " * (rank - 2), "None, " * (rank - 2)
+        out, lanes = f"{op.out.name}_small", f"{op.out.name}_k"
+        self.line(f"{lanes} = tl.arange(0, {k})")
+
+        def term(kk: str) -> str:
+            col = f"tl.where({lanes}[{lead_none}None, :] == {kk}, {a.name}.to({compute}), 0)"
+            row = f"tl.where({lanes}[{lead_none}:, None] == {kk}, {b.name}.to({compute}), 0)"
+            col, row = f"tl.sum({col}, {rank - 1})", f"tl.sum({row}, {rank - 2})"
+            return f"{col}[{lead}:, None] * {row}[{lead}None, :]"
+
+        self.line(f"{out} = {term('0')}")
+        self.line(f"for {lanes}_i in tl.static_range(1, {k}):")
+        self.line(f"    {out} = {out} + {term(lanes + '_i')}")
+        return out
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
