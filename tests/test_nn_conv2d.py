@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
@@ -166,6 +167,8 @@ def test_conv2d_checks() -> None:
         conv2d(x, w, residual=torch.randn(1, 2, 5, 5))
     with pytest.raises(ValueError, match="dtype"):
         conv2d(x, w.double())
+    with pytest.raises(UnsupportedOperation, match="float64"):
+        conv2d(x.double(), w.double())
 
 
 def test_conv2d_operators_under_torch_compile() -> None:
