@@ -6,7 +6,8 @@ For each layer, tilecraft's kernel (`tilecraft.nn.conv2d.plan` picks it: an impl
 plain GEMM for 1x1 filters, a direct stencil for depthwise ones) runs a small hand-picked
 sweep of configs on the channels-last input (block sizes, warps, stages; each checked
 against cuDNN's output before it is timed) and keeps the fastest; the NCHW input runs the
-same kernel, specialized to NCHW strides, with that winner (no transposed copy). The
+same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
+sweep's first two configs. The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
 per layer). Times are kernel launches (tilecraft's generated launcher, `F.conv2d`,
@@ -239,7 +240,10 @@ def tilecraft_times(case: Case, args: argparse.Namespace, deadline: float) -> di
         configs = _sweep(case.kernel, case.args, deadline)
     result["nhwc"], _ = run_sweep(case, case.kernel, configs, case.args)
     best = result["nhwc"]["best"]
-    nchw_configs = [tc.Config(**best["config"])] if best else configs[:1]
+    # the NHWC winner, and while the budget lasts the sweep's first two (NCHW reads differ)
+    nchw_configs = [tc.Config(**best["config"])] if best else []
+    more = configs[:2] if time.monotonic() < deadline else configs[:1]
+    nchw_configs += [c for c in more if c not in nchw_configs][: 3 - len(nchw_configs)]
     result["nchw"], _ = run_sweep(case, case.kernel, nchw_configs, case.args_nchw)
     return result
 
