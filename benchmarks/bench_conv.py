@@ -6,15 +6,18 @@ For each layer, tilecraft's kernel (`tilecraft.nn.conv2d.plan` picks it: an impl
 plain GEMM for 1x1 filters, a direct stencil for depthwise ones) runs a small hand-picked
 sweep of configs on the channels-last input (block sizes, warps, stages; each checked
 against cuDNN's output before it is timed) and keeps the fastest; the NCHW input runs the
-same kernel, specialized to NCHW strides, with that winner (no transposed copy). The
+same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
+sweep's first two configs. The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
 per layer). Times are kernel launches (tilecraft's generated launcher, `F.conv2d`,
 the compiled function); FLOPs are 2 * batch * out_ch * out_h * out_w * in_ch / groups * kh
 * kw; ratios are tilecraft's speed over the peer's (above 1: tilecraft is faster).
+`--backward` also sweeps the input- and weight-gradient kernels (channels-last) against
+PyTorch's `convolution_backward` (cuDNN), at twice the forward's FLOPs.
 
     PYTHONPATH=$PWD python benchmarks/bench_conv.py [--out PATH] [--budget-s 90]
-    PYTHONPATH=$PWD python benchmarks/bench_conv.py --kinds depthwise --no-compile
+    PYTHONPATH=$PWD python benchmarks/bench_conv.py --kinds 3x3,depthwise --backward
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_conv.py --smoke
 
 `--smoke` runs tiny layers on the CPU (Triton's interpreter, float32, no torch.compile): it
@@ -47,6 +50,7 @@ sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
 
 import tilecraft as tc  # noqa: E402
 from tilecraft.autotune.space import ConfigSpace  # noqa: E402
+from tilecraft.nn import conv2d_backward as bwd  # noqa: E402
 from tilecraft.nn.conv2d import plan  # noqa: E402
 
 
@@ -117,18 +121,29 @@ DEPTHWISE_SWEEP = [(64, 64, 4), (32, 128, 4), (128, 32, 4), (16, 128, 2)]
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
+# the sweep sizes each kernel's `block_sizes` lists, in order: m positions, n output
+# channels, k reduction (the weight gradient: its in_ch block, out_ch block, positions),
+# c channels of a depthwise kernel
+BLOCK_ORDERS = {
+    "conv2d_gemm": "kmn",
+    "conv2d_input_grad": "kmn",
+    "conv2d_pointwise": "mnk",
+    "conv2d_weight_grad": "mnk",
+    "conv2d_depthwise": "mc",
+    "depthwise_input_grad": "mc",
+    "depthwise_weight_grad": "cm",
+}
+
+
 def _block_knobs(kernel_name: str, entry: tuple) -> dict[str, Any]:
-    """Knob values of a sweep entry for one of conv2d's kernels (their block orders differ:
-    conv2d_gemm [k, m, n], conv2d_pointwise [m, n, k], conv2d_depthwise [m, channels])."""
-    if kernel_name == "conv2d_depthwise":
-        block_m, block_c, warps = entry
-        return {"block_sizes[0]": block_m, "block_sizes[1]": block_c, "num_warps": warps}
-    block_m, block_n, block_k, warps, stages = entry
-    order = (
-        [block_k, block_m, block_n] if kernel_name == "conv2d_gemm" else [block_m, block_n, block_k]
-    )
-    knobs = {f"block_sizes[{i}]": b for i, b in enumerate(order)}
-    return {**knobs, "num_warps": warps, "num_stages": stages}
+    """Knob values of a sweep entry for one of conv2d's kernels."""
+    if len(entry) == 3:  # a depthwise entry
+        sizes, extra = {"m": entry[0], "c": entry[1]}, {"num_warps": entry[2]}
+    else:
+        sizes = dict(zip("mnk", entry[:3], strict=True))
+        extra = {"num_warps": entry[3], "num_stages": entry[4]}
+    order = BLOCK_ORDERS[kernel_name]
+    return {**{f"block_sizes[{i}]": sizes[d] for i, d in enumerate(order)}, **extra}
 
 
 def sweep_configs(kernel: tc.Kernel, args: tuple, sweep: list[tuple]) -> list[tc.Config]:
@@ -184,20 +199,20 @@ class Case:
         _, self.args_nchw = plan(self.x_nchw, self.w, **self.options)
         self.kernel: tc.Kernel = op.kernel
 
-    def check(self, launcher: Callable[..., Any], args: tuple) -> float:
-        """The relative error of a launcher's output against cuDNN's."""
-        return rel_error(launcher(*args)[0], self.expected)
 
-
-def run_sweep(case: Case, configs: list[tc.Config], args: tuple) -> tuple[dict, Any]:
-    """Each config checked and timed: the trials, and the fastest correct one's launcher."""
-    bound = case.kernel.bind(args)
+def run_sweep(
+    case: Case, kernel: tc.Kernel, configs: list[tc.Config], args: tuple, check: Any = None
+) -> tuple[dict, Any]:
+    """Each config checked (`check(output)`: a relative error; by default the forward's
+    against cuDNN's) and timed: the trials, and the fastest correct one's launcher."""
+    bound = kernel.bind(args)
+    check = check or (lambda result: rel_error(result[0], case.expected))
     trials, best = [], None
     for config in configs:
         trial: dict[str, Any] = {"config": config.to_dict()}
         try:
             launcher = bound.compile(config)
-            trial["rel_err"] = case.check(launcher, args)
+            trial["rel_err"] = check(launcher(*args))
             if trial["rel_err"] <= MAX_REL_ERR[case.dtype]:
                 trial["ms"] = time_ms(lambda launcher=launcher: launcher(*args), case.device)
                 if best is None or trial["ms"] < best[0]["ms"]:
@@ -209,20 +224,57 @@ def run_sweep(case: Case, configs: list[tc.Config], args: tuple) -> tuple[dict, 
     return summary, best[1] if best else None
 
 
+def _sweep(kernel: tc.Kernel, args: tuple, deadline: float) -> list[tc.Config]:
+    """The sweep for a kernel, cut to its first config once the budget is spent."""
+    entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
+    configs = sweep_configs(kernel, args, entries)
+    return configs if time.monotonic() < deadline else configs[:1]
+
+
 def tilecraft_times(case: Case, args: argparse.Namespace, deadline: float) -> dict:
     """tilecraft on the channels-last input (swept or tuned) and on the NCHW input."""
     result: dict[str, Any] = {"kernel": case.kernel.__name__}
-    sweep = DEPTHWISE_SWEEP if case.kernel.__name__ == "conv2d_depthwise" else GEMM_SWEEP
     if args.search == "fast":
-        config = case.kernel.autotune(case.args, budget_s=args.tune_s)
-        configs = [config]
+        configs = [case.kernel.autotune(case.args, budget_s=args.tune_s)]
     else:
-        configs = sweep_configs(case.kernel, case.args, sweep)
-        configs = configs if time.monotonic() < deadline else configs[:1]
-    result["nhwc"], _ = run_sweep(case, configs, case.args)
+        configs = _sweep(case.kernel, case.args, deadline)
+    result["nhwc"], _ = run_sweep(case, case.kernel, configs, case.args)
     best = result["nhwc"]["best"]
-    nchw_configs = [tc.Config(**best["config"])] if best else configs[:1]
-    result["nchw"], _ = run_sweep(case, nchw_configs, case.args_nchw)
+    # the NHWC winner, and while the budget lasts the sweep's first two (NCHW reads differ)
+    nchw_configs = [tc.Config(**best["config"])] if best else []
+    more = configs[:2] if time.monotonic() < deadline else configs[:1]
+    nchw_configs += [c for c in more if c not in nchw_configs][: 3 - len(nchw_configs)]
+    result["nchw"], _ = run_sweep(case, case.kernel, nchw_configs, case.args_nchw)
+    return result
+
+
+def backward_times(case: Case, deadline: float) -> dict:
+    """The input and weight gradients (channels-last): tilecraft's kernels swept, each checked
+    against PyTorch's `convolution_backward` (cuDNN on a GPU), which is timed as the peer."""
+    grad = torch.randn_like(case.expected)
+    x, w, (geometry, groups) = case.x, case.args[1], (case.args[4:10], case.args[10])
+    layer = case.layer
+    stride, padding = [layer.stride] * 2, [layer.padding] * 2
+    mask = [True, True, False]
+
+    def peer() -> Any:
+        return torch.ops.aten.convolution_backward(
+            grad, x, case.w, None, stride, padding, [1, 1], False, [0, 0], groups, mask
+        )
+
+    want_x, want_w, _ = peer()
+    if case.kernel.__name__ == "conv2d_depthwise":
+        runs = [(bwd.depthwise_input_grad, (grad, w, x, *geometry, True), want_x),
+                (bwd.depthwise_weight_grad, (grad, x, w, *geometry), want_w)]  # fmt: skip
+    else:
+        runs = [(bwd.conv2d_input_grad, (grad, w, x, *geometry, groups, True), want_x),
+                (bwd.conv2d_weight_grad, (grad, x, w, *geometry, groups), want_w)]  # fmt: skip
+    result: dict[str, Any] = {}
+    for kernel, kernel_args, want in runs:
+        check = lambda got, want=want: rel_error(got, want)  # noqa: E731
+        configs = _sweep(kernel, kernel_args, deadline)
+        result[kernel.__name__], _ = run_sweep(case, kernel, configs, kernel_args, check)
+    result["cudnn_ms"] = time_ms(peer, case.device)
     return result
 
 
@@ -251,6 +303,8 @@ def measure(layer: Layer, args: argparse.Namespace, device: torch.device, deadli
         case = Case(layer, args.batch, args.dtype, device)
         row["tilecraft"] = tilecraft_times(case, args, deadline)
         row["peers_ms"] = peer_times(case, args.compile)
+        if args.backward:
+            row["backward"] = backward_times(case, deadline)
         row.update(speeds(row, layer.flops(args.batch)))
     except Exception:
         row["error"] = traceback.format_exc()[-1500:]
@@ -265,8 +319,17 @@ def speeds(row: dict, flops: float) -> dict[str, Any]:
         if best:
             times[f"tilecraft_{layout}"] = best["ms"]
     tflops = {k: flops / (ms * 1e-3) / 1e12 for k, ms in times.items()}
+    backward = row.get("backward")
+    if backward:  # twice the forward's FLOPs: the input and the weight gradient
+        parts = [b["best"]["ms"] for k, b in backward.items() if k != "cudnn_ms" and b["best"]]
+        if len(parts) == 2:
+            times["tilecraft_backward"] = sum(parts)
+            tflops["tilecraft_backward"] = 2 * flops / (sum(parts) * 1e-3) / 1e12
+        times["cudnn_backward"] = backward["cudnn_ms"]
+        tflops["cudnn_backward"] = 2 * flops / (backward["cudnn_ms"] * 1e-3) / 1e12
     ratios = {}
-    for ours, peer in (("nhwc", "cudnn_nhwc"), ("nchw", "cudnn_nchw"), ("nhwc", "compile")):
+    pairs = [("nhwc", "cudnn_nhwc"), ("nchw", "cudnn_nchw"), ("nhwc", "compile")]
+    for ours, peer in [*pairs, ("backward", "cudnn_backward")]:
         if f"tilecraft_{ours}" in times and peer in times:
             ratios[f"{ours}_vs_{peer}"] = times[peer] / times[f"tilecraft_{ours}"]
     return {"ms": times, "tflops": tflops, "ratios": ratios}
@@ -293,7 +356,9 @@ def geomeans(rows: list[dict]) -> dict[str, dict[str, float]]:
 
 
 COLUMNS = ["tilecraft_nhwc", "cudnn_nhwc", "compile", "tilecraft_nchw", "cudnn_nchw"]
+COLUMNS += ["tilecraft_backward", "cudnn_backward"]
 RATIOS = ["nhwc_vs_cudnn_nhwc", "nhwc_vs_compile", "nchw_vs_cudnn_nchw"]
+RATIOS += ["backward_vs_cudnn_backward"]
 
 
 def table(rows: list[dict], means: dict) -> str:
@@ -328,6 +393,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--search", choices=["sweep", "fast"], default="sweep")
     p.add_argument("--tune-s", type=float, default=8.0, help="per layer, with --search fast")
     p.add_argument("--no-compile", dest="compile", action="store_false")
+    p.add_argument("--backward", action="store_true", help="also the input and weight gradients")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_conv.json")
     args = p.parse_args(argv)
     args.dtype = torch.float32 if args.smoke else torch.bfloat16

@@ -87,6 +87,7 @@ def run_case(module_name: str, kernel_name: str, shape: tuple, seen: bool) -> di
             "ms": kernel_ms(kernel, args),
             "configs": stats.get("configs"),
             "search": stats.get("search"),
+            "phases": stats.get("phases"),
             "config": repr(config),
         }
     best = min(row[k]["ms"] for k in ("untuned", "predict", "quick"))
@@ -127,7 +128,23 @@ def main() -> int:
             f"| {p['tune_s']:.2f} s, {p['ms']:.4f} ms ({p['vs_best']:.3f}) "
             f"| {q['tune_s']:.1f} s, {q['ms']:.4f} ms ({q['vs_best']:.3f}) |"
         )
+    print_phases(rows)
     return 0
+
+
+PHASES = ("plan", "reference", "save", "workers_ready", "load", "compile_max", "timing", "retime")
+
+
+def print_phases(rows: list[dict]) -> None:
+    """Where each `predict` run's time went (seconds; workers_ready overlaps reference,
+    save and plan, and is 0 when the warm pool of an earlier run served it)."""
+    print("\n| kernel (predict) | total | " + " | ".join(PHASES) + " |")
+    print("|---|---|" + "---|" * len(PHASES))
+    for r in rows:
+        phases = (r.get("predict") or {}).get("phases") or {}
+        if phases:
+            cells = " | ".join(f"{phases.get(p, 0):.2f}" for p in PHASES)
+            print(f"| {r['kernel']} | {phases.get('total', 0):.2f} | {cells} |")
 
 
 if __name__ == "__main__":

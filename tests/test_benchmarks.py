@@ -93,16 +93,21 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tiny layers of each kind: tilecraft's kernels checked against F.conv2d and timed on
-    both layouts, the ratios and their geometric means written."""
+    """Tiny layers of each kind: tilecraft's kernels (forward on both layouts, and the
+    gradients) checked against PyTorch and timed, the ratios and their geometric means
+    written (one config each: no time budget for sweeps)."""
     script = load_script("bench_conv", monkeypatch)
     out = tmp_path / "conv.json"
-    data = script.main(["--smoke", "--out", str(out)])
+    data = script.main(["--smoke", "--backward", "--budget-s", "0", "--out", str(out)])
     assert json.loads(out.read_text())["geomeans"] == data["geomeans"]
     kernels = [row["tilecraft"]["kernel"] for row in data["rows"]]
     assert kernels == ["conv2d_gemm", "conv2d_pointwise", "conv2d_gemm", "conv2d_depthwise"]
     for row in data["rows"]:
         for layout in ("nhwc", "nchw"):
             assert row["tilecraft"][layout]["best"]["rel_err"] < 1e-4, (row["name"], layout)
-        assert row["ratios"]["nhwc_vs_cudnn_nhwc"] > 0 and row["ratios"]["nchw_vs_cudnn_nchw"] > 0
+        for name, gradient in row["backward"].items():
+            if name != "cudnn_ms":
+                assert gradient["best"]["rel_err"] < 1e-4, (row["name"], name)
+        ratios = ("nhwc_vs_cudnn_nhwc", "nchw_vs_cudnn_nchw", "backward_vs_cudnn_backward")
+        assert all(row["ratios"][r] > 0 for r in ratios), row["ratios"]
     assert set(data["geomeans"]) == {"3x3", "1x1", "strided", "depthwise", "all but depthwise"}

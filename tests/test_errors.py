@@ -36,6 +36,10 @@ def vector(n: int = 5) -> torch.Tensor:
     return torch.randn(n, device=DEVICE)
 
 
+def randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, device=DEVICE)
+
+
 # -- unsupported code in a device loop -----------------------------------------------------
 
 
@@ -155,7 +159,7 @@ def adds_row_and_column(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def test_tiles_that_do_not_broadcast() -> None:
-    message = raised(exc.ShapeMismatch, adds_row_and_column, torch.randn(5, 7), vector())
+    message = raised(exc.ShapeMismatch, adds_row_and_column, randn(5, 7), vector())
     assert_names_line(message, "out[tile_m, :] = x[tile_m, :] + w[tile_m]")
 
 
@@ -182,7 +186,7 @@ def stores_a_matrix_into_a_vector(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_store_of_the_wrong_shape() -> None:
-    message = raised(exc.ShapeMismatch, stores_a_matrix_into_a_vector, torch.randn(5, 3))
+    message = raised(exc.ShapeMismatch, stores_a_matrix_into_a_vector, randn(5, 3))
     assert_names_line(message, "out[tile_m] = x[tile_m, tile_n] * 2")
 
 
@@ -200,7 +204,7 @@ def needs_a_matrix(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("shape", [(5, 7, 2), (5,)], ids=["3d", "1d"])
 def test_host_code_failure_names_the_line(shape) -> None:
-    message = raised(exc.HostCodeError, needs_a_matrix, torch.randn(shape))
+    message = raised(exc.HostCodeError, needs_a_matrix, randn(*shape))
     assert_names_line(message, "rows, cols = x.size()")
     assert "ValueError" in message
 
@@ -215,7 +219,7 @@ def adds(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def test_tensors_on_different_devices() -> None:
     message = raised(exc.BadArgument, adds, vector(), torch.randn(5, device="meta"))
-    assert "cpu" in message and "meta" in message
+    assert torch.device(DEVICE).type in message and "meta" in message
     assert_names_line(message, "def adds(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:")
 
 
@@ -244,4 +248,4 @@ def test_explicit_block_size_not_a_power_of_two() -> None:
 
 def test_config_that_does_not_fit_the_kernel() -> None:
     kernel = tc.kernel(needs_a_matrix.fn, config=tc.Config(reduction_loops=[4, 4]))
-    raised(exc.InvalidConfig, kernel, torch.randn(4, 9))
+    raised(exc.InvalidConfig, kernel, randn(4, 9))

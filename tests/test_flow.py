@@ -45,7 +45,7 @@ def test_if_elif_else_on_a_loaded_scalar(shape, mode) -> None:
 
 
 def test_scalar_if_is_a_triton_branch() -> None:
-    x, flags = randn(3, 4), torch.ones(3, dtype=torch.int64)
+    x, flags = randn(3, 4), torch.ones(3, dtype=torch.int64, device=DEVICE)
     code = by_flag.bind((x, flags)).to_triton_code()
     assert "    if " in code and "else:" in code and "tl.where" not in code
 
@@ -64,7 +64,7 @@ def scale_tiles(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
 def test_if_on_a_flag_per_tile(mode) -> None:
     x = randn(11)
     flags = torch.tensor([1, 0, 0, 0, 0, 1, 1, 1, 2, 0, 0], device=DEVICE)  # first of each 4
-    expected = x * torch.repeat_interleave(torch.tensor([3.0, 1.0, 3.0]), 4)[:11]
+    expected = x * torch.repeat_interleave(torch.tensor([3.0, 1.0, 3.0], device=DEVICE), 4)[:11]
     assert_close(mode(scale_tiles)(x, flags), expected)
 
 
@@ -84,7 +84,7 @@ def sum_positive_chunks(x: torch.Tensor) -> torch.Tensor:
 
 def test_scalar_if_updating_a_loop_accumulator(mode) -> None:
     x = randn(5, 10)
-    expected = torch.zeros(5)
+    expected = torch.zeros(5, device=DEVICE)
     for j in range(0, 10, 4):  # one tile of rows (5 < any block size), chunks of 4 columns
         block = x[:, j : j + 4]
         if block.sum() > 0:
@@ -131,7 +131,7 @@ def masked_gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 
 def test_gather_under_a_tile_condition(mode) -> None:
     x, idx = randn(9), torch.tensor([0, 8, 9, 1000, 3], device=DEVICE)
-    expected = torch.tensor([x[0] + 1, x[8] + 1, 0, 0, x[3] + 1])
+    expected = torch.tensor([x[0] + 1, x[8] + 1, 0, 0, x[3] + 1], device=DEVICE)
     assert_close(mode(masked_gather)(x, idx), expected)
 
 
@@ -169,13 +169,13 @@ def shapes_differ(x: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
 
 def test_merging_different_shapes_is_an_error() -> None:
     with pytest.raises(exc.ShapeMismatch, match="same shape in both"):
-        shapes_differ(randn(3, 4), torch.ones(3, dtype=torch.int64))
+        shapes_differ(randn(3, 4), torch.ones(3, dtype=torch.int64, device=DEVICE))
 
 
 def test_ir_prints_branches() -> None:
     from tilecraft.ir.printer import format_kernel
 
-    bound = by_flag.bind((randn(2, 3), torch.ones(2, dtype=torch.int64)))
+    bound = by_flag.bind((randn(2, 3), torch.ones(2, dtype=torch.int64, device=DEVICE)))
     text = format_kernel(bound.analyze(tc.Config()).kernels[0])
     assert "if %" in text and "yield y" in text and "else:" in text
 
@@ -205,7 +205,7 @@ def unrolled(x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("n", [1, 4])
 def test_static_range_and_python_loops(n, mode) -> None:
     x = randn(13, n)
-    weights = torch.arange(1, n + 1, dtype=torch.float32)
+    weights = torch.arange(1, n + 1, dtype=torch.float32, device=DEVICE)
     assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 2)
 
 
@@ -218,7 +218,7 @@ def test_static_range_needs_host_ints() -> None:
         return x
 
     with pytest.raises(exc.UnsupportedSyntax, match="static_range"):
-        bad(randn(3), torch.ones(1, dtype=torch.int64))
+        bad(randn(3), torch.ones(1, dtype=torch.int64, device=DEVICE))
 
 
 # -- loops bounded by values read on the device ---------------------------------------------
@@ -444,7 +444,7 @@ def test_tuning_features_look_inside_branches() -> None:
             out[tile_m] = acc
         return out
 
-    bound = loop_in_a_branch.bind((randn(8, 8), torch.ones(8, dtype=torch.int64)))
+    bound = loop_in_a_branch.bind((randn(8, 8), torch.ones(8, dtype=torch.int64, device=DEVICE)))
     desc = describe(bound)
     assert desc["depth"] == 1 and features(desc, bound.default_config)
     assert "device loop" in ir_summary(bound)

@@ -161,7 +161,8 @@ def cross(x: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
 def shifted(x: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
     """`x[i + dy, j + dx]`, zero outside."""
     h, w = x.shape
-    rows, cols = torch.arange(h)[:, None] + dy, torch.arange(w)[None, :] + dx
+    rows = torch.arange(h, device=x.device)[:, None] + dy
+    cols = torch.arange(w, device=x.device)[None, :] + dx
     inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
     return torch.where(inside, x[rows.clamp(0, h - 1), cols.clamp(0, w - 1)], 0.0)
 
@@ -254,7 +255,7 @@ def test_atomic_add_through_repeated_ids(mode) -> None:
     ids = torch.tensor([0, 2, 2, 5, 2, 0, 7, -1], device=DEVICE)
     x = randn(8)
     keep = (ids >= 0) & (ids < 6) & (x > -1)
-    expected = torch.zeros(6).index_add_(0, ids[keep], x[keep])
+    expected = torch.zeros(6, device=DEVICE).index_add_(0, ids[keep], x[keep])
     assert_close(mode(scatter_add)(ids, x, 6), expected)
     code = scatter_add.bind((ids, x, 6)).to_triton_code(tc.Config(block_sizes=[8]))
     assert "sem='relaxed'" in code

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
@@ -85,6 +86,10 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
         ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, False),
         ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, True),
         ((1, 3, 7, 5), (5, 3, 3, 3), "gelu", {"padding": "same", "dilation": 2}, True),
+        # more than 16 channels: the reduction padded to whole blocks per tap (fewer run flat)
+        ((1, 20, 4, 5), (18, 20, 3, 3), "relu", {"padding": 1, "stride": 2}, True),
+        # even filters: 'same' pads one more after than before
+        ((1, 2, 5, 6), (3, 2, 2, 4), None, {"padding": "same", "dilation": (1, 3)}, False),
         # 1x1: a plain GEMM (both layouts are different views), and strided (implicit GEMM)
         ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, False),
         ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, True),
@@ -96,9 +101,9 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
                                               "groups": 3}, True),
         ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}, False),
     ],
-    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "pointwise-nchw", "pointwise-nhwc",
-         "pointwise-strided", "depthwise-nchw", "depthwise-nhwc", "depthwise-dilated",
-         "multiplier"],
+    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "padded-taps", "same-even",
+         "pointwise-nchw", "pointwise-nhwc", "pointwise-strided", "depthwise-nchw",
+         "depthwise-nhwc", "depthwise-dilated", "multiplier"],
 )  # fmt: skip
 def test_conv2d(modes, x_shape, w_shape, activation, options, channels_last) -> None:
     _compare(x_shape, w_shape, channels_last, activation=activation, **options)
@@ -162,6 +167,8 @@ def test_conv2d_checks() -> None:
         conv2d(x, w, residual=torch.randn(1, 2, 5, 5))
     with pytest.raises(ValueError, match="dtype"):
         conv2d(x, w.double())
+    with pytest.raises(UnsupportedOperation, match="float64"):
+        conv2d(x.double(), w.double())
 
 
 def test_conv2d_operators_under_torch_compile() -> None:
@@ -205,8 +212,37 @@ def test_conv2d_rejects_a_reduction_block_across_taps() -> None:
     from tilecraft.exc import InvalidConfig
     from tilecraft.nn.conv2d import plan
 
-    op, args = plan(torch.randn(1, 4, 5, 5), torch.randn(3, 4, 3, 3), padding=1)
+    op, args = plan(torch.randn(1, 20, 5, 5), torch.randn(3, 20, 3, 3), padding=1)  # padded
     bound = op.kernel.bind(args)
     bound.to_triton_code(tc.Config(block_sizes=[32, 16, 16]))  # the largest that fits
     with pytest.raises(InvalidConfig, match="reduction block 64"):
         bound.to_triton_code(tc.Config(block_sizes=[64, 16, 16]))
+
+
+@pytest.mark.parametrize("blocks", [[16, 16, 16], [64, 32, 32]])
+def test_conv2d_configs(blocks: list[int]) -> None:
+    """Compiled with other configs (Triton's interpreter): reduction blocks smaller than a
+    tap's padded channels (several per tap) or equal to them, and the weight gradient's
+    reduction split in chunks."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x = torch.randn(2, 40, 5, 6).to(memory_format=torch.channels_last)
+    w = torch.randn(8, 40, 3, 3) / 10
+    options = {"padding": 1, "stride": (1, 2)}
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    ref = F.conv2d(xr, wr, **options)
+    grad = torch.randn_like(ref)
+    ref.backward(grad)
+    op, args = plan(x, w, **options)
+    out = op.kernel.bind(args).compile(tc.Config(block_sizes=blocks))(*args)[0]
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    geometry = (1, 2, 1, 1, 1, 1, 1)
+    dx_args = (grad, args[1], x, *geometry, True)
+    dx_config = tc.Config(block_sizes=[min(blocks[0], 32), *blocks[1:]])  # 8 channels: 32
+    dx = bwd.conv2d_input_grad.bind(dx_args).compile(dx_config)(*dx_args)
+    torch.testing.assert_close(dx, xr.grad, atol=1e-4, rtol=1e-4)
+    dw_args = (grad, x, args[1], *geometry)
+    splits = tc.Config(block_sizes=blocks, splits=blocks[0] // 8)  # 2 or 8 chunks
+    dw = bwd.conv2d_weight_grad.bind(dw_args).compile(splits)(*dw_args)
+    torch.testing.assert_close(dw, wr.grad, atol=1e-4, rtol=1e-4)

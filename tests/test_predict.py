@@ -150,9 +150,9 @@ def test_untuned_config_from_the_database(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_predict_effort_is_a_setting() -> None:
     assert "predict" in tune.EFFORTS
-    tune._check_options(None, "predict", None)
+    tune._check_options(None, "predict", None, "time")
     with pytest.raises(SettingsError, match="predict"):
-        tune._check_options(None, "guess", None)
+        tune._check_options(None, "guess", None, "time")
     assert Settings(autotune_effort="predict").autotune_effort == "predict"
 
 
@@ -161,9 +161,7 @@ class ReplayBench:
 
     runs: list[list[Any]] = []
 
-    def __init__(
-        self, bound: Any, args: tuple, workers: int = 0, timeout_s: float = 0, meter: Any = None
-    ) -> None:
+    def __init__(self, bound: Any, args: tuple, **options: Any) -> None:
         land, space, _ = prepared(TARGET)
         self.replay, self.on_gpu = Replay(land, space), True
         ReplayBench.runs.append([])
@@ -178,7 +176,7 @@ class ReplayBench:
         ReplayBench.runs[-1] += configs
         return self.replay(configs)
 
-    def retime(self, configs: list[Any]) -> dict[Any, float]:
+    def retime(self, configs: list[Any], rounds: int = 2) -> dict[Any, float]:
         return {}
 
 

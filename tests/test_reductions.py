@@ -130,7 +130,7 @@ def bad_argmax(x: torch.Tensor) -> torch.Tensor:
 
 def test_argmax_over_several_dims_is_refused() -> None:
     with pytest.raises(TilecraftError, match="several dims"):
-        tc.testing.run_mode(bad_argmax, (torch.randn(3, 4),), "triton")
+        tc.testing.run_mode(bad_argmax, (torch.randn(3, 4, device=DEVICE),), "triton")
 
 
 def test_reductions_on_odd_shapes_with_specials() -> None:

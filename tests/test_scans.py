@@ -50,7 +50,7 @@ def test_integer_scans(name: str) -> None:
 
 
 def test_cumsum_of_one_column() -> None:
-    check_modes(row_scan, (torch.randn(4, 1), "cumsum"), lambda x, n: SCANS[n](x))
+    check_modes(row_scan, (torch.randn(4, 1, device=DEVICE), "cumsum"), lambda x, n: SCANS[n](x))
 
 
 @pytest.mark.parametrize("name", ["cumsum", "cumprod"])
@@ -105,14 +105,16 @@ def _user_reference(x: torch.Tensor, reverse: bool) -> tuple[torch.Tensor, torch
         sums = x.flip(1).cumsum(1).flip(1)
         best = torch.stack(
             [
-                torch.tensor([c + int(x[r, c:].argmax()) for c in range(x.shape[1])])
+                torch.tensor(
+                    [c + int(x[r, c:].argmax()) for c in range(x.shape[1])], device=x.device
+                )
                 for r in range(x.shape[0])
             ]
         )
         return sums, best.to(torch.int32)
     best = torch.stack(
         [
-            torch.tensor([int(x[r, : c + 1].argmax()) for c in range(x.shape[1])])
+            torch.tensor([int(x[r, : c + 1].argmax()) for c in range(x.shape[1])], device=x.device)
             for r in range(x.shape[0])
         ]
     )
@@ -197,7 +199,7 @@ def test_helion_cumsum_and_cumprod_with_reverse_over_a_ragged_row() -> None:
 def test_sort_over_chunks_is_refused() -> None:
     config = tc.Config(block_sizes=[4], reduction_loops=[8])
     with pytest.raises(TilecraftError, match="reduction_loops"):
-        run_mode(row_sort, (torch.randn(5, 37), "sort"), "triton", config)
+        run_mode(row_sort, (torch.randn(5, 37, device=DEVICE), "sort"), "triton", config)
 
 
 def nan_rows(shape: tuple[int, int]) -> torch.Tensor:
@@ -218,4 +220,4 @@ def test_topk_over_chunks_with_nan_and_ties(name: str) -> None:
         torch.testing.assert_close(values, expected.values, equal_nan=True)
         if mode == "triton":  # PyTorch picks among ties in its own way
             assert torch.equal(indices[[0, 3, 4]], expected.indices[[0, 3, 4]])
-            assert torch.equal(indices[1], torch.arange(indices.shape[1]))
+            assert torch.equal(indices[1], torch.arange(indices.shape[1], device=DEVICE))

@@ -51,7 +51,7 @@ def positions(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("n", [1, 37])
 def test_arange_over_a_tile(n, mode) -> None:
-    assert torch.equal(mode(positions)(randn(n)), torch.arange(n, dtype=torch.int32))
+    assert torch.equal(mode(positions)(randn(n)), torch.arange(n, dtype=torch.int32, device=DEVICE))
 
 
 @tc.kernel

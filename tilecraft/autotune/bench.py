@@ -15,6 +15,7 @@ import os
 import pickle
 import shutil
 import tempfile
+import time
 import types
 import warnings
 from pathlib import Path
@@ -23,13 +24,16 @@ from typing import Any
 import torch
 
 from tilecraft.autotune.energy import EnergyMeter
+from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.workers import (
     DIR_PREFIX,
     SKIPPED_RESULT,
     WorkerPool,
+    acquire,
     capped_workers,
+    give_back,
     past,
     remove_stale_dirs,
 )
@@ -37,6 +41,7 @@ from tilecraft.exc import TilecraftError
 from tilecraft.runtime import guard
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import runs_on_cpu
 from tilecraft.runtime.interpret import eager_function, run_eagerly
 
 
@@ -45,7 +50,9 @@ class Benchmarker:
 
     `workers=0` runs candidates in this process (fast, but a hang or crash is not
     contained). On a CPU, times come from Triton's interpreter and mean nothing. With a
-    `meter`, each ok candidate's energy per call is measured too, after its timing.
+    `meter`, each ok candidate's energy per call is measured too, after its timing. The
+    workers (the process's warm pool, see workers.py) start before the reference outputs
+    are computed, so their start-up overlaps it; `phases` receives where the time went.
     """
 
     def __init__(
@@ -56,18 +63,31 @@ class Benchmarker:
         workers: int = 2,
         timeout_s: float = 60.0,
         reference: Config | None = None,
+        phases: Phases | None = None,
         meter: EnergyMeter | None = None,
     ) -> None:
-        self.bound, self.args, self.meter = bound, args, meter
+        self.bound, self.args, self.timeout_s, self.meter = bound, args, timeout_s, meter
+        self.phases = Phases() if phases is None else phases
         self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         self.pool: WorkerPool | None = None
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
+        self.started = time.monotonic()
         self.deadline: float | None = None  # when a tuning budget runs out (time.monotonic)
         remove_stale_dirs()  # those of runs that died before they could clean up
-        self.expected = self._reference(reference)
         workers = capped_workers(workers, args)
         if workers > 0:
-            self.pool = self._pool(workers, timeout_s)
+            self.pool = acquire(
+                workers, timeout_s, interpret=runs_on_cpu(args), device=_device(args)
+            )
+        try:
+            with self.phases.timed("reference"):
+                self.expected = self._reference(reference)
+            if self.pool is not None:
+                with self.phases.timed("save"):
+                    self._save()
+        except BaseException:
+            self.close()
+            raise
 
     def _reference(self, config: Config | None) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -91,39 +111,41 @@ class Benchmarker:
             raise TimeoutError(f"the reference config did not compile in {timeout:g} s")
         return launcher
 
-    def _pool(self, workers: int, timeout_s: float) -> WorkerPool | None:
-        """Workers reading the arguments from a private temporary directory (removed by
-        `close`); None, with a warning, when it cannot be written (a full disk)."""
+    def _save(self) -> None:
+        """Write the arguments and the reference for the workers, in a private temporary
+        directory (removed by `close`); without workers, with a warning, when it cannot be
+        written (a full disk) or the arguments cannot be pickled."""
         try:
             self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
-            args_path, ref_path = self.dir / "args.pt", self.dir / "expected.pt"
-            torch.save(self.args, args_path)
-            torch.save(self.expected, ref_path)
-            return WorkerPool(args_path, ref_path, workers, timeout_s)
+            torch.save(self.args, self.dir / "args.pt")
+            torch.save(self.expected, self.dir / "expected.pt")
         except OSError as e:
-            return self._no_pool(str(e))
+            self._no_pool(str(e))
         except (pickle.PicklingError, AttributeError, TypeError) as e:
             # a function argument (an epilogue lambda) cannot travel to another process
-            return self._no_pool(f"the arguments cannot be sent to a worker process: {e}")
+            self._no_pool(f"the arguments cannot be sent to a worker process: {e}")
 
-    def _no_pool(self, why: str) -> WorkerPool | None:
+    def _no_pool(self, why: str) -> None:
         self.close()
         message = f"tilecraft: no benchmark workers ({why}); candidates run in this process"
         warnings.warn(message, stacklevel=4)
-        return None
 
     def _job(self, config: Config, energy: bool = True) -> dict:
-        path, code = self.bound.code_file(config)
-        return {
+        with self.phases.timed("codegen"):
+            path, code = self.bound.code_file(config)
+        job = {
             "code_path": str(path),
             "code": code,  # sent, not read back from the cache dir
             "name": self.bound.src.tree.name,
             "imports": self.imports,
             "constants": self.constants,
-            "lock": str(self.dir / "gpu.lock") if self.pool and self.dir else None,
             "config": config.to_json(),
             "energy": self.meter.to_job() if self.meter and energy else None,
         }
+        if self.pool is not None and self.dir is not None:
+            job["args"], job["ref"] = str(self.dir / "args.pt"), str(self.dir / "expected.pt")
+            job["lock"] = str(self.dir / "gpu.lock")
+        return job
 
     @functools.cached_property
     def _globals_used(self) -> dict[str, Any]:
@@ -154,12 +176,16 @@ class Benchmarker:
         return found
 
     def _run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
-        if self.pool is not None:
-            return self.pool.run(jobs, deadline)
-        return [
-            SKIPPED_RESULT if past(deadline) else run_job(job, self.args, self.expected)
-            for job in jobs
-        ]
+        if self.pool is None:
+            return [
+                SKIPPED_RESULT if past(deadline) else run_job(job, self.args, self.expected)
+                for job in jobs
+            ]
+        results = self.pool.run(jobs, deadline, self.timeout_s)
+        self.phases.most("workers_ready", self.pool.started_since(self.started))
+        for result in results:
+            self.phases.most("load", float(result.get("load_s", 0.0)))
+        return results
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
         """Check and time every config (in parallel); a Trial each, in order. Configs not
@@ -175,23 +201,28 @@ class Benchmarker:
         results = self._run([job for _, job in jobs], deadline)
         for (i, _), result in zip(jobs, results, strict=True):
             trials[i] = _trial(configs[i], result)
+            self.phases.most("compile_max", trials[i].compile_s)
+            self.phases.add("compile_sum", trials[i].compile_s)
+            self.phases.add("timing", trials[i].bench_s)
         return [trials[i] for i in range(len(configs))]
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
         """Time the leaders again, interleaved, and keep each one's best median (of the
         rounds done by `self.deadline`)."""
         deadline, best = self.deadline, dict[Config, float]()
-        jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
-        for _ in range(rounds):
-            for config, result in zip(configs, self._run(jobs, deadline), strict=True):
-                if result.get("time_ms") is not None:
-                    best[config] = min(best.get(config, float("inf")), result["time_ms"])
+        with self.phases.timed("retime"):
+            jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
+            for _ in range(rounds):
+                for config, result in zip(configs, self._run(jobs, deadline), strict=True):
+                    if result.get("time_ms") is not None:
+                        best[config] = min(best.get(config, float("inf")), result["time_ms"])
         return best
 
     def close(self) -> None:
-        """Stop the workers and remove the temporary directory."""
-        if self.pool is not None:
-            self.pool.close()
+        """Hand the workers back (the warm pool stays) and remove the temporary directory."""
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            give_back(pool)
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -200,6 +231,11 @@ class Benchmarker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _device(args: tuple) -> str:
+    """The GPU the arguments live on ("" on the CPU), where workers make their context."""
+    return next((str(a.device) for a in args if isinstance(a, torch.Tensor) and a.is_cuda), "")
 
 
 def _trial(config: Config, result: dict) -> Trial:

@@ -15,6 +15,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import math
 import warnings
 from collections.abc import Sequence
@@ -171,8 +172,8 @@ def _write(path: Path, stamp: str, model: CostModel | None) -> None:
 
 
 def _sklearn_version() -> str:
+    """scikit-learn's version, read without importing it (seconds, for a cached model)."""
     try:
-        import sklearn
-    except ImportError:
+        return importlib.metadata.version("scikit-learn")
+    except importlib.metadata.PackageNotFoundError:
         return "none"
-    return str(sklearn.__version__)

@@ -85,10 +85,15 @@ class TuneProgress:
             writer.writerows(rows)
 
     def finish(
-        self, best: Trial, tuning_j: float | None = None, front: list[Trial] | None = None
+        self,
+        best: Trial,
+        tuning_j: float | None = None,
+        front: list[Trial] | None = None,
+        phases: str = "",
     ) -> None:
         """Print the winner as a decorator line, what tuning took (and the energy it used
-        when a meter read it), and the time/energy Pareto front when trials have energy."""
+        when a meter read it; where the time went when `phases` is given), and the
+        time/energy Pareto front when trials have energy."""
         self.progress.stop()
         if self.quiet:
             return
@@ -101,6 +106,8 @@ class TuneProgress:
             f"tilecraft: tuned {self.kernel} in {took:.1f} s{used}, {self.done} configs "
             f"({self.failed} failed), best {timing}:"
         )
+        if phases:
+            self.console.print(f"tilecraft: phases (s): {phases}", markup=False, highlight=False)
         line = f"@tc.kernel(config={best.config!r})"
         self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         if front:

@@ -30,6 +30,8 @@ from tilecraft.autotune.energy import (
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
+from tilecraft.autotune.phases import Phases
+from tilecraft.autotune.predict import TOP
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import SEARCHES, make_search
 from tilecraft.autotune.search.common import cost
@@ -62,6 +64,7 @@ EFFORTS = {
 }
 RETIME_SHARE = 0.1  # of a GPU tuning budget kept for re-timing the leaders at the end
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
+NOISE = 0.03  # timing noise between two runs of one kernel (relative): leads beyond it count
 
 
 # Winners this process could not store (full disk, unusable cache): (db path, key) -> config
@@ -171,18 +174,21 @@ def autotune(
     meter = meter if meter is not None else default_meter(args)
     require_meter(objective, meter)
     used = EnergyUse(meter)
+    phases = Phases()
     key = tune_key(bound, args)
     with (
         TuningDB(db_path(settings), check=True) as db,
         Benchmarker(
             bound,
             args,
-            workers=settings.autotune_workers,
+            workers=_pool_size(settings, effort, search, configs, max_configs),
             timeout_s=settings.autotune_timeout_s,
+            phases=phases,
             meter=meter if objective != "time" else None,
         ) as bench,
     ):
-        preset, learned = _plan(db, key, bound, settings, effort, search)
+        with phases.timed("plan"):
+            preset, learned = _plan(db, key, bound, settings, effort, search)
         name = search or settings.autotune_search or preset.search
         seconds = budget_s or settings.autotune_budget_s or preset.max_seconds
         searching = seconds * (1 - RETIME_SHARE) if bench.on_gpu else seconds
@@ -192,7 +198,8 @@ def autotune(
             unrecorded: list[str] = []
 
             def evaluate(batch: list[Config]) -> list[Trial]:
-                trials = bench(batch)
+                with phases.timed("measure"):
+                    trials = bench(batch)
                 for trial in trials:
                     trial.objective = objective
                 measured = [t for t in trials if t.status != SKIPPED]
@@ -223,16 +230,47 @@ def autotune(
                     context=context,
                     **learned,
                 )
-                runner.run()
+                with phases.timed("search"):
+                    runner.run()
+                phases["search"] -= phases.get("measure", 0.0)  # its own thinking only
                 trials = runner.trials
             bench.deadline = None if configs else started + seconds  # the re-timing's share
-            best = _choose(bench, trials, bound.default_config, objective)
+            quick = name == "predict"
+            best = _choose(bench, trials, bound.default_config, objective, quick=quick)
             if best.time_ms is not None:
                 _keep(db, best_key(key, objective), best, settings, objective != "time")
             tuning_j = used.joules()
-            shown.finish(best, tuning_j, pareto_front(trials))
-    bound.tuning = _summary(trials, name, best, objective, tuning_j)
+            phases["total"] = time.monotonic() - started
+            shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
+    bound.tuning = {**_summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
     return best.config
+
+
+def _shown(phases: Phases, settings: Settings) -> str:
+    """The phases line of the summary, when the settings ask for it."""
+    return phases.summary() if settings.autotune_verbose else ""
+
+
+def _pool_size(
+    settings: Settings,
+    effort: str | None,
+    search: str | None,
+    configs: list[Config] | None,
+    max_configs: int | None,
+) -> int:
+    """Workers for the batches the search will run: the "predict" search measures its
+    `TOP` picks at once, given configs are measured at once, and no search measures more
+    than its config budget. Starting fewer workers saves their start-up."""
+    preset = EFFORTS.get(effort or settings.autotune_effort, EFFORTS["quick"])
+    name = search or settings.autotune_search or preset.search
+    batch = [settings.autotune_workers]
+    if configs:
+        batch.append(len(configs))
+    elif name == "predict":
+        batch.append(TOP)
+    if max_configs:
+        batch.append(max_configs)
+    return min(batch)
 
 
 def _summary(
@@ -366,18 +404,35 @@ def _learned(
         return None, description
 
 
-def _choose(bench: Benchmarker, trials: list[Trial], default: Config, objective: str) -> Trial:
+def _choose(
+    bench: Benchmarker,
+    trials: list[Trial],
+    default: Config,
+    objective: str = "time",
+    *,
+    quick: bool = False,
+) -> Trial:
     """The best trial under `objective`; for time, the leaders re-timed together (by the
     benchmarker's deadline) and the fastest kept (energy is measured over windows long
-    enough to need no second look). The default if nothing worked."""
+    enough to need no second look). The default if nothing worked. `quick` (a few configs
+    measured at once): only the leaders within `NOISE` of the fastest are re-timed, in one
+    round, each keeping the best of its two timings; none when the fastest leads by more."""
     ranked = sorted((t for t in trials if t.ok), key=lambda t: (cost(t), t.time_ms or 0.0))
     if not ranked:
         return Trial(default, "ok", None, objective=objective)
     if objective != "time":
         return ranked[0]
-    leaders = [t.config for t in ranked[:3]]
-    retime = bench.on_gpu and len(leaders) > 1
-    times = bench.retime(leaders) if retime else {}
+    leaders = ranked[:3]
+    if quick:
+        fastest = ranked[0].time_ms or 0.0
+        leaders = [t for t in leaders if (t.time_ms or 0.0) <= fastest * (1 + NOISE)]
+    if not bench.on_gpu or len(leaders) < 2:
+        return ranked[0]
+    times = bench.retime([t.config for t in leaders], rounds=1 if quick else 2)
+    if quick:
+        times = {
+            t.config: min(times.get(t.config, math.inf), t.time_ms or math.inf) for t in leaders
+        }
     if not times:
         return ranked[0]
     winner = min(times, key=lambda c: times[c])

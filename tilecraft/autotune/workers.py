@@ -1,7 +1,15 @@
-"""A pool of worker processes that run candidate kernels with a timeout each."""
+"""Pools of worker processes that run candidate kernels with a timeout each.
+
+A worker takes seconds to start (PyTorch, Triton, a CUDA context), more than a short
+tuning run spends benchmarking, so the process keeps one warm pool (`acquire`/`give_back`)
+for its tuning runs: the next run finds its workers started. Idle workers exit after
+`IDLE_S` seconds (the pool retires them earlier, so none exits under a job), and with this
+process. A pool in use by one run (another thread) is never shared: that run gets its own.
+"""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import select
@@ -9,11 +17,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from tilecraft.autotune.worker import IDLE_S
+
+RETIRE = 0.75  # a worker idle this fraction of its idle limit is replaced, not used
 SKIPPED_RESULT = {"status": "skipped", "error": "the tuning budget ran out first"}
 
 
@@ -27,83 +39,147 @@ class Worker:
     """One `python -m tilecraft.autotune.worker` process."""
 
     command: list[str]
-    log: Path
-    proc: subprocess.Popen[str] | None = None
+    log: str
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
     job: dict | None = None
     deadline: float = 0.0
-    ready: bool = False  # finished starting up (imports, loading the arguments)
+    ready: bool = False  # finished starting up (imports, the CUDA context)
+    spawned: float = 0.0  # time.monotonic() at the start
+    ready_s: float | None = None  # how long it took to start up
+    last_used: float = 0.0  # when it last finished a job (or started)
+    unread: bytes = b""  # the start of a line it is writing
 
     def start(self) -> None:
-        self.ready = False
+        self.ready, self.ready_s, self.unread = False, None, b""
+        self.spawned = self.last_used = time.monotonic()
         stderr: IO[str] = open(self.log, "a")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
             self.command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
-            text=True,
-            env=_environment(),
+            env=self.env,
         )
+        stderr.close()  # the child holds its own descriptor
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def submit(self, job: dict, timeout_s: float) -> None:
-        if not self.alive():
-            self.start()
+    def idle_for(self) -> float:
+        return time.monotonic() - self.last_used
+
+    def submit(self, job: dict, timeout_s: float, idle_s: float) -> bool:
+        """Send `job`, (re)starting the process when it is gone or about to exit idle;
+        False when no process would take it."""
+        if self.alive() and self.idle_for() > RETIRE * idle_s:
+            self.kill()
+        for _ in range(2):  # one that died since its last job (a broken pipe): once more
+            try:
+                if not self.alive():
+                    self.start()
+                self._write(job)
+            except OSError:
+                self.kill()
+                continue
+            self.job, self.deadline = job, time.monotonic() + timeout_s
+            return True
+        return False
+
+    def _write(self, message: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
-        self.job, self.deadline = job, time.monotonic() + timeout_s
-        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
         self.proc.stdin.flush()
+
+    def messages(self) -> list[dict] | None:
+        """The messages it wrote since the last call (None once its output has ended).
+        Read from the descriptor, unbuffered: a line a buffered reader took ahead would
+        not wake `select` again."""
+        assert self.proc is not None and self.proc.stdout is not None
+        data = os.read(self.proc.stdout.fileno(), 1 << 16)
+        if not data:
+            return None
+        *lines, self.unread = (self.unread + data).split(b"\n")
+        return [m for m in map(_decoded, lines) if m is not None]
+
+    def release(self) -> None:
+        """Tell an idle worker to drop the data it loaded."""
+        if self.job is None and self.alive():
+            try:
+                self._write({"release": True})
+            except OSError:
+                self.kill()
 
     def kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
-        self.proc, self.job = None, None
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    stream.close()
+        self.proc, self.job, self.ready = None, None, False
 
 
-@dataclass
 class WorkerPool:
-    """Runs jobs on `size` workers; a job that crashes or outlives its timeout fails alone."""
+    """Runs jobs on `size` workers; a job that crashes or outlives its timeout fails alone.
 
-    args_path: Path
-    ref_path: Path
-    size: int
-    timeout_s: float
-    startup_s: float = 120.0
-    workers: list[Worker] = field(default_factory=list)
+    `interpret` starts workers under Triton's interpreter (CPU arguments); `device`
+    (e.g. "cuda:0") is where they create their CUDA context while starting."""
 
-    def __post_init__(self) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "tilecraft.autotune.worker",
-            str(self.args_path),
-            str(self.ref_path),
-        ]
-        log = self.args_path.with_name("workers.log")
-        self.workers = [Worker(command, log) for _ in range(self.size)]
-        for w in self.workers:
-            w.start()
+    def __init__(
+        self,
+        size: int,
+        timeout_s: float = 60.0,
+        *,
+        interpret: bool = False,
+        device: str = "",
+        idle_s: float = IDLE_S,
+        startup_s: float = 120.0,
+    ) -> None:
+        self.timeout_s, self.idle_s, self.startup_s = timeout_s, idle_s, startup_s
+        self.command, self.env = _command(interpret, device, idle_s), _environment()
+        self.key = _key(self.command, self.env)
+        self.owner = os.getpid()
+        self.dir = _log_dir()
+        self.log = str(self.dir / "workers.log") if self.dir else os.devnull
+        self.workers: list[Worker] = []
+        self.grow(size)
 
-    def run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
-        """Results in the order of `jobs`. Past `deadline` (time.monotonic) no job starts
-        and running ones are stopped: their results are SKIPPED_RESULT."""
+    def grow(self, size: int) -> None:
+        """Start workers until there are `size` (they start in the background)."""
+        while len(self.workers) < size:
+            worker = Worker(self.command, self.log, self.env)
+            worker.start()
+            self.workers.append(worker)
+
+    def run(
+        self, jobs: list[dict], deadline: float | None = None, timeout_s: float | None = None
+    ) -> list[dict]:
+        """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
+        Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
+        results are SKIPPED_RESULT."""
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
-        while pending or any(w.job is not None for w in self.workers):
-            if past(deadline):
-                results.update((i, SKIPPED_RESULT) for i, _ in pending)
-                pending = []
-                self._stop_running(results)
-                continue
+        order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
+        try:
+            while pending or any(w.job is not None for w in self.workers):
+                if past(deadline):
+                    results.update((i, SKIPPED_RESULT) for i, _ in pending)
+                    pending = []
+                    self._stop_running(results)
+                    continue
+                for w in order:
+                    if w.job is None and pending:
+                        i, job = pending.pop(0)
+                        startup = 0.0 if w.ready and w.alive() else self.startup_s
+                        if not w.submit({**job, "_index": i}, timeout_s + startup, self.idle_s):
+                            results[i] = {"status": "runtime_error", "error": "no worker started"}
+                self._collect(results, timeout_s)
+        finally:  # interrupted (Ctrl-C): a job left running would answer the next run
             for w in self.workers:
-                if w.job is None and pending:
-                    i, job = pending.pop(0)
-                    startup = 0.0 if w.ready and w.alive() else self.startup_s
-                    w.submit({**job, "_index": i}, self.timeout_s + startup)
-            self._collect(results)
+                if w.job is not None:
+                    w.kill()
         return [results[i] for i in range(len(jobs))]
 
     def _stop_running(self, results: dict[int, dict]) -> None:
@@ -112,38 +188,141 @@ class WorkerPool:
                 results[w.job["_index"]] = SKIPPED_RESULT
                 w.kill()
 
-    def _collect(self, results: dict[int, dict]) -> None:
+    def _collect(self, results: dict[int, dict], timeout_s: float) -> None:
         busy = [w for w in self.workers if w.job is not None and w.proc and w.proc.stdout]
         streams: dict[int, Worker] = {w.proc.stdout.fileno(): w for w in busy}  # type: ignore[union-attr]
         ready, _, _ = select.select(list(streams), [], [], 0.05)
         for fd in ready:
-            self._read(streams[fd], results)
+            self._read(streams[fd], results, timeout_s)
         for w in busy:
             if w.job is not None and time.monotonic() > w.deadline:
                 results[w.job["_index"]] = {
                     "status": "timeout",
-                    "error": f"no answer in {self.timeout_s:.0f} s",
+                    "error": f"no answer in {timeout_s:.0f} s",
                 }
                 w.kill()
 
-    def _read(self, w: Worker, results: dict[int, dict]) -> None:
-        assert w.proc is not None and w.proc.stdout is not None and w.job is not None
-        line = w.proc.stdout.readline()
-        if line and json.loads(line).get("ready"):
-            w.ready, w.deadline = True, time.monotonic() + self.timeout_s  # the job's clock
-            return
-        index = w.job["_index"]
-        if not line:
+    def _read(self, w: Worker, results: dict[int, dict], timeout_s: float) -> None:
+        assert w.proc is not None and w.job is not None
+        messages = w.messages()
+        if messages is None:
             code = w.proc.wait()
-            results[index] = {"status": "runtime_error", "error": f"worker died (exit {code})"}
+            results[w.job["_index"]] = {
+                "status": "runtime_error",
+                "error": f"worker died (exit {code})",
+            }
             w.kill()
             return
-        results[index] = json.loads(line)
-        w.job = None
+        for message in messages:
+            if message.get("ready"):
+                w.ready, w.deadline = True, time.monotonic() + timeout_s  # the job's clock
+                w.ready_s = float(message.get("at", w.spawned)) - w.spawned
+            elif w.job is not None:
+                results[w.job["_index"]] = message
+                w.job, w.last_used = None, time.monotonic()
+
+    def started_since(self, since: float) -> float:
+        """The longest start-up of the workers started at or after `since` (0 if none)."""
+        times = [w.ready_s for w in self.workers if w.spawned >= since and w.ready_s is not None]
+        return max(times, default=0.0)
+
+    def release(self) -> None:
+        """Workers drop what they loaded for the run that ends."""
+        for w in self.workers:
+            w.release()
 
     def close(self) -> None:
-        for w in self.workers:
-            w.kill()
+        """Stop the workers and remove the log."""
+        if self.owner == os.getpid():  # a forked child must not kill its parent's workers
+            for w in self.workers:
+                w.kill()
+        self.workers = []
+        if self.dir is not None and self.owner == os.getpid():
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+
+class _Shared:
+    """The process's warm pool and whether a tuning run holds it."""
+
+    lock = threading.Lock()
+    pool: WorkerPool | None = None
+    busy = False
+
+
+def acquire(
+    size: int, timeout_s: float = 60.0, *, interpret: bool = False, device: str = ""
+) -> WorkerPool:
+    """The process's warm pool, grown to `size` workers, for one tuning run; a private
+    pool when another run holds it. Hand it back with `give_back`."""
+    with _Shared.lock:
+        if _Shared.busy:
+            return WorkerPool(size, timeout_s, interpret=interpret, device=device)
+        pool = _Shared.pool
+        wanted = _key(_command(interpret, device, IDLE_S), _environment())
+        if pool is not None and (pool.owner != os.getpid() or pool.key != wanted):
+            pool.close()  # started for other arguments or another environment
+            pool = None
+        if pool is None:
+            pool = WorkerPool(size, timeout_s, interpret=interpret, device=device, idle_s=IDLE_S)
+        pool.timeout_s = timeout_s
+        pool.grow(size)
+        _Shared.pool, _Shared.busy = pool, True
+        return pool
+
+
+def give_back(pool: WorkerPool) -> None:
+    """End a tuning run's use of `pool`: the warm pool stays, its workers drop what they
+    loaded; a private pool stops."""
+    with _Shared.lock:
+        if pool is _Shared.pool and _Shared.busy:
+            pool.release()
+            _Shared.busy = False
+            return
+    pool.close()
+
+
+def shutdown() -> None:
+    """Stop the warm pool's workers now (they also stop with this process, or idle)."""
+    with _Shared.lock:
+        pool, _Shared.pool, _Shared.busy = _Shared.pool, None, False
+    if pool is not None:
+        pool.close()
+
+
+atexit.register(shutdown)
+
+
+def _command(interpret: bool, device: str, idle_s: float) -> list[str]:
+    command = [sys.executable, "-m", "tilecraft.autotune.worker", "--idle-s", str(idle_s)]
+    return command + ["--interpret"] * interpret + (["--device", device] if device else [])
+
+
+# Variables whose change makes warm workers stale (libraries set others, e.g. KMP_*, at import)
+KEYED = ("TRITON_", "TILECRAFT_", "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_", "LD_", "PYTHON", "HOME")
+
+
+def _key(command: list[str], env: dict[str, str]) -> tuple:
+    """What makes two pools' workers alike: their command line and the environment
+    variables that change how they compile and run kernels."""
+    return tuple(command), tuple(sorted(i for i in env.items() if i[0].startswith(KEYED)))
+
+
+def _log_dir() -> Path | None:
+    """A private directory for the workers' stderr (None where none can be made)."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"{POOL_PREFIX}{os.getpid()}-"))
+    except OSError:
+        return None
+
+
+def _decoded(line: bytes) -> dict | None:
+    """A worker's message; None for anything else (a native library writing to stdout)."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
 
 
 def _environment() -> dict[str, str]:
@@ -153,6 +332,7 @@ def _environment() -> dict[str, str]:
 
 
 DIR_PREFIX = "tilecraft-bench-"  # + the owner's pid + "-": a dead owner's dir is stale
+POOL_PREFIX = "tilecraft-pool-"  # the same, for a pool's log
 WORKER_BYTES = 1 << 30  # what one worker (Python, torch, Triton, a compile) may hold
 
 
@@ -185,11 +365,11 @@ def remove_stale_dirs(root: Path | None = None) -> None:
     without cleaning up (killed, or the machine lost power)."""
     try:
         root = Path(root or tempfile.gettempdir())
-        found = list(root.glob(f"{DIR_PREFIX}*-*"))
+        found = [p for prefix in (DIR_PREFIX, POOL_PREFIX) for p in root.glob(f"{prefix}*-*")]
     except OSError:  # no usable temporary directory at all (a full disk)
         return
     for path in found:
-        pid = path.name[len(DIR_PREFIX) :].split("-", 1)[0]
+        pid = path.name.removeprefix(DIR_PREFIX).removeprefix(POOL_PREFIX).split("-", 1)[0]
         if pid.isdigit() and _is_ours(path) and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 

@@ -18,10 +18,12 @@ from typing import Any
 
 import torch
 
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
 
 Pair = int | tuple[int, int]
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _pair(value: Pair, name: str) -> tuple[int, int]:
@@ -70,6 +72,11 @@ def _check(x: torch.Tensor, weight: torch.Tensor, groups: int) -> None:
         )
     if not x.is_floating_point() or x.dtype != weight.dtype:
         raise ValueError(f"x and weight must share a float dtype, got {x.dtype}, {weight.dtype}")
+    if x.dtype not in DTYPES:
+        raise UnsupportedOperation(
+            f"tilecraft.nn.conv2d computes float16, bfloat16 and float32 (sums in float32), "
+            f"not {x.dtype}; use F.conv2d for it"
+        )
 
 
 def _layout(x: torch.Tensor) -> tuple[torch.Tensor, bool]:

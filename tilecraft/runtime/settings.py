@@ -80,6 +80,7 @@ RULES: dict[str, Rule] = {
     ),
     "autotune_budget_s": Rule("TILECRAFT_AUTOTUNE_BUDGET_S", _seconds, _SECONDS),
     "autotune_quiet": Rule("TILECRAFT_AUTOTUNE_QUIET", _flag_value, _FLAG),
+    "autotune_verbose": Rule("TILECRAFT_AUTOTUNE_VERBOSE", _flag_value, _FLAG),
     "autotune_workers": Rule(
         "TILECRAFT_AUTOTUNE_WORKERS", _count(0), "a whole number >= 0 (0: in this process)"
     ),
@@ -148,6 +149,9 @@ class Settings:
     autotune_search: str | None = field(default_factory=_text("TILECRAFT_AUTOTUNE_SEARCH"))
     #: TILECRAFT_AUTOTUNE_QUIET=1 hides the progress bar and the summary line.
     autotune_quiet: bool = field(default_factory=_env("autotune_quiet", False))
+    #: TILECRAFT_AUTOTUNE_VERBOSE=1 adds where the tuning time went, phase by phase, to the
+    #: summary line (also in `bound.tuning["phases"]`).
+    autotune_verbose: bool = field(default_factory=_env("autotune_verbose", False))
     #: TILECRAFT_AUTOTUNE_LOG: a .csv or .jsonl file that receives every trial.
     autotune_log: str | None = field(default_factory=_text("TILECRAFT_AUTOTUNE_LOG"))
     #: TILECRAFT_AUTOTUNE_WORKERS: processes that compile and check candidates in parallel

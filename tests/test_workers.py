@@ -1,0 +1,234 @@
+"""The warm worker pool: reused across tuning runs, started before the reference, idle
+workers exiting, failures still confined to their candidate; and where tuning time goes."""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.autotune import tune, workers
+from tilecraft.autotune.bench import Benchmarker
+from tilecraft.autotune.phases import Phases
+from tilecraft.autotune.trial import Trial
+from tilecraft.language import Choice
+from tilecraft.runtime.settings import Settings
+
+
+@tc.kernel
+def flaky(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3))
+    real = x.device.type != "meta"  # bind time runs host code on meta tensors
+    while real and mode == 1:  # hangs
+        pass
+    if real and mode == 2:
+        os._exit(3)  # crashes the process
+    if real and mode == 3:
+        os.write(1, b"noise on the worker's stdout\n")
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + 1.0
+    return out
+
+
+OK, HANG, CRASH, NOISY = (tc.Config(block_sizes=[16], mode=m) for m in range(4))
+
+
+@pytest.fixture
+def cold() -> Iterator[None]:
+    """No warm pool at the start, none left behind."""
+    workers.shutdown()
+    yield
+    workers.shutdown()
+
+
+def pids(bench: Benchmarker) -> set[int]:
+    assert bench.pool is not None
+    return {w.proc.pid for w in bench.pool.workers if w.proc is not None and w.alive()}
+
+
+def gone(pid: int, within_s: float = 20.0) -> bool:
+    """Whether process `pid` ends (or is a zombie) within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_warm_pool_serves_the_next_run_and_confines_a_crash(
+    cold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started_first: list[bool] = []
+    reference = Benchmarker._reference
+
+    def spying(self: Benchmarker, config: tc.Config | None) -> list[torch.Tensor]:
+        started_first.append(self.pool is not None and all(w.alive() for w in self.pool.workers))
+        return reference(self, config)
+
+    monkeypatch.setattr(Benchmarker, "_reference", spying)
+    x = torch.randn(40)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as first:
+        assert first([OK])[0].ok
+        used = pids(first)
+    assert started_first == [True]  # the workers started while the reference was computed
+    assert first.phases["workers_ready"] > 0 and first.phases["load"] > 0
+    y = torch.randn(70)  # another run, other arguments: loaded at its first job
+    with Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as second:
+        assert pids(second) == used
+        statuses = [t.status for t in second([OK, CRASH, NOISY])]
+        assert statuses == ["ok", "runtime_error", "ok"]
+        assert second([OK])[0].ok  # the crashed worker was replaced
+    assert second.phases["load"] > 0
+
+
+def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as outer:
+        with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as inner:
+            assert inner.pool is not outer.pool
+            assert inner([OK])[0].ok and outer([OK])[0].ok
+            private = pids(inner)
+        assert all(gone(pid, 5) for pid in private)  # a private pool stops with its run
+        shared = pids(outer)
+    assert not any(gone(pid, 0.5) for pid in shared)  # the warm pool stays
+
+
+def test_an_interrupted_run_leaves_no_job_behind(
+    cold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = torch.randn(30)
+    collect = workers.WorkerPool._collect
+
+    def interrupted(self: workers.WorkerPool, *args: object) -> None:
+        raise KeyboardInterrupt
+
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
+        monkeypatch.setattr(workers.WorkerPool, "_collect", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            bench([HANG])
+        monkeypatch.setattr(workers.WorkerPool, "_collect", collect)
+        start = time.monotonic()
+        assert bench([OK])[0].ok  # not the hung job's answer, nor a wait for it
+        assert time.monotonic() - start < 25
+
+
+def test_missing_data_fails_the_job_not_the_worker(cold: None) -> None:
+    pool = workers.acquire(1, 30, interpret=True)
+    try:  # its "ready" line waits unread, its answer follows at once: both must be read
+        stream = pool.workers[0].proc.stdout  # type: ignore[union-attr]
+        select.select([stream], [], [], 60)
+        job = {"args": "/nonexistent/args.pt", "ref": "/nonexistent/expected.pt"}
+        (result,) = pool.run([{**job, "code_path": "x.py", "name": "k", "imports": {}}])
+        assert result["status"] == "runtime_error" and "cannot load" in result["error"]
+        assert pool.workers[0].alive()
+    finally:
+        workers.give_back(pool)
+
+
+def test_idle_workers_exit_and_are_replaced(cold: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workers, "IDLE_S", 1.0)
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as first:
+        assert first([OK])[0].ok
+        (pid,) = pids(first)
+    assert gone(pid)  # on its own, once idle
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as second:
+        assert second([OK])[0].ok
+
+
+@pytest.mark.slow
+def test_a_hang_in_a_warm_pool_fails_alone(cold: None) -> None:
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as first:
+        assert first([OK])[0].ok
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=3) as second:
+        assert [t.status for t in second([HANG, OK])] == ["timeout", "ok"]
+
+
+ORPHAN = """
+import os, sys, torch
+sys.path.insert(0, {tests!r})
+from test_workers import OK, flaky
+from tilecraft.autotune.bench import Benchmarker
+x = torch.randn(20)
+bench = Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=60)
+assert bench([OK])[0].ok
+print(bench.pool.workers[0].proc.pid, flush=True)
+os._exit(0)  # no clean-up at all
+"""
+
+
+@pytest.mark.slow
+def test_workers_exit_with_their_parent(tmp_path: Path) -> None:
+    script = tmp_path / "orphan.py"
+    script.write_text(textwrap.dedent(ORPHAN.format(tests=str(Path(__file__).parent))))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, check=True
+    )
+    assert gone(int(done.stdout.split()[-1]))
+
+
+# -- sizing, re-timing, phases (no processes) -----------------------------------------------
+
+
+def test_pool_is_sized_to_the_batch() -> None:
+    settings = Settings(autotune_workers=8)
+    assert tune._pool_size(settings, "predict", None, None, None) == tune.TOP
+    assert tune._pool_size(settings, "quick", None, None, None) == 8
+    assert tune._pool_size(settings, "quick", None, [OK, OK], None) == 2
+    assert tune._pool_size(settings, "full", None, None, 5) == 5
+    assert tune._pool_size(Settings(autotune_workers=0), "predict", None, None, None) == 0
+
+
+class Retimer:
+    """A Benchmarker on a GPU whose re-timing says the last config is fastest."""
+
+    on_gpu = True
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[tc.Config], int]] = []
+
+    def retime(self, configs: list[tc.Config], rounds: int = 2) -> dict[tc.Config, float]:
+        self.calls.append((configs, rounds))
+        return {c: 1.0 - 0.01 * i for i, c in enumerate(configs)}
+
+
+def test_predict_retimes_only_leaders_within_the_noise_once() -> None:
+    a, b, c = (tc.Config(block_sizes=[s]) for s in (16, 32, 64))
+    clear = [Trial(a, "ok", 1.0), Trial(b, "ok", 1.1), Trial(c, "ok", 1.2)]
+    bench = Retimer()
+    assert tune._choose(bench, clear, a, quick=True).config == a  # type: ignore[arg-type]
+    assert bench.calls == []  # a lead beyond the noise is kept as measured
+    close = [Trial(a, "ok", 1.0), Trial(b, "ok", 1.02), Trial(c, "ok", 1.5)]
+    assert tune._choose(bench, close, a, quick=True).config == b  # type: ignore[arg-type]
+    assert bench.calls == [([a, b], 1)]
+    tune._choose(bench, clear, a)  # type: ignore[arg-type]
+    assert bench.calls[-1] == ([a, b, c], 2)  # other searches: two rounds of the top 3
+
+
+def test_phases_are_recorded_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kernel = tc.kernel(flaky.fn, cache_dir=tmp_path, autotune_workers=0, autotune_verbose=True)
+    kernel.configs = [OK, tc.Config(block_sizes=[32], mode=0)]
+    x = torch.randn(50)
+    kernel.autotune((x,))
+    phases = kernel.bind((x,)).tuning["phases"]
+    assert {"plan", "reference", "compile_max", "compile_sum", "timing", "total"} <= set(phases)
+    assert phases["total"] >= phases["reference"] > 0
+    assert "phases (s): total" in capsys.readouterr().err
+    assert Phases(total=1.0, plan=0.25).summary() == "total 1.00 s: plan 0.25"
