@@ -74,8 +74,6 @@ class KernelWriter:
             if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
             return literal(x)
-        if dtype == torch.float64 and x.name in self.doubles():
-            return f"{x.name}_f64"  # a host float, in full precision
         text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
         if dtype is not None and x.type.dtype != dtype:
             text = convert(text, x.type.dtype, dtype)
@@ -85,17 +83,14 @@ class KernelWriter:
         return expr if compute == out else convert(f"({expr})", compute, out)
 
     def doubles(self) -> set[str]:
-        """Host floats: passed as the bits of a double, typed float32 (as PyTorch's Python
-        floats meeting float32 tiles) but read in full precision by float64 math."""
+        """Host floats: passed as the bits of a double (Triton reads a Python float
+        argument as a float32), to keep their full precision as PyTorch does."""
         return {p.name for p in self.kernel.params if not p.is_tensor and p.dtype == torch.float64}
 
     # -- the kernel ------------------------------------------------------------------------
     def write(self) -> str:
         for name in sorted(self.doubles()):
-            self.line(
-                f"{name}_f64 = tl.full((), {name}_bits, tl.int64).to(tl.float64, bitcast=True)"
-            )
-            self.line(f"{name} = {name}_f64.to(tl.float32)")
+            self.line(f"{name} = tl.full((), {name}_bits, tl.int64).to(tl.float64, bitcast=True)")
         self.grid_prologue()
         for block in self.kernel.blocks.values():
             if block.kind == "reduction" and not is_rolled(block):
@@ -256,8 +251,6 @@ class KernelWriter:
         target = op.out.type.dtype
         if target == torch.bool:
             self.assign(op, f"{x.name} != 0")
-        elif target == torch.float64 and x.name in self.doubles():
-            self.assign(op, f"{x.name}_f64")
         else:
             self.assign(op, convert(x.name, x.type.dtype, target))
 
