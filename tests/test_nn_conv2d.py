@@ -16,6 +16,7 @@ KERNELS = [
     fwd.conv2d_gemm,
     fwd.conv2d_pointwise,
     fwd.conv2d_depthwise,
+    fwd.conv2d_depthwise_planes,
     bwd.activation_backward,
     bwd.conv2d_input_grad,
     bwd.conv2d_weight_grad,

@@ -295,3 +295,56 @@ def conv2d_depthwise(
             pre[where_out] = acc.to(pre.dtype)
         out[where_out] = result.to(out.dtype)
     return out, pre
+
+
+@tc.kernel
+def conv2d_depthwise_planes(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    stride_h: int,
+    stride_w: int,
+    pad_h: int,
+    pad_w: int,
+    dil_h: int,
+    dil_w: int,
+    groups: int,
+    out_h: int,
+    out_w: int,
+    act: int,
+    has_bias: bool,
+    has_residual: bool,
+    channels_last: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A depthwise convolution of an NCHW image as a stencil over its planes: a program per
+    (image, channel) plane and tile of rows by columns, whose taps are scalars and whose
+    shifted reads run along contiguous rows (the [positions, channels] stencil would read
+    channels a plane apart). It takes `conv2d_gemm`'s arguments (NCHW, groups == channels)."""
+    batch, channels, height, width = x.size()
+    kernel_h = tc.specialize(weight.size(2))
+    kernel_w = tc.specialize(weight.size(3))
+    filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
+    out = _new_output(x, channels, out_h, out_w, False)
+    pre = _pre_output(out, act)
+    planes = x.reshape(batch * channels, height, width)
+    size = [batch * channels, out_h, out_w]
+    for tile_p, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
+        image, c = tile_p.begin // channels, tile_p.begin % channels
+        acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for i in range(kernel_h):
+            rows = tile_h.index * stride_h + (i * dil_h - pad_h)
+            for j in range(kernel_w):
+                cols = tile_w.index * stride_w + (j * dil_w - pad_w)
+                shifted = planes[tile_p.begin, rows[:, None], cols[None, :]].to(torch.float32)
+                acc = acc + shifted * filters[c, i * kernel_w + j].to(torch.float32)
+        if has_bias:
+            acc = acc + bias[c].to(torch.float32)
+        where_out = (image, c, tile_h.index[:, None], tile_w.index[None, :])
+        if has_residual:
+            acc = acc + residual[where_out].to(torch.float32)
+        result = _activate(acc, act)
+        if saves_pre(act):
+            pre[where_out] = acc.to(pre.dtype)
+        out[where_out] = result.to(out.dtype)
+    return out, pre
