@@ -205,11 +205,14 @@ def _contiguous_blocks(spec: KernelSpec) -> set[int]:
 
 
 def _halve_chunk(spec: KernelSpec, values: dict[str, Any]) -> bool:
-    """Loop over a whole row in smaller chunks (the longest row first)."""
+    """Loop over a whole row in smaller chunks (the longest row first), for rows that
+    only reductions read: one a loop carries, or a matrix product's, stays whole."""
     loops = values["reduction_loops"]
-    chunks = [
-        (c or _pow2(n), i) for i, (n, c) in enumerate(zip(spec.reductions, loops, strict=True))
-    ]
+    held = {
+        ref for u in spec.uses if u.role != "value" for kind, ref in u.dims if kind == "reduction"
+    }
+    rows = enumerate(zip(spec.reductions, loops, strict=True))
+    chunks = [(c or _pow2(n), i) for i, (n, c) in rows if i not in held]
     size, i = max(chunks, default=(1, -1))
     if size <= 64:
         return False
