@@ -110,14 +110,16 @@ class _EagerSubscripts(ast.NodeTransformer):
 
 
 class _JaggedLanes(ast.NodeTransformer):
-    """`for t in tc.tile(...)` whose tiles give the lengths of a `tc.jagged_tile` inside
-    -> `for t in _tc_lanes(tc.tile(...))`: one lane at a time, each jagged tile is cut to
-    its lane's length exactly (as eager mode cuts tiles at a tensor's end), so nothing
-    past a length is ever read, stored or reduced; compiled code masks those positions."""
+    """`for t in tc.tile(...)` (or `tc.jagged_tile`) whose tiles give the lengths of a
+    `tc.jagged_tile` inside -> `for t in _tc_lanes(tc.tile(...))`: one lane at a time,
+    each jagged tile is cut to its lane's length exactly (as eager mode cuts tiles at a
+    tensor's end), so nothing past a length is ever read, stored or reduced; compiled
+    code masks those positions."""
 
     def visit_For(self, node: ast.For) -> ast.For:
         self.generic_visit(node)
-        if _calls(node.iter, "tile") and _names(node.target) & _jagged_inputs(node):
+        tiled = _calls(node.iter, "tile") or _calls(node.iter, "jagged_tile")
+        if tiled and _names(node.target) & _jagged_inputs(node):
             node.iter = ast.copy_location(_call("_tc_lanes", node.iter), node.iter)
         return node
 
