@@ -153,18 +153,22 @@ class WorkerPool:
             self.workers.append(worker)
 
     def run(
-        self, jobs: list[dict], deadline: float | None = None, timeout_s: float | None = None
+        self,
+        jobs: list[dict],
+        deadline: float | None = None,
+        timeout_s: float | None = None,
+        wait_for_one: bool = False,
     ) -> list[dict]:
         """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
         Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
-        results are SKIPPED_RESULT."""
+        results are SKIPPED_RESULT; with `wait_for_one`, only once one job has answered."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
         try:
             while pending or any(w.job is not None for w in self.workers):
-                if past(deadline):
+                if past(deadline) and (results or not wait_for_one):
                     results.update((i, SKIPPED_RESULT) for i, _ in pending)
                     pending = []
                     self._stop_running(results)
