@@ -124,6 +124,30 @@ def test_nested_jagged_tiles(mode) -> None:
     assert_close(mode(nested_mean)(x, lengths(), counts), expected, equal_nan=True)
 
 
+@tc.kernel(config=tc.Config(block_sizes=[2, 4, 4]))
+def per_token_features(x: torch.Tensor, lengths: torch.Tensor, counts: torch.Tensor):
+    b = x.size(0)
+    out = torch.zeros([b], dtype=x.dtype, device=x.device)
+    for tile_b in tc.tile(b):
+        acc = tc.zeros([tile_b], dtype=x.dtype)
+        for tile_k in tc.jagged_tile(lengths[tile_b]):
+            token_acc = tc.zeros([tile_b, tile_k], dtype=x.dtype)
+            # lengths of the inner loop over (row, token) lanes of the outer jagged loop
+            for tile_m in tc.jagged_tile(counts[tile_b, tile_k]):
+                token_acc += x[tile_b, tile_k, tile_m].sum(dim=2)
+            acc += token_acc.sum(dim=1)
+        out[tile_b] = acc
+    return out
+
+
+def test_lengths_over_a_jagged_tile(mode) -> None:
+    x = torch.randn(7, 9, 6, device=DEVICE)
+    counts = torch.randint(0, 7, (7, 9), device=DEVICE)
+    keep = valid(9)[:, :, None] & (torch.arange(6, device=DEVICE) < counts[:, :, None])
+    expected = torch.where(keep, x, 0.0).sum((1, 2))
+    assert_close(mode(per_token_features)(x, lengths(), counts), expected)
+
+
 @tc.kernel(config=tc.Config(block_sizes=[2, 2, 4]))
 def grid_of_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     b1, b2 = lengths.size()
@@ -226,6 +250,15 @@ def host_bound(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 @tc.kernel
+def whole_dim_lengths(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile_b in tc.tile(x.size(0)):
+        for tile_k in tc.jagged_tile(x[tile_b, :].long()):
+            out[tile_b, tile_k] = x[tile_b, tile_k]
+    return out
+
+
+@tc.kernel
 def outermost(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     out = torch.zeros_like(x)
     for tile_k in tc.jagged_tile(lengths):
@@ -240,6 +273,7 @@ def outermost(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         (mean_over_lengths, exc.UnsupportedOperation, "divide by the lengths", ".mean(1)"),
         (reverse_scan, exc.UnsupportedOperation, "reverse scan", "tc.associative_scan("),
         (host_bound, exc.UnsupportedSyntax, "use tc.tile", "tc.jagged_tile(x.size(1))"),
+        (whole_dim_lengths, exc.UnsupportedSyntax, "enclosing tile loop", "x[tile_b, :]"),
         (outermost, exc.NotInKernel, "jagged_tile", "tc.jagged_tile(lengths)"),
     ],
 )

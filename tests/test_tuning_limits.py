@@ -130,11 +130,8 @@ def test_tuning_stops_at_its_budget(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert tuning.get("skipped", 0) > 0 and tuning.get("ok", 0) < 20
 
 
-def test_worker_pool_starts_nothing_past_the_deadline(tmp_path: Path) -> None:
-    args, ref = tmp_path / "args.pt", tmp_path / "ref.pt"
-    torch.save((), args)
-    torch.save([], ref)
-    pool = WorkerPool(args, ref, size=1, timeout_s=30)
+def test_worker_pool_starts_nothing_past_the_deadline() -> None:
+    pool = WorkerPool(1, 30, interpret=True)
     try:
         start = time.monotonic()
         results = pool.run([{"code_path": "x"}, {"code_path": "y"}], deadline=start - 1)

@@ -23,7 +23,7 @@ from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Dim
 
 
-def parent_of(args: list[Any], kwargs: dict[str, Any]) -> Value:
+def parent_of(b: Builder, args: list[Any], kwargs: dict[str, Any]) -> Value:
     """The lengths `tc.jagged_tile(parent)` takes: an integer tile over enclosing tiles
     (a scalar read on the device is a plain `tc.tile` bound)."""
     if len(args) + len(kwargs) != 1 or (kwargs and "parent" not in kwargs):
@@ -36,7 +36,7 @@ def parent_of(args: list[Any], kwargs: dict[str, Any]) -> Value:
         )
     if parent.type.dtype == torch.bool or parent.type.dtype.is_floating_point:
         raise UnsupportedSyntax(f"tc.jagged_tile lengths must be integers, not {parent.type.dtype}")
-    if None in parent.type.dims:
+    if any(d is None or b.blocks[d].kind != "tile" for d in parent.type.dims):
         raise UnsupportedSyntax(
             "every dim of tc.jagged_tile's lengths must come from an enclosing tile loop"
         )

@@ -85,7 +85,7 @@ class Loops:
     def _jagged_loop(self, node: ast.For, args: list[Any], kwargs: dict[str, Any]) -> None:
         """`tc.jagged_tile(lengths)`: a tile loop up to the largest length, masked per lane
         (see frontend/jagged.py)."""
-        parent = jagged.parent_of(args, kwargs)
+        parent = jagged.parent_of(self.b, args, kwargs)
         end = jagged.loop_end(self.b, parent)
         self._device_loop(node, lang.tile, [end], {}, parent if parent.type.dims else None)
 

@@ -185,15 +185,23 @@ def _most_warps(spec: KernelSpec, values: dict[str, Any]) -> int:
 
 
 def _halve(spec: KernelSpec, values: dict[str, Any]) -> bool:
-    """Halve the largest block that can shrink (the earliest of equals); False if none."""
+    """Halve the largest block that can shrink, the blocks of no load's last (contiguous)
+    dim first, so that loads stay wide; the earliest of equals. False if none can."""
     sizes = values["block_sizes"]
     floor = [MIN_DOT_BLOCK if i in spec.dot_blocks else 1 for i in range(len(sizes))]
     shrinkable = [i for i, s in enumerate(sizes) if s > floor[i]]
     if not shrinkable:
         return _halve_chunk(spec, values)
-    i = max(shrinkable, key=lambda j: (sizes[j], -j))
+    wide = _contiguous_blocks(spec)
+    i = max(shrinkable, key=lambda j: (j not in wide, sizes[j], -j))
     sizes[i] //= 2
     return True
+
+
+def _contiguous_blocks(spec: KernelSpec) -> set[int]:
+    """Blocks (config indices) that are the last dim of a loaded value."""
+    last = (u.dims[-1] for u in spec.uses if u.load and u.dims)
+    return {ref for kind, ref in last if kind == "tile"}
 
 
 def _halve_chunk(spec: KernelSpec, values: dict[str, Any]) -> bool:

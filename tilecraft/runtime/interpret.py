@@ -110,14 +110,16 @@ class _EagerSubscripts(ast.NodeTransformer):
 
 
 class _JaggedLanes(ast.NodeTransformer):
-    """`for t in tc.tile(...)` whose tiles give the lengths of a `tc.jagged_tile` inside
-    -> `for t in _tc_lanes(tc.tile(...))`: one lane at a time, each jagged tile is cut to
-    its lane's length exactly (as eager mode cuts tiles at a tensor's end), so nothing
-    past a length is ever read, stored or reduced; compiled code masks those positions."""
+    """`for t in tc.tile(...)` (or `tc.jagged_tile`) whose tiles give the lengths of a
+    `tc.jagged_tile` inside -> `for t in _tc_lanes(tc.tile(...))`: one lane at a time,
+    each jagged tile is cut to its lane's length exactly (as eager mode cuts tiles at a
+    tensor's end), so nothing past a length is ever read, stored or reduced; compiled
+    code masks those positions."""
 
     def visit_For(self, node: ast.For) -> ast.For:
         self.generic_visit(node)
-        if _calls(node.iter, "tile") and _names(node.target) & _jagged_inputs(node):
+        tiled = _calls(node.iter, "tile") or _calls(node.iter, "jagged_tile")
+        if tiled and _names(node.target) & _jagged_inputs(node):
             node.iter = ast.copy_location(_call("_tc_lanes", node.iter), node.iter)
         return node
 
@@ -245,6 +247,9 @@ _ZEROED = {
     torch.Tensor.new_empty: torch.Tensor.new_zeros,
 }
 _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bmm}
+# scans of 16-bit floats accumulate in float32, as compiled (PyTorch's CUDA kernels
+# accumulate in the 16-bit type: a row's cumsum drifted by whole units)
+_SCANS = {torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 
 
@@ -267,6 +272,9 @@ class _FloatAccumulation(TorchFunctionMode):
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:
             return _product(*args, **kwargs)
+        half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
+        if half and kwargs.get("dtype") is None:
+            return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
         try:
             return func(*args, **kwargs)
         except RuntimeError as e:
