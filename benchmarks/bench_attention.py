@@ -62,18 +62,22 @@ DELTA_BLOCK = 64  # rows per program of the backward's rowsum(dO * O) pass
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
-def forward_config(entry: tuple) -> tc.Config:
-    """A forward Config from (block_m, block_n, warps, stages, indexing)."""
+def forward_config(entry: tuple, count: int) -> tc.Config:
+    """A forward Config from (block_m, block_n, warps, stages, indexing), for a kernel of
+    `count` blocks (a causal key loop is two: off the diagonal and on it)."""
     block_m, block_n, warps, stages, indexing = entry
+    blocks = [block_m] + [block_n] * (count - 1)
     extra = {"indexing": indexing} if indexing else {}
-    return tc.Config(block_sizes=[block_m, block_n], num_warps=warps, num_stages=stages, **extra)
+    return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
 
-def backward_config(entry: tuple, group: int) -> tc.Config:
-    """A backward Config: the delta pass, dK/dV (its query loop unrolled once per query head
-    of a kv head's `group`), then dQ."""
+def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Config:
+    """A backward Config: the delta pass, dK/dV (its query loop once per query head of a kv
+    head's `group`, two loops each when causal), then dQ (two key loops when causal)."""
     kv_n, kv_m, q_m, q_n, warps, stages, indexing = entry
-    blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * group, q_m, q_n]
+    loops = 2 if causal else 1
+    blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * (group * loops), q_m, *[q_n] * loops]
+    blocks = (blocks + [blocks[-1]] * count)[:count]  # should the kernel's layout change
     extra = {"indexing": indexing} if indexing else {}
     return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
@@ -168,13 +172,16 @@ def sweep(
 def measure_tilecraft(case: Case, forward: list, backward: list) -> dict:
     """tilecraft's best forward and backward over the configs given."""
     args = case.forward_args()
-    configs = [forward_config(e) for e in forward]
-    fwd, launcher = sweep(attention_forward.bind(args), configs, args, _check_out(case), case)
+    bound = attention_forward.bind(args)
+    configs = [forward_config(e, len(bound.spec.blocks)) for e in forward]
+    fwd, launcher = sweep(bound, configs, args, _check_out(case), case)
     out, lse = (launcher or attention_forward)(*args)
     group = case.shape[1] // case.k.size(1)
     bargs = case.backward_args(out, lse)
-    configs = [backward_config(e, group) for e in backward]
-    bwd, _ = sweep(attention_backward.bind(bargs), configs, bargs, _check_grads(case), case)
+    bound = attention_backward.bind(bargs)
+    count = len(bound.spec.blocks)
+    configs = [backward_config(e, group, case.causal, count) for e in backward]
+    bwd, _ = sweep(bound, configs, bargs, _check_grads(case), case)
     return {"forward": fwd, "backward": bwd}
 
 

@@ -7,7 +7,7 @@ plain GEMM for 1x1 filters, a direct stencil for depthwise ones) runs a small ha
 sweep of configs on the channels-last input (block sizes, warps, stages; each checked
 against cuDNN's output before it is timed) and keeps the fastest; the NCHW input runs the
 same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
-sweep's first two configs. The
+sweep's first two configs (depthwise filters: a stencil over planes, swept on its own). The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
 per layer). Times are kernel launches (tilecraft's generated launcher, `F.conv2d`,
@@ -130,6 +130,7 @@ BLOCK_ORDERS = {
     "conv2d_pointwise": "mnk",
     "conv2d_weight_grad": "mnk",
     "conv2d_depthwise": "mc",
+    "conv2d_depthwise_planes": "mc",  # rows of a plane, then columns
     "depthwise_input_grad": "mc",
     "depthwise_weight_grad": "cm",
 }
@@ -196,8 +197,9 @@ class Case:
         self.options = {"stride": layer.stride, "padding": layer.padding, "groups": layer.groups}
         self.expected = F.conv2d(self.x, self.w, **self.options)
         op, self.args = plan(self.x, self.w, **self.options)
-        _, self.args_nchw = plan(self.x_nchw, self.w, **self.options)
+        op_nchw, self.args_nchw = plan(self.x_nchw, self.w, **self.options)
         self.kernel: tc.Kernel = op.kernel
+        self.kernel_nchw: tc.Kernel = op_nchw.kernel  # depthwise: the planes stencil
 
 
 def run_sweep(
@@ -240,11 +242,14 @@ def tilecraft_times(case: Case, args: argparse.Namespace, deadline: float) -> di
         configs = _sweep(case.kernel, case.args, deadline)
     result["nhwc"], _ = run_sweep(case, case.kernel, configs, case.args)
     best = result["nhwc"]["best"]
-    # the NHWC winner, and while the budget lasts the sweep's first two (NCHW reads differ)
-    nchw_configs = [tc.Config(**best["config"])] if best else []
-    more = configs[:2] if time.monotonic() < deadline else configs[:1]
-    nchw_configs += [c for c in more if c not in nchw_configs][: 3 - len(nchw_configs)]
-    result["nchw"], _ = run_sweep(case, case.kernel, nchw_configs, case.args_nchw)
+    result["kernel_nchw"] = case.kernel_nchw.__name__
+    if case.kernel_nchw is not case.kernel:  # a kernel of its own: its own sweep
+        nchw_configs = _sweep(case.kernel_nchw, case.args_nchw, deadline)
+    else:  # the NHWC winner, and while the budget lasts the sweep's first two
+        nchw_configs = [tc.Config(**best["config"])] if best else []
+        more = configs[:2] if time.monotonic() < deadline else configs[:1]
+        nchw_configs += [c for c in more if c not in nchw_configs][: 3 - len(nchw_configs)]
+    result["nchw"], _ = run_sweep(case, case.kernel_nchw, nchw_configs, case.args_nchw)
     return result
 
 

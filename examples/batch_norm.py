@@ -46,9 +46,12 @@ def batch_norm(
         mean[tile_c] = mu
         rstd[tile_c] = inv
         scale = inv * weight[tile_c].to(torch.float32)
-        shift = bias[tile_c].to(torch.float32) - mu * scale
+        shift = bias[tile_c].to(torch.float32)
         for tile_r in tc.tile(rows):
-            v = x[tile_r, tile_c].to(torch.float32) * scale[None, :] + shift[None, :]
+            # (x - mu) * scale, not x * scale - mu * scale: where x is close to mu (one row
+            # per channel) the latter cancels and loses the bias's low bits
+            v = (x[tile_r, tile_c].to(torch.float32) - mu[None, :]) * scale[None, :]
+            v = v + shift[None, :]
             if has_residual:
                 v = v + residual[tile_r, tile_c].to(torch.float32)
             if relu:

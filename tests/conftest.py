@@ -24,6 +24,9 @@ sys.path.insert(0, str(EXAMPLES))
 
 # TILECRAFT_TEST_DEVICE=cuda runs the op tests on a GPU (compiled there, eager on it too)
 DEVICE = os.environ.get("TILECRAFT_TEST_DEVICE", "cpu")
+# References in full float32 on a GPU, as tilecraft's float32 products are (PyTorch lets
+# cuDNN convolutions round float32 inputs to TF32 by default; matmuls it does not)
+torch.backends.cudnn.allow_tf32 = False
 
 ApplyMode = Callable[[object], object]
 

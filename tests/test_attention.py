@@ -88,13 +88,30 @@ def test_attention_sliding_window(mode, window: int) -> None:
     _check((1, 2, 1, 37, 50, 32), torch.float32, causal=True, window=window)
 
 
+def _tiles_of(size: int, shape: tuple, causal: bool, window: int | None, **config) -> tuple:
+    """Configs of both kernels with every tile `size` long, for inputs of `shape` (the block
+    count depends on it: a causal loop splits in two, a kv head's query loop runs per head
+    of its group)."""
+    q, k, v = (t.detach() for t in _inputs(shape, torch.float32))
+    args = (q, k, v, q.new_empty(0), causal, 0.5, window or 0, False)
+    count = len(attention_forward.bind(args).spec.blocks)
+    forward = tc.Config(block_sizes=[size] * count, **config)
+    out, lse = attention_forward(*args)
+    count = len(attention_backward.bind((out, *args[:4], out, lse, *args[4:])).spec.blocks)
+    return forward, tc.Config(block_sizes=[size] * count, **config)
+
+
 @pytest.mark.parametrize("window", [None, 7])
 def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: int | None) -> None:
-    """16x16 tiles: causal and windowed key loops start and stop inside the sequence."""
+    """16x16 tiles: causal and windowed key loops start and stop inside the sequence, the
+    causal loops split into the tiles off the diagonal (unmasked) and on it."""
     _kernels(mode)
-    monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[16, 16]))
-    monkeypatch.setattr(attention_backward, "config", tc.Config(block_sizes=[16] * 6))
-    _check((1, 2, 1, 37, 50, 16), torch.float32, causal=True, window=window)
+    shape = (1, 2, 1, 37, 50, 16)
+    forward, backward = _tiles_of(16, shape, True, window)
+    assert len(forward.to_dict()["block_sizes"]) == (3 if window is None else 2)
+    monkeypatch.setattr(attention_forward, "config", forward)
+    monkeypatch.setattr(attention_backward, "config", backward)
+    _check(shape, torch.float32, causal=True, window=window)
 
 
 def test_attention_window_with_key_tiles_smaller_than_query_tiles(
@@ -287,8 +304,9 @@ def test_attention_reads_through_tensor_descriptors(
     tensor descriptors (TMA loads on Hopper) in the forward and both backward passes; the
     causal key loop (its end computed on the device) keeps pointers for its keys."""
     _kernels(mode)
-    forward = tc.Config(block_sizes=[16, 16], indexing="tensor_descriptor")
-    backward = tc.Config(block_sizes=[16] * 5, indexing="tensor_descriptor")
+    forward, backward = _tiles_of(
+        16, (1, 2, 2, 37, 50, 32), causal, None, indexing="tensor_descriptor"
+    )
     monkeypatch.setattr(attention_forward, "config", forward)
     monkeypatch.setattr(attention_backward, "config", backward)
     _check((1, 2, 2, 37, 50, 32), torch.float32, causal=causal)

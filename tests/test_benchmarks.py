@@ -102,6 +102,7 @@ def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert json.loads(out.read_text())["geomeans"] == data["geomeans"]
     kernels = [row["tilecraft"]["kernel"] for row in data["rows"]]
     assert kernels == ["conv2d_gemm", "conv2d_pointwise", "conv2d_gemm", "conv2d_depthwise"]
+    assert data["rows"][-1]["tilecraft"]["kernel_nchw"] == "conv2d_depthwise_planes"
     for row in data["rows"]:
         for layout in ("nhwc", "nchw"):
             assert row["tilecraft"][layout]["best"]["rel_err"] < 1e-4, (row["name"], layout)

@@ -66,3 +66,23 @@ def test_eager_mode_checks_too(monkeypatch) -> None:
     keep = torch.tensor([True, False, True], device=DEVICE)
     out = checked(lookup, monkeypatch, eager=True)(table, ids, keep)
     torch.testing.assert_close(out[1], torch.zeros(7, device=DEVICE))
+
+
+def test_eager_mode_names_the_line_and_tensor_as_compiled_code_does() -> None:
+    """CPU tensors on a GPU machine run eagerly: the check's error must read the same."""
+    ids, weight = torch.tensor([0, 3, 4]), torch.randn(4, 8)
+    checked = tc.kernel(_embedding_fn(), check=True, interpret=True)
+    with pytest.raises(tc.exc.IndexOutOfBounds) as caught:
+        checked(ids, weight)
+    assert "is outside the tensor in `weight[...]`" in str(caught.value)
+    assert "weight[ids[tile_t], :]" in str(caught.value)
+
+
+def _embedding_fn():
+    def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(ids.size(0), weight.size(1), dtype=weight.dtype)
+        for tile_t in tc.tile(ids.size(0)):
+            out[tile_t, :] = weight[ids[tile_t], :]
+        return out
+
+    return embedding

@@ -18,7 +18,7 @@ def affine(x: torch.Tensor, s: float) -> tuple[torch.Tensor, torch.Tensor]:
     picked = torch.empty_like(out)
     for tile in tc.tile(x.size(0)):
         v = x[tile]
-        out[tile] = (v - s) * s
+        out[tile] = (v - s) * (s * 3)  # `s * 3` computed in double, as in Python
         picked[tile] = torch.where(v > s, v, s)
     return out, picked
 
@@ -28,7 +28,7 @@ def test_host_float_follows_pytorch_promotion(mode, dtype: torch.dtype) -> None:
     x = (torch.randn(37, device=DEVICE) * 10).to(dtype)
     s = 0.1  # not a float32: a float64 result shows whether it was rounded to one
     out, picked = mode(affine)(x, s)
-    expected = (x - s) * s
+    expected = (x - s) * (s * 3)
     assert out.dtype == expected.dtype
     if dtype == torch.float16:  # rounded to half after each op in PyTorch
         torch.testing.assert_close(out, expected)

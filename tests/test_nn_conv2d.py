@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
@@ -15,6 +16,7 @@ KERNELS = [
     fwd.conv2d_gemm,
     fwd.conv2d_pointwise,
     fwd.conv2d_depthwise,
+    fwd.conv2d_depthwise_planes,
     bwd.activation_backward,
     bwd.conv2d_input_grad,
     bwd.conv2d_weight_grad,
@@ -85,6 +87,8 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
         ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, False),
         ((2, 4, 5, 7), (6, 2, 3, 2), "relu", GEMM, True),
         ((1, 3, 7, 5), (5, 3, 3, 3), "gelu", {"padding": "same", "dilation": 2}, True),
+        # more than 16 channels: the reduction padded to whole blocks per tap (fewer run flat)
+        ((1, 20, 4, 5), (18, 20, 3, 3), "relu", {"padding": 1, "stride": 2}, True),
         # even filters: 'same' pads one more after than before
         ((1, 2, 5, 6), (3, 2, 2, 4), None, {"padding": "same", "dilation": (1, 3)}, False),
         # 1x1: a plain GEMM (both layouts are different views), and strided (implicit GEMM)
@@ -98,9 +102,9 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
                                               "groups": 3}, True),
         ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}, False),
     ],
-    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "same-even", "pointwise-nchw",
-         "pointwise-nhwc", "pointwise-strided", "depthwise-nchw", "depthwise-nhwc",
-         "depthwise-dilated", "multiplier"],
+    ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "padded-taps", "same-even",
+         "pointwise-nchw", "pointwise-nhwc", "pointwise-strided", "depthwise-nchw",
+         "depthwise-nhwc", "depthwise-dilated", "multiplier"],
 )  # fmt: skip
 def test_conv2d(modes, x_shape, w_shape, activation, options, channels_last) -> None:
     _compare(x_shape, w_shape, channels_last, activation=activation, **options)
@@ -164,6 +168,8 @@ def test_conv2d_checks() -> None:
         conv2d(x, w, residual=torch.randn(1, 2, 5, 5))
     with pytest.raises(ValueError, match="dtype"):
         conv2d(x, w.double())
+    with pytest.raises(UnsupportedOperation, match="float64"):
+        conv2d(x.double(), w.double())
 
 
 def test_conv2d_operators_under_torch_compile() -> None:
@@ -207,7 +213,7 @@ def test_conv2d_rejects_a_reduction_block_across_taps() -> None:
     from tilecraft.exc import InvalidConfig
     from tilecraft.nn.conv2d import plan
 
-    op, args = plan(torch.randn(1, 4, 5, 5), torch.randn(3, 4, 3, 3), padding=1)
+    op, args = plan(torch.randn(1, 20, 5, 5), torch.randn(3, 20, 3, 3), padding=1)  # padded
     bound = op.kernel.bind(args)
     bound.to_triton_code(tc.Config(block_sizes=[32, 16, 16]))  # the largest that fits
     with pytest.raises(InvalidConfig, match="reduction block 64"):

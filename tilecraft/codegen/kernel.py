@@ -74,8 +74,6 @@ class KernelWriter:
             if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
             return literal(x)
-        if dtype == torch.float64 and x.name in self.doubles():
-            return f"{x.name}_f64"  # a host float, in full precision
         text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
         if dtype is not None and x.type.dtype != dtype:
             text = convert(text, x.type.dtype, dtype)
@@ -85,17 +83,14 @@ class KernelWriter:
         return expr if compute == out else convert(f"({expr})", compute, out)
 
     def doubles(self) -> set[str]:
-        """Host floats: passed as the bits of a double, typed float32 (as PyTorch's Python
-        floats meeting float32 tiles) but read in full precision by float64 math."""
+        """Host floats: passed as the bits of a double (Triton reads a Python float
+        argument as a float32), to keep their full precision as PyTorch does."""
         return {p.name for p in self.kernel.params if not p.is_tensor and p.dtype == torch.float64}
 
     # -- the kernel ------------------------------------------------------------------------
     def write(self) -> str:
         for name in sorted(self.doubles()):
-            self.line(
-                f"{name}_f64 = tl.full((), {name}_bits, tl.int64).to(tl.float64, bitcast=True)"
-            )
-            self.line(f"{name} = {name}_f64.to(tl.float32)")
+            self.line(f"{name} = tl.full((), {name}_bits, tl.int64).to(tl.float64, bitcast=True)")
         self.grid_prologue()
         for block in self.kernel.blocks.values():
             if block.kind == "reduction" and not is_rolled(block):
@@ -256,8 +251,6 @@ class KernelWriter:
         target = op.out.type.dtype
         if target == torch.bool:
             self.assign(op, f"{x.name} != 0")
-        elif target == torch.float64 and x.name in self.doubles():
-            self.assign(op, f"{x.name}_f64")
         else:
             self.assign(op, convert(x.name, x.type.dtype, target))
 
@@ -372,13 +365,28 @@ class KernelWriter:
 
     def small_product(self, op: Op) -> str:
         """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
-        GPU): a broadcast multiply summed over K, in the compute dtype."""
+        GPU), in the compute dtype: one outer product per k, each operand's k-th column
+        or row picked out by a masked sum. (A broadcast multiply summed over K is what it
+        means, but Triton's GPU compiler turns that pattern into a `tl.dot` of its own,
+        which gave wrong sums for K < 16 and TF32 rounding on the H200.)"""
         a, b, _ = op.args
+        assert op.out is not None
         compute = tl_dtype(op.attrs["compute"])
-        lead = ":, " * (a.type.rank - 2)
-        left = f"{a.name}.to({compute})[{lead}:, :, None]"
-        right = f"{b.name}.to({compute})[{lead}None, :, :]"
-        return f"tl.sum({left} * {right}, {a.type.rank - 1})"
+        rank, k = a.type.rank, self.block_size(a.type.dims[-1])
+        lead, lead_none = ":, " * (rank - 2), "None, " * (rank - 2)
+        out, lanes = f"{op.out.name}_small", f"{op.out.name}_k"
+        self.line(f"{lanes} = tl.arange(0, {k})")
+
+        def term(kk: str) -> str:
+            col = f"tl.where({lanes}[{lead_none}None, :] == {kk}, {a.name}.to({compute}), 0)"
+            row = f"tl.where({lanes}[{lead_none}:, None] == {kk}, {b.name}.to({compute}), 0)"
+            col, row = f"tl.sum({col}, {rank - 1})", f"tl.sum({row}, {rank - 2})"
+            return f"{col}[{lead}:, None] * {row}[{lead}None, :]"
+
+        self.line(f"{out} = {term('0')}")
+        self.line(f"for {lanes}_i in tl.static_range(1, {k}):")
+        self.line(f"    {out} = {out} + {term(lanes + '_i')}")
+        return out
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None

@@ -28,9 +28,11 @@ def category(x: Operand | torch.dtype) -> int:
 
 def promote(*operands: Operand) -> torch.dtype:
     """The result dtype of an elementwise op, by PyTorch's rules: tiles decide; values of
-    no dims (0-d tensors in eager mode) and then Python numbers only where they are of a
-    higher category (bool < integer < float)."""
-    values = [o for o in operands if isinstance(o, Value)]
+    no dims (0-d tensors in eager mode) and then Python numbers (host floats included:
+    weak Values) only where they are of a higher category (bool < integer < float)."""
+    values = [o for o in operands if isinstance(o, Value) and not o.weak]
+    if not values:  # Python floats only: arithmetic in double precision, as Python's
+        return torch.float64
     shaped = [v.type.dtype for v in values if v.type.dims] or [v.type.dtype for v in values]
     result = functools.reduce(torch.promote_types, shaped)
     higher = [v.type.dtype for v in values if not v.type.dims and category(v) > category(result)]
@@ -38,7 +40,8 @@ def promote(*operands: Operand) -> torch.dtype:
         top = max(category(d) for d in higher)
         result = functools.reduce(torch.promote_types, [d for d in higher if category(d) == top])
     for o in operands:
-        if not isinstance(o, Value) and category(o) > category(result):
+        weak = isinstance(o, Value) and o.weak
+        if (weak or not isinstance(o, Value)) and category(o) > category(result):
             result = torch.float32 if category(o) == 2 else torch.int64
     return result
 
@@ -130,7 +133,10 @@ class Builder:
         promoted = promote(*operands)
         dims = self.broadcast(*operands)
         attrs.setdefault("compute", compute_dtype(promoted))
-        return self.op(name, operands, dtype or promoted, dims, hint, **attrs)
+        out = self.op(name, operands, dtype or promoted, dims, hint, **attrs)
+        values = [o for o in operands if isinstance(o, Value)]
+        out.weak = out.type.dtype.is_floating_point and all(v.weak for v in values)
+        return out
 
     def cast(self, x: Operand, dtype: torch.dtype) -> Operand:
         if not isinstance(x, Value):

@@ -246,7 +246,7 @@ class DeviceCompiler(Loops, Operators):
             # passed as a double (codegen/module.py), read as PyTorch reads a Python float
             param = Param(self._param_name(name), where, torch.float64)
             self.params.append(param)
-            return Value(TileType(torch.float32, ()), param.name)
+            return Value(TileType(torch.float64, ()), param.name, weak=True)
         return self._constant(where, value, by_value=where in self.keyed)
 
     def _constant(self, where: str, value: Any, by_value: bool = False) -> Any:

@@ -196,7 +196,8 @@ def _merge_scalar(
 
 
 def _merged_dtype(values: list[Any]) -> torch.dtype:
-    dtypes = [v.type.dtype for v in values if isinstance(v, Value)]
+    dtypes = [v.type.dtype for v in values if isinstance(v, Value) and not v.weak]
+    values = [1.0 if isinstance(v, Value) and v.weak else v for v in values]  # host floats
     if not dtypes:
         dtypes = [torch.tensor(v).dtype for v in values]
         dtypes = [torch.float32 if d == torch.float64 else d for d in dtypes]

@@ -199,7 +199,8 @@ def _scalar_pow(b: Builder, base: Operand, y: Operand) -> Value:
 def _where(b: Builder, cond: Value, x: Operand, y: Operand) -> Value:
     if not isinstance(cond, Value) or cond.type.dtype != torch.bool:
         raise DtypeError("torch.where needs a boolean tile as its condition", b.loc)
-    dtype = promote(x, y) if isinstance(x, Value) or isinstance(y, Value) else torch.float32
+    tiles = [o for o in (x, y) if isinstance(o, Value) and not o.weak]
+    dtype = promote(x, y) if tiles else torch.float32  # Python floats: the default dtype
     dims = b.broadcast(cond, x, y)
     return b.op("where", (cond, x, y), dtype, dims, compute=compute_dtype(dtype))
 

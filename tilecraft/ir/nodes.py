@@ -20,6 +20,9 @@ class Value:
 
     type: TileType
     name: str
+    # a Python float from the host (or arithmetic on such floats only): it meets tiles as
+    # PyTorch's Python scalars do, the tiles' dtype deciding (see frontend/builder.promote)
+    weak: bool = False
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"

@@ -161,10 +161,17 @@ FLOAT_FLOORDIV = """def {name}(a, b):
 """
 
 
+def _fmod(d: torch.dtype, a: str, b: str) -> str:
+    """C's fmod (torch.fmod): Triton's `%`, exact, but on an NVIDIA GPU it gave a number
+    for an infinite dividend, where fmod is NaN."""
+    if not d.is_floating_point:
+        return f"{a} % {b}"
+    return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
+
+
 def _remainder(d: torch.dtype, a: str, b: str) -> str:
-    """PyTorch's remainder, which takes the sign of the divisor (Triton's `%` is C's fmod,
-    exact for floats too)."""
-    r = f"({a} % {b})"
+    """PyTorch's remainder, which takes the sign of the divisor (from C's fmod)."""
+    r = f"({_fmod(d, a, b)})"
     return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
 
 
@@ -223,7 +230,7 @@ define(
     helper=lambda d: FLOAT_FLOORDIV if is_float(d) else None,
 )
 define("mod", E, arity=2, emit=_remainder, eager=torch.remainder)
-define("fmod", E, arity=2, emit=_infix("%"), eager=torch.fmod, torch_names=("fmod",))
+define("fmod", E, arity=2, emit=_fmod, eager=torch.fmod, torch_names=("fmod",))
 define(
     "pow",
     E,

@@ -9,6 +9,8 @@ keep PyTorch's meaning (a negative int counts from the end).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -150,7 +152,9 @@ def _source(tensor: torch.Tensor, key: Key) -> torch.Tensor:
     return tensor.new_zeros(()).expand(shape)
 
 
-def check_bounds(valid: torch.Tensor | None, mask: torch.Tensor | None) -> None:
+def check_bounds(
+    valid: torch.Tensor | None, mask: torch.Tensor | None, tensor: torch.Tensor
+) -> None:
     """In the bounds-check mode, raise where an index is out of range at a position the
     access would touch (`mask`); otherwise such positions are masked silently."""
     ctx = _current.get()
@@ -158,10 +162,23 @@ def check_bounds(valid: torch.Tensor | None, mask: torch.Tensor | None) -> None:
         return
     bad = ~valid if mask is None else mask & ~valid
     if bool(bad.any()):
-        raise IndexOutOfBounds(
-            "an index computed on the device is outside its tensor (TILECRAFT_CHECK=1 found"
-            " it; see the traceback for the line)"
-        )
+        raise _out_of_bounds(tensor)
+
+
+def _out_of_bounds(tensor: torch.Tensor) -> IndexOutOfBounds:
+    """The error compiled code's check raises, naming the user's line and tensor: the
+    innermost caller outside tilecraft and PyTorch is the kernel's (eager) body."""
+    from tilecraft.runtime.checks import out_of_bounds
+
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+        frame = frame.f_back
+    names = [n for n, v in frame.f_locals.items() if v is tensor]
+    what = f"`{names[0]}[...]`" if names else "a subscript"
+    return out_of_bounds(frame.f_code.co_filename, frame.f_lineno, what)
+
+
+_LIBRARIES = (str(Path(torch.__file__ or "").parent), str(Path(__file__).resolve().parent.parent))
 
 
 def read(
@@ -169,7 +186,7 @@ def read(
 ) -> torch.Tensor:
     """`tensor[key]`, positions out of range or where `mask` is False reading `other`."""
     safe, valid = bounded(tensor, tensor_key(tensor, key))
-    check_bounds(valid, mask)
+    check_bounds(valid, mask, tensor)
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if mask is None:
@@ -189,7 +206,7 @@ def write(
     """`tensor[key] = value` (or `+=` with `accumulate`, summing repeated positions as
     atomics do), skipping positions out of range or where `mask` is False."""
     safe, valid = bounded(tensor, tensor_key(tensor, key))
-    check_bounds(valid, mask)
+    check_bounds(valid, mask, tensor)
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if (mask is None and not accumulate) or tensor.dim() == 0:

@@ -14,7 +14,9 @@ query `i` when `j > i` (top-left aligned, as SDPA's `is_causal`); a sliding `win
 The forward walks over key/value tiles keeping the running row maximum and denominator
 (base-2 exponentials with the softmax scale and log2(e) folded into one factor), and saves
 each row's log-sum-exp (base 2) for the backward. Causal programs stop at their last query:
-the key loop's end comes from the query tile, so tiles above the diagonal are never read.
+the key loop's end comes from the query tile, so tiles above the diagonal are never read;
+and only the tiles on the diagonal pay for the causal mask (a first loop, unmasked, covers
+the keys before the query tile; the backward passes split their loops the same way).
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
@@ -76,6 +78,48 @@ def _scores(
     return _mask(scores, tile_m.index, tile_n.index, *flags)
 
 
+def _softmax_step(
+    m_i: torch.Tensor, l_i: torch.Tensor, acc: torch.Tensor, scores: torch.Tensor, value: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One key tile of the online softmax: the running row maximum, denominator and
+    unnormalized output after `scores` (base 2) and their `value` rows."""
+    m_ij = torch.maximum(m_i, torch.amax(scores, -1))
+    # a row that has seen no key yet (a window's rows past the first key tile) has a
+    # maximum of -inf, and exp2(-inf - -inf) would be NaN: shift it by 0 instead
+    shift = torch.where(m_ij == float("-inf"), 0.0, m_ij)
+    p = torch.exp2(scores - shift[:, None])
+    alpha = torch.exp2(m_i - shift)
+    acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
+    return m_ij, l_i * alpha + torch.sum(p, -1), acc
+
+
+def _score_grads(
+    d_o: Any, value: Any, scores: torch.Tensor, row_lse: torch.Tensor, row_delta: torch.Tensor
+) -> torch.Tensor:
+    """The gradient of the (scaled) scores of a query tile against a key tile, from the
+    probabilities recomputed with the rows' log-sum-exp and `delta = rowsum(dO * O)`."""
+    p = torch.exp2(scores - row_lse[:, None])
+    dp = torch.mm(d_o, value.T, torch.float32)
+    return p * (dp - row_delta[:, None])
+
+
+def _key_grads(
+    dk_acc: torch.Tensor,
+    dv_acc: torch.Tensor,
+    query: Any,
+    d_o: Any,
+    value: Any,
+    scores: torch.Tensor,
+    row_lse: torch.Tensor,
+    row_delta: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A key tile's dK and dV sums after one more query tile (dK not yet scaled)."""
+    p = torch.exp2(scores - row_lse[:, None])
+    dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
+    ds = p * (torch.mm(d_o, value.T, torch.float32) - row_delta[:, None])
+    return torch.addmm(dk_acc, ds.to(query.dtype).T, query), dv_acc
+
+
 # Each program holds one (batch * heads) row: its tiles are read as [1, rows, cols] through
 # the row's tile (a plain block index, so the `indexing` knob may turn the reads into tensor
 # descriptors, TMA on Hopper) and squeezed to 2-D, since Triton lowers only 2-D `tl.dot`s to
@@ -117,20 +161,20 @@ def attention_forward(
         end = min(tile_m.end, n) if causal else n
         # a sliding window starts past the keys that every query of the tile has left behind
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
+        if causal and window == 0:  # keys before the tile's first query: seen by all of it
+            for tile_n in tc.tile(0, min(tile_m.begin, n)):
+                key = k_rows[kv, tile_n, :].squeeze(0)
+                bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
+                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
+                value = v_rows[kv, tile_n, :].squeeze(0)
+                m_i, l_i, acc = _softmax_step(m_i, l_i, acc, scores, value)
+            start = min(tile_m.begin, n)  # the masked loop covers the diagonal only
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :].squeeze(0)
             bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-            m_ij = torch.maximum(m_i, torch.amax(scores, -1))
-            # a row that has seen no key yet (a window's rows past the first key tile) has
-            # a maximum of -inf, and exp2(-inf - -inf) would be NaN: shift it by 0 instead
-            shift = torch.where(m_ij == float("-inf"), 0.0, m_ij)
-            p = torch.exp2(scores - shift[:, None])
-            alpha = torch.exp2(m_i - shift)
-            l_i = l_i * alpha + torch.sum(p, -1)
             value = v_rows[kv, tile_n, :].squeeze(0)
-            acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
-            m_i = m_ij
+            m_i, l_i, acc = _softmax_step(m_i, l_i, acc, scores, value)
         out[tile_bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[None, :, :]
         lse[tile_bh, tile_m] = (m_i + torch.log2(l_i))[None, :]
     return out.view(q.size()), lse.view([batch, heads, m])
@@ -178,6 +222,9 @@ def attention_backward(
     for tile_r in tc.tile(batch * heads * m):
         d_o = do_flat[tile_r, :].to(torch.float32)
         delta_flat[tile_r] = torch.sum(d_o * o_flat[tile_r, :].to(torch.float32), -1)
+    # causal without a window: a query tile past a key tile (or a key tile before a query
+    # tile) sees all of it, so only the tiles on the diagonal loop with the mask
+    split = causal and window == 0
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
         key = k_rows[tile_kv, tile_n, :].squeeze(0)
@@ -187,18 +234,24 @@ def attention_backward(
         start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
         # a sliding window: queries `window - 1` past the tile's last key see none of it
         stop = min(tile_n.end + window - 1, m) if window > 0 else m
+        diagonal_end = min(tile_n.end, m) if split else stop
         for g in range(heads // kv_heads):
             rows = tile_kv if heads == kv_heads else _q_rows(tile_kv.index, heads, kv_heads, g)
-            for tile_m in tc.tile(start, stop):
+            for tile_m in tc.tile(start, diagonal_end):
                 query = q_rows[rows, tile_m, :].squeeze(0)
                 d_o = do_rows[rows, tile_m, :].squeeze(0)
                 bias_tile = bias_rows[rows, tile_m, tile_n].squeeze(0) if has_bias else None
                 scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-                p = torch.exp2(scores - lse_rows[rows, tile_m].squeeze(0)[:, None])
-                dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
-                dp = torch.mm(d_o, value.T, torch.float32)
-                ds = p * (dp - delta[rows, tile_m].squeeze(0)[:, None])
-                dk_acc = torch.addmm(dk_acc, ds.to(query.dtype).T, query)
+                terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
+                dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
+            if split:  # the queries past the key tile, unmasked
+                for tile_m in tc.tile(diagonal_end, m):
+                    query = q_rows[rows, tile_m, :].squeeze(0)
+                    d_o = do_rows[rows, tile_m, :].squeeze(0)
+                    bias_tile = bias_rows[rows, tile_m, tile_n].squeeze(0) if has_bias else None
+                    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
+                    terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
+                    dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
         dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)[None, :, :]
         dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)[None, :, :]
     # dQ: a program per query tile, over the key tiles it attends to
@@ -206,20 +259,28 @@ def attention_backward(
         kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
         query = q_rows[tile_bh, tile_m, :].squeeze(0)
         d_o = do_rows[tile_bh, tile_m, :].squeeze(0)
-        row_lse = lse_rows[tile_bh, tile_m].squeeze(0)
-        row_delta = delta[tile_bh, tile_m].squeeze(0)
+        terms = (lse_rows[tile_bh, tile_m].squeeze(0), delta[tile_bh, tile_m].squeeze(0))
         dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         end = min(tile_m.end, n) if causal else n
         # a sliding window starts past the keys that every query of the tile has left behind
         start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
+        if split:  # the keys before the query tile, unmasked
+            for tile_n in tc.tile(0, min(tile_m.begin, n)):
+                key = k_rows[kv, tile_n, :].squeeze(0)
+                bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
+                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
+                value = v_rows[kv, tile_n, :].squeeze(0)
+                ds = _score_grads(d_o, value, scores, *terms)
+                if has_bias:  # the bias's gradient is the scores': this program owns the rows
+                    grad_bias[tile_bh, tile_m, tile_n] = ds[None, :, :]
+                dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
+            start = min(tile_m.begin, n)
         for tile_n in tc.tile(start, end):
             key = k_rows[kv, tile_n, :].squeeze(0)
             bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
             scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-            p = torch.exp2(scores - row_lse[:, None])
-            dp = torch.mm(d_o, v_rows[kv, tile_n, :].squeeze(0).T, torch.float32)
-            ds = p * (dp - row_delta[:, None])
-            if has_bias:  # the bias's gradient is the scores': this program owns these rows
+            ds = _score_grads(d_o, v_rows[kv, tile_n, :].squeeze(0), scores, *terms)
+            if has_bias:
                 grad_bias[tile_bh, tile_m, tile_n] = ds[None, :, :]
             dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
         dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)[None, :, :]

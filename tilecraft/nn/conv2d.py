@@ -1,15 +1,17 @@
 """`tilecraft.nn.conv2d`: `torch.nn.functional.conv2d` with a fused epilogue, differentiable.
 
-The forward picks one of three kernels (`conv2d_kernels`): a direct stencil for depthwise
-filters (groups == in channels == out channels), a plain GEMM for 1x1 filters (stride 1, no
-padding, one group), and an implicit GEMM for everything else. The backward
+The forward picks one of four kernels (`conv2d_kernels`): a direct stencil for depthwise
+filters (groups == in channels == out channels; over positions by channels for
+channels-last images, over planes for NCHW ones), a plain GEMM for 1x1 filters (stride 1,
+no padding, one group), and an implicit GEMM for everything else. The backward
 (`conv2d_backward`) takes the activation's gradient, then the input and weight gradients
 (implicit GEMMs, or stencils for depthwise filters); the bias gradient is a sum of the
 pre-activation gradient and the residual's is that gradient itself.
 
-All three forward kernels are PyTorch operators (`torch.ops.tilecraft_nn.conv2d_gemm`,
-`conv2d_pointwise`, `conv2d_depthwise`) sharing one signature and one autograd formula, and
-so are the backward kernels, so `torch.compile` traces both passes.
+All four forward kernels are PyTorch operators (`torch.ops.tilecraft_nn.conv2d_gemm`,
+`conv2d_pointwise`, `conv2d_depthwise`, `conv2d_depthwise_planes`) sharing one signature and
+one autograd formula, and so are the backward kernels, so `torch.compile` traces both
+passes.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any
 
 import torch
 
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
 
 Pair = int | tuple[int, int]
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _pair(value: Pair, name: str) -> tuple[int, int]:
@@ -70,6 +74,11 @@ def _check(x: torch.Tensor, weight: torch.Tensor, groups: int) -> None:
         )
     if not x.is_floating_point() or x.dtype != weight.dtype:
         raise ValueError(f"x and weight must share a float dtype, got {x.dtype}, {weight.dtype}")
+    if x.dtype not in DTYPES:
+        raise UnsupportedOperation(
+            f"tilecraft.nn.conv2d computes float16, bfloat16 and float32 (sums in float32), "
+            f"not {x.dtype}; use F.conv2d for it"
+        )
 
 
 def _layout(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -81,10 +90,13 @@ def _layout(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return x.contiguous(), False
 
 
-def _kernel_op(x: torch.Tensor, weight: torch.Tensor, groups: int, geometry: tuple) -> Any:
-    """The forward operator for this filter: depthwise, 1x1 or the general implicit GEMM."""
+def _kernel_op(
+    x: torch.Tensor, weight: torch.Tensor, groups: int, geometry: tuple, channels_last: bool
+) -> Any:
+    """The forward operator for this filter: depthwise (by positions and channels, or by
+    planes for NCHW images), 1x1 or the general implicit GEMM."""
     if is_depthwise(x, weight, groups):
-        return conv2d_depthwise_op
+        return conv2d_depthwise_op if channels_last else conv2d_depthwise_planes_op
     plain = geometry[:6] == (1, 1, 0, 0, geometry[4], geometry[5])
     if weight.shape[2:] == (1, 1) and groups == 1 and plain:
         return conv2d_pointwise_op
@@ -152,7 +164,7 @@ def plan(
     bias_t = _optional(bias, (weight.size(0),), x, "bias")
     residual_t = _optional(residual, out_shape, x, "residual")
     flags = (fwd.ACTIVATIONS[activation], bias is not None, residual is not None, channels_last)
-    op = _kernel_op(x, weight, groups, geometry)
+    op = _kernel_op(x, weight, groups, geometry, channels_last)
     # channels-last filters: the implicit GEMMs read them as [kh, kw, in_ch, out_ch] views
     # with consecutive channels (a copy only for a weight in another layout)
     weight = weight.contiguous(memory_format=torch.channels_last)
@@ -258,6 +270,9 @@ def _forward_op(kernel: Any, name: str) -> Any:
 conv2d_gemm_op = _forward_op(fwd.conv2d_gemm, "tilecraft_nn::conv2d_gemm")
 conv2d_pointwise_op = _forward_op(fwd.conv2d_pointwise, "tilecraft_nn::conv2d_pointwise")
 conv2d_depthwise_op = _forward_op(fwd.conv2d_depthwise, "tilecraft_nn::conv2d_depthwise")
+conv2d_depthwise_planes_op = _forward_op(
+    fwd.conv2d_depthwise_planes, "tilecraft_nn::conv2d_depthwise_planes"
+)
 activation_backward_op = bwd.activation_backward.as_torch_op("tilecraft_nn::activation_backward")
 conv2d_input_grad_op = bwd.conv2d_input_grad.as_torch_op("tilecraft_nn::conv2d_input_grad")
 conv2d_weight_grad_op = bwd.conv2d_weight_grad.as_torch_op("tilecraft_nn::conv2d_weight_grad")

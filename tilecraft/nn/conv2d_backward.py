@@ -27,7 +27,10 @@ from tilecraft.nn.conv2d_kernels import (
     _new_output,
     _positions,
     check_block,
-    span,
+    is_flat,
+    reduction_block,
+    reduction_extent,
+    tap_offsets,
 )
 
 SPLIT_ROWS = 4096  # output positions per chunk of the weight gradient's reduction, at least
@@ -85,28 +88,27 @@ def conv2d_input_grad(
     cout_g = out_ch // groups
     kernel_w = tc.specialize(weight.size(3))
     taps = weight.size(2) * kernel_w
-    padded = span(cout_g)
+    flat, padded = is_flat(cout_g), reduction_extent(cout_g)
     filters = weight.permute(2, 3, 0, 1)  # [kh, kw, out_ch, cin_g], rows of K: a view
     grad_x = _new_output(x, in_ch, height, width, channels_last)
-    block_k = tc.register_block_size(16, padded)
-    check_block(block_k, padded)
+    block_k = tc.register_block_size(16, padded if not flat else taps * padded)
+    check_block(block_k, padded, flat)
     size = [groups, batch * height * width, cin_g]
     for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image, ih, iw = _positions(tile_m.index, height, width)
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
         for tile_k in tc.tile(taps * padded, block_size=block_k):
-            tap = tile_k.begin // padded
-            c = tile_k.index - tap * padded
-            rise = ih + (pad_h - tap // kernel_w * dil_h)  # oh * stride_h, if the tap hits one
-            run = iw + (pad_w - tap % kernel_w * dil_w)
+            tap, c, real = reduction_block(tile_k, cout_g, taps, flat)
+            rows, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
+            rise = ih[:, None] + (pad_h - rows * dil_h)  # oh * stride_h, if the tap hits one
+            run = iw[:, None] + (pad_w - cols * dil_w)
             hit = (rise >= 0) & (rise % stride_h == 0) & (run >= 0) & (run % stride_w == 0)
-            real = c < cout_g
             co = tile_g.begin * cout_g + c
             oh, ow = rise // stride_h, run // stride_w
-            where = [image[:, None], co[None, :], oh[:, None], ow[:, None]]
-            gathered = tc.load(grad, where, extra_mask=hit[:, None] & real[None, :])
-            rows = [tap // kernel_w, tap % kernel_w, co[:, None], tile_n.index[None, :]]
-            taps_w = tc.load(filters, rows, extra_mask=real[:, None])
+            where = [image[:, None], co[None, :], oh, ow]
+            gathered = tc.load(grad, where, extra_mask=hit & real[None, :])
+            taps_w = tc.load(filters, [row_w, col_w, co[:, None], tile_n.index[None, :]],
+                             extra_mask=real[:, None])  # fmt: skip
             acc = torch.addmm(acc, gathered, taps_w)
         ci = tile_g.begin * cin_g + tile_n.index
         grad_x[image[:, None], ci[None, :], ih[:, None], iw[:, None]] = acc.to(grad_x.dtype)

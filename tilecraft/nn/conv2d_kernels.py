@@ -14,7 +14,9 @@ The implicit GEMM's rows are output positions `(image, oh, ow)`, its columns the
 channels of one group and its reduction runs over `(tap, channel)`: the channels of a group
 are padded to `span(channels)` (a power of two, at least 32) so that each block of the
 reduction lies within one tap, and its channel indices stay consecutive (vector loads
-along channels-last memory).
+along channels-last memory). Groups of fewer than 17 channels (an RGB stem's 3), where that
+padding would at least double the work, run the reduction flat instead: unpadded, each
+element finding its own tap.
 """
 
 from __future__ import annotations
@@ -39,13 +41,50 @@ def span(channels: int) -> int:
     return max(MIN_SPAN, 1 << max(channels - 1, 0).bit_length())
 
 
-def check_block(block_k: int, padded: int) -> None:
+def is_flat(channels: int) -> bool:
+    """Whether a (tap, channel) reduction over `channels` per tap runs flat: unpadded, each
+    element finding its own tap, where padding to `span` would at least double the work
+    (fewer than 17 channels, such as an RGB image's 3)."""
+    return span(channels) >= 2 * channels
+
+
+def reduction_extent(channels: int) -> int:
+    """The channels per tap of the (tap, channel) reduction: padded, or not when flat."""
+    return channels if is_flat(channels) else span(channels)
+
+
+def check_block(block_k: int, padded: int, flat: bool) -> None:
     """A (tap, channel) reduction block must lie within one tap: the config's block at most
     the padded channel count (the config space keeps it so; a hand-written config may not)."""
-    if padded % block_k:
+    if not flat and padded % block_k:
         raise InvalidConfig(
             f"the reduction block {block_k} must divide the padded channel count {padded}"
         )
+
+
+def reduction_block(tile_k: Any, channels: int, taps: int, flat: bool) -> tuple[Any, Any, Any]:
+    """(tap, channel, real) of a block of the (tap, channel) reduction over `channels` per
+    tap: the tap a scalar and the channels consecutive when padded, both per element when
+    flat. `real` marks the elements that are neither padding channels nor past the last tap
+    (they must read 0)."""
+    if flat:
+        tap, channel = tile_k.index // channels, tile_k.index % channels
+        real = tile_k.index < taps * channels
+    else:
+        tap = tile_k.begin // span(channels)
+        channel = tile_k.index - tap * span(channels)
+        real = channel < channels
+    return tap, channel, real
+
+
+def tap_offsets(tap: Any, kernel_w: int, flat: bool) -> tuple[Any, Any, Any, Any]:
+    """Rows and columns of the taps: as offsets against [positions] columns ([1, block] or
+    scalars), and as weight subscripts ([block, 1] or scalars)."""
+    i, j = tap // kernel_w, tap % kernel_w
+    rows, cols, rows_w, cols_w = i, j, i, j
+    if flat:
+        rows, cols, rows_w, cols_w = i[None, :], j[None, :], i[:, None], j[:, None]
+    return rows, cols, rows_w, cols_w
 
 
 def saves_pre(act: int) -> bool:
@@ -126,29 +165,28 @@ def conv2d_gemm(
     cout_g = out_ch // groups
     kernel_w = tc.specialize(weight.size(3))
     taps = weight.size(2) * kernel_w
-    padded = span(cin_g)
+    flat, padded = is_flat(cin_g), reduction_extent(cin_g)
     # [kh, kw, cin_g, out_ch], rows of K: a view, with channels consecutive in a channels-last
     # weight (as `plan` passes it)
     filters = weight.permute(2, 3, 1, 0)
     out = _new_output(x, out_ch, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
-    block_k = tc.register_block_size(16, padded)
-    check_block(block_k, padded)
+    block_k = tc.register_block_size(16, padded if not flat else taps * padded)
+    check_block(block_k, padded, flat)
     size = [groups, batch * out_h * out_w, cout_g]
     for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
         co = tile_g.begin * cout_g + tile_n.index
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
         for tile_k in tc.tile(taps * padded, block_size=block_k):
-            tap = tile_k.begin // padded
-            c = tile_k.index - tap * padded  # the channel within the group
-            ih = oh * stride_h + (tap // kernel_w * dil_h - pad_h)
-            iw = ow * stride_w + (tap % kernel_w * dil_w - pad_w)
-            real = c < cin_g  # padding channels (and other groups' channels) read 0
+            # padding channels, other groups' channels and taps past the last read 0
+            tap, c, real = reduction_block(tile_k, cin_g, taps, flat)
+            rows, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
+            ih = oh[:, None] * stride_h + (rows * dil_h - pad_h)
+            iw = ow[:, None] * stride_w + (cols * dil_w - pad_w)
             ci = tile_g.begin * cin_g + c
-            where = [image[:, None], ci[None, :], ih[:, None], iw[:, None]]
-            patch = tc.load(x, where, extra_mask=real[None, :])
-            taps_w = tc.load(filters, [tap // kernel_w, tap % kernel_w, c[:, None], co[None, :]])
+            patch = tc.load(x, [image[:, None], ci[None, :], ih, iw], extra_mask=real[None, :])
+            taps_w = tc.load(filters, [row_w, col_w, c[:, None], co[None, :]])
             acc = torch.addmm(acc, patch, taps_w)
         where_out = (image[:, None], co[None, :], oh[:, None], ow[:, None])
         bias_cols = bias[co] if has_bias else None
@@ -253,6 +291,59 @@ def conv2d_depthwise(
         bias_cols = bias[tile_c] if has_bias else None
         residual_tile = residual[where_out] if has_residual else None
         acc, result = _finish(acc, bias_cols, residual_tile, act)
+        if saves_pre(act):
+            pre[where_out] = acc.to(pre.dtype)
+        out[where_out] = result.to(out.dtype)
+    return out, pre
+
+
+@tc.kernel
+def conv2d_depthwise_planes(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    stride_h: int,
+    stride_w: int,
+    pad_h: int,
+    pad_w: int,
+    dil_h: int,
+    dil_w: int,
+    groups: int,
+    out_h: int,
+    out_w: int,
+    act: int,
+    has_bias: bool,
+    has_residual: bool,
+    channels_last: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A depthwise convolution of an NCHW image as a stencil over its planes: a program per
+    (image, channel) plane and tile of rows by columns, whose taps are scalars and whose
+    shifted reads run along contiguous rows (the [positions, channels] stencil would read
+    channels a plane apart). It takes `conv2d_gemm`'s arguments (NCHW, groups == channels)."""
+    batch, channels, height, width = x.size()
+    kernel_h = tc.specialize(weight.size(2))
+    kernel_w = tc.specialize(weight.size(3))
+    filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
+    out = _new_output(x, channels, out_h, out_w, False)
+    pre = _pre_output(out, act)
+    planes = x.reshape(batch * channels, height, width)
+    size = [batch * channels, out_h, out_w]
+    for tile_p, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
+        image, c = tile_p.begin // channels, tile_p.begin % channels
+        acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+        for i in range(kernel_h):
+            rows = tile_h.index * stride_h + (i * dil_h - pad_h)
+            for j in range(kernel_w):
+                cols = tile_w.index * stride_w + (j * dil_w - pad_w)
+                shifted = planes[tile_p.begin, rows[:, None], cols[None, :]].to(torch.float32)
+                acc = acc + shifted * filters[c, i * kernel_w + j].to(torch.float32)
+        if has_bias:
+            acc = acc + bias[c].to(torch.float32)
+        where_out = (image, c, tile_h.index[:, None], tile_w.index[None, :])
+        if has_residual:
+            acc = acc + residual[where_out].to(torch.float32)
+        result = _activate(acc, act)
         if saves_pre(act):
             pre[where_out] = acc.to(pre.dtype)
         out[where_out] = result.to(out.dtype)

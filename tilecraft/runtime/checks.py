@@ -27,6 +27,11 @@ def checked_launch(launch: Callable[[torch.Tensor], Any], like: Any, checks: lis
 def _error(check: str) -> IndexOutOfBounds:
     where, _, what = check.partition(": ")
     filename, _, line = where.rpartition(":")
-    loc = SourceLoc(filename, int(line), linecache.getline(filename, int(line)))
+    return out_of_bounds(filename, int(line), what)
+
+
+def out_of_bounds(filename: str, line: int, what: str) -> IndexOutOfBounds:
+    """The check mode's error, compiled or eager: `what` (`weight[...]`) at the user's line."""
+    loc = SourceLoc(filename, line, linecache.getline(filename, line))
     message = f"an index computed on the device is outside the tensor in {what}"
     return IndexOutOfBounds(message + " (TILECRAFT_CHECK=1 found it)", loc)

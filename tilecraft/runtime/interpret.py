@@ -247,6 +247,9 @@ _ZEROED = {
     torch.Tensor.new_empty: torch.Tensor.new_zeros,
 }
 _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bmm}
+# scans of 16-bit floats accumulate in float32, as compiled (PyTorch's CUDA kernels
+# accumulate in the 16-bit type: a row's cumsum drifted by whole units)
+_SCANS = {torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 
 
@@ -269,6 +272,9 @@ class _FloatAccumulation(TorchFunctionMode):
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:
             return _product(*args, **kwargs)
+        half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
+        if half and kwargs.get("dtype") is None:
+            return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
         try:
             return func(*args, **kwargs)
         except RuntimeError as e:
