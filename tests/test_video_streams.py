@@ -84,6 +84,24 @@ def test_streams(tmp_path: Path) -> None:
     assert picture.stat().st_size > 1000
 
 
+def test_streams_batched_together_when_faster() -> None:
+    feeds = [torch.randint(0, 256, (9, 6, 8, 3), dtype=torch.uint8) for _ in range(2)]
+    pipeline = vision.Pipeline.parse("hflip")
+    run = streams.process_many(
+        [TensorSource(f) for f in feeds], pipeline, batch=2, device=DEVICE, combine="auto"
+    )
+    got: dict[int, list[torch.Tensor]] = {0: [], 1: []}
+    for i, batch in run:
+        got[i].append(batch.clone())
+        if sum(run.frames) < 16:  # four rounds of trials, two batches of 2 frames each
+            assert run.combined is None
+    assert set(run.trial_s) == {True, False} and run.combined in (True, False)
+    for i, frames in enumerate(feeds):
+        assert torch.equal(torch.cat(got[i]), pipeline(frames.to(DEVICE)).cpu())
+    with pytest.raises(ValueError, match="combine is True, False or 'auto'"):
+        streams.process_many([TensorSource(feeds[0])], pipeline, combine="yes")
+
+
 def test_trace_exports_a_chrome_trace(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     with streams.trace(path):

@@ -11,11 +11,13 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import tilecraft as tc
+from tilecraft.autotune import reference as reference_module
 from tilecraft.autotune import tune, workers
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.phases import Phases
@@ -27,7 +29,7 @@ from tilecraft.runtime.settings import Settings
 @tc.kernel
 def flaky(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3))
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4))
     real = x.device.type != "meta"  # bind time runs host code on meta tensors
     while real and mode == 1:  # hangs
         pass
@@ -35,12 +37,14 @@ def flaky(x: torch.Tensor) -> torch.Tensor:
         os._exit(3)  # crashes the process
     if real and mode == 3:
         os.write(1, b"noise on the worker's stdout\n")
+    if real and mode == 4:  # says it ran
+        open(os.environ["TILECRAFT_TEST_MARK"], "w").close()
     for tile in tc.tile(x.size(0)):
         out[tile] = x[tile] + 1.0
     return out
 
 
-OK, HANG, CRASH, NOISY = (tc.Config(block_sizes=[16], mode=m) for m in range(4))
+OK, HANG, CRASH, NOISY, MARKS = (tc.Config(block_sizes=[16], mode=m) for m in range(5))
 
 
 @pytest.fixture
@@ -76,9 +80,9 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     started_first: list[bool] = []
     reference = Benchmarker._reference
 
-    def spying(self: Benchmarker, config: tc.Config | None) -> list[torch.Tensor]:
+    def spying(self: Benchmarker, *how: Any) -> list[torch.Tensor]:
         started_first.append(self.pool is not None and all(w.alive() for w in self.pool.workers))
-        return reference(self, config)
+        return reference(self, *how)
 
     monkeypatch.setattr(Benchmarker, "_reference", spying)
     x = torch.randn(40)
@@ -125,6 +129,54 @@ def test_an_interrupted_run_leaves_no_job_behind(
         start = time.monotonic()
         assert bench([OK])[0].ok  # not the hung job's answer, nor a wait for it
         assert time.monotonic() - start < 25
+
+
+def test_candidates_run_before_the_reference_exists(
+    cold: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    mark = tmp_path / "candidate-ran"
+    monkeypatch.setenv("TILECRAFT_TEST_MARK", str(mark))
+    reference = Benchmarker._reference
+
+    def after_a_candidate(self: Benchmarker, *how: Any) -> list[torch.Tensor]:
+        deadline = time.monotonic() + 60
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), "no candidate ran while the reference was computed"
+        return reference(self, *how)
+
+    monkeypatch.setattr(Benchmarker, "_reference", after_a_candidate)
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=5) as bench:
+        (trial,) = bench([MARKS])  # waits past its timeout for the reference, then passes
+    assert trial.ok and bench.phases["reference"] > 0
+
+
+def test_reference_that_cannot_be_saved_runs_candidates_here(
+    cold: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(expected: list[torch.Tensor], path: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reference_module, "save", full_disk)
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
+        with pytest.warns(UserWarning, match="no benchmark workers"):
+            ok, again = bench([OK, tc.Config(block_sizes=[32], mode=0)])
+        assert ok.ok and again.ok and bench.pool is None
+
+
+def test_reference_that_fails_fails_the_run(cold: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(self: Benchmarker, *how: Any) -> list[torch.Tensor]:
+        raise RuntimeError("the kernel raises on these arguments")
+
+    monkeypatch.setattr(Benchmarker, "_reference", failing)
+    x = torch.randn(30)
+    with (
+        pytest.raises(RuntimeError, match="raises on these arguments"),
+        Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench,
+    ):
+        bench([OK])
 
 
 def test_missing_data_fails_the_job_not_the_worker(cold: None) -> None:

@@ -25,6 +25,7 @@ import torch
 
 from tilecraft.autotune.energy import EnergyMeter
 from tilecraft.autotune.phases import Phases
+from tilecraft.autotune.reference import Reference, ReferenceFailed
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.workers import (
@@ -79,21 +80,40 @@ class Benchmarker:
             self.pool = acquire(
                 workers, timeout_s, interpret=runs_on_cpu(args), device=_device(args)
             )
+        self.expected: list[torch.Tensor] = []  # the reference outputs, in this process
+        self.reference: Reference | None = None  # or computed for the workers meanwhile
         try:
-            with self.phases.timed("reference"):
-                self.expected = self._reference(reference)
-            if self.pool is not None:
-                with self.phases.timed("save"):
-                    self._save()
+            self._prepare(reference)
         except BaseException:
             self.close()
             raise
 
-    def _reference(self, config: Config | None) -> list[torch.Tensor]:
+    def _prepare(self, config: Config | None) -> None:
+        """The reference outputs: computed for the workers in the background, while they
+        compile their first candidates (see reference.py); else here and now."""
+        if self.pool is not None:
+            with self.phases.timed("save"):
+                self._save()
+        if self.pool is None or self.dir is None:
+            with self.phases.timed("reference"):
+                self.expected = self._reference(config)
+            return
+        try:
+            self.bound.compile(config)  # its code generated here, not beside the candidates'
+            generated = True
+        except Exception:  # noqa: BLE001 - the reference then runs eagerly
+            generated = False
+        compute = lambda: self._reference(config, generated)  # noqa: E731
+        self.reference = Reference(compute, self.dir / "expected.pt", self.phases)
+
+    def _reference(self, config: Config | None, generated: bool = True) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
-        compiled, or the kernel run eagerly in PyTorch where that config fails."""
+        compiled, or the kernel run eagerly in PyTorch where that config fails (or its code
+        could not be `generated`)."""
         run_args = fresh(self.args)
         try:
+            if not generated:
+                raise TilecraftError("the reference config does not generate")
             result = self._compiled_in_time(config)(*run_args)
         except Exception:  # e.g. a default too big for this GPU's shared memory
             run_args = fresh(self.args)
@@ -112,18 +132,26 @@ class Benchmarker:
         return launcher
 
     def _save(self) -> None:
-        """Write the arguments and the reference for the workers, in a private temporary
-        directory (removed by `close`); without workers, with a warning, when it cannot be
-        written (a full disk) or the arguments cannot be pickled."""
+        """Write the arguments for the workers, in a private temporary directory (removed
+        by `close`); without workers, with a warning, when it cannot be written (a full
+        disk) or the arguments cannot be pickled."""
         try:
             self.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
             torch.save(self.args, self.dir / "args.pt")
-            torch.save(self.expected, self.dir / "expected.pt")
         except OSError as e:
             self._no_pool(str(e))
         except (pickle.PicklingError, AttributeError, TypeError) as e:
             # a function argument (an epilogue lambda) cannot travel to another process
             self._no_pool(f"the arguments cannot be sent to a worker process: {e}")
+
+    def _without_workers(self, failed: ReferenceFailed) -> None:
+        """The reference could not be saved for the workers (a full disk): candidates run
+        in this process. Raises what computing it raised, as the in-process path would."""
+        assert self.reference is not None
+        if self.reference.expected is None:
+            raise failed.__cause__ or failed
+        self.expected = self.reference.expected
+        self._no_pool(f"the reference outputs cannot be saved: {failed}")
 
     def _no_pool(self, why: str) -> None:
         self.close()
@@ -181,7 +209,13 @@ class Benchmarker:
                 SKIPPED_RESULT if past(deadline) else run_job(job, self.args, self.expected)
                 for job in jobs
             ]
-        results = self.pool.run(jobs, deadline, self.timeout_s)
+        hold = self.reference.pending if self.reference else None
+        try:
+            results = self.pool.run(jobs, deadline, self.timeout_s, hold=hold)
+        except ReferenceFailed as e:
+            self._without_workers(e)
+            here = [{k: v for k, v in j.items() if k not in WORKER_KEYS} for j in jobs]
+            return self._run(here, deadline)
         self.phases.most("workers_ready", self.pool.started_since(self.started))
         for result in results:
             self.phases.most("load", float(result.get("load_s", 0.0)))
@@ -223,6 +257,8 @@ class Benchmarker:
         pool, self.pool = self.pool, None
         if pool is not None:
             give_back(pool)
+        if self.reference is not None:
+            self.reference.join()  # it writes into the directory
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -231,6 +267,9 @@ class Benchmarker:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+WORKER_KEYS = ("args", "ref", "lock")  # the parts of a job that name the workers' files
 
 
 def _device(args: tuple) -> str:

@@ -4,7 +4,8 @@ The fixed costs of a short tuning run (starting workers, the reference outputs, 
 arguments) can dominate its few benchmarks; this breakdown shows them. Phases, in seconds:
 
 - `plan`: reading the tuning database and the cost model, choosing the search;
-- `reference`: computing the reference outputs in this process (compile included);
+- `reference`: computing the reference outputs in this process (compile included); with
+  workers, in a background thread while they compile their first candidates;
 - `save`: writing the arguments and the reference for the worker processes;
 - `workers_ready`: the longest start-up (spawn to ready) of the workers started for this
   run (0 when a warm pool served it); it overlaps `reference`, `save` and `plan`;
@@ -12,6 +13,9 @@ arguments) can dominate its few benchmarks; this breakdown shows them. Phases, i
 - `compile_max` / `compile_sum`: the first run (the compile) of the candidates;
 - `timing`: the benchmarks (summed over candidates; they take turns on the GPU);
 - `retime`: re-timing the leaders at the end;
+- `codegen`: generating the candidates' code in this process;
+- `measure`: waiting for the batches of candidates (wall time);
+- `search`: the search's own work between batches (ranking, model predictions);
 - `total`: the whole run.
 
 Example::
@@ -38,6 +42,9 @@ ORDER = (
     "compile_sum",
     "timing",
     "retime",
+    "codegen",
+    "measure",
+    "search",
 )
 
 

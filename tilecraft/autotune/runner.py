@@ -94,8 +94,12 @@ def synchronize(args: tuple) -> None:
         torch.cuda.synchronize()
 
 
-def check(launcher: Callable[..., Any], args: tuple, expected: list[torch.Tensor]) -> dict:
-    """Run once (this compiles) and compare with the reference outputs."""
+Expected = list[torch.Tensor] | Callable[[], list[torch.Tensor]]  # or how to get them
+
+
+def check(launcher: Callable[..., Any], args: tuple, expected: Expected) -> dict:
+    """Run once (this compiles) and compare with the reference outputs (`expected()` is
+    asked for them only then: a worker may compile before they exist)."""
     run_args = fresh(args)
     start = time.perf_counter()
     try:
@@ -105,7 +109,7 @@ def check(launcher: Callable[..., Any], args: tuple, expected: list[torch.Tensor
         status = "compile_error" if _is_compile_error(e) else "runtime_error"
         return {"status": status, "error": _short(e)}
     compile_s = time.perf_counter() - start
-    why = mismatch(outputs(result, run_args), expected)
+    why = mismatch(outputs(result, run_args), expected() if callable(expected) else expected)
     if why:
         return {"status": "wrong_result", "error": why, "compile_s": compile_s}
     return {"status": "ok", "compile_s": compile_s}
@@ -171,7 +175,7 @@ def exclusive(lock_path: str | None) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def run_job(job: dict, args: tuple, expected: list[torch.Tensor]) -> dict:
+def run_job(job: dict, args: tuple, expected: Expected) -> dict:
     """Check (unless `check` is false) and time the candidate a job names; never raises.
 
     The result has `status`, `error`, `compile_s` (the first run, which compiles), and

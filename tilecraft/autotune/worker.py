@@ -31,11 +31,11 @@ class State:
     def __init__(self) -> None:
         self.paths: tuple[str, str] | None = None
         self.args: tuple = ()
-        self.expected: list[Any] = []
+        self.expected: list[Any] | None = None  # loaded when a first check needs it
         self.idle_since: float | None = None  # None while starting up or running a job
 
     def load(self, job: dict) -> float:
-        """Load the job's arguments and reference unless held; the seconds it took."""
+        """Load the job's arguments unless held; the seconds it took."""
         paths = (job["args"], job["ref"])
         if paths == self.paths:
             return 0.0
@@ -44,13 +44,21 @@ class State:
         start = time.perf_counter()
         self.release()
         self.args = torch.load(paths[0], weights_only=False)
-        self.expected = torch.load(paths[1], weights_only=False)
         self.paths = paths
         return time.perf_counter() - start
 
+    def reference(self) -> list[Any]:
+        """The reference outputs, waited for (the parent may still be computing them)."""
+        from tilecraft.autotune.reference import wait_for
+
+        if self.expected is None:
+            assert self.paths is not None
+            self.expected = wait_for(self.paths[1])
+        return self.expected
+
     def release(self) -> None:
         """Drop the loaded data (and the GPU memory it held)."""
-        self.paths, self.args, self.expected = None, (), []
+        self.paths, self.args, self.expected = None, (), None
         import torch
 
         if torch.cuda.is_initialized():
@@ -104,7 +112,7 @@ def answer(state: State, message: dict) -> dict | None:
         load_s = state.load(message)
     except Exception as e:  # noqa: BLE001 - a lost file fails this job, not the process
         return {"status": "runtime_error", "error": f"cannot load the arguments: {e}"}
-    result = run_job(message, state.args, state.expected)
+    result = run_job(message, state.args, state.reference)
     return {**result, "load_s": load_s} if load_s else result
 
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -153,11 +154,16 @@ class WorkerPool:
             self.workers.append(worker)
 
     def run(
-        self, jobs: list[dict], deadline: float | None = None, timeout_s: float | None = None
+        self,
+        jobs: list[dict],
+        deadline: float | None = None,
+        timeout_s: float | None = None,
+        hold: Callable[[], bool] | None = None,
     ) -> list[dict]:
         """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
         Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
-        results are SKIPPED_RESULT."""
+        results are SKIPPED_RESULT. While `hold()` is true, running jobs' clocks stop (they
+        wait for the reference outputs); what it raises stops the run."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
@@ -175,12 +181,19 @@ class WorkerPool:
                         startup = 0.0 if w.ready and w.alive() else self.startup_s
                         if not w.submit({**job, "_index": i}, timeout_s + startup, self.idle_s):
                             results[i] = {"status": "runtime_error", "error": "no worker started"}
+                if hold is not None and hold():
+                    self._hold(timeout_s)
                 self._collect(results, timeout_s)
         finally:  # interrupted (Ctrl-C): a job left running would answer the next run
             for w in self.workers:
                 if w.job is not None:
                     w.kill()
         return [results[i] for i in range(len(jobs))]
+
+    def _hold(self, timeout_s: float) -> None:
+        for w in self.workers:
+            if w.job is not None:
+                w.deadline = max(w.deadline, time.monotonic() + timeout_s)
 
     def _stop_running(self, results: dict[int, dict]) -> None:
         for w in self.workers:

@@ -198,6 +198,7 @@ class Kernel:
 
     def run_eagerly(self, args: tuple) -> Any:
         """Run the body in PyTorch (interpret mode)."""
+        _check_devices(args, self.source)  # as compiled runs do, naming the kernel
         if self._eager is None:
             from tilecraft.runtime.interpret import eager_function
 

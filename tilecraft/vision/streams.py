@@ -9,7 +9,8 @@ Every source gets a `Lane`: its CUDA stream, pinned double-buffered host buffers
 buffer pool, so one source's host-to-device copy overlaps another's kernels and a third's
 device-to-host copy. `combine=True` batches the frames of all sources into one launch per
 round instead (same frame size and format), which is faster when the frames are small
-and launches dominate. On the CPU the same calls run one source after another.
+and launches dominate; `combine="auto"` times both on the first rounds and keeps the
+faster. On the CPU the same calls run one source after another.
 `timeline()` gives each lane's copy and kernel spans; `plot_timeline` draws them and
 `trace` records a PyTorch profiler trace (Chrome's trace format) of the same run.
 """
@@ -19,9 +20,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -40,7 +42,10 @@ class StreamStats:
 
 
 class ManyRun:
-    """Sources through one pipeline concurrently; iterate for (source index, batch)."""
+    """Sources through one pipeline concurrently; iterate for (source index, batch).
+    `combined`: whether the sources' frames are batched together (None while undecided)."""
+
+    TRIAL_ROUNDS = 4  # with combine="auto": apart, together (warm-ups), apart, together (timed)
 
     def __init__(
         self,
@@ -48,16 +53,21 @@ class ManyRun:
         ops: Ops,
         device: torch.device,
         batch: int,
-        combine: bool,
+        combine: bool | str,
         to_host: bool,
         timeline: bool,
     ) -> None:
+        if combine not in (True, False, "auto"):
+            raise ValueError(f"combine is True, False or 'auto', not {combine!r}")
         self.sources, self.device, self.batch = list(sources), device, batch
         self.clock = Clock(device, enabled=timeline)
         pipeline = pipeline_of(ops)
-        count = 1 if combine else len(self.sources)
-        self.lanes = [Lane(pipeline, device, str(i), to_host, self.clock) for i in range(count)]
-        self.combine = combine
+        apart = range(len(self.sources)) if combine is not True else range(0)
+        self.separate = [Lane(pipeline, device, str(i), to_host, self.clock) for i in apart]
+        self.joint = Lane(pipeline, device, "all", to_host, self.clock) if combine else None
+        self.lanes = self.separate + ([self.joint] if self.joint else [])
+        self.combined: bool | None = combine if isinstance(combine, bool) else None
+        self.trial_s: dict[bool, float] = {}  # combine="auto": seconds per frame each way
         # which sources each submitted batch holds, per lane, in order
         self._owners: dict[str, deque[list[int]]] = {lane.name: deque() for lane in self.lanes}
         self.frames = [0] * len(self.sources)
@@ -67,32 +77,50 @@ class ManyRun:
     def __iter__(self) -> Iterator[tuple[int, torch.Tensor]]:
         start = time.perf_counter()
         feeds = [source.batches(self.batch) for source in self.sources]
-        live = list(range(len(feeds)))
+        live, rounds = list(range(len(feeds))), 0
         # on a GPU keep one batch per lane in flight while the host stages the next
         keep = 1 if self.device.type == "cuda" else 0
         try:
             while live:
                 round_ = [(i, f) for i in live if (f := next(feeds[i], None)) is not None]
                 live = [i for i, _ in round_]
-                self._submit(round_)
-                yield from self._drain(keep)
+                if self.combined is None and round_:
+                    yield from self._trial(round_, rounds)
+                else:
+                    self._submit(round_, bool(self.combined))
+                    yield from self._drain(keep)
+                rounds += 1
             yield from self._drain(0)
         finally:
             self.seconds += time.perf_counter() - start
 
-    def _submit(self, round_: list[tuple[int, Frames]]) -> None:
-        if not self.combine:
+    def _trial(self, round_: list[tuple[int, Frames]], rounds: int) -> Iterator:
+        """One round of combine="auto": apart or together in turn, each drained before the
+        next (so batches stay in order); from the third on timed, then the faster chosen."""
+        together = rounds % 2 == 1
+        start = time.perf_counter()
+        self._submit(round_, together)
+        seconds = time.perf_counter() - start
+        seconds += yield from _timed(self._drain(0))
+        if rounds >= 2:
+            self.trial_s[together] = seconds / sum(len(f) for _, f in round_)
+        if rounds + 1 >= self.TRIAL_ROUNDS and len(self.trial_s) == 2:
+            self.combined = self.trial_s[True] < self.trial_s[False]
+
+    def _submit(self, round_: list[tuple[int, Frames]], together: bool) -> None:
+        if not together:
             for i, frames in round_:
-                self.lanes[i].submit(frames)
+                self.separate[i].submit(frames)
                 self._owners[str(i)].append([i])
             return
+        assert self.joint is not None
         # one launch for every source's batch; frames of another size go apart
         groups: dict[tuple, list[tuple[int, Frames]]] = {}
         for i, frames in round_:
             groups.setdefault((frames.format, frames.shape()[1:]), []).append((i, frames))
         for group in groups.values():
-            self.lanes[0].submit([frames for _, frames in group])
-            self._owners["0"].append([i for i, _ in group])
+            self.joint.submit([frames for _, frames in group])
+            self._owners[self.joint.name].append([i for i, _ in group])
 
     def _drain(self, keep: int) -> Iterator[tuple[int, torch.Tensor]]:
         for lane in self.lanes:
@@ -102,17 +130,33 @@ class ManyRun:
                     self.frames[i] += len(result)
                     yield i, result
 
+    def _lane_of(self, source: int) -> Lane:
+        """The lane a source's frames go through (the joint one once combined)."""
+        if self.joint is not None and (self.combined or not self.separate):
+            return self.joint
+        return self.separate[source]
+
     def stats(self) -> list[StreamStats]:
-        """Per source: frames processed, its lane's pool (shared when combined)."""
-        pools = [self.lanes[0 if self.combine else i].pool for i in range(len(self.sources))]
+        """Per source: frames processed, and the pool of its lane (shared when combined)."""
+        lanes = [self._lane_of(i) for i in range(len(self.sources))]
         return [
-            StreamStats(frames, pool.allocations, pool.bytes)
-            for frames, pool in zip(self.frames, pools, strict=True)
+            StreamStats(frames, lane.pool.allocations, lane.pool.bytes)
+            for frames, lane in zip(self.frames, lanes, strict=True)
         ]
 
     def timeline(self) -> list[Interval]:
         """Each lane's copy and kernel spans (with `timeline=True`)."""
         return self.clock.intervals()
+
+
+def _timed(items: Iterator[tuple[int, torch.Tensor]]) -> Generator[Any, None, float]:
+    """Yield `items`; return the seconds spent producing them (not the caller's time)."""
+    spent, start = 0.0, time.perf_counter()
+    for item in items:
+        spent += time.perf_counter() - start
+        yield item
+        start = time.perf_counter()
+    return spent + time.perf_counter() - start
 
 
 def process_many(
@@ -121,15 +165,17 @@ def process_many(
     *,
     batch: int = 8,
     device: torch.device | str | None = None,
-    combine: bool = False,
+    combine: bool | str = False,
     to_host: bool = True,
     timeline: bool = False,
     decoder: str = "auto",
 ) -> ManyRun:
     """Process every source (video files or `Source`s) through `ops` at once, each on its
-    own CUDA stream (one after another on the CPU); `combine` batches sources together;
-    `to_host` hands results back in host memory (for encoders) rather than on the device
-    (for a model); `timeline` records copy and kernel spans. Iterate the result."""
+    own CUDA stream (one after another on the CPU). `combine=True` batches the sources'
+    frames together, "auto" times both ways on the first rounds and keeps the faster
+    (`run.combined` says which). `to_host` hands results back in host memory (for encoders)
+    rather than on the device (for a model); `timeline` records copy and kernel spans.
+    Iterate the result."""
     chosen = torch.device(device) if device is not None else default_device()
     opened = [open_video(s, chosen, decoder) if isinstance(s, (str, Path)) else s for s in sources]
     return ManyRun(opened, ops, chosen, batch, combine, to_host or chosen.type == "cpu", timeline)

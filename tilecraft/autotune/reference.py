@@ -1,0 +1,73 @@
+"""The reference outputs of a tuning run, computed while the candidates compile.
+
+Every candidate's outputs are compared with the reference (the default config's, see
+`Benchmarker._reference`). With worker processes, computing it (a compile of its own on
+a GPU) need not delay them: a `Reference` computes it in a background thread and saves it
+atomically; a worker compiles and runs its candidate, then waits for the file to compare
+(`wait_for`). Jobs' timeouts are held while it is pending (`WorkerPool.run(hold=...)`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from tilecraft.autotune.phases import Phases
+
+
+class ReferenceFailed(Exception):
+    """Computing or saving the reference failed (the cause is chained)."""
+
+
+class Reference:
+    """`compute()` run in a daemon thread, its outputs saved to `path` (atomically)."""
+
+    def __init__(
+        self, compute: Callable[[], list[torch.Tensor]], path: Path, phases: Phases
+    ) -> None:
+        self.compute, self.path, self.phases = compute, path, phases
+        self.expected: list[torch.Tensor] | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="tilecraft-reference", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            with self.phases.timed("reference"):
+                self.expected = self.compute()
+            with self.phases.timed("save"):
+                save(self.expected, self.path)
+        except BaseException as e:  # noqa: BLE001 - handed to the tuning thread
+            self.error = e
+
+    def pending(self) -> bool:
+        """Whether it is still being computed; raises ReferenceFailed once that failed."""
+        if self.thread.is_alive():
+            return True
+        if self.error is not None:
+            raise ReferenceFailed(str(self.error)) from self.error
+        return False
+
+    def join(self) -> None:
+        """Wait until it is computed (or failed)."""
+        self.thread.join()
+
+
+def save(expected: list[torch.Tensor], path: Path) -> None:
+    """Write `expected` to `path` so that no reader ever sees half a file."""
+    part = path.with_name(path.name + ".part")
+    torch.save(expected, part)
+    os.replace(part, path)
+
+
+def wait_for(path: str, poll_s: float = 0.005) -> list[torch.Tensor]:
+    """The reference saved at `path`, once it is there (the pool stops a worker that waits
+    longer than the run allows)."""
+    while not os.path.exists(path):
+        time.sleep(poll_s)
+    return torch.load(path, weights_only=False)
