@@ -126,8 +126,8 @@ def _moved(value: Any, device: str) -> Any:
         return type(value)(_moved(v, device) for v in value)
     if not isinstance(value, torch.Tensor):
         return value
-    storage = value.detach().untyped_storage()
-    storage = storage.cuda() if device == "cuda" else storage.cpu()
+    source = value.detach().untyped_storage()
+    storage = source.cuda() if device == "cuda" else source.cpu()
     out = torch.empty(0, dtype=value.dtype, device=device)
     return out.set_(storage, value.storage_offset(), value.size(), value.stride())
 
