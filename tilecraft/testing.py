@@ -129,7 +129,7 @@ def _moved(value: Any, device: str) -> Any:
     source = value.detach().untyped_storage()
     storage = source.cuda() if device == "cuda" else source.cpu()
     out = torch.empty(0, dtype=value.dtype, device=device)
-    return out.set_(storage, value.storage_offset(), value.size(), value.stride())
+    return out.set_(storage, value.storage_offset(), value.size(), value.stride())  # type: ignore[arg-type]
 
 
 def _copies(args: Sequence[Any]) -> tuple:
