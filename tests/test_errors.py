@@ -223,6 +223,18 @@ def test_tensors_on_different_devices() -> None:
     assert_names_line(message, "def adds(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:")
 
 
+def test_tensors_on_different_devices_in_eager_mode() -> None:
+    """Eager mode refuses mixed devices as compiled runs do, rather than failing inside the
+    body with PyTorch's message."""
+    eager = tc.kernel(adds.fn)
+    eager.settings.interpret = True
+    with pytest.raises(exc.BadArgument, match="different devices") as info:
+        eager(vector(), torch.randn(5, device="meta"))
+    assert_names_line(
+        str(info.value), "def adds(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:"
+    )
+
+
 # -- configs -------------------------------------------------------------------------------
 
 

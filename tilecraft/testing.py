@@ -108,13 +108,28 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
     if mode == "eager":
         return _outputs(lambda *a: kernel.run_eagerly(kernel.normalize(a, {})), copies)
     if runs_on_cpu(copies) and cpu_mode() != "triton":
+        if torch.cuda.is_available():  # no interpreter beside a GPU: compile for the GPU
+            gpu = tuple(_moved(a, "cuda") for a in copies)
+            return _moved(run_mode(kernel, gpu, mode, config), "cpu")
         raise RuntimeError(
             "Triton's interpreter cannot run in this process (Triton was imported before "
-            "TRITON_INTERPRET=1 was set, or a GPU is present): set TRITON_INTERPRET=1 before "
-            "importing triton, or pass GPU tensors"
+            "TRITON_INTERPRET=1 was set): set TRITON_INTERPRET=1 before importing triton, "
+            "or pass GPU tensors"
         )
     launcher = kernel.bind(copies).compile(config or kernel.chosen_config())
     return _outputs(launcher, copies)
+
+
+def _moved(value: Any, device: str) -> Any:
+    """`value` (a tensor, or tuples and lists of them) on `device`, strides kept."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(_moved(v, device) for v in value)
+    if not isinstance(value, torch.Tensor):
+        return value
+    source = value.detach().untyped_storage()
+    storage = source.cuda() if device == "cuda" else source.cpu()
+    out = torch.empty(0, dtype=value.dtype, device=device)
+    return out.set_(storage, value.storage_offset(), value.size(), value.stride())  # type: ignore[arg-type]
 
 
 def _copies(args: Sequence[Any]) -> tuple:

@@ -49,7 +49,7 @@ class TuneProgress:
         )
         if not self.on_gpu and not self.quiet:
             self.console.print(
-                "[yellow]tilecraft: no GPU, so candidates run under Triton's "
+                "[yellow]tilecraft: CPU tensors, so candidates run under Triton's "
                 "interpreter: their times mean nothing for speed[/]"
             )
         return self

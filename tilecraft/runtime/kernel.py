@@ -130,11 +130,16 @@ class Kernel:
         from tilecraft.autotune.tune import autotune
 
         bound = self.bind(args)
-        config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
         if bound.cpu_mode == "eager":  # CPU tensors in a process whose Triton targets a GPU
+            warnings.warn(
+                f"tilecraft: `{self.fn.__name__}` got CPU tensors in a process with a GPU, so"
+                " it runs eagerly in PyTorch and there is nothing to tune; pass GPU tensors",
+                stacklevel=2,
+            )
             bound.launcher = lambda *a: self.run_eagerly(a)
-        else:
-            bound.launcher = bound.compile(config)
+            return self.chosen_config() or bound.default_config
+        config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
+        bound.launcher = bound.compile(config)
         return config
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -198,6 +203,7 @@ class Kernel:
 
     def run_eagerly(self, args: tuple) -> Any:
         """Run the body in PyTorch (interpret mode)."""
+        _check_devices(args, self.source)  # as compiled runs do, naming the kernel
         if self._eager is None:
             from tilecraft.runtime.interpret import eager_function
 
