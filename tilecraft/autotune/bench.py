@@ -105,7 +105,8 @@ class Benchmarker:
         except Exception:  # noqa: BLE001 - the reference then runs eagerly
             generated = False
         compute = lambda: self._reference(config, generated)  # noqa: E731
-        self.reference = Reference(compute, self.dir / "expected.pt", self.phases)
+        path = self.dir / "expected.pt"
+        self.reference = Reference(compute, path, self.phases, _device(self.args))
 
     def _reference(self, config: Config | None, generated: bool = True) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
