@@ -153,3 +153,29 @@ def test_an_llm_proposal_over_budget_is_shrunk_with_a_reason() -> None:
     config = proposal_config(proposal, space, reasons, "proposal 1")
     assert config is not None and fits(bound, config)
     assert any("budget, shrunk" in r for r in reasons)
+
+
+@tc.kernel
+def matmul_row_scaled(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """x @ y with each output row divided by its largest magnitude: a whole row of the
+    product is held (Helion's matmul_layernorm shape)."""
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m, n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, :])
+        out[tile_m, :] = (acc / acc.abs().amax(-1, keepdim=True)).to(out.dtype)
+    return out
+
+
+def test_a_held_row_is_not_split_to_fit(mode) -> None:
+    """A row held by a product's accumulator cannot be looped over in chunks: the default
+    keeps it whole (shrinking the other blocks and adding warps instead)."""
+    x, y = torch.randn(20, 30), torch.randn(30, 2048)
+    kernel = mode(tc.kernel(matmul_row_scaled.fn))
+    assert kernel.bind((x, y)).default_config.reduction_loops == [None]
+    expected = x @ y
+    expected = expected / expected.abs().amax(-1, keepdim=True)
+    torch.testing.assert_close(kernel(x, y), expected, rtol=1e-4, atol=1e-5)

@@ -150,3 +150,17 @@ def test_the_demo_runs_realistic_sizes_on_a_gpu_only() -> None:
         for _, kernel in demo.example_kernels(module):
             kernel.bind(args)  # the shape suits the example's inputs and its kernels
     assert demo.demo_shape(add, gpu=True) == (4096, 4096)  # 16M elements
+
+
+def test_the_first_measurement_completes_past_the_deadline(tmp_path: Path) -> None:
+    """A slow start (workers, a loaded machine) that spends the whole budget still leaves
+    the run one measured config; the others are skipped."""
+    kernel = tc.kernel(add.add.fn, cache_dir=tmp_path)
+    args = (torch.randn(8, 16), torch.randn(8, 16))
+    bound = kernel.bind(args)
+    configs = [tc.Config(block_sizes=[s, 16]) for s in (1, 2, 4)]
+    with bench.Benchmarker(bound, args, workers=0) as benchmarker:
+        benchmarker.deadline = time.monotonic() - 1.0
+        statuses = [t.status for t in benchmarker(configs)]
+        assert statuses == ["ok", "skipped", "skipped"]
+        assert [t.status for t in benchmarker(configs[1:])] == ["skipped", "skipped"]

@@ -100,6 +100,7 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     assert second.phases["load"] > 0
 
 
+@pytest.mark.slow
 def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
     x = torch.randn(30)
     with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as outer:
@@ -112,9 +113,7 @@ def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
     assert not any(gone(pid, 0.5) for pid in shared)  # the warm pool stays
 
 
-def test_an_interrupted_run_leaves_no_job_behind(
-    cold: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_interrupted_run_leaves_no_job_behind(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.randn(30)
     collect = workers.WorkerPool._collect
 
@@ -153,7 +152,7 @@ def test_candidates_run_before_the_reference_exists(
 
 
 def test_reference_that_cannot_be_saved_runs_candidates_here(
-    cold: None, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def full_disk(expected: list[torch.Tensor], path: Path) -> None:
         raise OSError(28, "No space left on device")
@@ -166,7 +165,7 @@ def test_reference_that_cannot_be_saved_runs_candidates_here(
         assert ok.ok and again.ok and bench.pool is None
 
 
-def test_reference_that_fails_fails_the_run(cold: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reference_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     def failing(self: Benchmarker, *how: Any) -> list[torch.Tensor]:
         raise RuntimeError("the kernel raises on these arguments")
 
@@ -179,11 +178,12 @@ def test_reference_that_fails_fails_the_run(cold: None, monkeypatch: pytest.Monk
         bench([OK])
 
 
-def test_missing_data_fails_the_job_not_the_worker(cold: None) -> None:
+def test_missing_data_fails_the_job_not_the_worker() -> None:
     pool = workers.acquire(1, 30, interpret=True)
     try:  # its "ready" line waits unread, its answer follows at once: both must be read
-        stream = pool.workers[0].proc.stdout  # type: ignore[union-attr]
-        select.select([stream], [], [], 60)
+        worker = pool.workers[0]
+        if worker.alive() and not worker.ready:
+            select.select([worker.proc.stdout], [], [], 60)  # type: ignore[union-attr]
         job = {"args": "/nonexistent/args.pt", "ref": "/nonexistent/expected.pt"}
         (result,) = pool.run([{**job, "code_path": "x.py", "name": "k", "imports": {}}])
         assert result["status"] == "runtime_error" and "cannot load" in result["error"]
@@ -192,6 +192,7 @@ def test_missing_data_fails_the_job_not_the_worker(cold: None) -> None:
         workers.give_back(pool)
 
 
+@pytest.mark.slow
 def test_idle_workers_exit_and_are_replaced(cold: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "IDLE_S", 1.0)
     x = torch.randn(30)

@@ -74,6 +74,7 @@ class Benchmarker:
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
         self.started = time.monotonic()
         self.deadline: float | None = None  # when a tuning budget runs out (time.monotonic)
+        self.measured = 0  # jobs run to an answer (not skipped) so far
         remove_stale_dirs()  # those of runs that died before they could clean up
         workers = capped_workers(workers, args)
         if workers > 0:
@@ -104,7 +105,8 @@ class Benchmarker:
         except Exception:  # noqa: BLE001 - the reference then runs eagerly
             generated = False
         compute = lambda: self._reference(config, generated)  # noqa: E731
-        self.reference = Reference(compute, self.dir / "expected.pt", self.phases)
+        path = self.dir / "expected.pt"
+        self.reference = Reference(compute, path, self.phases, _device(self.args))
 
     def _reference(self, config: Config | None, generated: bool = True) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -204,18 +206,24 @@ class Benchmarker:
         return found
 
     def _run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
+        """Run the jobs; past `deadline` the rest are skipped, but a tuning run's first
+        measurement always completes (a slow start must not leave it with nothing)."""
+        first = not self.measured
         if self.pool is None:
-            return [
-                SKIPPED_RESULT if past(deadline) else run_job(job, self.args, self.expected)
-                for job in jobs
-            ]
+            results: list[dict] = []
+            for job in jobs:
+                cut = past(deadline) and not (first and not results)
+                results.append(SKIPPED_RESULT if cut else run_job(job, self.args, self.expected))
+            self.measured += sum(r is not SKIPPED_RESULT for r in results)
+            return results
         hold = self.reference.pending if self.reference else None
         try:
-            results = self.pool.run(jobs, deadline, self.timeout_s, hold=hold)
+            results = self.pool.run(jobs, deadline, self.timeout_s, hold=hold, wait_for_one=first)
         except ReferenceFailed as e:
             self._without_workers(e)
             here = [{k: v for k, v in j.items() if k not in WORKER_KEYS} for j in jobs]
             return self._run(here, deadline)
+        self.measured += sum(r is not SKIPPED_RESULT for r in results)
         self.phases.most("workers_ready", self.pool.started_since(self.started))
         for result in results:
             self.phases.most("load", float(result.get("load_s", 0.0)))

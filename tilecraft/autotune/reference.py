@@ -9,6 +9,7 @@ atomically; a worker compiles and runs its candidate, then waits for the file to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -25,12 +26,17 @@ class ReferenceFailed(Exception):
 
 
 class Reference:
-    """`compute()` run in a daemon thread, its outputs saved to `path` (atomically)."""
+    """`compute()` run in a daemon thread with `device` (the arguments' GPU, "" for none)
+    current, its outputs saved to `path` (atomically)."""
 
     def __init__(
-        self, compute: Callable[[], list[torch.Tensor]], path: Path, phases: Phases
+        self,
+        compute: Callable[[], list[torch.Tensor]],
+        path: Path,
+        phases: Phases,
+        device: str = "",
     ) -> None:
-        self.compute, self.path, self.phases = compute, path, phases
+        self.compute, self.path, self.phases, self.device = compute, path, phases, device
         self.expected: list[torch.Tensor] | None = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="tilecraft-reference", daemon=True)
@@ -38,7 +44,9 @@ class Reference:
 
     def _run(self) -> None:
         try:
-            with self.phases.timed("reference"):
+            # a new thread's current GPU is GPU 0; Triton compiles and launches on the current
+            on_device = torch.cuda.device(self.device) if self.device else contextlib.nullcontext()
+            with self.phases.timed("reference"), on_device:
                 self.expected = self.compute()
             with self.phases.timed("save"):
                 save(self.expected, self.path)

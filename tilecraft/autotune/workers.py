@@ -159,18 +159,20 @@ class WorkerPool:
         deadline: float | None = None,
         timeout_s: float | None = None,
         hold: Callable[[], bool] | None = None,
+        wait_for_one: bool = False,
     ) -> list[dict]:
         """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
         Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
-        results are SKIPPED_RESULT. While `hold()` is true, running jobs' clocks stop (they
-        wait for the reference outputs); what it raises stops the run."""
+        results are SKIPPED_RESULT; with `wait_for_one`, only once one job has answered.
+        While `hold()` is true, running jobs' clocks stop (they wait for the reference
+        outputs); what it raises stops the run."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
         try:
             while pending or any(w.job is not None for w in self.workers):
-                if past(deadline):
+                if past(deadline) and (results or not wait_for_one):
                     results.update((i, SKIPPED_RESULT) for i, _ in pending)
                     pending = []
                     self._stop_running(results)

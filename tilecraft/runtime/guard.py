@@ -51,8 +51,14 @@ class _Warmup:
 
 
 def precompile(launcher: Callable[..., Any], args: tuple) -> None:
-    """Compile every Triton kernel `launcher` launches for `args`, running none."""
-    compile_only(launcher)(*args)
+    """Compile every Triton kernel `launcher` launches for `args`, running none, for the
+    arguments' GPU (a new thread starts on GPU 0, and Triton compiles for the current one)."""
+    device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    if device is None:
+        compile_only(launcher)(*args)
+        return
+    with torch.cuda.device(device):
+        compile_only(launcher)(*args)
 
 
 def finishes_within(work: Callable[[], Any], timeout_s: float) -> bool:

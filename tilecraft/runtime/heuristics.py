@@ -108,13 +108,16 @@ def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
     batch = batch_blocks(spec)
     tile = BATCH_TILE[1:] if batch else DOT_TILE
     grid = iter(tile[:2])
+    others = _tile_defaults(spec)  # loops that feed no product keep the tile heuristics
     sizes = []
     for i, b in enumerate(spec.blocks):
         if i in spec.dot_blocks:
             want = tile[2] if b.inner else next(grid, tile[1])
             sizes.append(max(MIN_DOT_BLOCK, min(want, _pow2(b.extent))))
+        elif i in batch:
+            sizes.append(min(BATCH_TILE[0], _pow2(b.extent)))
         else:
-            sizes.append(min(BATCH_TILE[0], _pow2(b.extent)) if i in batch else 1)
+            sizes.append(others[i] if b.inner else 1)
     return sizes, _dot_warps(spec, sizes), 3 if batch else DOT_STAGES
 
 
@@ -205,11 +208,14 @@ def _contiguous_blocks(spec: KernelSpec) -> set[int]:
 
 
 def _halve_chunk(spec: KernelSpec, values: dict[str, Any]) -> bool:
-    """Loop over a whole row in smaller chunks (the longest row first)."""
+    """Loop over a whole row in smaller chunks (the longest row first), for rows that
+    only reductions read: one a loop carries, or a matrix product's, stays whole."""
     loops = values["reduction_loops"]
-    chunks = [
-        (c or _pow2(n), i) for i, (n, c) in enumerate(zip(spec.reductions, loops, strict=True))
-    ]
+    held = {
+        ref for u in spec.uses if u.role != "value" for kind, ref in u.dims if kind == "reduction"
+    }
+    rows = enumerate(zip(spec.reductions, loops, strict=True))
+    chunks = [(c or _pow2(n), i) for i, (n, c) in rows if i not in held]
     size, i = max(chunks, default=(1, -1))
     if size <= 64:
         return False
