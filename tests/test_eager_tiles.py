@@ -5,6 +5,7 @@ reaches)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from conftest import DEVICE
 
@@ -115,3 +116,24 @@ def test_tiles_past_a_tensors_end_read_zeros_in_both_modes(mode) -> None:
     out, sums = mode(past_the_end)(x, 11)
     torch.testing.assert_close(out, padded.exp())
     torch.testing.assert_close(sums, padded.sum(1))
+
+
+@tc.kernel
+def column_sums(x: torch.Tensor) -> torch.Tensor:
+    rows, cols = x.size()
+    out = torch.empty([cols], dtype=torch.float32, device=x.device)
+    block_r = tc.register_block_size(16, rows)
+    for tile_c in tc.tile(cols):
+        acc = tc.zeros([block_r, tile_c], dtype=torch.float32)
+        for tile_r in tc.tile(rows, block_size=block_r):
+            acc = acc + x[tile_r, tile_c].to(torch.float32)
+        out[tile_c] = torch.sum(acc, 0)
+    return out
+
+
+@pytest.mark.parametrize("rows", [1, 2, 17])
+def test_a_last_tile_of_one_row_meets_a_block_sized_accumulator(mode, rows: int) -> None:
+    """Eagerly, `acc[16, c] + x[tile of 1 row, c]` broadcast the row over all 16 lanes
+    (sums 16x too big); compiled, the tile's missing lanes read 0."""
+    x = torch.randn(rows, 5, device=DEVICE, dtype=torch.float16)
+    torch.testing.assert_close(mode(column_sums)(x), x.float().sum(0), rtol=1e-3, atol=1e-3)

@@ -15,6 +15,7 @@ from tilecraft.frontend.source import KernelSource
 from tilecraft.language.indexing import is_vector, read, write
 from tilecraft.language.state import EagerContext, eager_context, running_eagerly
 from tilecraft.language.tiles import Tile, lanes
+from tilecraft.runtime import eager_short
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
@@ -30,7 +31,7 @@ def _getitem(obj: Any, key: Any) -> Any:
             return read(obj, key, mask)
         except RuntimeError:  # the mask does not fit the gather: read as written
             pass
-    return read(obj, key)
+    return eager_short.mark(read(obj, key), key)
 
 
 def _gathers(key: Any) -> bool:
@@ -275,6 +276,10 @@ class _FloatAccumulation(TorchFunctionMode):
         half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
         if half and kwargs.get("dtype") is None:
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
+        if func in _ELEMENTWISE or _marked(args):
+            args = eager_short.widen(args)
+            if _marked(args):  # carried through casts and unary ops
+                return eager_short.carry(func(*args, **kwargs), args)
         try:
             return func(*args, **kwargs)
         except RuntimeError as e:
@@ -282,6 +287,10 @@ class _FloatAccumulation(TorchFunctionMode):
             if padded is None:
                 raise
             return func(*padded, **kwargs)
+
+
+def _marked(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and hasattr(a, "_tilecraft_short") for a in args)
 
 
 def _product(a: torch.Tensor, b: torch.Tensor, out_dtype: Any = None) -> torch.Tensor:

@@ -1,0 +1,70 @@
+"""Eager mode's tiles of one element at a loop's end, as compiled code sees them.
+
+Compiled code loads a tile cut short at the end of its loop as a whole block whose extra
+lanes read 0. Eagerly it is a tensor of its real length; where that is 2 or more, mixing
+it with a block-sized accumulator fails to broadcast and `interpret._padded` pads it. A
+tile of *one* element broadcasts silently instead (`acc[16, 4] + x[1, 4]` adds the row
+16 times), so such loads are marked with the dims they were cut in, and elementwise ops
+pad a marked dim of length 1 with zeros to the block size of a block-sized operand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tilecraft.language.tiles import Tile
+
+_MARK = "_tilecraft_short"  # {result dim: block size} on a tensor read through a short tile
+
+
+def mark(result: Any, key: Any) -> Any:
+    """Mark `result` (read as `tensor[key]`) with the dims cut to one element by a tile."""
+    if not isinstance(result, torch.Tensor):
+        return result
+    items = key if isinstance(key, tuple) else (key,)
+    short, dim = {}, 0
+    for item in items:
+        if isinstance(item, Tile) and len(item) == 1 and item.block_size > 1:
+            short[dim] = item.block_size
+        if item is None or isinstance(item, (Tile, slice)):
+            dim += 1
+        elif not isinstance(item, int):
+            return result  # index vectors, ellipses: not the simple case marked here
+    if short:
+        setattr(result, _MARK, short)
+    return result
+
+
+def widen(args: tuple) -> tuple:
+    """`args` with each marked one-element dim padded to the block size of another operand
+    that has it (its lanes past the tile's end read 0, as compiled)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not any(hasattr(t, _MARK) for t in tensors):
+        return args
+    return tuple(_widened(a, tensors) if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _widened(t: torch.Tensor, tensors: list[torch.Tensor]) -> torch.Tensor:
+    for d, block in getattr(t, _MARK, {}).items():
+        full = any(o.dim() == t.dim() and o.size(d) == block for o in tensors if o is not t)
+        if d < t.dim() and t.size(d) == 1 and full:
+            zeros = t.new_zeros([block - 1 if i == d else n for i, n in enumerate(t.shape)])
+            t = torch.cat([t, zeros], dim=d)
+    return t
+
+
+def carry(result: Any, args: tuple) -> Any:
+    """Keep the marks of same-rank operands on `result` where its dim is still one long
+    (`x[tile].to(torch.float32)` stays marked)."""
+    if not isinstance(result, torch.Tensor):
+        return result
+    short: dict[int, int] = {}
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() == result.dim():
+            marks = getattr(a, _MARK, {})
+            short.update({d: b for d, b in marks.items() if result.size(d) == 1})
+    if short:
+        setattr(result, _MARK, short)
+    return result
