@@ -7,8 +7,9 @@ arguments) can dominate its few benchmarks; this breakdown shows them. Phases, i
 - `reference`: computing the reference outputs in this process (compile included); with
   workers, in a background thread while they compile their first candidates;
 - `save`: writing the arguments and the reference for the worker processes;
-- `workers_ready`: the longest start-up (spawn to ready) of the workers started for this
-  run (0 when a warm pool served it); it overlaps `reference`, `save` and `plan`;
+- `workers_ready`: the longest start-up (spawn to ready) of the workers that were still
+  starting when this run began (0 when a warm pool served it); it overlaps `reference`,
+  `save` and `plan`;
 - `load`: the longest time a worker took to load the arguments at its first job;
 - `compile_max` / `compile_sum`: the first run (the compile) of the candidates;
 - `timing`: the benchmarks (summed over candidates; they take turns on the GPU);

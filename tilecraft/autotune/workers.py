@@ -48,6 +48,7 @@ class Worker:
     ready: bool = False  # finished starting up (imports, the CUDA context)
     spawned: float = 0.0  # time.monotonic() at the start
     ready_s: float | None = None  # how long it took to start up
+    ready_at: float = 0.0  # when it was ready (time.monotonic, as it said)
     last_used: float = 0.0  # when it last finished a job (or started)
     unread: bytes = b""  # the start of a line it is writing
 
@@ -231,14 +232,16 @@ class WorkerPool:
         for message in messages:
             if message.get("ready"):
                 w.ready, w.deadline = True, time.monotonic() + timeout_s  # the job's clock
-                w.ready_s = float(message.get("at", w.spawned)) - w.spawned
+                w.ready_at = float(message.get("at", time.monotonic()))
+                w.ready_s = w.ready_at - w.spawned
             elif w.job is not None:
                 results[w.job["_index"]] = message
                 w.job, w.last_used = None, time.monotonic()
 
     def started_since(self, since: float) -> float:
-        """The longest start-up of the workers started at or after `since` (0 if none)."""
-        times = [w.ready_s for w in self.workers if w.spawned >= since and w.ready_s is not None]
+        """The longest start-up of the workers that became ready after `since`: how long
+        a run begun then may have waited for them (0 when all were ready)."""
+        times = [w.ready_s for w in self.workers if w.ready_s is not None and w.ready_at >= since]
         return max(times, default=0.0)
 
     def release(self) -> None:
