@@ -178,6 +178,25 @@ def test_reference_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> 
         bench([OK])
 
 
+def test_tuning_starts_its_workers_before_its_set_up(
+    cold: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: list[bool] = []
+    meter = tune.default_meter
+
+    def spying(args: tuple) -> Any:
+        pool = workers._Shared.pool
+        seen.append(pool is not None and any(w.alive() for w in pool.workers))
+        return meter(args)
+
+    monkeypatch.setattr(tune, "default_meter", spying)
+    kernel = tc.kernel(flaky.fn, cache_dir=tmp_path, autotune_workers=1, autotune_quiet=True)
+    kernel.configs = [OK]
+    x = torch.randn(20)
+    kernel.autotune((x,))
+    assert seen == [True] and kernel.bind((x,)).tuning["ok"] == 1
+
+
 def test_missing_data_fails_the_job_not_the_worker() -> None:
     pool = workers.acquire(1, 30, interpret=True)
     try:  # its "ready" line waits unread, its answer follows at once: both must be read

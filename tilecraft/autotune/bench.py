@@ -37,6 +37,7 @@ from tilecraft.autotune.workers import (
     give_back,
     past,
     remove_stale_dirs,
+    start_early,
 )
 from tilecraft.exc import TilecraftError
 from tilecraft.runtime import guard
@@ -78,9 +79,7 @@ class Benchmarker:
         remove_stale_dirs()  # those of runs that died before they could clean up
         workers = capped_workers(workers, args)
         if workers > 0:
-            self.pool = acquire(
-                workers, timeout_s, interpret=runs_on_cpu(args), device=_device(args)
-            )
+            self.pool = acquire(workers, timeout_s, **pool_kind(args))
         self.expected: list[torch.Tensor] = []  # the reference outputs, in this process
         self.reference: Reference | None = None  # or computed for the workers meanwhile
         try:
@@ -106,7 +105,7 @@ class Benchmarker:
             generated = False
         compute = lambda: self._reference(config, generated)  # noqa: E731
         path = self.dir / "expected.pt"
-        self.reference = Reference(compute, path, self.phases, _device(self.args))
+        self.reference = Reference(compute, path, self.phases, device_of(self.args))
 
     def _reference(self, config: Config | None, generated: bool = True) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -280,9 +279,22 @@ class Benchmarker:
 WORKER_KEYS = ("args", "ref", "lock")  # the parts of a job that name the workers' files
 
 
-def _device(args: tuple) -> str:
+def device_of(args: tuple) -> str:
     """The GPU the arguments live on ("" on the CPU), where workers make their context."""
     return next((str(a.device) for a in args if isinstance(a, torch.Tensor) and a.is_cuda), "")
+
+
+def pool_kind(args: tuple) -> dict[str, Any]:
+    """How the workers for `args` start: under Triton's interpreter, or on their GPU."""
+    return {"interpret": runs_on_cpu(args), "device": device_of(args)}
+
+
+def prestart(args: tuple, workers: int, timeout_s: float) -> None:
+    """Start the warm pool's workers for a tuning run about to begin (before its set-up),
+    unless it is held; for arguments on the CPU or a GPU only (not "meta")."""
+    workers = capped_workers(workers, args)
+    if workers > 0 and (runs_on_cpu(args) or device_of(args)):
+        start_early(workers, timeout_s, **pool_kind(args))
 
 
 def _trial(config: Config, result: dict) -> Trial:

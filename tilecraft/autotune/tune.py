@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import triton
 
-from tilecraft.autotune.bench import Benchmarker
+from tilecraft.autotune.bench import Benchmarker, prestart
 from tilecraft.autotune.db import DB_NAME, TuneKey, TuningDB, TuningDBWarning
 from tilecraft.autotune.energy import (
     EnergyMeter,
@@ -171,6 +171,8 @@ def autotune(
     settings.validate()
     objective = objective or settings.autotune_objective
     _check_options(search or settings.autotune_search, effort, budget_s, objective)
+    workers = _pool_size(settings, effort, search, configs, max_configs)
+    prestart(args, workers, settings.autotune_timeout_s)  # they start while we set up
     meter = meter if meter is not None else default_meter(args)
     require_meter(objective, meter)
     used = EnergyUse(meter)
@@ -181,7 +183,7 @@ def autotune(
         Benchmarker(
             bound,
             args,
-            workers=_pool_size(settings, effort, search, configs, max_configs),
+            workers=workers,
             timeout_s=settings.autotune_timeout_s,
             phases=phases,
             meter=meter if objective != "time" else None,

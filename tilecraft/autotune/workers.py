@@ -286,6 +286,17 @@ def acquire(
         return pool
 
 
+def start_early(
+    size: int, timeout_s: float = 60.0, *, interpret: bool = False, device: str = ""
+) -> None:
+    """Start the warm pool's workers now for a run about to `acquire` them (nothing when
+    another run holds it)."""
+    with _Shared.lock:
+        if _Shared.busy:
+            return
+    give_back(acquire(size, timeout_s, interpret=interpret, device=device))
+
+
 def give_back(pool: WorkerPool) -> None:
     """End a tuning run's use of `pool`: the warm pool stays, its workers drop what they
     loaded; a private pool stops."""
