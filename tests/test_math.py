@@ -215,3 +215,25 @@ def test_bfloat16_conversion_rounds_to_nearest_even_exactly(mode) -> None:
     actual, expected = mode(to_bfloat16)(x), x.to(torch.bfloat16)
     same_bits = actual.view(torch.int16) == expected.view(torch.int16)
     assert bool((same_bits | (actual.isnan() & expected.isnan())).all())  # any NaN payload
+
+
+@tc.kernel
+def product_f64(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float64)
+        for tile_k in tc.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+def test_float64_products_keep_double_precision(mode) -> None:
+    """Triton's interpreter multiplied float64 operands into garbage (1e296)."""
+    x, y = (
+        torch.randn(20, 37, device=DEVICE, dtype=torch.float64),
+        torch.randn(37, 17, device=DEVICE, dtype=torch.float64),
+    )
+    torch.testing.assert_close(mode(product_f64)(x, y), x @ y, rtol=1e-12, atol=1e-12)

@@ -358,6 +358,8 @@ class KernelWriter:
             return f'{a.name}, {b.name}, input_precision="{precision}"'
         if not a.type.dtype.is_floating_point:  # tl.dot's result is float32 unless told
             return f"{a.name}, {b.name}, out_dtype=tl.int32"
+        if a.type.dtype == torch.float64:
+            return f"{a.name}, {b.name}, out_dtype=tl.float64"
         return f"{a.name}, {b.name}"
 
     def block_size(self, dim: Dim) -> int:

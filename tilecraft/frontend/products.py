@@ -40,6 +40,8 @@ def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any
     a = jagged.masked(b, a, a.type.rank - 1, 0, "a matrix product")
     c = jagged.masked(b, c, c.type.rank - 2, 0, "a matrix product")
     compute = torch.float32 if a.type.dtype.is_floating_point else torch.int32
+    if a.type.dtype == torch.float64:  # double products stay double, accumulator or not
+        compute = torch.float64
     dtype = acc.type.dtype if acc is not None else (out_dtype or compute)
     product = out_dtype if acc is not None else None
     return b.op("dot", (a, c, acc), dtype, dims, hint="mm", compute=compute, product=product)
