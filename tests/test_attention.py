@@ -129,8 +129,8 @@ def test_attention_window_with_key_tiles_smaller_than_query_tiles(
 def test_attention_bias(mode, causal: bool) -> None:
     """An additive bias broadcast over the batch, and its gradient (summed over the batch)."""
     _kernels(mode)
-    q, k, v = _inputs((2, 4, 2, 37, 50, 16), torch.float32)
-    bias = torch.randn(1, 4, 37, 50, requires_grad=True)
+    q, k, v = _inputs((2, 2, 1, 37, 50, 16), torch.float32)
+    bias = torch.randn(1, 2, 37, 50, requires_grad=True)
     out = attention(q, k, v, causal=causal, bias=bias)
     grad_out = torch.randn_like(out)
     out.backward(grad_out)
