@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -15,6 +16,13 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 def load_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """Import benchmarks/NAME.py; the settings it changes are undone after the test."""
     monkeypatch.setenv("TILECRAFT_AUTOTUNE_EFFORT", "none")
+    # scripts run on CPU set TRITON_INTERPRET for their process: in a test process on a GPU
+    # machine it must not outlive the test (later kernels would be interpreted)
+    if "TRITON_INTERPRET" in os.environ:
+        monkeypatch.setenv("TRITON_INTERPRET", os.environ["TRITON_INTERPRET"])
+    else:
+        monkeypatch.setenv("TRITON_INTERPRET", "0")  # recorded as unset, so restored unset
+        monkeypatch.delenv("TRITON_INTERPRET")
     spec = importlib.util.spec_from_file_location(f"_script_{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -278,15 +278,14 @@ class _FloatAccumulation(TorchFunctionMode):
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
         if func in _ELEMENTWISE or _marked(args):
             args = eager_short.widen(args)
-            if _marked(args):  # carried through casts and unary ops
-                return eager_short.carry(func(*args, **kwargs), args)
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
         except RuntimeError as e:
             padded = _padded(args) if func in _ELEMENTWISE and "must match" in str(e) else None
             if padded is None:
                 raise
-            return func(*padded, **kwargs)
+            result = func(*padded, **kwargs)
+        return eager_short.carry(result, args) if _marked(args) else result
 
 
 def _marked(args: tuple) -> bool:

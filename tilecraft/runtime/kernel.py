@@ -137,6 +137,8 @@ class Kernel:
                 stacklevel=2,
             )
             bound.launcher = lambda *a: self.run_eagerly(a)
+            objective = options.get("objective") or self.settings.autotune_objective
+            bound.tuning = {"configs": 0, "failed": 0, "search": None, "objective": objective}
             return self.chosen_config() or bound.default_config
         config = autotune(bound, args, self.settings, configs=self.configs or None, **options)
         bound.launcher = bound.compile(config)
@@ -167,6 +169,7 @@ class Kernel:
         if bound.cpu_mode is not None:
             warn_slow(self.fn.__name__, bound.cpu_mode)
         if bound.cpu_mode == "eager":  # Triton's interpreter cannot run it in this process
+            bound.resolve(self.chosen_config())  # a config that does not fit fails as compiled
             bound.launcher = lambda *a: self.run_eagerly(a)
             return bound.launcher(*args)
         config = self.config_for(bound, args)
