@@ -38,7 +38,8 @@ def record_step(device: str, dim: int, seq: int, batch: int) -> Manifest:
     import transformer_block as tb
 
     torch.manual_seed(0)
-    model = tb.Block(tb.TILECRAFT, vocab=512, dim=dim, seq=seq).to(device)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32  # as the model trains
+    model = tb.Block(tb.TILECRAFT, vocab=512, dim=dim, seq=seq).to(device, dtype)
     tokens, targets = tb.data(batch=batch, seq=seq, vocab=512)
     with record() as manifest:
         model(tokens.to(device), targets.to(device)).backward()
