@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -30,6 +31,11 @@ def load_script(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     return module
 
 
+# the smoke runs interpret Triton in this process: where Triton compiles for a GPU they cannot
+CPU_ONLY = pytest.mark.skipif(torch.cuda.is_available(), reason="interprets Triton (CPU only)")
+
+
+@CPU_ONLY
 def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_overhead", monkeypatch)
     out = tmp_path / "overhead.json"
@@ -40,6 +46,7 @@ def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert result["goal_met"] is None  # judged on a GPU only
 
 
+@CPU_ONLY
 @pytest.mark.slow  # torch.compile with inductor: about 20 s more on a cold cache
 def test_bench_model_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_model", monkeypatch)
@@ -83,6 +90,7 @@ def test_bench_energy_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert "| softmax |" in script.tables(result["rows"])
 
 
+@CPU_ONLY
 def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tiny shape, causal and not: tilecraft's kernels checked and timed, SDPA's flash
     backend as the peer (cuDNN's records its error on the CPU), the JSON written."""
@@ -100,6 +108,7 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert script.markdown(data["results"]).count("\n") == 3
 
 
+@CPU_ONLY
 def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny 3x3 and depthwise layers: tilecraft's kernels (forward on both layouts, and the
     gradients) checked against PyTorch and timed, the ratios and their geometric means

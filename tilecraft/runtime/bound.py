@@ -230,12 +230,15 @@ class BoundKernel:
         try:
             if guard.finishes_within(lambda: guard.precompile(launcher, args), timeout):
                 return config, launcher
-        except Exception:  # noqa: BLE001 - the launch raises it again, naming the user's line
-            return config, launcher
+            why = f"took over {timeout:g} s (TILECRAFT_COMPILE_TIMEOUT)"
+        except Exception as e:  # noqa: BLE001 - the launch raises it again, naming the user's line
+            if type(e).__name__ != "OutOfResources":  # the budgets' estimate fell short
+                return config, launcher
+            why = f"needs more than this GPU has ({str(e)[:100]})"
         safe = safe_config(self.spec, self.resolve(config))
         warnings.warn(
-            f"tilecraft: compiling `{self.src.tree.name}` with {self.resolve(config)!r} took"
-            f" over {timeout:g} s (TILECRAFT_COMPILE_TIMEOUT); running {safe!r} instead",
+            f"tilecraft: compiling `{self.src.tree.name}` with {self.resolve(config)!r} {why};"
+            f" running {safe!r} instead",
             guard.SlowCompileWarning,
             stacklevel=4,
         )
