@@ -31,6 +31,7 @@ from typing import Any
 
 from tilecraft.autotune.dbfile import inode, is_corrupt, move_aside
 from tilecraft.autotune.dbschema import (
+    BUSY_TIMEOUT_S,
     MEMORY,
     Unusable,
     connect,
@@ -366,7 +367,7 @@ class TuningDB:
         if self.in_memory:
             return connect(MEMORY)
         try:
-            return connect(self.path, self.check)
+            return _connect_when_free(self.path, self.check)
         except Unusable as problem:
             return self._fall_back(f"{problem}; it is left untouched")
         except sqlite3.DatabaseError as error:
@@ -388,6 +389,21 @@ class TuningDB:
         _warn(self.path, f"{reason}; results of this run are kept in memory only")
         self.in_memory = True
         return connect(MEMORY)
+
+
+def _connect_when_free(path: Path, check: bool) -> sqlite3.Connection:
+    """`connect`, waiting out another process that holds the file while it creates it or
+    switches it to WAL (SQLite answers "locked" there without waiting for the busy
+    timeout); a writer that fell back to memory then lost all its trials."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return connect(path, check)
+        except sqlite3.OperationalError as error:
+            busy = "locked" in str(error) or "busy" in str(error)
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _warn(path: Path, reason: str) -> None:
