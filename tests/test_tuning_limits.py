@@ -66,20 +66,28 @@ def test_a_config_too_big_for_the_gpu_gives_way_to_a_small_config(
     """The budgets' estimate can fall short (a causal attention asked 288 KB of shared
     memory on the H200): the first call must not fail, but run the safe config."""
     tried: list[object] = []
+    failing = [0]  # how many compiles in a row run out of shared memory
 
-    def too_big_first(launcher: object, args: tuple) -> None:
+    def too_big(launcher: object, args: tuple) -> None:
         tried.append(launcher)
-        if len(tried) == 1:
+        if len(tried) <= failing[0]:
             raise OutOfResources("out of resource: shared memory, Required: 294912")
 
     monkeypatch.setattr(guard, "needed", lambda args: True)
-    monkeypatch.setattr(guard, "precompile", too_big_first)
-    kernel = tc.kernel(softmax_two_pass.softmax_two_pass.fn, cache_dir=tmp_path)
+    monkeypatch.setattr(guard, "precompile", too_big)
     x = torch.randn(37, 500)
-    with pytest.warns(guard.SlowCompileWarning, match="needs more than this GPU has"):
-        out = kernel(x)
-    assert_close(out, softmax_two_pass.reference(x))
-    assert kernel.bind((x,)).launcher is not tried[0]
+    three_stages = tc.Config(num_stages=3)
+    # first fewer stages, then (when even one stage is too many) the safe config
+    for too_many, warning in [(1, "num_stages=2"), (10, "needs more than this GPU has")]:
+        tried.clear()
+        failing[0] = too_many
+        kernel = tc.kernel(
+            softmax_two_pass.softmax_two_pass.fn, config=three_stages, cache_dir=tmp_path
+        )
+        with pytest.warns(guard.SlowCompileWarning, match=warning):
+            out = kernel(x)
+        assert_close(out, softmax_two_pass.reference(x))
+        assert kernel.bind((x,)).launcher is not tried[0]
 
 
 def test_a_compile_in_time_keeps_its_config(

@@ -234,6 +234,9 @@ class BoundKernel:
         except Exception as e:  # noqa: BLE001 - the launch raises it again, naming the user's line
             if type(e).__name__ != "OutOfResources":  # the budgets' estimate fell short
                 return config, launcher
+            fewer = self._fewer_stages(config, args)
+            if fewer is not None:
+                return fewer
             why = f"needs more than this GPU has ({str(e)[:100]})"
         safe = safe_config(self.spec, self.resolve(config))
         warnings.warn(
@@ -243,6 +246,32 @@ class BoundKernel:
             stacklevel=4,
         )
         return safe, self.compile(safe)
+
+    def _fewer_stages(
+        self, config: Config | None, args: tuple
+    ) -> tuple[Config, Callable[..., Any]] | None:
+        """`config` with fewer pipeline stages, the most that fits this GPU's shared memory
+        (with a warning), or None where even one stage does not."""
+        resolved = self.resolve(config)
+        values = resolved.to_dict()
+        loops = len(values.get("range_num_stages") or [])
+        for stages in range(int(resolved.num_stages or 1) - 1, 0, -1):
+            smaller = Config(**{**values, "num_stages": stages, "range_num_stages": [None] * loops})
+            launcher = self.compile(smaller)
+            try:
+                guard.precompile(launcher, args)
+            except Exception as e:  # noqa: BLE001 - another failure: the safe config runs
+                if type(e).__name__ == "OutOfResources":
+                    continue
+                return None
+            warnings.warn(
+                f"tilecraft: `{self.src.tree.name}` with {resolved!r} needs more shared memory"
+                f" than this GPU has; running it with num_stages={stages}",
+                guard.SlowCompileWarning,
+                stacklevel=5,
+            )
+            return smaller, launcher
+        return None
 
     def _write(self, code: str) -> Path:
         """The module's file under the cache dir, checked to hold exactly `code`."""
