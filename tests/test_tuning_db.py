@@ -269,3 +269,27 @@ def test_wal_mode_and_default_path(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         record(db, make_trials("a"))
     with closing(sqlite3.connect(default_db_path())) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_opening_waits_out_another_process_setting_the_file_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite answers "database is locked" at once while another connection creates the
+    file or switches it to WAL: opening must wait, not fall back to memory (a writer that
+    did lost every trial it then recorded)."""
+    import tilecraft.autotune.db as db_module
+
+    real, answers = db_module.connect, []
+
+    def locked_twice(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        answers.append(1)
+        if len(answers) <= 2:
+            raise sqlite3.OperationalError("database is locked")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(db_module, "connect", locked_twice)
+    with TuningDB(tmp_path / "t.sqlite3") as db:
+        assert not db.in_memory
+        record(db, make_trials("k", 3))
+        assert db.count() == 3
+    assert len(answers) == 3
