@@ -109,8 +109,8 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
         return _outputs(lambda *a: kernel.run_eagerly(kernel.normalize(a, {})), copies)
     if runs_on_cpu(copies) and cpu_mode() != "triton":
         if torch.cuda.is_available():  # no interpreter beside a GPU: compile for the GPU
-            gpu = tuple(_moved(a, "cuda") for a in copies)
-            return _moved(run_mode(kernel, gpu, mode, config), "cpu")
+            gpu = _clone(copies, "cuda")
+            return _clone(run_mode(kernel, gpu, mode, config), "cpu")
         raise RuntimeError(
             "Triton's interpreter cannot run in this process (Triton was imported before "
             "TRITON_INTERPRET=1 was set): set TRITON_INTERPRET=1 before importing triton, "
@@ -120,30 +120,26 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
     return _outputs(launcher, copies)
 
 
-def _moved(value: Any, device: str) -> Any:
-    """`value` (a tensor, or tuples and lists of them) on `device`, strides kept."""
-    if isinstance(value, (tuple, list)):
-        return type(value)(_moved(v, device) for v in value)
-    if not isinstance(value, torch.Tensor):
-        return value
-    source = value.detach().untyped_storage()
-    storage = source.cuda() if device == "cuda" else source.cpu()
-    out = torch.empty(0, dtype=value.dtype, device=device)
-    return out.set_(storage, value.storage_offset(), value.size(), value.stride())  # type: ignore[arg-type]
-
-
 def _copies(args: Sequence[Any]) -> tuple:
     """Clones laid out as the originals: each a view of a copy of its storage, with the
     same offset and strides (a transposed, sliced or expanded view stays one)."""
     return tuple(_clone(a) for a in args)
 
 
-def _clone(a: Any) -> Any:
+def _clone(a: Any, device: str | None = None) -> Any:
+    """A copy of `a` laid out as it is (a view of a copy of its storage: same offset and
+    strides), on `device` (default: a's own); tuples and lists element by element."""
+    if type(a) in (tuple, list):
+        return type(a)(_clone(v, device) for v in a)
     if not isinstance(a, torch.Tensor):
         return a
-    storage = a.detach().untyped_storage().clone()
-    out = torch.empty(0, dtype=a.dtype, device=a.device)
-    return out.set_(storage, a.storage_offset(), a.size(), a.stride())
+    source = a.detach().untyped_storage()
+    if device is None:
+        storage = source.clone()
+    else:  # another device: moving copies
+        storage = source.cuda() if device == "cuda" else source.cpu()
+    out = torch.empty(0, dtype=a.dtype, device=device or a.device)
+    return out.set_(storage, a.storage_offset(), a.size(), a.stride())  # type: ignore[arg-type]
 
 
 def _outputs(fn: Callable[..., Any], args: tuple) -> Any:

@@ -155,30 +155,12 @@ def _check_closed(b: Builder, body: list[Any], params: list[Value], what: str) -
 def _user_scan(
     c: DeviceCompiler, combine_fn: Any, input: Any, dim: int, reverse: bool = False
 ) -> Any:
-    values = _inputs(c, input, "tc.associative_scan")
-    computes = [compute_dtype(v.type.dtype) for v in values]
-    combine = trace_combine(c, combine_fn, computes, "tc.associative_scan")
-    axis = _axis(c.b, values[0], dim)
+    values, combine, axis = _user_combine(c, combine_fn, input, dim, "tc.associative_scan")
     if reverse:
         jagged.refuse(c.b, values[0], axis, "a reverse scan", "flip the data and scan forward")
-    outs = [
-        c.b.op(
-            "scan",
-            tuple(values),
-            v.type.dtype,
-            v.type.dims,
-            hint="scan",
-            kind="custom",
-            axis=axis,
-            block=v.type.dims[axis],
-            reverse=bool(reverse),
-            combine=combine,
-            component=i,
-            compute=computes[i],
-            computes=tuple(computes),
-        )
-        for i, v in enumerate(values)
-    ]
+    dims, block = values[0].type.dims, values[0].type.dims[axis]
+    outs = _per_component(c, "scan", values, combine, dims, axis=axis, block=block,
+                          reverse=bool(reverse))  # fmt: skip
     return tuple(outs) if isinstance(input, (tuple, list)) else outs[0]
 
 
@@ -190,10 +172,7 @@ def _user_reduce(
     other: Any = 0,
     keep_dims: bool = False,
 ) -> Any:
-    values = _inputs(c, input, "tc.reduce")
-    computes = [compute_dtype(v.type.dtype) for v in values]
-    combine = trace_combine(c, combine_fn, computes, "tc.reduce")
-    axis = _axis(c.b, values[0], dim)
+    values, combine, axis = _user_combine(c, combine_fn, input, dim, "tc.reduce")
     jagged.refuse(c.b, values[0], axis, "tc.reduce", "use sum/amax/amin/prod, which skip them")
     dims: list[Dim] = list(values[0].type.dims)
     block, dims[axis] = dims[axis], None
@@ -201,24 +180,47 @@ def _user_reduce(
         raise ShapeMismatch("tc.reduce over a dimension of length 0 has no result", c.b.loc)
     if not keep_dims:
         del dims[axis]
-    outs = [
+    outs = _per_component(c, "reduce", values, combine, tuple(dims), axis=axis, block=block)
+    return tuple(outs) if isinstance(input, (tuple, list)) else outs[0]
+
+
+def _user_combine(
+    c: DeviceCompiler, combine_fn: Any, input: Any, dim: int | None, what: str
+) -> tuple[list[Value], Combine, int]:
+    """The inputs of a scan or reduction with a user combine function, the traced
+    function, and the axis it runs along."""
+    values = _inputs(c, input, what)
+    computes = [compute_dtype(v.type.dtype) for v in values]
+    return values, trace_combine(c, combine_fn, computes, what), _axis(c.b, values[0], dim)
+
+
+def _per_component(
+    c: DeviceCompiler,
+    name: str,
+    values: list[Value],
+    combine: Combine,
+    dims: tuple[Dim, ...],
+    **attrs: Any,
+) -> list[Value]:
+    """One `name` op per component of a (tuple) scan or reduction, all over every input."""
+    computes = tuple(compute_dtype(v.type.dtype) for v in values)
+    hint = "scan" if name == "scan" else "reduced"
+    return [
         c.b.op(
-            "reduce",
+            name,
             tuple(values),
             v.type.dtype,
-            tuple(dims),
-            hint="reduced",
+            dims,
+            hint=hint,
             kind="custom",
-            axis=axis,
-            block=block,
             combine=combine,
             component=i,
             compute=computes[i],
-            computes=tuple(computes),
-        )
+            computes=computes,
+            **attrs,
+        )  # fmt: skip
         for i, v in enumerate(values)
     ]
-    return tuple(outs) if isinstance(input, (tuple, list)) else outs[0]
 
 
 def _offsets(c: DeviceCompiler, dims: tuple[Dim, ...]) -> Value:

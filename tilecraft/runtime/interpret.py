@@ -276,7 +276,8 @@ class _FloatAccumulation(TorchFunctionMode):
         half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
         if half and kwargs.get("dtype") is None:
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
-        if func in _ELEMENTWISE or _marked(args):
+        marked = _marked(args)  # holds a tile cut to one element (eager_short.py)
+        if func in _ELEMENTWISE or marked:
             args = eager_short.widen(args)
         try:
             result = func(*args, **kwargs)
@@ -285,7 +286,7 @@ class _FloatAccumulation(TorchFunctionMode):
             if padded is None:
                 raise
             result = func(*padded, **kwargs)
-        return eager_short.carry(result, args) if _marked(args) else result
+        return eager_short.carry(result, args) if marked else result
 
 
 def _marked(args: tuple) -> bool:
