@@ -214,23 +214,12 @@ def autotune(
                 shown.update(trials)
                 return trials
 
-            space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
             if configs:
                 trials = evaluate(configs)
             else:
-                seeds = _readable(lambda: _seeds(db, key, space)) + heuristic_seeds(space)
-                retime = bench.retime if bench.on_gpu else None
-                entries = _readable(lambda: closest_entries(db, key))
-                context = LLMContext(bound, settings, entries, retime=retime)
-                runner = make_search(
-                    name,
-                    space,
-                    evaluate,
-                    budget,
-                    seed=settings.autotune_seed if seed is None else seed,
-                    seeds=seeds,
-                    context=context,
-                    **learned,
+                seed = settings.autotune_seed if seed is None else seed
+                runner = _search(
+                    name, bound, settings, db, key, bench, evaluate, budget, seed, learned
                 )
                 with phases.timed("search"):
                     runner.run()
@@ -246,6 +235,31 @@ def autotune(
             shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
     bound.tuning = {**_summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
     return best.config
+
+
+def _search(
+    name: str,
+    bound: BoundKernel,
+    settings: Settings,
+    db: TuningDB,
+    key: TuneKey,
+    bench: Benchmarker,
+    evaluate: Callable[[list[Config]], list[Trial]],
+    budget: Budget,
+    seed: int,
+    learned: dict[str, Any],
+) -> Any:
+    """The search `name` over the kernel's config space, seeded with the database's best
+    configs of other shapes and the heuristics' picks, learning from `learned` (the cost
+    model and the kernel's description)."""
+    space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
+    seeds = _readable(lambda: _seeds(db, key, space)) + heuristic_seeds(space)
+    retime = bench.retime if bench.on_gpu else None
+    entries = _readable(lambda: closest_entries(db, key))
+    context = LLMContext(bound, settings, entries, retime=retime)
+    return make_search(
+        name, space, evaluate, budget, seed=seed, seeds=seeds, context=context, **learned
+    )
 
 
 def _shown(phases: Phases, settings: Settings) -> str:
