@@ -230,10 +230,14 @@ def product_f64(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def test_float64_products_keep_double_precision(mode) -> None:
-    """Triton's interpreter multiplied float64 operands into garbage (1e296)."""
-    x, y = (
-        torch.randn(20, 37, device=DEVICE, dtype=torch.float64),
-        torch.randn(37, 17, device=DEVICE, dtype=torch.float64),
+@pytest.mark.parametrize("m,k,n", [(20, 37, 17), (1, 1, 1), (0, 5, 3), (4, 0, 3), (5, 3, 7)])
+def test_float64_products_keep_double_precision(mode, m: int, k: int, n: int) -> None:
+    """Triton's interpreter multiplied float64 operands into garbage (1e296); short inner
+    dims (K < 16) take per-k outer products; NaN and inf propagate as in PyTorch."""
+    x = torch.randn(m, k, device=DEVICE, dtype=torch.float64)
+    y = torch.randn(k, n, device=DEVICE, dtype=torch.float64)
+    if m > 1 and k > 1:
+        x[0, 0], x[1, 1] = float("nan"), float("inf")
+    torch.testing.assert_close(
+        mode(product_f64)(x, y), x @ y, rtol=1e-12, atol=1e-12, equal_nan=True
     )
-    torch.testing.assert_close(mode(product_f64)(x, y), x @ y, rtol=1e-12, atol=1e-12)
