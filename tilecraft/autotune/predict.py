@@ -16,7 +16,11 @@ Confidence is judged by two simple tests, both needed (`Pick.confident`):
    kernel the database never saw is never confident (on the landscapes, the model's
    picks for held-out kernels were up to 100x slower than the default);
 2. *margin*: the model predicts its top pick at least `MARGIN` (log2) faster than the
-   default config, so a small prediction error does not make it slower than the default.
+   default config, so a small prediction error does not make it slower than the default,
+   and at most `MAX_MARGIN` faster: a gain of more than about 1.4x predicted for a shape
+   never timed was, on the landscapes, extrapolation more often than knowledge (of the
+   four held-out shapes predicted that far ahead, all bmm, two picks ran 4x and 7x slower
+   than the default).
 
 Example::
 
@@ -41,8 +45,10 @@ from tilecraft.autotune.space import ConfigSpace
 from tilecraft.runtime.config import Config
 
 TOP = 3  # configs the "predict" search measures
+DIFFER = 3  # least number of knobs in which each of the top picks differs from the others
 NEAR = 2.0  # most kernel-feature distance (log2 sizes) to a tuned shape of the same kernel
 MARGIN = 0.15  # least predicted log2 gain of the top pick over the default (about 11%)
+MAX_MARGIN = 0.5  # most predicted log2 gain (about 1.41x) the untuned path trusts
 
 
 def candidates(space: ConfigSpace, seeds: Sequence[Config]) -> list[Config]:
@@ -64,8 +70,32 @@ def top_picks(
     seeds: Sequence[Config],
     n: int = TOP,
 ) -> list[Config]:
-    """The `n` candidates the model ranks fastest, one per distinct feature vector."""
-    return model.rank(desc, candidates(space, seeds), distinct=True)[:n]
+    """The `n` candidates the model ranks fastest, one per distinct feature vector, and
+    each `DIFFER` knobs away from those ranked above it (see `diverse`)."""
+    return diverse(space, model.rank(desc, candidates(space, seeds), distinct=True), n)
+
+
+def diverse(
+    space: ConfigSpace, ranked: Sequence[Config], n: int, differ: int = DIFFER
+) -> list[Config]:
+    """The first `n` of `ranked` that differ in at least `differ` knobs from every one kept
+    before them, filled up in rank order when too few do. Near-identical picks hedge
+    nothing: when the model misjudges one region of the space, three configs from it are
+    all slow (on the landscapes the best of three came within 3% of the best in 10 of 27
+    held-out shapes with the three fastest-ranked, 13 with picks three knobs apart)."""
+    picks: list[Config] = []
+    for config in ranked:
+        if len(picks) == n:
+            return picks
+        if all(knob_differences(space, config, p) >= differ for p in picks):
+            picks.append(config)
+    return picks + [c for c in ranked if c not in picks][: n - len(picks)]
+
+
+def knob_differences(space: ConfigSpace, a: Config, b: Config) -> int:
+    """In how many of the space's knobs two configs differ."""
+    va, vb = space.values(a), space.values(b)
+    return sum(va[k] != vb[k] for k in va)
 
 
 @dataclass(frozen=True)
@@ -78,7 +108,7 @@ class Pick:
 
     @property
     def confident(self) -> bool:
-        return self.distance <= NEAR and self.margin >= MARGIN
+        return self.distance <= NEAR and MARGIN <= self.margin <= MAX_MARGIN
 
 
 def distance(desc: dict[str, Any], known: Iterable[dict[str, Any]]) -> float:
