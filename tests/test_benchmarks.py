@@ -131,3 +131,16 @@ def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         ratios = ("nhwc_vs_cudnn_nhwc", "nchw_vs_cudnn_nchw", "backward_vs_cudnn_backward")
         assert all(row["ratios"][r] > 0 for r in ratios), row["ratios"]
     assert set(data["geomeans"]) == {"3x3", "depthwise", "all but depthwise"}
+
+
+@CPU_ONLY
+def test_bench_bmm_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_bmm", monkeypatch)
+    out = tmp_path / "bmm.json"
+    result = script.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    for shape in result["results"]:
+        rows = {r["label"]: r for r in shape["rows"]}
+        assert all("error" not in r for r in rows.values()), rows
+        assert rows["flat 16x16x16"]["flat"] and not rows["3-D 2x16x16x16"]["flat"]
+        assert max(r.get("max_error", 0) for r in rows.values()) < 1e-4
