@@ -48,8 +48,10 @@ def default_config(spec: KernelSpec) -> Config:
     reduction_loops: list[int | None] = [
         None if _pow2(n) <= ROW_LIMIT else ROW_CHUNK for n in spec.reductions
     ]
+    orders = None
     if spec.dot_blocks:
         sizes, warps, stages = _dot_defaults(spec)
+        orders = _batch_last(spec, sizes)
     else:
         sizes, warps, stages = _tile_defaults(spec), None, 3 if _has_inner(spec) else 1
     values: dict[str, Any] = {
@@ -58,6 +60,8 @@ def default_config(spec: KernelSpec) -> Config:
         "num_warps": warps,
         "num_stages": stages,
     }
+    if orders:
+        values["loop_orders"] = orders
     _shrink_values(spec, values)
     if values["num_warps"] is None:
         values["num_warps"] = _row_warps(spec, values)
@@ -123,6 +127,17 @@ def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
         else:
             sizes.append(others[i] if b.inner else 1)
     return sizes, _dot_warps(spec, sizes), 3 if batch and not flat else DOT_STAGES
+
+
+def _batch_last(spec: KernelSpec, sizes: list[int]) -> list[list[int]] | None:
+    """Loop orders that launch batch tiles of one last (slowest): the programs running
+    at once then share one batch's matrices in L2, as a 2-D product's do. None where
+    no multi-dim loop holds one."""
+    batch = {i for i in batch_blocks(spec) if sizes[i] == 1}
+    orders = [
+        sorted(range(len(refs)), key=lambda p: refs[p] in batch) for refs in spec.loop_order_blocks
+    ]
+    return orders if any(o != sorted(o) for o in orders) else None
 
 
 def _flat_products(spec: KernelSpec) -> bool:
