@@ -11,7 +11,15 @@ from conftest import DEVICE
 
 import tilecraft as tc
 import tilecraft.vision as vision
-from tilecraft.vision import color, downscale, filters, geometry, preprocessing, statistics
+from tilecraft.vision import (
+    antialias,
+    color,
+    downscale,
+    filters,
+    geometry,
+    preprocessing,
+    statistics,
+)
 from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE
 
 # the GPU contracts a*b + c into one fused multiply-add, which can move a value across a
@@ -23,7 +31,7 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 @pytest.fixture
 def vmode(mode):
     """Put every vision kernel in the test's mode."""
-    for module in (color, downscale, filters, geometry, preprocessing, statistics):
+    for module in (antialias, color, downscale, filters, geometry, preprocessing, statistics):
         kernels = [k for k in vars(module).values() if isinstance(k, tc.Kernel)]
         assert kernels, module
         for kernel in kernels:
@@ -208,6 +216,37 @@ def test_preprocess(vmode, letterbox):
         vision.preprocess(xl, (4, 7), MEAN, STD, out=buffer[:1])
 
 
+def antialiased_reference(x, size, letterbox, pad=114.0):
+    """torchvision's antialiased resize (into the letterbox), normalized, in float32."""
+    top, left, h, w = vision.letterbox_box(x.shape[2:], size) if letterbox else (0, 0, *size)
+    inner = F.interpolate(x.float(), (h, w), mode="bilinear", antialias=True)
+    resized = F.pad(inner, (left, size[1] - left - w, top, size[0] - top - h), value=pad)
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    return (resized / 255 - mean) / std
+
+
+@pytest.mark.parametrize(
+    "shape, size, letterbox, layout",
+    [
+        ((2, 3, 37, 53), (11, 19), False, "NHWC"),  # shrinking, tiles not filled
+        ((1, 3, 37, 53), (12, 9), True, "NCHW"),  # letterboxed: borders around it
+        ((1, 3, 1, 1), (3, 5), False, "NHWC"),  # one pixel, grown (plain bilinear weights)
+        ((1, 3, 19, 6), (1, 1), False, "NCHW"),  # to one pixel: the mean of triangles
+        ((1, 3, 33, 4), (1, 3), True, "NHWC"),  # too far for a tile's window: two passes
+    ],
+)
+def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
+    x, xl = images(shape=shape, layout=layout)
+    got = vision.preprocess(xl, size, MEAN, STD, layout=layout, letterbox=letterbox, antialias=True)
+    assert got.dtype == torch.float16 and got.shape == (shape[0], shape[1], *size)
+    expected = antialiased_reference(x, size, letterbox)
+    # float16 weights and partial sums: within 0.25 of a level of 255, over std 0.224
+    torch.testing.assert_close(got.float(), expected, atol=0.25 / 255 / 0.224, rtol=0)
+    wrong = vision.preprocess(xl, size, MEAN, STD, layout=layout, letterbox=letterbox)
+    if shape[2] > size[0] > 1:  # the check can fail: plain bilinear is not antialiased
+        assert (wrong.float() - expected).abs().max() > 0.25 / 255 / 0.224
+
+
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_preprocess_nv12(vmode, letterbox):
     y = torch.randint(0, 256, (2, 5, 7), dtype=torch.uint8, device=DEVICE)
@@ -255,6 +294,9 @@ def test_pipeline(vmode):
     assert fused.shape == (2, 3, 4, 7) and fused.dtype == torch.float32
     shrunk = vision.Pipeline.parse("resize_aa=2x3")(frames)
     assert torch.equal(shrunk, vision.resize(frames, (3, 2), layout="NHWC", antialias=True))
+    fused = vision.Pipeline.parse("resize_aa=2x3,normalize")(frames)  # the antialiased kernel
+    expected = antialiased_reference(frames.permute(0, 3, 1, 2), (3, 2), False)
+    torch.testing.assert_close(fused.float(), expected, atol=0.25 / 255 / 0.224, rtol=0)
 
 
 def test_pipeline_from_nv12(vmode):
@@ -318,6 +360,12 @@ def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
 
     script = load_script("bench_vision", monkeypatch)
     out = tmp_path / "vision.json"
-    result = script.main(["--device", "cpu", "--tiny", "--batch", "1", "--out", str(out)])
+    argv = ["--device", "cpu", "--smoke", "--tune", "--batch", "1", "--out", str(out)]
+    efforts = [k.settings.autotune_effort for k in script.vision_kernels()]
+    result = script.main(argv)
     assert all(row["matches"] for row in result["rows"]), result["rows"]
+    kernels = {row["kernel"] for row in result["rows"]}
+    assert "preprocess antialiased u8 NHWC -> f16 NCHW" in kernels
+    assert {row["frames"] for row in result["rows"]} == {"1080p", "4k"}
+    assert [k.settings.autotune_effort for k in script.vision_kernels()] == efforts  # restored
     assert json.loads(out.read_text())["rows"] == result["rows"]
