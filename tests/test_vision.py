@@ -117,6 +117,12 @@ def test_normalize_nhwc_to_nchw(vmode, dtype):
     torch.testing.assert_close(got, ((x.float() / 255 - mean) / std).to(dtype))
     floats = vision.normalize(x.float(), 0.5, 2.0, layout="NCHW", out_layout="NHWC")
     torch.testing.assert_close(floats, ((x.float() - 0.5) / 2).permute(0, 2, 3, 1))
+    # channel blocks that do not divide the channels (5), and one pixel of one channel
+    five = torch.rand(1, 7, 1, 5, device=DEVICE)  # NHWC: 5 channels
+    got = vision.normalize(five, 0.5, 2.0, layout="NHWC")
+    torch.testing.assert_close(got, ((five - 0.5) / 2).permute(0, 3, 1, 2))
+    pixel = x[:1, :1, :1, :1]
+    torch.testing.assert_close(vision.normalize(pixel, [0.5], [2.0]), (pixel / 255 - 0.5) / 2)
 
 
 def test_flip_crop(vmode):
@@ -196,6 +202,10 @@ def test_filters(vmode):
     assert_levels(vision.unsharp_mask(x, (5, 3), (1.1, 0.8), 1.5), sharp.round().clamp(0, 255), 1)
     one = x[:, :, :1, :1]  # a 1x1 image is its own blur (every tap reads the one pixel)
     assert torch.equal(vision.gaussian_blur(one, 3), one)
+    # 5x7 = 35 taps, more than filters.ONE_PASS_TAPS's default: the two-pass kernel
+    taps = filters.gaussian_kernel1d(7, 1.5)[:, None] * filters.gaussian_kernel1d(5, 1.1)
+    expected = reflect_conv(x, taps.to(DEVICE))
+    torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 7), (1.1, 1.5)), expected)
 
 
 @pytest.mark.parametrize("letterbox", [False, True])

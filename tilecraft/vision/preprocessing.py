@@ -33,7 +33,9 @@ def _normalize(
     image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor, peak: float
 ) -> torch.Tensor:
     n, c, h, w = image.size()
-    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+    # a program may hold several channels (by default all, up to 4): an NHWC pixel's bytes
+    # are then read together, and the tile is transposed on chip for the NCHW stores
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, None, None, None]):
         x = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32) / peak
         scaled = (x - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
         out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
