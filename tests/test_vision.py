@@ -226,12 +226,12 @@ def test_preprocess(vmode, letterbox):
         vision.preprocess(xl, (4, 7), MEAN, STD, out=buffer[:1])
 
 
-def antialiased_reference(x, size, letterbox, pad=114.0):
+def antialiased_reference(x, size, letterbox, pad=114.0, stats=(MEAN, STD)):
     """torchvision's antialiased resize (into the letterbox), normalized, in float32."""
     top, left, h, w = vision.letterbox_box(x.shape[2:], size) if letterbox else (0, 0, *size)
     inner = F.interpolate(x.float(), (h, w), mode="bilinear", antialias=True)
     resized = F.pad(inner, (left, size[1] - left - w, top, size[0] - top - h), value=pad)
-    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in stats)
     return (resized / 255 - mean) / std
 
 
@@ -243,16 +243,21 @@ def antialiased_reference(x, size, letterbox, pad=114.0):
         ((1, 3, 1, 1), (3, 5), False, "NHWC"),  # one pixel, grown (plain bilinear weights)
         ((1, 3, 19, 6), (1, 1), False, "NCHW"),  # to one pixel: the mean of triangles
         ((1, 3, 33, 4), (1, 3), True, "NHWC"),  # too far for a tile's window: two passes
+        ((1, 4, 9, 13), (4, 5), False, "NHWC"),  # RGBA: four channels in a packed row
     ],
 )
 def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
     x, xl = images(shape=shape, layout=layout)
-    got = vision.preprocess(xl, size, MEAN, STD, layout=layout, letterbox=letterbox, antialias=True)
+    # NHWC rows are read whole (the packed kernel), NCHW planes a channel at a time
+    assert (antialias.packed_rows(nchw(xl, layout)) is None) == (layout == "NCHW")
+    stats = (MEAN, STD) if shape[1] == 3 else ([0.5] * shape[1], [0.224] * shape[1])
+    args = (xl, size, *stats)
+    got = vision.preprocess(*args, layout=layout, letterbox=letterbox, antialias=True)
     assert got.dtype == torch.float16 and got.shape == (shape[0], shape[1], *size)
-    expected = antialiased_reference(x, size, letterbox)
+    expected = antialiased_reference(x, size, letterbox, stats=stats)
     # float16 weights and partial sums: within 0.25 of a level of 255, over std 0.224
     torch.testing.assert_close(got.float(), expected, atol=0.25 / 255 / 0.224, rtol=0)
-    wrong = vision.preprocess(xl, size, MEAN, STD, layout=layout, letterbox=letterbox)
+    wrong = vision.preprocess(*args, layout=layout, letterbox=letterbox)
     if shape[2] > size[0] > 1:  # the check can fail: plain bilinear is not antialiased
         assert (wrong.float() - expected).abs().max() > 0.25 / 255 / 0.224
 

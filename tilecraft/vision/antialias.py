@@ -11,6 +11,11 @@ weights (mostly zeros). The kernel computes the weight matrices from indices, lo
 window once (uint8 values are exact in float16) and lets the tensor cores do the sums: no
 output re-reads its taps one gathered load at a time, and no intermediate image is made.
 Float16 weights and partial sums keep results within about 0.2 of a uint8 level.
+
+Frames stored NHWC without gaps (what decoders and `torch.from_numpy` give) take the
+packed kernel: it reads runs of each row's samples, all channels interleaved, in 16-byte
+loads, and folds the de-interleaving into the column weights (one column per channel and
+output). Other layouts take one channel per program, whose loads gather.
 """
 
 from __future__ import annotations
@@ -85,6 +90,28 @@ def weights(
     return torch.where(used, weight / torch.where(used, total, 1.0), 0.0).to(torch.float16)
 
 
+def row_window(
+    dst: torch.Tensor,
+    scale: float,
+    reach: float,
+    inv_reach: float,
+    size: int,
+    count: int,
+    window: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The `window` input rows from the first one that the output rows `dst` read, which
+    of them are read, and the [len(dst), window] float16 weights; a device helper."""
+    top, bottom, centre, total = bounds(
+        torch.clamp(dst, min=0), scale, reach, inv_reach, size, count
+    )
+    source = torch.amin(top) + tc.arange(window)
+    needed = source < torch.amax(bottom)  # rows past the last window: weight 0, not read
+    w_rows = weights(
+        source[None, :], top[:, None], bottom[:, None], centre[:, None], total[:, None], inv_reach
+    )
+    return source, needed, w_rows
+
+
 @tc.kernel
 def _antialias_normalize(
     image: torch.Tensor,
@@ -114,23 +141,12 @@ def _antialias_normalize(
     taps_h, taps_w = taps(sh), taps(sw)
     size = [c, n, out_h, out_w]  # a tile's channels run next to each other: they share lines
     for tile_c, tile_n, tile_h, tile_w in tc.tile(size, block_size=[1, 1, rows, cols]):
-        dst_h = torch.clamp(tile_h.index - box_top, min=0)
-        dst_w = torch.clamp(tile_w.index - box_left, min=0)
-        top, bottom, centre_h, total_h = bounds(dst_h, scale_h, reach_h, inv_h, h, taps_h)
-        left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
-        first_row = torch.amin(top)
-        first_col = torch.amin(left)
-        source_rows = first_row + tc.arange(window)
-        # rows past the tile's last window read nothing (their weights are 0)
-        needed = source_rows < torch.amax(bottom)
-        w_rows = weights(
-            source_rows[None, :],
-            top[:, None],
-            bottom[:, None],
-            centre_h[:, None],
-            total_h[:, None],
-            inv_h,
+        source_rows, needed, w_rows = row_window(
+            tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
         )
+        dst_w = torch.clamp(tile_w.index - box_left, min=0)
+        left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
+        first_col = torch.amin(left)
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for s in range(steps):
             source_cols = first_col + s * step + tc.arange(step)
@@ -155,6 +171,90 @@ def _antialias_normalize(
         value = torch.where(inside_h[:, None] & inside_w[None, :], acc, pad) / peak
         value = (value - mean[tile_c][:, None, None]) / std[tile_c][:, None, None]
         out[tile_n, tile_c, tile_h, tile_w] = value.to(out.dtype)
+    return out
+
+
+# samples a packed kernel's row loads start and end at multiples of (16 bytes of uint8)
+ALIGN = 16
+LANE_COLS = Choice(32, 16, 64)  # outputs per program along a row, each for every channel
+SAMPLES = Choice(64, 32, 128)  # samples (pixels x channels) per step
+
+
+@tc.kernel
+def _antialias_normalize_packed(
+    samples: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box_top: int,
+    box_left: int,
+    box_height: int,
+    box_width: int,
+    scale_h: float,
+    scale_w: float,
+    inv_h: float,
+    inv_w: float,
+    pad: float,
+    peak: float,
+) -> torch.Tensor:
+    # `samples` is (N, H, W * C), an NHWC batch with each row's values in one line: a
+    # program reads whole runs of a row (every channel at once, in wide loads), and the
+    # column weights pick each channel's samples, so the image is read without gathers
+    _, h, row = samples.size()
+    n, c, out_h, out_w = out.size()
+    w = row // c
+    rows = tc.register_tunable("rows", ROWS)
+    cols = tc.register_tunable("cols", LANE_COLS)
+    step = tc.register_tunable("step", SAMPLES)
+    sh, sw = h / box_height, w / box_width
+    reach_h, reach_w = support(sh), support(sw)
+    window = window_rows(rows, sh)
+    lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
+    steps = -(-(c * span(cols, sw) + 2 * ALIGN) // step)
+    taps_h, taps_w = taps(sh), taps(sw)
+    for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
+        source_rows, needed, w_rows = row_window(
+            tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
+        )
+        lane = tc.arange(lanes)
+        channel = lane // cols
+        col = tile_w.begin + lane % cols
+        dst_w = torch.clamp(col - box_left, min=0)
+        left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
+        first = torch.amin(left) * c // ALIGN * ALIGN
+        end = (torch.amax(right) * c + ALIGN - 1) // ALIGN * ALIGN
+        acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
+        for s in range(steps):
+            sample = first + s * step + tc.arange(step)
+            block = tc.load(
+                samples,
+                [tile_n.begin, source_rows[:, None], sample[None, :]],
+                extra_mask=needed[:, None] & (sample < end)[None, :],
+            )
+            partial = torch.matmul(w_rows, block.to(torch.float16)).to(torch.float16)
+            w_cols = weights(
+                (sample // c)[:, None],
+                left[None, :],
+                right[None, :],
+                centre_w[None, :],
+                total_w[None, :],
+                inv_w,
+            )
+            w_cols = torch.where((sample % c)[:, None] == channel[None, :], w_cols, 0.0)
+            acc = torch.addmm(acc, partial, w_cols.to(torch.float16))
+        inside_h = (tile_h.index >= box_top) & (tile_h.index < box_top + box_height)
+        inside_w = (col >= box_left) & (col < box_left + box_width)
+        value = torch.where(inside_h[:, None] & inside_w[None, :], acc, pad) / peak
+        real = channel < c
+        shift = tc.load(mean, [channel], extra_mask=real)
+        spread = tc.load(std, [channel], extra_mask=real, other=1.0)
+        value = (value - shift[None, :]) / spread[None, :]
+        tc.store(
+            out,
+            [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]],
+            value.to(out.dtype),
+            extra_mask=real[None, :],
+        )
     return out
 
 
@@ -185,4 +285,18 @@ def antialias_normalize(
         float(torch.tensor(size, dtype=torch.float32) / n) for size, n in ((h, box[2]), (w, box[3]))
     ]
     inverses = [_inverse_support(s) for s in scales]
-    return _antialias_normalize(image, mean, std, out, *box, *scales, *inverses, pad, peak)
+    args = (mean, std, out, *box, *scales, *inverses, pad, peak)
+    samples = packed_rows(image)
+    if samples is not None:
+        return _antialias_normalize_packed(samples, *args)
+    return _antialias_normalize(image, *args)
+
+
+def packed_rows(image: torch.Tensor) -> torch.Tensor | None:
+    """The NCHW view `image` as (N, H, W * C) when its memory is NHWC without gaps."""
+    n, c, h, w = image.shape
+    packed = (h * w * c, 1, w * c, c)
+    for size, stride, want in zip(image.shape, image.stride(), packed, strict=True):
+        if size > 1 and stride != want:  # (the stride of a dim of 1 says nothing)
+            return None
+    return image.permute(0, 2, 3, 1).reshape(n, h, w * c)  # a view
