@@ -1,6 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
-# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc"
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
+# `register_tunable` returns an object, the int its Choice picks).
+# mypy: disable-error-code="index,list-item,misc,operator"
 """Filters: separable Gaussian blur, box filter, Sobel.
 
 Borders reflect without repeating the edge pixel (`...cba|abcd|dcb...`): torch's
