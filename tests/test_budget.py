@@ -92,7 +92,7 @@ def test_matrix_products_default_to_measured_tiles() -> None:
     batched = bind_meta(bmm.bmm, (64, 1024, 1024), (64, 1024, 1024)).default_config
     assert batched.block_sizes == [1, 128, 128, 64] and batched.num_warps == 4
     assert batched.num_stages == 4
-    assert batched.loop_orders == [[1, 2, 0]]  # the batch launched last: one batch in L2
+    assert batched.get("loop_orders") == [[1, 2, 0]]  # the batch launched last: one batch in L2
     one = bind_meta(bmm.bmm, (1, 256, 256), (1, 256, 256)).default_config
     assert one.block_sizes == [1, 128, 128, 64] and one.num_warps == 4
     # small matrices stay 3-D products over a batch tile, which spreads the warps: a
