@@ -112,7 +112,7 @@ def _snapshot(table: BlockTable) -> dict[str, Any]:
     lists = ("tile_specs", "reduction_extents", "loop_order_dims", "grids", "registered")
     saved: dict[str, Any] = {name: len(getattr(table, name)) for name in lists}
     saved["blocks"] = set(table.blocks)
-    saved["counters"] = (table.device_loops, table.memory_ops)
+    saved["counters"] = (table.device_loops, table.memory_ops, table.loads)
     return saved
 
 
@@ -122,7 +122,7 @@ def _restore(table: BlockTable, saved: dict[str, Any]) -> None:
             del getattr(table, name)[length:]
     for block in set(table.blocks) - saved["blocks"]:
         del table.blocks[block]
-    table.device_loops, table.memory_ops = saved["counters"]
+    table.device_loops, table.memory_ops, table.loads = saved["counters"]
 
 
 def _touches_rolled(c: DeviceCompiler, body: list[Node]) -> bool:
