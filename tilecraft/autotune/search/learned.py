@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from tilecraft.autotune.features import features
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import ModelSearch, cost
 from tilecraft.runtime.config import Config
@@ -20,6 +21,11 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
     the classifier-guided pattern search.
+
+    The last `finish_share` of the time budget (or once the climb stalls) goes to the
+    knobs the model cannot see (`blind`: cache eviction hints, ...), which its ranking
+    would never pick: each other value of each such knob of the best config is measured,
+    then the changes that helped, together.
     """
 
     name = "fast"
@@ -28,14 +34,21 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     pool = 1500
     per_round = 4
     patience = 2
+    finish_share = 0.35  # of the time budget, kept for the knobs the model cannot see
 
     def search(self) -> None:
         if self.model is None or self.description is None:
             super().search()
             return
+        self.climb_model()
+        self.finish()
+
+    def climb_model(self) -> None:
+        """The model's first batch, then rounds of its favourite neighbours until a stall
+        or the finishing share of the budget."""
         pool = self.measure(self.first_batch())
         best, stalls, previous = min(map(cost, pool), default=math.inf), 0, pool[:0]
-        while not self.done() and stalls < self.patience:
+        while not self.done() and stalls < self.patience and not self.finishing():
             leaders = self.ranked()[: self.leaders]
             near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
             jumps = self.unseen(self.jumps(previous + leaders))
@@ -60,3 +73,42 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         feature vector."""
         assert self.model is not None and self.description is not None
         return self.model.rank(self.description, configs, distinct=True)[: n or self.per_round]
+
+    def finishing(self) -> bool:
+        """Whether the time left is the finishing stage's."""
+        seconds = self.budget.max_seconds
+        return seconds is not None and self.budget.elapsed() >= (1 - self.finish_share) * seconds
+
+    def finish(self) -> None:
+        """Measure the best config's blind variants, then its improving ones combined."""
+        leader = self.best()
+        if leader is None or self.done():
+            return
+        tried = self.measure(self.blind(leader.config))
+        better = [t for t in tried if cost(t) < cost(leader)]
+        if len(better) >= 2:
+            changes: dict[str, object] = {}
+            base = self.space.values(leader.config)
+            for trial in sorted(better, key=cost, reverse=True):  # the fastest last: it wins
+                changes.update(
+                    {k: v for k, v in self.space.values(trial.config).items() if v != base[k]}
+                )
+            combined = self.space.config({**base, **changes})
+            if self.space.is_valid(combined):
+                self.measure([combined])
+
+    def blind(self, config: Config) -> list[Config]:
+        """The untried configs that differ from `config` in one knob, by any value, and
+        that the model sees as the same config (the same features)."""
+        assert self.description is not None
+        same = features(self.description, config)
+        values = self.space.values(config)
+        out = []
+        for knob in self.space.knobs:
+            for choice in knob.choices:
+                if choice == values[knob.name]:
+                    continue
+                candidate = self.space.config({**values, knob.name: choice})
+                if self.space.is_valid(candidate) and features(self.description, candidate) == same:
+                    out.append(candidate)
+        return self.unseen(out)
