@@ -16,8 +16,9 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     the same kernel at other shapes, first in `seeds`) and the `first` configs the model
     ranks best among `pool` random ones, the seeds and their neighbours. Then each round
     measures the `per_round` neighbours of the leaders the model rates best (plus the
-    pattern search's jumps), and stops after `patience` rounds without a gain of
-    `threshold`.
+    pattern search's jumps). After `patience` rounds without a gain of `threshold`, one
+    round of long moves (`wide_moves`); the climb goes on if they gain, else it stops and
+    the rest of the budget up to the finishing share goes to `look_further`.
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
     the classifier-guided pattern search.
@@ -34,6 +35,8 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     pool = 1500
     per_round = 4
     patience = 2
+    wide = 6  # long moves measured once the climb first stalls
+    explore_pool = 500  # random configs the model rates per exploring round
     finish_share = 0.35  # of the time budget, kept for the knobs the model cannot see
 
     def search(self) -> None:
@@ -41,24 +44,54 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
             super().search()
             return
         self.climb_model()
+        self.look_further()
         self.finish()
 
     def climb_model(self) -> None:
-        """The model's first batch, then rounds of its favourite neighbours until a stall
-        or the finishing share of the budget."""
+        """The model's first batch, then rounds of its favourite neighbours until the
+        finishing share of the budget, or a second stall: after the first, one round of
+        the model's favourite long moves of the best config (`wide_moves`)."""
         pool = self.measure(self.first_batch())
         best, stalls, previous = min(map(cost, pool), default=math.inf), 0, pool[:0]
-        while not self.done() and stalls < self.patience and not self.finishing():
-            leaders = self.ranked()[: self.leaders]
-            near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
-            jumps = self.unseen(self.jumps(previous + leaders))
-            previous = leaders
-            picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
+        widened = False
+        while not self.done() and not self.finishing():
+            if stalls >= self.patience:
+                if widened:
+                    return
+                widened, picked = True, self.wide_moves()
+            else:
+                leaders = self.ranked()[: self.leaders]
+                near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
+                jumps = self.unseen(self.jumps(previous + leaders))
+                previous = leaders
+                picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
             if not self.measure(picked):
                 return
             new = min(map(cost, self.trials))
             stalls = 0 if new < best * (1 - self.threshold) else stalls + 1
             best = min(best, new)
+
+    def look_further(self) -> None:
+        """Until the finishing share of the budget: rounds of the model's favourites among
+        fresh random configs and among the leaders' neighbours. (The climb ends at its first
+        local optimum, in replay on the landscapes after 3-4 s of a 10 s budget; going on
+        this way brought the mean held-out result from 1.10x the best to 1.04x.)"""
+        while not self.done() and not self.finishing():
+            leaders = self.ranked()[: self.leaders]
+            near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
+            fresh = self.best_rated(self.unseen(self.draw(self.explore_pool)))
+            picked = [*fresh, *(c for c in self.best_rated(near) if c not in fresh)]
+            if not self.measure(picked):
+                return
+
+    def wide_moves(self) -> list[Config]:
+        """The `wide` one-knob changes of the best config, by any distance along the knob,
+        that the model rates best: a climb in single steps stops at the first ridge (more
+        warps only pay with a larger block, ...) with most of its budget unspent."""
+        leader = self.best()
+        if leader is None:
+            return []
+        return self.best_rated(self.unseen(self.sweep(leader.config)), self.wide)
 
     def first_batch(self) -> list[Config]:
         """The default and the nearest seeds (a floor if the model is wrong about this
