@@ -156,3 +156,19 @@ def test_tune_vs_helion_lanes_and_merge_on_the_cpu(
         ["helion", "kernel", "shape", "tilecraft", "torch_compile", "unseen"]
     ] * 2
     assert script.selected(script.parse(["--half", "2"])) == list(script.CASES)[4:]
+
+
+def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ResNet-50's res5 3x3 layer (few output tiles) tries split-K configs second; res3's
+    (many tiles) does not. Bound on meta tensors: nothing runs."""
+    from tilecraft.nn.conv2d import plan
+
+    script = load_script("bench_conv", monkeypatch)
+    for size, channels, split in ((7, 512, True), (28, 128, False)):
+        x = torch.empty(32, channels, size, size, dtype=torch.bfloat16, device="meta")
+        w = torch.empty(channels, channels, 3, 3, dtype=torch.bfloat16, device="meta")
+        op, args = plan(x.contiguous(memory_format=torch.channels_last), w, padding=1)
+        configs = script._sweep(op.kernel, args, deadline=float("inf"))
+        splits = [c.to_dict().get("splits") for c in configs]
+        assert script.wants_split(op.kernel, args) == split
+        assert splits == ([1, 2, 2, 4, 1, 1, 1] if split else [1, 1, 1, 1]), splits

@@ -152,6 +152,11 @@ def test_export_import_then_first_call_does_not_tune(
     assert bound.tuning == {}
     assert cached_config(bound, (x, y), deployed.settings) == Config.from_json(row["config"])
     assert bound.launcher is bound.compile(Config.from_json(row["config"]))
+    untuned = tc.kernel(add.fn, cache_dir=there, autotune_effort="none")  # deployed, no tuning
+    torch.testing.assert_close(untuned(x, y), x + y)
+    again = untuned.bind((x, y))
+    assert again.launcher is again.compile(Config.from_json(row["config"]))
+    assert Config.from_json(row["config"]) != again.default_config  # so the check can fail
 
 
 def test_merge_two_databases(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
