@@ -158,6 +158,19 @@ def test_tune_vs_helion_lanes_and_merge_on_the_cpu(
     assert script.selected(script.parse(["--half", "2"])) == list(script.CASES)[4:]
 
 
+@CPU_ONLY
+def test_bench_bmm_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_bmm", monkeypatch)
+    out = tmp_path / "bmm.json"
+    result = script.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    for shape in result["results"]:
+        rows = {r["label"]: r for r in shape["rows"]}
+        assert all("error" not in r for r in rows.values()), rows
+        assert rows["flat 16x16x16"]["flat"] and not rows["3-D 2x16x16x16"]["flat"]
+        assert max(r.get("max_error", 0) for r in rows.values()) < 1e-4
+
+
 def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """ResNet-50's res5 3x3 layer (few output tiles) tries split-K configs second; res3's
     (many tiles) does not. Bound on meta tensors: nothing runs."""

@@ -53,6 +53,8 @@ class KernelSpec:
     values: list[tuple[DimRef, ...]] = field(default_factory=list)  # shapes of all values
     uses: list[TileUse] = field(default_factory=list)  # what the budgets count (budget.py)
     limits: Any = None  # the device's Limits (budget.py), set by the BoundKernel
+    # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
+    loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
 
     def value_elements(self, block_sizes: list[int], reduction_sizes: list[int]) -> int:
         """Elements of the largest value a program holds under these sizes."""
@@ -77,6 +79,7 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
         table.device_loops,
         table.memory_ops,
         loads=table.loads,
+        loop_order_blocks=list(table.loop_order_blocks),
     )
     for kernel in kernels:
         for op in kernel.walk():
