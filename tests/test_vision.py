@@ -208,6 +208,21 @@ def test_filters(vmode):
     torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 7), (1.1, 1.5)), expected)
 
 
+@pytest.mark.parametrize("one_pass_taps", [25, 0])
+def test_blur_tiles(vmode, monkeypatch, one_pass_taps):
+    # tiles of 16 (32 in eager mode): some lie inside the image (shifted loads), the
+    # others reflect at borders
+    config = tc.Config(block_sizes=[16, 16, 16, 16], one_pass_taps=one_pass_taps)
+    monkeypatch.setattr(
+        filters, "_separable", vmode(tc.kernel(filters._separable.fn, config=config))
+    )
+    x, _ = images(shape=(1, 1, 70, 67))
+    taps = filters.gaussian_kernel1d(5, 1.1)[:, None] * filters.gaussian_kernel1d(3, 0.8)
+    expected = reflect_conv(x, taps.to(DEVICE))
+    torch.testing.assert_close(vision.gaussian_blur(x.float(), (3, 5), (0.8, 1.1)), expected)
+    assert_levels(vision.gaussian_blur(x, (3, 5), (0.8, 1.1)), expected.round(), 1)
+
+
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_preprocess(vmode, letterbox):
     x, xl = images(shape=(2, 3, 5, 3), layout="NHWC")
