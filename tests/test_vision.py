@@ -277,6 +277,18 @@ def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
         assert (wrong.float() - expected).abs().max() > 0.25 / 255 / 0.224
 
 
+@pytest.mark.parametrize("shape, size", [((1, 3, 8, 12), (4, 6)), ((2, 3, 1, 1), (3, 5))])
+def test_preprocess_bilinear_products(vmode, shape, size):
+    # NHWC uint8 frames: the packed kernel's products, one per step when the weights are
+    # eighths (half size), three (the halves) otherwise (one pixel grown to 3x5)
+    assert antialias.eighths(shape[2], size[0]) == (shape[2] > 1)
+    x, xl = images(shape=shape, layout="NHWC")
+    got = vision.preprocess(xl, size, MEAN, STD)
+    resized = F.interpolate(x.float(), size, mode="bilinear", align_corners=False)
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    torch.testing.assert_close(got, ((resized / 255 - mean) / std).half())
+
+
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_preprocess_nv12(vmode, letterbox):
     y = torch.randint(0, 256, (2, 5, 7), dtype=torch.uint8, device=DEVICE)
