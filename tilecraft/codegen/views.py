@@ -58,7 +58,7 @@ def _exact(x: Value) -> str:
 def permute(w: KernelWriter, op: Op) -> None:
     (x,) = op.args
     perm = op.attrs["perm"]
-    if len(perm) == 2:
+    if len(perm) == 2 or op.out in w.flat:  # a flat tile's last two dims (codegen/flat.py)
         w.assign(op, f"tl.trans({x.name})")
     else:
         w.assign(op, f"tl.permute({x.name}, {tuple(perm)!r})")

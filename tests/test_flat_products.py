@@ -1,0 +1,111 @@
+"""Batched products over a batch tile of one are written as 2-D Triton (codegen/flat.py),
+which Hopper runs on wgmma; larger batch tiles keep the 3-D `tl.dot`."""
+
+from __future__ import annotations
+
+import bmm
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.testing import check_modes
+
+ONE = tc.Config(block_sizes=[1, 16, 16, 16])
+TWO = tc.Config(block_sizes=[2, 16, 32, 16])
+
+
+def _code(kernel: object, args: tuple, config: tc.Config) -> str:
+    return kernel.bind(args).to_triton_code(config)  # type: ignore[attr-defined]
+
+
+def test_batch_tile_of_one_is_a_2d_product() -> None:
+    args = bmm.inputs((3, 65, 70, 33), device="cpu")
+    code = _code(bmm.bmm, args, ONE)
+    # the accumulator, the operands' loads and the store are 2-D: no leading dim anywhere
+    assert "acc_0 = tl.full([_BLOCK_SIZE_1, _BLOCK_SIZE_2], 0, tl.float32)" in code
+    assert "[:, None, None]" not in code and "tl.reshape" not in code
+    assert "offset_0 * 4550 + indices_1[:, None] * 70 + indices_3[None, :]" in code
+    assert "tl.dot(load, load_2" in code
+    batched = _code(bmm.bmm, args, TWO)
+    assert "indices_0[:, None, None]" in batched and "tl.full([_BLOCK_SIZE_0, " in batched
+
+
+@pytest.mark.parametrize(
+    "shape", [(3, 37, 70, 21), (1, 17, 16, 9), (2, 1, 1, 1), (0, 5, 6, 7), (2, 0, 5, 3)]
+)
+@pytest.mark.parametrize("config", [ONE, TWO], ids=["tile1", "tile2"])
+def test_bmm_both_batch_tiles(shape: tuple, config: tc.Config) -> None:
+    dtype = torch.float16 if shape[0] == 1 else torch.float32
+    args = bmm.inputs(shape, dtype=dtype, device="cpu")
+    check_modes(bmm.bmm, args, bmm.reference, dtype=dtype, config=config)
+
+
+@pytest.mark.parametrize("config", [ONE, TWO], ids=["tile1", "tile2"])
+def test_bmm_bfloat16(config: tc.Config) -> None:
+    args = bmm.inputs((2, 19, 33, 21), dtype=torch.bfloat16, device="cpu")
+    check_modes(bmm.bmm, args, bmm.reference, dtype=torch.bfloat16, config=config)
+
+
+@tc.kernel
+def scaled_baddbmm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    batch, m, k = a.size()
+    n = b.size(2)
+    out = torch.empty([batch, m, n], dtype=c.dtype, device=c.device)
+    for tile_b, tile_m, tile_n in tc.tile([batch, m, n]):
+        acc = c[tile_b, tile_m, tile_n].float()
+        prod = torch.bmm(a[tile_b, tile_m, :], b[tile_b, :, tile_n], out_dtype=torch.float32)
+        acc = torch.baddbmm(acc, a[tile_b, tile_m, :], b[tile_b, :, tile_n], beta=0.5, alpha=2)
+        out[tile_b, tile_m, tile_n] = (acc - prod).to(out.dtype)
+    return out
+
+
+def _baddbmm_reference(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    prod = torch.bmm(a.float(), b.float())
+    return (torch.baddbmm(c.float(), a.float(), b.float(), beta=0.5, alpha=2) - prod).to(c.dtype)
+
+
+@pytest.mark.parametrize("batch_tile", [1, 2])
+def test_baddbmm_with_scales(batch_tile: int) -> None:
+    a, b = torch.randn(3, 19, 16), torch.randn(3, 16, 21)
+    args = (torch.randn(3, 19, 21), a, b)
+    config = tc.Config(block_sizes=[batch_tile, 16, 16])
+    check_modes(scaled_baddbmm, args, _baddbmm_reference, config=config)
+    code = _code(scaled_baddbmm, args, config)
+    assert ("a + (offset_0 * 304 + indices_1[:, None] * 16" in code) == (batch_tile == 1)
+
+
+@tc.kernel
+def batched_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    batch, m, d = q.size()
+    n = k.size(1)
+    out = torch.empty_like(q)
+    for tile_b, tile_m in tc.tile([batch, m]):
+        m_i = tc.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
+        l_i = tc.zeros([tile_b, tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_b, tile_m, d], dtype=torch.float32)
+        query = q[tile_b, tile_m, :]
+        for tile_n in tc.tile(n):
+            scores = torch.bmm(query, k[tile_b, tile_n, :].transpose(1, 2), torch.float32)
+            m_new = torch.maximum(m_i, scores.amax(-1))
+            p = torch.exp(scores - m_new[:, :, None])
+            alpha = torch.exp(m_i - m_new)
+            l_i = l_i * alpha + p.sum(-1)
+            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(v.dtype), v[tile_b, tile_n, :])
+            m_i = m_new
+        out[tile_b, tile_m, :] = (acc / l_i[:, :, None]).to(out.dtype)
+    return out
+
+
+def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    scores = torch.bmm(q.float(), k.float().transpose(1, 2))
+    return torch.bmm(torch.softmax(scores, -1), v.float()).to(q.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("batch_tile", [1, 2])
+def test_attention_style_products(dtype: torch.dtype, batch_tile: int) -> None:
+    q, k, v = (torch.randn(3, size, 16, dtype=dtype) for size in (19, 37, 37))
+    config = tc.Config(block_sizes=[batch_tile, 16, 16])
+    check_modes(batched_attention, (q, k, v), _attention, dtype=dtype, config=config)
+    code = _code(batched_attention, (q, k, v), config)
+    assert ("tl.trans(" in code) == (batch_tile == 1)  # the key tile read flat, transposed
