@@ -134,6 +134,31 @@ def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @CPU_ONLY
+def test_tune_vs_helion_lanes_and_merge_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both lanes' dry runs (Helion skips with its reason where it cannot run), then the
+    merge of their files by kernel."""
+    script = load_script("tune_vs_helion", monkeypatch)
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE_WORKERS", "0")
+    common = ["--smoke", "--kernels", "softmax,long_sum", "--cache", str(tmp_path / "cache")]
+    ours = script.main([*common, "--lane", "tilecraft", "--out", "tc.json"])
+    for row in ours["rows"]:
+        assert row["tilecraft"]["configs"] == 2 and row["tilecraft"]["error"] < 1e-4, row
+        assert "skipped" in row["torch_compile"]
+    assert [r["unseen"] for r in ours["rows"]] == [False, True]
+    theirs = script.main([*common, "--lane", "helion", "--out", "h.json"])
+    assert all("skipped" in r["helion"] and "tilecraft" not in r for r in theirs["rows"])
+    merged = script.main(["--merge", str(tmp_path / "h.json"), str(tmp_path / "tc.json")])
+    assert [sorted(r) for r in merged["rows"]] == [
+        ["helion", "kernel", "shape", "tilecraft", "torch_compile", "unseen"]
+    ] * 2
+    assert script.selected(script.parse(["--half", "2"])) == list(script.CASES)[4:]
+
+
+@CPU_ONLY
 def test_bench_bmm_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_bmm", monkeypatch)
     out = tmp_path / "bmm.json"

@@ -68,6 +68,7 @@ class Outcome:
     best_ms: float | None = None
     error: str = ""
     worker: str = ""
+    phases: dict[str, float] = field(default_factory=dict)  # where its tuning time went
 
 
 def versions() -> str:
@@ -125,6 +126,7 @@ def tune_entry(entry: Entry, options: TuneOptions) -> dict[str, Any]:
         "trials": bound.tuning.get("configs", 0),
         "failed_trials": bound.tuning.get("failed", 0),
         "best_ms": bound.tuning.get("best_ms"),
+        "phases": bound.tuning.get("phases", {}),
     }
 
 
@@ -278,6 +280,7 @@ def outcome_from(entry: Entry, result: dict[str, Any], worker: str) -> Outcome:
         result.get("best_ms"),
         result.get("error", ""),
         worker,
+        result.get("phases", {}),
     )
 
 

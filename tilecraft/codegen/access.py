@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
 
 INT32_LIMIT = 2**31
+HINTS = {"first": "evict_first", "last": "evict_last"}  # load_eviction_policies -> Triton
 
 
 @functools.cache
@@ -289,6 +290,15 @@ def full_mask(
     return mask
 
 
+def tuned_eviction(w: KernelWriter, op: Op) -> str | None:
+    """The config's cache eviction hint for this load (`load_eviction_policies`, one entry
+    per load in program order): "last" keeps the lines in cache for reuse, "first" marks a
+    read that will not be reused. A hint the user wrote on the load wins."""
+    policies = w.choices.get("load_eviction_policies") or []
+    index = op.attrs.get("load_index", 0)
+    return HINTS.get(policies[index] or "") if index < len(policies) else None
+
+
 # -- ops -------------------------------------------------------------------------
 def load(w: KernelWriter, op: Op) -> None:
     (access,) = op.args
@@ -296,7 +306,7 @@ def load(w: KernelWriter, op: Op) -> None:
     if kind == "tensor_descriptor":
         w.assign(op, f"{descriptor(w, access)}.load({block_offsets(w, access)})")
         return
-    policy = op.attrs.get("eviction_policy")
+    policy = op.attrs.get("eviction_policy") or tuned_eviction(w, op)
     hint = f", eviction_policy={policy!r}" if policy else ""
     if kind == "block_ptr":
         check = boundary(w, access)

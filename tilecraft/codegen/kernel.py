@@ -178,7 +178,7 @@ class KernelWriter:
         self.live.add(block.id)
         offset = "" if start == "0" else f"{start} + "
         self.line(f"indices_{block.id} = {offset}tl.arange(0, {self.size(block.id)})")
-        if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
+        if needs_mask(block):  # chunks of a looped row too: none where they tile it exactly
             self.line(f"mask_{block.id} = indices_{block.id} < {block.end_code()}")
 
     def is_rolled_id(self, block_id: int) -> bool:
@@ -186,7 +186,7 @@ class KernelWriter:
 
     def has_mask(self, block_id: int) -> bool:
         block = self.kernel.blocks[block_id]
-        return block_id in self.live and (needs_mask(block) or is_rolled(block))
+        return block_id in self.live and needs_mask(block)
 
     # -- bodies ------------------------------------------------------------------------
     def body(self, nodes: list[Node]) -> None:
@@ -467,16 +467,28 @@ class KernelWriter:
             self.line(f"{op.out.name}_in = {value}")
             size = "1" if block is None else self.size(block)
             position = expand(f"tl.arange(0, {size})", len(dims), axis)
-            expr = self.nan_aware(kind, op.out.name, axis, keep, position)
+            expr = self.nan_aware(kind, op.out.name, axis, keep, position, compute)
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
-    def nan_aware(self, kind: str, name: str, axis: int, keep: str, position: str) -> str:
+    def nan_aware(
+        self,
+        kind: str,
+        name: str,
+        axis: int,
+        keep: str,
+        position: str,
+        compute: torch.dtype | None = None,
+    ) -> str:
         """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
         PyTorch does: max/min are NaN if any element is, arg* give the position of the
         first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs, and
-        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.)"""
+        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.) A
+        float32 max/min is one fold whose steps keep NaN (`max.NaN` on the GPU, as Helion
+        emits) rather than a NaN count and a fold of the rest: a reduction less per row."""
         value = f"{name}_in"
+        if kind in ("max", "min") and compute == torch.float32:
+            return f"tl.reduce({value}, {axis}, {scans.nan_best(self, kind)}{keep})"
         isnan = f"({value} != {value})"
         finite = f"tl.where({isnan}, {identity(kind, torch.float32)}, {value})"
         fold = f"{TL_REDUCE[kind]}({finite}, {axis}{keep})"

@@ -50,6 +50,7 @@ class BlockTable:
     loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
     device_loops: int = 0  # nested tile loops so far (for the range_* knobs)
     memory_ops: int = 0  # loads and stores so far (for the indexing knob)
+    loads: int = 0  # loads so far (for the load_eviction_policies knob)
     grids: list[int] = field(default_factory=list)  # tiled dims of each top-level loop
 
     def choice(self, key: str, index: int, default: Any = None) -> Any:
@@ -76,6 +77,10 @@ class BlockTable:
     def next_memory_op(self) -> int:
         self.memory_ops += 1
         return self.memory_ops - 1
+
+    def next_load(self) -> int:
+        self.loads += 1
+        return self.loads - 1
 
     def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
         index = len(self.tile_specs)

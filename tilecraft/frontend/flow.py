@@ -119,7 +119,7 @@ def _snapshot(table: BlockTable) -> dict[str, Any]:
     )
     saved: dict[str, Any] = {name: len(getattr(table, name)) for name in lists}
     saved["blocks"] = set(table.blocks)
-    saved["counters"] = (table.device_loops, table.memory_ops)
+    saved["counters"] = (table.device_loops, table.memory_ops, table.loads)
     return saved
 
 
@@ -129,7 +129,7 @@ def _restore(table: BlockTable, saved: dict[str, Any]) -> None:
             del getattr(table, name)[length:]
     for block in set(table.blocks) - saved["blocks"]:
         del table.blocks[block]
-    table.device_loops, table.memory_ops = saved["counters"]
+    table.device_loops, table.memory_ops, table.loads = saved["counters"]
 
 
 def _touches_rolled(c: DeviceCompiler, body: list[Node]) -> bool:
