@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import torch
 
+os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")  # recording must not tune
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples"))
 
@@ -33,23 +35,27 @@ from tilecraft.autotune.fleet import RunState, TuneOptions, tune_manifest  # noq
 from tilecraft.autotune.manifest import Manifest, record  # noqa: E402
 
 
-def record_step(device: str, dim: int, seq: int, batch: int) -> Manifest:
-    """The manifest of one forward and backward step of the transformer block."""
+def record_step(device: str, args: argparse.Namespace) -> Manifest:
+    """The manifest of one forward and backward step of the transformer block, at the sizes
+    `bench_model.py` trains it (so a kept database serves that benchmark)."""
     import transformer_block as tb
 
-    torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32  # as the model trains
-    model = tb.Block(tb.TILECRAFT, vocab=512, dim=dim, seq=seq).to(device, dtype)
-    tokens, targets = tb.data(batch=batch, seq=seq, vocab=512)
+    sizes = {"vocab": args.vocab, "dim": args.dim, "seq": args.seq, "heads": args.heads}
+    model, _ = tb.models(seed=0, dtype=dtype, device=device, **sizes)
+    tokens, targets = tb.data(batch=args.batch, seq=args.seq, vocab=args.vocab)
     with record() as manifest:
         model(tokens.to(device), targets.to(device)).backward()
     return manifest
 
 
 def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool) -> dict:
-    """One run from an empty database; with `kill`, one worker is killed once trials land."""
+    """One run from an empty database; with `kill`, one worker is killed once trials land.
+    With `--keep DIR`, the two-worker run's database is copied to DIR."""
     cache = tempfile.mkdtemp(prefix="bench-manifest-")
-    options = TuneOptions(effort=args.effort, budget_s=args.budget_s, cache_dir=cache)
+    options = TuneOptions(
+        effort=args.effort, budget_s=args.budget_s, max_configs=args.max_configs, cache_dir=cache
+    )
     db = TuningDB(Path(cache) / DB_NAME)
     killed: dict[str, Any] = {}
 
@@ -73,7 +79,17 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
         "trials": len(after),
         "failed_entries": sum(o.status == "failed" for o in outcomes),
         "best_ms": {o.entry.ident: o.best_ms for o in outcomes},
+        "phases_s": summed([o.phases for o in outcomes]),
+        "per_entry": [[o.entry.qualname, o.worker, o.phases.get("total")] for o in outcomes],
+        "trials_by_kernel": by_kernel(after),
     }
+    if args.keep and workers == 2 and not kill:
+        Path(args.keep).mkdir(parents=True, exist_ok=True)
+        with (
+            sqlite3.connect(Path(cache) / DB_NAME) as src,
+            sqlite3.connect(Path(args.keep) / DB_NAME) as dst,
+        ):
+            src.backup(dst)
     if kill:
         before = killed.get("trials_before", [])
         result["killed"] = killed.get("worker")
@@ -82,29 +98,58 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
     return result
 
 
+def summed(phases: list[dict[str, float]]) -> dict[str, float]:
+    """Each phase's seconds summed over the entries (where the tuning time went)."""
+    total: dict[str, float] = {}
+    for entry in phases:
+        for name, seconds in entry.items():
+            total[name] = round(total.get(name, 0.0) + seconds, 2)
+    return total
+
+
+def by_kernel(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per kernel: trials by status, and the first error of a failed one."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        seen = out.setdefault(row["kernel_name"], {})
+        seen[row["status"]] = seen.get(row["status"], 0) + 1
+        if row["error"] and row["status"] not in ("ok", "skipped"):
+            seen.setdefault("first_error", row["error"][:400])
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu", action="store_true", help="worker processes under the interpreter")
     p.add_argument("--effort", default="quick")
     p.add_argument("--budget-s", type=float, default=15.0, help="seconds per entry")
-    p.add_argument("--dim", type=int, default=1024)
-    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--max-configs", type=int, default=None, help="configs per entry")
+    p.add_argument("--dim", type=int, default=512)
+    p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=4096)
+    p.add_argument("--keep", default="", help="copy the 2-worker run's database here")
+    p.add_argument("--runs", default="1,2,kill", help="which runs, in order: 1, 2, kill")
     args = p.parse_args()
     device = "cpu" if args.cpu else "cuda"
-    manifest = record_step(device, args.dim, args.seq, args.batch)
+    manifest = record_step(device, args)
     print(f"manifest: {len(manifest)} entries", file=sys.stderr)
-    runs = [tune(manifest, 1, args, False), tune(manifest, 2, args, False)]
-    runs.append(tune(manifest, 2, args, True))
-    report = {
-        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "entries": [e.ident for e in manifest],
-        "runs": runs,
-        "speedup_2_over_1": round(runs[0]["wall_s"] / max(runs[1]["wall_s"], 1e-9), 2),
-    }
     out = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "bench_manifest.json").write_text(json.dumps(report, indent=1))
+    report: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "budget_s": args.budget_s,
+        "entries": [e.ident for e in manifest],
+        "runs": [],
+    }
+    for run in args.runs.split(","):  # the JSON is written after each run: a cut run keeps some
+        workers = 1 if run == "1" else 2
+        report["runs"].append(tune(manifest, workers, args, kill=run == "kill"))
+        walls = {r["workers"]: r["wall_s"] for r in report["runs"] if "killed" not in r}
+        if 1 in walls and 2 in walls:
+            report["speedup_2_over_1"] = round(walls[1] / max(walls[2], 1e-9), 2)
+        (out / "bench_manifest.json").write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k != "entries"}, indent=1))
 
 

@@ -1,28 +1,31 @@
-"""tilecraft.vision kernels against the same work in plain PyTorch (issue 16).
+"""tilecraft.vision kernels against the same work in PyTorch and torchvision (issue 16).
 
-For each kernel, on a batch of frames: milliseconds, the bandwidth of the bytes it must
-move (read once, written once), and the same for a PyTorch peer computing the same result
-(`F.interpolate`, a reflect-padded depthwise `F.conv2d`, tensor formulas), whose output the
-kernel's is checked against first. A device-to-device copy of the input gives the ceiling.
-The fused pipeline row is 1080p NHWC uint8 frames -> 640x360 bilinear -> normalize -> NCHW
-float16, against the PyTorch chain (and its `torch.compile` with `--compile`).
+For each kernel, on a batch of 1080p and of 4K frames: milliseconds and the bandwidth of
+the bytes it must move (read once, written once), for tilecraft and its peers: plain
+PyTorch computing the same result (`F.interpolate`, a reflect-padded depthwise `F.conv2d`,
+tensor formulas), whose output tilecraft's is checked against first, and
+`torchvision.transforms.v2.functional` where it has the op. A device-to-device copy of the
+frames gives the ceiling. The pipeline rows are NHWC uint8 frames -> 640x360 (bilinear,
+then antialiased as torchvision's default) -> normalize -> NCHW float16, against the same
+chain in PyTorch, in torchvision v2 and (antialiased) torchvision v2 under `torch.compile`.
 
-    PYTHONPATH=$PWD python benchmarks/bench_vision.py [--batch 16] [--effort quick]
-    PYTHONPATH=$PWD python benchmarks/bench_vision.py --device cpu --tiny   # end to end, tiny
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --tune --out $OUT/bench_vision.json
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --smoke   # CPU, tiny frames: checks
 
-Kernels run with their heuristic configs unless `--effort` asks the autotuner (each kernel
-and shape then tunes once, and is cached). On the CPU the times mean nothing (Triton's
-interpreter); that mode checks the script. JSON goes to --out (benchmarks/results/).
+Kernels run with their heuristic configs, or with `--tune` each kernel is tuned first for
+each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
+cached in the tuning database). On the CPU the times mean nothing (Triton's interpreter).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -32,21 +35,48 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}
+SMOKE_SIZES = {"1080p": (9, 16), "4k": (18, 32)}  # the same shapes of work, tiny
+OUT_SIZE, SMOKE_OUT_SIZE = (360, 640), (4, 7)
+Fn = Callable[[], object]
 
 
-def timer(device: torch.device, tiny: bool) -> Callable[[Callable[[], object]], float]:
+class Case:
+    """One kernel: tilecraft's call, the reference it must match, the peers timed.
+
+    (A plain class: the tests load this script without registering it as a module, which
+    dataclasses need.)"""
+
+    def __init__(self, name: str, ours: Fn, reference: Fn, nbytes: float, tol: float) -> None:
+        self.name, self.ours, self.reference = name, ours, reference
+        self.nbytes = nbytes  # read once + written once
+        self.tol = tol  # max error allowed, in output units
+        self.peers: dict[str, Fn] = {}
+
+
+def timer(device: torch.device, smoke: bool) -> Callable[[Fn], float]:
     """Milliseconds per call: Triton's do_bench (L2 flushed) on a GPU, one call on the CPU."""
-    if device.type == "cuda" and not tiny:
+    if device.type == "cuda" and not smoke:
         from triton.testing import do_bench
 
         return lambda fn: float(do_bench(fn, warmup=25, rep=100))
 
-    def once(fn: Callable[[], object]) -> float:
+    def once(fn: Fn) -> float:
         start = time.perf_counter()
         fn()
         return (time.perf_counter() - start) * 1e3
 
     return once
+
+
+def torchvision_functional():
+    """`torchvision.transforms.v2.functional`, or None where torchvision is not installed."""
+    try:
+        from torchvision.transforms.v2 import functional
+    except Exception as e:  # noqa: BLE001 - a torchvision built for another torch fails here
+        print(f"torchvision peers skipped: {type(e).__name__}: {e}")
+        return None
+    return functional
 
 
 def conv_reflect(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
@@ -67,142 +97,224 @@ def yuv_peer(y: torch.Tensor, uv: torch.Tensor) -> torch.Tensor:
     return torch.stack(rgb, 1).round().clamp(0, 255).to(torch.uint8)
 
 
-def peer_pipeline(frames: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    mean = torch.tensor(MEAN, device=frames.device)[:, None, None]
-    std = torch.tensor(STD, device=frames.device)[:, None, None]
-    x = frames.permute(0, 3, 1, 2).float()
-    x = F.interpolate(x, size, mode="bilinear", align_corners=False)
+def normalized(x: torch.Tensor) -> torch.Tensor:
+    """Float NCHW pixels 0..255 normalized by ImageNet's statistics, as float16."""
+    mean = torch.tensor(MEAN, device=x.device)[:, None, None]
+    std = torch.tensor(STD, device=x.device)[:, None, None]
     return ((x / 255 - mean) / std).half()
 
 
-def cases(frames: torch.Tensor, out_size: tuple[int, int]) -> list[tuple]:
-    """(name, tilecraft call, PyTorch call, bytes moved, tolerance in output units)."""
+def peer_pipeline(frames: torch.Tensor, size: tuple[int, int], antialias: bool) -> torch.Tensor:
+    x = frames.permute(0, 3, 1, 2).float()
+    return normalized(F.interpolate(x, size, mode="bilinear", antialias=antialias))
+
+
+def torchvision_pipeline(
+    frames: torch.Tensor, size: tuple[int, int], antialias: bool = True
+) -> torch.Tensor:
+    """torchvision v2: resize the uint8 frames, to float, normalize, float16."""
+    tvf = torchvision_functional()
+    x = tvf.resize(frames.permute(0, 3, 1, 2), list(size), antialias=antialias)
+    x = tvf.to_dtype(x, torch.float32, scale=True)
+    return tvf.normalize(x, list(MEAN), list(STD)).half()
+
+
+def color_cases(frames: torch.Tensor, tvf) -> list[Case]:
     import tilecraft.vision as vision
-    from tilecraft.vision.filters import gaussian_kernel1d
 
     n, h, w, _ = frames.shape
     nchw = frames.permute(0, 3, 1, 2).contiguous()
     floats = nchw.float()
     y = frames[..., 0].contiguous()
     uv = frames[:, : (h + 1) // 2, : (w + 1) // 2, 1:].contiguous()
-    taps = gaussian_kernel1d(5, 1.1).to(frames.device)
-    pixels, small = n * h * w, n * out_size[0] * out_size[1]
+    pixels = n * h * w
+    gray = Case(
+        "rgb_to_gray uint8",
+        lambda: vision.rgb_to_gray(nchw),
+        lambda: (floats[:, :1] * 0.2989 + floats[:, 1:2] * 0.587 + floats[:, 2:] * 0.114).to(
+            torch.uint8
+        ),
+        4 * pixels,
+        1,
+    )
+    nv12 = Case(
+        "nv12_to_rgb", lambda: vision.nv12_to_rgb(y, uv), lambda: yuv_peer(y, uv), 4.5 * pixels, 1
+    )
+    norm = Case(
+        "normalize NHWC u8 -> NCHW f16",
+        lambda: vision.normalize(frames, MEAN, STD, torch.float16, layout="NHWC"),
+        lambda: normalized(frames.permute(0, 3, 1, 2).float()),
+        9 * pixels,
+        1e-2,
+    )
+    if tvf is not None:
+        gray.peers["torchvision"] = lambda: tvf.rgb_to_grayscale(nchw)
+        norm.peers["torchvision"] = lambda: tvf.normalize(
+            tvf.to_dtype(frames.permute(0, 3, 1, 2), torch.float32, scale=True),
+            list(MEAN),
+            list(STD),
+        ).half()
+    return [gray, nv12, norm]
+
+
+def geometry_cases(frames: torch.Tensor, tvf) -> list[Case]:
+    import tilecraft.vision as vision
+    from tilecraft.vision.filters import gaussian_kernel1d
+
+    n, h, w, _ = frames.shape
+    floats = frames.permute(0, 3, 1, 2).contiguous().float()
     half = (max(1, h // 2), max(1, w // 2))
-    return [
-        ("copy (ceiling)", frames.clone, frames.clone, 2 * 3 * pixels, 0),
-        (
-            "rgb_to_gray uint8",
-            lambda: vision.rgb_to_gray(nchw),
-            lambda: (floats[:, :1] * 0.2989 + floats[:, 1:2] * 0.587 + floats[:, 2:] * 0.114).to(
-                torch.uint8
-            ),
-            4 * pixels,
-            1,
-        ),
-        (
-            "nv12_to_rgb",
-            lambda: vision.nv12_to_rgb(y, uv),
-            lambda: yuv_peer(y, uv),
-            4.5 * pixels,
-            1,
-        ),
-        (
-            "normalize NHWC u8 -> NCHW f16",
-            lambda: vision.normalize(frames, MEAN, STD, torch.float16, layout="NHWC"),
-            lambda: (
-                (
-                    frames.permute(0, 3, 1, 2).float() / 255
-                    - torch.tensor(MEAN, device=frames.device)[:, None, None]
-                )
-                / torch.tensor(STD, device=frames.device)[:, None, None]
-            ).half(),
-            9 * pixels,
-            1e-2,
-        ),
-        (
-            "resize bilinear f32 half-size",
-            lambda: vision.resize(floats, half),
-            lambda: F.interpolate(floats, half, mode="bilinear", align_corners=False),
-            4 * 3 * (pixels + pixels // 4),
+    taps = gaussian_kernel1d(5, 1.1).to(frames.device)
+    moved = 4 * 3 * (n * h * w + n * half[0] * half[1])
+    cases = [
+        Case(
+            f"resize {'antialiased' if aa else 'bilinear'} f32 half-size",
+            lambda aa=aa: vision.resize(floats, half, antialias=aa),
+            lambda aa=aa: F.interpolate(floats, half, mode="bilinear", antialias=aa),
+            moved,
             1e-3,
-        ),
-        (
-            "resize antialiased f32 half-size",
-            lambda: vision.resize(floats, half, antialias=True),
-            lambda: F.interpolate(floats, half, mode="bilinear", antialias=True),
-            4 * 3 * (pixels + pixels // 4),
-            1e-3,
-        ),
-        (
+        )
+        for aa in (False, True)
+    ]
+    cases.append(
+        Case(
             "gaussian_blur 5x5 f32",
             lambda: vision.gaussian_blur(floats, 5, 1.1),
             lambda: conv_reflect(floats, taps[:, None] * taps[None, :]),
-            2 * 4 * 3 * pixels,
+            2 * 4 * 3 * n * h * w,
             1e-3,
-        ),
-        (
-            "preprocess fused u8 NHWC -> f16",
-            lambda: vision.preprocess(frames, out_size, MEAN, STD),
-            lambda: peer_pipeline(frames, out_size),
-            3 * pixels + 6 * small,
+        )
+    )
+    if tvf is not None:
+        for case, aa in zip(cases[:2], (False, True), strict=True):
+            case.peers["torchvision"] = lambda aa=aa: tvf.resize(floats, list(half), antialias=aa)
+        cases[2].peers["torchvision"] = lambda: tvf.gaussian_blur(floats, [5, 5], [1.1, 1.1])
+    return cases
+
+
+def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile_peer: bool):
+    import tilecraft.vision as vision
+
+    n, h, w, c = frames.shape
+    moved = c * n * h * w + 2 * c * n * out_size[0] * out_size[1]
+    cases = []
+    for aa in (False, True):
+        case = Case(
+            f"preprocess {'antialiased' if aa else 'bilinear'} u8 NHWC -> f16 NCHW",
+            lambda aa=aa: vision.preprocess(frames, out_size, MEAN, STD, antialias=aa),
+            lambda aa=aa: peer_pipeline(frames, out_size, aa),
+            moved,
             1e-2,
-        ),
+        )
+        if tvf is not None:
+            case.peers["torchvision"] = lambda aa=aa: torchvision_pipeline(frames, out_size, aa)
+            if aa and compile_peer:
+                compiled = torch.compile(torchvision_pipeline, dynamic=False)
+                case.peers["torchvision compiled"] = lambda fn=compiled: fn(frames, out_size)
+        cases.append(case)
+    return cases
+
+
+def vision_kernels() -> list:
+    """Every tilecraft kernel of tilecraft.vision."""
+    import tilecraft as tc
+    from tilecraft.vision import antialias, color, downscale, filters, geometry, preprocessing
+
+    modules = (antialias, color, downscale, filters, geometry, preprocessing)
+    return [k for m in modules for k in vars(m).values() if isinstance(k, tc.Kernel)]
+
+
+@contextlib.contextmanager
+def tuning(budget_s: float | None) -> Iterator[None]:
+    """With a budget, every vision kernel tunes (effort quick) at its first call per shape."""
+    kernels = vision_kernels()
+    saved = [(k.settings.autotune_effort, k.settings.autotune_budget_s) for k in kernels]
+    for k in kernels:
+        k.settings.autotune_effort = "quick" if budget_s else "none"
+        k.settings.autotune_budget_s = budget_s
+    try:
+        yield
+    finally:
+        for k, (effort, budget) in zip(kernels, saved, strict=True):
+            k.settings.autotune_effort, k.settings.autotune_budget_s = effort, budget
+
+
+def configs_of(before: dict[int, object]) -> list[str]:
+    """`kernel: config` of the kernels specialized since `before` (a `bound_kernels()`)."""
+    return [
+        f"{name}: {getattr(bound, 'config', None) or bound.default_config!r}"
+        for key, (name, bound) in bound_kernels().items()
+        if key not in before
     ]
+
+
+def bound_kernels() -> dict[int, tuple[str, object]]:
+    return {id(b): (k.fn.__name__, b) for k in vision_kernels() for b in list(k._bound.values())}
+
+
+def run_case(case: Case, time_ms: Callable[[Fn], float]) -> dict:
+    before = bound_kernels()
+    expected, got = case.reference(), case.ours()  # the first call of a kernel tunes it
+    error = (got.float() - expected.float()).abs().max().item() if got.numel() else 0.0
+    row: dict = {"kernel": case.name, "matches": error <= case.tol, "max_error": error}
+    row["configs"] = configs_of(before)
+    timed = {"tilecraft": case.ours, "torch": case.reference, **case.peers}
+    for who, fn in timed.items():
+        ms = time_ms(fn)
+        row[f"{who}_ms"], row[f"{who}_tb_s"] = ms, case.nbytes / ms / 1e9
+    return row
 
 
 def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
     torch.manual_seed(0)
-    h, w = (9, 16) if args.tiny else (args.height, args.width)
-    out_size = (4, 7) if args.tiny else (360, 640)
-    frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
-    time_ms = timer(device, args.tiny)
+    sizes = SMOKE_SIZES if args.smoke else SIZES
+    out_size = SMOKE_OUT_SIZE if args.smoke else OUT_SIZE
+    time_ms = timer(device, args.smoke)
+    tvf = torchvision_functional()
     rows = []
-    for name, ours, peer, nbytes, tol in cases(frames, out_size):
-        expected, got = peer(), ours()
-        error = (got.float() - expected.float()).abs().max().item() if got.numel() else 0.0
-        row = {"kernel": name, "matches": error <= tol, "max_error": error}
-        for who, fn in (("tilecraft", ours), ("torch", peer)):
-            ms = time_ms(fn)
-            row[f"{who}_ms"], row[f"{who}_tb_s"] = ms, nbytes / ms / 1e9
-        rows.append(row)
-    if args.compile:
-        compiled = torch.compile(peer_pipeline)
-        compiled(frames, out_size)
-        rows.append(
-            {
-                "kernel": "preprocess: torch.compile peer",
-                "torch_ms": time_ms(lambda: compiled(frames, out_size)),
-            }
-        )
+    for resolution in args.sizes:
+        h, w = sizes[resolution]
+        frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
+        copy = Case("copy (ceiling)", frames.clone, frames.clone, 2 * frames.numel(), 0)
+        cases = [copy, *color_cases(frames, tvf), *geometry_cases(frames, tvf)]
+        cases += pipeline_cases(frames, out_size, tvf, args.compile and device.type == "cuda")
+        for case in cases:
+            rows.append({"frames": resolution, **run_case(case, time_ms)})
     return rows
 
 
+PEERS = ("tilecraft", "torch", "torchvision", "torchvision compiled")
+
+
 def table(rows: list[dict]) -> str:
-    lines = [
-        f"{'kernel':36} {'ok':>3} {'tilecraft ms':>12} {'TB/s':>6} {'torch ms':>9} {'TB/s':>6}"
-    ]
+    """A markdown table: ms and TB/s of each implementation, per kernel and frame size."""
+    head = "| frames | kernel | ok | " + " | ".join(f"{p} ms | TB/s" for p in PEERS) + " |"
+    lines = [head, "|" + "---|" * (3 + 2 * len(PEERS))]
     for r in rows:
-        ours = (
-            f"{r['tilecraft_ms']:12.3f} {r['tilecraft_tb_s']:6.2f}"
-            if "tilecraft_ms" in r
-            else " " * 19
-        )
-        theirs = f"{r['torch_ms']:9.3f} {r.get('torch_tb_s', 0):6.2f}"
-        lines.append(
-            f"{r['kernel']:36} {'yes' if r.get('matches', True) else 'NO':>3} {ours} {theirs}"
-        )
+        cells = [
+            f"{r[p + '_ms']:.3f} | {r[p + '_tb_s']:.2f}" if p + "_ms" in r else "- | -"
+            for p in PEERS
+        ]
+        ok = "yes" if r["matches"] else "NO"
+        lines.append(f"| {r['frames']} | {r['kernel']} | {ok} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
+def tuned_configs(rows: list[dict]) -> str:
+    return "\n".join(f"{r['frames']} {r['kernel']}: {c}" for r in rows for c in r["configs"])
+
+
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--tiny", action="store_true", help="tiny frames: a quick end-to-end run")
+    p.add_argument("--smoke", "--tiny", action="store_true", help="tiny frames on any device")
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--height", type=int, default=1080)
-    p.add_argument("--width", type=int, default=1920)
-    p.add_argument("--effort", default="none", help="autotuning effort (none, quick, full)")
-    p.add_argument("--compile", action="store_true", help="also time the torch.compile peer")
+    p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
+    p.add_argument("--tune", action="store_true", help="tune each kernel before timing it")
+    p.add_argument("--tune-budget", type=float, default=3.0, help="seconds per kernel tuned")
+    p.add_argument(
+        "--no-compile", dest="compile", action="store_false", help="skip the torch.compile peer"
+    )
     p.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_vision.json"
     )
@@ -213,21 +325,26 @@ def main(argv: Sequence[str] | None = None) -> dict:
     """Measure, print the table, write the JSON; returns what was written."""
     args = parse(argv)
     device = torch.device(args.device)
-    os.environ["TILECRAFT_AUTOTUNE_EFFORT"] = args.effort
     if device.type == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
-        print("on the CPU: Triton's interpreter, times not meaningful")
-    rows = measure(device, args)
+        print("on the CPU: Triton's interpreter, times not meaningful (and nothing is tuned)")
+    start = time.perf_counter()
+    with tuning(args.tune_budget if args.tune else None):
+        rows = measure(device, args)
     print(table(rows))
+    if args.tune:
+        print(tuned_configs(rows))
     result = {
         "rows": rows,
         "batch": args.batch,
+        "tuned": args.tune,
         "device": str(device),
         "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
+        "seconds": time.perf_counter() - start,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} in {result['seconds']:.0f} s")
     return result
 
 

@@ -5,13 +5,23 @@ random configs) and then the neighbourhoods of the fastest, measures them with t
 benchmarking engine, stores every trial in a tuning database and writes a landscape
 file (`benchmarks/landscapes/h200/<case>.jsonl.gz`) that `search_eval.py` replays.
 
+Besides the examples' kernels it records `tilecraft.nn`'s: the attention forward
+(`--cases attention`: head dims 64 and 128, causal and not) and the 2-D convolution's
+implicit and plain GEMMs (`--cases conv2d`: ResNet-50 layers, channels-last, batch 32),
+with the arguments `tilecraft.nn.attention` and `tilecraft.nn.conv2d` pass them
+(`tilecraft.nn.cases`), so a user's call finds the recorded trials under its own key.
+
 Usage (on a GPU; `--shard 1/2` records every second case, for two GPUs)::
 
     python benchmarks/record_landscape.py [--configs 200] [--cases softmax,matmul]
         [--out benchmarks/landscapes/h200] [--db tuning.sqlite3] [--shard I/N]
         [--deadline SECONDS]
+    python benchmarks/record_landscape.py --cases attention,conv2d --configs 40 \
+        --case-seconds 25 --deadline 220
 
-On a CPU it runs under Triton's interpreter with `--tiny` shapes (a smoke test).
+`--configs` counts configs per case; kernels with matrix products get `--dot-configs`
+(by default 1.5 times as many). On a CPU it runs under Triton's interpreter with `--tiny`
+shapes (a smoke test).
 """
 
 from __future__ import annotations
@@ -36,9 +46,34 @@ from tilecraft.autotune.space import ConfigSpace  # noqa: E402
 from tilecraft.autotune.trial import Budget, Trial  # noqa: E402
 from tilecraft.autotune.tune import hardware, tune_key  # noqa: E402
 
+NN = "tilecraft.nn.cases"  # the module that makes tilecraft.nn kernels' arguments
+CAUSAL = (("causal", True),)
+# (batch, heads, sequence, head_dim), causal or not
+ATTENTION = [(4, 16, 4096, 128), (8, 32, 2048, 64)]
+# ResNet-50 layers, channels-last: (batch, in_ch, size, out_ch, kernel, stride)
+CONV_GEMM = [(32, 128, 28, 128, 3, 1), (32, 256, 14, 256, 3, 1), (32, 512, 7, 512, 3, 1),
+             (32, 256, 28, 256, 3, 2)]  # fmt: skip
+CONV_POINTWISE = [(32, 512, 28, 128, 1, 1), (32, 256, 14, 1024, 1, 1), (32, 2048, 7, 512, 1, 1)]
+
+
+def nn_cases(tiny: bool = False) -> list[Case]:
+    """tilecraft.nn's attention forward (causal and not) and convolution GEMMs, bf16; tiny
+    float32 ones for a CPU."""
+    if tiny:
+        attention, gemm, pointwise = [(1, 2, 37, 16)], [(2, 5, 7, 6, 3, 2)], [(2, 6, 5, 7, 1, 1)]
+    else:
+        attention, gemm, pointwise = ATTENTION, CONV_GEMM, CONV_POINTWISE
+    dtype = "float32" if tiny else "bfloat16"
+    out = []
+    for shape in attention:
+        out += [Case(NN, "attention_forward", shape, dtype, flags) for flags in ((), CAUSAL)]
+    out += [Case(NN, "conv2d_gemm", shape, dtype) for shape in gemm]
+    return out + [Case(NN, "conv2d_pointwise", shape, dtype) for shape in pointwise]
+
 
 def cases(tiny: bool = False) -> list[Case]:
-    """Eight-plus kernels, three shapes each (bf16). HELD_OUT shapes are never recorded."""
+    """Eight-plus kernels, three shapes each (bf16), then tilecraft.nn's. HELD_OUT shapes
+    are never recorded."""
     rows = [(1024, 1024), (4096, 4096), (2048, 16384)]
     table = {
         ("add", "add"): [(1024, 1024), (4096, 4096), (16384, 1024)],
@@ -55,8 +90,16 @@ def cases(tiny: bool = False) -> list[Case]:
         return [
             Case("softmax", "softmax", (37, 200), "float32"),
             Case("matmul", "matmul", (40, 48, 33), "float32"),
+            *nn_cases(tiny=True),
         ]
-    return [Case(ex, fn, shape) for (ex, fn), shapes in table.items() for shape in shapes]
+    examples = [Case(ex, fn, shape) for (ex, fn), shapes in table.items() for shape in shapes]
+    return examples + nn_cases()
+
+
+def wanted(case: Case, names: set[str]) -> bool:
+    """Whether `--cases` names this case: by its example, or a prefix of its function
+    (`attention` for attention_forward, `conv2d` for both convolution kernels)."""
+    return not names or case.example in names or any(case.function.startswith(n) for n in names)
 
 
 class Sampler(SeededSearch):
@@ -94,7 +137,8 @@ def record(case: Case, args: argparse.Namespace, db: TuningDB) -> Landscape:
             db.record_for(key, trials, bound.src.tree.name, "landscape")
             return trials
 
-        n = args.dot_configs if bound.spec.dot_blocks else args.configs
+        dot_configs = args.dot_configs or args.configs * 3 // 2
+        n = dot_configs if bound.spec.dot_blocks else args.configs
         sampler = Sampler(
             space,
             evaluate,
@@ -108,10 +152,10 @@ def record(case: Case, args: argparse.Namespace, db: TuningDB) -> Landscape:
     return Landscape(case, hardware(inputs), key.versions, knob_choices(space), sampler.trials)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=200)
-    parser.add_argument("--dot-configs", type=int, default=300, help="for matrix products")
+    parser.add_argument("--dot-configs", type=int, default=None, help="for matrix products")
     parser.add_argument("--cases", default="", help="comma-separated example names")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "landscapes" / "h200"))
     parser.add_argument("--db", default=os.environ.get("OUT", "/tmp") + "/landscapes.sqlite3")
@@ -122,10 +166,10 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=None, help="stop starting cases after")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tiny", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     index, count = map(int, args.shard.split("/"))
-    wanted = set(filter(None, args.cases.split(",")))
-    todo = [c for c in cases(args.tiny) if not wanted or c.example in wanted][index::count]
+    names = set(filter(None, args.cases.split(",")))
+    todo = [c for c in cases(args.tiny) if wanted(c, names)][index::count]
     started = time.monotonic()
     with TuningDB(args.db) as db:
         for case in todo:

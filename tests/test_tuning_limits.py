@@ -198,3 +198,22 @@ def test_the_first_measurement_completes_past_the_deadline(tmp_path: Path) -> No
         statuses = [t.status for t in benchmarker(configs)]
         assert statuses == ["ok", "skipped", "skipped"]
         assert [t.status for t in benchmarker(configs[1:])] == ["skipped", "skipped"]
+
+
+def test_configs_failing_past_the_deadline_do_not_leave_the_run_with_nothing(
+    tmp_path: Path,
+) -> None:
+    """The first answers past the deadline are failures: the run goes on to one timed
+    config (on a GPU a heavy kernel's first configs can all run out of resources)."""
+    kernel = tc.kernel(add.add.fn, cache_dir=tmp_path)
+    args = (torch.randn(8, 16), torch.randn(8, 16))
+    bound = kernel.bind(args)
+    good = [tc.Config(block_sizes=[s, 16]) for s in (2, 4)]
+    with bench.Benchmarker(bound, args, workers=0) as benchmarker:
+        real = benchmarker._job
+        broken = {"code_path": str(tmp_path / "missing.py")}
+        benchmarker._job = lambda c, **kw: broken if c.block_sizes[0] == 1 else real(c, **kw)
+        benchmarker.deadline = time.monotonic() - 1.0
+        configs = [tc.Config(block_sizes=[1, 16]), *good]
+        statuses = [t.status for t in benchmarker(configs)]
+    assert statuses[0] not in ("ok", "skipped") and statuses[1:] == ["ok", "skipped"]

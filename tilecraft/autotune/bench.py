@@ -14,6 +14,7 @@ import functools
 import os
 import pickle
 import shutil
+import statistics
 import tempfile
 import time
 import types
@@ -38,6 +39,7 @@ from tilecraft.autotune.workers import (
     past,
     remove_stale_dirs,
     start_early,
+    timed,
 )
 from tilecraft.exc import TilecraftError
 from tilecraft.runtime import guard
@@ -75,7 +77,7 @@ class Benchmarker:
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
         self.started = time.monotonic()
         self.deadline: float | None = None  # when a tuning budget runs out (time.monotonic)
-        self.measured = 0  # jobs run to an answer (not skipped) so far
+        self.measured = 0  # jobs timed (a time, not a failure or a skip) so far
         remove_stale_dirs()  # those of runs that died before they could clean up
         workers = capped_workers(workers, args)
         if workers > 0:
@@ -205,15 +207,16 @@ class Benchmarker:
         return found
 
     def _run(self, jobs: list[dict], deadline: float | None = None) -> list[dict]:
-        """Run the jobs; past `deadline` the rest are skipped, but a tuning run's first
-        measurement always completes (a slow start must not leave it with nothing)."""
+        """Run the jobs; past `deadline` the rest are skipped, but a tuning run goes on until
+        one config is timed (a slow start, or first configs that fail, must not leave it
+        with nothing)."""
         first = not self.measured
         if self.pool is None:
             results: list[dict] = []
             for job in jobs:
-                cut = past(deadline) and not (first and not results)
+                cut = past(deadline) and not (first and not any(map(timed, results)))
                 results.append(SKIPPED_RESULT if cut else run_job(job, self.args, self.expected))
-            self.measured += sum(r is not SKIPPED_RESULT for r in results)
+            self.measured += sum(map(timed, results))
             return results
         hold = self.reference.pending if self.reference else None
         try:
@@ -222,7 +225,7 @@ class Benchmarker:
             self._without_workers(e)
             here = [{k: v for k, v in j.items() if k not in WORKER_KEYS} for j in jobs]
             return self._run(here, deadline)
-        self.measured += sum(r is not SKIPPED_RESULT for r in results)
+        self.measured += sum(map(timed, results))
         self.phases.most("workers_ready", self.pool.started_since(self.started))
         for result in results:
             self.phases.most("load", float(result.get("load_s", 0.0)))
@@ -248,16 +251,21 @@ class Benchmarker:
         return [trials[i] for i in range(len(configs))]
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
-        """Time the leaders again, interleaved, and keep each one's best median (of the
-        rounds done by `self.deadline`)."""
-        deadline, best = self.deadline, dict[Config, float]()
+        """Time the leaders again, interleaved, and keep each one's median over the rounds
+        (the median, not the best: one lucky round must not pick the winner). The first
+        round always runs in full; a later round cut by `self.deadline` is dropped whole,
+        so that every leader is judged on as many timings as the others."""
+        samples: dict[Config, list[float]] = {c: [] for c in configs}
         with self.phases.timed("retime"):
             jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
-            for _ in range(rounds):
-                for config, result in zip(configs, self._run(jobs, deadline), strict=True):
+            for i in range(rounds):
+                results = self._run(jobs, self.deadline if i else None)
+                if i and any(r is SKIPPED_RESULT for r in results):
+                    break
+                for config, result in zip(configs, results, strict=True):
                     if result.get("time_ms") is not None:
-                        best[config] = min(best.get(config, float("inf")), result["time_ms"])
-        return best
+                        samples[config].append(result["time_ms"])
+        return {c: statistics.median(times) for c, times in samples.items() if times}
 
     def close(self) -> None:
         """Hand the workers back (the warm pool stays) and remove the temporary directory."""

@@ -39,16 +39,22 @@ EXAMPLES = examples_folder()
 
 @dataclass(frozen=True)
 class Case:
-    """An example kernel at one shape and dtype: `examples/<example>.py`'s `function`."""
+    """An example kernel at one shape and dtype: `examples/<example>.py`'s `function`.
+
+    `example` may also be a dotted module of the package (`tilecraft.nn.cases`). Its
+    arguments come from the module's `<function>_inputs`, or else its `inputs`, called with
+    the shape, dtype, device and `params` (more keywords, such as attention's `causal`)."""
 
     example: str
     function: str
     shape: tuple[int, ...]
     dtype: str = "bfloat16"
+    params: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
-        return f"{self.function}-{'x'.join(map(str, self.shape))}-{self.dtype}"
+        flags = "".join(f"-{_param_text(k, v)}" for k, v in self.params)
+        return f"{self.function}-{'x'.join(map(str, self.shape))}{flags}-{self.dtype}"
 
     def bind(
         self, device: str = "meta", examples: Path = EXAMPLES
@@ -57,21 +63,35 @@ class Case:
         if str(examples) not in sys.path:
             sys.path.insert(0, str(examples))  # plain imports, so workers can import them too
         module = importlib.import_module(self.example)
-        args = module.inputs(shape=self.shape, dtype=getattr(torch, self.dtype), device=device)
+        make = getattr(module, f"{self.function}_inputs", None) or module.inputs
+        dtype = getattr(torch, self.dtype)
+        args = make(shape=self.shape, dtype=dtype, device=device, **dict(self.params))
         kernel = getattr(module, self.function)
         return kernel, kernel.bind(args), args
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "example": self.example,
             "function": self.function,
             "shape": list(self.shape),
             "dtype": self.dtype,
         }
+        if self.params:  # written only when there are any: older files stay as they were
+            out["params"] = dict(self.params)
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Case:
-        return cls(d["example"], d["function"], tuple(d["shape"]), d.get("dtype", "bfloat16"))
+        params = tuple(sorted(d.get("params", {}).items()))
+        shape, dtype = tuple(d["shape"]), d.get("dtype", "bfloat16")
+        return cls(d["example"], d["function"], shape, dtype, params)
+
+
+def _param_text(key: str, value: Any) -> str:
+    """A parameter in a case's name: the key for a true flag, `key=value` otherwise."""
+    if value is True:
+        return key
+    return f"no_{key}" if value is False else f"{key}={value}"
 
 
 @dataclass

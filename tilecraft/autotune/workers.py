@@ -30,6 +30,11 @@ RETIRE = 0.75  # a worker idle this fraction of its idle limit is replaced, not 
 SKIPPED_RESULT = {"status": "skipped", "error": "the tuning budget ran out first"}
 
 
+def timed(result: dict) -> bool:
+    """Whether a job's result holds a time (not a failure, nor a skip)."""
+    return result.get("time_ms") is not None
+
+
 def past(deadline: float | None) -> bool:
     """Whether `deadline` (time.monotonic; None: never) has passed."""
     return deadline is not None and time.monotonic() >= deadline
@@ -164,7 +169,8 @@ class WorkerPool:
     ) -> list[dict]:
         """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
         Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
-        results are SKIPPED_RESULT; with `wait_for_one`, only once one job has answered.
+        results are SKIPPED_RESULT; with `wait_for_one`, only once one job has been timed
+        (or none is left).
         While `hold()` is true, running jobs' clocks stop (they wait for the reference
         outputs); what it raises stops the run."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
@@ -173,7 +179,7 @@ class WorkerPool:
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
         try:
             while pending or any(w.job is not None for w in self.workers):
-                if past(deadline) and (results or not wait_for_one):
+                if past(deadline) and (not wait_for_one or any(map(timed, results.values()))):
                     results.update((i, SKIPPED_RESULT) for i, _ in pending)
                     pending = []
                     self._stop_running(results)

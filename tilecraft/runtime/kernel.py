@@ -88,27 +88,31 @@ class Kernel:
         return self.config or (self.configs[0] if self.configs else None)
 
     def config_for(self, bound: BoundKernel, args: tuple) -> Config | None:
-        """The config a first call runs: fixed, cached from an earlier tuning, or tuned now.
+        """The config a first call runs: fixed, cached from an earlier tuning (or imported),
+        or tuned now.
 
         Tuning on a first call happens only on a GPU (on a CPU times mean nothing), unless
-        the effort is "none" (then the cost model's pick runs where it is confident, see
-        autotune/predict.py); `configs=[...]` are compared against each other.
+        the effort is "none" (then a stored tuned config runs if there is one, else the cost
+        model's pick where it is confident, see autotune/predict.py); `configs=[...]` are
+        compared against each other.
         """
         if self.config is not None:
             return self.config
-        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-        if len(self.configs) == 1 or self.settings.autotune_effort == "none":
-            if on_gpu and not self.configs:  # the cost model's pick, when it is confident
-                from tilecraft.autotune.predict import untuned_config
-
-                bound.predicted = untuned_config(bound, args, self.settings)
-                return bound.predicted
+        if len(self.configs) == 1:
             return self.chosen_config()
         from tilecraft.autotune.tune import autotune, cached_config
 
         cached = cached_config(bound, args, self.settings)
         if cached is not None:
             return cached
+        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        if self.settings.autotune_effort == "none":
+            if on_gpu and not self.configs:  # the cost model's pick, when it is confident
+                from tilecraft.autotune.predict import untuned_config
+
+                bound.predicted = untuned_config(bound, args, self.settings)
+                return bound.predicted
+            return self.chosen_config()
         if not on_gpu:
             return self.chosen_config()
         return autotune(bound, args, self.settings, configs=self.configs or None)

@@ -8,8 +8,9 @@ calls tilecraft kernels, whose sources in this package read as examples:
   `letterbox`;
 - filters: `gaussian_blur`, `box_blur`, `sobel`, `unsharp_mask` (reflected borders);
 - statistics: `histogram` (atomics), `equalize` (torchvision's / PIL's);
-- `normalize`, and `preprocess` (`preprocess_nv12`): resize or letterbox + normalize to NCHW
-  float16 in one pass;
+- `normalize`, and `preprocess` (`preprocess_nv12`): resize (bilinear, or antialiased as
+  torchvision's default, on the tensor cores) or letterbox + normalize to NCHW float16 in
+  one pass;
 - `Pipeline`: these ops applied in turn to batches of frames
   (`Pipeline.parse("resize=640x360,gray")`);
 - `tilecraft.vision.video`: video files decoded, run through a pipeline, encoded

@@ -127,7 +127,7 @@ class Normalize:
         pad = op.pad if isinstance(op, Letterbox) else 0.0
         boxed = isinstance(op, Letterbox)
         args = (image, op.size, self.mean, self.std, self.dtype, layout, boxed, pad)
-        return preprocessing.preprocess(*args)
+        return preprocessing.preprocess(*args, antialias=_antialiased(op))
 
 
 Op = Callable[[torch.Tensor, str], tuple[torch.Tensor, str]]
@@ -135,9 +135,13 @@ Op = Callable[[torch.Tensor, str], tuple[torch.Tensor, str]]
 
 def _fusable(op: Op, following: Op | None) -> bool:
     bilinear = isinstance(op, Letterbox) or (
-        isinstance(op, Resize) and op.interpolation == "bilinear" and not op.antialias
+        isinstance(op, Resize) and op.interpolation == "bilinear"
     )
     return bilinear and isinstance(following, Normalize)
+
+
+def _antialiased(op: Op | None) -> bool:
+    return isinstance(op, Resize) and op.antialias
 
 
 class Pipeline:
@@ -161,10 +165,11 @@ class Pipeline:
 
     def from_nv12(self, y: torch.Tensor, uv: torch.Tensor) -> torch.Tensor:
         """NV12 frames (as `nv12_to_rgb` takes them) through the pipeline. When it starts
-        with a bilinear resize or a letterbox and `Normalize`, the conversion is fused into
-        them (`preprocess_nv12`); otherwise the frames become RGB in this layout first."""
+        with a bilinear resize (not antialiased) or a letterbox and `Normalize`, the
+        conversion is fused into them (`preprocess_nv12`); otherwise the frames become RGB
+        in this layout first."""
         first, second = (self.ops + [None, None])[:2]
-        if first is None or not _fusable(first, second):
+        if first is None or not _fusable(first, second) or _antialiased(first):
             return self(color.nv12_to_rgb(y, uv, self.layout))
         assert isinstance(second, Normalize) and isinstance(first, (Resize, Letterbox))
         boxed = isinstance(first, Letterbox)

@@ -6,8 +6,11 @@
 `normalize` computes `(x / max - mean) / std` in float32 (max = 255 for uint8 images,
 1 for float ones, as torchvision's `to_dtype(scale=True)` then `normalize`) and stores
 float16, bfloat16 or float32 in either layout: NHWC uint8 in, NCHW float out is one pass.
-`preprocess` resizes (bilinear) or letterboxes and normalizes in the same pass: each output
-value reads its four source pixels once and is written once, with no intermediate image.
+`preprocess` resizes (bilinear or antialiased) or letterboxes and normalizes in the same
+pass, with no intermediate image. NHWC uint8 frames stored without gaps (what decoders
+give) take `antialias.py`'s kernels: whole runs of rows in wide loads, the interpolation
+as small matrix products on the tensor cores. Other frames take `_resize_normalize`, whose
+outputs each gather their four source pixels.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import torch
 
 import tilecraft as tc
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
+from tilecraft.vision.antialias import antialias_normalize, bilinear_normalize, fits
 from tilecraft.vision.color import check_yuv420, yuv_to_rgb
+from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.geometry import _scale, letterbox_box
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 from tilecraft.vision.memory import constant, empty
@@ -31,7 +36,9 @@ def _normalize(
     image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor, peak: float
 ) -> torch.Tensor:
     n, c, h, w = image.size()
-    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, 1, None, None]):
+    # a program may hold several channels (by default all, up to 4): an NHWC pixel's bytes
+    # are then read together, and the tile is transposed on chip for the NCHW stores
+    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, None, None, None]):
         x = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32) / peak
         scaled = (x - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
         out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
@@ -198,6 +205,7 @@ def preprocess(
     letterbox: bool = False,
     pad: float = 114.0,
     out: torch.Tensor | None = None,
+    antialias: bool = False,
 ) -> torch.Tensor:
     """Frames (NHWC uint8 by default) -> bilinear resize -> normalize -> NCHW `dtype`, one pass.
 
@@ -206,6 +214,11 @@ def preprocess(
     `normalize(resize(frames.float(), size), ...)`: the resized values are not rounded to
     uint8 in between, so it is more exact than resizing uint8 images first. Given `out`
     (NCHW, the result's shape and dtype), the result is written there: nothing is allocated.
+
+    With `antialias=True` the resize averages every pixel an output covers, as torchvision's
+    `resize` does by default (`F.interpolate(..., antialias=True)`), as two small matrix
+    products per tile on the tensor cores (`tilecraft/vision/antialias.py`): float16 weights,
+    within about 0.2 of a uint8 level of the float32 reference before normalizing.
     """
     _check_dtype(dtype)
     img = as_nchw(frames, layout)
@@ -217,8 +230,37 @@ def preprocess(
     out = _destination(out, (n, c, *size), dtype, frames.device, img.batched)
     peak = 255.0 if frames.dtype == torch.uint8 else 1.0
     mean_t, std_t = _stats(mean, c, frames.device), _stats(std, c, frames.device)
-    out = _resize_normalize(img.view, mean_t, std_t, out, *box, *scales, float(pad), peak)
+    if antialias:
+        out = _antialiased(img.view, mean_t, std_t, out, box, float(pad), peak)
+    else:
+        packed = bilinear_normalize(img.view, mean_t, std_t, out, box, float(pad), peak)
+        if packed is None:
+            packed = _resize_normalize(
+                img.view, mean_t, std_t, out, *box, *scales, float(pad), peak
+            )
+        out = packed
     return img.restore(out, "NCHW")
+
+
+def _antialiased(
+    image: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box: list[int],
+    pad: float,
+    peak: float,
+) -> torch.Tensor:
+    """The antialiased resize into `box` of `out`, normalized: one kernel, or, for shrinking
+    too far for its windows, the two averaging passes and then a copy into the box."""
+    # float16 products of uint8 samples; float frames (of any range) take the passes
+    if image.dtype == torch.uint8 and fits(tuple(image.shape[2:]), box):
+        return antialias_normalize(image, mean, std, out, box, pad, peak)
+    n, c = image.shape[:2]
+    inner = empty([n, c, box[2], box[3]], torch.float32, image.device)
+    inner = average_resize(image, inner, area=False)
+    # bilinear at scale 1 samples each pixel exactly: a copy into the box, with the border
+    return _resize_normalize(inner, mean, std, out, *box, 1.0, 1.0, pad, peak)
 
 
 def preprocess_nv12(

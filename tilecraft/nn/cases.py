@@ -1,0 +1,91 @@
+"""Arguments of the `tilecraft.nn` kernels at chosen shapes, for recording and replaying
+tuning landscapes (`tilecraft.autotune.landscape.Case` with `example="tilecraft.nn.cases"`).
+
+Each `<kernel>_inputs` builds exactly the arguments the public function (`attention`,
+`conv2d`) passes its kernel, so a landscape's tuning key is the one a user's call has: the
+trials recorded for it warm-start that call's tuning, and the cost model learns from them.
+
+Example::
+
+    case = Case("tilecraft.nn.cases", "conv2d_gemm", (32, 256, 14, 256, 3, 1))
+    kernel, bound, args = case.bind("meta")
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from tilecraft.nn.attention import attention_forward
+from tilecraft.nn.conv2d import plan
+from tilecraft.nn.conv2d_kernels import conv2d_gemm, conv2d_pointwise
+
+__all__ = [
+    "attention_forward",
+    "attention_forward_inputs",
+    "conv2d_gemm",
+    "conv2d_gemm_inputs",
+    "conv2d_pointwise",
+    "conv2d_pointwise_inputs",
+]
+
+
+def attention_forward_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    causal: bool = False,
+) -> tuple:
+    """`attention_forward`'s arguments for `(batch, heads, sequence, head_dim)` (self
+    attention, no bias, no window), as `tilecraft.nn.attention` passes them."""
+    batch, heads, seq, head_dim = shape
+    q, k, v = (
+        torch.randn(batch, heads, seq, head_dim, dtype=dtype, device=device) for _ in range(3)
+    )
+    return q, k, v, q.new_empty(0), causal, 1.0 / math.sqrt(head_dim), 0, False
+
+
+def conv_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+) -> tuple[Any, tuple]:
+    """`conv2d`'s kernel and arguments for `(batch, in_ch, size, out_ch, kernel, stride)`:
+    channels-last square images, `kernel // 2` padding, no bias, activation or residual
+    (a ResNet-50 convolution, followed by a batch norm)."""
+    batch, in_ch, size, out_ch, kernel, stride = shape
+    x = torch.randn(batch, in_ch, size, size, dtype=dtype, device=device)
+    w = torch.randn(out_ch, in_ch, kernel, kernel, dtype=dtype, device=device)
+    x = x.contiguous(memory_format=torch.channels_last)
+    w = w.mul(1.0 / math.sqrt(in_ch * kernel * kernel))  # outputs of unit scale
+    op, args = plan(x, w, stride=stride, padding=kernel // 2)
+    return op.kernel, args
+
+
+def _conv_for(function: str, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> tuple:
+    kernel, args = conv_inputs(shape, dtype, device)
+    if kernel.__name__ != function:
+        raise ValueError(f"conv2d runs {kernel.__name__} for {shape}, not {function}")
+    return args
+
+
+def conv2d_gemm_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+) -> tuple:
+    """`conv2d_gemm`'s arguments (see `conv_inputs`); a shape conv2d runs another kernel
+    for (a 1x1 filter of stride 1) is an error."""
+    return _conv_for("conv2d_gemm", shape, dtype, device)
+
+
+def conv2d_pointwise_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+) -> tuple:
+    """`conv2d_pointwise`'s arguments: `shape` as `conv_inputs` takes it, a 1x1 filter of
+    stride 1."""
+    return _conv_for("conv2d_pointwise", shape, dtype, device)
