@@ -25,7 +25,7 @@ from tilecraft.runtime.settings import Settings
 
 LANDSCAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "landscapes" / "h200"
 TARGET = "sum_rows-4096x4096"  # held out; the model learns from the others
-CONFIDENT = "bias_gelu-8192x4096"  # held out, a shape where the untuned path is confident
+CONFIDENT = "conv2d_gemm-32x256x14x256x3x1"  # held out; the untuned path is confident here
 
 
 @cache
@@ -105,33 +105,18 @@ def test_predict_without_a_model_measures_the_default() -> None:
 
 def test_confident_on_a_new_shape_of_a_known_kernel_only() -> None:
     land, space, desc = prepared(CONFIDENT)
-    same_kernel = [prepared(n)[2] for n in names() if n.startswith("bias_gelu-") and n != CONFIDENT]
+    kernel = CONFIDENT.split("-")[0]
+    same_kernel = [prepared(n)[2] for n in names() if n.startswith(kernel + "-") and n != CONFIDENT]
     model = model_without(shape=CONFIDENT)
     pick = predict.judge(model, desc, space, seeds_of(CONFIDENT), same_kernel)
-    assert pick.confident and pick.distance <= predict.NEAR
-    assert predict.MARGIN <= pick.margin <= predict.MAX_MARGIN
+    assert pick.confident and pick.distance <= predict.NEAR and pick.margin >= predict.MARGIN
     replay = Replay(land, space)
-    assert replay.lookup(pick.config).time_ms < replay.lookup(space.default()).time_ms
-    unknown = predict.judge(
-        model_without(kernel="bias_gelu"), desc, space, heuristic_seeds(space), []
-    )
+    assert replay.lookup(pick.config).time_ms < replay.lookup(space.default()).time_ms / 1.4
+    unknown = predict.judge(model_without(kernel=kernel), desc, space, heuristic_seeds(space), [])
     assert not unknown.confident and unknown.distance == float("inf")
     matmul = [prepared("matmul-1024x1024x1024")[2]]
     far = predict.judge(model, desc, space, seeds_of(CONFIDENT), matmul)
     assert far.distance > predict.NEAR and not far.confident
-
-
-def test_not_confident_in_a_gain_too_large_to_trust() -> None:
-    """bmm's shapes differ so much that the model predicts a new one 2x or more faster
-    than the default; that is extrapolation (the pick runs 7x slower), never trusted."""
-    name = "bmm-16x512x512x512"
-    land, space, desc = prepared(name)
-    same_kernel = [prepared(n)[2] for n in names() if n.startswith("bmm-") and n != name]
-    pick = predict.judge(model_without(shape=name), desc, space, seeds_of(name), same_kernel)
-    assert pick.distance <= predict.NEAR and pick.margin > predict.MAX_MARGIN
-    assert not pick.confident
-    replay = Replay(land, space)
-    assert replay.lookup(pick.config).time_ms > replay.lookup(space.default()).time_ms
 
 
 def test_top_picks_differ_in_several_knobs() -> None:
@@ -144,8 +129,7 @@ def test_top_picks_differ_in_several_knobs() -> None:
 
 
 def test_diverse_fills_up_in_rank_order() -> None:
-    synthetic = Synthetic(0)
-    space = synthetic.space
+    space = Synthetic(0).space
     base = space.default()
     near = space.neighbors(base)[:3]  # each one knob away from the default
     assert all(predict.knob_differences(space, base, c) == 1 for c in near)
