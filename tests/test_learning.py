@@ -171,15 +171,22 @@ def test_fast_search_tries_the_knobs_the_model_cannot_see() -> None:
         description=desc,
     )
     search.budget.start()
-    leader = best_config(land)
+    blind = {"load_eviction_policies[0]", "maxnreg", "num_sm_multiplier"}
+    assert set(search.blind_knobs) == blind
+    picks = search.best_rated(search.draw(50), 10)  # random draws: random hints and caps
+    assert picks and all(c.get("maxnreg") is None for c in picks)
+    assert all(c.get("load_eviction_policies") == [None] for c in picks)
+    leader = space.snap(space.values(best_config(land)))  # as the space spells it
     search.measure([leader])
     search.finish()
-    tried = [t.config for t in search.trials[1:]]
-    hints = [c.get("load_eviction_policies") for c in tried]
-    assert sorted(map(str, hints)) == ["['first']", "['last']"]  # nothing else changed
-    assert all(
-        space.values(c) | {"load_eviction_policies[0]": None} == space.values(leader) for c in tried
-    )
+    base = space.values(leader)
+    changed = [
+        {k for k, v in space.values(t.config).items() if v != base[k]} for t in search.trials[1:]
+    ]
+    assert all(len(c) == 1 for c in changed)  # one knob at a time, and only blind ones
+    assert {k for c in changed for k in c} <= {"load_eviction_policies[0]", "maxnreg"}
+    hints = [t.config.get("load_eviction_policies") for t in search.trials[1:]]
+    assert ["first"] in hints and ["last"] in hints
     assert search.best().config.get("load_eviction_policies") == ["first"]
 
 
