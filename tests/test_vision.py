@@ -208,6 +208,21 @@ def test_filters(vmode):
     torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 7), (1.1, 1.5)), expected)
 
 
+@pytest.mark.parametrize("one_pass_taps", [25, 0])
+def test_blur_tiles(vmode, monkeypatch, one_pass_taps):
+    # tiles of 16 (32 in eager mode): some lie inside the image (shifted loads), the
+    # others reflect at borders
+    config = tc.Config(block_sizes=[16, 16, 16, 16], one_pass_taps=one_pass_taps)
+    monkeypatch.setattr(
+        filters, "_separable", vmode(tc.kernel(filters._separable.fn, config=config))
+    )
+    x, _ = images(shape=(1, 1, 70, 67))
+    taps = filters.gaussian_kernel1d(5, 1.1)[:, None] * filters.gaussian_kernel1d(3, 0.8)
+    expected = reflect_conv(x, taps.to(DEVICE))
+    torch.testing.assert_close(vision.gaussian_blur(x.float(), (3, 5), (0.8, 1.1)), expected)
+    assert_levels(vision.gaussian_blur(x, (3, 5), (0.8, 1.1)), expected.round(), 1)
+
+
 @pytest.mark.parametrize("letterbox", [False, True])
 def test_preprocess(vmode, letterbox):
     x, xl = images(shape=(2, 3, 5, 3), layout="NHWC")
@@ -260,6 +275,18 @@ def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
     wrong = vision.preprocess(*args, layout=layout, letterbox=letterbox)
     if shape[2] > size[0] > 1:  # the check can fail: plain bilinear is not antialiased
         assert (wrong.float() - expected).abs().max() > 0.25 / 255 / 0.224
+
+
+@pytest.mark.parametrize("shape, size", [((1, 3, 8, 12), (4, 6)), ((2, 3, 1, 1), (3, 5))])
+def test_preprocess_bilinear_products(vmode, shape, size):
+    # NHWC uint8 frames: the packed kernel's products, one per step when the weights are
+    # eighths (half size), three (the halves) otherwise (one pixel grown to 3x5)
+    assert antialias.eighths(shape[2], size[0]) == (shape[2] > 1)
+    x, xl = images(shape=shape, layout="NHWC")
+    got = vision.preprocess(xl, size, MEAN, STD)
+    resized = F.interpolate(x.float(), size, mode="bilinear", align_corners=False)
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    torch.testing.assert_close(got, ((resized / 255 - mean) / std).half())
 
 
 @pytest.mark.parametrize("letterbox", [False, True])

@@ -105,7 +105,9 @@ class KernelWriter:
 
     def as_full(self, value: Value) -> str:
         """A value as a tile of its full rank."""
-        return f"{value.name}[None, :, :]" if value in self.flat else value.name
+        if value not in self.flat:
+            return value.name
+        return f"{value.name}[{', '.join(['None'] + [':'] * (value.type.rank - 1))}]"
 
     def flat_store(self, op: Op) -> bool:
         return (
@@ -317,7 +319,8 @@ class KernelWriter:
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
     def op_index_view(self, op: Op) -> None:
-        self.assign(op, f"{op.args[0].name}[{', '.join(op.attrs['index'])}]")
+        index = op.attrs["index"][1:] if op.out in self.flat else op.attrs["index"]
+        self.assign(op, f"{op.args[0].name}[{', '.join(index)}]")
 
     def op_reshape(self, op: Op) -> None:
         views.reshape(self, op)
@@ -448,10 +451,11 @@ class KernelWriter:
         assert op.out is not None
         (x,) = op.args
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
-        compute = reduce_compute(op)
-        value = self.operand(x, x.type.dims, compute)
+        compute, dims = reduce_compute(op), self.text_dims(x)
+        axis -= x.type.rank - len(dims)  # a flat value has lost its leading dim
+        value = self.operand(x, dims, compute)
         if block is not None and self.has_mask(block) and kind != "custom":
-            mask = expand(f"mask_{block}", x.type.rank, axis)
+            mask = expand(f"mask_{block}", len(dims), axis)
             value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
         if kind in ("prod", "custom"):
@@ -462,7 +466,7 @@ class KernelWriter:
         if kind != "sum" and compute.is_floating_point:
             self.line(f"{op.out.name}_in = {value}")
             size = "1" if block is None else self.size(block)
-            position = expand(f"tl.arange(0, {size})", x.type.rank, axis)
+            position = expand(f"tl.arange(0, {size})", len(dims), axis)
             expr = self.nan_aware(kind, op.out.name, axis, keep, position, compute)
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))

@@ -131,6 +131,19 @@ def partial_sums(splits: int, dims: list[int], like: torch.Tensor) -> torch.Tens
     return torch.empty(size, dtype=torch.float32, device=like.device)
 
 
+def input_at(out_pos: Any, tap: Any, stride: int, dil: int, pad: int) -> Any:
+    """The input row (or column) that output row `out_pos` reads through tap row `tap`
+    (outside the image where the tap meets padding)."""
+    return out_pos * stride + (tap * dil - pad)
+
+
+def output_at(in_pos: Any, tap: Any, stride: int, dil: int, pad: int) -> tuple[Any, Any]:
+    """`input_at` inverted: the output row (or column) that read input row `in_pos` through
+    tap row `tap`, and whether one did (the stride skips some; none lies before the first)."""
+    rise = in_pos + (pad - tap * dil)
+    return rise // stride, (rise >= 0) & (rise % stride == 0)
+
+
 def saves_pre(act: int) -> bool:
     """Whether the backward needs the pre-activation (ReLU's gradient reads the output)."""
     return act in (SILU, GELU)
@@ -168,18 +181,29 @@ def _positions(rows: torch.Tensor, out_h: int, out_w: int) -> tuple[Any, Any, An
     return rows // (out_h * out_w), rows % (out_h * out_w) // out_w, rows % out_w
 
 
-def _finish(
+def _epilogue(
     acc: torch.Tensor,
-    bias_cols: Any,
-    residual_tile: Any,
-    act: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The epilogue: (pre-activation, activation) of `acc + bias + residual`, float32."""
-    if bias_cols is not None:
-        acc = acc + bias_cols.to(torch.float32)[None, :]
-    if residual_tile is not None:
-        acc = acc + residual_tile.to(torch.float32)
-    return acc, _activate(acc, act)
+    where: list[Any],
+    cols: Any,
+    out: torch.Tensor,
+    pre: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    flags: tuple[int, bool, bool],
+) -> None:
+    """Store `activation(acc + bias[cols] + residual[where])` to `out[where]`, and the
+    pre-activation to `pre[where]` where the backward needs it: the forward kernels'
+    epilogue. `flags` are (act, has_bias, has_residual); `cols` indexes the bias as the
+    results' columns lie (`[1, block]`, or a scalar for one channel). Reads and writes are
+    bounded (`tc.load`, `tc.store`): a ragged tile touches only its positions in range."""
+    act, has_bias, has_residual = flags
+    if has_bias:
+        acc = acc + tc.load(bias, [cols]).to(torch.float32)
+    if has_residual:
+        acc = acc + tc.load(residual, where).to(torch.float32)
+    if saves_pre(act):
+        tc.store(pre, where, acc.to(pre.dtype))
+    tc.store(out, where, _activate(acc, act).to(out.dtype))
 
 
 @tc.kernel
@@ -217,6 +241,7 @@ def conv2d_gemm(
     filters = weight.permute(2, 3, 1, 0)
     out = _new_output(x, out_ch, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     rows, reduction = batch * out_h * out_w, taps * padded
     block_k = tc.register_block_size(16, padded if not flat else reduction)
     check_block(block_k, padded, flat)
@@ -233,8 +258,8 @@ def conv2d_gemm(
             # padding channels, other groups' channels and taps past the last read 0
             tap, c, real = reduction_block(tile_k, cin_g, taps, flat, start)
             rows_k, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
-            ih = oh[:, None] * stride_h + (rows_k * dil_h - pad_h)
-            iw = ow[:, None] * stride_w + (cols * dil_w - pad_w)
+            ih = input_at(oh[:, None], rows_k, stride_h, dil_h, pad_h)
+            iw = input_at(ow[:, None], cols, stride_w, dil_w, pad_w)
             ci = group * cin_g + c
             patch = tc.load(x, [image[:, None], ci[None, :], ih, iw], extra_mask=real[None, :])
             taps_w = tc.load(filters, [row_w, col_w, c[:, None], co[None, :]],
@@ -243,13 +268,8 @@ def conv2d_gemm(
         if splits > 1:
             parts[tile_sg.begin // groups, tile_m.index[:, None], co[None, :]] = acc
         else:
-            where_out = (image[:, None], co[None, :], oh[:, None], ow[:, None])
-            bias_cols = bias[co] if has_bias else None
-            residual_tile = residual[where_out] if has_residual else None
-            acc, result = _finish(acc, bias_cols, residual_tile, act)
-            if saves_pre(act):
-                pre[where_out] = acc.to(pre.dtype)
-            out[where_out] = result.to(out.dtype)
+            where = [image[:, None], co[None, :], oh[:, None], ow[:, None]]
+            _epilogue(acc, where, co[None, :], out, pre, bias, residual, flags)
     # split-K's second pass: the chunks' sums added, then the epilogue (no programs unsplit)
     for tile_m, tile_n in tc.tile(
         [rows if splits > 1 else 0, out_ch], block_size=[SUM_ROWS, SUM_COLS]
@@ -258,13 +278,8 @@ def conv2d_gemm(
         for s in range(1, splits):
             acc = acc + parts[s, tile_m, tile_n]
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
-        where_out = (image[:, None], tile_n.index[None, :], oh[:, None], ow[:, None])
-        bias_cols = bias[tile_n] if has_bias else None
-        residual_tile = residual[where_out] if has_residual else None
-        acc, result = _finish(acc, bias_cols, residual_tile, act)
-        if saves_pre(act):
-            pre[where_out] = acc.to(pre.dtype)
-        out[where_out] = result.to(out.dtype)
+        where = [image[:, None], tile_n.index[None, :], oh[:, None], ow[:, None]]
+        _epilogue(acc, where, tile_n.index[None, :], out, pre, bias, residual, flags)
     return out, pre
 
 
@@ -299,6 +314,7 @@ def conv2d_pointwise(
     filters = weight.reshape(out_ch, in_ch).t()  # [in_ch, out_ch], a strided view
     out = _new_output(x, out_ch, height, width, channels_last)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     images = 1 if channels_last else batch
     rows = pixels * batch // images
     block_k = tc.register_block_size(16, in_ch)
@@ -322,24 +338,16 @@ def conv2d_pointwise(
         else:
             for tile_k in tc.tile(in_ch, block_size=block_k):
                 acc = torch.addmm(acc, x_rows[image, tile_m, tile_k], filters[tile_k, tile_n])
-            bias_cols = bias[tile_n] if has_bias else None
-            residual_tile = res_rows[image, tile_m, tile_n] if has_residual else None
-            acc, result = _finish(acc, bias_cols, residual_tile, act)
-            if saves_pre(act):
-                pre_rows[image, tile_m, tile_n] = acc.to(pre.dtype)
-            out_rows[image, tile_m, tile_n] = result.to(out.dtype)
+            where = [image, tile_m, tile_n]
+            _epilogue(acc, where, tile_n.index[None, :], out_rows, pre_rows, bias, res_rows, flags)
     # split-K's second pass: the chunks' sums added, then the epilogue (no programs unsplit)
     size = [images if splits > 1 else 0, rows, out_ch]
     for tile_b, tile_m, tile_n in tc.tile(size, block_size=[1, SUM_ROWS, SUM_COLS]):
         acc = parts[0, tile_b.begin, tile_m, tile_n]
         for s in range(1, splits):
             acc = acc + parts[s, tile_b.begin, tile_m, tile_n]
-        bias_cols = bias[tile_n] if has_bias else None
-        residual_tile = res_rows[tile_b.begin, tile_m, tile_n] if has_residual else None
-        acc, result = _finish(acc, bias_cols, residual_tile, act)
-        if saves_pre(act):
-            pre_rows[tile_b.begin, tile_m, tile_n] = acc.to(pre.dtype)
-        out_rows[tile_b.begin, tile_m, tile_n] = result.to(out.dtype)
+        where = [tile_b.begin, tile_m, tile_n]
+        _epilogue(acc, where, tile_n.index[None, :], out_rows, pre_rows, bias, res_rows, flags)
     return out, pre
 
 
@@ -372,23 +380,19 @@ def conv2d_depthwise(
     filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     out = _new_output(x, channels, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     for tile_m, tile_c in tc.tile([batch * out_h * out_w, channels]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
         acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
         for i in range(kernel_h):
-            ih = oh * stride_h + (i * dil_h - pad_h)
+            ih = input_at(oh, i, stride_h, dil_h, pad_h)
             for j in range(kernel_w):
-                iw = ow * stride_w + (j * dil_w - pad_w)
+                iw = input_at(ow, j, stride_w, dil_w, pad_w)
                 shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
                 taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
                 acc = acc + shifted.to(torch.float32) * taps_w[None, :]
-        where_out = (image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None])
-        bias_cols = bias[tile_c] if has_bias else None
-        residual_tile = residual[where_out] if has_residual else None
-        acc, result = _finish(acc, bias_cols, residual_tile, act)
-        if saves_pre(act):
-            pre[where_out] = acc.to(pre.dtype)
-        out[where_out] = result.to(out.dtype)
+        where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
+        _epilogue(acc, where, tile_c.index[None, :], out, pre, bias, residual, flags)
     return out, pre
 
 
@@ -422,24 +426,18 @@ def conv2d_depthwise_planes(
     filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     out = _new_output(x, channels, out_h, out_w, False)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     planes = x.reshape(batch * channels, height, width)
     size = [batch * channels, out_h, out_w]
     for tile_p, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
         image, c = tile_p.begin // channels, tile_p.begin % channels
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for i in range(kernel_h):
-            rows = tile_h.index * stride_h + (i * dil_h - pad_h)
+            rows = input_at(tile_h.index, i, stride_h, dil_h, pad_h)
             for j in range(kernel_w):
-                cols = tile_w.index * stride_w + (j * dil_w - pad_w)
+                cols = input_at(tile_w.index, j, stride_w, dil_w, pad_w)
                 shifted = planes[tile_p.begin, rows[:, None], cols[None, :]].to(torch.float32)
                 acc = acc + shifted * filters[c, i * kernel_w + j].to(torch.float32)
-        if has_bias:
-            acc = acc + bias[c].to(torch.float32)
-        where_out = (image, c, tile_h.index[:, None], tile_w.index[None, :])
-        if has_residual:
-            acc = acc + residual[where_out].to(torch.float32)
-        result = _activate(acc, act)
-        if saves_pre(act):
-            pre[where_out] = acc.to(pre.dtype)
-        out[where_out] = result.to(out.dtype)
+        where = [image, c, tile_h.index[:, None], tile_w.index[None, :]]
+        _epilogue(acc, where, c, out, pre, bias, residual, flags)
     return out, pre
