@@ -7,7 +7,8 @@ plain GEMM for 1x1 filters, a direct stencil for depthwise ones) runs a small ha
 sweep of configs on the channels-last input (block sizes, warps, stages; each checked
 against cuDNN's output before it is timed) and keeps the fastest; the NCHW input runs the
 same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
-sweep's first two configs (depthwise filters: a stencil over planes, swept on its own). The
+sweep's first two configs (depthwise filters: a stencil over planes, swept on its own). Deep
+layers (fewer output tiles than the GPU has multiprocessors) also try split-K configs. The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
 per layer). Times are kernel launches (tilecraft's generated launcher, `F.conv2d`,
@@ -51,6 +52,7 @@ sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
 import tilecraft as tc  # noqa: E402
 from tilecraft.autotune.space import ConfigSpace  # noqa: E402
 from tilecraft.nn import conv2d_backward as bwd  # noqa: E402
+from tilecraft.nn import conv2d_kernels as fwd  # noqa: E402
 from tilecraft.nn.conv2d import plan  # noqa: E402
 
 
@@ -116,6 +118,9 @@ SMOKE_LAYERS = [
 ]
 # GEMM kernels: (block_m, block_n, block_k, warps, stages); the first is kept when time runs out
 GEMM_SWEEP = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (256, 128, 64, 8, 3)]
+# split-K (the reduction in `splits` chunks, a second pass adding them), tried second on the
+# forward GEMMs of layers with fewer 128 x 128 output tiles than the GPU has multiprocessors
+SPLIT_SWEEP = [(128, 128, 64, 8, 3, 2), (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 3, 4)]
 # the depthwise stencil: (block of positions, block of channels, warps)
 DEPTHWISE_SWEEP = [(64, 64, 4), (32, 128, 4), (128, 32, 4), (16, 128, 2)]
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
@@ -127,7 +132,7 @@ MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 BLOCK_ORDERS = {
     "conv2d_gemm": "kmn",
     "conv2d_input_grad": "kmn",
-    "conv2d_pointwise": "mnk",
+    "conv2d_pointwise": "kmn",
     "conv2d_weight_grad": "mnk",
     "conv2d_depthwise": "mc",
     "conv2d_depthwise_planes": "mc",  # rows of a plane, then columns
@@ -143,6 +148,8 @@ def _block_knobs(kernel_name: str, entry: tuple) -> dict[str, Any]:
     else:
         sizes = dict(zip("mnk", entry[:3], strict=True))
         extra = {"num_warps": entry[3], "num_stages": entry[4]}
+        if len(entry) > 5:
+            extra["splits"] = entry[5]
     order = BLOCK_ORDERS[kernel_name]
     return {**{f"block_sizes[{i}]": sizes[d] for i, d in enumerate(order)}, **extra}
 
@@ -226,9 +233,20 @@ def run_sweep(
     return summary, best[1] if best else None
 
 
+def wants_split(kernel: tc.Kernel, args: tuple) -> bool:
+    """A forward GEMM with fewer output tiles (at 128 x 128) than an H200 has SMs: a deep
+    layer, which split-K may fill."""
+    if kernel.__name__ not in ("conv2d_gemm", "conv2d_pointwise"):
+        return False
+    x, weight, out_h, out_w = args[0], args[1], args[11], args[12]
+    return fwd.tiles(x.size(0) * out_h * out_w, weight.size(0)) < fwd.SMS
+
+
 def _sweep(kernel: tc.Kernel, args: tuple, deadline: float) -> list[tc.Config]:
     """The sweep for a kernel, cut to its first config once the budget is spent."""
     entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
+    if wants_split(kernel, args):  # (the others unsplit: the default may split)
+        entries = [(*entries[0], 1), *SPLIT_SWEEP, *[(*e, 1) for e in entries[1:]]]
     configs = sweep_configs(kernel, args, entries)
     return configs if time.monotonic() < deadline else configs[:1]
 

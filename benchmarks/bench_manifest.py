@@ -53,7 +53,9 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
     """One run from an empty database; with `kill`, one worker is killed once trials land.
     With `--keep DIR`, the two-worker run's database is copied to DIR."""
     cache = tempfile.mkdtemp(prefix="bench-manifest-")
-    options = TuneOptions(effort=args.effort, budget_s=args.budget_s, cache_dir=cache)
+    options = TuneOptions(
+        effort=args.effort, budget_s=args.budget_s, max_configs=args.max_configs, cache_dir=cache
+    )
     db = TuningDB(Path(cache) / DB_NAME)
     killed: dict[str, Any] = {}
 
@@ -77,6 +79,9 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
         "trials": len(after),
         "failed_entries": sum(o.status == "failed" for o in outcomes),
         "best_ms": {o.entry.ident: o.best_ms for o in outcomes},
+        "phases_s": summed([o.phases for o in outcomes]),
+        "per_entry": [[o.entry.qualname, o.worker, o.phases.get("total")] for o in outcomes],
+        "trials_by_kernel": by_kernel(after),
     }
     if args.keep and workers == 2 and not kill:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
@@ -93,11 +98,32 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
     return result
 
 
+def summed(phases: list[dict[str, float]]) -> dict[str, float]:
+    """Each phase's seconds summed over the entries (where the tuning time went)."""
+    total: dict[str, float] = {}
+    for entry in phases:
+        for name, seconds in entry.items():
+            total[name] = round(total.get(name, 0.0) + seconds, 2)
+    return total
+
+
+def by_kernel(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per kernel: trials by status, and the first error of a failed one."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        seen = out.setdefault(row["kernel_name"], {})
+        seen[row["status"]] = seen.get(row["status"], 0) + 1
+        if row["error"] and row["status"] not in ("ok", "skipped"):
+            seen.setdefault("first_error", row["error"][:400])
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu", action="store_true", help="worker processes under the interpreter")
     p.add_argument("--effort", default="quick")
     p.add_argument("--budget-s", type=float, default=15.0, help="seconds per entry")
+    p.add_argument("--max-configs", type=int, default=None, help="configs per entry")
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)

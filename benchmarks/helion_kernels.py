@@ -1,41 +1,146 @@
-"""The tune_vs_helion kernels written for Helion 1.5.0: tilecraft's examples with Helion's
-imports (needs the helion wheel; see benchmarks/tune_vs_helion.py)."""
+"""The tune_vs_helion kernels, in Helion's API: one source for both. Loaded with
+`BACKEND = "tilecraft"` preset in the module's globals (tune_vs_helion.py does), the
+imports are tilecraft's (the port is the imports alone); else Helion's (needs Helion
+1.5.0's wheel). Helion needs module-level functions, hence a module.
+
+The bodies are tilecraft's examples character for character (softmax, rms_norm,
+cross_entropy, matmul, softmax_two_pass: the tuning database knows them by their source,
+so tilecraft's recorded landscapes seed them) and the Helion-style kernels of
+tests/helion_dialect.py (kl_div_rows, long_sum). layer_norm computes the variance as the
+mean of squared deviations: Helion 1.5.0 cannot lower `torch.var` ("reductions with >1
+input"), so it is not examples/layer_norm.py's source.
+"""
 
 from __future__ import annotations
 
-import helion
-import helion.language as hl
 import torch
 
+BACKEND = globals().get("BACKEND", "helion")
+# `tc` is the namespace of tile, zeros, full, register_block_size: tilecraft's package, or
+# helion.language. Spelled `tc.` as in tilecraft's examples, so that the bodies match
+# theirs to the character (a kernel's source is its key in the tuning database).
+if BACKEND == "tilecraft":
+    import tilecraft as tc
+    from tilecraft import kernel
+else:
+    import helion.language as tc
+    from helion import kernel
 
-@helion.kernel(autotune_effort="quick")
+QUICK = {"autotune_effort": "quick"}
+
+
+@kernel(**QUICK)
 def softmax(x: torch.Tensor) -> torch.Tensor:
     m, n = x.size()
     out = torch.empty_like(x)
-    for tile_m in hl.tile(m):
+    for tile_m in tc.tile(m):
         out[tile_m, :] = torch.nn.functional.softmax(x[tile_m, :], dim=1)
     return out
 
 
-@helion.kernel(autotune_effort="quick")
+@kernel(**QUICK)
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     m, n = x.size()
+    assert weight.size(0) == n, f"weight has size {weight.size(0)}, expected {n}"
     out = torch.empty_like(x)
-    for tile_m in hl.tile(m):
+    for tile_m in tc.tile(m):
         row = x[tile_m, :].to(torch.float32)
         inv_rms = torch.rsqrt(torch.mean(row * row, dim=-1) + eps)
-        out[tile_m, :] = (row * inv_rms[:, None] * weight[:].to(torch.float32)).to(out.dtype)
+        normed = row * inv_rms[:, None] * weight[:].to(torch.float32)
+        out[tile_m, :] = normed.to(out.dtype)
     return out
 
 
-@helion.kernel(autotune_effort="quick")
+@kernel(**QUICK)
+def layer_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5
+) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in tc.tile(m):
+        row = x[tile_m, :].to(torch.float32)
+        mean = torch.mean(row, dim=-1, keepdim=True)
+        centered = row - mean
+        var = torch.mean(centered * centered, dim=-1, keepdim=True)
+        normed = centered * torch.rsqrt(var + eps)
+        result = normed * weight[:].to(torch.float32) + bias[:].to(torch.float32)
+        out[tile_m, :] = result.to(out.dtype)
+    return out
+
+
+@kernel(**QUICK)
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    n, v = logits.size()
+    losses = torch.empty(n, dtype=torch.float32, device=logits.device)
+    flat = logits.view(-1)
+    for tile_n in tc.tile(n):
+        target = flat[tile_n.index * v + labels[tile_n]].to(torch.float32)
+        row = logits[tile_n, :].to(torch.float32)
+        row_max = torch.amax(row, dim=-1)
+        lse = row_max + torch.log(torch.exp(row - row_max[:, None]).sum(dim=-1))
+        losses[tile_n] = lse - target
+    return losses.mean()
+
+
+@kernel(**QUICK)
 def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
-    for tile_m, tile_n in hl.tile([m, n]):
-        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in hl.tile(k):
+    k2, n = y.size()
+    assert k == k2, f"size mismatch {k} != {k2}"
+    out = torch.empty([m, n], dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
             acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
         out[tile_m, tile_n] = acc.to(out.dtype)
+    return out
+
+
+@kernel(**QUICK)
+def softmax_two_pass(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in tc.tile(m):
+        row_max = tc.full([tile_m], float("-inf"), dtype=torch.float32)
+        row_sum = tc.zeros([tile_m], dtype=torch.float32)
+        for tile_n in tc.tile(n):
+            values = x[tile_m, tile_n].to(torch.float32)
+            new_max = torch.maximum(row_max, torch.amax(values, dim=1))
+            scale = torch.exp(row_max - new_max)
+            row_sum = row_sum * scale + torch.exp(values - new_max[:, None]).sum(dim=1)
+            row_max = new_max
+        for tile_n in tc.tile(n):
+            values = x[tile_m, tile_n].to(torch.float32)
+            probs = torch.exp(values - row_max[:, None]) / row_sum[:, None]
+            out[tile_m, tile_n] = probs.to(out.dtype)
+    return out
+
+
+@kernel(**QUICK)
+def kl_div_rows(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """Per-row KL(p || q) from log q, both tile sizes registered (Helion's kl_div shape)."""
+    rows, vocab = log_q.shape
+    loss = torch.zeros([rows], dtype=torch.float32, device=log_q.device)
+    block_v = tc.register_block_size(vocab)
+    block_r = tc.register_block_size(rows)
+    for tile_r in tc.tile(rows, block_size=block_r):
+        acc = tc.zeros([tile_r, block_v], dtype=torch.float32)
+        for tile_v in tc.tile(vocab, block_size=block_v):
+            target = p[tile_r, tile_v]
+            log_p = torch.log(torch.clamp(target, min=1e-10))
+            acc += target * (log_p - log_q[tile_r, tile_v])
+        loss[tile_r] = acc.sum(dim=-1)
+    return loss
+
+
+@kernel(**QUICK)
+def long_sum(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    block_size_n = tc.register_block_size(n)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m, block_size_n], dtype=x.dtype)
+        for tile_n in tc.tile(n, block_size=block_size_n):
+            acc += x[tile_m, tile_n]
+        out[tile_m] = acc.sum(-1)
     return out

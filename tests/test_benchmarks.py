@@ -142,3 +142,57 @@ def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         ratios = ("nhwc_vs_cudnn_nhwc", "nchw_vs_cudnn_nchw", "backward_vs_cudnn_backward")
         assert all(row["ratios"][r] > 0 for r in ratios), row["ratios"]
     assert set(data["geomeans"]) == {"3x3", "depthwise", "all but depthwise"}
+
+
+@CPU_ONLY
+def test_tune_vs_helion_lanes_and_merge_on_the_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both lanes' dry runs (Helion skips with its reason where it cannot run), then the
+    merge of their files by kernel."""
+    script = load_script("tune_vs_helion", monkeypatch)
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setenv("TILECRAFT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TILECRAFT_AUTOTUNE_WORKERS", "0")
+    common = ["--smoke", "--kernels", "softmax,long_sum", "--cache", str(tmp_path / "cache")]
+    ours = script.main([*common, "--lane", "tilecraft", "--out", "tc.json"])
+    for row in ours["rows"]:
+        assert row["tilecraft"]["configs"] == 2 and row["tilecraft"]["error"] < 1e-4, row
+        assert "skipped" in row["torch_compile"]
+    assert [r["unseen"] for r in ours["rows"]] == [False, True]
+    theirs = script.main([*common, "--lane", "helion", "--out", "h.json"])
+    assert all("skipped" in r["helion"] and "tilecraft" not in r for r in theirs["rows"])
+    merged = script.main(["--merge", str(tmp_path / "h.json"), str(tmp_path / "tc.json")])
+    assert [sorted(r) for r in merged["rows"]] == [
+        ["helion", "kernel", "shape", "tilecraft", "torch_compile", "unseen"]
+    ] * 2
+    assert script.selected(script.parse(["--half", "2"])) == list(script.CASES)[4:]
+
+
+@CPU_ONLY
+def test_bench_bmm_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_bmm", monkeypatch)
+    out = tmp_path / "bmm.json"
+    result = script.main(["--smoke", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    for shape in result["results"]:
+        rows = {r["label"]: r for r in shape["rows"]}
+        assert all("error" not in r for r in rows.values()), rows
+        assert rows["flat 16x16x16"]["flat"] and not rows["3-D 2x16x16x16"]["flat"]
+        assert max(r.get("max_error", 0) for r in rows.values()) < 1e-4
+
+
+def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ResNet-50's res5 3x3 layer (few output tiles) tries split-K configs second; res3's
+    (many tiles) does not. Bound on meta tensors: nothing runs."""
+    from tilecraft.nn.conv2d import plan
+
+    script = load_script("bench_conv", monkeypatch)
+    for size, channels, split in ((7, 512, True), (28, 128, False)):
+        x = torch.empty(32, channels, size, size, dtype=torch.bfloat16, device="meta")
+        w = torch.empty(channels, channels, 3, 3, dtype=torch.bfloat16, device="meta")
+        op, args = plan(x.contiguous(memory_format=torch.channels_last), w, padding=1)
+        configs = script._sweep(op.kernel, args, deadline=float("inf"))
+        splits = [c.to_dict().get("splits") for c in configs]
+        assert script.wants_split(op.kernel, args) == split
+        assert splits == ([1, 2, 2, 4, 1, 1, 1] if split else [1, 1, 1, 1]), splits

@@ -87,13 +87,19 @@ def test_matrix_products_default_to_measured_tiles() -> None:
     assert config.block_sizes == [128, 128, 64] and config.num_warps == 4
     small = bind_meta(matmul.matmul, (40, 30), (30, 20)).default_config
     assert small.block_sizes == [64, 32, 32]  # capped by the sizes, at least 16 for tl.dot
+    # large batched products take a batch tile of one, written as a 2-D product (wgmma on
+    # Hopper), with a 2-D product's tiles, warps and stages
     batched = bind_meta(bmm.bmm, (64, 1024, 1024), (64, 1024, 1024)).default_config
-    batch = batched.block_sizes[0]
-    # a 3-D product spreads its warps over the batch tile: a tile of 1 with 8 warps was
-    # 4-5x slower than the best config on the H200
-    assert batch > 1 and batched.num_warps <= batch
+    assert batched.block_sizes == [1, 128, 128, 64] and batched.num_warps == 4
+    assert batched.num_stages == 4
+    assert batched.get("loop_orders") == [[1, 2, 0]]  # the batch launched last: one batch in L2
     one = bind_meta(bmm.bmm, (1, 256, 256), (1, 256, 256)).default_config
-    assert one.block_sizes[0] == 1 and one.num_warps == 1
+    assert one.block_sizes == [1, 128, 128, 64] and one.num_warps == 4
+    # small matrices stay 3-D products over a batch tile, which spreads the warps: a
+    # tile of 1 with 8 warps was 4-5x slower than the best config on the H200
+    small = bind_meta(bmm.bmm, (64, 16, 16), (64, 16, 16)).default_config
+    batch = small.block_sizes[0]
+    assert batch > 1 and small.num_warps <= batch
 
 
 def test_float32_products_fit_shared_memory_with_fewer_stages() -> None:

@@ -6,6 +6,8 @@ import bmm
 import matmul
 import matmul_split_k
 import pytest
+import rms_norm
+import softmax
 import torch
 
 import tilecraft as tc
@@ -33,6 +35,7 @@ KNOBS = {
     "warps_stages": ({"num_warps": 2, "num_stages": 2}, "num_warps=2, num_stages=2"),
     "tensor_descriptor": ({"indexing": "tensor_descriptor"}, "tl.make_tensor_descriptor("),
     "block_ptr": ({"indexing": "block_ptr"}, "tl.make_block_ptr("),
+    "eviction": ({"load_eviction_policies": ["last", "first"]}, "eviction_policy='evict_first'"),
     "mixed_indexing": (
         {"indexing": ["tensor_descriptor", "pointer", "pointer"]},
         "x_desc_0_2.load(",
@@ -81,6 +84,7 @@ def test_descriptor_falls_back_for_a_gather_free_misaligned_view() -> None:
         ({"num_warps": 3}, "num_warps"),
         ({"block_sizes": [16, 24, 16]}, "powers of two"),
         ({"block_sizes": [16, 16, 16, 16]}, "entries"),
+        ({"load_eviction_policies": ["sometimes"]}, "load_eviction_policies"),
     ],
 )
 def test_invalid_configs_are_rejected(knobs: dict, message: str) -> None:
@@ -114,3 +118,24 @@ def test_fp32_products_follow_the_tf32_setting() -> None:
     fast = tc.kernel(matmul.matmul.fn, allow_tf32=True)
     assert 'input_precision="ieee"' in exact.bind(args).to_triton_code()
     assert 'input_precision="tf32"' in fast.bind(args).to_triton_code()
+
+
+@pytest.mark.parametrize("indexing", ["pointer", "block_ptr"])
+def test_eviction_hints_on_row_kernels(mode, indexing: str) -> None:
+    """Each load takes its own `load_eviction_policies` entry (program order), in both
+    modes; a looped row re-reads with the same hint; "" means none."""
+    x = torch.randn(19, 300)
+    config = tc.Config(
+        block_sizes=[4], reduction_loops=[128], indexing=indexing, load_eviction_policies=["last"]
+    )
+    kernel = mode(tc.kernel(softmax.softmax.fn, config=config))
+    assert_close(kernel(x), softmax.reference(x))
+    code = kernel.bind((x,)).to_triton_code(config)
+    assert code.count("eviction_policy='evict_last'") == 3  # max, sum and output passes
+    args = rms_norm.inputs(shape=(19, 300), device="cpu")
+    config = tc.Config(block_sizes=[2], indexing=indexing, load_eviction_policies=["", "first"])
+    kernel = mode(tc.kernel(rms_norm.rms_norm.fn, config=config))
+    assert_close(kernel(*args), rms_norm.reference(*args))
+    code = kernel.bind(args).to_triton_code(config)
+    loads = [line for line in code.splitlines() if "tl.load(" in line]
+    assert len(loads) == 2 and "evict" not in loads[0] and "evict_first" in loads[1]

@@ -124,6 +124,65 @@ def test_fast_search_finds_the_best_region_of_held_out_shapes(target: str) -> No
     assert (replay.best_ms() or float("inf")) <= 1.05 * land.best_ms
 
 
+def test_fast_search_goes_on_after_its_climb_stalls() -> None:
+    """The climb stalls after a few rounds; the search then explores (long moves, the
+    model's picks of fresh configs) until its budget, here 40 configs, is spent, and on
+    this landscape finds a better config than the climb alone."""
+    target = "rms_norm-2048x16384"
+    land, space, desc = prepared(target)
+    results = []
+    for explore in (False, True):
+        replay = Replay(land, space)
+        search = make_search(
+            "fast", space, replay, Budget(40, 60.0, clock=replay.clock),
+            seeds=heuristic_seeds(space), model=model_without(target), description=desc,
+        )  # fmt: skip
+        if not explore:
+            search.wide_moves = list  # type: ignore[method-assign]  # no long moves
+            search.look_further = lambda: None  # type: ignore[method-assign]
+        search.run()
+        results.append((len(replay.history), replay.best_ms() or float("inf")))
+    (climbed, climb_ms), (explored, explore_ms) = results
+    assert climbed < 40 and explored == 40
+    assert explore_ms < 0.99 * climb_ms
+
+
+def test_fast_search_tries_the_knobs_the_model_cannot_see() -> None:
+    """Eviction hints leave the model's features unchanged, so its ranking never picks
+    them: the finishing stage measures each other hint on the best config and keeps the
+    one that helps (here a planted 10% gain on "first")."""
+    target = "softmax-4096x4096"
+    land, space, desc = prepared(target)
+    replay = Replay(land, space)
+
+    def evaluate(configs: list[tc.Config]) -> list[Trial]:
+        trials = replay(configs)
+        for t in trials:
+            if t.ok and t.config.get("load_eviction_policies") == ["first"]:
+                t.time_ms = (t.time_ms or 0.0) * 0.9
+        return trials
+
+    search = make_search(
+        "fast",
+        space,
+        evaluate,
+        Budget(40, 60.0, clock=replay.clock),
+        model=model_without(target),
+        description=desc,
+    )
+    search.budget.start()
+    leader = best_config(land)
+    search.measure([leader])
+    search.finish()
+    tried = [t.config for t in search.trials[1:]]
+    hints = [c.get("load_eviction_policies") for c in tried]
+    assert sorted(map(str, hints)) == ["['first']", "['last']"]  # nothing else changed
+    assert all(
+        space.values(c) | {"load_eviction_policies[0]": None} == space.values(leader) for c in tried
+    )
+    assert search.best().config.get("load_eviction_policies") == ["first"]
+
+
 def test_nearest_shapes_come_first() -> None:
     assert spec_distance("bfloat16[64, 64]", "float32[64, 64]") == float("inf")
     best = {

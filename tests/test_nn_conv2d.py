@@ -247,3 +247,52 @@ def test_conv2d_configs(blocks: list[int]) -> None:
     splits = tc.Config(block_sizes=blocks, splits=blocks[0] // 8)  # 2 or 8 chunks
     dw = bwd.conv2d_weight_grad.bind(dw_args).compile(splits)(*dw_args)
     torch.testing.assert_close(dw, wr.grad, atol=1e-4, rtol=1e-4)
+
+
+SPLIT_CASES = [
+    # (x shape, w shape, channels-last, options, splits): padded taps with groups (4 chunks:
+    # the last lie past the reduction's end, ragged or empty), a flat reduction (3 channels)
+    # on NCHW, and 1x1 filters (the plain GEMM) in both layouts
+    ((2, 40, 5, 6), (6, 20, 3, 3), True, {"stride": (2, 1), "padding": 1, "dilation": (1, 2),
+                                          "groups": 2}, 4),
+    ((1, 3, 7, 5), (5, 3, 5, 5), False, {"stride": 2, "padding": 2}, 2),
+    ((2, 40, 5, 3), (9, 40, 1, 1), True, {}, 4),
+    ((2, 40, 5, 3), (9, 40, 1, 1), False, {}, 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "channels_last", "options", "splits"),
+    SPLIT_CASES,
+    ids=["gemm-groups-nhwc", "gemm-flat-nchw", "pointwise-nhwc", "pointwise-nchw"],
+)
+def test_conv2d_split_k(mode, x_shape, w_shape, channels_last, options, splits) -> None:
+    """The reduction split in chunks (split-K: float32 partial sums, then a second pass that
+    adds them and applies the epilogue) gives the unsplit result, pre-activation included."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x, w, b = _leaves(x_shape, w_shape, torch.float32, channels_last, True, options)
+    ref = F.conv2d(x, w, b, **options)
+    r = torch.randn_like(ref)
+    x[0, 0, 0, 0] = float("inf")  # stays where it is: no chunk reads past its end
+    ref = F.conv2d(x, w, b, **options) + r
+    op, args = plan(x, w, b, activation="silu", residual=r, **options)
+    config = tc.Config(block_sizes=[16, 16, 16], splits=splits)
+    kernel = mode(tc.kernel(op.kernel.fn, config=config))
+    out, pre = kernel(*args)
+    torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4, equal_nan=True)
+    torch.testing.assert_close(out, F.silu(ref), atol=1e-4, rtol=1e-4, equal_nan=True)
+    assert out.is_contiguous(memory_format=torch.channels_last) == channels_last
+    assert not torch.isfinite(ref).all()  # the inf reached some outputs (and only those)
+
+
+def test_conv2d_split_k_defaults() -> None:
+    """Split-K's default: deep layers (few output tiles, long reductions) fill the GPU's
+    multiprocessors; small or already parallel GEMMs are not split."""
+    assert fwd.k_splits(32 * 7 * 7, 512, 9 * 512).default == 2  # ResNet-50 res5 3x3
+    assert fwd.k_splits(32 * 7 * 7, 512, 2048).default == 2  # res5 1x1 reduce
+    assert fwd.k_splits(32 * 14 * 14, 256, 9 * 256).default == 1  # res4 3x3: 98 tiles
+    assert fwd.k_splits(30, 8, 9 * 64).default == 1  # small
+    assert fwd.k_splits(64, 64, 64).high == 1  # too short a reduction to split
+    assert fwd.split_chunk(288, 32, 4) == 96 and fwd.split_chunk(147, 64, 1) == 192

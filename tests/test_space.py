@@ -51,6 +51,16 @@ def test_row_kernels_offer_whole_row_or_chunked_reductions() -> None:
     assert sum(k.field == "range_unroll_factors" for k in two_pass.knobs) == 2
 
 
+def test_each_load_has_an_eviction_hint_knob_off_by_default() -> None:
+    space = space_of(layer_norm.layer_norm, layer_norm.inputs(shape=(33, 300), device="cpu"))
+    knobs = [k for k in space.knobs if k.field == "load_eviction_policies"]
+    assert [k.index for k in knobs] == [0, 1, 2]  # x, weight, bias
+    assert all(k.choices == (None, "first", "last") and k.default is None for k in knobs)
+    assert space.default().get("load_eviction_policies") == [None, None, None]
+    pasted = tc.Config(load_eviction_policies=["last", "", "first"])  # Helion's spelling
+    assert space.values(space.snap(space.values(pasted)))["load_eviction_policies[0]"] == "last"
+
+
 def test_random_neighbors_and_encodings_respect_the_constraints() -> None:
     space = space_of(sums.long_sum, sums.inputs(shape=(300, 5000), device="cpu"))
     rng = random.Random(0)

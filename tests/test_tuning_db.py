@@ -293,3 +293,47 @@ def test_opening_waits_out_another_process_setting_the_file_up(
         record(db, make_trials("k", 3))
         assert db.count() == 3
     assert len(answers) == 3
+
+
+KERNELS_FILE = """
+import torch
+import tilecraft as tc
+
+
+@tc.kernel
+def double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+@tc.kernel
+def triple(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * 3
+    return out
+"""
+
+
+def test_kernels_of_an_unregistered_module_are_keyed_by_their_own_source(tmp_path: Path) -> None:
+    """A module loaded from its file without sys.modules (as benchmark scripts load theirs)
+    still keys each kernel by its source: two kernels never share tuned configs."""
+    import importlib.util
+
+    import torch
+
+    from tilecraft.autotune.tune import tune_key
+
+    path = tmp_path / "unregistered_kernels.py"
+    path.write_text(KERNELS_FILE)
+    spec = importlib.util.spec_from_file_location("unregistered_kernels", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    args = (torch.randn(10),)
+    double, triple = (tune_key(k.bind(args), args).kernel for k in (module.double, module.triple))
+    assert double != triple
+    assert "def double(" in "".join(module.double.bind(args).src.lines)
+    torch.testing.assert_close(module.triple(*args), args[0] * 3)

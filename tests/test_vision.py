@@ -117,6 +117,12 @@ def test_normalize_nhwc_to_nchw(vmode, dtype):
     torch.testing.assert_close(got, ((x.float() / 255 - mean) / std).to(dtype))
     floats = vision.normalize(x.float(), 0.5, 2.0, layout="NCHW", out_layout="NHWC")
     torch.testing.assert_close(floats, ((x.float() - 0.5) / 2).permute(0, 2, 3, 1))
+    # channel blocks that do not divide the channels (5), and one pixel of one channel
+    five = torch.rand(1, 7, 1, 5, device=DEVICE)  # NHWC: 5 channels
+    got = vision.normalize(five, 0.5, 2.0, layout="NHWC")
+    torch.testing.assert_close(got, ((five - 0.5) / 2).permute(0, 3, 1, 2))
+    pixel = x[:1, :1, :1, :1]
+    torch.testing.assert_close(vision.normalize(pixel, [0.5], [2.0]), (pixel / 255 - 0.5) / 2)
 
 
 def test_flip_crop(vmode):
@@ -196,6 +202,25 @@ def test_filters(vmode):
     assert_levels(vision.unsharp_mask(x, (5, 3), (1.1, 0.8), 1.5), sharp.round().clamp(0, 255), 1)
     one = x[:, :, :1, :1]  # a 1x1 image is its own blur (every tap reads the one pixel)
     assert torch.equal(vision.gaussian_blur(one, 3), one)
+    # 5x7 = 35 taps, more than filters.ONE_PASS_TAPS's default: the two-pass kernel
+    taps = filters.gaussian_kernel1d(7, 1.5)[:, None] * filters.gaussian_kernel1d(5, 1.1)
+    expected = reflect_conv(x, taps.to(DEVICE))
+    torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 7), (1.1, 1.5)), expected)
+
+
+@pytest.mark.parametrize("one_pass_taps", [25, 0])
+def test_blur_tiles(vmode, monkeypatch, one_pass_taps):
+    # tiles of 16 (32 in eager mode): some lie inside the image (shifted loads), the
+    # others reflect at borders
+    config = tc.Config(block_sizes=[16, 16, 16, 16], one_pass_taps=one_pass_taps)
+    monkeypatch.setattr(
+        filters, "_separable", vmode(tc.kernel(filters._separable.fn, config=config))
+    )
+    x, _ = images(shape=(1, 1, 70, 67))
+    taps = filters.gaussian_kernel1d(5, 1.1)[:, None] * filters.gaussian_kernel1d(3, 0.8)
+    expected = reflect_conv(x, taps.to(DEVICE))
+    torch.testing.assert_close(vision.gaussian_blur(x.float(), (3, 5), (0.8, 1.1)), expected)
+    assert_levels(vision.gaussian_blur(x, (3, 5), (0.8, 1.1)), expected.round(), 1)
 
 
 @pytest.mark.parametrize("letterbox", [False, True])
@@ -216,12 +241,12 @@ def test_preprocess(vmode, letterbox):
         vision.preprocess(xl, (4, 7), MEAN, STD, out=buffer[:1])
 
 
-def antialiased_reference(x, size, letterbox, pad=114.0):
+def antialiased_reference(x, size, letterbox, pad=114.0, stats=(MEAN, STD)):
     """torchvision's antialiased resize (into the letterbox), normalized, in float32."""
     top, left, h, w = vision.letterbox_box(x.shape[2:], size) if letterbox else (0, 0, *size)
     inner = F.interpolate(x.float(), (h, w), mode="bilinear", antialias=True)
     resized = F.pad(inner, (left, size[1] - left - w, top, size[0] - top - h), value=pad)
-    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in stats)
     return (resized / 255 - mean) / std
 
 
@@ -233,18 +258,35 @@ def antialiased_reference(x, size, letterbox, pad=114.0):
         ((1, 3, 1, 1), (3, 5), False, "NHWC"),  # one pixel, grown (plain bilinear weights)
         ((1, 3, 19, 6), (1, 1), False, "NCHW"),  # to one pixel: the mean of triangles
         ((1, 3, 33, 4), (1, 3), True, "NHWC"),  # too far for a tile's window: two passes
+        ((1, 4, 9, 13), (4, 5), False, "NHWC"),  # RGBA: four channels in a packed row
     ],
 )
 def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
     x, xl = images(shape=shape, layout=layout)
-    got = vision.preprocess(xl, size, MEAN, STD, layout=layout, letterbox=letterbox, antialias=True)
+    # NHWC rows are read whole (the packed kernel), NCHW planes a channel at a time
+    assert (antialias.packed_rows(nchw(xl, layout)) is None) == (layout == "NCHW")
+    stats = (MEAN, STD) if shape[1] == 3 else ([0.5] * shape[1], [0.224] * shape[1])
+    args = (xl, size, *stats)
+    got = vision.preprocess(*args, layout=layout, letterbox=letterbox, antialias=True)
     assert got.dtype == torch.float16 and got.shape == (shape[0], shape[1], *size)
-    expected = antialiased_reference(x, size, letterbox)
+    expected = antialiased_reference(x, size, letterbox, stats=stats)
     # float16 weights and partial sums: within 0.25 of a level of 255, over std 0.224
     torch.testing.assert_close(got.float(), expected, atol=0.25 / 255 / 0.224, rtol=0)
-    wrong = vision.preprocess(xl, size, MEAN, STD, layout=layout, letterbox=letterbox)
+    wrong = vision.preprocess(*args, layout=layout, letterbox=letterbox)
     if shape[2] > size[0] > 1:  # the check can fail: plain bilinear is not antialiased
         assert (wrong.float() - expected).abs().max() > 0.25 / 255 / 0.224
+
+
+@pytest.mark.parametrize("shape, size", [((1, 3, 8, 12), (4, 6)), ((2, 3, 1, 1), (3, 5))])
+def test_preprocess_bilinear_products(vmode, shape, size):
+    # NHWC uint8 frames: the packed kernel's products, one per step when the weights are
+    # eighths (half size), three (the halves) otherwise (one pixel grown to 3x5)
+    assert antialias.eighths(shape[2], size[0]) == (shape[2] > 1)
+    x, xl = images(shape=shape, layout="NHWC")
+    got = vision.preprocess(xl, size, MEAN, STD)
+    resized = F.interpolate(x.float(), size, mode="bilinear", align_corners=False)
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    torch.testing.assert_close(got, ((resized / 255 - mean) / std).half())
 
 
 @pytest.mark.parametrize("letterbox", [False, True])

@@ -11,6 +11,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from tilecraft.autotune import tune, workers
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.trial import Trial
+from tilecraft.autotune.workers import SKIPPED_RESULT
 from tilecraft.language import Choice
 from tilecraft.runtime.settings import Settings
 
@@ -291,7 +293,7 @@ def test_predict_retimes_only_leaders_within_the_noise_once() -> None:
     assert tune._choose(bench, close, a, quick=True).config == b  # type: ignore[arg-type]
     assert bench.calls == [([a, b], 1)]
     tune._choose(bench, clear, a)  # type: ignore[arg-type]
-    assert bench.calls[-1] == ([a, b, c], 2)  # other searches: two rounds of the top 3
+    assert bench.calls[-1] == ([a, b, c], tune.RETIME_ROUNDS)  # other searches: the top 3
 
 
 def test_phases_are_recorded_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -304,3 +306,31 @@ def test_phases_are_recorded_and_shown(tmp_path: Path, capsys: pytest.CaptureFix
     assert phases["total"] >= phases["reference"] > 0
     assert "phases (s): total" in capsys.readouterr().err
     assert Phases(total=1.0, plan=0.25).summary() == "total 1.00 s: plan 0.25"
+
+
+def _retimer(rounds: list[dict]) -> SimpleNamespace:
+    """A stand-in Benchmarker whose successive `_run` calls give `rounds` (config -> ms or
+    a skip), recording the deadline each was given."""
+    answers = iter(rounds)
+    fake = SimpleNamespace(deadline=123.0, phases=Phases(), deadlines=[])
+
+    def run(jobs: list[dict], deadline: float | None) -> list[dict]:
+        fake.deadlines.append(deadline)
+        answer = next(answers)
+        return [answer[j["config"]] for j in jobs]
+
+    fake._run = run
+    fake._job = lambda config, energy=True: {"config": config}
+    return fake
+
+
+def test_retime_keeps_the_median_and_drops_a_round_the_deadline_cut() -> None:
+    a, b = tc.Config(block_sizes=[16]), tc.Config(block_sizes=[32])
+    ms = lambda t: {"status": "ok", "time_ms": t}  # noqa: E731
+    lucky = [{a: ms(1.0), b: ms(1.2)}, {a: ms(1.5), b: ms(1.2)}, {a: ms(1.5), b: ms(1.2)}]
+    fake = _retimer(lucky)
+    times = Benchmarker.retime(fake, [a, b], rounds=3)  # type: ignore[arg-type]
+    assert times == {a: 1.5, b: 1.2}  # one lucky round of `a` does not make it the winner
+    assert fake.deadlines == [None, 123.0, 123.0]  # the first round always runs in full
+    cut = [{a: ms(1.0), b: ms(1.2)}, {a: ms(0.5), b: SKIPPED_RESULT}]
+    assert Benchmarker.retime(_retimer(cut), [a, b], rounds=3) == {a: 1.0, b: 1.2}  # type: ignore[arg-type]

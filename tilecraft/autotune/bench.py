@@ -14,6 +14,7 @@ import functools
 import os
 import pickle
 import shutil
+import statistics
 import tempfile
 import time
 import types
@@ -250,16 +251,21 @@ class Benchmarker:
         return [trials[i] for i in range(len(configs))]
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
-        """Time the leaders again, interleaved, and keep each one's best median (of the
-        rounds done by `self.deadline`)."""
-        deadline, best = self.deadline, dict[Config, float]()
+        """Time the leaders again, interleaved, and keep each one's median over the rounds
+        (the median, not the best: one lucky round must not pick the winner). The first
+        round always runs in full; a later round cut by `self.deadline` is dropped whole,
+        so that every leader is judged on as many timings as the others."""
+        samples: dict[Config, list[float]] = {c: [] for c in configs}
         with self.phases.timed("retime"):
             jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
-            for _ in range(rounds):
-                for config, result in zip(configs, self._run(jobs, deadline), strict=True):
+            for i in range(rounds):
+                results = self._run(jobs, self.deadline if i else None)
+                if i and any(r is SKIPPED_RESULT for r in results):
+                    break
+                for config, result in zip(configs, results, strict=True):
                     if result.get("time_ms") is not None:
-                        best[config] = min(best.get(config, float("inf")), result["time_ms"])
-        return best
+                        samples[config].append(result["time_ms"])
+        return {c: statistics.median(times) for c, times in samples.items() if times}
 
     def close(self) -> None:
         """Hand the workers back (the warm pool stays) and remove the temporary directory."""

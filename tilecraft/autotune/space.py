@@ -111,6 +111,9 @@ class ConfigSpace:
         yield Knob("pid_type", None, pid_types, "flat")
         for i in range(spec.memory_ops):
             yield Knob("indexing", i, tuple(supported_indexing()), "pointer")
+        for i in range(spec.loads):  # None: no hint; "last": keep for reuse; "first": streamed
+            default_hint = _entry(d, "load_eviction_policies", i)
+            yield Knob("load_eviction_policies", i, EVICTIONS, default_hint)
         for i in range(spec.device_loops):
             yield Knob("range_num_stages", i, (None, 1, 2, 3, 4), None)
             yield Knob("range_unroll_factors", i, (None, 1, 2, 4), None)
@@ -237,6 +240,15 @@ class ConfigSpace:
             return False
         groups = d.get("l2_groupings") or []
         return not (d.get("pid_type") == "xyz" and any(g and g > 1 for g in groups))
+
+
+EVICTIONS = (None, "first", "last")
+
+
+def _entry(d: dict[str, Any], field: str, index: int) -> Any:
+    """Entry `index` of the list field `field` of a config dict, else None."""
+    values = d.get(field) or []
+    return (values[index] or None) if index < len(values) else None
 
 
 def _step_down(knob: Knob, index: int) -> Any:

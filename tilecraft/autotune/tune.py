@@ -65,6 +65,8 @@ EFFORTS = {
 RETIME_SHARE = 0.1  # of a GPU tuning budget kept for re-timing the leaders at the end
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 NOISE = 0.03  # timing noise between two runs of one kernel (relative): leads beyond it count
+LEADERS = 3  # configs re-timed at the end of a search
+RETIME_ROUNDS = 3  # re-timings of each leader; the median decides
 
 
 # Winners this process could not store (full disk, unusable cache): (db path, key) -> config
@@ -428,8 +430,9 @@ def _choose(
     *,
     quick: bool = False,
 ) -> Trial:
-    """The best trial under `objective`; for time, the leaders re-timed together (by the
-    benchmarker's deadline) and the fastest kept (energy is measured over windows long
+    """The best trial under `objective`; for time, the `LEADERS` re-timed together,
+    `RETIME_ROUNDS` interleaved rounds (as many as the benchmarker's deadline allows, one
+    at least), and the one of lowest median kept (energy is measured over windows long
     enough to need no second look). The default if nothing worked. `quick` (a few configs
     measured at once): only the leaders within `NOISE` of the fastest are re-timed, in one
     round, each keeping the best of its two timings; none when the fastest leads by more."""
@@ -438,13 +441,13 @@ def _choose(
         return Trial(default, "ok", None, objective=objective)
     if objective != "time":
         return ranked[0]
-    leaders = ranked[:3]
+    leaders = ranked[:LEADERS]
     if quick:
         fastest = ranked[0].time_ms or 0.0
         leaders = [t for t in leaders if (t.time_ms or 0.0) <= fastest * (1 + NOISE)]
     if not bench.on_gpu or len(leaders) < 2:
         return ranked[0]
-    times = bench.retime([t.config for t in leaders], rounds=1 if quick else 2)
+    times = bench.retime([t.config for t in leaders], rounds=1 if quick else RETIME_ROUNDS)
     if quick:
         times = {
             t.config: min(times.get(t.config, math.inf), t.time_ms or math.inf) for t in leaders

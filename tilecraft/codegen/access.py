@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tilecraft.codegen import flat
 from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
 
 INT32_LIMIT = 2**31
+HINTS = {"first": "evict_first", "last": "evict_last"}  # load_eviction_policies -> Triton
 
 
 @functools.cache
@@ -135,30 +137,49 @@ def stride(w: KernelWriter, param: Param, dim: int) -> str:
     return name
 
 
-def pointer(w: KernelWriter, access: Access) -> tuple[str, list[str], list[str]]:
-    """The pointer expression of an access, its tile masks and its scalar masks."""
+def pointer(w: KernelWriter, access: Access, drop: int = 0) -> tuple[str, list[str], list[str]]:
+    """The pointer expression of an access, its tile masks and its scalar masks; with
+    `drop`, on a tile without its first `drop` dims (each holding one position)."""
     param = access.param
     wide = param.shape is not None and _numel(param.shape) >= INT32_LIMIT
     dims, starts = access.layout()
-    rank, dim = len(dims), 0
+    rank, dim = len(dims) - drop, 0
     terms: list[str] = []
     masks: list[str] = []
     scalars: list[str] = []
     for index, pos in zip(access.indices, starts, strict=True):
         if index.kind != "newaxis":
             size = (param.shape or ())[dim]
-            term = index_expr(
-                w, index, rank, pos, size, scalars if index.kind == "scalar" else masks
-            )
+            term: str | None
+            if index.kind == "block" and pos < drop:
+                term = lead_position(w, index, size, scalars)
+            else:
+                term = index_expr(
+                    w, index, rank, pos - drop, size, scalars if index.kind == "scalar" else masks
+                )
             if term is not None:
                 term = f"{term}.to(tl.int64)" if wide and _computed(index) else term
                 step = stride(w, param, dim)
                 terms.append(term if step == "1" else f"{term} * {step}")
             dim += 1
     if any(i.kind in ("unit", "newaxis") for i in access.indices):
-        terms.append(f"tl.zeros({w.shape(access.dims)}, tl.int32)")  # keep size-1 dims
+        terms.append(f"tl.zeros({w.shape(access.dims[drop:])}, tl.int32)")  # keep size-1 dims
     offset = " + ".join(terms) if terms else "0"
     return f"{param.name} + ({offset})", list(dict.fromkeys(masks)), scalars
+
+
+def lead_position(w: KernelWriter, index: Index, size: int, scalars: list[str]) -> str:
+    """The one position of a block of one element, a scalar (a flat access's leading dim,
+    codegen/flat.py), adding its scalar masks."""
+    block = w.kernel.blocks[index.block]  # type: ignore[index]
+    start = "0" if block.kind == "reduction" else f"offset_{block.id}"
+    position = start if index.step == 1 else f"{index.step} * {start}"
+    position = f"({index.offset} + {position})" if index.offset else position
+    if w.has_mask(block.id):
+        scalars.append(f"({start} < {block.end_code()})")
+    if not index.in_range:
+        scalars.append(f"(({position} >= 0) & ({position} < {size}))")
+    return position
 
 
 def _computed(index: Index) -> bool:
@@ -270,6 +291,15 @@ def full_mask(
     return mask
 
 
+def tuned_eviction(w: KernelWriter, op: Op) -> str | None:
+    """The config's cache eviction hint for this load (`load_eviction_policies`, one entry
+    per load in program order): "last" keeps the lines in cache for reuse, "first" marks a
+    read that will not be reused. A hint the user wrote on the load wins."""
+    policies = w.choices.get("load_eviction_policies") or []
+    index = op.attrs.get("load_index", 0)
+    return HINTS.get(policies[index] or "") if index < len(policies) else None
+
+
 # -- ops -------------------------------------------------------------------------
 def load(w: KernelWriter, op: Op) -> None:
     (access,) = op.args
@@ -277,14 +307,14 @@ def load(w: KernelWriter, op: Op) -> None:
     if kind == "tensor_descriptor":
         w.assign(op, f"{descriptor(w, access)}.load({block_offsets(w, access)})")
         return
-    policy = op.attrs.get("eviction_policy")
+    policy = op.attrs.get("eviction_policy") or tuned_eviction(w, op)
     hint = f", eviction_policy={policy!r}" if policy else ""
     if kind == "block_ptr":
         check = boundary(w, access)
         pad = ', padding_option="zero"' if check else ""
         w.assign(op, f"tl.load({block_pointer(w, access)}{check}{pad}{hint})")
         return
-    ptr, masks, scalars = pointer(w, access)
+    ptr, masks, scalars = pointer(w, access, int(op.out in w.flat))
     masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     other = op.attrs.get("other")
@@ -297,6 +327,9 @@ def load(w: KernelWriter, op: Op) -> None:
 
 def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     access, value = op.args
+    if flat.writes_flat(w, op):
+        flat_store(w, op, fn)
+        return
     text = w.operand(value, access.dims, access.param.dtype)
     kind = choose_style(w, op)
     if kind != "pointer" and (not isinstance(value, Value) or value.type.dims != access.dims):
@@ -310,6 +343,17 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     ptr, masks, scalars = pointer(w, access)
     masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
+    sem = op.attrs.get("sem")
+    order = f", sem={sem!r}" if sem else ""
+    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
+
+
+def flat_store(w: KernelWriter, op: Op, fn: str) -> None:
+    """A store of a flat value through 2-D pointers (codegen/flat.py)."""
+    access, value = op.args
+    text = w.operand(value, access.dims[1:], access.param.dtype)
+    ptr, masks, scalars = pointer(w, access, 1)
+    mask = full_mask(w, access, masks, scalars, None)
     sem = op.attrs.get("sem")
     order = f", sem={sem!r}" if sem else ""
     w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")

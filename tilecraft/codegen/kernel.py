@@ -9,6 +9,7 @@ import torch
 
 from tilecraft.codegen import access, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
+from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import (
@@ -55,6 +56,8 @@ class KernelWriter:
     located: tuple[str, int] | None = None  # the user's line the last comment named
     check: bool = False  # the bounds-check mode: report computed indices out of range
     checks: list[str] = field(default_factory=list)  # what each reported check number means
+    flat: FlatPlan = field(default_factory=FlatPlan)  # values written as 2-D tiles
+    copies: int = 0  # full-rank copies of flat values made so far
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -74,7 +77,8 @@ class KernelWriter:
             if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
             return literal(x)
-        text = expand(x.name, len(dims), len(dims) - x.type.rank, x.type.rank)
+        rank = len(self.text_dims(x))
+        text = expand(x.name, len(dims), len(dims) - rank, rank)
         if dtype is not None and x.type.dtype != dtype:
             text = convert(text, x.type.dtype, dtype)
         return text
@@ -87,8 +91,26 @@ class KernelWriter:
         argument as a float32), to keep their full precision as PyTorch does."""
         return {p.name for p in self.kernel.params if not p.is_tensor and p.dtype == torch.float64}
 
+    # -- flat values (codegen/flat.py) -----------------------------------------------------
+    def text_dims(self, value: Value) -> tuple[Dim, ...]:
+        """The dims of a value's Triton tile: a flat value's without its leading one."""
+        return value.type.dims[1:] if value in self.flat else value.type.dims
+
+    def as_flat(self, value: Value) -> str:
+        """A 3-D value whose leading dim holds one element, as a 2-D tile."""
+        if value in self.flat:
+            return value.name
+        return f"tl.reshape({value.name}, {self.shape(value.type.dims[1:])})"
+
+    def as_full(self, value: Value) -> str:
+        """A value as a tile of its full rank."""
+        if value not in self.flat:
+            return value.name
+        return f"{value.name}[{', '.join(['None'] + [':'] * (value.type.rank - 1))}]"
+
     # -- the kernel ------------------------------------------------------------------------
     def write(self) -> str:
+        self.flat = plan_flat(self)
         for name in sorted(self.doubles()):
             self.line(f"{name} = tl.full((), {name}_bits, tl.int64).to(tl.float64, bitcast=True)")
         self.grid_prologue()
@@ -131,7 +153,7 @@ class KernelWriter:
         self.live.add(block.id)
         offset = "" if start == "0" else f"{start} + "
         self.line(f"indices_{block.id} = {offset}tl.arange(0, {self.size(block.id)})")
-        if needs_mask(block) or (block.kind == "reduction" and is_rolled(block)):
+        if needs_mask(block):  # chunks of a looped row too: none where they tile it exactly
             self.line(f"mask_{block.id} = indices_{block.id} < {block.end_code()}")
 
     def is_rolled_id(self, block_id: int) -> bool:
@@ -139,7 +161,7 @@ class KernelWriter:
 
     def has_mask(self, block_id: int) -> bool:
         block = self.kernel.blocks[block_id]
-        return block_id in self.live and (needs_mask(block) or is_rolled(block))
+        return block_id in self.live and needs_mask(block)
 
     # -- bodies ------------------------------------------------------------------------
     def body(self, nodes: list[Node]) -> None:
@@ -156,7 +178,7 @@ class KernelWriter:
         self.locate(loop.loc)
         for c in loop.carried:
             if c.init.name != c.param.name:
-                self.line(f"{c.param.name} = {c.init.name}")
+                self.line(f"{c.param.name} = {self.carried_text(c.param, c.init)}")
         outer, live = self.depth, set(self.live)
         for i, block_id in enumerate(loop.blocks):
             block = self.kernel.blocks[block_id]
@@ -171,8 +193,11 @@ class KernelWriter:
         for c in loop.carried:
             assert c.final is not None
             if c.final.name != c.param.name:
-                self.line(f"{c.param.name} = {c.final.name}")
+                self.line(f"{c.param.name} = {self.carried_text(c.param, c.final)}")
         self.depth, self.live = outer, live
+
+    def carried_text(self, param: Value, value: Value) -> str:
+        return self.as_flat(value) if param in self.flat else self.as_full(value)
 
     def branch(self, node: Branch) -> None:
         """A scalar `if`: each arm ends by assigning the variables merged after it."""
@@ -186,7 +211,7 @@ class KernelWriter:
         self.depth += 1
         self.body(body)
         for out, value in results:
-            self.line(f"{out.name} = {value.name}")
+            self.line(f"{out.name} = {self.as_full(value)}")
         if len(self.lines) == start:
             self.line("pass")
         self.depth -= 1
@@ -206,6 +231,7 @@ class KernelWriter:
 
     def op(self, op: Op) -> None:
         self.locate(op.loc)
+        op = unflatten(self, op)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:
@@ -224,7 +250,7 @@ class KernelWriter:
     def elementwise(self, op: Op) -> None:
         assert op.out is not None
         compute = op.attrs["compute"]
-        dims = op.out.type.dims
+        dims = self.text_dims(op.out)
         args = [self.operand(a, dims, compute) for a in op.args]
         expr = self.emit(op.name, compute, *args)
         result = torch.bool if op.out.type.dtype == torch.bool else compute
@@ -257,7 +283,7 @@ class KernelWriter:
     def op_where(self, op: Op) -> None:
         assert op.out is not None
         cond, a, b = op.args
-        dims, compute = op.out.type.dims, op.attrs["compute"]
+        dims, compute = self.text_dims(op.out), op.attrs["compute"]
         expr = self.emit(
             "where",
             compute,
@@ -268,7 +294,8 @@ class KernelWriter:
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
     def op_index_view(self, op: Op) -> None:
-        self.assign(op, f"{op.args[0].name}[{', '.join(op.attrs['index'])}]")
+        index = op.attrs["index"][1:] if op.out in self.flat else op.attrs["index"]
+        self.assign(op, f"{op.args[0].name}[{', '.join(index)}]")
 
     def op_reshape(self, op: Op) -> None:
         views.reshape(self, op)
@@ -298,7 +325,7 @@ class KernelWriter:
         assert op.out is not None
         dtype = tl_dtype(op.out.type.dtype)
         value = literal(op.attrs["value"])
-        self.assign(op, f"tl.full({self.shape(op.out.type.dims)}, {value}, {dtype})")
+        self.assign(op, f"tl.full({self.shape(self.text_dims(op.out))}, {value}, {dtype})")
 
     def op_arange(self, op: Op) -> None:
         assert op.out is not None
@@ -325,47 +352,52 @@ class KernelWriter:
 
     def op_dot(self, op: Op) -> None:
         """`tl.dot` (a broadcast multiply summed over K when K is too short for it), in the
-        op's compute dtype; with `product`, the product is cast before it is accumulated."""
+        op's compute dtype; with `product`, the product is cast before it is accumulated.
+        A flat product (codegen/flat.py) is a 2-D `tl.dot`, which Hopper runs on wgmma."""
         assert op.out is not None
         a, b, acc = op.args
+        texts = [self.as_flat(v) if op.out in self.flat else v.name for v in (a, b)]
+        acc_text = None if acc is None else self.as_flat(acc) if op.out in self.flat else acc.name
         compute, product = op.attrs["compute"], op.attrs.get("product")
         small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
             2 if a.type.dtype.itemsize == 1 else 1
         )
+        operands = self.dot_operands(a.type.dtype, b.type.dtype, *texts)
         if (
             not small
             and acc is not None
             and acc.type.dtype == compute
             and product in (None, compute)
         ):
-            self.assign(op, f"tl.dot({self.dot_operands(a, b)}, acc={acc.name})")
+            self.assign(op, f"tl.dot({operands}, acc={acc_text})")
             return
-        expr = self.small_product(op) if small else f"tl.dot({self.dot_operands(a, b)})"
+        expr = self.small_product(op, *texts) if small else f"tl.dot({operands})"
         if acc is None:
             self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
             return
         if product is not None and product != compute:
             expr = f"({expr}).to({tl_dtype(product)})"
-        self.assign(op, f"{acc.name} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+        self.assign(op, f"{acc_text} + ({expr}).to({tl_dtype(acc.type.dtype)})")
 
-    def dot_operands(self, a: Value, b: Value) -> str:
-        if a.type.dtype in INTERPRETER_UPCAST and triton_interpret():
+    def dot_operands(self, dtype: torch.dtype, other: torch.dtype, a: str, b: str) -> str:
+        """`tl.dot`'s arguments for operands `a`, `b` (Triton text) of these dtypes."""
+        if dtype in INTERPRETER_UPCAST and triton_interpret():
             # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
             # to float32 exactly
-            return f"{a.name}.to(tl.float32), {b.name}.to(tl.float32)"
-        if a.type.dtype == torch.float32 and b.type.dtype == torch.float32:
+            return f"{a}.to(tl.float32), {b}.to(tl.float32)"
+        if dtype == torch.float32 and other == torch.float32:
             precision = "tf32" if self.allow_tf32 else "ieee"
-            return f'{a.name}, {b.name}, input_precision="{precision}"'
-        if not a.type.dtype.is_floating_point:  # tl.dot's result is float32 unless told
-            return f"{a.name}, {b.name}, out_dtype=tl.int32"
-        if a.type.dtype == torch.float64:
-            return f"{a.name}, {b.name}, out_dtype=tl.float64"
-        return f"{a.name}, {b.name}"
+            return f'{a}, {b}, input_precision="{precision}"'
+        if not dtype.is_floating_point:  # tl.dot's result is float32 unless told
+            return f"{a}, {b}, out_dtype=tl.int32"
+        if dtype == torch.float64:
+            return f"{a}, {b}, out_dtype=tl.float64"
+        return f"{a}, {b}"
 
     def block_size(self, dim: Dim) -> int:
         return 1 if dim is None else self.kernel.blocks[dim].fixed_size or 1
 
-    def small_product(self, op: Op) -> str:
+    def small_product(self, op: Op, a_text: str, b_text: str) -> str:
         """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
         GPU), in the compute dtype: one outer product per k, each operand's k-th column
         or row picked out by a masked sum. (A broadcast multiply summed over K is what it
@@ -374,14 +406,14 @@ class KernelWriter:
         a, b, _ = op.args
         assert op.out is not None
         compute = tl_dtype(op.attrs["compute"])
-        rank, k = a.type.rank, self.block_size(a.type.dims[-1])
+        rank, k = len(self.text_dims(op.out)), self.block_size(a.type.dims[-1])
         lead, lead_none = ":, " * (rank - 2), "None, " * (rank - 2)
         out, lanes = f"{op.out.name}_small", f"{op.out.name}_k"
         self.line(f"{lanes} = tl.arange(0, {k})")
 
         def term(kk: str) -> str:
-            col = f"tl.where({lanes}[{lead_none}None, :] == {kk}, {a.name}.to({compute}), 0)"
-            row = f"tl.where({lanes}[{lead_none}:, None] == {kk}, {b.name}.to({compute}), 0)"
+            col = f"tl.where({lanes}[{lead_none}None, :] == {kk}, {a_text}.to({compute}), 0)"
+            row = f"tl.where({lanes}[{lead_none}:, None] == {kk}, {b_text}.to({compute}), 0)"
             col, row = f"tl.sum({col}, {rank - 1})", f"tl.sum({row}, {rank - 2})"
             return f"{col}[{lead}:, None] * {row}[{lead}None, :]"
 
@@ -394,10 +426,11 @@ class KernelWriter:
         assert op.out is not None
         (x,) = op.args
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
-        compute = reduce_compute(op)
-        value = self.operand(x, x.type.dims, compute)
+        compute, dims = reduce_compute(op), self.text_dims(x)
+        axis -= x.type.rank - len(dims)  # a flat value has lost its leading dim
+        value = self.operand(x, dims, compute)
         if block is not None and self.has_mask(block) and kind != "custom":
-            mask = expand(f"mask_{block}", x.type.rank, axis)
+            mask = expand(f"mask_{block}", len(dims), axis)
             value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
         if kind in ("prod", "custom"):
@@ -408,17 +441,29 @@ class KernelWriter:
         if kind != "sum" and compute.is_floating_point:
             self.line(f"{op.out.name}_in = {value}")
             size = "1" if block is None else self.size(block)
-            position = expand(f"tl.arange(0, {size})", x.type.rank, axis)
-            expr = self.nan_aware(kind, op.out.name, axis, keep, position)
+            position = expand(f"tl.arange(0, {size})", len(dims), axis)
+            expr = self.nan_aware(kind, op.out.name, axis, keep, position, compute)
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
-    def nan_aware(self, kind: str, name: str, axis: int, keep: str, position: str) -> str:
+    def nan_aware(
+        self,
+        kind: str,
+        name: str,
+        axis: int,
+        keep: str,
+        position: str,
+        compute: torch.dtype | None = None,
+    ) -> str:
         """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
         PyTorch does: max/min are NaN if any element is, arg* give the position of the
         first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs, and
-        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.)"""
+        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.) A
+        float32 max/min is one fold whose steps keep NaN (`max.NaN` on the GPU, as Helion
+        emits) rather than a NaN count and a fold of the rest: a reduction less per row."""
         value = f"{name}_in"
+        if kind in ("max", "min") and compute == torch.float32:
+            return f"tl.reduce({value}, {axis}, {scans.nan_best(self, kind)}{keep})"
         isnan = f"({value} != {value})"
         finite = f"tl.where({isnan}, {identity(kind, torch.float32)}, {value})"
         fold = f"{TL_REDUCE[kind]}({finite}, {axis}{keep})"

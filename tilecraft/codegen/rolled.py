@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
 from tilecraft.codegen import scans
 from tilecraft.codegen.common import expand, is_rolled, reduce_compute
 from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
@@ -148,10 +150,16 @@ class RolledBody:
         acc, compute = f"{op.out.name}_acc", reduce_compute(op)
         value = self.w.operand(x, x.type.dims, compute)
         mask = expand(f"mask_{block}", x.type.rank, axis)
+        masked = f"tl.where({mask}, {value}, {identity(kind, compute)})"
+        if not self.w.has_mask(block):  # the chunks tile the row exactly
+            masked, mask = value, "True"
         if kind in ("sum", "prod"):
             sign = "+" if kind == "sum" else "*"
-            masked = f"tl.where({mask}, {value}, {identity(kind, compute)})"
             self.w.line(f"{acc} = {acc} {sign} {masked}")
+            return
+        if kind in ("max", "min") and compute == torch.float32:  # NaN stays, as in PyTorch
+            fn = "maximum" if kind == "max" else "minimum"
+            self.w.line(f"{acc} = tl.{fn}({acc}, {masked}, propagate_nan=tl.PropagateNan.ALL)")
             return
         self.w.line(f"{op.out.name}_v = {value}")
         value = f"{op.out.name}_v"
@@ -159,7 +167,7 @@ class RolledBody:
         take = f"{value} {better} {acc}"
         if compute.is_floating_point:  # the first NaN wins and stays, as in PyTorch
             take = f"({take}) | (({value} != {value}) & ({acc} == {acc}))"
-        self.w.line(f"take = {mask} & ({take})")
+        self.w.line(f"take = {take}" if mask == "True" else f"take = {mask} & ({take})")
         self.w.line(f"{acc} = tl.where(take, {value}, {acc})")
         if kind.startswith("arg"):
             index = expand(f"indices_{block}", x.type.rank, axis)
@@ -182,7 +190,7 @@ class RolledBody:
             expr = f"{TL_REDUCE[kind]}({acc}, {axis}{keep})"
         if kind not in ("sum", "prod") and compute.is_floating_point:
             self.w.line(f"{out.name}_in = {acc}")
-            expr = self.w.nan_aware(kind, out.name, axis, keep, "")
+            expr = self.w.nan_aware(kind, out.name, axis, keep, "", compute)
         self.w.line(f"{out.name} = {self.w.cast_out(expr, compute, out.type.dtype)}")
 
     def finish_arg(self, op: Op, acc: str, axis: int, keep: str) -> None:

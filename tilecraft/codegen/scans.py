@@ -39,6 +39,15 @@ def helper(w: KernelWriter, key: str, text: str, short: str | None = None) -> st
     return w.helpers[key][0]
 
 
+NAN_BEST = "def {name}(a, b):\n    return tl.{fn}(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
+
+
+def nan_best(w: KernelWriter, kind: str) -> str:
+    """The combine function of a max or min that keeps NaN (one `max.NaN` per step)."""
+    fn = "maximum" if kind == "max" else "minimum"
+    return helper(w, f"{kind}_nan", NAN_BEST.replace("{fn}", fn))
+
+
 def cum_best(w: KernelWriter, kind: str, dtype: torch.dtype) -> str:
     better = ">=" if kind == "max" else "<="
     take = f"v1 {better} v0"
@@ -148,6 +157,8 @@ def continue_chunk(w: KernelWriter, op: Op, values: list[str], fn: str) -> str:
     carry, n, k = w.scan_carries[id(op)], len(values), op.attrs.get("component", 0)
     carries = [f"{carry}{j}" for j in range(n)]
     valid = f"tl.broadcast_to({expand(f'mask_{block}', len(dims), axis)}, {w.shape(dims)})"
+    if not w.has_mask(block):  # chunks that tile the row exactly: every lane is valid
+        valid = f"tl.full({w.shape(dims)}, 1, tl.int1)"
     w.line(f"{name}_s = tl.associative_scan(({', '.join(values)},), {axis}, {fn})")
     folded = f"tl.reduce(({', '.join(values)}, {valid}), {axis}, {with_valid(w, fn, n)}"
     w.line(f"{name}_t = {folded}, keep_dims=True)")

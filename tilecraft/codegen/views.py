@@ -41,7 +41,7 @@ def reshape(w: KernelWriter, op: Op) -> None:
             else f"{total} != 0",
         )
         return
-    w.assign(op, f"tl.reshape({x.name}, {w.shape(op.out.type.dims)})")
+    w.assign(op, f"tl.reshape({x.name}, {w.shape(w.text_dims(op.out))})")
 
 
 def _exact(x: Value) -> str:
@@ -58,7 +58,7 @@ def _exact(x: Value) -> str:
 def permute(w: KernelWriter, op: Op) -> None:
     (x,) = op.args
     perm = op.attrs["perm"]
-    if len(perm) == 2:
+    if len(perm) == 2 or op.out in w.flat:  # a flat tile's last two dims (codegen/flat.py)
         w.assign(op, f"tl.trans({x.name})")
     else:
         w.assign(op, f"tl.permute({x.name}, {tuple(perm)!r})")
@@ -67,7 +67,7 @@ def permute(w: KernelWriter, op: Op) -> None:
 def broadcast(w: KernelWriter, op: Op) -> None:
     assert op.out is not None
     (x,) = op.args
-    dims = op.out.type.dims
+    dims = w.text_dims(op.out)
     w.assign(op, f"tl.broadcast_to({w.operand(x, dims, None)}, {w.shape(dims)})")
 
 

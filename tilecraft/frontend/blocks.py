@@ -46,8 +46,11 @@ class BlockTable:
     registered: list[BlockSizeInt] = field(default_factory=list)
     registered_extents: dict[int, int] = field(default_factory=dict)
     loop_order_dims: list[int] = field(default_factory=list)  # dims of each multi-dim tile
+    # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
+    loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
     device_loops: int = 0  # nested tile loops so far (for the range_* knobs)
     memory_ops: int = 0  # loads and stores so far (for the indexing knob)
+    loads: int = 0  # loads so far (for the load_eviction_policies knob)
     grids: list[int] = field(default_factory=list)  # tiled dims of each top-level loop
 
     def choice(self, key: str, index: int, default: Any = None) -> Any:
@@ -56,10 +59,12 @@ class BlockTable:
         value = values[index] if index < len(values) else None
         return default if value is None else value
 
-    def loop_order(self, ndim: int) -> list[int]:
-        """The permutation the config picks for the next multi-dim tile loop."""
-        index = len(self.loop_order_dims)
+    def loop_order(self, blocks: list[int]) -> list[int]:
+        """The permutation the config picks for the next multi-dim tile loop, over these
+        blocks (ids, in the user's order)."""
+        index, ndim = len(self.loop_order_dims), len(blocks)
         self.loop_order_dims.append(ndim)
+        self.loop_order_blocks.append(tuple(self.blocks[b].config_index for b in blocks))
         order = list(self.choice("loop_orders", index, range(ndim)))
         if sorted(order) != list(range(ndim)):
             raise InvalidConfig(f"loop_orders[{index}] must be a permutation of 0..{ndim - 1}")
@@ -72,6 +77,10 @@ class BlockTable:
     def next_memory_op(self) -> int:
         self.memory_ops += 1
         return self.memory_ops - 1
+
+    def next_load(self) -> int:
+        self.loads += 1
+        return self.loads - 1
 
     def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
         index = len(self.tile_specs)

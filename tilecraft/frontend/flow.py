@@ -109,10 +109,17 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
 
 def _snapshot(table: BlockTable) -> dict[str, Any]:
     """What compiling code adds to the block table, to undo it before compiling again."""
-    lists = ("tile_specs", "reduction_extents", "loop_order_dims", "grids", "registered")
+    lists = (
+        "tile_specs",
+        "reduction_extents",
+        "loop_order_dims",
+        "loop_order_blocks",
+        "grids",
+        "registered",
+    )
     saved: dict[str, Any] = {name: len(getattr(table, name)) for name in lists}
     saved["blocks"] = set(table.blocks)
-    saved["counters"] = (table.device_loops, table.memory_ops)
+    saved["counters"] = (table.device_loops, table.memory_ops, table.loads)
     return saved
 
 
@@ -122,7 +129,7 @@ def _restore(table: BlockTable, saved: dict[str, Any]) -> None:
             del getattr(table, name)[length:]
     for block in set(table.blocks) - saved["blocks"]:
         del table.blocks[block]
-    table.device_loops, table.memory_ops = saved["counters"]
+    table.device_loops, table.memory_ops, table.loads = saved["counters"]
 
 
 def _touches_rolled(c: DeviceCompiler, body: list[Node]) -> bool:

@@ -164,8 +164,8 @@ class Loops:
                 blk = self.table.tile(lo, hi, inner, size)
             out.append((blk.id, fn is lang.grid))
         out = out if multi else out[:1]
-        order = self.table.loop_order(len(out)) if len(out) > 1 and fn is lang.tile else None
         ids = [blk for blk, _ in out]
+        order = self.table.loop_order(ids) if len(out) > 1 and fn is lang.tile else None
         return out, ids if order is None else [ids[i] for i in order]
 
     def _bind_target(self, target: ast.expr, blocks: list[tuple[int, bool]]) -> None:

@@ -152,6 +152,7 @@ class MemoryLowering:
             other=None if other is None or other == 0 else other,
             eviction_policy=_eviction_policy(eviction_policy),
             mem_index=index,
+            load_index=self.table.next_load(),
         )
 
     def _jagged_mask(self, param: Param, acc: Access, mask: Any) -> Value | None:

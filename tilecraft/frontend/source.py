@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ def read_source(fn: Callable[..., Any]) -> KernelSource:
     if not isinstance(func, ast.FunctionDef):
         raise UnsupportedSyntax("@tc.kernel applies to a plain `def` function")
     func.decorator_list = []
-    file_lines = inspect.getsourcelines(inspect.getmodule(fn) or fn)[0] if filename else []
+    module = inspect.getmodule(fn)
+    # a module loaded from its file but not registered in sys.modules has no module object
+    # here: its lines come from the file (the function's own would not match line numbers)
+    file_lines = inspect.getsourcelines(module)[0] if module else linecache.getlines(filename)
     indent = len(raw_lines[0]) - len(raw_lines[0].lstrip())
     return KernelSource(fn, func, filename, file_lines, _namespace(fn), indent)

@@ -27,7 +27,9 @@ from tilecraft.nn.conv2d_kernels import (
     _new_output,
     _positions,
     check_block,
+    input_at,
     is_flat,
+    output_at,
     reduction_block,
     reduction_extent,
     tap_offsets,
@@ -100,13 +102,11 @@ def conv2d_input_grad(
         for tile_k in tc.tile(taps * padded, block_size=block_k):
             tap, c, real = reduction_block(tile_k, cout_g, taps, flat)
             rows, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
-            rise = ih[:, None] + (pad_h - rows * dil_h)  # oh * stride_h, if the tap hits one
-            run = iw[:, None] + (pad_w - cols * dil_w)
-            hit = (rise >= 0) & (rise % stride_h == 0) & (run >= 0) & (run % stride_w == 0)
+            oh, hit_h = output_at(ih[:, None], rows, stride_h, dil_h, pad_h)
+            ow, hit_w = output_at(iw[:, None], cols, stride_w, dil_w, pad_w)
             co = tile_g.begin * cout_g + c
-            oh, ow = rise // stride_h, run // stride_w
             where = [image[:, None], co[None, :], oh, ow]
-            gathered = tc.load(grad, where, extra_mask=hit & real[None, :])
+            gathered = tc.load(grad, where, extra_mask=hit_h & hit_w & real[None, :])
             taps_w = tc.load(filters, [row_w, col_w, co[:, None], tile_n.index[None, :]],
                              extra_mask=real[:, None])  # fmt: skip
             acc = torch.addmm(acc, gathered, taps_w)
@@ -147,8 +147,8 @@ def conv2d_weight_grad(
         start = tile_s.begin * chunk
         for tile_m in tc.tile(start, min(start + chunk, m)):
             image, oh, ow = _positions(tile_m.index, out_h, out_w)
-            ih = oh * stride_h + (tap // kernel_w * dil_h - pad_h)
-            iw = ow * stride_w + (tap % kernel_w * dil_w - pad_w)
+            ih = input_at(oh, tap // kernel_w, stride_h, dil_h, pad_h)
+            iw = input_at(ow, tap % kernel_w, stride_w, dil_w, pad_w)
             patch = x[image[:, None], ci[None, :], ih[:, None], iw[:, None]]
             grad_tile = grad[image[:, None], co[None, :], oh[:, None], ow[:, None]]
             acc = torch.addmm(acc, patch.T, grad_tile)
@@ -181,13 +181,11 @@ def depthwise_input_grad(
         image, ih, iw = _positions(tile_m.index, height, width)
         acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
         for i in range(kernel_h):
-            rise = ih + (pad_h - i * dil_h)
+            oh, hit_h = output_at(ih, i, stride_h, dil_h, pad_h)
             for j in range(kernel_w):
-                run = iw + (pad_w - j * dil_w)
-                hit = (rise >= 0) & (rise % stride_h == 0) & (run >= 0) & (run % stride_w == 0)
-                oh, ow = rise // stride_h, run // stride_w
+                ow, hit_w = output_at(iw, j, stride_w, dil_w, pad_w)
                 where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
-                fed = tc.load(grad, where, extra_mask=hit[:, None])
+                fed = tc.load(grad, where, extra_mask=(hit_h & hit_w)[:, None])
                 taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
                 acc = acc + fed.to(torch.float32) * taps_w[None, :]
         where_x = (image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None])
@@ -222,8 +220,8 @@ def depthwise_weight_grad(
         # rows past the last output position are past the last image and read 0
         for tile_m in tc.tile(chunk):
             image, oh, ow = _positions(tile_s.begin * chunk + tile_m.index, out_h, out_w)
-            ih = oh * stride_h + (i * dil_h - pad_h)
-            iw = ow * stride_w + (j * dil_w - pad_w)
+            ih = input_at(oh, i, stride_h, dil_h, pad_h)
+            iw = input_at(ow, j, stride_w, dil_w, pad_w)
             pixels = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
             grad_tile = grad[image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
             acc = acc + torch.sum(pixels.to(torch.float32) * grad_tile.to(torch.float32), 0)

@@ -1,6 +1,6 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc,arg-type,operator,union-attr"
+# mypy: disable-error-code="index,list-item,misc,arg-type,operator,union-attr,call-overload"
 """The forward kernels of `tilecraft.nn.conv2d`: an implicit GEMM, a plain GEMM for 1x1
 filters and a direct stencil for depthwise filters, each with the fused epilogue
 `activation(conv + bias + residual)`.
@@ -28,11 +28,17 @@ import torch.nn.functional as F
 
 import tilecraft as tc
 from tilecraft.exc import InvalidConfig
+from tilecraft.language.tunables import PowerOfTwo
 
 # activation codes (PyTorch operators take ints, not strings)
 NONE, RELU, SILU, GELU = 0, 1, 2, 3
 ACTIVATIONS = {None: NONE, "relu": RELU, "silu": SILU, "gelu": GELU}
 MIN_SPAN = 32  # the smallest padded channel count: eager mode's block size
+MAX_K_SPLITS = 16  # split-K: at most this many chunks of a reduction
+MIN_SPLIT_STEPS = 4  # blocks of 64 per chunk, at least (a pipelined loop needs a few)
+SMS = 132  # streaming multiprocessors of an H200: split-K's default fills about this many
+MIN_SPLIT_WORK = 1 << 28  # multiply-adds of a GEMM that split-K's default splits, at least
+SUM_ROWS = SUM_COLS = 64  # split-K's second pass (memory-bound): fixed tiles, no more knobs
 
 
 def span(channels: int) -> int:
@@ -62,18 +68,22 @@ def check_block(block_k: int, padded: int, flat: bool) -> None:
         )
 
 
-def reduction_block(tile_k: Any, channels: int, taps: int, flat: bool) -> tuple[Any, Any, Any]:
+def reduction_block(
+    tile_k: Any, channels: int, taps: int, flat: bool, start: Any = 0
+) -> tuple[Any, Any, Any]:
     """(tap, channel, real) of a block of the (tap, channel) reduction over `channels` per
-    tap: the tap a scalar and the channels consecutive when padded, both per element when
-    flat. `real` marks the elements that are neither padding channels nor past the last tap
-    (they must read 0)."""
+    tap, `start` past the tile's own position (a chunk of a split reduction): the tap a
+    scalar and the channels consecutive when padded, both per element when flat. `real`
+    marks the elements that are neither padding channels nor past the last tap (they must
+    read 0)."""
+    index = tile_k.index + start
     if flat:
-        tap, channel = tile_k.index // channels, tile_k.index % channels
-        real = tile_k.index < taps * channels
-    else:
-        tap = tile_k.begin // span(channels)
-        channel = tile_k.index - tap * span(channels)
-        real = channel < channels
+        tap, channel = index // channels, index % channels
+        real = index < taps * channels
+    else:  # a chunk's blocks past the last tap keep its tap (in range), masked by `real`
+        tap = min((tile_k.begin + start) // span(channels), taps - 1)
+        channel = index - tap * span(channels)
+        real = (channel < channels) & (index < taps * span(channels))
     return tap, channel, real
 
 
@@ -85,6 +95,53 @@ def tap_offsets(tap: Any, kernel_w: int, flat: bool) -> tuple[Any, Any, Any, Any
     if flat:
         rows, cols, rows_w, cols_w = i[None, :], j[None, :], i[:, None], j[:, None]
     return rows, cols, rows_w, cols_w
+
+
+def tiles(rows: int, cols: int, block: int = 128) -> int:
+    """Output tiles of a [rows, cols] GEMM at `block` x `block` (what tuned GEMMs use)."""
+    return -(-rows // block) * -(-cols // block)
+
+
+def k_splits(rows: int, cols: int, reduction: int, groups: int = 1) -> PowerOfTwo:
+    """Split-K chunk counts for `groups` GEMMs of [rows, cols] reducing over `reduction`:
+    powers of two while each chunk keeps MIN_SPLIT_STEPS blocks of 64. By default, for
+    large GEMMs, the most that keep the programs at most one per streaming multiprocessor
+    of an H200 (deep layers, with few output positions and many channels, leave most of them
+    idle otherwise); small ones are not split (the second pass would cost more)."""
+    high = max(1, min(MAX_K_SPLITS, reduction // (64 * MIN_SPLIT_STEPS)))
+    high = 1 << (high.bit_length() - 1)
+    programs, default = groups * tiles(rows, cols), 1
+    large = groups * rows * cols * reduction >= MIN_SPLIT_WORK
+    while large and default < high and programs * default * 2 <= SMS:
+        default *= 2
+    return PowerOfTwo(1, high, default)
+
+
+def split_chunk(reduction: int, block: int, splits: int) -> int:
+    """The reduction's extent per chunk of a split: whole blocks, so that every chunk but
+    the last ends on a block boundary (its blocks stay within their taps)."""
+    block = int(block)  # a plain int: symbolic sizes (torch.compile) do not take subclasses
+    blocks = -(-reduction // block)
+    return -(-blocks // splits) * block
+
+
+def partial_sums(splits: int, dims: list[int], like: torch.Tensor) -> torch.Tensor:
+    """Split-K's float32 partial sums `[splits, *dims]` (empty, of that rank, unsplit)."""
+    size = [splits, *dims] if splits > 1 else [1] + [0] * len(dims)
+    return torch.empty(size, dtype=torch.float32, device=like.device)
+
+
+def input_at(out_pos: Any, tap: Any, stride: int, dil: int, pad: int) -> Any:
+    """The input row (or column) that output row `out_pos` reads through tap row `tap`
+    (outside the image where the tap meets padding)."""
+    return out_pos * stride + (tap * dil - pad)
+
+
+def output_at(in_pos: Any, tap: Any, stride: int, dil: int, pad: int) -> tuple[Any, Any]:
+    """`input_at` inverted: the output row (or column) that read input row `in_pos` through
+    tap row `tap`, and whether one did (the stride skips some; none lies before the first)."""
+    rise = in_pos + (pad - tap * dil)
+    return rise // stride, (rise >= 0) & (rise % stride == 0)
 
 
 def saves_pre(act: int) -> bool:
@@ -124,18 +181,29 @@ def _positions(rows: torch.Tensor, out_h: int, out_w: int) -> tuple[Any, Any, An
     return rows // (out_h * out_w), rows % (out_h * out_w) // out_w, rows % out_w
 
 
-def _finish(
+def _epilogue(
     acc: torch.Tensor,
-    bias_cols: Any,
-    residual_tile: Any,
-    act: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The epilogue: (pre-activation, activation) of `acc + bias + residual`, float32."""
-    if bias_cols is not None:
-        acc = acc + bias_cols.to(torch.float32)[None, :]
-    if residual_tile is not None:
-        acc = acc + residual_tile.to(torch.float32)
-    return acc, _activate(acc, act)
+    where: list[Any],
+    cols: Any,
+    out: torch.Tensor,
+    pre: torch.Tensor,
+    bias: torch.Tensor,
+    residual: torch.Tensor,
+    flags: tuple[int, bool, bool],
+) -> None:
+    """Store `activation(acc + bias[cols] + residual[where])` to `out[where]`, and the
+    pre-activation to `pre[where]` where the backward needs it: the forward kernels'
+    epilogue. `flags` are (act, has_bias, has_residual); `cols` indexes the bias as the
+    results' columns lie (`[1, block]`, or a scalar for one channel). Reads and writes are
+    bounded (`tc.load`, `tc.store`): a ragged tile touches only its positions in range."""
+    act, has_bias, has_residual = flags
+    if has_bias:
+        acc = acc + tc.load(bias, [cols]).to(torch.float32)
+    if has_residual:
+        acc = acc + tc.load(residual, where).to(torch.float32)
+    if saves_pre(act):
+        tc.store(pre, where, acc.to(pre.dtype))
+    tc.store(out, where, _activate(acc, act).to(out.dtype))
 
 
 @tc.kernel
@@ -159,7 +227,9 @@ def conv2d_gemm(
     channels_last: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Convolution as an implicit GEMM per group, then the epilogue; returns the output and
-    the pre-activation (empty unless the activation's gradient needs it)."""
+    the pre-activation (empty unless the activation's gradient needs it). With `splits` > 1
+    (a tunable: split-K) each output tile's reduction is cut in that many chunks, summed in
+    float32 by a second pass that applies the epilogue."""
     batch, _, height, width = x.size()
     out_ch, cin_g = weight.size(0), weight.size(1)
     cout_g = out_ch // groups
@@ -171,30 +241,45 @@ def conv2d_gemm(
     filters = weight.permute(2, 3, 1, 0)
     out = _new_output(x, out_ch, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
-    block_k = tc.register_block_size(16, padded if not flat else taps * padded)
+    flags = (act, has_bias, has_residual)
+    rows, reduction = batch * out_h * out_w, taps * padded
+    block_k = tc.register_block_size(16, padded if not flat else reduction)
     check_block(block_k, padded, flat)
-    size = [groups, batch * out_h * out_w, cout_g]
-    for tile_g, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
+    splits = tc.register_tunable("splits", k_splits(rows, cout_g, reduction, groups))
+    chunk = split_chunk(reduction, block_k, splits)
+    parts = partial_sums(splits, [rows, out_ch], x)
+    size = [splits * groups, rows, cout_g]
+    for tile_sg, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
+        group, start = tile_sg.begin % groups, tile_sg.begin // groups * chunk
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
-        co = tile_g.begin * cout_g + tile_n.index
+        co = group * cout_g + tile_n.index
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in tc.tile(taps * padded, block_size=block_k):
+        for tile_k in tc.tile(chunk, block_size=block_k):  # this program's chunk
             # padding channels, other groups' channels and taps past the last read 0
-            tap, c, real = reduction_block(tile_k, cin_g, taps, flat)
-            rows, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
-            ih = oh[:, None] * stride_h + (rows * dil_h - pad_h)
-            iw = ow[:, None] * stride_w + (cols * dil_w - pad_w)
-            ci = tile_g.begin * cin_g + c
+            tap, c, real = reduction_block(tile_k, cin_g, taps, flat, start)
+            rows_k, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
+            ih = input_at(oh[:, None], rows_k, stride_h, dil_h, pad_h)
+            iw = input_at(ow[:, None], cols, stride_w, dil_w, pad_w)
+            ci = group * cin_g + c
             patch = tc.load(x, [image[:, None], ci[None, :], ih, iw], extra_mask=real[None, :])
-            taps_w = tc.load(filters, [row_w, col_w, c[:, None], co[None, :]])
+            taps_w = tc.load(filters, [row_w, col_w, c[:, None], co[None, :]],
+                             extra_mask=real[:, None])  # fmt: skip
             acc = torch.addmm(acc, patch, taps_w)
-        where_out = (image[:, None], co[None, :], oh[:, None], ow[:, None])
-        bias_cols = bias[co] if has_bias else None
-        residual_tile = residual[where_out] if has_residual else None
-        acc, result = _finish(acc, bias_cols, residual_tile, act)
-        if saves_pre(act):
-            pre[where_out] = acc.to(pre.dtype)
-        out[where_out] = result.to(out.dtype)
+        if splits > 1:
+            parts[tile_sg.begin // groups, tile_m.index[:, None], co[None, :]] = acc
+        else:
+            where = [image[:, None], co[None, :], oh[:, None], ow[:, None]]
+            _epilogue(acc, where, co[None, :], out, pre, bias, residual, flags)
+    # split-K's second pass: the chunks' sums added, then the epilogue (no programs unsplit)
+    for tile_m, tile_n in tc.tile(
+        [rows if splits > 1 else 0, out_ch], block_size=[SUM_ROWS, SUM_COLS]
+    ):
+        acc = parts[0, tile_m, tile_n]
+        for s in range(1, splits):
+            acc = acc + parts[s, tile_m, tile_n]
+        image, oh, ow = _positions(tile_m.index, out_h, out_w)
+        where = [image[:, None], tile_n.index[None, :], oh[:, None], ow[:, None]]
+        _epilogue(acc, where, tile_n.index[None, :], out, pre, bias, residual, flags)
     return out, pre
 
 
@@ -221,30 +306,48 @@ def conv2d_pointwise(
     """A 1x1 convolution (stride 1, no padding, one group) as a plain GEMM per image:
     `[pixels, in_ch] @ [in_ch, out_ch]`; channels-last images are one GEMM over all their
     pixels, NCHW images one per image over pixel-major views (no copies either way). It
-    takes `conv2d_gemm`'s arguments; the geometry ones are those of a 1x1 filter."""
+    takes `conv2d_gemm`'s arguments; the geometry ones are those of a 1x1 filter. Split-K
+    (`splits` > 1) works as `conv2d_gemm`'s does."""
     batch, in_ch, height, width = x.size()
     out_ch = weight.size(0)
     pixels = height * width
     filters = weight.reshape(out_ch, in_ch).t()  # [in_ch, out_ch], a strided view
     out = _new_output(x, out_ch, height, width, channels_last)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     images = 1 if channels_last else batch
     rows = pixels * batch // images
+    block_k = tc.register_block_size(16, in_ch)
+    splits = tc.register_tunable("splits", k_splits(rows, out_ch, in_ch, images))
+    chunk = split_chunk(in_ch, block_k, splits)
+    parts = partial_sums(splits, [images, rows, out_ch], x)
     # [images, rows, channels] views: NHWC memory is one matrix, NCHW a batch of transposes
     x_rows = x.permute(0, 2, 3, 1).reshape(images, rows, in_ch)
     out_rows = out.permute(0, 2, 3, 1).reshape(images, rows, out_ch)
     pre_rows = pre.permute(0, 2, 3, 1).reshape(images, rows, out_ch) if saves_pre(act) else pre
     res_rows = residual.permute(0, 2, 3, 1).reshape(images, rows, out_ch) if has_residual else pre
-    for tile_b, tile_m, tile_n in tc.tile([images, rows, out_ch], block_size=[1, None, None]):
+    size = [splits * images, rows, out_ch]
+    for tile_sb, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
+        image = tile_sb.begin % images
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
-        for tile_k in tc.tile(in_ch):
-            acc = torch.addmm(acc, x_rows[tile_b.begin, tile_m, tile_k], filters[tile_k, tile_n])
-        bias_cols = bias[tile_n] if has_bias else None
-        residual_tile = res_rows[tile_b.begin, tile_m, tile_n] if has_residual else None
-        acc, result = _finish(acc, bias_cols, residual_tile, act)
-        if saves_pre(act):
-            pre_rows[tile_b.begin, tile_m, tile_n] = acc.to(pre.dtype)
-        out_rows[tile_b.begin, tile_m, tile_n] = result.to(out.dtype)
+        if splits > 1:  # this program's chunk of the channels (whole blocks but the last)
+            start = tile_sb.begin // images * chunk
+            for tile_k in tc.tile(start, min(start + chunk, in_ch), block_size=block_k):
+                acc = torch.addmm(acc, x_rows[image, tile_m, tile_k], filters[tile_k, tile_n])
+            parts[tile_sb.begin // images, image, tile_m, tile_n] = acc
+        else:
+            for tile_k in tc.tile(in_ch, block_size=block_k):
+                acc = torch.addmm(acc, x_rows[image, tile_m, tile_k], filters[tile_k, tile_n])
+            where = [image, tile_m, tile_n]
+            _epilogue(acc, where, tile_n.index[None, :], out_rows, pre_rows, bias, res_rows, flags)
+    # split-K's second pass: the chunks' sums added, then the epilogue (no programs unsplit)
+    size = [images if splits > 1 else 0, rows, out_ch]
+    for tile_b, tile_m, tile_n in tc.tile(size, block_size=[1, SUM_ROWS, SUM_COLS]):
+        acc = parts[0, tile_b.begin, tile_m, tile_n]
+        for s in range(1, splits):
+            acc = acc + parts[s, tile_b.begin, tile_m, tile_n]
+        where = [tile_b.begin, tile_m, tile_n]
+        _epilogue(acc, where, tile_n.index[None, :], out_rows, pre_rows, bias, res_rows, flags)
     return out, pre
 
 
@@ -277,23 +380,19 @@ def conv2d_depthwise(
     filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     out = _new_output(x, channels, out_h, out_w, channels_last)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     for tile_m, tile_c in tc.tile([batch * out_h * out_w, channels]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
         acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
         for i in range(kernel_h):
-            ih = oh * stride_h + (i * dil_h - pad_h)
+            ih = input_at(oh, i, stride_h, dil_h, pad_h)
             for j in range(kernel_w):
-                iw = ow * stride_w + (j * dil_w - pad_w)
+                iw = input_at(ow, j, stride_w, dil_w, pad_w)
                 shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
                 taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
                 acc = acc + shifted.to(torch.float32) * taps_w[None, :]
-        where_out = (image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None])
-        bias_cols = bias[tile_c] if has_bias else None
-        residual_tile = residual[where_out] if has_residual else None
-        acc, result = _finish(acc, bias_cols, residual_tile, act)
-        if saves_pre(act):
-            pre[where_out] = acc.to(pre.dtype)
-        out[where_out] = result.to(out.dtype)
+        where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
+        _epilogue(acc, where, tile_c.index[None, :], out, pre, bias, residual, flags)
     return out, pre
 
 
@@ -327,24 +426,18 @@ def conv2d_depthwise_planes(
     filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
     out = _new_output(x, channels, out_h, out_w, False)
     pre = _pre_output(out, act)
+    flags = (act, has_bias, has_residual)
     planes = x.reshape(batch * channels, height, width)
     size = [batch * channels, out_h, out_w]
     for tile_p, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
         image, c = tile_p.begin // channels, tile_p.begin % channels
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for i in range(kernel_h):
-            rows = tile_h.index * stride_h + (i * dil_h - pad_h)
+            rows = input_at(tile_h.index, i, stride_h, dil_h, pad_h)
             for j in range(kernel_w):
-                cols = tile_w.index * stride_w + (j * dil_w - pad_w)
+                cols = input_at(tile_w.index, j, stride_w, dil_w, pad_w)
                 shifted = planes[tile_p.begin, rows[:, None], cols[None, :]].to(torch.float32)
                 acc = acc + shifted * filters[c, i * kernel_w + j].to(torch.float32)
-        if has_bias:
-            acc = acc + bias[c].to(torch.float32)
-        where_out = (image, c, tile_h.index[:, None], tile_w.index[None, :])
-        if has_residual:
-            acc = acc + residual[where_out].to(torch.float32)
-        result = _activate(acc, act)
-        if saves_pre(act):
-            pre[where_out] = acc.to(pre.dtype)
-        out[where_out] = result.to(out.dtype)
+        where = [image, c, tile_h.index[:, None], tile_w.index[None, :]]
+        _epilogue(acc, where, c, out, pre, bias, residual, flags)
     return out, pre

@@ -16,6 +16,7 @@ FIELDS = {
     "range_unroll_factors": list,
     "range_flattens": list,
     "range_multi_buffers": list,
+    "load_eviction_policies": list,
     "indexing": (str, list),
     "pid_type": str,
     "num_warps": int,
@@ -27,12 +28,12 @@ HELION_ONLY = {
     "flatten_loops": list,
     "static_ranges": list,
     "range_warp_specializes": list,
-    "load_eviction_policies": list,
     "num_sm_multiplier": int,
     "maxnreg": int,
     "advanced_controls_file": str,
 }
 PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
+EVICTIONS = (None, "", "first", "last")  # load_eviction_policies entries ("", None: no hint)
 
 
 class Config:
@@ -128,6 +129,10 @@ def _validate(key: str, value: Any) -> None:
         raise InvalidConfig(f"Config.num_stages must be >= 1, got {value}")
     if key == "pid_type" and value not in PID_TYPES:
         raise InvalidConfig(f"Config.pid_type must be one of {PID_TYPES}, got {value!r}")
+    if key == "load_eviction_policies" and any(p not in EVICTIONS for p in value):
+        raise InvalidConfig(
+            f"Config.load_eviction_policies entries must be '', 'first' or 'last', got {value!r}"
+        )
     if key in ("block_sizes", "reduction_loops"):
         for item in value:
             if item is not None and (not isinstance(item, int) or item < 1 or item & (item - 1)):

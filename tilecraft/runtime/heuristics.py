@@ -27,8 +27,11 @@ DOT_TILE = (128, 128, 64)
 DOT_WARPS, DOT_STAGES = 4, 4
 # Batched products (3-D tl.dot) split their warps over the batch dim: a batch block of 1
 # with 8 warps ran 4-5x slower than with 1 warp; 8x64x32x32 with 4 warps was the best
-# config at 8x1024^3.
+# config at 8x1024^3. That was before a batch tile of one became a 2-D product
+# (codegen/flat.py), which Hopper runs on wgmma: products whose matrices are at least
+# FLAT_MIN on both sides now take a batch tile of one and the tiles of a 2-D product.
 BATCH_TILE = (8, 64, 32, 32)  # batch, m, n, k
+FLAT_MIN = 64
 
 
 def _pow2(n: int) -> int:
@@ -45,8 +48,10 @@ def default_config(spec: KernelSpec) -> Config:
     reduction_loops: list[int | None] = [
         None if _pow2(n) <= ROW_LIMIT else ROW_CHUNK for n in spec.reductions
     ]
+    orders = None
     if spec.dot_blocks:
         sizes, warps, stages = _dot_defaults(spec)
+        orders = _batch_last(spec, sizes)
     else:
         sizes, warps, stages = _tile_defaults(spec), None, 3 if _has_inner(spec) else 1
     values: dict[str, Any] = {
@@ -55,6 +60,8 @@ def default_config(spec: KernelSpec) -> Config:
         "num_warps": warps,
         "num_stages": stages,
     }
+    if orders:
+        values["loop_orders"] = orders
     _shrink_values(spec, values)
     if values["num_warps"] is None:
         values["num_warps"] = _row_warps(spec, values)
@@ -106,7 +113,8 @@ def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
     next n, an inner loop's k), the batch tile for the leading dims of 3-D products, 1
     for any other dim."""
     batch = batch_blocks(spec)
-    tile = BATCH_TILE[1:] if batch else DOT_TILE
+    flat = _flat_products(spec)
+    tile = BATCH_TILE[1:] if batch and not flat else DOT_TILE
     grid = iter(tile[:2])
     others = _tile_defaults(spec)  # loops that feed no product keep the tile heuristics
     sizes = []
@@ -115,16 +123,39 @@ def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
             want = tile[2] if b.inner else next(grid, tile[1])
             sizes.append(max(MIN_DOT_BLOCK, min(want, _pow2(b.extent))))
         elif i in batch:
-            sizes.append(min(BATCH_TILE[0], _pow2(b.extent)))
+            sizes.append(1 if flat else min(BATCH_TILE[0], _pow2(b.extent)))
         else:
             sizes.append(others[i] if b.inner else 1)
-    return sizes, _dot_warps(spec, sizes), 3 if batch else DOT_STAGES
+    return sizes, _dot_warps(spec, sizes), 3 if batch and not flat else DOT_STAGES
+
+
+def _batch_last(spec: KernelSpec, sizes: list[int]) -> list[list[int]] | None:
+    """Loop orders that launch batch tiles of one last (slowest): the programs running
+    at once then share one batch's matrices in L2, as a 2-D product's do. None where
+    no multi-dim loop holds one."""
+    batch = {i for i in batch_blocks(spec) if sizes[i] == 1}
+    orders = [
+        sorted(range(len(refs)), key=lambda p: refs[p] in batch) for refs in spec.loop_order_blocks
+    ]
+    return orders if any(o != sorted(o) for o in orders) else None
+
+
+def _flat_products(spec: KernelSpec) -> bool:
+    """Whether the products' matrices are large enough on both sides (m and n, the dot
+    blocks that no inner loop runs over) to be 2-D products over a batch tile of one."""
+    sides = [b.extent for i, b in enumerate(spec.blocks) if i in spec.dot_blocks and not b.inner]
+    return bool(sides) and min(_pow2(n) for n in sides) >= FLAT_MIN
 
 
 def _dot_warps(spec: KernelSpec, sizes: list[int]) -> int:
     """Warps of a product: a 3-D product spreads them over its batch tile first, so
-    never more than that tile holds."""
-    return min([DOT_WARPS, *(sizes[i] for i in batch_blocks(spec))])
+    never more than that tile holds (a tile of one makes a 2-D product: no limit)."""
+    return min([DOT_WARPS, *_batch_tiles(spec, sizes)])
+
+
+def _batch_tiles(spec: KernelSpec, sizes: list[int]) -> list[int]:
+    """The batch tiles of 3-D products that stay 3-D (larger than one)."""
+    return [sizes[i] for i in batch_blocks(spec) if sizes[i] > 1]
 
 
 def batch_blocks(spec: KernelSpec) -> set[int]:
@@ -183,8 +214,8 @@ def _fit(spec: KernelSpec, values: dict[str, Any]) -> None:
 
 
 def _most_warps(spec: KernelSpec, values: dict[str, Any]) -> int:
-    batch = batch_blocks(spec)
-    return _dot_warps(spec, values["block_sizes"]) if batch else 8
+    tiles = _batch_tiles(spec, values["block_sizes"])
+    return _dot_warps(spec, values["block_sizes"]) if tiles else 8
 
 
 def _halve(spec: KernelSpec, values: dict[str, Any]) -> bool:

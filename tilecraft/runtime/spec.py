@@ -48,10 +48,13 @@ class KernelSpec:
     grids: list[int] = field(default_factory=list)  # tiled dims of each top-level loop
     device_loops: int = 0
     memory_ops: int = 0
+    loads: int = 0  # of memory_ops, the loads (one load_eviction_policies entry each)
     dot_blocks: set[int] = field(default_factory=set)  # block_sizes of tl.dot's matrix dims
     values: list[tuple[DimRef, ...]] = field(default_factory=list)  # shapes of all values
     uses: list[TileUse] = field(default_factory=list)  # what the budgets count (budget.py)
     limits: Any = None  # the device's Limits (budget.py), set by the BoundKernel
+    # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
+    loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
 
     def value_elements(self, block_sizes: list[int], reduction_sizes: list[int]) -> int:
         """Elements of the largest value a program holds under these sizes."""
@@ -75,6 +78,8 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
         list(table.grids),
         table.device_loops,
         table.memory_ops,
+        loads=table.loads,
+        loop_order_blocks=list(table.loop_order_blocks),
     )
     for kernel in kernels:
         for op in kernel.walk():

@@ -11,10 +11,19 @@ weights (mostly zeros). The kernel computes the weight matrices from indices, lo
 window once (uint8 values are exact in float16) and lets the tensor cores do the sums: no
 output re-reads its taps one gathered load at a time, and no intermediate image is made.
 Float16 weights and partial sums keep results within about 0.2 of a uint8 level.
+
+Frames stored NHWC without gaps (what decoders and `torch.from_numpy` give) take the
+packed kernel: it reads runs of each row's samples, all channels interleaved, in 16-byte
+loads, and folds the de-interleaving into the column weights (one column per channel and
+output). Other layouts take one channel per program, whose loads gather. The packed
+kernel also does plain bilinear resizing (`preprocess` without antialiasing) to float32
+accuracy: each float32 weight is split into two float16 halves (three products instead of
+one), except where the weights are eighths, exact in float16 (1080p -> 360p).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -22,6 +31,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
+from tilecraft.vision._device import bilinear_taps
 
 # rows of outputs, columns of outputs, and input columns per step of a program's tile
 # (the first of each is the default: a 16 x 32 tile of 1080p -> 360p reads a 64-row window)
@@ -85,6 +95,88 @@ def weights(
     return torch.where(used, weight / torch.where(used, total, 1.0), 0.0).to(torch.float16)
 
 
+def axis_bounds(
+    dst: torch.Tensor,
+    scale: float,
+    reach: float,
+    inv_reach: float,
+    size: int,
+    count: int,
+    antialias: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """First input and end of the inputs of the outputs at `dst` (>= 0), and what their
+    weights need: `bounds`'s centre and total (antialiased), or the second tap's weight
+    twice (plain bilinear: two taps, `_device.bilinear_taps`); a device helper."""
+    if antialias:
+        low, high, centre, total = bounds(dst, scale, reach, inv_reach, size, count)
+    else:
+        low, last, centre = bilinear_taps(dst, scale, size)
+        high, total = last + 1, centre
+    return low, high, centre, total
+
+
+def axis_weights(
+    source: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    centre: torch.Tensor,
+    total: torch.Tensor,
+    inv_reach: float,
+    antialias: bool,
+) -> torch.Tensor:
+    """The float32 weight of input `source` in the outputs of `axis_bounds` (broadcast);
+    a device helper."""
+    if antialias:
+        weight = torch.clamp(1.0 - torch.abs((source - centre + 0.5) * inv_reach), min=0.0)
+        used = (source >= low) & (source < high) & (total > 0.0)
+        weight = torch.where(used, weight / torch.where(used, total, 1.0), 0.0)
+    else:  # `centre` is the second tap's weight; at the last pixel both taps are one
+        weight = torch.where(source == low, 1.0 - centre, 0.0)
+        weight = weight + torch.where(source == high - 1, centre, 0.0)
+    return weight
+
+
+def halves(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`x` (float32) as the sum of two float16 values, the second the first's rounding
+    error: products of such pairs keep about 22 bits; a device helper."""
+    high = x.to(torch.float16)
+    return high, (x - high.to(torch.float32)).to(torch.float16)
+
+
+def product(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, exact: bool) -> torch.Tensor:
+    """`acc + a @ b` (float32 `a`, `b`) on the tensor cores: in float16, or with `exact`
+    as three float16 products of the halves (float32 accuracy); a device helper."""
+    a_high, a_low = halves(a)
+    b_high, b_low = halves(b)
+    acc = tc.dot(a_high, b_high, acc=acc)
+    if exact:
+        acc = tc.dot(a_high, b_low, acc=acc)
+        acc = tc.dot(a_low, b_high, acc=acc)
+    return acc
+
+
+def row_window(
+    dst: torch.Tensor,
+    scale: float,
+    reach: float,
+    inv_reach: float,
+    size: int,
+    count: int,
+    window: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The `window` input rows from the first one that the output rows `dst` read, which
+    of them are read, and the [len(dst), window] float16 weights; a device helper."""
+    top, bottom, centre, total = bounds(
+        torch.clamp(dst, min=0), scale, reach, inv_reach, size, count
+    )
+    source = torch.amin(top) + tc.arange(window)
+    needed = source < torch.amax(bottom)  # rows past the last window: weight 0, not read
+    w_rows = weights(
+        source[None, :], top[:, None], bottom[:, None], centre[:, None], total[:, None], inv_reach
+    )
+    return source, needed, w_rows
+
+
 @tc.kernel
 def _antialias_normalize(
     image: torch.Tensor,
@@ -114,23 +206,12 @@ def _antialias_normalize(
     taps_h, taps_w = taps(sh), taps(sw)
     size = [c, n, out_h, out_w]  # a tile's channels run next to each other: they share lines
     for tile_c, tile_n, tile_h, tile_w in tc.tile(size, block_size=[1, 1, rows, cols]):
-        dst_h = torch.clamp(tile_h.index - box_top, min=0)
-        dst_w = torch.clamp(tile_w.index - box_left, min=0)
-        top, bottom, centre_h, total_h = bounds(dst_h, scale_h, reach_h, inv_h, h, taps_h)
-        left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
-        first_row = torch.amin(top)
-        first_col = torch.amin(left)
-        source_rows = first_row + tc.arange(window)
-        # rows past the tile's last window read nothing (their weights are 0)
-        needed = source_rows < torch.amax(bottom)
-        w_rows = weights(
-            source_rows[None, :],
-            top[:, None],
-            bottom[:, None],
-            centre_h[:, None],
-            total_h[:, None],
-            inv_h,
+        source_rows, needed, w_rows = row_window(
+            tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
         )
+        dst_w = torch.clamp(tile_w.index - box_left, min=0)
+        left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
+        first_col = torch.amin(left)
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for s in range(steps):
             source_cols = first_col + s * step + tc.arange(step)
@@ -158,6 +239,113 @@ def _antialias_normalize(
     return out
 
 
+# samples a packed kernel's row loads start and end at multiples of (16 bytes of uint8)
+ALIGN = 16
+LANE_COLS = Choice(32, 16, 64)  # outputs per program along a row, each for every channel
+SAMPLES = Choice(64, 32, 128)  # samples (pixels x channels) per step
+
+
+@tc.kernel
+def _packed_resize_normalize(
+    samples: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box_top: int,
+    box_left: int,
+    box_height: int,
+    box_width: int,
+    scale_h: float,
+    scale_w: float,
+    inv_h: float,
+    inv_w: float,
+    pad: float,
+    peak: float,
+    antialias: bool,
+    exact: bool,
+) -> torch.Tensor:
+    # `samples` is (N, H, W * C), an NHWC uint8 batch with each row's values in one line: a
+    # program reads whole runs of a row (every channel at once, in wide loads), and the
+    # column weights pick each channel's samples, so the image is read without gathers.
+    # Antialiased or plain bilinear weights; `exact` products keep float32 accuracy.
+    _, h, row = samples.size()
+    n, c, out_h, out_w = out.size()
+    w = row // c
+    rows = tc.register_tunable("rows", ROWS)
+    cols = tc.register_tunable("cols", LANE_COLS)
+    step = tc.register_tunable("step", SAMPLES)
+    sh, sw = h / box_height, w / box_width
+    reach_h, reach_w = support(sh), support(sw)
+    window = window_rows(rows, sh)
+    lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
+    steps = -(-(c * span(cols, sw) + 2 * ALIGN) // step)
+    taps_h, taps_w = taps(sh), taps(sw)
+    for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
+        dst_h = torch.clamp(tile_h.index - box_top, min=0)
+        top, bottom, centre_h, total_h = axis_bounds(
+            dst_h, scale_h, reach_h, inv_h, h, taps_h, antialias
+        )
+        source_rows = torch.amin(top) + tc.arange(window)
+        needed = source_rows < torch.amax(bottom)  # rows past the last window: not read
+        w_rows = axis_weights(
+            source_rows[None, :],
+            top[:, None],
+            bottom[:, None],
+            centre_h[:, None],
+            total_h[:, None],
+            inv_h,
+            antialias,
+        )
+        lane = tc.arange(lanes)
+        channel = lane // cols
+        col = tile_w.begin + lane % cols
+        dst_w = torch.clamp(col - box_left, min=0)
+        left, right, centre_w, total_w = axis_bounds(
+            dst_w, scale_w, reach_w, inv_w, w, taps_w, antialias
+        )
+        first = torch.amin(left) * c // ALIGN * ALIGN
+        end = (torch.amax(right) * c + ALIGN - 1) // ALIGN * ALIGN
+        acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
+        for s in range(steps):
+            sample = first + s * step + tc.arange(step)
+            block = tc.load(
+                samples,
+                [tile_n.begin, source_rows[:, None], sample[None, :]],
+                extra_mask=needed[:, None] & (sample < end)[None, :],
+            )
+            # uint8 samples are exact in float16: only the weights need two halves
+            block = block.to(torch.float16)
+            w_high, w_low = halves(w_rows)
+            partial = tc.dot(w_high, block)
+            if exact:
+                partial = tc.dot(w_low, block, acc=partial)
+            w_cols = axis_weights(
+                (sample // c)[:, None],
+                left[None, :],
+                right[None, :],
+                centre_w[None, :],
+                total_w[None, :],
+                inv_w,
+                antialias,
+            )
+            w_cols = torch.where((sample % c)[:, None] == channel[None, :], w_cols, 0.0)
+            acc = product(partial, w_cols, acc, exact)
+        inside_h = (tile_h.index >= box_top) & (tile_h.index < box_top + box_height)
+        inside_w = (col >= box_left) & (col < box_left + box_width)
+        value = torch.where(inside_h[:, None] & inside_w[None, :], acc, pad) / peak
+        real = channel < c
+        shift = tc.load(mean, [channel], extra_mask=real)
+        spread = tc.load(std, [channel], extra_mask=real, other=1.0)
+        value = (value - shift[None, :]) / spread[None, :]
+        tc.store(
+            out,
+            [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]],
+            value.to(out.dtype),
+            extra_mask=real[None, :],
+        )
+    return out
+
+
 def _inverse_support(scale: float) -> float:
     return float(1.0 / torch.tensor(support(scale), dtype=torch.float32))
 
@@ -181,8 +369,58 @@ def antialias_normalize(
     """NCHW view `image` resized (antialiased bilinear) into `box` = [top, left, height,
     width] of the NCHW `out`, normalized, `pad` around; `fits(...)` must hold."""
     h, w = image.shape[2:]
-    scales = [
-        float(torch.tensor(size, dtype=torch.float32) / n) for size, n in ((h, box[2]), (w, box[3]))
-    ]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
     inverses = [_inverse_support(s) for s in scales]
-    return _antialias_normalize(image, mean, std, out, *box, *scales, *inverses, pad, peak)
+    args = (mean, std, out, *box, *scales, *inverses, pad, peak)
+    samples = packed_rows(image)
+    if samples is not None:
+        return _packed_resize_normalize(samples, *args, True, False)
+    return _antialias_normalize(image, *args)
+
+
+def bilinear_normalize(
+    image: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box: list[int],
+    pad: float,
+    peak: float,
+) -> torch.Tensor | None:
+    """As `antialias_normalize`, with plain bilinear weights and float32 accuracy, for
+    uint8 frames stored NHWC without gaps; None for others (they take the gathering
+    kernel) or for shrinking too far."""
+    samples = packed_rows(image) if image.dtype == torch.uint8 else None
+    if samples is None or not fits(image.shape[2:], box):
+        return None
+    h, w = image.shape[2:]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
+    # weights in eighths (integer and half scales: 1080p -> 360p) are exact in float16, and
+    # so are the row sums of uint8 samples they give: one product per step suffices
+    exact = not (eighths(h, box[2]) and eighths(w, box[3]))
+    args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact)
+    return _packed_resize_normalize(samples, *args)
+
+
+def _float32_ratio(size: int, length: int) -> float:
+    return float(torch.tensor(size, dtype=torch.float32) / length)
+
+
+@functools.lru_cache(maxsize=64)
+def eighths(size: int, length: int) -> bool:
+    """Whether every bilinear weight of resizing `size` inputs to `length` outputs (as
+    float32 computes them) is a multiple of 1/8."""
+    dst = torch.arange(length, dtype=torch.float32)
+    src = torch.clamp((dst + 0.5) * _float32_ratio(size, length) - 0.5, min=0.0)
+    frac = src - src.floor()
+    return bool(torch.equal(frac * 8, (frac * 8).floor()))
+
+
+def packed_rows(image: torch.Tensor) -> torch.Tensor | None:
+    """The NCHW view `image` as (N, H, W * C) when its memory is NHWC without gaps."""
+    n, c, h, w = image.shape
+    packed = (h * w * c, 1, w * c, c)
+    for size, stride, want in zip(image.shape, image.stride(), packed, strict=True):
+        if size > 1 and stride != want:  # (the stride of a dim of 1 says nothing)
+            return None
+    return image.permute(0, 2, 3, 1).reshape(n, h, w * c)  # a view

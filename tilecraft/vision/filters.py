@@ -1,6 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
-# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc"
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
+# `register_tunable` returns an object, the int its Choice picks).
+# mypy: disable-error-code="index,list-item,misc,operator"
 """Filters: separable Gaussian blur, box filter, Sobel.
 
 Borders reflect without repeating the edge pixel (`...cba|abcd|dcb...`): torch's
@@ -12,10 +13,12 @@ BORDER_REFLECT_101. Sums are float32; uint8 results are rounded half to even and
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 import tilecraft as tc
+from tilecraft.language import Choice
 from tilecraft.vision._device import reflect, uint8_levels
 from tilecraft.vision.layout import as_nchw, dims, new_image
 from tilecraft.vision.memory import constant, empty
@@ -25,12 +28,43 @@ SOBEL_X = ((-1, 0, 1), (-2, 0, 2), (-1, 0, 1))
 SOBEL_Y = ((-1, -2, -1), (0, 0, 0), (1, 2, 1))
 
 
+# Filters of up to this many taps (default 25: 5x5) run in one pass over the image: each
+# output reads its taps (from L1 mostly) and the image is read once from memory. Larger ones
+# run in two passes through a float32 image of row sums, which moves twice the bytes but
+# reads fewer taps. The autotuner may move the line (`Config(one_pass_taps=...)`).
+ONE_PASS_TAPS = Choice(25, 0, 81)
+
+
+def _row_sum(
+    image: torch.Tensor,
+    n: Any,
+    c: Any,
+    tile_h: tc.Tile,
+    lines: torch.Tensor,
+    tile_w: tc.Tile,
+    weights_w: torch.Tensor,
+    width: int,
+    reflected: bool = True,
+) -> torch.Tensor:
+    """The horizontal pass over rows `lines` (one per row of `tile_h`) of `image[n, c]` at
+    the columns of `tile_w`, in float32 (columns not `reflected`: all inside the image);
+    a device helper."""
+    radius = weights_w.size(0) // 2
+    acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+    for k in range(2 * radius + 1):
+        cols = tile_w.index + (k - radius)
+        if reflected:
+            cols = reflect(cols, width)
+        pixels = tc.load(image, [n, c, lines[:, None], cols[None, :]])
+        acc = acc + weights_w[k] * pixels.to(torch.float32)
+    return acc
+
+
 @tc.kernel
 def _separable(
     image: torch.Tensor,
     weights_h: torch.Tensor,
     weights_w: torch.Tensor,
-    rows: torch.Tensor,
     out: torch.Tensor,
     is_uint8: bool,
     amount: float,
@@ -39,26 +73,87 @@ def _separable(
     n, c, h, w = image.size()
     radius_h = weights_h.size(0) // 2
     radius_w = weights_w.size(0) // 2
+    taps = (2 * radius_h + 1) * (2 * radius_w + 1)
+    one_pass = taps <= tc.register_tunable("one_pass_taps", ONE_PASS_TAPS)
+    # the horizontal pass's float32 result, which the vertical pass reads (none in one pass)
+    rows = empty([n, c, h, w] if not one_pass else [1, 1, 1, 1], torch.float32, image.device)
     size = [n, c, h, w]
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
-        acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
-        for k in range(2 * radius_w + 1):
-            cols = reflect(tile_w.index + (k - radius_w), w)
-            pixels = image[tile_n, tile_c, tile_h.index[:, None], cols[None, :]]
-            acc = acc + weights_w[k] * pixels.to(torch.float32)
-        rows[tile_n, tile_c, tile_h, tile_w] = acc
-    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        if one_pass:
+            # tiles whose taps all fall inside the image (most) read shifted runs of rows,
+            # which load wide; the others reflect each position
+            if _interior(tile_h, radius_h, h) & _interior(tile_w, radius_w, w):
+                acc = _window_sum(
+                    image, tile_n, tile_c, tile_h, tile_w, weights_h, weights_w, False
+                )
+            else:
+                acc = _window_sum(image, tile_n, tile_c, tile_h, tile_w, weights_h, weights_w, True)
+            _finish(image, out, tile_n, tile_c, tile_h, tile_w, acc, is_uint8, amount, sharpen)
+        else:
+            rows[tile_n, tile_c, tile_h, tile_w] = _row_sum(
+                image, tile_n, tile_c, tile_h, tile_h.index, tile_w, weights_w, w
+            )
+    # the vertical pass of two: over no rows (no launch) in one pass
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(
+        [n, c, 0 if one_pass else h, w], block_size=[1, 1, None, None]
+    ):
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(2 * radius_h + 1):
             lines = reflect(tile_h.index + (k - radius_h), h)
             acc = acc + weights_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
-        if sharpen:  # unsharp mask: the image plus `amount` times what the blur took away
-            original = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32)
-            acc = original + amount * (original - acc)
-        if is_uint8:
-            acc = uint8_levels(acc)
-        out[tile_n, tile_c, tile_h, tile_w] = acc.to(out.dtype)
+        _finish(image, out, tile_n, tile_c, tile_h, tile_w, acc, is_uint8, amount, sharpen)
     return out
+
+
+def _interior(tile: Any, radius: int, size: int) -> torch.Tensor:
+    """Whether every position within `radius` of `tile` lies in [0, size); a device helper."""
+    return (tile.begin >= radius) & (tile.end + radius <= size)
+
+
+def _window_sum(
+    image: torch.Tensor,
+    n: Any,
+    c: Any,
+    tile_h: Any,
+    tile_w: Any,
+    weights_h: torch.Tensor,
+    weights_w: torch.Tensor,
+    reflected: bool,
+) -> torch.Tensor:
+    """Both passes of the filter on one tile, in float32: each output reads all its taps;
+    a device helper."""
+    h, w = image.size(2), image.size(3)
+    radius = weights_h.size(0) // 2
+    acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+    for i in range(2 * radius + 1):
+        lines = tile_h.index + (i - radius)
+        if reflected:
+            lines = reflect(lines, h)
+        row = _row_sum(image, n, c, tile_h, lines, tile_w, weights_w, w, reflected)
+        acc = acc + weights_h[i] * row
+    return acc
+
+
+def _finish(
+    image: torch.Tensor,
+    out: torch.Tensor,
+    tile_n: Any,
+    tile_c: Any,
+    tile_h: Any,
+    tile_w: Any,
+    acc: torch.Tensor,
+    is_uint8: bool,
+    amount: float,
+    sharpen: bool,
+) -> None:
+    """Store a filtered tile: sharpened (unsharp mask: the image plus `amount` times what
+    the blur took away), rounded and saturated for uint8; a device helper."""
+    if sharpen:
+        original = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32)
+        acc = original + amount * (original - acc)
+    if is_uint8:
+        acc = uint8_levels(acc)
+    out[tile_n, tile_c, tile_h, tile_w] = acc.to(out.dtype)
 
 
 @tc.kernel
@@ -101,15 +196,13 @@ def _filter(
 ) -> torch.Tensor:
     img = as_nchw(image, layout)
     out = new_image(*dims(img), image.dtype, image.device, layout)
-    # the horizontal pass's float32 result, which the vertical pass reads
-    rows = empty(img.view.shape, torch.float32, image.device)
     taps_h, taps_w = (
         constant(taps_h.tolist(), image.device),
         constant(taps_w.tolist(), image.device),
     )
     is_uint8, sharpen = image.dtype == torch.uint8, amount is not None
     args = (is_uint8, float(amount or 0.0), sharpen)
-    out = _separable(img.view, taps_h, taps_w, rows, out, *args)
+    out = _separable(img.view, taps_h, taps_w, out, *args)
     return img.restore(out)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from tilecraft.autotune.features import features
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import ModelSearch, cost
 from tilecraft.runtime.config import Config
@@ -15,11 +16,17 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     the same kernel at other shapes, first in `seeds`) and the `first` configs the model
     ranks best among `pool` random ones, the seeds and their neighbours. Then each round
     measures the `per_round` neighbours of the leaders the model rates best (plus the
-    pattern search's jumps), and stops after `patience` rounds without a gain of
-    `threshold`.
+    pattern search's jumps). After `patience` rounds without a gain of `threshold`, one
+    round of long moves (`wide_moves`); the climb goes on if they gain, else it stops and
+    the rest of the budget up to the finishing share goes to `look_further`.
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
     the classifier-guided pattern search.
+
+    The last `finish_share` of the time budget (or once the climb stalls) goes to the
+    knobs the model cannot see (`blind`: cache eviction hints, ...), which its ranking
+    would never pick: each other value of each such knob of the best config is measured,
+    then the changes that helped, together.
     """
 
     name = "fast"
@@ -28,24 +35,63 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     pool = 1500
     per_round = 4
     patience = 2
+    wide = 6  # long moves measured once the climb first stalls
+    explore_pool = 500  # random configs the model rates per exploring round
+    finish_share = 0.35  # of the time budget, kept for the knobs the model cannot see
 
     def search(self) -> None:
         if self.model is None or self.description is None:
             super().search()
             return
+        self.climb_model()
+        self.look_further()
+        self.finish()
+
+    def climb_model(self) -> None:
+        """The model's first batch, then rounds of its favourite neighbours until the
+        finishing share of the budget, or a second stall: after the first, one round of
+        the model's favourite long moves of the best config (`wide_moves`)."""
         pool = self.measure(self.first_batch())
         best, stalls, previous = min(map(cost, pool), default=math.inf), 0, pool[:0]
-        while not self.done() and stalls < self.patience:
-            leaders = self.ranked()[: self.leaders]
-            near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
-            jumps = self.unseen(self.jumps(previous + leaders))
-            previous = leaders
-            picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
+        widened = False
+        while not self.done() and not self.finishing():
+            if stalls >= self.patience:
+                if widened:
+                    return
+                widened, picked = True, self.wide_moves()
+            else:
+                leaders = self.ranked()[: self.leaders]
+                near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
+                jumps = self.unseen(self.jumps(previous + leaders))
+                previous = leaders
+                picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
             if not self.measure(picked):
                 return
             new = min(map(cost, self.trials))
             stalls = 0 if new < best * (1 - self.threshold) else stalls + 1
             best = min(best, new)
+
+    def look_further(self) -> None:
+        """Until the finishing share of the budget: rounds of the model's favourites among
+        fresh random configs and among the leaders' neighbours. (The climb ends at its first
+        local optimum, in replay on the landscapes after 3-4 s of a 10 s budget; going on
+        this way brought the mean held-out result from 1.10x the best to 1.04x.)"""
+        while not self.done() and not self.finishing():
+            leaders = self.ranked()[: self.leaders]
+            near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
+            fresh = self.best_rated(self.unseen(self.draw(self.explore_pool)))
+            picked = [*fresh, *(c for c in self.best_rated(near) if c not in fresh)]
+            if not self.measure(picked):
+                return
+
+    def wide_moves(self) -> list[Config]:
+        """The `wide` one-knob changes of the best config, by any distance along the knob,
+        that the model rates best: a climb in single steps stops at the first ridge (more
+        warps only pay with a larger block, ...) with most of its budget unspent."""
+        leader = self.best()
+        if leader is None:
+            return []
+        return self.best_rated(self.unseen(self.sweep(leader.config)), self.wide)
 
     def first_batch(self) -> list[Config]:
         """The default and the nearest seeds (a floor if the model is wrong about this
@@ -60,3 +106,42 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         feature vector."""
         assert self.model is not None and self.description is not None
         return self.model.rank(self.description, configs, distinct=True)[: n or self.per_round]
+
+    def finishing(self) -> bool:
+        """Whether the time left is the finishing stage's."""
+        seconds = self.budget.max_seconds
+        return seconds is not None and self.budget.elapsed() >= (1 - self.finish_share) * seconds
+
+    def finish(self) -> None:
+        """Measure the best config's blind variants, then its improving ones combined."""
+        leader = self.best()
+        if leader is None or self.done():
+            return
+        tried = self.measure(self.blind(leader.config))
+        better = [t for t in tried if cost(t) < cost(leader)]
+        if len(better) >= 2:
+            changes: dict[str, object] = {}
+            base = self.space.values(leader.config)
+            for trial in sorted(better, key=cost, reverse=True):  # the fastest last: it wins
+                changes.update(
+                    {k: v for k, v in self.space.values(trial.config).items() if v != base[k]}
+                )
+            combined = self.space.config({**base, **changes})
+            if self.space.is_valid(combined):
+                self.measure([combined])
+
+    def blind(self, config: Config) -> list[Config]:
+        """The untried configs that differ from `config` in one knob, by any value, and
+        that the model sees as the same config (the same features)."""
+        assert self.description is not None
+        same = features(self.description, config)
+        values = self.space.values(config)
+        out = []
+        for knob in self.space.knobs:
+            for choice in knob.choices:
+                if choice == values[knob.name]:
+                    continue
+                candidate = self.space.config({**values, knob.name: choice})
+                if self.space.is_valid(candidate) and features(self.description, candidate) == same:
+                    out.append(candidate)
+        return self.unseen(out)
