@@ -2,22 +2,23 @@
 
 Triton lowers only 2-D `tl.dot`s to Hopper's wgmma: a 3-D one, even over a batch of one,
 falls back to the older mma (bmm 64x1024^3 bf16 ran at about 80 TFLOP/s on the H200).
-When a config gives the leading dim of a 3-D product one element, the product, the
-accumulator its loop carries, the loads of its operands, and the elementwise ops and
-stores after it are written on 2-D tiles, the leading dim dropped, so that the k loop
-reads like a plain matrix product's. The plan is made per kernel and config, before any
-code is written:
+When a config gives the leading dim of a 3-D product one element, the product and the
+values joined to it (the accumulator its loop carries, the loads of its operands, the
+elementwise ops, reductions, views and stores around it: an attention's row statistics
+too) are written without that dim ("flat"), so that the loop reads like a plain matrix
+product's. The plan is made per kernel and config, before any code is written:
 
-- a flat value's Triton variable holds the 2-D tile (a loop-carried variable is flat
-  before, inside and after its loop, or not at all);
-- any other consumer sees a flat value with its leading dim put back (`x[None, :, :]`,
-  which moves no data), and a product whose operand is not flat reshapes it.
+- a flat value's Triton variable holds the tile without its leading dim (a loop-carried
+  variable is flat before, inside and after its loop, or not at all);
+- any other consumer gets a copy with the leading dim put back (`x[None, :, :]`, which
+  moves no data), and a product whose operand is not flat reshapes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tilecraft.codegen.common import is_rolled
 from tilecraft.ir.nodes import Access, Branch, Carried, Loop, Node, Op, Value
@@ -209,3 +210,42 @@ def lead_block(w: KernelWriter, block_id: int | None) -> bool:
         return False
     block = w.kernel.blocks[block_id]
     return block.kind != "grid" and (block.kind != "reduction" or not is_rolled(block))
+
+
+# -- writing ---------------------------------------------------------------------------
+def writes_flat(w: KernelWriter, op: Op) -> bool:
+    """Whether the writer writes `op` flat: its value is flat, or it stores a flat value
+    through flat pointers."""
+    if op.out is not None:
+        return op.out in w.flat
+    return op.name in ("store", "atomic_add") and op.args[1] in w.flat and flat_access(w, op)
+
+
+def unflatten(w: KernelWriter, op: Op) -> Op:
+    """`op` reading full-rank copies of the flat values it takes, unless it writes flat
+    itself (the copies are written before it)."""
+    if not w.flat.names or writes_flat(w, op):
+        return op
+    copies: dict[str, Value] = {}
+    for v in op.inputs():
+        if v in w.flat and v.name not in copies:
+            # a fresh name each time: one assigned both before and inside a loop would
+            # become a variable the loop carries
+            w.copies += 1
+            copy = copies[v.name] = Value(v.type, f"{v.name}_3d_{w.copies}", v.weak)
+            w.line(f"{copy.name} = {w.as_full(v)}")
+    if not copies:
+        return op
+    args = tuple(_swap(a, copies) for a in op.args)
+    attrs = {k: _swap(a, copies) for k, a in op.attrs.items()}
+    return dataclasses.replace(op, args=args, attrs=attrs)
+
+
+def _swap(x: Any, copies: dict[str, Value]) -> Any:
+    """`x` (an op's argument) with values replaced by their copies named in `copies`."""
+    if isinstance(x, Value):
+        return copies.get(x.name, x)
+    if isinstance(x, Access):
+        indices = tuple(dataclasses.replace(i, value=_swap(i.value, copies)) for i in x.indices)
+        return Access(x.param, indices)
+    return x

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +9,7 @@ import torch
 
 from tilecraft.codegen import access, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
-from tilecraft.codegen.flat import FlatPlan, flat_access, plan_flat
+from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import (
@@ -22,7 +21,7 @@ from tilecraft.codegen.rules import (
     triton_interpret,
 )
 from tilecraft.exc import LoweringError, SourceLoc
-from tilecraft.ir.nodes import Access, Branch, DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
@@ -108,30 +107,6 @@ class KernelWriter:
         if value not in self.flat:
             return value.name
         return f"{value.name}[{', '.join(['None'] + [':'] * (value.type.rank - 1))}]"
-
-    def flat_store(self, op: Op) -> bool:
-        return (
-            op.name in ("store", "atomic_add") and op.args[1] in self.flat and flat_access(self, op)
-        )
-
-    def unflatten(self, op: Op) -> Op:
-        """`op` reading full-rank copies of the flat values it takes, unless it writes
-        flat itself."""
-        if not self.flat.names or op.out in self.flat or self.flat_store(op):
-            return op
-        copies: dict[str, Value] = {}
-        for v in op.inputs():
-            if v in self.flat and v.name not in copies:
-                # a fresh name each time: one assigned both before and inside a loop would
-                # become a variable the loop carries
-                self.copies += 1
-                copy = copies[v.name] = Value(v.type, f"{v.name}_3d_{self.copies}", v.weak)
-                self.line(f"{copy.name} = {self.as_full(v)}")
-        if not copies:
-            return op
-        args = tuple(_swap(a, copies) for a in op.args)
-        attrs = {k: _swap(a, copies) for k, a in op.attrs.items()}
-        return dataclasses.replace(op, args=args, attrs=attrs)
 
     # -- the kernel ------------------------------------------------------------------------
     def write(self) -> str:
@@ -256,7 +231,7 @@ class KernelWriter:
 
     def op(self, op: Op) -> None:
         self.locate(op.loc)
-        op = self.unflatten(op)
+        op = unflatten(self, op)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:
@@ -381,8 +356,9 @@ class KernelWriter:
         A flat product (codegen/flat.py) is a 2-D `tl.dot`, which Hopper runs on wgmma."""
         assert op.out is not None
         a, b, acc = op.args
-        texts = [self.as_flat(v) if op.out in self.flat else v.name for v in (a, b)]
-        acc_text = None if acc is None else self.as_flat(acc) if op.out in self.flat else acc.name
+        flat = op.out in self.flat
+        texts = [self.as_flat(v) if flat else self.batched(v, op.out) for v in (a, b)]
+        acc_text = None if acc is None else self.as_flat(acc) if flat else acc.name
         compute, product = op.attrs["compute"], op.attrs.get("product")
         small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
             2 if a.type.dtype.itemsize == 1 else 1
@@ -403,6 +379,14 @@ class KernelWriter:
         if product is not None and product != compute:
             expr = f"({expr}).to({tl_dtype(product)})"
         self.assign(op, f"{acc_text} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+
+    def batched(self, operand: Value, out: Value) -> str:
+        """An operand of a 3-D `tl.dot` over the product's batch (which needs equal batch
+        dims): one of a batch broadcast."""
+        lead = out.type.dims[:-2]
+        if operand.type.dims[:-2] == lead:
+            return operand.name
+        return f"tl.broadcast_to({operand.name}, {self.shape((*lead, *operand.type.dims[-2:]))})"
 
     def dot_operands(self, dtype: torch.dtype, other: torch.dtype, a: str, b: str) -> str:
         """`tl.dot`'s arguments for operands `a`, `b` (Triton text) of these dtypes."""
@@ -512,13 +496,3 @@ class KernelWriter:
 
     def op_atomic_add(self, op: Op) -> None:
         access.atomic_add(self, op)
-
-
-def _swap(x: Any, copies: dict[str, Value]) -> Any:
-    """`x` (an op's argument) with values replaced by their copies named in `copies`."""
-    if isinstance(x, Value):
-        return copies.get(x.name, x)
-    if isinstance(x, Access):
-        indices = tuple(dataclasses.replace(i, value=_swap(i.value, copies)) for i in x.indices)
-        return Access(x.param, indices)
-    return x

@@ -3,6 +3,13 @@
 The fake (meta) implementation is the kernel's own host code run with its device loops
 replaced by no-ops, so `torch.compile` and `torch.export` see the outputs' shapes and
 dtypes without running anything.
+
+In plain eager PyTorch a call skips the operator's dispatch (tens of microseconds a call,
+more than a small kernel's launch): it runs the kernel, or, where autograd records it, an
+`autograd.Function` with the very backward and setup_context registered on the operator.
+Whatever traces or intercepts calls (torch.compile, torch.export, dispatch and torch
+function modes, functorch transforms, jit tracing, tensor subclasses such as fake tensors)
+gets the registered operator, as do meta tensors and operators that mutate their arguments.
 """
 
 from __future__ import annotations
@@ -39,12 +46,29 @@ class TorchOp:
     def __init__(self, kernel: Kernel, name: str, mutates_args: Iterable[str] = ()) -> None:
         self.kernel, self.name = kernel, name
         self.signature = torch_signature(kernel)
-        self.op = _define(kernel, name, self.signature, tuple(mutates_args))
+        self.mutates_args = tuple(mutates_args)
+        self.op = _define(kernel, name, self.signature, self.mutates_args)
         self.op.register_fake(fake_impl(kernel))
+        # the eager twin of the op's autograd registration (set by register_autograd)
+        self.function: type[torch.autograd.Function] | None = None
+        # the first call goes through the operator, whose checks (outputs must not alias
+        # inputs, ...) then hold for the eager calls after it
+        self._checked = False
         _registered[name] = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._checked and not self.mutates_args and plain_eager(args):
+            return self._call_eagerly(self.kernel.normalize(args, kwargs))
+        self._checked = True
         return self.op(*args, **kwargs)
+
+    def _call_eagerly(self, args: tuple) -> Any:
+        """What the operator does in eager mode, without its dispatch."""
+        if not (torch.is_grad_enabled() and _requires_grad(args)):
+            return self.kernel(*args)
+        if self.function is None:  # not differentiable: the operator says so as it does
+            return self.op(*args)
+        return self.function.apply(*args)
 
     @property
     def num_outputs(self) -> int:
@@ -59,6 +83,47 @@ class TorchOp:
 
         register_backward(self, backward, setup_context)
         return self
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def plain_eager(args: tuple) -> bool:
+    """Whether a call runs in plain eager PyTorch on plain tensors with data (not meta
+    tensors, which get the fake implementation), with nothing tracing or intercepting it
+    (see the module's docstring); where unsure, False."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # first: torch.compile folds it
+        return False
+    if _intercepted():
+        return False
+    for a in args:
+        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN_TENSORS or a.is_meta):
+            return False
+    return True
+
+
+# PyTorch has no public query for dispatch modes, torch function modes and functorch
+# transforms; where its private ones are missing, every call takes the registered operator.
+_QUERIES = [
+    getattr(torch._C, name, None)
+    for name in (
+        "_len_torch_dispatch_stack",
+        "_is_torch_function_mode_enabled",
+        "_are_functorch_transforms_active",
+    )
+]
+
+
+def _intercepted() -> bool:
+    """Whether a dispatch mode, a torch function mode or a functorch transform is active."""
+    dispatch_modes, function_modes, transforms = _QUERIES
+    if dispatch_modes is None or function_modes is None or transforms is None:
+        return True
+    return bool(dispatch_modes() or function_modes() or transforms())
+
+
+def _requires_grad(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
 def as_torch_op(

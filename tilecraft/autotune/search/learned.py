@@ -3,7 +3,9 @@ best, then climb briefly; tuning a new shape of a known kernel takes a handful o
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any
 
 from tilecraft.autotune.features import features
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
@@ -103,9 +105,34 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     def best_rated(self, configs: list[Config], n: int | None = None) -> list[Config]:
         """The `n` (default `per_round`) configs the model ranks best, one per distinct
-        feature vector."""
+        feature vector, with the knobs it cannot see at their defaults (a random register
+        cap must not ride along on a pick the model made for other reasons)."""
         assert self.model is not None and self.description is not None
-        return self.model.rank(self.description, configs, distinct=True)[: n or self.per_round]
+        plain = self.unseen(self.plain(c) for c in configs)
+        return self.model.rank(self.description, plain, distinct=True)[: n or self.per_round]
+
+    def plain(self, config: Config) -> Config:
+        """`config` with its blind knobs at their defaults."""
+        if not self.blind_knobs:
+            return config
+        return self.space.config({**self.space.values(config), **self.blind_knobs})
+
+    @functools.cached_property
+    def blind_knobs(self) -> dict[str, Any]:
+        """Knob name -> default, for the knobs no value of which changes the model's
+        features of the default config (eviction hints, register caps, ...)."""
+        assert self.description is not None
+        values = self.space.values(self.space.default())
+        same = features(self.description, self.space.config(values))
+        return {
+            k.name: k.default
+            for k in self.space.knobs
+            if len(k.choices) > 1
+            and all(
+                features(self.description, self.space.config({**values, k.name: c})) == same
+                for c in k.choices
+            )
+        }
 
     def finishing(self) -> bool:
         """Whether the time left is the finishing stage's."""
@@ -136,12 +163,13 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         assert self.description is not None
         same = features(self.description, config)
         values = self.space.values(config)
+        itself = self.space.config(values)  # a knob without effect here gives it back
         out = []
         for knob in self.space.knobs:
             for choice in knob.choices:
-                if choice == values[knob.name]:
-                    continue
                 candidate = self.space.config({**values, knob.name: choice})
+                if candidate == itself:
+                    continue
                 if self.space.is_valid(candidate) and features(self.description, candidate) == same:
                     out.append(candidate)
         return self.unseen(out)
