@@ -19,6 +19,7 @@ from tilecraft.autotune.model import CostModel
 from tilecraft.autotune.replay import Replay
 from tilecraft.autotune.search import make_search
 from tilecraft.autotune.seeds import heuristic_seeds
+from tilecraft.autotune.trees import TreeEnsemble
 from tilecraft.autotune.trial import Budget
 from tilecraft.exc import SettingsError
 from tilecraft.runtime.settings import Settings
@@ -236,3 +237,33 @@ def test_seed_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TILECRAFT_AUTOTUNE_SEED", "-1")
     with pytest.raises(SettingsError, match="TILECRAFT_AUTOTUNE_SEED"):
         Settings().validate()
+
+
+def test_blended_trees_predict_the_weighted_sum(tmp_path: Path) -> None:
+    """`TreeEnsemble.blend` (the cost model's two regressors as one set of arrays)
+    predicts what the weighted regressors predict, also once saved and loaded."""
+    np = pytest.importorskip("numpy")
+    ensemble = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 4))
+    x[::17, 2] = np.nan  # missing values take each node's learned side
+    fitted = [
+        ensemble.HistGradientBoostingRegressor(max_iter=20, random_state=0).fit(x, y)
+        for y in (x[:, 0] * 2 + np.nan_to_num(x[:, 2]), np.abs(x[:, 1]))
+    ]
+    parts = [(TreeEnsemble.from_regressor(r), w) for r, w in zip(fitted, (0.5, 3.0), strict=True)]
+    blend = TreeEnsemble.blend(parts)
+    test = rng.normal(size=(50, 4))
+    test[::5, 2] = np.nan
+    expected = 0.5 * fitted[0].predict(test) + 3.0 * fitted[1].predict(test)
+    np.testing.assert_allclose(blend.predict(test), expected, rtol=1e-9, atol=1e-9)
+    assert len(blend.roots) == sum(len(p.roots) for p, _ in parts)
+    blend.save(tmp_path / "m.npz", "stamp")
+    again = TreeEnsemble.load(tmp_path / "m.npz", "stamp")
+    assert again is not None
+    np.testing.assert_allclose(again.predict(test), expected, rtol=1e-9, atol=1e-9)
+    other = ensemble.HistGradientBoostingRegressor(max_iter=2).fit(x[:, :3], x[:, 0])
+    with pytest.raises(ValueError, match="different features"):
+        TreeEnsemble.blend([parts[0], (TreeEnsemble.from_regressor(other), 1.0)])
+    with pytest.raises(ValueError, match="nothing to blend"):
+        TreeEnsemble.blend([])
