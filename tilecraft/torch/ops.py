@@ -58,6 +58,8 @@ class TorchOp:
         _registered[name] = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # first: torch.compile then traces only the op
+            return self.op(*args, **kwargs)
         if self._eager and plain_eager(args, kwargs):
             inputs = self.kernel.normalize(args, kwargs)  # as the operator's setup_context sees
             if not (torch.is_grad_enabled() and _requires_grad(inputs)):
