@@ -154,3 +154,17 @@ def test_torch_compile_traces_the_operator_after_eager_calls() -> None:
     )
     compiled(x, w).backward()
     assert_close((x.grad, w.grad), backward_example.reference(grad_out, x, w))
+
+
+def test_keyword_arguments_take_either_path() -> None:
+    op = rms_op()
+    grad_out, x, w = leaves((6, 20))
+    for _ in range(2):  # the operator, then the eager path
+        x.grad = w.grad = None
+        op(x, weight=w, eps=1e-3).backward(grad_out)
+        assert_close((x.grad, w.grad), backward_example.reference(grad_out, x, w, 1e-3))
+    meta = op(x=torch.empty(6, 20, device="meta"), weight=torch.empty(20, device="meta"))
+    assert meta.is_meta and meta.shape == (6, 20)
+    plain = tc.kernel(rms_norm_example.rms_norm.fn).as_torch_op(unique("rms_norm"))
+    outs = [plain(x, weight=w) for _ in range(2)]  # no backward: both through the operator
+    assert_close(outs[1], outs[0])
