@@ -281,9 +281,9 @@ def _packed_resize_normalize(
     reach_h, reach_w = support(sh), support(sw)
     window = window_rows(rows, sh)
     lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
-    needed = c * span(cols, sw) + 2 * ALIGN
-    step = max(step, 1 << (-(-needed // MAX_STEPS) - 1).bit_length())  # steps are unrolled
-    steps = -(-needed // step)
+    run = c * span(cols, sw) + 2 * ALIGN  # the samples of a row a program may read
+    step = max(step, 1 << (-(-run // MAX_STEPS) - 1).bit_length())  # steps are unrolled
+    steps = -(-run // step)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
         dst_h = torch.clamp(tile_h.index - box_top, min=0)
