@@ -192,6 +192,35 @@ def geometry_cases(frames: torch.Tensor, tvf) -> list[Case]:
     return cases
 
 
+def frame_resize_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf) -> list[Case]:
+    """uint8 NHWC frames resized to `out_size`, uint8 (what a video pipeline does)."""
+    import tilecraft.vision as vision
+
+    n, h, w, c = frames.shape
+    view = frames.permute(0, 3, 1, 2)
+    moved = c * n * (h * w + out_size[0] * out_size[1])
+
+    def reference(aa: bool) -> torch.Tensor:
+        x = F.interpolate(view.float(), out_size, mode="bilinear", antialias=aa)
+        return x.round().clamp(0, 255).to(torch.uint8)
+
+    cases = []
+    for aa in (False, True):
+        case = Case(
+            f"resize {'antialiased' if aa else 'bilinear'} u8 NHWC -> {out_size[1]}x{out_size[0]}",
+            lambda aa=aa: vision.resize(frames, out_size, layout="NHWC", antialias=aa).permute(
+                0, 3, 1, 2
+            ),
+            lambda aa=aa: reference(aa),
+            moved,
+            1,
+        )
+        if tvf is not None:
+            case.peers["torchvision"] = lambda aa=aa: tvf.resize(view, list(out_size), antialias=aa)
+        cases.append(case)
+    return cases
+
+
 def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile_peer: bool):
     import tilecraft.vision as vision
 
@@ -277,6 +306,7 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
         frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
         copy = Case("copy (ceiling)", frames.clone, frames.clone, 2 * frames.numel(), 0)
         cases = [copy, *color_cases(frames, tvf), *geometry_cases(frames, tvf)]
+        cases += frame_resize_cases(frames, out_size, tvf)
         cases += pipeline_cases(frames, out_size, tvf, args.compile and device.type == "cuda")
         for case in cases:
             rows.append({"frames": resolution, **run_case(case, time_ms)})

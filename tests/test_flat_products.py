@@ -177,3 +177,27 @@ def test_flat_products_meet_branches_and_scans(batch_tile: int) -> None:
     check_modes(bmm_branch_cumsum, (a, b), ref, config=config)
     code = _code(bmm_branch_cumsum, (a, b), config)
     assert ("prod_3d_1 = prod[None, :, :]" in code) == (batch_tile == 1)
+
+
+@tc.kernel
+def shared_weight(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    batch, m, k = x.size()
+    n = w.size(1)
+    out = torch.empty([batch, m, n], dtype=torch.float32, device=x.device)
+    for tile_b, tile_m, tile_n in tc.tile([batch, m, n]):
+        acc = tc.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = acc + x[tile_b, tile_m, tile_k] @ w[None, tile_k, tile_n]
+        out[tile_b, tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("batch_tile", [1, 2])
+def test_products_with_a_broadcast_batch(batch_tile: int) -> None:
+    """`x @ w[None]`: one operand's batch of one broadcasts (as torch.matmul does), flat
+    or as a 3-D `tl.dot` (which needs equal batches: the operand is broadcast first)."""
+    x, w = torch.randn(3, 19, 40), torch.randn(40, 21)
+    config = tc.Config(block_sizes=[batch_tile, 16, 16, 16])
+    check_modes(shared_weight, (x, w), lambda x, w: x @ w, config=config)
+    code = _code(shared_weight, (x, w), config)
+    assert ("tl.broadcast_to(load_2, [_BLOCK_SIZE_0, " in code) == (batch_tile > 1)

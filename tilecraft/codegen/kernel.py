@@ -356,8 +356,9 @@ class KernelWriter:
         A flat product (codegen/flat.py) is a 2-D `tl.dot`, which Hopper runs on wgmma."""
         assert op.out is not None
         a, b, acc = op.args
-        texts = [self.as_flat(v) if op.out in self.flat else v.name for v in (a, b)]
-        acc_text = None if acc is None else self.as_flat(acc) if op.out in self.flat else acc.name
+        flat = op.out in self.flat
+        texts = [self.as_flat(v) if flat else self.batched(v, op.out) for v in (a, b)]
+        acc_text = None if acc is None else self.as_flat(acc) if flat else acc.name
         compute, product = op.attrs["compute"], op.attrs.get("product")
         small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
             2 if a.type.dtype.itemsize == 1 else 1
@@ -378,6 +379,14 @@ class KernelWriter:
         if product is not None and product != compute:
             expr = f"({expr}).to({tl_dtype(product)})"
         self.assign(op, f"{acc_text} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+
+    def batched(self, operand: Value, out: Value) -> str:
+        """An operand of a 3-D `tl.dot` over the product's batch (which needs equal batch
+        dims): one of a batch broadcast."""
+        lead = out.type.dims[:-2]
+        if operand.type.dims[:-2] == lead:
+            return operand.name
+        return f"tl.broadcast_to({operand.name}, {self.shape((*lead, *operand.type.dims[-2:]))})"
 
     def dot_operands(self, dtype: torch.dtype, other: torch.dtype, a: str, b: str) -> str:
         """`tl.dot`'s arguments for operands `a`, `b` (Triton text) of these dtypes."""

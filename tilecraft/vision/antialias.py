@@ -31,7 +31,8 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision._device import bilinear_taps
+from tilecraft.vision._device import bilinear_taps, uint8_levels
+from tilecraft.vision.memory import constant
 
 # rows of outputs, columns of outputs, and input columns per step of a program's tile
 # (the first of each is the default: a 16 x 32 tile of 1080p -> 360p reads a 64-row window)
@@ -263,6 +264,7 @@ def _packed_resize_normalize(
     peak: float,
     antialias: bool,
     exact: bool,
+    levels: bool,
 ) -> torch.Tensor:
     # `samples` is (N, H, W * C), an NHWC uint8 batch with each row's values in one line: a
     # program reads whole runs of a row (every channel at once, in wide loads), and the
@@ -337,6 +339,8 @@ def _packed_resize_normalize(
         shift = tc.load(mean, [channel], extra_mask=real)
         spread = tc.load(std, [channel], extra_mask=real, other=1.0)
         value = (value - shift[None, :]) / spread[None, :]
+        if levels:  # a uint8 image: no statistics (0 and 1), rounded and saturated
+            value = uint8_levels(value)
         tc.store(
             out,
             [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]],
@@ -374,7 +378,7 @@ def antialias_normalize(
     args = (mean, std, out, *box, *scales, *inverses, pad, peak)
     samples = packed_rows(image)
     if samples is not None:
-        return _packed_resize_normalize(samples, *args, True, False)
+        return _packed_resize_normalize(samples, *args, True, False, False)
     return _antialias_normalize(image, *args)
 
 
@@ -398,7 +402,26 @@ def bilinear_normalize(
     # weights in eighths (integer and half scales: 1080p -> 360p) are exact in float16, and
     # so are the row sums of uint8 samples they give: one product per step suffices
     exact = not (eighths(h, box[2]) and eighths(w, box[3]))
-    args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact)
+    args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact, False)
+    return _packed_resize_normalize(samples, *args)
+
+
+def resize_levels(image: torch.Tensor, out: torch.Tensor, antialias: bool) -> torch.Tensor | None:
+    """The uint8 NCHW view `image` resized (bilinear, antialiased or not) into the uint8
+    NCHW view `out` (any layout), rounded half to even and saturated, to float32 accuracy
+    (the halves' products); None where `image` is not NHWC without gaps or the shrink too
+    far (the other kernels do those)."""
+    samples = packed_rows(image) if image.dtype == out.dtype == torch.uint8 else None
+    box = [0, 0, *out.shape[2:]]
+    if samples is None or not fits(image.shape[2:], box):
+        return None
+    h, w = image.shape[2:]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
+    exact = antialias or not (eighths(h, box[2]) and eighths(w, box[3]))
+    c = image.shape[1]
+    stats = (constant([0.0] * c, image.device), constant([1.0] * c, image.device))
+    inverses = [_inverse_support(s) for s in scales]
+    args = (*stats, out, *box, *scales, *inverses, 0.0, 1.0, antialias, exact, True)
     return _packed_resize_normalize(samples, *args)
 
 
