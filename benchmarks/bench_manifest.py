@@ -80,6 +80,7 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
         "failed_entries": sum(o.status == "failed" for o in outcomes),
         "best_ms": {o.entry.ident: o.best_ms for o in outcomes},
         "phases_s": summed([o.phases for o in outcomes]),
+        "per_entry": [[o.entry.qualname, o.worker, o.phases.get("total")] for o in outcomes],
         "trials_by_kernel": by_kernel(after),
     }
     if args.keep and workers == 2 and not kill:

@@ -79,7 +79,8 @@ class Landscape:
     def __init__(self, seed: int = 0, fail_all: bool = False) -> None:
         self.seed, self.fail_all = seed, fail_all
         self.spec = kernel_spec()
-        self.space = ConfigSpace(self.spec, default_config(self.spec))
+        # without the launch-only knobs (maxnreg, ...): the synthetic times ignore them
+        self.space = ConfigSpace(self.spec, default_config(self.spec), on_gpu=False)
         self.knobs = {k.name: k for k in self.space.knobs}
         self.now = 0.0
         self.batches: list[tuple[float, int]] = []

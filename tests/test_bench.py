@@ -169,3 +169,24 @@ def test_a_failing_default_config_falls_back_to_an_eager_reference(
     with Benchmarker(bound, (x,), workers=0) as bench:
         ok, wrong = bench([tc.Config(mode=0), tc.Config(mode=1)])
     assert ok.ok and wrong.status == "wrong_result"
+
+
+def test_a_worker_loads_helper_functions_with_a_module_name(tmp_path: Path) -> None:
+    """Triton's GPU compiler reads `__module__` of every global a kernel uses (e.g. the
+    combine function of a NaN-propagating max): loaded in a worker, it must be a string,
+    or every config but the first fails to compile there."""
+    from cross_entropy import cross_entropy
+
+    from tilecraft.autotune.runner import load_launcher
+
+    kernel = tc.kernel(cross_entropy.fn, cache_dir=tmp_path)
+    args = (torch.randn(6, 37), torch.randint(37, (6,)))
+    bound = kernel.bind(args)
+    with Benchmarker(bound, args, workers=0) as benchmarker:
+        job = benchmarker._job(bound.default_config)
+    launcher = load_launcher(
+        job["code_path"], job["name"], job["imports"], job["code"], job["constants"]
+    )
+    jitted = [v for v in launcher.__globals__.values() if hasattr(v, "fn")]
+    assert any("max" in v.fn.__name__ for v in jitted)  # the combine function is there
+    assert all(isinstance(v.fn.__module__, str) for v in jitted)

@@ -71,7 +71,7 @@ def test_baddbmm_with_scales(batch_tile: int) -> None:
     config = tc.Config(block_sizes=[batch_tile, 16, 16])
     check_modes(scaled_baddbmm, args, _baddbmm_reference, config=config)
     code = _code(scaled_baddbmm, args, config)
-    assert ("a + (offset_0 * 304 + indices_1[:, None] * 16" in code) == (batch_tile == 1)
+    assert ("[:, None, None]" not in code) == (batch_tile == 1)  # `c` is read flat too
 
 
 @tc.kernel
@@ -108,4 +108,96 @@ def test_attention_style_products(dtype: torch.dtype, batch_tile: int) -> None:
     config = tc.Config(block_sizes=[batch_tile, 16, 16])
     check_modes(batched_attention, (q, k, v), _attention, dtype=dtype, config=config)
     code = _code(batched_attention, (q, k, v), config)
-    assert ("tl.trans(" in code) == (batch_tile == 1)  # the key tile read flat, transposed
+    # a batch of one: all 2-D (the key tile read flat and transposed, row statistics 1-D)
+    flat = "tl.trans(" in code and "m_i = tl.full([_BLOCK_SIZE_1], " in code
+    assert flat == (batch_tile == 1)
+    assert ("[:, None, None]" in code or "tl.reshape" in code) == (batch_tile > 1)
+
+
+@tc.kernel
+def product_stats(a: torch.Tensor, b: torch.Tensor) -> tuple:
+    batch, m, _ = a.size()
+    n = b.size(2)
+    top = torch.empty([batch, m], dtype=torch.float32, device=a.device)
+    first = torch.empty([batch, m], dtype=torch.int64, device=a.device)
+    out = torch.empty([batch, m, n], dtype=torch.float32, device=a.device)
+    for tile_b, tile_m in tc.tile([batch, m]):
+        s = torch.bmm(a[tile_b, tile_m, :], b[tile_b, :, :], out_dtype=torch.float32)
+        big = s.amax(-1, keepdim=True)
+        top[tile_b, tile_m] = big.squeeze(-1)
+        first[tile_b, tile_m] = s.argmax(-1)
+        total = s.sum(-1)
+        out[tile_b, tile_m, :] = torch.where(s > 0, s - big, total[:, :, None].expand_as(s))
+    return top, first, out
+
+
+def _stats(a: torch.Tensor, b: torch.Tensor) -> tuple:
+    s = torch.bmm(a, b)
+    big = s.amax(-1, keepdim=True)
+    out = torch.where(s > 0, s - big, s.sum(-1, keepdim=True).expand_as(s))
+    return big.squeeze(-1), s.argmax(-1), out
+
+
+@pytest.mark.parametrize("batch_tile", [1, 2])
+def test_reductions_and_views_of_flat_products(batch_tile: int) -> None:
+    """Row maxima (NaN first, as PyTorch), argmax, sums, squeezes and broadcasts of a
+    product over a batch of one stay 2-D, and agree with PyTorch either way."""
+    a, b = torch.randn(3, 19, 16), torch.randn(3, 16, 20)
+    a[0, 3, 5] = float("nan")
+    config = tc.Config(block_sizes=[batch_tile, 16])
+    check_modes(product_stats, (a, b), _stats, config=config)
+    code = _code(product_stats, (a, b), config)
+    assert ("[:, None, None]" in code) == (batch_tile > 1)
+
+
+@tc.kernel
+def bmm_branch_cumsum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    batch, m, k = a.size()
+    n = b.size(2)
+    out = torch.empty([batch, m, n], dtype=torch.float32, device=a.device)
+    for tile_b, tile_m in tc.tile([batch, m]):
+        acc = tc.zeros([tile_b, tile_m, n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            left, right = a[tile_b, tile_m, tile_k], b[tile_b, tile_k, :]
+            prod = torch.bmm(left, right, out_dtype=torch.float32)
+            if tile_k.begin > 0:  # noqa: SIM108 (a branch on the device is the point)
+                acc = acc + prod
+            else:
+                acc = prod * 1.0
+        out[tile_b, tile_m, :] = torch.cumsum(acc, -1)
+    return out
+
+
+@pytest.mark.parametrize("batch_tile", [1, 2])
+def test_flat_products_meet_branches_and_scans(batch_tile: int) -> None:
+    """A flat product read by a branch arm and a scan, which see it with its batch dim."""
+    a, b = torch.randn(2, 19, 40), torch.randn(2, 40, 12)
+    config = tc.Config(block_sizes=[batch_tile, 16, 16])
+    ref = lambda a, b: torch.cumsum(torch.bmm(a, b), -1)  # noqa: E731
+    check_modes(bmm_branch_cumsum, (a, b), ref, config=config)
+    code = _code(bmm_branch_cumsum, (a, b), config)
+    assert ("prod_3d_1 = prod[None, :, :]" in code) == (batch_tile == 1)
+
+
+@tc.kernel
+def shared_weight(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    batch, m, k = x.size()
+    n = w.size(1)
+    out = torch.empty([batch, m, n], dtype=torch.float32, device=x.device)
+    for tile_b, tile_m, tile_n in tc.tile([batch, m, n]):
+        acc = tc.zeros([tile_b, tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = acc + x[tile_b, tile_m, tile_k] @ w[None, tile_k, tile_n]
+        out[tile_b, tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("batch_tile", [1, 2])
+def test_products_with_a_broadcast_batch(batch_tile: int) -> None:
+    """`x @ w[None]`: one operand's batch of one broadcasts (as torch.matmul does), flat
+    or as a 3-D `tl.dot` (which needs equal batches: the operand is broadcast first)."""
+    x, w = torch.randn(3, 19, 40), torch.randn(40, 21)
+    config = tc.Config(block_sizes=[batch_tile, 16, 16, 16])
+    check_modes(shared_weight, (x, w), lambda x, w: x @ w, config=config)
+    code = _code(shared_weight, (x, w), config)
+    assert ("tl.broadcast_to(load_2, [_BLOCK_SIZE_0, " in code) == (batch_tile > 1)

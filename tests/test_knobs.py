@@ -35,6 +35,8 @@ KNOBS = {
     "warps_stages": ({"num_warps": 2, "num_stages": 2}, "num_warps=2, num_stages=2"),
     "tensor_descriptor": ({"indexing": "tensor_descriptor"}, "tl.make_tensor_descriptor("),
     "block_ptr": ({"indexing": "block_ptr"}, "tl.make_block_ptr("),
+    "sm_multiplier": ({"pid_type": "persistent_blocked", "num_sm_multiplier": 2}, "_kernel[8,]("),
+    "maxnreg": ({"maxnreg": 128}, "maxnreg=128"),
     "eviction": ({"load_eviction_policies": ["last", "first"]}, "eviction_policy='evict_first'"),
     "mixed_indexing": (
         {"indexing": ["tensor_descriptor", "pointer", "pointer"]},
@@ -85,6 +87,8 @@ def test_descriptor_falls_back_for_a_gather_free_misaligned_view() -> None:
         ({"block_sizes": [16, 24, 16]}, "powers of two"),
         ({"block_sizes": [16, 16, 16, 16]}, "entries"),
         ({"load_eviction_policies": ["sometimes"]}, "load_eviction_policies"),
+        ({"num_sm_multiplier": 3}, "num_sm_multiplier"),
+        ({"maxnreg": 512}, "maxnreg"),
     ],
 )
 def test_invalid_configs_are_rejected(knobs: dict, message: str) -> None:

@@ -128,7 +128,7 @@ def test_fast_search_goes_on_after_its_climb_stalls() -> None:
     """The climb stalls after a few rounds; the search then explores (long moves, the
     model's picks of fresh configs) until its budget, here 40 configs, is spent, and on
     this landscape finds a better config than the climb alone."""
-    target = "rms_norm-2048x16384"
+    target = "matmul-1024x1024x1024"
     land, space, desc = prepared(target)
     results = []
     for explore in (False, True):
@@ -143,8 +143,23 @@ def test_fast_search_goes_on_after_its_climb_stalls() -> None:
         search.run()
         results.append((len(replay.history), replay.best_ms() or float("inf")))
     (climbed, climb_ms), (explored, explore_ms) = results
-    assert climbed < 40 and explored == 40
-    assert explore_ms < 0.99 * climb_ms
+    assert climbed < 30 and explored >= 39  # one kept for a combination no change called for
+    assert explore_ms < 0.95 * climb_ms  # 1.08x the landscape's best, then 1.003x
+
+
+def test_fast_search_keeps_configs_for_its_finishing_stage() -> None:
+    """Exploring stops where the config budget would leave the finishing stage short: its
+    register caps (never in the model's picks) are measured within the 25 configs."""
+    target = "softmax-4096x4096"
+    land, space, desc = prepared(target)
+    replay = Replay(land, space)
+    search = make_search(
+        "fast", space, replay, Budget(25, 1000.0, clock=replay.clock),
+        seeds=heuristic_seeds(space), model=model_without(target), description=desc,
+    )  # fmt: skip
+    search.run()
+    assert 24 <= len(search.trials) <= 25  # one may stay for a combination never needed
+    assert {t.config.get("maxnreg") for t in search.trials} >= {None, 64, 128}
 
 
 def test_fast_search_tries_the_knobs_the_model_cannot_see() -> None:
@@ -171,15 +186,22 @@ def test_fast_search_tries_the_knobs_the_model_cannot_see() -> None:
         description=desc,
     )
     search.budget.start()
-    leader = best_config(land)
+    blind = {"load_eviction_policies[0]", "maxnreg", "num_sm_multiplier"}
+    assert set(search.blind_knobs) == blind
+    picks = search.best_rated(search.draw(50), 10)  # random draws: random hints and caps
+    assert picks and all(c.get("maxnreg") is None for c in picks)
+    assert all(c.get("load_eviction_policies") == [None] for c in picks)
+    leader = space.snap(space.values(best_config(land)))  # as the space spells it
     search.measure([leader])
     search.finish()
-    tried = [t.config for t in search.trials[1:]]
-    hints = [c.get("load_eviction_policies") for c in tried]
-    assert sorted(map(str, hints)) == ["['first']", "['last']"]  # nothing else changed
-    assert all(
-        space.values(c) | {"load_eviction_policies[0]": None} == space.values(leader) for c in tried
-    )
+    base = space.values(leader)
+    changed = [
+        {k for k, v in space.values(t.config).items() if v != base[k]} for t in search.trials[1:]
+    ]
+    assert all(len(c) == 1 for c in changed)  # one knob at a time, and only blind ones
+    assert {k for c in changed for k in c} <= {"load_eviction_policies[0]", "maxnreg"}
+    hints = [t.config.get("load_eviction_policies") for t in search.trials[1:]]
+    assert ["first"] in hints and ["last"] in hints
     assert search.best().config.get("load_eviction_policies") == ["first"]
 
 

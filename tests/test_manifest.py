@@ -3,6 +3,7 @@ mid-run), exporting and importing the winners, merging tuning databases, and Das
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -233,3 +234,11 @@ def test_a_hung_worker_is_killed_and_its_entry_given_up(monkeypatch: pytest.Monk
     slots = [fleet.Slot("cpu0", dict(os.environ))]
     (outcome,) = fleet.run_local([entry], TuneOptions(budget_s=0.1), slots)
     assert outcome.status == "failed" and f"died {fleet.MAX_ATTEMPTS} times" in outcome.error
+
+
+def test_the_costliest_entries_are_tuned_first() -> None:
+    """Longest-processing-time order: softmax (the longer kernel) before the two adds, and
+    an entry whose kernel cannot be found last."""
+    entries = list(recorded())
+    lost = dataclasses.replace(entries[0], qualname="no_such_kernel")
+    assert fleet.heaviest_first([*entries, lost]) == [1, 0, 2, 3]

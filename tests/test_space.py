@@ -61,6 +61,22 @@ def test_each_load_has_an_eviction_hint_knob_off_by_default() -> None:
     assert space.values(space.snap(space.values(pasted)))["load_eviction_policies[0]"] == "last"
 
 
+def test_launch_knobs_on_a_gpu_space_and_their_constraints() -> None:
+    """Programs per SM (persistent kernels only: elsewhere the knob is dropped) and a
+    register cap (never more than the SM's register file for the block's threads)."""
+    bound = layer_norm.layer_norm.bind(layer_norm.inputs(shape=(33, 300), device="cpu"))
+    cpu = ConfigSpace(bound.spec, bound.default_config, on_gpu=False)  # the interpreter's
+    assert "maxnreg" not in {k.name for k in cpu.knobs}
+    space = ConfigSpace(bound.spec, bound.default_config, on_gpu=True)
+    values = space.values(space.default())
+    flat = space.config({**values, "num_sm_multiplier": 4})
+    assert flat.get("num_sm_multiplier") is None  # a flat launch has no programs per SM
+    persistent = {**values, "pid_type": "persistent_blocked", "num_sm_multiplier": 4}
+    assert space.config(persistent).get("num_sm_multiplier") == 4
+    assert space.is_valid(space.config({**values, "num_warps": 16, "maxnreg": 128}))
+    assert not space.is_valid(space.config({**values, "num_warps": 32, "maxnreg": 128}))
+
+
 def test_random_neighbors_and_encodings_respect_the_constraints() -> None:
     space = space_of(sums.long_sum, sums.inputs(shape=(300, 5000), device="cpu"))
     rng = random.Random(0)

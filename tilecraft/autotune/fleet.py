@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import os
@@ -222,7 +223,8 @@ def run_local(
     """Tune `entries` on the slots' worker processes (started only when needed), but for
     those with `known` outcomes; outcomes in the entries' order."""
     state = RunState(len(entries), slots, dict(known or {}))
-    pending = deque((i, e, 1) for i, e in enumerate(entries) if i not in state.outcomes)
+    todo = [i for i in heaviest_first(entries) if i not in state.outcomes]
+    pending = deque((i, entries[i], 1) for i in todo)
     try:
         while pending or any(s.job is not None for s in slots):
             for slot in slots:
@@ -235,6 +237,25 @@ def run_local(
         for slot in slots:
             slot.stop()
     return [state.outcomes[i] for i in range(len(entries))]
+
+
+def heaviest_first(entries: Sequence[Entry]) -> list[int]:
+    """The entries' indices, the costliest to tune first, so that no GPU is left tuning a
+    long entry alone at the end (longest-processing-time order). The cost is guessed from
+    the size of the kernel's device code, its loops' syntax trees (compile time and the
+    config space grow with it); an entry
+    whose kernel cannot be found here counts as cheap, and its worker reports why."""
+
+    def cost(entry: Entry) -> int:
+        try:
+            src = resolve(entry).source
+        except Exception:  # noqa: BLE001 - only an ordering hint
+            return 0
+        loops = [n for n in src.tree.body if isinstance(n, ast.For)]
+        return sum(1 for loop in loops for _ in ast.walk(loop))
+
+    costs = [cost(e) for e in entries]
+    return sorted(range(len(entries)), key=lambda i: -costs[i])
 
 
 def entry_timeout(options: TuneOptions) -> float:

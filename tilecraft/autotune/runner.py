@@ -32,7 +32,9 @@ def load_launcher(
 ) -> Callable[..., Any]:
     """The host launcher of a generated module: `code` (named `code_path` in tracebacks and
     for Triton's source lookup), or the file's text when no code is given."""
-    namespace: dict[str, Any] = dict(constants or {})
+    # a module name, so the functions defined get a `__module__` (Triton's compiler calls
+    # `.startswith` on that of each global a kernel uses, e.g. a reduction's combine function)
+    namespace: dict[str, Any] = {"__name__": "tilecraft_generated", **(constants or {})}
     for alias, (module, path) in imports.items():
         value: Any = importlib.import_module(module)
         for attr in filter(None, path.split(".")):

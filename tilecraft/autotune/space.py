@@ -18,6 +18,7 @@ from tilecraft.runtime.spec import KernelSpec
 MAX_ELEMENTS = 1 << 16  # largest tile a program may hold (registers) before it is refused
 MAX_BLOCK = 4096
 MIN_DOT_BLOCK = 16  # tl.dot needs every dim >= 16
+REGISTERS = 65536  # 32-bit registers per SM (and per block) on Hopper and Ampere
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,9 @@ class ConfigSpace:
             yield Knob("range_unroll_factors", i, (None, 1, 2, 4), None)
         yield Knob("num_warps", None, (1, 2, 4, 8, 16, 32), d.get("num_warps", 4))
         yield Knob("num_stages", None, (1, 2, 3, 4, 5), d.get("num_stages", 1))
+        if on_gpu:  # launch options Triton's interpreter ignores
+            yield Knob("num_sm_multiplier", None, (1, 2, 4, 8), d.get("num_sm_multiplier", 1))
+            yield Knob("maxnreg", None, (None, 64, 128, 256), d.get("maxnreg"))
         for name, fragment in spec.tunables.items():
             yield Knob(name, None, _fragment_choices(fragment), d.get(name))
 
@@ -153,6 +157,8 @@ class ConfigSpace:
                 fields[knob.field] = value
             else:
                 fields.setdefault(knob.field, []).append(value)
+        if not str(fields.get("pid_type", "flat")).startswith("persistent"):
+            fields.pop("num_sm_multiplier", None)  # programs per SM of persistent kernels only
         return Config(**{k: v for k, v in fields.items() if v is not None})
 
     def default(self) -> Config:
@@ -239,6 +245,8 @@ class ConfigSpace:
         if d.get("pid_type") == "xyz" and (len(self.spec.grids) == 0 or max(self.spec.grids) > 3):
             return False
         groups = d.get("l2_groupings") or []
+        if d.get("maxnreg") and d["maxnreg"] * 32 * int(d.get("num_warps") or 4) > REGISTERS:
+            return False  # more registers per thread than the SM's file holds for the block
         return not (d.get("pid_type") == "xyz" and any(g and g > 1 for g in groups))
 
 

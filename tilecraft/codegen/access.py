@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tilecraft.codegen import flat
 from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 
@@ -326,7 +327,7 @@ def load(w: KernelWriter, op: Op) -> None:
 
 def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     access, value = op.args
-    if w.flat_store(op):
+    if flat.writes_flat(w, op):
         flat_store(w, op, fn)
         return
     text = w.operand(value, access.dims, access.param.dtype)

@@ -2,22 +2,23 @@
 
 Triton lowers only 2-D `tl.dot`s to Hopper's wgmma: a 3-D one, even over a batch of one,
 falls back to the older mma (bmm 64x1024^3 bf16 ran at about 80 TFLOP/s on the H200).
-When a config gives the leading dim of a 3-D product one element, the product, the
-accumulator its loop carries, the loads of its operands, and the elementwise ops and
-stores after it are written on 2-D tiles, the leading dim dropped, so that the k loop
-reads like a plain matrix product's. The plan is made per kernel and config, before any
-code is written:
+When a config gives the leading dim of a 3-D product one element, the product and the
+values joined to it (the accumulator its loop carries, the loads of its operands, the
+elementwise ops, reductions, views and stores around it: an attention's row statistics
+too) are written without that dim ("flat"), so that the loop reads like a plain matrix
+product's. The plan is made per kernel and config, before any code is written:
 
-- a flat value's Triton variable holds the 2-D tile (a loop-carried variable is flat
-  before, inside and after its loop, or not at all);
-- any other consumer sees a flat value with its leading dim put back (`x[None, :, :]`,
-  which moves no data), and a product whose operand is not flat reshapes it.
+- a flat value's Triton variable holds the tile without its leading dim (a loop-carried
+  variable is flat before, inside and after its loop, or not at all);
+- any other consumer gets a copy with the leading dim put back (`x[None, :, :]`, which
+  moves no data), and a product whose operand is not flat reshapes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tilecraft.codegen.common import is_rolled
 from tilecraft.ir.nodes import Access, Branch, Carried, Loop, Node, Op, Value
@@ -72,9 +73,9 @@ def _carried(body: list[Node]) -> list[Carried]:
 
 # -- which values may be flat --------------------------------------------------------
 def unit_lead(w: KernelWriter, dims: tuple[Dim, ...]) -> bool:
-    """Whether `dims` are three whose first holds one element under this config, and
-    none of which is looped over in chunks."""
-    if len(dims) != 3 or any(d is not None and is_rolled(w.kernel.blocks[d]) for d in dims):
+    """Whether `dims` are two or more whose first holds one element under this config,
+    and none of which is looped over in chunks."""
+    if len(dims) < 2 or any(d is not None and is_rolled(w.kernel.blocks[d]) for d in dims):
         return False
     lead = dims[0]
     return lead is None or (w.kernel.blocks[lead].fixed_size or 1) == 1
@@ -86,16 +87,11 @@ def flat_product(w: KernelWriter, op: Op) -> bool:
         return False
     a, b, acc = op.args
     values = [op.out, a, b] + ([] if acc is None else [acc])
-    return all(unit_lead(w, v.type.dims) for v in values)
+    return all(v.type.rank == 3 and unit_lead(w, v.type.dims) for v in values)
 
 
 def _elementwise(op: Op) -> bool:
-    return lookup(op.name).kind == Kind.ELEMENTWISE
-
-
-def _passes_on(op: Op) -> bool:
-    """Whether an op written flat wants its operands flat too."""
-    return _elementwise(op) or _transpose(op)
+    return lookup(op.name).kind == Kind.ELEMENTWISE or op.name == "expand"
 
 
 def _transpose(op: Op) -> bool:
@@ -104,28 +100,42 @@ def _transpose(op: Op) -> bool:
     return op.name == "permute" and tuple(op.attrs["perm"]) == (0, 2, 1)
 
 
+FLAT_REDUCTIONS = ("sum", "max", "min", "argmax", "argmin")
+FLAT_OPS = ("dot", "load", "full", "reduce", "index_view", "reshape")
+
+
+def _may_be_flat(op: Op) -> bool:
+    return op.name in FLAT_OPS or _elementwise(op) or _transpose(op)
+
+
 def _wanted(w: KernelWriter, ops: list[Op], carried: list[Carried]) -> set[str]:
-    """Values that a flat product reads, directly or through elementwise ops and loops."""
-    wanted: set[str] = set()
+    """The values joined to a flat product through ops that can be written flat, and
+    through loops: the part of the kernel over a batch of one around its products."""
+    links: dict[str, set[str]] = {}
+
+    def link(x: Value, y: Value) -> None:
+        if unit_lead(w, x.type.dims) and unit_lead(w, y.type.dims):
+            links.setdefault(x.name, set()).add(y.name)
+            links.setdefault(y.name, set()).add(x.name)
+
     for op in ops:
-        if flat_product(w, op):
-            wanted |= {v.name for v in op.args if v is not None}
-            wanted.add(op.out.name)  # type: ignore[union-attr]
-    while True:
-        size = len(wanted)
-        for c in carried:
-            if c.param.name in wanted or (c.final is not None and c.final.name in wanted):
-                wanted |= {c.param.name, c.init.name}
-                wanted |= {c.final.name} if c.final is not None else set()
-        for op in ops:
-            if (
-                op.out is not None
-                and op.out.name in wanted
-                and (_elementwise(op) or _transpose(op))
-            ):
-                wanted |= {a.name for a in op.args if isinstance(a, Value) and a.type.rank == 3}
-        if len(wanted) == size:
-            return wanted
+        if op.out is not None and _may_be_flat(op):
+            links.setdefault(op.out.name, set())
+            for arg in op.args:
+                if isinstance(arg, Value):
+                    link(op.out, arg)
+    for c in carried:
+        link(c.param, c.init)
+        if c.final is not None:
+            link(c.param, c.final)
+    wanted = {op.out.name for op in ops if op.out is not None and flat_product(w, op)}
+    stack = list(wanted)
+    while stack:
+        for name in links.get(stack.pop(), ()):
+            if name not in wanted:
+                wanted.add(name)
+                stack.append(name)
+    return wanted
 
 
 def _forward(w: KernelWriter, ops: list[Op], wanted: set[str], assumed: set[str]) -> set[str]:
@@ -140,32 +150,41 @@ def _forward(w: KernelWriter, ops: list[Op], wanted: set[str], assumed: set[str]
 def _writes_flat(w: KernelWriter, op: Op, names: set[str], wanted: bool) -> bool:
     """Whether `op` writes its value flat, given the flat values before it."""
     assert op.out is not None
-    if op.name in ("load", "full"):
-        fits = flat_access(w, op) if op.name == "load" else unit_lead(w, op.out.type.dims)
-        return wanted and fits
-    if _transpose(op):
-        return op.args[0].name in names and unit_lead(w, op.out.type.dims)
+    if not unit_lead(w, op.out.type.dims):
+        return False
+    if op.name == "load":
+        return wanted and flat_access(w, op)
+    if op.name == "full":
+        return wanted
+    if op.name == "dot":
+        return flat_product(w, op)
     if _elementwise(op):
-        return _flat_elementwise(w, op, names, wanted)
-    return flat_product(w, op)
+        return _flat_elementwise(op, names)
+    source = op.args[0]
+    if not isinstance(source, Value) or source.name not in names:
+        return False
+    if op.name == "reduce":
+        return op.attrs["kind"] in FLAT_REDUCTIONS and op.attrs["axis"] != 0
+    if op.name == "index_view":
+        return op.attrs["index"][0] == ":"  # the source's leading dim stays first
+    return op.name == "reshape" or _transpose(op)
 
 
-def _flat_elementwise(w: KernelWriter, op: Op, names: set[str], wanted: bool) -> bool:
+def _flat_elementwise(op: Op, names: set[str]) -> bool:
     """An elementwise op on flat values: every operand of its rank is flat (lower ranks
-    broadcast from the right, as they do on the 2-D tiles), and one is or it is wanted."""
+    broadcast from the right, as they do on the flat tiles), and one is."""
     assert op.out is not None
-    if not unit_lead(w, op.out.type.dims) or any(isinstance(a, Value) for a in op.attrs.values()):
+    if any(isinstance(a, Value) for a in op.attrs.values()):
         return False
-    values = [a for a in op.args if isinstance(a, Value)]
-    full = [v for v in values if v.type.rank == 3]
-    if any(v.type.rank > 3 or (v.type.rank == 3 and v.name not in names) for v in values):
-        return False
-    return bool(full) and (wanted or any(v.name in names for v in full))
+    rank = op.out.type.rank
+    full = [a for a in op.args if isinstance(a, Value) and a.type.rank == rank]
+    return bool(full) and all(v.name in names for v in full)
 
 
 def flat_access(w: KernelWriter, op: Op) -> bool:
-    """A load or store that can be written on 2-D tiles: pointer indexing, a 3-D access
-    whose leading dim is a plain tile of one (or a new axis), no gathers, no extra mask."""
+    """A load or store that can be written on tiles without their leading dim: pointer
+    indexing, a leading dim that is a plain tile of one (or a new axis), no gathers, no
+    extra mask; a store writes a flat value of the access's shape."""
     from tilecraft.codegen.access import choose_style  # access imports this module
 
     access: Access = op.args[0]
@@ -173,6 +192,9 @@ def flat_access(w: KernelWriter, op: Op) -> bool:
     if not unit_lead(w, dims) or choose_style(w, op) != "pointer":
         return False
     if op.attrs.get("extra_mask") is not None or isinstance(op.attrs.get("other"), Value):
+        return False
+    value = op.args[1] if op.name != "load" else None
+    if value is not None and (not isinstance(value, Value) or value.type.dims != dims):
         return False
     for index, start in zip(access.indices, starts, strict=True):
         if index.kind not in FLAT_INDICES:
@@ -188,3 +210,42 @@ def lead_block(w: KernelWriter, block_id: int | None) -> bool:
         return False
     block = w.kernel.blocks[block_id]
     return block.kind != "grid" and (block.kind != "reduction" or not is_rolled(block))
+
+
+# -- writing ---------------------------------------------------------------------------
+def writes_flat(w: KernelWriter, op: Op) -> bool:
+    """Whether the writer writes `op` flat: its value is flat, or it stores a flat value
+    through flat pointers."""
+    if op.out is not None:
+        return op.out in w.flat
+    return op.name in ("store", "atomic_add") and op.args[1] in w.flat and flat_access(w, op)
+
+
+def unflatten(w: KernelWriter, op: Op) -> Op:
+    """`op` reading full-rank copies of the flat values it takes, unless it writes flat
+    itself (the copies are written before it)."""
+    if not w.flat.names or writes_flat(w, op):
+        return op
+    copies: dict[str, Value] = {}
+    for v in op.inputs():
+        if v in w.flat and v.name not in copies:
+            # a fresh name each time: one assigned both before and inside a loop would
+            # become a variable the loop carries
+            w.copies += 1
+            copy = copies[v.name] = Value(v.type, f"{v.name}_3d_{w.copies}", v.weak)
+            w.line(f"{copy.name} = {w.as_full(v)}")
+    if not copies:
+        return op
+    args = tuple(_swap(a, copies) for a in op.args)
+    attrs = {k: _swap(a, copies) for k, a in op.attrs.items()}
+    return dataclasses.replace(op, args=args, attrs=attrs)
+
+
+def _swap(x: Any, copies: dict[str, Value]) -> Any:
+    """`x` (an op's argument) with values replaced by their copies named in `copies`."""
+    if isinstance(x, Value):
+        return copies.get(x.name, x)
+    if isinstance(x, Access):
+        indices = tuple(dataclasses.replace(i, value=_swap(i.value, copies)) for i in x.indices)
+        return Access(x.param, indices)
+    return x

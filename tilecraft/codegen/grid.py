@@ -55,7 +55,8 @@ def plan_grid(blocks: list[Block], choices: dict[str, Any], index: int, num_sms:
     """The GridPlan a config chooses for top-level loop `index`."""
     groups = choices.get("l2_groupings") or []
     group = groups[index] if index < len(groups) and groups[index] else 1
-    plan = GridPlan(blocks, choices.get("pid_type") or "flat", int(group), num_sms)
+    programs = num_sms * int(choices.get("num_sm_multiplier") or 1)  # of a persistent kernel
+    plan = GridPlan(blocks, choices.get("pid_type") or "flat", int(group), programs)
     plan.validate()
     return plan
 

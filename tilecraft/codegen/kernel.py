@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +9,7 @@ import torch
 
 from tilecraft.codegen import access, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
-from tilecraft.codegen.flat import FlatPlan, flat_access, plan_flat
+from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import (
@@ -22,7 +21,7 @@ from tilecraft.codegen.rules import (
     triton_interpret,
 )
 from tilecraft.exc import LoweringError, SourceLoc
-from tilecraft.ir.nodes import Access, Branch, DeviceKernel, Loop, Node, Op, Value
+from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
 
@@ -105,31 +104,9 @@ class KernelWriter:
 
     def as_full(self, value: Value) -> str:
         """A value as a tile of its full rank."""
-        return f"{value.name}[None, :, :]" if value in self.flat else value.name
-
-    def flat_store(self, op: Op) -> bool:
-        return (
-            op.name in ("store", "atomic_add") and op.args[1] in self.flat and flat_access(self, op)
-        )
-
-    def unflatten(self, op: Op) -> Op:
-        """`op` reading full-rank copies of the flat values it takes, unless it writes
-        flat itself."""
-        if not self.flat.names or op.out in self.flat or self.flat_store(op):
-            return op
-        copies: dict[str, Value] = {}
-        for v in op.inputs():
-            if v in self.flat and v.name not in copies:
-                # a fresh name each time: one assigned both before and inside a loop would
-                # become a variable the loop carries
-                self.copies += 1
-                copy = copies[v.name] = Value(v.type, f"{v.name}_3d_{self.copies}", v.weak)
-                self.line(f"{copy.name} = {self.as_full(v)}")
-        if not copies:
-            return op
-        args = tuple(_swap(a, copies) for a in op.args)
-        attrs = {k: _swap(a, copies) for k, a in op.attrs.items()}
-        return dataclasses.replace(op, args=args, attrs=attrs)
+        if value not in self.flat:
+            return value.name
+        return f"{value.name}[{', '.join(['None'] + [':'] * (value.type.rank - 1))}]"
 
     # -- the kernel ------------------------------------------------------------------------
     def write(self) -> str:
@@ -254,7 +231,7 @@ class KernelWriter:
 
     def op(self, op: Op) -> None:
         self.locate(op.loc)
-        op = self.unflatten(op)
+        op = unflatten(self, op)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:
@@ -317,7 +294,8 @@ class KernelWriter:
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
     def op_index_view(self, op: Op) -> None:
-        self.assign(op, f"{op.args[0].name}[{', '.join(op.attrs['index'])}]")
+        index = op.attrs["index"][1:] if op.out in self.flat else op.attrs["index"]
+        self.assign(op, f"{op.args[0].name}[{', '.join(index)}]")
 
     def op_reshape(self, op: Op) -> None:
         views.reshape(self, op)
@@ -378,8 +356,9 @@ class KernelWriter:
         A flat product (codegen/flat.py) is a 2-D `tl.dot`, which Hopper runs on wgmma."""
         assert op.out is not None
         a, b, acc = op.args
-        texts = [self.as_flat(v) if op.out in self.flat else v.name for v in (a, b)]
-        acc_text = None if acc is None else self.as_flat(acc) if op.out in self.flat else acc.name
+        flat = op.out in self.flat
+        texts = [self.as_flat(v) if flat else self.batched(v, op.out) for v in (a, b)]
+        acc_text = None if acc is None else self.as_flat(acc) if flat else acc.name
         compute, product = op.attrs["compute"], op.attrs.get("product")
         small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
             2 if a.type.dtype.itemsize == 1 else 1
@@ -400,6 +379,14 @@ class KernelWriter:
         if product is not None and product != compute:
             expr = f"({expr}).to({tl_dtype(product)})"
         self.assign(op, f"{acc_text} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+
+    def batched(self, operand: Value, out: Value) -> str:
+        """An operand of a 3-D `tl.dot` over the product's batch (which needs equal batch
+        dims): one of a batch broadcast."""
+        lead = out.type.dims[:-2]
+        if operand.type.dims[:-2] == lead:
+            return operand.name
+        return f"tl.broadcast_to({operand.name}, {self.shape((*lead, *operand.type.dims[-2:]))})"
 
     def dot_operands(self, dtype: torch.dtype, other: torch.dtype, a: str, b: str) -> str:
         """`tl.dot`'s arguments for operands `a`, `b` (Triton text) of these dtypes."""
@@ -448,10 +435,11 @@ class KernelWriter:
         assert op.out is not None
         (x,) = op.args
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
-        compute = reduce_compute(op)
-        value = self.operand(x, x.type.dims, compute)
+        compute, dims = reduce_compute(op), self.text_dims(x)
+        axis -= x.type.rank - len(dims)  # a flat value has lost its leading dim
+        value = self.operand(x, dims, compute)
         if block is not None and self.has_mask(block) and kind != "custom":
-            mask = expand(f"mask_{block}", x.type.rank, axis)
+            mask = expand(f"mask_{block}", len(dims), axis)
             value = f"tl.where({mask}, {value}, {identity(kind, compute)})"
         keep = ", keep_dims=True" if len(op.out.type.dims) == x.type.rank else ""
         if kind in ("prod", "custom"):
@@ -462,7 +450,7 @@ class KernelWriter:
         if kind != "sum" and compute.is_floating_point:
             self.line(f"{op.out.name}_in = {value}")
             size = "1" if block is None else self.size(block)
-            position = expand(f"tl.arange(0, {size})", x.type.rank, axis)
+            position = expand(f"tl.arange(0, {size})", len(dims), axis)
             expr = self.nan_aware(kind, op.out.name, axis, keep, position, compute)
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
@@ -508,13 +496,3 @@ class KernelWriter:
 
     def op_atomic_add(self, op: Op) -> None:
         access.atomic_add(self, op)
-
-
-def _swap(x: Any, copies: dict[str, Value]) -> Any:
-    """`x` (an op's argument) with values replaced by their copies named in `copies`."""
-    if isinstance(x, Value):
-        return copies.get(x.name, x)
-    if isinstance(x, Access):
-        indices = tuple(dataclasses.replace(i, value=_swap(i.value, copies)) for i in x.indices)
-        return Access(x.param, indices)
-    return x

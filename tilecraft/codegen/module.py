@@ -39,6 +39,7 @@ class Launch:
     writer: KernelWriter
     num_warps: int
     num_stages: int
+    maxnreg: int | None = None
 
     def statement(self) -> ast.stmt:
         """`_kernel[(grid,)](args..., CONSTS=..., num_warps=...)`, or `pass` for no work."""
@@ -51,6 +52,7 @@ class Launch:
         args += [_scalar_arg(p) for p in params if not p.is_tensor]
         args += [f"{k}={v}" for k, v in self.writer.constexprs.items()]
         args += [f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"]
+        args += [f"maxnreg={self.maxnreg}"] if self.maxnreg else []
         launch = f"{self.kernel.name}[({grid},)]({', '.join(args)})"
         if self.writer.check:
             like = next(p.host_expr for p in params if p.is_tensor)

@@ -41,7 +41,7 @@ def reshape(w: KernelWriter, op: Op) -> None:
             else f"{total} != 0",
         )
         return
-    w.assign(op, f"tl.reshape({x.name}, {w.shape(op.out.type.dims)})")
+    w.assign(op, f"tl.reshape({x.name}, {w.shape(w.text_dims(op.out))})")
 
 
 def _exact(x: Value) -> str:
@@ -67,7 +67,7 @@ def permute(w: KernelWriter, op: Op) -> None:
 def broadcast(w: KernelWriter, op: Op) -> None:
     assert op.out is not None
     (x,) = op.args
-    dims = op.out.type.dims
+    dims = w.text_dims(op.out)
     w.assign(op, f"tl.broadcast_to({w.operand(x, dims, None)}, {w.shape(dims)})")
 
 

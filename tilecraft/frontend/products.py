@@ -30,7 +30,14 @@ def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any
             "inner dims differ",
             b.loc,
         )
-    dims = (*a.type.dims[:-1], c.type.dims[-1])
+    batch = broadcast_dims(a.type.dims[:-2], c.type.dims[:-2])
+    if batch is None:
+        raise ShapeMismatch(
+            f"matrix product of {b.describe(a.type.dims)} and {b.describe(c.type.dims)}: "
+            "batch dims differ",
+            b.loc,
+        )
+    dims = (*batch, a.type.dims[-2], c.type.dims[-1])
     if acc is not None and broadcast_dims(dims, acc.type.dims) != acc.type.dims:
         raise ShapeMismatch("the accumulator's shape does not match the product", b.loc)
     if out_dtype is not None and not isinstance(out_dtype, torch.dtype):

@@ -175,7 +175,8 @@ class BoundKernel:
             kernel, plan, config.to_dict(), self.settings.allow_tf32, self.aligned
         )
         writer.check = self.settings.check
-        return Launch(kernel, writer, config.num_warps or 4, config.num_stages or 1)
+        maxnreg = config.get("maxnreg")
+        return Launch(kernel, writer, config.num_warps or 4, config.num_stages or 1, maxnreg)
 
     def compile(self, config: Config | None = None) -> Callable[..., Any]:
         """The launcher for `config`, compiled once and cached."""

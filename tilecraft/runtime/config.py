@@ -21,6 +21,8 @@ FIELDS = {
     "pid_type": str,
     "num_warps": int,
     "num_stages": int,
+    "num_sm_multiplier": int,  # persistent kernels launch this many programs per SM
+    "maxnreg": int,  # a cap on registers per thread (more programs fit on an SM)
 }
 # Helion's Config fields that only steer Helion's own code generation: accepted (a config
 # pasted from Helion works) and without effect here.
@@ -28,8 +30,6 @@ HELION_ONLY = {
     "flatten_loops": list,
     "static_ranges": list,
     "range_warp_specializes": list,
-    "num_sm_multiplier": int,
-    "maxnreg": int,
     "advanced_controls_file": str,
 }
 PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
@@ -125,6 +125,10 @@ def _validate(key: str, value: Any) -> None:
         raise InvalidConfig(f"Config.{key} must be a {_type_name(expected)}, got {value!r}")
     if key in ("num_warps",) and (value < 1 or value & (value - 1) or value > 32):
         raise InvalidConfig(f"Config.num_warps must be a power of two <= 32, got {value}")
+    if key == "num_sm_multiplier" and (value < 1 or value & (value - 1) or value > 128):
+        raise InvalidConfig(f"Config.num_sm_multiplier must be a power of two <= 128, got {value}")
+    if key == "maxnreg" and not 1 <= value <= 256:
+        raise InvalidConfig(f"Config.maxnreg must be between 1 and 256, got {value}")
     if key == "num_stages" and value < 1:
         raise InvalidConfig(f"Config.num_stages must be >= 1, got {value}")
     if key == "pid_type" and value not in PID_TYPES:

@@ -1,7 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
 # `register_tunable` returns an object, the int its Choice picks).
-# mypy: disable-error-code="index,list-item,misc,operator,arg-type"
+# mypy: disable-error-code="index,list-item,misc,operator,arg-type,call-overload"
 """Antialiased resize + normalize as two small matrix products per tile of outputs.
 
 Each output of an antialiased (`F.interpolate(..., antialias=True)`) resize is a weighted
@@ -15,11 +15,15 @@ Float16 weights and partial sums keep results within about 0.2 of a uint8 level.
 Frames stored NHWC without gaps (what decoders and `torch.from_numpy` give) take the
 packed kernel: it reads runs of each row's samples, all channels interleaved, in 16-byte
 loads, and folds the de-interleaving into the column weights (one column per channel and
-output). Other layouts take one channel per program, whose loads gather.
+output). Other layouts take one channel per program, whose loads gather. The packed
+kernel also does plain bilinear resizing (`preprocess` without antialiasing) to float32
+accuracy: each float32 weight is split into two float16 halves (three products instead of
+one), except where the weights are eighths, exact in float16 (1080p -> 360p).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -27,6 +31,8 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
+from tilecraft.vision._device import bilinear_taps, uint8_levels
+from tilecraft.vision.memory import constant
 
 # rows of outputs, columns of outputs, and input columns per step of a program's tile
 # (the first of each is the default: a 16 x 32 tile of 1080p -> 360p reads a 64-row window)
@@ -88,6 +94,66 @@ def weights(
     used = (source >= low) & (source < high) & (total > 0.0)
     # outputs past the image's edge have no inputs (total 0): divide them by 1, unused
     return torch.where(used, weight / torch.where(used, total, 1.0), 0.0).to(torch.float16)
+
+
+def axis_bounds(
+    dst: torch.Tensor,
+    scale: float,
+    reach: float,
+    inv_reach: float,
+    size: int,
+    count: int,
+    antialias: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """First input and end of the inputs of the outputs at `dst` (>= 0), and what their
+    weights need: `bounds`'s centre and total (antialiased), or the second tap's weight
+    twice (plain bilinear: two taps, `_device.bilinear_taps`); a device helper."""
+    if antialias:
+        low, high, centre, total = bounds(dst, scale, reach, inv_reach, size, count)
+    else:
+        low, last, centre = bilinear_taps(dst, scale, size)
+        high, total = last + 1, centre
+    return low, high, centre, total
+
+
+def axis_weights(
+    source: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    centre: torch.Tensor,
+    total: torch.Tensor,
+    inv_reach: float,
+    antialias: bool,
+) -> torch.Tensor:
+    """The float32 weight of input `source` in the outputs of `axis_bounds` (broadcast);
+    a device helper."""
+    if antialias:
+        weight = torch.clamp(1.0 - torch.abs((source - centre + 0.5) * inv_reach), min=0.0)
+        used = (source >= low) & (source < high) & (total > 0.0)
+        weight = torch.where(used, weight / torch.where(used, total, 1.0), 0.0)
+    else:  # `centre` is the second tap's weight; at the last pixel both taps are one
+        weight = torch.where(source == low, 1.0 - centre, 0.0)
+        weight = weight + torch.where(source == high - 1, centre, 0.0)
+    return weight
+
+
+def halves(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`x` (float32) as the sum of two float16 values, the second the first's rounding
+    error: products of such pairs keep about 22 bits; a device helper."""
+    high = x.to(torch.float16)
+    return high, (x - high.to(torch.float32)).to(torch.float16)
+
+
+def product(a: torch.Tensor, b: torch.Tensor, acc: torch.Tensor, exact: bool) -> torch.Tensor:
+    """`acc + a @ b` (float32 `a`, `b`) on the tensor cores: in float16, or with `exact`
+    as three float16 products of the halves (float32 accuracy); a device helper."""
+    a_high, a_low = halves(a)
+    b_high, b_low = halves(b)
+    acc = tc.dot(a_high, b_high, acc=acc)
+    if exact:
+        acc = tc.dot(a_high, b_low, acc=acc)
+        acc = tc.dot(a_low, b_high, acc=acc)
+    return acc
 
 
 def row_window(
@@ -178,10 +244,11 @@ def _antialias_normalize(
 ALIGN = 16
 LANE_COLS = Choice(32, 16, 64)  # outputs per program along a row, each for every channel
 SAMPLES = Choice(64, 32, 128)  # samples (pixels x channels) per step
+MAX_STEPS = 16  # a wider step where a program's row runs would take more (unrolled) steps
 
 
 @tc.kernel
-def _antialias_normalize_packed(
+def _packed_resize_normalize(
     samples: torch.Tensor,
     mean: torch.Tensor,
     std: torch.Tensor,
@@ -196,10 +263,14 @@ def _antialias_normalize_packed(
     inv_w: float,
     pad: float,
     peak: float,
+    antialias: bool,
+    exact: bool,
+    levels: bool,
 ) -> torch.Tensor:
-    # `samples` is (N, H, W * C), an NHWC batch with each row's values in one line: a
+    # `samples` is (N, H, W * C), an NHWC uint8 batch with each row's values in one line: a
     # program reads whole runs of a row (every channel at once, in wide loads), and the
-    # column weights pick each channel's samples, so the image is read without gathers
+    # column weights pick each channel's samples, so the image is read without gathers.
+    # Antialiased or plain bilinear weights; `exact` products keep float32 accuracy.
     _, h, row = samples.size()
     n, c, out_h, out_w = out.size()
     w = row // c
@@ -210,17 +281,33 @@ def _antialias_normalize_packed(
     reach_h, reach_w = support(sh), support(sw)
     window = window_rows(rows, sh)
     lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
-    steps = -(-(c * span(cols, sw) + 2 * ALIGN) // step)
+    run = c * span(cols, sw) + 2 * ALIGN  # the samples of a row a program may read
+    step = max(step, 1 << (-(-run // MAX_STEPS) - 1).bit_length())  # steps are unrolled
+    steps = -(-run // step)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
-        source_rows, needed, w_rows = row_window(
-            tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
+        dst_h = torch.clamp(tile_h.index - box_top, min=0)
+        top, bottom, centre_h, total_h = axis_bounds(
+            dst_h, scale_h, reach_h, inv_h, h, taps_h, antialias
+        )
+        source_rows = torch.amin(top) + tc.arange(window)
+        needed = source_rows < torch.amax(bottom)  # rows past the last window: not read
+        w_rows = axis_weights(
+            source_rows[None, :],
+            top[:, None],
+            bottom[:, None],
+            centre_h[:, None],
+            total_h[:, None],
+            inv_h,
+            antialias,
         )
         lane = tc.arange(lanes)
         channel = lane // cols
         col = tile_w.begin + lane % cols
         dst_w = torch.clamp(col - box_left, min=0)
-        left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
+        left, right, centre_w, total_w = axis_bounds(
+            dst_w, scale_w, reach_w, inv_w, w, taps_w, antialias
+        )
         first = torch.amin(left) * c // ALIGN * ALIGN
         end = (torch.amax(right) * c + ALIGN - 1) // ALIGN * ALIGN
         acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
@@ -231,17 +318,23 @@ def _antialias_normalize_packed(
                 [tile_n.begin, source_rows[:, None], sample[None, :]],
                 extra_mask=needed[:, None] & (sample < end)[None, :],
             )
-            partial = torch.matmul(w_rows, block.to(torch.float16)).to(torch.float16)
-            w_cols = weights(
+            # uint8 samples are exact in float16: only the weights need two halves
+            block = block.to(torch.float16)
+            w_high, w_low = halves(w_rows)
+            partial = tc.dot(w_high, block)
+            if exact:
+                partial = tc.dot(w_low, block, acc=partial)
+            w_cols = axis_weights(
                 (sample // c)[:, None],
                 left[None, :],
                 right[None, :],
                 centre_w[None, :],
                 total_w[None, :],
                 inv_w,
+                antialias,
             )
             w_cols = torch.where((sample % c)[:, None] == channel[None, :], w_cols, 0.0)
-            acc = torch.addmm(acc, partial, w_cols.to(torch.float16))
+            acc = product(partial, w_cols, acc, exact)
         inside_h = (tile_h.index >= box_top) & (tile_h.index < box_top + box_height)
         inside_w = (col >= box_left) & (col < box_left + box_width)
         value = torch.where(inside_h[:, None] & inside_w[None, :], acc, pad) / peak
@@ -249,6 +342,8 @@ def _antialias_normalize_packed(
         shift = tc.load(mean, [channel], extra_mask=real)
         spread = tc.load(std, [channel], extra_mask=real, other=1.0)
         value = (value - shift[None, :]) / spread[None, :]
+        if levels:  # a uint8 image: no statistics (0 and 1), rounded and saturated
+            value = uint8_levels(value)
         tc.store(
             out,
             [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]],
@@ -281,15 +376,70 @@ def antialias_normalize(
     """NCHW view `image` resized (antialiased bilinear) into `box` = [top, left, height,
     width] of the NCHW `out`, normalized, `pad` around; `fits(...)` must hold."""
     h, w = image.shape[2:]
-    scales = [
-        float(torch.tensor(size, dtype=torch.float32) / n) for size, n in ((h, box[2]), (w, box[3]))
-    ]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
     inverses = [_inverse_support(s) for s in scales]
     args = (mean, std, out, *box, *scales, *inverses, pad, peak)
     samples = packed_rows(image)
     if samples is not None:
-        return _antialias_normalize_packed(samples, *args)
+        return _packed_resize_normalize(samples, *args, True, False, False)
     return _antialias_normalize(image, *args)
+
+
+def bilinear_normalize(
+    image: torch.Tensor,
+    mean: torch.Tensor,
+    std: torch.Tensor,
+    out: torch.Tensor,
+    box: list[int],
+    pad: float,
+    peak: float,
+) -> torch.Tensor | None:
+    """As `antialias_normalize`, with plain bilinear weights and float32 accuracy, for
+    uint8 frames stored NHWC without gaps; None for others (they take the gathering
+    kernel) or for shrinking too far."""
+    samples = packed_rows(image) if image.dtype == torch.uint8 else None
+    if samples is None or not fits(image.shape[2:], box):
+        return None
+    h, w = image.shape[2:]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
+    # weights in eighths (integer and half scales: 1080p -> 360p) are exact in float16, and
+    # so are the row sums of uint8 samples they give: one product per step suffices
+    exact = not (eighths(h, box[2]) and eighths(w, box[3]))
+    args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact, False)
+    return _packed_resize_normalize(samples, *args)
+
+
+def resize_levels(image: torch.Tensor, out: torch.Tensor, antialias: bool) -> torch.Tensor | None:
+    """The uint8 NCHW view `image` resized (bilinear, antialiased or not) into the uint8
+    NCHW view `out` (any layout), rounded half to even and saturated, to float32 accuracy
+    (the halves' products); None where `image` is not NHWC without gaps or the shrink too
+    far (the other kernels do those)."""
+    samples = packed_rows(image) if image.dtype == out.dtype == torch.uint8 else None
+    box = [0, 0, *out.shape[2:]]
+    if samples is None or not fits(image.shape[2:], box):
+        return None
+    h, w = image.shape[2:]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
+    exact = antialias or not (eighths(h, box[2]) and eighths(w, box[3]))
+    c = image.shape[1]
+    stats = (constant([0.0] * c, image.device), constant([1.0] * c, image.device))
+    inverses = [_inverse_support(s) for s in scales]
+    args = (*stats, out, *box, *scales, *inverses, 0.0, 1.0, antialias, exact, True)
+    return _packed_resize_normalize(samples, *args)
+
+
+def _float32_ratio(size: int, length: int) -> float:
+    return float(torch.tensor(size, dtype=torch.float32) / length)
+
+
+@functools.lru_cache(maxsize=64)
+def eighths(size: int, length: int) -> bool:
+    """Whether every bilinear weight of resizing `size` inputs to `length` outputs (as
+    float32 computes them) is a multiple of 1/8."""
+    dst = torch.arange(length, dtype=torch.float32)
+    src = torch.clamp((dst + 0.5) * _float32_ratio(size, length) - 0.5, min=0.0)
+    frac = src - src.floor()
+    return bool(torch.equal(frac * 8, (frac * 8).floor()))
 
 
 def packed_rows(image: torch.Tensor) -> torch.Tensor | None:

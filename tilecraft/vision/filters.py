@@ -44,13 +44,17 @@ def _row_sum(
     tile_w: tc.Tile,
     weights_w: torch.Tensor,
     width: int,
+    reflected: bool = True,
 ) -> torch.Tensor:
     """The horizontal pass over rows `lines` (one per row of `tile_h`) of `image[n, c]` at
-    the columns of `tile_w`, in float32; a device helper."""
+    the columns of `tile_w`, in float32 (columns not `reflected`: all inside the image);
+    a device helper."""
     radius = weights_w.size(0) // 2
     acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
     for k in range(2 * radius + 1):
-        cols = reflect(tile_w.index + (k - radius), width)
+        cols = tile_w.index + (k - radius)
+        if reflected:
+            cols = reflect(cols, width)
         pixels = tc.load(image, [n, c, lines[:, None], cols[None, :]])
         acc = acc + weights_w[k] * pixels.to(torch.float32)
     return acc
@@ -76,11 +80,14 @@ def _separable(
     size = [n, c, h, w]
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
         if one_pass:
-            acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
-            for i in range(2 * radius_h + 1):
-                lines = reflect(tile_h.index + (i - radius_h), h)
-                row = _row_sum(image, tile_n, tile_c, tile_h, lines, tile_w, weights_w, w)
-                acc = acc + weights_h[i] * row
+            # tiles whose taps all fall inside the image (most) read shifted runs of rows,
+            # which load wide; the others reflect each position
+            if _interior(tile_h, radius_h, h) & _interior(tile_w, radius_w, w):
+                acc = _window_sum(
+                    image, tile_n, tile_c, tile_h, tile_w, weights_h, weights_w, False
+                )
+            else:
+                acc = _window_sum(image, tile_n, tile_c, tile_h, tile_w, weights_h, weights_w, True)
             _finish(image, out, tile_n, tile_c, tile_h, tile_w, acc, is_uint8, amount, sharpen)
         else:
             rows[tile_n, tile_c, tile_h, tile_w] = _row_sum(
@@ -96,6 +103,35 @@ def _separable(
             acc = acc + weights_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
         _finish(image, out, tile_n, tile_c, tile_h, tile_w, acc, is_uint8, amount, sharpen)
     return out
+
+
+def _interior(tile: Any, radius: int, size: int) -> torch.Tensor:
+    """Whether every position within `radius` of `tile` lies in [0, size); a device helper."""
+    return (tile.begin >= radius) & (tile.end + radius <= size)
+
+
+def _window_sum(
+    image: torch.Tensor,
+    n: Any,
+    c: Any,
+    tile_h: Any,
+    tile_w: Any,
+    weights_h: torch.Tensor,
+    weights_w: torch.Tensor,
+    reflected: bool,
+) -> torch.Tensor:
+    """Both passes of the filter on one tile, in float32: each output reads all its taps;
+    a device helper."""
+    h, w = image.size(2), image.size(3)
+    radius = weights_h.size(0) // 2
+    acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+    for i in range(2 * radius + 1):
+        lines = tile_h.index + (i - radius)
+        if reflected:
+            lines = reflect(lines, h)
+        row = _row_sum(image, n, c, tile_h, lines, tile_w, weights_w, w, reflected)
+        acc = acc + weights_h[i] * row
+    return acc
 
 
 def _finish(

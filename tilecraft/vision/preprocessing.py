@@ -6,8 +6,11 @@
 `normalize` computes `(x / max - mean) / std` in float32 (max = 255 for uint8 images,
 1 for float ones, as torchvision's `to_dtype(scale=True)` then `normalize`) and stores
 float16, bfloat16 or float32 in either layout: NHWC uint8 in, NCHW float out is one pass.
-`preprocess` resizes (bilinear) or letterboxes and normalizes in the same pass: each output
-value reads its four source pixels once and is written once, with no intermediate image.
+`preprocess` resizes (bilinear or antialiased) or letterboxes and normalizes in the same
+pass, with no intermediate image. NHWC uint8 frames stored without gaps (what decoders
+give) take `antialias.py`'s kernels: whole runs of rows in wide loads, the interpolation
+as small matrix products on the tensor cores. Other frames take `_resize_normalize`, whose
+outputs each gather their four source pixels.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
-from tilecraft.vision.antialias import antialias_normalize, fits
+from tilecraft.vision.antialias import antialias_normalize, bilinear_normalize, fits
 from tilecraft.vision.color import check_yuv420, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.geometry import _scale, letterbox_box
@@ -230,7 +233,12 @@ def preprocess(
     if antialias:
         out = _antialiased(img.view, mean_t, std_t, out, box, float(pad), peak)
     else:
-        out = _resize_normalize(img.view, mean_t, std_t, out, *box, *scales, float(pad), peak)
+        packed = bilinear_normalize(img.view, mean_t, std_t, out, box, float(pad), peak)
+        if packed is None:
+            packed = _resize_normalize(
+                img.view, mean_t, std_t, out, *box, *scales, float(pad), peak
+            )
+        out = packed
     return img.restore(out, "NCHW")
 
 
@@ -245,7 +253,8 @@ def _antialiased(
 ) -> torch.Tensor:
     """The antialiased resize into `box` of `out`, normalized: one kernel, or, for shrinking
     too far for its windows, the two averaging passes and then a copy into the box."""
-    if fits(tuple(image.shape[2:]), box):
+    # float16 products of uint8 samples; float frames (of any range) take the passes
+    if image.dtype == torch.uint8 and fits(tuple(image.shape[2:]), box):
         return antialias_normalize(image, mean, std, out, box, pad, peak)
     n, c = image.shape[:2]
     inner = empty([n, c, box[2], box[3]], torch.float32, image.device)

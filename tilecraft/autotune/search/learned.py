@@ -3,11 +3,14 @@ best, then climb briefly; tuning a new shape of a known kernel takes a handful o
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any
 
 from tilecraft.autotune.features import features
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import ModelSearch, cost
+from tilecraft.autotune.trial import Trial
 from tilecraft.runtime.config import Config
 
 
@@ -65,7 +68,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
                 jumps = self.unseen(self.jumps(previous + leaders))
                 previous = leaders
                 picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
-            if not self.measure(picked):
+            if not self.spend(picked):
                 return
             new = min(map(cost, self.trials))
             stalls = 0 if new < best * (1 - self.threshold) else stalls + 1
@@ -81,7 +84,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
             near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
             fresh = self.best_rated(self.unseen(self.draw(self.explore_pool)))
             picked = [*fresh, *(c for c in self.best_rated(near) if c not in fresh)]
-            if not self.measure(picked):
+            if not self.spend(picked):
                 return
 
     def wide_moves(self) -> list[Config]:
@@ -103,14 +106,52 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     def best_rated(self, configs: list[Config], n: int | None = None) -> list[Config]:
         """The `n` (default `per_round`) configs the model ranks best, one per distinct
-        feature vector."""
+        feature vector, with the knobs it cannot see at their defaults (a random register
+        cap must not ride along on a pick the model made for other reasons)."""
         assert self.model is not None and self.description is not None
-        return self.model.rank(self.description, configs, distinct=True)[: n or self.per_round]
+        plain = self.unseen(self.plain(c) for c in configs)
+        return self.model.rank(self.description, plain, distinct=True)[: n or self.per_round]
+
+    def plain(self, config: Config) -> Config:
+        """`config` with its blind knobs at their defaults."""
+        if not self.blind_knobs:
+            return config
+        return self.space.config({**self.space.values(config), **self.blind_knobs})
+
+    @functools.cached_property
+    def blind_knobs(self) -> dict[str, Any]:
+        """Knob name -> default, for the knobs no value of which changes the model's
+        features of the default config (eviction hints, register caps, ...)."""
+        assert self.description is not None
+        values = self.space.values(self.space.default())
+        same = features(self.description, self.space.config(values))
+        return {
+            k.name: k.default
+            for k in self.space.knobs
+            if len(k.choices) > 1
+            and all(
+                features(self.description, self.space.config({**values, k.name: c})) == same
+                for c in k.choices
+            )
+        }
 
     def finishing(self) -> bool:
-        """Whether the time left is the finishing stage's."""
+        """Whether what is left of the budget is the finishing stage's: its share of the
+        time, or the configs it needs."""
         seconds = self.budget.max_seconds
-        return seconds is not None and self.budget.elapsed() >= (1 - self.finish_share) * seconds
+        late = seconds is not None and self.budget.elapsed() >= (1 - self.finish_share) * seconds
+        return late or self.budget.remaining_configs() <= self.reserve()
+
+    def reserve(self) -> int:
+        """Configs the finishing stage needs: the best config's blind variants, and one
+        that combines those that help."""
+        leader = self.best()
+        return 0 if leader is None else len(self.blind(leader.config)) + 1
+
+    def spend(self, picked: list[Config]) -> list[Trial]:
+        """Measure `picked`, as many as leave the finishing stage its configs."""
+        room = self.budget.remaining_configs() - self.reserve()
+        return self.measure(picked[:room]) if room > 0 else []
 
     def finish(self) -> None:
         """Measure the best config's blind variants, then its improving ones combined."""
@@ -136,12 +177,13 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         assert self.description is not None
         same = features(self.description, config)
         values = self.space.values(config)
+        itself = self.space.config(values)  # a knob without effect here gives it back
         out = []
         for knob in self.space.knobs:
             for choice in knob.choices:
-                if choice == values[knob.name]:
-                    continue
                 candidate = self.space.config({**values, knob.name: choice})
+                if candidate == itself:
+                    continue
                 if self.space.is_valid(candidate) and features(self.description, candidate) == same:
                     out.append(candidate)
         return self.unseen(out)
