@@ -154,3 +154,32 @@ def test_torch_compile_traces_the_operator_after_eager_calls() -> None:
     )
     compiled(x, w).backward()
     assert_close((x.grad, w.grad), backward_example.reference(grad_out, x, w))
+
+
+def test_keyword_arguments_take_either_path() -> None:
+    op = rms_op()
+    grad_out, x, w = leaves((6, 20))
+    for _ in range(2):  # the operator, then the eager path
+        x.grad = w.grad = None
+        op(x, weight=w, eps=1e-3).backward(grad_out)
+        assert_close((x.grad, w.grad), backward_example.reference(grad_out, x, w, 1e-3))
+    meta = op(x=torch.empty(6, 20, device="meta"), weight=torch.empty(20, device="meta"))
+    assert meta.is_meta and meta.shape == (6, 20)
+    plain = tc.kernel(rms_norm_example.rms_norm.fn).as_torch_op(unique("rms_norm"))
+    outs = [plain(x, weight=w) for _ in range(2)]  # no backward: both through the operator
+    assert_close(outs[1], outs[0])
+
+
+def test_torch_compile_compiles_once_from_a_first_call() -> None:
+    graphs = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    op = tc.kernel(softmax_example.softmax.fn).as_torch_op(unique("softmax"))
+    compiled = torch.compile(lambda x: op(x) * 2, fullgraph=True, backend=backend)
+    x = torch.randn(3, 10)
+    for _ in range(3):  # the op's first call sets no state that a guard would see change
+        assert_close(compiled(x), torch.softmax(x, 1) * 2)
+    assert len(graphs) == 1

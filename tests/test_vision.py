@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 import pytest
 import torch
@@ -401,6 +402,20 @@ def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
     from test_benchmarks import load_script
 
     script = load_script("bench_vision", monkeypatch)
+    # torchvision is not a test dependency: a stand-in with its v2 functional signatures
+    # checks how the peers are called (their results are only timed, never compared)
+    fake = types.SimpleNamespace(
+        resize=lambda x, size, antialias=True: F.interpolate(
+            x.float(), size, mode="bilinear", antialias=antialias
+        ).to(x.dtype),
+        to_dtype=lambda x, dtype, scale=False: x.to(dtype) / (255 if scale else 1),
+        normalize=lambda x, mean, std: (
+            (x - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+        ),
+        rgb_to_grayscale=lambda x: x[:, :1],
+        gaussian_blur=lambda x, kernel_size, sigma: x,
+    )
+    monkeypatch.setattr(script, "torchvision_functional", lambda: fake)
     out = tmp_path / "vision.json"
     # one frame size (4K runs the same code on other shapes): the interpreter is slow
     argv = ["--device", "cpu", "--smoke", "--tune", "--batch", "1", "--sizes", "1080p"]
@@ -411,6 +426,7 @@ def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
     kernels = {row["kernel"] for row in result["rows"]}
     assert "preprocess antialiased u8 NHWC -> f16 NCHW" in kernels
     assert {row["frames"] for row in result["rows"]} == {"1080p"}
+    assert sum("torchvision_ms" in row for row in result["rows"]) == 9
     assert script.parse(["--smoke"]).sizes == ["1080p", "4k"]
     assert [k.settings.autotune_effort for k in script.vision_kernels()] == efforts  # restored
     assert json.loads(out.read_text())["rows"] == result["rows"]

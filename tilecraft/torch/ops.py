@@ -51,24 +51,23 @@ class TorchOp:
         self.op.register_fake(fake_impl(kernel))
         # the eager twin of the op's autograd registration (set by register_autograd)
         self.function: type[torch.autograd.Function] | None = None
-        # the first call goes through the operator, whose checks (outputs must not alias
-        # inputs, ...) then hold for the eager calls after it
-        self._checked = False
+        # whether calls may skip the operator in eager mode: not for mutating ops, nor for
+        # the first call, which goes through the operator, whose checks (outputs must not
+        # alias inputs, ...) then hold for the eager calls after it
+        self._eager = False
         _registered[name] = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._checked and not self.mutates_args and plain_eager(args):
-            return self._call_eagerly(self.kernel.normalize(args, kwargs))
-        self._checked = True
+        if torch.compiler.is_compiling():  # first: torch.compile then traces only the op
+            return self.op(*args, **kwargs)
+        if self._eager and plain_eager(args, kwargs):
+            inputs = self.kernel.normalize(args, kwargs)  # as the operator's setup_context sees
+            if not (torch.is_grad_enabled() and _requires_grad(inputs)):
+                return self.kernel(*inputs)
+            if self.function is not None:  # else not differentiable: as the operator says
+                return self.function.apply(*inputs)
+        self._eager = not self.mutates_args  # after a first call through the operator
         return self.op(*args, **kwargs)
-
-    def _call_eagerly(self, args: tuple) -> Any:
-        """What the operator does in eager mode, without its dispatch."""
-        if not (torch.is_grad_enabled() and _requires_grad(args)):
-            return self.kernel(*args)
-        if self.function is None:  # not differentiable: the operator says so as it does
-            return self.op(*args)
-        return self.function.apply(*args)
 
     @property
     def num_outputs(self) -> int:
@@ -88,42 +87,33 @@ class TorchOp:
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
-def plain_eager(args: tuple) -> bool:
+def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
     """Whether a call runs in plain eager PyTorch on plain tensors with data (not meta
     tensors, which get the fake implementation), with nothing tracing or intercepting it
     (see the module's docstring); where unsure, False."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():  # first: torch.compile folds it
         return False
-    if _intercepted():
+    if _dispatch_modes() or _function_modes() or _transforms():
         return False
-    for a in args:
+    for a in (*args, *kwargs.values()) if kwargs else args:
         if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN_TENSORS or a.is_meta):
             return False
     return True
 
 
+def _active() -> bool:
+    return True
+
+
 # PyTorch has no public query for dispatch modes, torch function modes and functorch
 # transforms; where its private ones are missing, every call takes the registered operator.
-_QUERIES = [
-    getattr(torch._C, name, None)
-    for name in (
-        "_len_torch_dispatch_stack",
-        "_is_torch_function_mode_enabled",
-        "_are_functorch_transforms_active",
-    )
-]
-
-
-def _intercepted() -> bool:
-    """Whether a dispatch mode, a torch function mode or a functorch transform is active."""
-    dispatch_modes, function_modes, transforms = _QUERIES
-    if dispatch_modes is None or function_modes is None or transforms is None:
-        return True
-    return bool(dispatch_modes() or function_modes() or transforms())
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _active)
+_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _active)
+_transforms = getattr(torch._C, "_are_functorch_transforms_active", _active)
 
 
 def _requires_grad(args: tuple) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+    return any([isinstance(a, torch.Tensor) and a.requires_grad for a in args])
 
 
 def as_torch_op(

@@ -1,7 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
 # `register_tunable` returns an object, the int its Choice picks).
-# mypy: disable-error-code="index,list-item,misc,operator,arg-type"
+# mypy: disable-error-code="index,list-item,misc,operator,arg-type,call-overload"
 """Antialiased resize + normalize as two small matrix products per tile of outputs.
 
 Each output of an antialiased (`F.interpolate(..., antialias=True)`) resize is a weighted
@@ -244,6 +244,7 @@ def _antialias_normalize(
 ALIGN = 16
 LANE_COLS = Choice(32, 16, 64)  # outputs per program along a row, each for every channel
 SAMPLES = Choice(64, 32, 128)  # samples (pixels x channels) per step
+MAX_STEPS = 16  # a wider step where a program's row runs would take more (unrolled) steps
 
 
 @tc.kernel
@@ -280,7 +281,9 @@ def _packed_resize_normalize(
     reach_h, reach_w = support(sh), support(sw)
     window = window_rows(rows, sh)
     lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
-    steps = -(-(c * span(cols, sw) + 2 * ALIGN) // step)
+    run = c * span(cols, sw) + 2 * ALIGN  # the samples of a row a program may read
+    step = max(step, 1 << (-(-run // MAX_STEPS) - 1).bit_length())  # steps are unrolled
+    steps = -(-run // step)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
         dst_h = torch.clamp(tile_h.index - box_top, min=0)
