@@ -12,6 +12,8 @@ each step) is measured:
 - torch eager, torch compile, torch graph: the same block in plain PyTorch
 
 Kernels never tune during the run (TILECRAFT_AUTOTUNE_EFFORT=none) unless `--tune` is given.
+`--profile N` also runs N more steps of each eager mode under cProfile and records (and
+prints) the functions that take the most host time per step, to see where an eager step goes.
 
     PYTHONPATH=$PWD python benchmarks/bench_model.py [--dtype bf16] [--out PATH]
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_model.py --device cpu --tiny
@@ -24,10 +26,12 @@ checks the script end to end.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
 import json
 import os
 import platform
+import pstats
 import statistics
 import sys
 import time
@@ -157,7 +161,42 @@ def run_mode(mode: str, args: argparse.Namespace, reference: list[float] | None)
     for _ in range(args.warmup_steps):
         step()
     result["ms_per_step"] = step_ms(step, device, args.steps)
+    if args.profile and mode.endswith("eager"):
+        result["profile"] = host_profile(step, device, args.profile)
     return result
+
+
+def host_profile(step: Step, device: torch.device, steps: int, top: int = 25) -> list[dict]:
+    """The `top` functions by own host time over `steps` steps under cProfile, per step
+    (cProfile slows Python down, so compare rows with each other, not with `ms_per_step`)."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        step()
+    synchronize(device)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = [
+        {
+            "function": f"{Path(file).name}:{line}({name})",
+            "calls_per_step": calls / steps,
+            "own_us_per_step": own / steps * 1e6,
+            "total_us_per_step": total / steps * 1e6,
+        }
+        for (file, line, name), (_, calls, own, total, _) in stats.items()
+    ]
+    return sorted(rows, key=lambda r: -r["own_us_per_step"])[:top]
+
+
+def profile_table(mode: str, rows: list[dict]) -> str:
+    """A mode's profile as text."""
+    lines = [f"{mode}: host time per step under cProfile (own, total us; calls)"]
+    lines += [
+        f"  {r['own_us_per_step']:9.1f} {r['total_us_per_step']:9.1f} "
+        f"{r['calls_per_step']:6.1f}  {r['function']}"
+        for r in rows
+    ]
+    return "\n".join(lines)
 
 
 def skip_reason(mode: str, device: torch.device) -> str | None:
@@ -244,6 +283,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     p.add_argument("--tiny", action="store_true", help="the example's tiny sizes, few steps")
     p.add_argument("--tune", action="store_true", help="let kernels tune on their first call")
+    p.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="cProfile N steps of each eager mode"
+    )
     default_out = ROOT / "benchmarks" / "results" / "bench_model.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
@@ -268,6 +310,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     finally:
         torch.set_num_threads(threads)
     print(table(data["results"]))
+    for mode, result in data["results"].items():
+        if "profile" in result:
+            print(profile_table(mode, result["profile"]))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {args.out}")

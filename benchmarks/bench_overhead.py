@@ -15,6 +15,13 @@ a launch takes on the host, so the rows measure host work:
   overhead goal compares tilecraft with host code + triton
 - torch: `x + y`
 - dispatch only: `Kernel.__call__` with the launcher stubbed out (meaningful on the CPU too)
+- operator rows (meaningful on the CPU too): the same kernel registered as a differentiable
+  PyTorch operator (`as_torch_op` with a backward), its launcher replaced by a stub that
+  only allocates the output, called as a model calls it (`op(x, y)`: in eager mode that
+  skips torch.library's dispatch) and through the registered `torch.library` operator
+  (`op.op(x, y)`, what torch.compile's graphs call), each without grad and as forward +
+  backward (`.backward()` included); "kernel, stub launch" is the plain kernel call with
+  that stub, the floor of the operator rows
 - graph replays: one tilecraft call captured in a CUDA graph, replayed (and, for reference,
   `x + y` captured the same way); the replayed output is checked on fresh inputs.
 
@@ -109,6 +116,51 @@ def dispatch_us(kernel: tc.Kernel, args: tuple, time_us: Callable[..., float]) -
     bound.launcher = stub
     try:
         return time_us(lambda: kernel(*args)) - time_us(lambda: stub(*args))
+    finally:
+        bound.launcher = launcher
+
+
+def _add_backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return grad, grad
+
+
+def _add_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    """Nothing to save: the gradients are the output's."""
+
+
+_operators: dict[str, Any] = {}  # registered once per process (names are global)
+
+
+def differentiable_add(config: tc.Config) -> Any:
+    """`add` as the differentiable operator `bench_overhead::add` (a TorchOp)."""
+    if "add" not in _operators:
+        kernel = tc.kernel(add.add.fn, config=config)
+        register = tc.as_torch_op(
+            "bench_overhead::add", backward=_add_backward, setup_context=_add_setup
+        )
+        _operators["add"] = register(kernel)
+    return _operators["add"]
+
+
+def operator_rows(config: tc.Config, x: torch.Tensor, y: torch.Tensor, time_us: Any) -> dict:
+    """Microseconds per call of `add` as a differentiable operator, its launch stubbed (it
+    allocates the output only): eager and registered-operator calls, with and without grad."""
+    op = differentiable_add(config)
+    xg, yg = x.detach().requires_grad_(), y.detach().requires_grad_()
+    grad = torch.ones_like(x)
+    op(x, y)  # compiles; and the first call goes through the registered operator
+    bound = op.kernel.bind((x, y))
+    launcher = bound.launcher
+    bound.launcher = lambda a, b: torch.empty_like(a)
+    calls = {
+        "kernel, stub launch": lambda: op.kernel(x, y),
+        "op call, stub launch": lambda: op(x, y),
+        "registered op call, stub launch": lambda: op.op(x, y),
+        "op fwd+bwd, stub launch": lambda: op(xg, yg).backward(grad),
+        "registered op fwd+bwd, stub launch": lambda: op.op(xg, yg).backward(grad),
+    }
+    try:
+        return {name: time_us(fn) for name, fn in calls.items()}
     finally:
         bound.launcher = launcher
 
@@ -212,6 +264,7 @@ def measure(device: torch.device, iters: int, repeats: int) -> dict:
         repeats,
     )
     rows["dispatch only"] = dispatch_us(kernel, (x, y), time_us)
+    rows.update(operator_rows(kernel.config, x, y, time_us))
     if device.type == "cuda":
         rows.update(graph_rows(kernel, x, y, time_us))
     overhead = rows["tilecraft"] - rows["host code"] - rows["triton"]

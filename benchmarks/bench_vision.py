@@ -5,9 +5,10 @@ the bytes it must move (read once, written once), for tilecraft and its peers: p
 PyTorch computing the same result (`F.interpolate`, a reflect-padded depthwise `F.conv2d`,
 tensor formulas), whose output tilecraft's is checked against first, and
 `torchvision.transforms.v2.functional` where it has the op. A device-to-device copy of the
-frames gives the ceiling. The pipeline rows are NHWC uint8 frames -> 640x360 (bilinear,
-then antialiased as torchvision's default) -> normalize -> NCHW float16, against the same
-chain in PyTorch, in torchvision v2 and (antialiased) torchvision v2 under `torch.compile`.
+frames gives the ceiling. The frame rows are NHWC uint8 frames -> 640x360 (bilinear, then
+antialiased as torchvision's default), uint8, and the same -> normalize -> NCHW float16
+(the fused preprocessing kernel), against the same chain in PyTorch, in torchvision v2
+and (antialiased) torchvision v2 under `torch.compile`.
 
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --tune --out $OUT/bench_vision.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --smoke   # CPU, tiny frames: checks
@@ -109,14 +110,16 @@ def peer_pipeline(frames: torch.Tensor, size: tuple[int, int], antialias: bool) 
     return normalized(F.interpolate(x, size, mode="bilinear", antialias=antialias))
 
 
-def torchvision_pipeline(
-    frames: torch.Tensor, size: tuple[int, int], antialias: bool = True
-) -> torch.Tensor:
-    """torchvision v2: resize the uint8 frames, to float, normalize, float16."""
-    tvf = torchvision_functional()
-    x = tvf.resize(frames.permute(0, 3, 1, 2), list(size), antialias=antialias)
-    x = tvf.to_dtype(x, torch.float32, scale=True)
-    return tvf.normalize(x, list(MEAN), list(STD)).half()
+def torchvision_pipeline(tvf) -> Callable[..., torch.Tensor]:
+    """torchvision v2's pipeline: resize the uint8 frames, to float, normalize, float16
+    (a closure over the functional module, so that `torch.compile` traces no import)."""
+
+    def pipeline(frames: torch.Tensor, size: tuple[int, int], antialias: bool) -> torch.Tensor:
+        x = tvf.resize(frames.permute(0, 3, 1, 2), list(size), antialias=antialias)
+        x = tvf.to_dtype(x, torch.float32, scale=True)
+        return tvf.normalize(x, list(MEAN), list(STD)).half()
+
+    return pipeline
 
 
 def color_cases(frames: torch.Tensor, tvf) -> list[Case]:
@@ -192,6 +195,35 @@ def geometry_cases(frames: torch.Tensor, tvf) -> list[Case]:
     return cases
 
 
+def frame_resize_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf) -> list[Case]:
+    """uint8 NHWC frames resized to `out_size`, uint8 (what a video pipeline does)."""
+    import tilecraft.vision as vision
+
+    n, h, w, c = frames.shape
+    view = frames.permute(0, 3, 1, 2)
+    moved = c * n * (h * w + out_size[0] * out_size[1])
+
+    def reference(aa: bool) -> torch.Tensor:
+        x = F.interpolate(view.float(), out_size, mode="bilinear", antialias=aa)
+        return x.round().clamp(0, 255).to(torch.uint8)
+
+    cases = []
+    for aa in (False, True):
+        case = Case(
+            f"resize {'antialiased' if aa else 'bilinear'} u8 NHWC -> {out_size[1]}x{out_size[0]}",
+            lambda aa=aa: vision.resize(frames, out_size, layout="NHWC", antialias=aa).permute(
+                0, 3, 1, 2
+            ),
+            lambda aa=aa: reference(aa),
+            moved,
+            1,
+        )
+        if tvf is not None:
+            case.peers["torchvision"] = lambda aa=aa: tvf.resize(view, list(out_size), antialias=aa)
+        cases.append(case)
+    return cases
+
+
 def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile_peer: bool):
     import tilecraft.vision as vision
 
@@ -207,10 +239,11 @@ def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile
             1e-2,
         )
         if tvf is not None:
-            case.peers["torchvision"] = lambda aa=aa: torchvision_pipeline(frames, out_size, aa)
+            pipeline = torchvision_pipeline(tvf)
+            case.peers["torchvision"] = lambda aa=aa, fn=pipeline: fn(frames, out_size, aa)
             if aa and compile_peer:
-                compiled = torch.compile(torchvision_pipeline, dynamic=False)
-                case.peers["torchvision compiled"] = lambda fn=compiled: fn(frames, out_size)
+                compiled = torch.compile(pipeline, dynamic=False)
+                case.peers["torchvision compiled"] = lambda fn=compiled: fn(frames, out_size, True)
         cases.append(case)
     return cases
 
@@ -277,6 +310,7 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
         frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
         copy = Case("copy (ceiling)", frames.clone, frames.clone, 2 * frames.numel(), 0)
         cases = [copy, *color_cases(frames, tvf), *geometry_cases(frames, tvf)]
+        cases += frame_resize_cases(frames, out_size, tvf)
         cases += pipeline_cases(frames, out_size, tvf, args.compile and device.type == "cuda")
         for case in cases:
             rows.append({"frames": resolution, **run_case(case, time_ms)})
@@ -311,7 +345,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     p.add_argument("--tune", action="store_true", help="tune each kernel before timing it")
-    p.add_argument("--tune-budget", type=float, default=3.0, help="seconds per kernel tuned")
+    p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(
         "--no-compile", dest="compile", action="store_false", help="skip the torch.compile peer"
     )

@@ -25,12 +25,12 @@ Lanes, so that each tool has a GPU to itself on a two-GPU host, at the same time
     --out NAME          the JSON file (default tune_vs_helion.json), written after each
                         kernel: a lane cut short keeps what it measured
 
-Usage (an nvidia-h200-x2, Helion installed from its wheel):
-    CUDA_VISIBLE_DEVICES=1 python benchmarks/tune_vs_helion.py --lane helion --half 1 \\
-        --out helion.json &
-    CUDA_VISIBLE_DEVICES=0 python benchmarks/tune_vs_helion.py --lane tilecraft --half 1 \\
-        --learn benchmarks/landscapes/h200 --out tilecraft.json &
-    wait; python benchmarks/tune_vs_helion.py --merge $OUT/helion.json $OUT/tilecraft.json \\
+Usage (an nvidia-h200-x2, Helion installed from its wheel), one 10-minute call per half:
+    CUDA_VISIBLE_DEVICES=1 timeout 570 python benchmarks/tune_vs_helion.py --lane helion \\
+        --half 1 --out helion1.json > $OUT/helion1.log 2>&1 &
+    CUDA_VISIBLE_DEVICES=0 timeout 570 python benchmarks/tune_vs_helion.py --lane tilecraft \\
+        --half 1 --learn benchmarks/landscapes/h200 --out tilecraft1.json > $OUT/tc1.log 2>&1 &
+    wait; python benchmarks/tune_vs_helion.py --merge $OUT/helion1.json $OUT/tilecraft1.json \\
         --out half1.json
 (writes under $OUT, or benchmarks/results/ without $OUT)
 """
@@ -57,6 +57,8 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # this checkout's tilecraft, run from anywhere
 UNSEEN = ("softmax_two_pass", "kl_div", "long_sum")  # no landscape of these was recorded
 GOAL_TIME, GOAL_TUNING = 1.0, 0.2  # tilecraft's kernel / Helion's, its tuning time / Helion's
 

@@ -42,8 +42,19 @@ def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     result = script.main(["--device", "cpu", "--tiny", "--out", str(out)])
     assert json.loads(out.read_text())["us_per_call"] == result["us_per_call"]
     assert {"tilecraft", "launcher", "triton", "torch"} <= set(result["us_per_call"])
+    operator_rows = {"op call, stub launch", "registered op fwd+bwd, stub launch"}
+    assert operator_rows <= set(result["us_per_call"])
     assert (result["specializations"], result["compiled_configs"]) == (1, 1)  # no recompiles
     assert result["goal_met"] is None  # judged on a GPU only
+
+
+def test_bench_model_host_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_model", monkeypatch)
+    x = torch.randn(8)
+    rows = script.host_profile(lambda: torch.relu(x).sum(), torch.device("cpu"), steps=3)
+    assert rows and all(r["own_us_per_step"] >= 0 for r in rows)
+    assert any("relu" in r["function"] and r["calls_per_step"] == 1 for r in rows), rows
+    assert "relu" in script.profile_table("torch eager", rows)
 
 
 @CPU_ONLY

@@ -143,8 +143,23 @@ def test_fast_search_goes_on_after_its_climb_stalls() -> None:
         search.run()
         results.append((len(replay.history), replay.best_ms() or float("inf")))
     (climbed, climb_ms), (explored, explore_ms) = results
-    assert climbed < 40 and explored == 40
+    assert climbed < 30 and explored >= 39  # one kept for a combination no change called for
     assert explore_ms < 0.95 * climb_ms  # 1.08x the landscape's best, then 1.003x
+
+
+def test_fast_search_keeps_configs_for_its_finishing_stage() -> None:
+    """Exploring stops where the config budget would leave the finishing stage short: its
+    register caps (never in the model's picks) are measured within the 25 configs."""
+    target = "softmax-4096x4096"
+    land, space, desc = prepared(target)
+    replay = Replay(land, space)
+    search = make_search(
+        "fast", space, replay, Budget(25, 1000.0, clock=replay.clock),
+        seeds=heuristic_seeds(space), model=model_without(target), description=desc,
+    )  # fmt: skip
+    search.run()
+    assert 24 <= len(search.trials) <= 25  # one may stay for a combination never needed
+    assert {t.config.get("maxnreg") for t in search.trials} >= {None, 64, 128}
 
 
 def test_fast_search_tries_the_knobs_the_model_cannot_see() -> None:

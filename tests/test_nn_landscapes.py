@@ -67,11 +67,13 @@ def test_recorded_landscapes_feed_the_database_model_and_fast_search(
 ) -> None:
     record = script(monkeypatch)
     folder, db_path = tmp_path / "lands", tmp_path / "tuning.sqlite3"
-    options = ["--tiny", "--cases", "attention,conv2d", "--dot-configs", "5", "--workers", "1"]
+    # the convolution's two kernels (the attention cases bind and describe alike: the
+    # recorded H200 landscapes of test_learning.py cover them)
+    options = ["--tiny", "--cases", "conv2d", "--dot-configs", "5", "--workers", "0"]
     assert record.main([*options, "--out", str(folder), "--db", str(tmp_path / "rec.db")]) == 0
     lands = load_all(folder)
     names = sorted(land.case.function for land in lands)
-    assert names == ["attention_forward"] * 2 + ["conv2d_gemm", "conv2d_pointwise"]
+    assert names == ["conv2d_gemm", "conv2d_pointwise"]
     assert all(any(t.ok for t in land.trials) for land in lands)
     with TuningDB(db_path) as db:
         assert import_landscapes(db, folder) == sum(len(land.trials) for land in lands)

@@ -73,6 +73,34 @@ class TreeEnsemble:
         trees.check()
         return trees
 
+    @classmethod
+    def blend(
+        cls, parts: list[tuple[TreeEnsemble, float]], extra: tuple[int, ...] = ()
+    ) -> TreeEnsemble:
+        """One ensemble predicting the weighted sum of `parts`' predictions: their trees
+        side by side, leaf values and baselines scaled by the weights."""
+        if not parts or len({e.features for e, _ in parts}) != 1:
+            raise ValueError("nothing to blend, or ensembles of different features")
+        offsets = np.cumsum([0] + [len(e.leaf) for e, _ in parts[:-1]])
+        pairs = list(zip(parts, offsets, strict=True))
+        join = lambda f: np.concatenate([f(e, w, o) for (e, w), o in pairs])  # noqa: E731
+        trees = cls(
+            feature=join(lambda e, w, o: e.feature),
+            threshold=join(lambda e, w, o: e.threshold),
+            left=join(lambda e, w, o: np.where(e.leaf, 0, e.left + o)),
+            right=join(lambda e, w, o: np.where(e.leaf, 0, e.right + o)),
+            leaf=join(lambda e, w, o: e.leaf),
+            value=join(lambda e, w, o: e.value * w),
+            missing_left=join(lambda e, w, o: e.missing_left),
+            roots=join(lambda e, w, o: e.roots + o),
+            baseline=float(sum(e.baseline * w for e, w in parts)),
+            features=parts[0][0].features,
+            depth=max(e.depth for e, _ in parts),
+            extra=extra,
+        )
+        trees.check()
+        return trees
+
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The predicted value of each row of `x`."""
         x = np.asarray(x, dtype=np.float64).reshape(-1, self.features)

@@ -25,10 +25,32 @@ def register_backward(
     if isinstance(backward, (Kernel, TorchOp)):
         if setup_context is not None:
             raise _error(op, "a backward kernel gets the forward inputs; drop `setup_context`")
-        op.op.register_autograd(_kernel_backward(op, backward), setup_context=_save_inputs)
+        run_backward = _kernel_backward(op, backward)
     else:
-        checked = _checked_backward(op, backward)
-        op.op.register_autograd(checked, setup_context=setup_context or _save_inputs)
+        run_backward = _checked_backward(op, backward)
+    setup = setup_context or _save_inputs
+    op.op.register_autograd(run_backward, setup_context=setup)
+    op.function = eager_function(op, run_backward, setup)
+
+
+def eager_function(
+    op: TorchOp, backward: Callable[..., Any], setup_context: Callable[..., Any]
+) -> type[torch.autograd.Function]:
+    """An `autograd.Function` doing what `op`'s autograd registration does, for eager calls:
+    the forward runs the kernel (autograd off, as below the operator's autograd) and calls
+    `setup_context(ctx, inputs, output)`; the backward is `backward(ctx, *grads)`."""
+    kernel = op.kernel
+
+    # old-style (ctx first): a Function with a `setup_context` method binds its arguments
+    # to the forward's signature on every call
+    def forward(ctx: Any, *args: Any) -> Any:
+        output = kernel(*args)
+        setup_context(ctx=ctx, inputs=args, output=output)  # by keyword, as torch.library
+        return output
+
+    name = f"{op.name.replace('::', '_')}_eager"
+    methods = {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+    return type(name, (torch.autograd.Function,), methods)
 
 
 def _save_inputs(ctx: Any, inputs: tuple, output: Any) -> None:

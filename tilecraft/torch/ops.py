@@ -3,6 +3,13 @@
 The fake (meta) implementation is the kernel's own host code run with its device loops
 replaced by no-ops, so `torch.compile` and `torch.export` see the outputs' shapes and
 dtypes without running anything.
+
+In plain eager PyTorch a call skips the operator's dispatch (tens of microseconds a call,
+more than a small kernel's launch): it runs the kernel, or, where autograd records it, an
+`autograd.Function` with the very backward and setup_context registered on the operator.
+Whatever traces or intercepts calls (torch.compile, torch.export, dispatch and torch
+function modes, functorch transforms, jit tracing, tensor subclasses such as fake tensors)
+gets the registered operator, as do meta tensors and operators that mutate their arguments.
 """
 
 from __future__ import annotations
@@ -39,11 +46,27 @@ class TorchOp:
     def __init__(self, kernel: Kernel, name: str, mutates_args: Iterable[str] = ()) -> None:
         self.kernel, self.name = kernel, name
         self.signature = torch_signature(kernel)
-        self.op = _define(kernel, name, self.signature, tuple(mutates_args))
+        self.mutates_args = tuple(mutates_args)
+        self.op = _define(kernel, name, self.signature, self.mutates_args)
         self.op.register_fake(fake_impl(kernel))
+        # the eager twin of the op's autograd registration (set by register_autograd)
+        self.function: type[torch.autograd.Function] | None = None
+        # whether calls may skip the operator in eager mode: not for mutating ops, nor for
+        # the first call, which goes through the operator, whose checks (outputs must not
+        # alias inputs, ...) then hold for the eager calls after it
+        self._eager = False
         _registered[name] = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():  # first: torch.compile then traces only the op
+            return self.op(*args, **kwargs)
+        if self._eager and plain_eager(args, kwargs):
+            inputs = self.kernel.normalize(args, kwargs)  # as the operator's setup_context sees
+            if not (torch.is_grad_enabled() and _requires_grad(inputs)):
+                return self.kernel(*inputs)
+            if self.function is not None:  # else not differentiable: as the operator says
+                return self.function.apply(*inputs)
+        self._eager = not self.mutates_args  # after a first call through the operator
         return self.op(*args, **kwargs)
 
     @property
@@ -59,6 +82,38 @@ class TorchOp:
 
         register_backward(self, backward, setup_context)
         return self
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether a call runs in plain eager PyTorch on plain tensors with data (not meta
+    tensors, which get the fake implementation), with nothing tracing or intercepting it
+    (see the module's docstring); where unsure, False."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # first: torch.compile folds it
+        return False
+    if _dispatch_modes() or _function_modes() or _transforms():
+        return False
+    for a in (*args, *kwargs.values()) if kwargs else args:
+        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN_TENSORS or a.is_meta):
+            return False
+    return True
+
+
+def _active() -> bool:
+    return True
+
+
+# PyTorch has no public query for dispatch modes, torch function modes and functorch
+# transforms; where its private ones are missing, every call takes the registered operator.
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _active)
+_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _active)
+_transforms = getattr(torch._C, "_are_functorch_transforms_active", _active)
+
+
+def _requires_grad(args: tuple) -> bool:
+    return any([isinstance(a, torch.Tensor) and a.requires_grad for a in args])
 
 
 def as_torch_op(

@@ -1,7 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
 # `register_tunable` returns an object, the int its Choice picks).
-# mypy: disable-error-code="index,list-item,misc,operator,arg-type"
+# mypy: disable-error-code="index,list-item,misc,operator,arg-type,call-overload"
 """Antialiased resize + normalize as two small matrix products per tile of outputs.
 
 Each output of an antialiased (`F.interpolate(..., antialias=True)`) resize is a weighted
@@ -31,7 +31,8 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision._device import bilinear_taps
+from tilecraft.vision._device import bilinear_taps, uint8_levels
+from tilecraft.vision.memory import constant
 
 # rows of outputs, columns of outputs, and input columns per step of a program's tile
 # (the first of each is the default: a 16 x 32 tile of 1080p -> 360p reads a 64-row window)
@@ -243,6 +244,7 @@ def _antialias_normalize(
 ALIGN = 16
 LANE_COLS = Choice(32, 16, 64)  # outputs per program along a row, each for every channel
 SAMPLES = Choice(64, 32, 128)  # samples (pixels x channels) per step
+MAX_STEPS = 16  # a wider step where a program's row runs would take more (unrolled) steps
 
 
 @tc.kernel
@@ -263,6 +265,7 @@ def _packed_resize_normalize(
     peak: float,
     antialias: bool,
     exact: bool,
+    levels: bool,
 ) -> torch.Tensor:
     # `samples` is (N, H, W * C), an NHWC uint8 batch with each row's values in one line: a
     # program reads whole runs of a row (every channel at once, in wide loads), and the
@@ -278,7 +281,9 @@ def _packed_resize_normalize(
     reach_h, reach_w = support(sh), support(sw)
     window = window_rows(rows, sh)
     lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
-    steps = -(-(c * span(cols, sw) + 2 * ALIGN) // step)
+    run = c * span(cols, sw) + 2 * ALIGN  # the samples of a row a program may read
+    step = max(step, 1 << (-(-run // MAX_STEPS) - 1).bit_length())  # steps are unrolled
+    steps = -(-run // step)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
         dst_h = torch.clamp(tile_h.index - box_top, min=0)
@@ -337,6 +342,8 @@ def _packed_resize_normalize(
         shift = tc.load(mean, [channel], extra_mask=real)
         spread = tc.load(std, [channel], extra_mask=real, other=1.0)
         value = (value - shift[None, :]) / spread[None, :]
+        if levels:  # a uint8 image: no statistics (0 and 1), rounded and saturated
+            value = uint8_levels(value)
         tc.store(
             out,
             [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]],
@@ -374,7 +381,7 @@ def antialias_normalize(
     args = (mean, std, out, *box, *scales, *inverses, pad, peak)
     samples = packed_rows(image)
     if samples is not None:
-        return _packed_resize_normalize(samples, *args, True, False)
+        return _packed_resize_normalize(samples, *args, True, False, False)
     return _antialias_normalize(image, *args)
 
 
@@ -398,7 +405,26 @@ def bilinear_normalize(
     # weights in eighths (integer and half scales: 1080p -> 360p) are exact in float16, and
     # so are the row sums of uint8 samples they give: one product per step suffices
     exact = not (eighths(h, box[2]) and eighths(w, box[3]))
-    args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact)
+    args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact, False)
+    return _packed_resize_normalize(samples, *args)
+
+
+def resize_levels(image: torch.Tensor, out: torch.Tensor, antialias: bool) -> torch.Tensor | None:
+    """The uint8 NCHW view `image` resized (bilinear, antialiased or not) into the uint8
+    NCHW view `out` (any layout), rounded half to even and saturated, to float32 accuracy
+    (the halves' products); None where `image` is not NHWC without gaps or the shrink too
+    far (the other kernels do those)."""
+    samples = packed_rows(image) if image.dtype == out.dtype == torch.uint8 else None
+    box = [0, 0, *out.shape[2:]]
+    if samples is None or not fits(image.shape[2:], box):
+        return None
+    h, w = image.shape[2:]
+    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
+    exact = antialias or not (eighths(h, box[2]) and eighths(w, box[3]))
+    c = image.shape[1]
+    stats = (constant([0.0] * c, image.device), constant([1.0] * c, image.device))
+    inverses = [_inverse_support(s) for s in scales]
+    args = (*stats, out, *box, *scales, *inverses, 0.0, 1.0, antialias, exact, True)
     return _packed_resize_normalize(samples, *args)
 
 

@@ -15,6 +15,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.vision._device import bilinear, bilinear_taps, inside, uint8_levels
+from tilecraft.vision.antialias import resize_levels
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.layout import Image, as_nchw, dims, new_image
 
@@ -146,6 +147,10 @@ def resize(
     """
     img = as_nchw(image, layout)
     out = _output(img, size)
+    if interpolation == "bilinear":  # NHWC uint8 frames: products on the tensor cores
+        packed = resize_levels(img.view, out, antialias)
+        if packed is not None:
+            return img.restore(packed)
     if interpolation == "area" or (antialias and interpolation == "bilinear"):
         return img.restore(average_resize(img.view, out, interpolation == "area"))
     _, _, h, w = img.view.shape

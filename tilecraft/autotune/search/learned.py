@@ -10,6 +10,7 @@ from typing import Any
 from tilecraft.autotune.features import features
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
 from tilecraft.autotune.search.common import ModelSearch, cost
+from tilecraft.autotune.trial import Trial
 from tilecraft.runtime.config import Config
 
 
@@ -67,7 +68,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
                 jumps = self.unseen(self.jumps(previous + leaders))
                 previous = leaders
                 picked = [*jumps, *(c for c in self.best_rated(near) if c not in jumps)]
-            if not self.measure(picked):
+            if not self.spend(picked):
                 return
             new = min(map(cost, self.trials))
             stalls = 0 if new < best * (1 - self.threshold) else stalls + 1
@@ -83,7 +84,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
             near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
             fresh = self.best_rated(self.unseen(self.draw(self.explore_pool)))
             picked = [*fresh, *(c for c in self.best_rated(near) if c not in fresh)]
-            if not self.measure(picked):
+            if not self.spend(picked):
                 return
 
     def wide_moves(self) -> list[Config]:
@@ -135,9 +136,22 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         }
 
     def finishing(self) -> bool:
-        """Whether the time left is the finishing stage's."""
+        """Whether what is left of the budget is the finishing stage's: its share of the
+        time, or the configs it needs."""
         seconds = self.budget.max_seconds
-        return seconds is not None and self.budget.elapsed() >= (1 - self.finish_share) * seconds
+        late = seconds is not None and self.budget.elapsed() >= (1 - self.finish_share) * seconds
+        return late or self.budget.remaining_configs() <= self.reserve()
+
+    def reserve(self) -> int:
+        """Configs the finishing stage needs: the best config's blind variants, and one
+        that combines those that help."""
+        leader = self.best()
+        return 0 if leader is None else len(self.blind(leader.config)) + 1
+
+    def spend(self, picked: list[Config]) -> list[Trial]:
+        """Measure `picked`, as many as leave the finishing stage its configs."""
+        room = self.budget.remaining_configs() - self.reserve()
+        return self.measure(picked[:room]) if room > 0 else []
 
     def finish(self) -> None:
         """Measure the best config's blind variants, then its improving ones combined."""
