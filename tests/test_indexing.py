@@ -11,7 +11,7 @@ from conftest import DEVICE
 import tilecraft as tc
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.language.indexing import read, write
-from tilecraft.testing import assert_close
+from tilecraft.testing import assert_close, check_modes
 
 SHAPES = [(37, 19), (1, 1), (5, 2), (16, 32)]  # ragged, single element, tiny, divisible
 
@@ -438,3 +438,30 @@ def overruns(x: torch.Tensor) -> torch.Tensor:
 def test_a_tile_range_past_the_tensor_stays_inside(mode) -> None:
     x = randn(37)
     assert_close(mode(overruns)(x), x + 1)
+
+
+@tc.kernel
+def _gather_scalar(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(idx.shape, dtype=x.dtype, device=x.device)
+    for b in tc.grid(idx.size(0)):
+        j = idx[b]
+        out[b] = x[j]
+        x[j] = x[j] * 0 - 1.0  # a write through the same scalar index
+    return out
+
+
+def test_device_scalar_indices_agree_in_every_mode() -> None:
+    """An index the kernel computed counts from the end when negative (as in PyTorch) and
+    reads 0 / writes nothing outside [-size, size) (where PyTorch raises), in both modes."""
+    x = torch.arange(5.0) + 1
+    idx = torch.tensor([0, 4, 7, -1, -6, 2])
+
+    def reference(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(idx.shape, dtype=x.dtype)
+        for b, j in enumerate(idx.tolist()):
+            if -x.numel() <= j < x.numel():
+                out[b] = x[j]
+                x[j] = -1.0
+        return out
+
+    check_modes(_gather_scalar, (x, idx), reference)

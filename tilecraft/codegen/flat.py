@@ -38,7 +38,8 @@ class FlatPlan:
     names: set[str] = field(default_factory=set)
 
     def __contains__(self, value: object) -> bool:
-        return isinstance(value, Value) and value.name in self.names
+        # by rank too: a user combine function's 0-d values are named in their own space
+        return isinstance(value, Value) and value.type.rank >= 2 and value.name in self.names
 
 
 def plan_flat(w: KernelWriter) -> FlatPlan:

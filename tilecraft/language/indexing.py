@@ -98,17 +98,35 @@ def _dims(key: Key) -> list[int | None]:
     return dims
 
 
+def is_device_scalar(item: object) -> bool:
+    """A 0-d integer tensor index: a value the kernel computed (`j = idx[b]`)."""
+    return (
+        isinstance(item, torch.Tensor)
+        and item.dim() == 0
+        and not item.dtype.is_floating_point
+        and item.dtype != torch.bool
+    )
+
+
 def bounded(tensor: torch.Tensor, key: Key) -> tuple[Key, torch.Tensor | None]:
     """`key` with each out-of-range vector index replaced by 0, and where the positions
-    read are in range (None when no index vector could be out of range)."""
+    read are in range (None when no index could be out of range). A device scalar counts
+    from the end when negative, as in PyTorch, and is out of range outside
+    `[-size, size)`: as compiled kernels mask it (codegen/access.py `scalar_expr`)."""
     normal = _normalize(key, tensor.dim())
-    if normal is None or not any(is_vector(i) for i in normal):
+    if normal is None or not any(is_vector(i) or is_device_scalar(i) for i in normal):
         return key, None
     dims = _dims(normal)
     safe = list(normal)
     valid: torch.Tensor | None = None
     for k, (item, dim) in enumerate(zip(normal, dims, strict=True)):
-        if is_vector(item):
+        if is_device_scalar(item):
+            assert dim is not None and isinstance(item, torch.Tensor)
+            size = tensor.shape[dim]
+            inside = (item >= -size) & (item < size)
+            safe[k] = torch.where(inside, torch.where(item < 0, item + size, item), 0)
+            valid = inside if valid is None else valid & inside
+        elif is_vector(item):
             assert dim is not None
             size = tensor.shape[dim]
             inside = (item >= 0) & (item < size)
