@@ -40,6 +40,13 @@ def vmode(mode):
     return mode
 
 
+@pytest.fixture(params=[False, True], ids=["gather", "packed"])
+def packed(request, monkeypatch):
+    """The uint8 NHWC resizes through the packed tensor-core kernel, or not (the default)."""
+    monkeypatch.setattr(antialias, "PACKED", request.param)
+    return request.param
+
+
 def images(shape=(2, 3, 3, 5), layout="NCHW") -> tuple[torch.Tensor, torch.Tensor]:
     """A uint8 NCHW batch, and the same pixels in `layout`."""
     x = torch.randint(0, 256, shape, dtype=torch.uint8, device=DEVICE)
@@ -137,7 +144,7 @@ def test_flip_crop(vmode):
 
 
 @pytest.mark.parametrize("size", [(7, 4), (2, 9), (1, 1)])
-def test_resize(vmode, size):
+def test_resize(vmode, packed, size):
     x, xl = images(layout="NHWC")
     assert torch.equal(
         nchw(vision.resize(xl, size, "nearest", "NHWC"), "NHWC"), F.interpolate(x, size)
@@ -154,7 +161,7 @@ def averaged(x: torch.Tensor, size: tuple[int, int], interpolation: str) -> torc
 
 
 @pytest.mark.parametrize("interpolation", ["bilinear", "area"])
-def test_resize_averaging(vmode, interpolation):
+def test_resize_averaging(vmode, packed, interpolation):
     x, xl = images(shape=(1, 2, 13, 17), layout="NHWC")
     for size in ((4, 5), (15, 3)):  # shrinking both ways, and growing one axis
         expected = averaged(x, size, interpolation)
@@ -262,7 +269,7 @@ def antialiased_reference(x, size, letterbox, pad=114.0, stats=(MEAN, STD)):
         ((1, 4, 9, 13), (4, 5), False, "NHWC"),  # RGBA: four channels in a packed row
     ],
 )
-def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
+def test_preprocess_antialias(vmode, packed, shape, size, letterbox, layout):
     x, xl = images(shape=shape, layout=layout)
     # NHWC rows are read whole (the packed kernel), NCHW planes a channel at a time
     assert (antialias.packed_rows(nchw(xl, layout)) is None) == (layout == "NCHW")
@@ -279,7 +286,7 @@ def test_preprocess_antialias(vmode, shape, size, letterbox, layout):
 
 
 @pytest.mark.parametrize("shape, size", [((1, 3, 8, 12), (4, 6)), ((2, 3, 1, 1), (3, 5))])
-def test_preprocess_bilinear_products(vmode, shape, size):
+def test_preprocess_bilinear_products(vmode, packed, shape, size):
     # NHWC uint8 frames: the packed kernel's products, one per step when the weights are
     # eighths (half size), three (the halves) otherwise (one pixel grown to 3x5)
     assert antialias.eighths(shape[2], size[0]) == (shape[2] > 1)

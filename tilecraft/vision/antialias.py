@@ -353,6 +353,13 @@ def _packed_resize_normalize(
     return out
 
 
+# Off by default: on the H200 (benchmarks/RESULTS.md, bench_vision) the packed kernel ran
+# 3-4x slower than the kernels it replaces (16 frames of 1080p to 640x360: bilinear
+# preprocess 0.81 ms against the gathering kernel's 0.21, antialiased 1.72 against one
+# channel per program's 0.59). Kept, tested, for the layouts and tiles to be tuned later.
+PACKED = False
+
+
 def _inverse_support(scale: float) -> float:
     return float(1.0 / torch.tensor(support(scale), dtype=torch.float32))
 
@@ -379,7 +386,7 @@ def antialias_normalize(
     scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
     inverses = [_inverse_support(s) for s in scales]
     args = (mean, std, out, *box, *scales, *inverses, pad, peak)
-    samples = packed_rows(image)
+    samples = packed_rows(image) if PACKED else None
     if samples is not None:
         return _packed_resize_normalize(samples, *args, True, False, False)
     return _antialias_normalize(image, *args)
@@ -397,7 +404,7 @@ def bilinear_normalize(
     """As `antialias_normalize`, with plain bilinear weights and float32 accuracy, for
     uint8 frames stored NHWC without gaps; None for others (they take the gathering
     kernel) or for shrinking too far."""
-    samples = packed_rows(image) if image.dtype == torch.uint8 else None
+    samples = packed_rows(image) if PACKED and image.dtype == torch.uint8 else None
     if samples is None or not fits(image.shape[2:], box):
         return None
     h, w = image.shape[2:]
@@ -414,7 +421,7 @@ def resize_levels(image: torch.Tensor, out: torch.Tensor, antialias: bool) -> to
     NCHW view `out` (any layout), rounded half to even and saturated, to float32 accuracy
     (the halves' products); None where `image` is not NHWC without gaps or the shrink too
     far (the other kernels do those)."""
-    samples = packed_rows(image) if image.dtype == out.dtype == torch.uint8 else None
+    samples = packed_rows(image) if PACKED and image.dtype == out.dtype == torch.uint8 else None
     box = [0, 0, *out.shape[2:]]
     if samples is None or not fits(image.shape[2:], box):
         return None

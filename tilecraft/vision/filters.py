@@ -31,8 +31,10 @@ SOBEL_Y = ((-1, -2, -1), (0, 0, 0), (1, 2, 1))
 # Filters of up to this many taps (default 25: 5x5) run in one pass over the image: each
 # output reads its taps (from L1 mostly) and the image is read once from memory. Larger ones
 # run in two passes through a float32 image of row sums, which moves twice the bytes but
-# reads fewer taps. The autotuner may move the line (`Config(one_pass_taps=...)`).
-ONE_PASS_TAPS = Choice(25, 0, 81)
+# reads fewer taps. The autotuner may move the line (`Config(one_pass_taps=...)`). The
+# default is two passes: on the H200 a 5x5 blur of 16 frames of 1080p took 3.30 ms in one
+# pass against 2.19 ms in two (benchmarks/RESULTS.md, bench_vision).
+ONE_PASS_TAPS = Choice(0, 25, 81)
 
 
 def _row_sum(
