@@ -128,7 +128,7 @@ def test_fast_search_goes_on_after_its_climb_stalls() -> None:
     """The climb stalls after a few rounds; the search then explores (long moves, the
     model's picks of fresh configs) until its budget, here 40 configs, is spent, and on
     this landscape finds a better config than the climb alone."""
-    target = "matmul-1024x1024x1024"
+    target = "cross_entropy-4096x8192"
     land, space, desc = prepared(target)
     results = []
     for explore in (False, True):
@@ -144,7 +144,7 @@ def test_fast_search_goes_on_after_its_climb_stalls() -> None:
         results.append((len(replay.history), replay.best_ms() or float("inf")))
     (climbed, climb_ms), (explored, explore_ms) = results
     assert climbed < 30 and explored >= 39  # one kept for a combination no change called for
-    assert explore_ms < 0.95 * climb_ms  # 1.08x the landscape's best, then 1.003x
+    assert explore_ms < 0.97 * climb_ms  # 5% better here (the model decides how much)
 
 
 def test_fast_search_keeps_configs_for_its_finishing_stage() -> None:

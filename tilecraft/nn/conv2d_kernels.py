@@ -36,8 +36,6 @@ ACTIVATIONS = {None: NONE, "relu": RELU, "silu": SILU, "gelu": GELU}
 MIN_SPAN = 32  # the smallest padded channel count: eager mode's block size
 MAX_K_SPLITS = 16  # split-K: at most this many chunks of a reduction
 MIN_SPLIT_STEPS = 4  # blocks of 64 per chunk, at least (a pipelined loop needs a few)
-SMS = 132  # streaming multiprocessors of an H200: split-K's default fills about this many
-MIN_SPLIT_WORK = 1 << 28  # multiply-adds of a GEMM that split-K's default splits, at least
 SUM_ROWS = SUM_COLS = 64  # split-K's second pass (memory-bound): fixed tiles, no more knobs
 
 
@@ -97,24 +95,14 @@ def tap_offsets(tap: Any, kernel_w: int, flat: bool) -> tuple[Any, Any, Any, Any
     return rows, cols, rows_w, cols_w
 
 
-def tiles(rows: int, cols: int, block: int = 128) -> int:
-    """Output tiles of a [rows, cols] GEMM at `block` x `block` (what tuned GEMMs use)."""
-    return -(-rows // block) * -(-cols // block)
-
-
-def k_splits(rows: int, cols: int, reduction: int, groups: int = 1) -> PowerOfTwo:
-    """Split-K chunk counts for `groups` GEMMs of [rows, cols] reducing over `reduction`:
-    powers of two while each chunk keeps MIN_SPLIT_STEPS blocks of 64. By default, for
-    large GEMMs, the most that keep the programs at most one per streaming multiprocessor
-    of an H200 (deep layers, with few output positions and many channels, leave most of them
-    idle otherwise); small ones are not split (the second pass would cost more)."""
+def k_splits(reduction: int) -> PowerOfTwo:
+    """Split-K chunk counts for a reduction of `reduction`: powers of two while each chunk
+    keeps MIN_SPLIT_STEPS blocks of 64. Unsplit by default: on the H200 (bench_conv) the
+    tuned split won on the deep layers (res5 1x1 reduce 1.43x with 2 chunks, res5 3x3 1.11x
+    with 4) but 2 chunks lost on res5 3x3 (0.076 against 0.056 ms), and the landscapes,
+    recorded before split-K, hold unsplit trials; the tuner picks the chunks."""
     high = max(1, min(MAX_K_SPLITS, reduction // (64 * MIN_SPLIT_STEPS)))
-    high = 1 << (high.bit_length() - 1)
-    programs, default = groups * tiles(rows, cols), 1
-    large = groups * rows * cols * reduction >= MIN_SPLIT_WORK
-    while large and default < high and programs * default * 2 <= SMS:
-        default *= 2
-    return PowerOfTwo(1, high, default)
+    return PowerOfTwo(1, 1 << (high.bit_length() - 1), 1)
 
 
 def split_chunk(reduction: int, block: int, splits: int) -> int:
@@ -245,7 +233,7 @@ def conv2d_gemm(
     rows, reduction = batch * out_h * out_w, taps * padded
     block_k = tc.register_block_size(16, padded if not flat else reduction)
     check_block(block_k, padded, flat)
-    splits = tc.register_tunable("splits", k_splits(rows, cout_g, reduction, groups))
+    splits = tc.register_tunable("splits", k_splits(reduction))
     chunk = split_chunk(reduction, block_k, splits)
     parts = partial_sums(splits, [rows, out_ch], x)
     size = [splits * groups, rows, cout_g]
@@ -318,7 +306,7 @@ def conv2d_pointwise(
     images = 1 if channels_last else batch
     rows = pixels * batch // images
     block_k = tc.register_block_size(16, in_ch)
-    splits = tc.register_tunable("splits", k_splits(rows, out_ch, in_ch, images))
+    splits = tc.register_tunable("splits", k_splits(in_ch))
     chunk = split_chunk(in_ch, block_k, splits)
     parts = partial_sums(splits, [images, rows, out_ch], x)
     # [images, rows, channels] views: NHWC memory is one matrix, NCHW a batch of transposes
