@@ -53,6 +53,9 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
     """One run from an empty database; with `kill`, one worker is killed once trials land.
     With `--keep DIR`, the two-worker run's database is copied to DIR."""
     cache = tempfile.mkdtemp(prefix="bench-manifest-")
+    # Triton's compile cache too: a later run must not find the earlier run's binaries (the
+    # workers inherit this environment)
+    os.environ["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
     options = TuneOptions(
         effort=args.effort, budget_s=args.budget_s, max_configs=args.max_configs, cache_dir=cache
     )
