@@ -277,7 +277,11 @@ def outermost(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         (outermost, exc.NotInKernel, "jagged_tile", "tc.jagged_tile(lengths)"),
     ],
 )
-def test_refused_with_what_to_do_instead(kernel, error: type, message: str, line: str) -> None:
+def test_refused_with_what_to_do_instead(
+    mode, kernel, error: type, message: str, line: str
+) -> None:
+    """Refused in both modes (eager mode could run some of them, lane by lane, but must
+    not accept what compiled code refuses)."""
     with pytest.raises(error, match=message) as info:
-        kernel(torch.randn(7, 9, device=DEVICE), lengths())
+        mode(kernel)(torch.randn(7, 9, device=DEVICE), lengths())
     assert line in str(info.value)

@@ -152,7 +152,8 @@ class Kernel:
         args = self.normalize(args, kwargs)
         if not self._warned_grad and torch.is_grad_enabled() and _wants_grad(args):
             self._warn_grad()
-        if self.settings.interpret:
+        if self.settings.interpret:  # what compiled code refuses, eager mode refuses too
+            self._bound.get(self.key(args)) or self.bind(args)
             return self.run_eagerly(args)
         bound = self._bound.get(self.key(args)) or self.bind(args)
         launcher = bound.launcher
