@@ -465,3 +465,5 @@ def test_device_scalar_indices_agree_in_every_mode() -> None:
         return out
 
     check_modes(_gather_scalar, (x, idx), reference)
+    check_modes(_gather_scalar, (torch.empty(0), idx), reference)  # every index out of range
+    check_modes(_gather_scalar, (x, idx[:0]), reference)  # no index at all

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -66,14 +66,18 @@ def _overhangs(tile: object, tensor: torch.Tensor, dim: int) -> bool:
     return dim < tensor.dim() and (tile.begin < 0 or tile.end > tensor.shape[dim])
 
 
-def is_vector(item: object) -> bool:
-    """An integer index tensor (PyTorch's advanced indexing), to be bounded."""
+def integer_index(item: object) -> TypeGuard[torch.Tensor]:
+    """An integer index tensor, a vector or a 0-d value the kernel computed: bounded."""
     return (
         isinstance(item, torch.Tensor)
-        and item.dim() > 0
         and not item.dtype.is_floating_point
         and item.dtype != torch.bool
     )
+
+
+def is_vector(item: object) -> bool:
+    """An integer index tensor (PyTorch's advanced indexing), to be bounded."""
+    return integer_index(item) and item.dim() > 0
 
 
 def _normalize(key: Key, rank: int) -> Key | None:
@@ -100,12 +104,7 @@ def _dims(key: Key) -> list[int | None]:
 
 def is_device_scalar(item: object) -> bool:
     """A 0-d integer tensor index: a value the kernel computed (`j = idx[b]`)."""
-    return (
-        isinstance(item, torch.Tensor)
-        and item.dim() == 0
-        and not item.dtype.is_floating_point
-        and item.dtype != torch.bool
-    )
+    return integer_index(item) and item.dim() == 0
 
 
 def bounded(tensor: torch.Tensor, key: Key) -> tuple[Key, torch.Tensor | None]:
@@ -160,10 +159,10 @@ def _validity(key: Key, rank: int, k: int, dim: int, slot: torch.Tensor, size: i
 
 
 def _source(tensor: torch.Tensor, key: Key) -> torch.Tensor:
-    """What a bounded read indexes: the tensor, or where a vector indexes a dim of
+    """What a bounded read indexes: the tensor, or where an index tensor indexes a dim of
     length 0 (so every position is out of range), zeros of a shape `key` can index."""
     normal = _normalize(key, tensor.dim()) or key
-    empty = [d for d, i in zip(_dims(normal), normal, strict=True) if is_vector(i)]
+    empty = [d for d, i in zip(_dims(normal), normal, strict=True) if integer_index(i)]
     if not any(tensor.shape[d] == 0 for d in empty if d is not None):
         return tensor
     shape = [max(s, 1) if d in empty else s for d, s in enumerate(tensor.shape)]
