@@ -106,3 +106,13 @@ def test_facts_rules() -> None:
     assert facts._quotient(begin, Facts(8, 8, 8)) == Facts(4, 0, 12)
     assert facts._quotient(begin, Facts(1, 0, 9)) == facts.UNKNOWN  # not one constant
     assert facts_of(7, [], {}) == Facts(7, 7, 7) and facts_of(True, [], {}) == facts.UNKNOWN
+
+
+def test_unproven_masks_every_loop() -> None:
+    """Inside `unproven()` (the bench's baseline) nothing is proven: both loops masked."""
+    from tilecraft.frontend.facts import unproven
+
+    x, config = torch.randn(64), tc.Config(block_sizes=[32, 16, 16])
+    with unproven():
+        kernel = causal_rowsums.bind((x, x)).analyze(config).kernels[0]
+    assert [b.aligned for b in kernel.blocks.values() if b.dynamic] == [False, False]
