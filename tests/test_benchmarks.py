@@ -123,6 +123,26 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @CPU_ONLY
+def test_bench_attention_causal_masked_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--causal-only --masked-baseline` (the quick causal comparison): the causal case
+    alone, its best configs timed again compiled without the alignment proofs (checked
+    too), and the table's extra columns."""
+    script = load_script("bench_attention", monkeypatch)
+    options = ["--smoke", "--causal-only", "--masked-baseline", "--out", str(tmp_path / "a.json")]
+    data = script.main(options)
+    [row] = data["results"]
+    assert row["causal"] and data["environment"]["masked_baseline"]
+    for direction in ("forward", "backward"):
+        masked = row["tilecraft_masked"][direction]["best"]
+        assert masked["config"] == row["tilecraft"][direction]["best"]["config"]
+        assert masked["rel_err"] < 1e-4 and row["tflops"]["tilecraft_masked"][direction] > 0
+    table = script.markdown(data["results"])
+    assert "vs masked" in table and table.count("\n") == 2
+
+
+@CPU_ONLY
 def test_bench_conv_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny 3x3 and depthwise layers: tilecraft's kernels (forward on both layouts, and the
     gradients) checked against PyTorch and timed, the ratios and their geometric means
