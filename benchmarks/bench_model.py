@@ -206,13 +206,20 @@ def skip_reason(mode: str, device: torch.device) -> str | None:
     return None
 
 
+def unselected(mode: str, modes: list[str] | None) -> str | None:
+    """Why `mode` is left out by `--modes` (torch eager always runs: the reference)."""
+    if modes is None or mode in modes or mode == "torch eager":
+        return None
+    return "not in --modes"
+
+
 def run_all(args: argparse.Namespace) -> dict[str, dict]:
     """Every mode; a failure is recorded (and its traceback printed), never raised."""
     device = torch.device(args.device)
     results: dict[str, dict] = {}
     reference = None
     for mode in ["torch eager", *[m for m in MODES if m != "torch eager"]]:
-        reason = skip_reason(mode, device)
+        reason = skip_reason(mode, device) or unselected(mode, args.modes)
         if reason:
             results[mode] = {"skipped": reason}
             print(f"{mode}: skipped ({reason})")
@@ -286,9 +293,18 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile N steps of each eager mode"
     )
+    p.add_argument(
+        "--modes",
+        type=lambda text: [m.strip() for m in text.split(",")],
+        default=None,
+        help=f"comma-separated modes to run (torch eager always runs); of: {', '.join(MODES)}",
+    )
     default_out = ROOT / "benchmarks" / "results" / "bench_model.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
+    unknown = set(args.modes or []) - set(MODES)
+    if unknown:
+        p.error(f"unknown modes: {', '.join(sorted(unknown))}")
     args.dtype = DTYPES[args.dtype]
     on_gpu = torch.device(args.device).type == "cuda"
     args.sizes = TINY_SIZES if args.tiny else GPU_SIZES

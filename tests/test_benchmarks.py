@@ -85,6 +85,12 @@ def test_defaults_vs_helion_on_the_cpu(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_model", monkeypatch)
+    modes = script.parse(["--device", "cpu", "--modes", "tilecraft eager, torch eager"]).modes
+    assert modes == ["tilecraft eager", "torch eager"]
+    assert script.unselected("tilecraft compile", modes)
+    assert not script.unselected("torch eager", [])
+    with pytest.raises(SystemExit):
+        script.parse(["--device", "cpu", "--modes", "tilecraft"])
     assert script.parse(["--device", "cpu", "--dtype", "bf16"]).dtype == "bfloat16"
     assert script.parse(["--device", "cpu"]).dtype == "float32"
 
