@@ -225,3 +225,14 @@ def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatc
         splits = [c.to_dict().get("splits") for c in configs]
         assert script.wants_split(op.kernel, args) == split
         assert splits == ([1, 2, 2, 4, 1, 1, 1] if split else [1, 1, 1, 1]), splits
+
+
+@CPU_ONLY
+def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("profile_host", monkeypatch)
+    out = tmp_path / "profile.json"
+    result = script.main(["--steps", "2", "--top", "5", "--out", str(out)])
+    assert json.loads(out.read_text())["launches"] == result["launches"] == 27
+    layers = result["layers"]
+    assert layers["operator calls"]["us_per_step"] >= layers["kernel calls"]["us_per_step"] > 0
+    assert layers["launchers"]["calls_per_step"] == 25 and "warning" not in result
