@@ -46,6 +46,9 @@ def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert operator_rows <= set(result["us_per_call"])
     assert (result["specializations"], result["compiled_configs"]) == (1, 1)  # no recompiles
     assert result["goal_met"] is None  # judged on a GPU only
+    checks = result["fast_launch"]["checks"]
+    assert len(checks) == 4 and all(c["equal"] for c in checks.values()), checks
+    assert {"tilecraft, fast launch off", "fast launch"} <= set(result["us_per_call"])
 
 
 def test_bench_model_host_profile(monkeypatch: pytest.MonkeyPatch) -> None:
