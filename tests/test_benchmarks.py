@@ -46,6 +46,9 @@ def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert operator_rows <= set(result["us_per_call"])
     assert (result["specializations"], result["compiled_configs"]) == (1, 1)  # no recompiles
     assert result["goal_met"] is None  # judged on a GPU only
+    checks = result["fast_launch"]["checks"]
+    assert len(checks) == 4 and all(c["equal"] for c in checks.values()), checks
+    assert {"tilecraft, fast launch off", "fast launch"} <= set(result["us_per_call"])
 
 
 def test_bench_model_host_profile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -117,6 +120,26 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert row["tflops"]["flash"][direction] > 0
         assert "error" in row["peers"]["cudnn"]
     assert script.markdown(data["results"]).count("\n") == 3
+
+
+@CPU_ONLY
+def test_bench_attention_causal_masked_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--causal-only --masked-baseline` (the quick causal comparison): the causal case
+    alone, its best configs timed again compiled without the alignment proofs (checked
+    too), and the table's extra columns."""
+    script = load_script("bench_attention", monkeypatch)
+    options = ["--smoke", "--causal-only", "--masked-baseline", "--out", str(tmp_path / "a.json")]
+    data = script.main(options)
+    [row] = data["results"]
+    assert row["causal"] and data["environment"]["masked_baseline"]
+    for direction in ("forward", "backward"):
+        masked = row["tilecraft_masked"][direction]["best"]
+        assert masked["config"] == row["tilecraft"][direction]["best"]["config"]
+        assert masked["rel_err"] < 1e-4 and row["tflops"]["tilecraft_masked"][direction] > 0
+    table = script.markdown(data["results"])
+    assert "vs masked" in table and table.count("\n") == 2
 
 
 @CPU_ONLY
