@@ -15,6 +15,8 @@ later cases then try only the first config of each list.
         [--causal-only] [--masked-baseline]
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_attention.py --smoke
 
+Causal cases also sweep a config that launches a head's query tiles
+consecutively (`loop_orders`), mixing light and heavy programs in every wave.
 `--causal-only` skips the non-causal cases. `--masked-baseline` also times, for each case,
 tilecraft's fastest forward and backward configs compiled with the compiler's alignment
 proofs off (`tilecraft.frontend.facts.unproven`: every loop with device-computed bounds
@@ -65,28 +67,38 @@ BACKWARD = [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 2, None)]
 BACKWARD += [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 3, None)]
 SMOKE_FORWARD = [(16, 16, 4, 1, TMA)]
 SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1, TMA)]
+# causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
+# wave then mixes a head's light (early) and heavy (late) query tiles, which balances the
+# load differently from the default (all heads' first tiles first, the heaviest last)
+QUERY_TILES_FASTEST = {"loop_orders": [[1, 0]]}
+CAUSAL_FORWARD = [(128, 64, 4, 3, TMA, QUERY_TILES_FASTEST)]
+CAUSAL_BACKWARD = [(128, 64, 128, 64, 8, 2, TMA, {"loop_orders": [[1, 0], [1, 0]]})]
+SMOKE_CAUSAL_FORWARD = [(16, 16, 4, 1, TMA, QUERY_TILES_FASTEST)]
+SMOKE_CAUSAL_BACKWARD: list[tuple] = []
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 DELTA_BLOCK = 64  # rows per program of the backward's rowsum(dO * O) pass
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
 def forward_config(entry: tuple, count: int) -> tc.Config:
-    """A forward Config from (block_m, block_n, warps, stages, indexing), for a kernel of
-    `count` blocks (a causal key loop is two: off the diagonal and on it)."""
-    block_m, block_n, warps, stages, indexing = entry
+    """A forward Config from (block_m, block_n, warps, stages, indexing[, other fields]),
+    for a kernel of `count` blocks (a causal key loop is two: off the diagonal and on it)."""
+    block_m, block_n, warps, stages, indexing, *more = entry
     blocks = [block_m] + [block_n] * (count - 1)
     extra = {"indexing": indexing} if indexing else {}
+    extra.update(*more)
     return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
 
 def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Config:
     """A backward Config: the delta pass, dK/dV (its query loop once per query head of a kv
     head's `group`, two loops each when causal), then dQ (two key loops when causal)."""
-    kv_n, kv_m, q_m, q_n, warps, stages, indexing = entry
+    kv_n, kv_m, q_m, q_n, warps, stages, indexing, *more = entry
     loops = 2 if causal else 1
     blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * (group * loops), q_m, *[q_n] * loops]
     blocks = (blocks + [blocks[-1]] * count)[:count]  # should the kernel's layout change
     extra = {"indexing": indexing} if indexing else {}
+    extra.update(*more)
     return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
 
@@ -352,12 +364,16 @@ def run(args: argparse.Namespace) -> list[dict]:
     smoke = args.device == "cpu"
     shapes = SMOKE_SHAPES if smoke else SHAPES
     forward, backward = (SMOKE_FORWARD, SMOKE_BACKWARD) if smoke else (FORWARD, BACKWARD)
+    causal_forward = SMOKE_CAUSAL_FORWARD if smoke else CAUSAL_FORWARD
+    causal_backward = SMOKE_CAUSAL_BACKWARD if smoke else CAUSAL_BACKWARD
     start, rows = time.perf_counter(), []
     for shape in shapes:
         for causal in (True,) if args.causal_only else (False, True):
             spent = time.perf_counter() - start
             late = spent > args.budget_s
             lists = (forward[:1], backward[:1]) if late else (forward, backward)
+            if causal and not late:
+                lists = (forward + causal_forward, backward + causal_backward)
             row = run_case(shape, causal, args, *lists)
             row["swept"] = not late
             rows.append(row)
