@@ -6,6 +6,8 @@ time of a training step (forward, backward, optimizer step; the device synchroni
 each step) is measured:
 
 - tilecraft eager: the block on tilecraft operators
+- tilecraft (Triton launch) eager: the same with tilecraft's fast launch off (every kernel
+  launched through Triton's own `jit_fn[grid](...)`), to see what the fast launch saves
 - tilecraft compile: the same under `torch.compile(fullgraph=True)` (inductor on a GPU)
 - tilecraft graph: the whole training step, Adam step included (`capturable=True`),
   captured in one CUDA graph after warm-up steps on a side stream, then replayed
@@ -37,6 +39,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +53,15 @@ sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.p
 
 import transformer_block as tb  # noqa: E402  (examples/, on the path above)
 
+from tilecraft.runtime import fast_launch  # noqa: E402
+
 GPU_SIZES = {"batch": 8, "seq": 256, "dim": 512, "heads": 8, "vocab": 4096}  # head dim 64
 TINY_SIZES = {"batch": 1, "seq": 8, "dim": 16, "heads": 1, "vocab": 32}
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 LR = 1e-2
 REL_TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2}  # on each checked loss
-MODES = ("tilecraft eager", "tilecraft compile", "tilecraft graph")
+TRITON_LAUNCH = "tilecraft (Triton launch) eager"  # the fast launch off, to compare
+MODES = ("tilecraft eager", TRITON_LAUNCH, "tilecraft compile", "tilecraft graph")
 MODES += ("torch eager", "torch compile", "torch graph")
 
 Step = Callable[[], torch.Tensor]  # one training step; returns the loss tensor
@@ -225,7 +231,8 @@ def run_all(args: argparse.Namespace) -> dict[str, dict]:
             print(f"{mode}: skipped ({reason})")
             continue
         try:
-            results[mode] = run_mode(mode, args, reference)
+            with fast_launch.triton_launches_only() if mode == TRITON_LAUNCH else nullcontext():
+                results[mode] = run_mode(mode, args, reference)
         except Exception as e:
             traceback.print_exc()
             results[mode] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
@@ -248,7 +255,7 @@ def summary(result: dict) -> str:
 
 def table(results: dict[str, dict]) -> str:
     """The results as a text table, in the order of MODES."""
-    lines = [f"{'mode':20s} {'ms/step':>10s}  losses vs torch eager"]
+    lines = [f"{'mode':32s} {'ms/step':>10s}  losses vs torch eager"]
     for mode in MODES:
         r = results[mode]
         ms = f"{r['ms_per_step']:10.3f}" if "ms_per_step" in r else f"{'-':>10s}"
@@ -257,7 +264,7 @@ def table(results: dict[str, dict]) -> str:
             note = f"{'ok' if r['matches_torch'] else 'DIFFER'} ({r['max_rel_diff']:.1e})"
         elif mode == "torch eager" and "losses" in r:
             note = "(the reference)"
-        lines.append(f"{mode:20s} {ms}  {note}")
+        lines.append(f"{mode:32s} {ms}  {note}")
     return "\n".join(lines)
 
 
