@@ -18,6 +18,7 @@ from tilecraft.exc import (
     UnsupportedSyntax,
 )
 from tilecraft.frontend import flow, jagged
+from tilecraft.frontend.facts import facts_of
 from tilecraft.frontend.refs import TileRef
 from tilecraft.ir.nodes import Carried, Loop, Value
 
@@ -163,7 +164,8 @@ class Loops:
             if fn is lang.grid:
                 blk = self.table.grid(lo, hi)
             else:
-                blk = self.table.tile(lo, hi, inner, size)
+                facts = tuple(facts_of(x, self.b.bodies, self.table.blocks) for x in (lo, hi))
+                blk = self.table.tile(lo, hi, inner, size, facts)
             out.append((blk.id, fn is lang.grid))
         out = out if multi else out[:1]
         ids = [blk for blk, _ in out]

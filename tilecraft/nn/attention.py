@@ -16,7 +16,11 @@ The forward walks over key/value tiles keeping the running row maximum and denom
 each row's log-sum-exp (base 2) for the backward. Causal programs stop at their last query:
 the key loop's end comes from the query tile, so tiles above the diagonal are never read;
 and only the tiles on the diagonal pay for the causal mask (a first loop, unmasked, covers
-the keys before the query tile; the backward passes split their loops the same way).
+the keys before the query tile; the backward passes split their loops the same way). That
+first loop's bounds (0 and the query tile's start) are multiples of the key tile when it
+divides the query tile (and there are no more queries than keys), which the compiler proves
+(frontend/facts.py): its tiles then have no bounds mask either, and may read through tensor
+descriptors.
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
@@ -24,7 +28,7 @@ per query tile, looping over key tiles), with no atomics.
 What the tuner may choose (each kernel's ConfigSpace): the query and key tile sizes, warps,
 stages (per kernel and per key loop), tensor-descriptor (TMA) reads through `indexing`
 (taken where a read is a plain block of the tensor: not for grouped heads' gathered kv rows
-nor the keys of a causal loop, whose end is computed on the device), and persistent
+nor the keys of a loop whose bounds are not proven multiples of its tile), and persistent
 programs through `pid_type`. Variable-length batches are in `tilecraft.nn.varlen`.
 """
 
