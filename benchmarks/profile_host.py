@@ -157,7 +157,6 @@ def phased_step(model: Any, optimizer: Any, data: tuple, phases: dict[str, list]
 
 def measure(args: argparse.Namespace) -> dict:
     """Warm up for real, stub the launches, then time and profile steps."""
-    torch.set_num_threads(1)
     device = torch.device("cpu")
     model = bench_model.build("tilecraft eager", args.sizes, device, torch.float32)
     data = bench_model.batch(args.sizes, device)
@@ -209,14 +208,23 @@ def per_step_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
 
 
 def layer_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
-    """Microseconds per step inside operator calls, kernel calls and launchers."""
+    """Microseconds per step inside operator calls, kernel calls and launchers (medians
+    over the steps, as the step's own time)."""
     timers = {name: Timer() for name in ("operator calls", "kernel calls", "launchers")}
+    samples: dict[str, list[float]] = {name: [] for name in timers}
     with timed_layers(timers):
         for _ in range(steps):
+            for timer in timers.values():
+                timer.reset()
             phased_step(model, optimizer, data, {})
+            for name, timer in timers.items():
+                samples[name].append(timer.seconds)
     return {
-        name: {"us_per_step": t.seconds / steps * 1e6, "calls_per_step": t.calls / steps}
-        for name, t in timers.items()
+        name: {
+            "us_per_step": statistics.median(samples[name]) * 1e6,
+            "calls_per_step": timers[name].calls,
+        }
+        for name in timers
     }
 
 
@@ -256,7 +264,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict:
     """Measure, print, write the JSON; returns what was written."""
     args = parse(argv)
-    result = measure(args)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: more threads only contend
+    try:
+        result = measure(args)
+    finally:
+        torch.set_num_threads(threads)
     print(report(result))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

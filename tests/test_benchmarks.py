@@ -85,6 +85,12 @@ def test_defaults_vs_helion_on_the_cpu(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_model", monkeypatch)
+    modes = script.parse(["--device", "cpu", "--modes", "tilecraft eager, torch eager"]).modes
+    assert modes == ["tilecraft eager", "torch eager"]
+    assert script.unselected("tilecraft compile", modes)
+    assert not script.unselected("torch eager", [])
+    with pytest.raises(SystemExit):
+        script.parse(["--device", "cpu", "--modes", "tilecraft"])
     assert script.parse(["--device", "cpu", "--dtype", "bf16"]).dtype == "bfloat16"
     assert script.parse(["--device", "cpu"]).dtype == "float32"
 
@@ -219,3 +225,14 @@ def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatc
         splits = [c.to_dict().get("splits") for c in configs]
         assert script.wants_split(op.kernel, args) == split
         assert splits == ([1, 2, 2, 4, 1, 1, 1] if split else [1, 1, 1, 1]), splits
+
+
+@CPU_ONLY
+def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("profile_host", monkeypatch)
+    out = tmp_path / "profile.json"
+    result = script.main(["--steps", "2", "--top", "5", "--out", str(out)])
+    assert json.loads(out.read_text())["launches"] == result["launches"] == 27
+    layers = result["layers"]
+    assert layers["operator calls"]["us_per_step"] >= layers["kernel calls"]["us_per_step"] > 0
+    assert layers["launchers"]["calls_per_step"] == 25 and "warning" not in result

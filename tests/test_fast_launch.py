@@ -180,6 +180,18 @@ def test_empty_hook_chains_keep_the_fast_path(env: SimpleNamespace) -> None:
     assert jit.runs == runs + 1 and jit.launches == 3  # Triton's launch alone, no setup
 
 
+def test_triton_launches_only_switches_it_off_for_a_while(env: SimpleNamespace) -> None:
+    jit = FakeJit(env)
+    kernel = FastKernel(jit)
+    call(kernel)
+    runs = jit.runs
+    with fast_launch.triton_launches_only():
+        call(kernel)
+    assert jit.runs == runs + 1  # Triton's launch, no setup
+    call(kernel)
+    assert jit.runs == runs + 1 and jit.launches == 3
+
+
 def test_each_device_keeps_its_path(env: SimpleNamespace) -> None:
     jit = FakeJit(env)
     kernel = FastKernel(jit)

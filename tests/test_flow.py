@@ -3,6 +3,8 @@ device scalars and tiles; loops unrolled while compiling; loops bounded by tenso
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conftest import DEVICE
@@ -296,6 +298,36 @@ def test_each_function_compiles_on_its_own() -> None:
     assert first is second  # the same code; the float is an argument of the kernel
     assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
+
+
+def _sum_columns(acc: torch.Tensor, x: torch.Tensor, tile_m: Any, start: int, end: int) -> Any:
+    """A helper holding a device loop, its carried sum returned to the caller."""
+    for tile_n in tc.tile(start, end):
+        acc = acc + torch.sum(x[tile_m, tile_n], -1)
+    return acc
+
+
+@tc.kernel
+def row_sums(x: torch.Tensor, halves: bool) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m], dtype=torch.float32)
+        half = n // 2 if halves else n
+        acc = _sum_columns(acc, x, tile_m, 0, half)
+        if halves:
+            acc = _sum_columns(acc, x, tile_m, half, n)
+        out[tile_m] = acc
+    return out
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_helper_with_a_loop(mode, halves: bool) -> None:
+    """A loop's result returned by an inlined helper keeps its variable (it was renamed
+    at the call and the generated code read an undefined name)."""
+    x = randn(37, 53)
+    assert_close(mode(row_sums)(x, halves), x.sum(1))
+    assert_close(mode(row_sums)(x[:1, :1], halves), x[:1, :1].sum(1))
 
 
 SHIFT = 1

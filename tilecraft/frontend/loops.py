@@ -117,7 +117,9 @@ class Loops:
         self.b.add(Loop(order, body, carried, self.src.loc(node), index))
         self.env = saved
         for c in carried:
-            c.out = Value(c.param.type, c.param.name)
+            # the result is the carried variable itself, so that naming it (an inlined
+            # helper's loop result assigned in its caller) renames the variable everywhere
+            c.out = c.param
             self.env[c.name] = c.out
 
     def _carried(self, node: ast.For) -> list[Carried]:
