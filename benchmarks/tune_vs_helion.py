@@ -1,5 +1,6 @@
 """tilecraft's default tuning against Helion 1.5.0's quick effort and torch.compile
-(max-autotune without CUDA graphs), on the same kernel sources (benchmarks/helion_kernels.py, run by each).
+(max-autotune without CUDA graphs), on the same kernel sources
+(benchmarks/helion_kernels.py, run by each).
 
 Eight kernels at bf16, at shapes the recorded landscapes leave out: five the cost model
 learned from (softmax, rms_norm, layer_norm, cross_entropy, matmul) and three it never saw
