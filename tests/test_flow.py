@@ -211,6 +211,24 @@ def test_static_range_and_python_loops(n, mode) -> None:
     assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 2)
 
 
+@tc.kernel
+def windowed(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(m):
+        columns = []
+        for j in tc.static_range(n):  # a list of tiles, built while unrolling
+            columns = columns + [x[tile, j] * (j + 1)]
+        pair = (columns[0],) + (columns[n - 1],)
+        out[tile] = columns[n // 2] + pair[0] - pair[1]
+    return out
+
+
+def test_lists_of_tiles_join(mode) -> None:
+    x = randn(13, 3)
+    assert_close(mode(windowed)(x), x[:, 1] * 2 + x[:, 0] - x[:, 2] * 3)
+
+
 def test_static_range_needs_host_ints() -> None:
     @tc.kernel
     def bad(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:

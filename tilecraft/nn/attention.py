@@ -20,7 +20,8 @@ the keys before the query tile; the backward passes split their loops the same w
 first loop's bounds (0 and the query tile's start) are multiples of the key tile when it
 divides the query tile (and there are no more queries than keys), which the compiler proves
 (frontend/facts.py): its tiles then have no bounds mask either, and may read through tensor
-descriptors.
+descriptors. With a sliding window the forward's keys before the query tile split once more:
+the window's lower edge (masked) and the keys every query of the tile sees (unmasked).
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
@@ -97,6 +98,18 @@ def _softmax_step(
     return m_ij, l_i * alpha + torch.sum(p, -1), acc
 
 
+def _attend(state: tuple, reads: tuple, tile_n: Any, qk_scale: float, *flags: Any) -> tuple:
+    """The forward's online softmax `state` (row maximum, denominator, output) after one
+    more key tile; `reads`: the query tile, the key, value and bias (or None) rows, the kv
+    row, the query row and tile; `flags` as `_mask` takes them."""
+    query, k_rows, v_rows, bias_rows, kv, tile_bh, tile_m = reads
+    key = k_rows[kv, tile_n, :].squeeze(0)
+    bias_tile = None if bias_rows is None else bias_rows[tile_bh, tile_m, tile_n].squeeze(0)
+    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
+    m_i, l_i, acc = state
+    return _softmax_step(m_i, l_i, acc, scores, v_rows[kv, tile_n, :].squeeze(0))
+
+
 def _score_grads(
     d_o: Any, value: Any, scores: torch.Tensor, row_lse: torch.Tensor, row_delta: torch.Tensor
 ) -> torch.Tensor:
@@ -162,23 +175,24 @@ def attention_forward(
         l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         query = q_rows[tile_bh, tile_m, :].squeeze(0)
+        state = (m_i, l_i, acc)
+        reads = (query, k_rows, v_rows, bias_rows if has_bias else None, kv, tile_bh, tile_m)
         end = min(tile_m.end, n) if causal else n
-        # a sliding window starts past the keys that every query of the tile has left behind
-        start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
-        if causal and window == 0:  # keys before the tile's first query: seen by all of it
-            for tile_n in tc.tile(0, min(tile_m.begin, n)):
-                key = k_rows[kv, tile_n, :].squeeze(0)
-                bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
-                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
-                value = v_rows[kv, tile_n, :].squeeze(0)
-                m_i, l_i, acc = _softmax_step(m_i, l_i, acc, scores, value)
-            start = min(tile_m.begin, n)  # the masked loop covers the diagonal only
+        start = 0
+        if causal:
+            diagonal = min(tile_m.begin, n)  # the keys before the tile's first query
+            full = 0  # from here on, every query of the tile sees the keys up to `diagonal`
+            if window > 0:  # a window's keys: seen by all from `window - 1` before its last
+                full = min(max(tile_m.begin + tile_m.block_size - window, 0), diagonal)
+                # the window's lower edge, past the keys every query has left behind: masked
+                for tile_n in tc.tile(max(tile_m.begin - window + 1, 0), full):
+                    state = _attend(state, reads, tile_n, qk_scale, *masking)
+            for tile_n in tc.tile(full, diagonal):  # no mask
+                state = _attend(state, reads, tile_n, qk_scale, False, 0)
+            start = diagonal  # the masked loop covers the diagonal only
         for tile_n in tc.tile(start, end):
-            key = k_rows[kv, tile_n, :].squeeze(0)
-            bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
-            scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-            value = v_rows[kv, tile_n, :].squeeze(0)
-            m_i, l_i, acc = _softmax_step(m_i, l_i, acc, scores, value)
+            state = _attend(state, reads, tile_n, qk_scale, *masking)
+        m_i, l_i, acc = state
         out[tile_bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[None, :, :]
         lse[tile_bh, tile_m] = (m_i + torch.log2(l_i))[None, :]
     return out.view(q.size()), lse.view([batch, heads, m])
