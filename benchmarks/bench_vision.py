@@ -18,8 +18,9 @@ Kernels run with their heuristic configs, or with `--tune` each kernel is tuned 
 each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
 cached in the tuning database). `--variants` times instead, at 1080p, each config that
 `variant_configs` lists for the resize, blur and preprocessing kernels (tile shapes, the
-planes a resize program covers, one or two blur passes), each checked against the
-reference, to choose their defaults from. On the CPU the times mean nothing (Triton's interpreter).
+planes a resize program covers, one or two blur passes or a window of rows), each checked
+against the reference, to choose their defaults from. On the CPU the times mean nothing
+(Triton's interpreter).
 """
 
 from __future__ import annotations
@@ -338,7 +339,10 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
 
     def blur(one_pass: bool, rows: list[int], cols: list[int], warps: int) -> Config:
         taps = 25 if one_pass else 0
-        return Config(block_sizes=rows + cols, num_warps=warps, one_pass_taps=taps)
+        return Config(block_sizes=rows + cols + [64], num_warps=warps, one_pass_taps=taps)
+
+    def window(rows: int, strip: int, warps: int) -> Config:
+        return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
     return {
         "resize bilinear f32 half-size": (
@@ -364,6 +368,11 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("one-pass 1x128 w4", blur(True, [1, 128], [1, 64], 4)),
                 ("one-pass 2x128 w8", blur(True, [2, 128], [1, 64], 8)),
                 ("one-pass 8x32 w8", blur(True, [8, 32], [1, 64], 8)),
+                ("row window 8 x 128 w4", window(8, 128, 4)),
+                ("row window 16 x 128 w4", window(16, 128, 4)),
+                ("row window 8 x 256 w8", window(8, 256, 8)),
+                ("row window 16 x 256 w8", window(16, 256, 8)),
+                ("row window 4 x 128 w4", window(4, 128, 4)),
             ],
         ),
         "resize antialiased f32 half-size": (

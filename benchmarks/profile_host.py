@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -70,6 +71,8 @@ class CountingStub:
 def launchers() -> Iterator[tuple[Kernel, Any]]:
     """Every compiled (kernel, BoundKernel) pair in the process."""
     for obj in gc.get_objects():
+        if type(obj) in weakref.ProxyTypes:  # isinstance on a dead proxy raises
+            continue
         if isinstance(obj, Kernel):
             for bound in obj._bound.values():
                 if bound.launcher is not None:

@@ -235,19 +235,33 @@ def test_filters(vmode):
     torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 7), (1.1, 1.5)), expected)
 
 
-@pytest.mark.parametrize("one_pass_taps", [25, 0])
-def test_blur_tiles(vmode, monkeypatch, one_pass_taps):
-    # tiles of 16 x 32 (32 x 32 in eager mode): some lie inside the image (shifted loads),
-    # the others reflect at borders
-    config = tc.Config(block_sizes=[16, 32, 16, 32], one_pass_taps=one_pass_taps)
+@pytest.mark.parametrize(
+    "one_pass_taps, window_rows", [(25, 0), (0, 0), (0, 4), (0, 8)], ids=["1", "2", "w4", "w8"]
+)
+def test_blur_tiles(vmode, monkeypatch, one_pass_taps, window_rows):
+    # tiles of 16 x 32 (32 x 32 in eager mode), or windows of rows over strips of 32
+    # columns: some lie inside the image (shifted loads), the others reflect at borders,
+    # and the last window of rows reaches past the image
+    config = tc.Config(
+        block_sizes=[16, 32, 16, 32, 32], one_pass_taps=one_pass_taps, window_rows=window_rows
+    )
     monkeypatch.setattr(
         filters, "_separable", vmode(tc.kernel(filters._separable.fn, config=config))
     )
-    x, _ = images(shape=(1, 1, 70, 67))
+    x, _ = images(shape=(1, 2, 70, 67))
     taps = filters.gaussian_kernel1d(5, 1.1)[:, None] * filters.gaussian_kernel1d(3, 0.8)
     expected = reflect_conv(x, taps.to(DEVICE))
     torch.testing.assert_close(vision.gaussian_blur(x.float(), (3, 5), (0.8, 1.1)), expected)
     assert_levels(vision.gaussian_blur(x, (3, 5), (0.8, 1.1)), expected.round(), 1)
+    sharp = (x.float() + 0.5 * (x.float() - expected)).round().clamp(0, 255)
+    assert_levels(vision.unsharp_mask(x, (3, 5), (0.8, 1.1), 0.5), sharp, 1)
+    small = x[:, :, :3, :4].float()  # a 5 x 5 window reaches the far side of 3 x 4 pixels
+    torch.testing.assert_close(vision.gaussian_blur(small, 5), reflect_conv(small, _taps2d(5)))
+
+
+def _taps2d(size: int) -> torch.Tensor:
+    taps = filters.gaussian_kernel1d(size, 0.3 * ((size - 1) * 0.5 - 1) + 0.8)
+    return (taps[:, None] * taps[None, :]).to(DEVICE)
 
 
 @pytest.mark.parametrize("letterbox", [False, True])
