@@ -287,6 +287,7 @@ def test_the_interpreter_and_the_switch_keep_triton_launches(
     assert tc.kernel(lambda x: x).settings.fast_launch is True
 
 
+@pytest.mark.interpreter
 def test_generated_launchers_get_it_and_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under the interpreter (no driver, no compiled kernel) a wrapped launch must set up,
     fail, and keep launching through Triton with right results; compiling without running
