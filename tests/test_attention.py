@@ -131,7 +131,8 @@ def test_attention_window_with_key_tiles_smaller_than_query_tiles(
     tile holds no key some of its queries see (their running maximum is still -inf)."""
     _kernels(mode)
     monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[32, 16, 16, 16]))
-    monkeypatch.setattr(attention_backward, "config", tc.Config(block_sizes=[16, 16, 32, 32, 16]))
+    backward = tc.Config(block_sizes=[16, 16, 32, 32, 32, 32, 16, 16, 16])
+    monkeypatch.setattr(attention_backward, "config", backward)
     _check((1, 1, 1, 50, 50, 16), torch.float32, causal=True, window=3)
 
 

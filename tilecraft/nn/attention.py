@@ -20,8 +20,9 @@ the keys before the query tile; the backward passes split their loops the same w
 first loop's bounds (0 and the query tile's start) are multiples of the key tile when it
 divides the query tile (and there are no more queries than keys), which the compiler proves
 (frontend/facts.py): its tiles then have no bounds mask either, and may read through tensor
-descriptors. With a sliding window the forward's keys before the query tile split once more:
-the window's lower edge (masked) and the keys every query of the tile sees (unmasked).
+descriptors. With a sliding window the keys before the query tile (forward and dQ) split
+once more: the window's lower edge (masked) and the keys every query of the tile sees
+(unmasked); dK and dV's queries past the key tile likewise.
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
@@ -279,10 +280,11 @@ def _key_program(
     start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
     # a sliding window: queries `window - 1` past the tile's last key see none of it
     stop = min(tile_n.end + window - 1, m) if window > 0 else m
-    # causal without a window: a query tile past the key tile sees all of it, so only the
-    # query tiles on the diagonal loop with the mask
-    split = causal and window == 0
-    diagonal_end = min(tile_n.end, m) if split else stop
+    # causal: a query tile past the key tile sees all of it (up to the window's edge, before
+    # the queries `window` past the tile's first key), so only the query tiles on the
+    # diagonal (and on the window's edge) loop with the mask
+    diagonal_end = min(tile_n.end, m) if causal else stop
+    full_end = min(max(tile_n.begin + window, diagonal_end), m) if window > 0 else m
     reads = (q_rows, do_rows, bias_rows, lse_rows, delta)
     for g in range(heads // kv_heads):
         rows = tile_kv if heads == kv_heads else _q_rows(tile_kv.index, heads, kv_heads, g)
@@ -290,11 +292,16 @@ def _key_program(
             dk_acc, dv_acc = _add_key_grads(
                 dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
             )
-        if split:  # the queries past the key tile, unmasked
-            for tile_m in tc.tile(diagonal_end, m):
+        if causal:  # the queries past the key tile (within the window), unmasked
+            for tile_m in tc.tile(diagonal_end, full_end):
                 dk_acc, dv_acc = _add_key_grads(
                     dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, False, 0
                 )
+            if window > 0:  # the window's edge: masked
+                for tile_m in tc.tile(full_end, stop):
+                    dk_acc, dv_acc = _add_key_grads(
+                        dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
+                    )
     dk, dv = outs
     dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)[None, :, :]
     dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)[None, :, :]
@@ -326,14 +333,21 @@ def _query_program(
     reads = (k_rows, bias_rows, v_rows, grad_bias)
     dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
     end = min(tile_m.end, n) if causal else n
-    # a sliding window starts past the keys that every query of the tile has left behind
-    start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
-    if causal and window == 0:  # the keys before the query tile, unmasked
-        for tile_n in tc.tile(0, min(tile_m.begin, n)):
+    start = 0
+    if causal:  # the forward's split: the window's edge, the keys all queries see, then
+        diagonal = min(tile_m.begin, n)  # the diagonal
+        full = 0
+        if window > 0:
+            full = min(max(tile_m.begin + tile_m.block_size - window, 0), diagonal)
+            for tile_n in tc.tile(max(tile_m.begin - window + 1, 0), full):
+                dq_acc = _add_query_grad(
+                    dq_acc, query, d_o, terms, reads, tile_bh, kv, tile_m, tile_n, qk_scale, *flags
+                )
+        for tile_n in tc.tile(full, diagonal):  # no mask
             dq_acc = _add_query_grad(
                 dq_acc, query, d_o, terms, reads, tile_bh, kv, tile_m, tile_n, qk_scale, False, 0
             )
-        start = min(tile_m.begin, n)  # the masked loop covers the diagonal only
+        start = diagonal  # the masked loop covers the diagonal only
     for tile_n in tc.tile(start, end):
         dq_acc = _add_query_grad(
             dq_acc, query, d_o, terms, reads, tile_bh, kv, tile_m, tile_n, qk_scale, *flags
