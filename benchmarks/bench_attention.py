@@ -12,7 +12,16 @@ backward (five products instead of two). The sweep stops early when `--budget-s`
 later cases then try only the first config of each list.
 
     PYTHONPATH=$PWD python benchmarks/bench_attention.py [--out PATH] [--budget-s 180]
+        [--causal-only] [--masked-baseline]
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_attention.py --smoke
+
+Causal cases also sweep a config that launches a head's query tiles
+consecutively (`loop_orders`), mixing light and heavy programs in every wave.
+`--causal-only` skips the non-causal cases. `--masked-baseline` also times, for each case,
+tilecraft's fastest forward and backward configs compiled with the compiler's alignment
+proofs off (`tilecraft.frontend.facts.unproven`: every loop with device-computed bounds
+masked, as the code was before them; the causal loops off the diagonal are such loops), so
+one run shows what the mask-free loops gain on the same configs.
 
 `--smoke` runs a tiny shape on the CPU (Triton's interpreter, float32; the cuDNN peer
 records an error there): it checks the script end to end, its numbers mean nothing.
@@ -43,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
 
 import tilecraft as tc  # noqa: E402
+from tilecraft.frontend.facts import unproven  # noqa: E402
 from tilecraft.nn.attention import attention_backward, attention_forward  # noqa: E402
 
 SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
@@ -57,28 +67,38 @@ BACKWARD = [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 2, None)]
 BACKWARD += [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 3, None)]
 SMOKE_FORWARD = [(16, 16, 4, 1, TMA)]
 SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1, TMA)]
+# causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
+# wave then mixes a head's light (early) and heavy (late) query tiles, which balances the
+# load differently from the default (all heads' first tiles first, the heaviest last)
+QUERY_TILES_FASTEST = {"loop_orders": [[1, 0]]}
+CAUSAL_FORWARD = [(128, 64, 4, 3, TMA, QUERY_TILES_FASTEST)]
+CAUSAL_BACKWARD = [(128, 64, 128, 64, 8, 2, TMA, {"loop_orders": [[1, 0], [1, 0]]})]
+SMOKE_CAUSAL_FORWARD = [(16, 16, 4, 1, TMA, QUERY_TILES_FASTEST)]
+SMOKE_CAUSAL_BACKWARD: list[tuple] = []
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 DELTA_BLOCK = 64  # rows per program of the backward's rowsum(dO * O) pass
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
 def forward_config(entry: tuple, count: int) -> tc.Config:
-    """A forward Config from (block_m, block_n, warps, stages, indexing), for a kernel of
-    `count` blocks (a causal key loop is two: off the diagonal and on it)."""
-    block_m, block_n, warps, stages, indexing = entry
+    """A forward Config from (block_m, block_n, warps, stages, indexing[, other fields]),
+    for a kernel of `count` blocks (a causal key loop is two: off the diagonal and on it)."""
+    block_m, block_n, warps, stages, indexing, *more = entry
     blocks = [block_m] + [block_n] * (count - 1)
     extra = {"indexing": indexing} if indexing else {}
+    extra.update(*more)
     return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
 
 def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Config:
     """A backward Config: the delta pass, dK/dV (its query loop once per query head of a kv
     head's `group`, two loops each when causal), then dQ (two key loops when causal)."""
-    kv_n, kv_m, q_m, q_n, warps, stages, indexing = entry
+    kv_n, kv_m, q_m, q_n, warps, stages, indexing, *more = entry
     loops = 2 if causal else 1
     blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * (group * loops), q_m, *[q_n] * loops]
     blocks = (blocks + [blocks[-1]] * count)[:count]  # should the kernel's layout change
     extra = {"indexing": indexing} if indexing else {}
+    extra.update(*more)
     return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
 
 
@@ -154,7 +174,7 @@ def sweep(
     and the fastest correct one, and that one's launcher (None if none passed)."""
     trials, launchers = [], {}
     for config in configs:
-        trial: dict[str, Any] = {"config": repr(config)}
+        trial: dict[str, Any] = {"config": repr(config), "fields": config.to_dict()}
         try:
             launcher = bound.compile(config)
             trial["rel_err"] = check(launcher(*args))
@@ -185,6 +205,27 @@ def measure_tilecraft(case: Case, forward: list, backward: list) -> dict:
     return {"forward": fwd, "backward": bwd}
 
 
+def measure_masked(case: Case, ours: dict) -> dict:
+    """tilecraft's fastest forward and backward configs again, compiled by fresh kernels
+    with the alignment proofs off (every loop with device-computed bounds masked)."""
+    found: dict[str, Any] = {}
+    args = case.forward_args()
+    out, lse = attention_forward(*args)  # the backward's inputs, from the proven kernel
+    passes = (
+        ("forward", attention_forward, args, _check_out(case)),
+        ("backward", attention_backward, case.backward_args(out, lse), _check_grads(case)),
+    )
+    for direction, kernel, pass_args, check in passes:
+        best = ours.get(direction, {}).get("best", {})
+        if "fields" not in best:
+            continue
+        config = tc.Config(**best["fields"])
+        with unproven():
+            fresh = tc.kernel(kernel.fn)  # no BoundKernel shared with the proven one
+            found[direction], _ = sweep(fresh.bind(pass_args), [config], pass_args, check, case)
+    return found
+
+
 def _check_out(case: Case) -> Callable[[Any], float]:
     return lambda result: rel_error([result[0]], [case.expected[0]])
 
@@ -210,8 +251,9 @@ def measure_peer(case: Case, backend: SDPBackend) -> dict:
     return result
 
 
-def measure(case: Case, forward: list, backward: list) -> dict:
-    """One row: tilecraft's sweep and the peers, in ms and TFLOP/s, with ratios."""
+def measure(case: Case, forward: list, backward: list, masked: bool = False) -> dict:
+    """One row: tilecraft's sweep (and with `masked`, its best configs without the
+    alignment proofs) and the peers, in ms and TFLOP/s, with ratios."""
     row: dict[str, Any] = {"shape": list(case.shape), "causal": case.causal}
     fwd_flops, bwd_flops = flops(case.shape, case.causal)
     try:
@@ -220,6 +262,12 @@ def measure(case: Case, forward: list, backward: list) -> dict:
         traceback.print_exc()
         ours = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
     row["tilecraft"] = ours
+    if masked and "error" not in ours:
+        try:
+            row["tilecraft_masked"] = measure_masked(case, ours)
+        except Exception as e:
+            traceback.print_exc()
+            row["tilecraft_masked"] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
     row["peers"] = {name: measure_peer(case, backend) for name, backend in PEERS.items()}
     row["tflops"] = tflops(row, fwd_flops, bwd_flops)
     return row
@@ -228,11 +276,11 @@ def measure(case: Case, forward: list, backward: list) -> dict:
 def tflops(row: dict, fwd_flops: float, bwd_flops: float) -> dict:
     """TFLOP/s of every measured pass: {who: {"forward": x, "backward": y}}."""
     found: dict[str, dict[str, float]] = {}
-    ours = row["tilecraft"]
     for direction, count in (("forward", fwd_flops), ("backward", bwd_flops)):
-        best = ours.get(direction, {}).get("best", {})
-        if "ms" in best:
-            found.setdefault("tilecraft", {})[direction] = count / best["ms"] / 1e9
+        for who in ("tilecraft", "tilecraft_masked"):
+            best = row.get(who, {}).get(direction, {}).get("best", {})
+            if "ms" in best:
+                found.setdefault(who, {})[direction] = count / best["ms"] / 1e9
         for name, peer in row["peers"].items():
             if f"{direction}_ms" in peer:
                 found.setdefault(name, {})[direction] = count / peer[f"{direction}_ms"] / 1e9
@@ -246,11 +294,17 @@ def markdown(rows: list[dict]) -> str:
         " | vs flash fwd / bwd | vs cuDNN fwd / bwd |",
         "|---|---|---|---|---|---|---|",
     ]
+    masked = any("tilecraft_masked" in row for row in rows)
+    if masked:
+        lines[0] += " masked fwd / bwd | vs masked fwd / bwd |"
+        lines[1] += "---|---|"
     for row in rows:
         t = row["tflops"]
         cells = [str(tuple(row["shape"])), "yes" if row["causal"] else "no"]
         cells += [_pair(t.get(who, {})) for who in ("tilecraft", "flash", "cudnn")]
         cells += [_ratios(t, peer) for peer in ("flash", "cudnn")]
+        if masked:
+            cells += [_pair(t.get("tilecraft_masked", {})), _ratios(t, "tilecraft_masked")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -282,6 +336,7 @@ def environment(args: argparse.Namespace) -> dict:
         "python": platform.python_version(),
         "dtype": str(args.dtype).removeprefix("torch."),
         "budget_s": args.budget_s,
+        "masked_baseline": args.masked_baseline,
         "flops": "forward 4*b*h*s*s*d (x0.5 causal), backward 2.5x forward",
     }
 
@@ -290,6 +345,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--smoke", action="store_true", help="a tiny shape on the CPU, float32")
     p.add_argument("--budget-s", type=float, default=180.0, help="seconds for the sweeps")
+    p.add_argument("--causal-only", action="store_true", help="only the causal cases")
+    p.add_argument(
+        "--masked-baseline",
+        action="store_true",
+        help="also time the best configs with the compiler's alignment proofs off",
+    )
     default_out = ROOT / "benchmarks" / "results" / "bench_attention.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
@@ -303,12 +364,16 @@ def run(args: argparse.Namespace) -> list[dict]:
     smoke = args.device == "cpu"
     shapes = SMOKE_SHAPES if smoke else SHAPES
     forward, backward = (SMOKE_FORWARD, SMOKE_BACKWARD) if smoke else (FORWARD, BACKWARD)
+    causal_forward = SMOKE_CAUSAL_FORWARD if smoke else CAUSAL_FORWARD
+    causal_backward = SMOKE_CAUSAL_BACKWARD if smoke else CAUSAL_BACKWARD
     start, rows = time.perf_counter(), []
     for shape in shapes:
-        for causal in (False, True):
+        for causal in (True,) if args.causal_only else (False, True):
             spent = time.perf_counter() - start
             late = spent > args.budget_s
             lists = (forward[:1], backward[:1]) if late else (forward, backward)
+            if causal and not late:
+                lists = (forward + causal_forward, backward + causal_backward)
             row = run_case(shape, causal, args, *lists)
             row["swept"] = not late
             rows.append(row)
@@ -319,7 +384,8 @@ def run(args: argparse.Namespace) -> list[dict]:
 def run_case(shape: tuple, causal: bool, args: argparse.Namespace, *lists: list) -> dict:
     """One row; a failure (even of the reference) is recorded, never raised."""
     try:
-        return measure(Case(shape, causal, args.dtype, torch.device(args.device)), *lists)
+        case = Case(shape, causal, args.dtype, torch.device(args.device))
+        return measure(case, *lists, masked=args.masked_baseline)
     except Exception as e:
         traceback.print_exc()
         error = f"{type(e).__name__}: {e}".splitlines()[0][:200]

@@ -6,6 +6,8 @@ time of a training step (forward, backward, optimizer step; the device synchroni
 each step) is measured:
 
 - tilecraft eager: the block on tilecraft operators
+- tilecraft (Triton launch) eager: the same with tilecraft's fast launch off (every kernel
+  launched through Triton's own `jit_fn[grid](...)`), to see what the fast launch saves
 - tilecraft compile: the same under `torch.compile(fullgraph=True)` (inductor on a GPU)
 - tilecraft graph: the whole training step, Adam step included (`capturable=True`),
   captured in one CUDA graph after warm-up steps on a side stream, then replayed
@@ -37,6 +39,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +53,15 @@ sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.p
 
 import transformer_block as tb  # noqa: E402  (examples/, on the path above)
 
+from tilecraft.runtime import fast_launch  # noqa: E402
+
 GPU_SIZES = {"batch": 8, "seq": 256, "dim": 512, "heads": 8, "vocab": 4096}  # head dim 64
 TINY_SIZES = {"batch": 1, "seq": 8, "dim": 16, "heads": 1, "vocab": 32}
 DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 LR = 1e-2
 REL_TOL = {torch.float32: 1e-3, torch.bfloat16: 3e-2}  # on each checked loss
-MODES = ("tilecraft eager", "tilecraft compile", "tilecraft graph")
+TRITON_LAUNCH = "tilecraft (Triton launch) eager"  # the fast launch off, to compare
+MODES = ("tilecraft eager", TRITON_LAUNCH, "tilecraft compile", "tilecraft graph")
 MODES += ("torch eager", "torch compile", "torch graph")
 
 Step = Callable[[], torch.Tensor]  # one training step; returns the loss tensor
@@ -206,19 +212,27 @@ def skip_reason(mode: str, device: torch.device) -> str | None:
     return None
 
 
+def unselected(mode: str, modes: list[str] | None) -> str | None:
+    """Why `mode` is left out by `--modes` (torch eager always runs: the reference)."""
+    if modes is None or mode in modes or mode == "torch eager":
+        return None
+    return "not in --modes"
+
+
 def run_all(args: argparse.Namespace) -> dict[str, dict]:
     """Every mode; a failure is recorded (and its traceback printed), never raised."""
     device = torch.device(args.device)
     results: dict[str, dict] = {}
     reference = None
     for mode in ["torch eager", *[m for m in MODES if m != "torch eager"]]:
-        reason = skip_reason(mode, device)
+        reason = skip_reason(mode, device) or unselected(mode, args.modes)
         if reason:
             results[mode] = {"skipped": reason}
             print(f"{mode}: skipped ({reason})")
             continue
         try:
-            results[mode] = run_mode(mode, args, reference)
+            with fast_launch.triton_launches_only() if mode == TRITON_LAUNCH else nullcontext():
+                results[mode] = run_mode(mode, args, reference)
         except Exception as e:
             traceback.print_exc()
             results[mode] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
@@ -241,7 +255,7 @@ def summary(result: dict) -> str:
 
 def table(results: dict[str, dict]) -> str:
     """The results as a text table, in the order of MODES."""
-    lines = [f"{'mode':20s} {'ms/step':>10s}  losses vs torch eager"]
+    lines = [f"{'mode':32s} {'ms/step':>10s}  losses vs torch eager"]
     for mode in MODES:
         r = results[mode]
         ms = f"{r['ms_per_step']:10.3f}" if "ms_per_step" in r else f"{'-':>10s}"
@@ -250,7 +264,7 @@ def table(results: dict[str, dict]) -> str:
             note = f"{'ok' if r['matches_torch'] else 'DIFFER'} ({r['max_rel_diff']:.1e})"
         elif mode == "torch eager" and "losses" in r:
             note = "(the reference)"
-        lines.append(f"{mode:20s} {ms}  {note}")
+        lines.append(f"{mode:32s} {ms}  {note}")
     return "\n".join(lines)
 
 
@@ -286,9 +300,18 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--profile", type=int, default=0, metavar="N", help="cProfile N steps of each eager mode"
     )
+    p.add_argument(
+        "--modes",
+        type=lambda text: [m.strip() for m in text.split(",")],
+        default=None,
+        help=f"comma-separated modes to run (torch eager always runs); of: {', '.join(MODES)}",
+    )
     default_out = ROOT / "benchmarks" / "results" / "bench_model.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
+    unknown = set(args.modes or []) - set(MODES)
+    if unknown:
+        p.error(f"unknown modes: {', '.join(sorted(unknown))}")
     args.dtype = DTYPES[args.dtype]
     on_gpu = torch.device(args.device).type == "cuda"
     args.sizes = TINY_SIZES if args.tiny else GPU_SIZES

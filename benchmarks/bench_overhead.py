@@ -6,10 +6,15 @@ so that clock or cache drifts favour none), with the device
 synchronized only before and after them; a kernel this small takes far less device time than
 a launch takes on the host, so the rows measure host work:
 
-- tilecraft: the kernel called like a function (dispatch, host code, output allocation, launch)
+- tilecraft: the kernel called like a function (dispatch, host code, output allocation, launch),
+  its launch on the fast path (runtime/fast_launch.py: after a first launch checked against
+  Triton's, the compiled kernel's launcher is called directly)
+- tilecraft, fast launch off: the same with TILECRAFT_FAST_LAUNCH=0 (Triton's own launch)
 - launcher: the generated host launcher called alone (host code, allocation, launch)
 - triton: the same `@triton.jit` kernel launched directly, `jit_fn[grid](...)`, with the very
   arguments the launcher passed it (output allocated once, outside the loop)
+- fast launch: that launch on tilecraft's fast path (`FastKernel[grid](...)`), same arguments;
+  its results are checked against Triton's launch (bit for bit, on several shapes)
 - host code: the launcher with its launch removed, i.e. the kernel's own host code
   (broadcasting and allocating the output), which a hand-written wrapper runs too; the
   overhead goal compares tilecraft with host code + triton
@@ -25,7 +30,7 @@ a launch takes on the host, so the rows measure host work:
 - graph replays: one tilecraft call captured in a CUDA graph, replayed (and, for reference,
   `x + y` captured the same way); the replayed output is checked on fresh inputs.
 
-    PYTHONPATH=$PWD python benchmarks/bench_overhead.py [--out PATH]
+    PYTHONPATH=$PWD python benchmarks/bench_overhead.py [--out PATH]   (about 30 s on an H200)
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_overhead.py --device cpu --tiny
 
 On the CPU (Triton's interpreter) the times mean little and the CUDA graph rows are skipped;
@@ -57,6 +62,7 @@ sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.p
 import add  # noqa: E402  (examples/add.py, on the path above)
 
 import tilecraft as tc  # noqa: E402
+from tilecraft.runtime.fast_launch import FastKernel, unwrap  # noqa: E402
 
 NUMEL = 16
 GOAL_US = 10.0  # tilecraft's call may cost at most this much more than a direct launch
@@ -91,18 +97,49 @@ def host_code_only(launcher: Callable[..., Any], name: str) -> Callable[..., Any
     return types.FunctionType(launcher.__code__, namespace)  # type: ignore[attr-defined]
 
 
-def direct_launch(launcher: Callable[..., Any], name: str, args: tuple) -> Callable[[], Any]:
-    """A function launching the launcher's Triton kernel `name` directly, as it launches it."""
+def direct_launch(
+    launcher: Callable[..., Any], name: str, args: tuple, fast: bool = False
+) -> Callable[[], Any]:
+    """A function launching the launcher's Triton kernel `name` directly, as it launches it:
+    through Triton's own launch, or (`fast`) through tilecraft's fast path when it has one."""
     namespace = launcher.__globals__  # type: ignore[attr-defined]
-    jit_fn = namespace[name]
-    namespace[name] = recorder = LaunchRecorder(jit_fn)
+    wrapped = namespace[name]
+    namespace[name] = recorder = LaunchRecorder(unwrap(wrapped))
     try:
         launcher(*args)
     finally:
-        namespace[name] = jit_fn
+        namespace[name] = wrapped
     (grid, kernel_args, kwargs), *rest = recorder.launches
     assert not rest, f"{name} launched {1 + len(rest)} times in one call"
+    jit_fn = wrapped if fast else unwrap(wrapped)
     return lambda: jit_fn[grid](*kernel_args, **kwargs)
+
+
+def fast_status(kernel: tc.Kernel, args: tuple) -> list[str]:
+    """How each Triton kernel of `kernel`'s launcher for `args` launches: "fast", or why not."""
+    launcher = kernel.bind(args).launcher
+    namespace = launcher.__globals__  # type: ignore[union-attr]
+    found = [v.status for v in namespace.values() if isinstance(v, FastKernel)]
+    return found or ["Triton's launch (not wrapped: interpreter, or TILECRAFT_FAST_LAUNCH=0)"]
+
+
+def fast_matches_triton(kernel: tc.Kernel, slow: tc.Kernel, device: torch.device) -> dict:
+    """The fast path's results against Triton's launch, bit for bit, on shapes that are not
+    multiples of the block, one of 1 element and a misaligned view (the fast path's
+    alignment check must send it to Triton's launch or to a kernel of its own)."""
+    checks = {}
+    for shape in [(NUMEL,), (1,), (1000, 333), (NUMEL + 1,)]:
+        x, y = add.inputs(shape=shape, device=device)
+        if shape == (NUMEL + 1,):
+            x, y = x[1:], y[1:]  # 4 bytes past an aligned address
+        for _ in range(3):  # the first call sets up, the later ones take the fast path
+            got, want = kernel(x, y), slow(x, y)
+        same = bool(torch.equal(got, want)) and bool(torch.equal(got, x + y))
+        checks[str(list(x.shape)) + ("" if x.data_ptr() % 16 == 0 else " misaligned")] = {
+            "equal": same,
+            "status": fast_status(kernel, (x, y)),
+        }
+    return checks
 
 
 def dispatch_us(kernel: tc.Kernel, args: tuple, time_us: Callable[..., float]) -> float:
@@ -237,14 +274,17 @@ def graph_rows(kernel: tc.Kernel, x: torch.Tensor, y: torch.Tensor, time_us: Any
 def measure(device: torch.device, iters: int, repeats: int) -> dict:
     """Every row, in microseconds per call, and what each comparison says."""
     kernel = tc.kernel(add.add.fn, config=tc.Config(block_sizes=[NUMEL]))
+    slow = tc.kernel(add.add.fn, config=tc.Config(block_sizes=[NUMEL]), fast_launch=False)
     x, y = add.inputs(shape=(NUMEL,), device=device)
     torch.testing.assert_close(kernel(x, y), x + y)  # the first call compiles
+    torch.testing.assert_close(slow(x, y), x + y)
     bound = kernel.bind((x, y))
     launcher = bound.launcher
     assert launcher is not None
     name = f"_{add.add.__name__}_kernel"  # the jit function's name in the generated module
-    jit_fn = launcher.__globals__[name]
+    jit_fn = unwrap(launcher.__globals__[name])
     direct = direct_launch(launcher, name, (x, y))
+    fast = direct_launch(launcher, name, (x, y), fast=True)
     host_only = host_code_only(launcher, name)
 
     def time_us(fn: Callable[[], Any]) -> float:
@@ -254,8 +294,10 @@ def measure(device: torch.device, iters: int, repeats: int) -> dict:
     rows = interleaved(
         {
             "tilecraft": lambda: kernel(x, y),
+            "tilecraft, fast launch off": lambda: slow(x, y),
             "launcher": lambda: launcher(x, y),
             "triton": direct,
+            "fast launch": fast,
             "host code": lambda: host_only(x, y),
             "torch": lambda: x + y,
         },
@@ -268,7 +310,7 @@ def measure(device: torch.device, iters: int, repeats: int) -> dict:
     if device.type == "cuda":
         rows.update(graph_rows(kernel, x, y, time_us))
     overhead = rows["tilecraft"] - rows["host code"] - rows["triton"]
-    return {
+    result = {
         "us_per_call": rows,
         "overhead_us": overhead,
         "goal_us": GOAL_US,
@@ -278,6 +320,12 @@ def measure(device: torch.device, iters: int, repeats: int) -> dict:
         "triton_binaries": [binaries_before, compiled_binaries(jit_fn)],
         "config": repr(kernel.config),
     }
+    result["fast_launch"] = {  # last: its checks add specializations
+        "status": fast_status(kernel, (x, y)),
+        "saves_us": rows["tilecraft, fast launch off"] - rows["tilecraft"],
+        "checks": fast_matches_triton(kernel, slow, device),
+    }
+    return result
 
 
 def table(result: dict) -> str:
@@ -290,6 +338,11 @@ def table(result: dict) -> str:
         f"tilecraft - host code - triton: {result['overhead_us']:.2f} us"
         f" (goal <= {result['goal_us']:.0f} us: {verdict})"
     )
+    fast = result["fast_launch"]
+    lines.append(f"fast launch: {', '.join(fast['status'])}; saves {fast['saves_us']:.2f} us/call")
+    for shape, check in fast["checks"].items():
+        verdict = "equal" if check["equal"] else "DIFFERENT"
+        lines.append(f"  {shape}: results {verdict} to Triton's launch; {check['status'][0]}")
     return "\n".join(lines)
 
 

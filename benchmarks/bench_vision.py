@@ -12,10 +12,15 @@ and (antialiased) torchvision v2 under `torch.compile`.
 
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --tune --out $OUT/bench_vision.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --smoke   # CPU, tiny frames: checks
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --out $OUT/variants.json
 
 Kernels run with their heuristic configs, or with `--tune` each kernel is tuned first for
 each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
-cached in the tuning database). On the CPU the times mean nothing (Triton's interpreter).
+cached in the tuning database). `--variants` times instead, at 1080p, each config that
+`variant_configs` lists for the resize, blur and preprocessing kernels (tile shapes, the
+planes a resize program covers, one or two blur passes or a window of rows), each checked
+against the reference, to choose their defaults from. On the CPU the times mean nothing
+(Triton's interpreter).
 """
 
 from __future__ import annotations
@@ -317,6 +322,134 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
+    """Per case: the kernel (module attribute) and the labelled configs `--variants` times.
+
+    A gather reads coalesced only where a tile holds one output per thread (block_h *
+    block_w = 32 * num_warps; Triton gives a thread 4 adjacent float32 outputs otherwise),
+    so most variants pick such tiles; "heuristic" is what the kernel runs untuned.
+    """
+    from tilecraft import Config
+
+    def resize(planes: str, hw: list[int], warps: int, **more) -> Config:
+        blocks = [64, 64, 1, 64, 1, 64]  # the loops of the other `planes` do not launch
+        at = {"one": 0, "channels": 2, "all": 4}[planes]
+        blocks[at : at + 2] = hw
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **more)
+
+    def blur(one_pass: bool, rows: list[int], cols: list[int], warps: int) -> Config:
+        taps = 25 if one_pass else 0
+        return Config(block_sizes=rows + cols + [64], num_warps=warps, one_pass_taps=taps)
+
+    def window(rows: int, strip: int, warps: int) -> Config:
+        return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
+
+    return {
+        "resize bilinear f32 half-size": (
+            "geometry._resize_bilinear",
+            [
+                ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
+                ("1x128 w4", resize("one", [1, 128], 4)),
+                ("2x128 w8", resize("one", [2, 128], 8)),
+                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
+                ("channels 2x128 w8", resize("channels", [2, 128], 8)),
+                ("all 1x128 w4", resize("all", [1, 128], 4)),
+                ("all 2x128 w8", resize("all", [2, 128], 8)),
+                ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
+            ],
+        ),
+        "gaussian_blur 5x5 f32": (
+            "filters._separable",
+            [
+                ("two-pass 64x64 w4 (old default)", blur(False, [64, 64], [64, 64], 4)),
+                ("two-pass 1x128 + 8x128 w4", blur(False, [1, 128], [8, 128], 4)),
+                ("two-pass 2x128 + 8x128 w8", blur(False, [2, 128], [8, 128], 8)),
+                ("one-pass 64x64 w4", blur(True, [64, 64], [1, 64], 4)),
+                ("one-pass 1x128 w4", blur(True, [1, 128], [1, 64], 4)),
+                ("one-pass 2x128 w8", blur(True, [2, 128], [1, 64], 8)),
+                ("one-pass 8x32 w8", blur(True, [8, 32], [1, 64], 8)),
+                ("row window 8 x 128 w4", window(8, 128, 4)),
+                ("row window 16 x 128 w4", window(16, 128, 4)),
+                ("row window 8 x 256 w8", window(8, 256, 8)),
+                ("row window 16 x 256 w8", window(16, 256, 8)),
+                ("row window 4 x 128 w4", window(4, 128, 4)),
+            ],
+        ),
+        "resize antialiased f32 half-size": (
+            "downscale._average_rows",
+            [
+                ("8x16 w4", Config(block_sizes=[8, 16], num_warps=4)),
+                ("16x16 w8", Config(block_sizes=[16, 16], num_warps=8)),
+            ],
+        ),
+        "preprocess bilinear u8 NHWC -> f16 NCHW": (
+            "preprocessing._resize_normalize",
+            [
+                ("64x64 w4", Config(block_sizes=[64, 64], num_warps=4)),
+                ("1x128 w4", Config(block_sizes=[1, 128], num_warps=4)),
+                ("2x128 w8", Config(block_sizes=[2, 128], num_warps=8)),
+                ("4x64 w8", Config(block_sizes=[4, 64], num_warps=8)),
+            ],
+        ),
+    }
+
+
+@contextlib.contextmanager
+def forced(kernel, config) -> Iterator[None]:
+    """Within it, `kernel` runs `config` (None: its own choice), compiled afresh."""
+    saved = kernel.config, kernel._bound
+    kernel.config, kernel._bound = config, {}
+    try:
+        yield
+    finally:
+        kernel.config, kernel._bound = saved
+
+
+def kernel_at(path: str):
+    import importlib
+
+    module, name = path.split(".")
+    return getattr(importlib.import_module(f"tilecraft.vision.{module}"), name)
+
+
+def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dict]:
+    """The `variant_configs` of each case at 1080p (heuristic first), against torch."""
+    torch.manual_seed(0)
+    h, w = (SMOKE_SIZES if args.smoke else SIZES)["1080p"]
+    out_size = SMOKE_OUT_SIZE if args.smoke else OUT_SIZE
+    time_ms = timer(device, args.smoke)
+    frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
+    cases = {c.name: c for c in geometry_cases(frames, None)}
+    cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
+    rows = []
+    for name, (path, variants) in variant_configs().items():
+        case, kernel = cases[name], kernel_at(path)
+        case.peers = {}
+        for label, config in [("heuristic", None), *variants]:
+            try:
+                with forced(kernel, config):
+                    row = run_case(case, time_ms)
+            except Exception as e:  # noqa: BLE001 - one failing variant must not end the run
+                row = {"kernel": name, "matches": False, "error": f"{type(e).__name__}: {e}"}
+            rows.append({"frames": "1080p", **row, "variant": label})
+            print(f"{name} | {label}: {row.get('tilecraft_ms', row.get('error'))}")
+    return rows
+
+
+def variants_table(rows: list[dict]) -> str:
+    lines = ["| kernel | variant | ok | tilecraft ms | TB/s | torch ms | TB/s |", "|" + "---|" * 7]
+    for r in rows:
+        ok = "yes" if r["matches"] else "NO"
+        if "error" in r:
+            lines.append(f"| {r['kernel']} | {r['variant']} | {r['error'][:80]} | | | | |")
+            continue
+        lines.append(
+            f"| {r['kernel']} | {r['variant']} | {ok} | {r['tilecraft_ms']:.3f} | "
+            f"{r['tilecraft_tb_s']:.2f} | {r['torch_ms']:.3f} | {r['torch_tb_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 PEERS = ("tilecraft", "torch", "torchvision", "torchvision compiled")
 
 
@@ -345,6 +478,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     p.add_argument("--tune", action="store_true", help="tune each kernel before timing it")
+    p.add_argument(
+        "--variants", action="store_true", help="time the kernels' config variants (1080p)"
+    )
     p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(
         "--no-compile", dest="compile", action="store_false", help="skip the torch.compile peer"
@@ -364,14 +500,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
         print("on the CPU: Triton's interpreter, times not meaningful (and nothing is tuned)")
     start = time.perf_counter()
     with tuning(args.tune_budget if args.tune else None):
-        rows = measure(device, args)
-    print(table(rows))
+        rows = measure_variants(device, args) if args.variants else measure(device, args)
+    print(variants_table(rows) if args.variants else table(rows))
     if args.tune:
         print(tuned_configs(rows))
     result = {
         "rows": rows,
         "batch": args.batch,
         "tuned": args.tune,
+        "variants": args.variants,
         "device": str(device),
         "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
         "seconds": time.perf_counter() - start,

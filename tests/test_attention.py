@@ -96,22 +96,32 @@ def _tiles_of(size: int, shape: tuple, causal: bool, window: int | None, **confi
     args = (q, k, v, q.new_empty(0), causal, 0.5, window or 0, False)
     count = len(attention_forward.bind(args).spec.blocks)
     forward = tc.Config(block_sizes=[size] * count, **config)
-    out, lse = attention_forward(*args)
+    # binding needs only the shapes: running the kernel here would fix its launcher (the
+    # default config's) for these shapes before the test sets `forward`
+    out, lse = torch.empty_like(q), torch.empty(q.shape[:3])
     count = len(attention_backward.bind((out, *args[:4], out, lse, *args[4:])).spec.blocks)
     return forward, tc.Config(block_sizes=[size] * count, **config)
 
 
-@pytest.mark.parametrize("window", [None, 7])
+@pytest.mark.parametrize("window", [None, 7, 32, 40])
 def test_attention_small_tiles(mode, monkeypatch: pytest.MonkeyPatch, window: int | None) -> None:
     """16x16 tiles: causal and windowed key loops start and stop inside the sequence, the
-    causal loops split into the tiles off the diagonal (unmasked) and on it."""
+    causal loops split into the tiles off the diagonal (unmasked) and on it; a window's
+    forward also into its lower edge (masked) and the keys every query of a tile sees
+    (unmasked: proven aligned when the window is a multiple of the tiles)."""
     _kernels(mode)
-    shape = (1, 2, 1, 37, 50, 16)
+    shape = (1, 2, 1, 50, 53, 16)  # a full query tile past the window's first 16 keys
     forward, backward = _tiles_of(16, shape, True, window)
-    assert len(forward.to_dict()["block_sizes"]) == (3 if window is None else 2)
+    assert len(forward.to_dict()["block_sizes"]) == (3 if window is None else 4)
     monkeypatch.setattr(attention_forward, "config", forward)
     monkeypatch.setattr(attention_backward, "config", backward)
     _check(shape, torch.float32, causal=True, window=window)
+    q, k = torch.randn(1, 2, 50, 16), torch.randn(1, 1, 53, 16)
+    args = (q, k, k, q.new_empty(0), True, 0.5, window or 0, False)
+    kernel = attention_forward.bind(args).analyze(forward).kernels[0]
+    aligned = [b.aligned for b in kernel.blocks.values() if b.dynamic]
+    # (the window's edge,) the keys before the tile, the diagonal (ending at the ragged 50)
+    assert aligned == {None: [True, False], 32: [False, True, False]}.get(window, [False] * 3)
 
 
 def test_attention_window_with_key_tiles_smaller_than_query_tiles(
@@ -120,8 +130,9 @@ def test_attention_window_with_key_tiles_smaller_than_query_tiles(
     """Query tiles of 32 over key tiles of 16 with a window of 3: a program's first key
     tile holds no key some of its queries see (their running maximum is still -inf)."""
     _kernels(mode)
-    monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[32, 16]))
-    monkeypatch.setattr(attention_backward, "config", tc.Config(block_sizes=[16, 16, 32, 32, 16]))
+    monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[32, 16, 16, 16]))
+    backward = tc.Config(block_sizes=[16, 16, 32, 32, 32, 32, 16, 16, 16])
+    monkeypatch.setattr(attention_backward, "config", backward)
     _check((1, 1, 1, 50, 50, 16), torch.float32, causal=True, window=3)
 
 
@@ -302,7 +313,8 @@ def test_attention_reads_through_tensor_descriptors(
 ) -> None:
     """A program's row tiles are plain block reads, so the `indexing` knob turns them into
     tensor descriptors (TMA loads on Hopper) in the forward and both backward passes; the
-    causal key loop (its end computed on the device) keeps pointers for its keys."""
+    causal keys before the query tile too (that loop's bounds, computed on the device, are
+    proven multiples of its tile), those on its diagonal (ending at the ragged 37) not."""
     _kernels(mode)
     forward, backward = _tiles_of(
         16, (1, 2, 2, 37, 50, 32), causal, None, indexing="tensor_descriptor"
@@ -313,7 +325,8 @@ def test_attention_reads_through_tensor_descriptors(
     q, k, v = (t.detach() for t in _inputs((1, 2, 2, 37, 50, 32), torch.float32))
     args = (q, k, v, q.new_empty(0), causal, 0.2, 0, False)
     code = attention_forward.bind(args).to_triton_code(forward)
-    assert "q_rows_desc" in code and ("k_rows_desc" in code) != causal
+    assert "q_rows_desc" in code and "k_rows_desc" in code
+    assert ("k_rows + " in code) == causal  # the diagonal's key reads: pointers
     out, lse = attention_forward(*args)
     code = attention_backward.bind((out, *args[:4], out, lse, *args[4:])).to_triton_code(backward)
     assert "k_rows_desc" in code and "dq_desc" in code

@@ -46,6 +46,9 @@ def test_bench_overhead_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert operator_rows <= set(result["us_per_call"])
     assert (result["specializations"], result["compiled_configs"]) == (1, 1)  # no recompiles
     assert result["goal_met"] is None  # judged on a GPU only
+    checks = result["fast_launch"]["checks"]
+    assert len(checks) == 4 and all(c["equal"] for c in checks.values()), checks
+    assert {"tilecraft, fast launch off", "fast launch"} <= set(result["us_per_call"])
 
 
 def test_bench_model_host_profile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,6 +85,12 @@ def test_defaults_vs_helion_on_the_cpu(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_bench_model_takes_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("bench_model", monkeypatch)
+    modes = script.parse(["--device", "cpu", "--modes", "tilecraft eager, torch eager"]).modes
+    assert modes == ["tilecraft eager", "torch eager"]
+    assert script.unselected("tilecraft compile", modes)
+    assert not script.unselected("torch eager", [])
+    with pytest.raises(SystemExit):
+        script.parse(["--device", "cpu", "--modes", "tilecraft"])
     assert script.parse(["--device", "cpu", "--dtype", "bf16"]).dtype == "bfloat16"
     assert script.parse(["--device", "cpu"]).dtype == "float32"
 
@@ -117,6 +126,26 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert row["tflops"]["flash"][direction] > 0
         assert "error" in row["peers"]["cudnn"]
     assert script.markdown(data["results"]).count("\n") == 3
+
+
+@CPU_ONLY
+def test_bench_attention_causal_masked_baseline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--causal-only --masked-baseline` (the quick causal comparison): the causal case
+    alone, its best configs timed again compiled without the alignment proofs (checked
+    too), and the table's extra columns."""
+    script = load_script("bench_attention", monkeypatch)
+    options = ["--smoke", "--causal-only", "--masked-baseline", "--out", str(tmp_path / "a.json")]
+    data = script.main(options)
+    [row] = data["results"]
+    assert row["causal"] and data["environment"]["masked_baseline"]
+    for direction in ("forward", "backward"):
+        masked = row["tilecraft_masked"][direction]["best"]
+        assert masked["config"] == row["tilecraft"][direction]["best"]["config"]
+        assert masked["rel_err"] < 1e-4 and row["tflops"]["tilecraft_masked"][direction] > 0
+    table = script.markdown(data["results"])
+    assert "vs masked" in table and table.count("\n") == 2
 
 
 @CPU_ONLY
@@ -196,3 +225,14 @@ def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatc
         splits = [c.to_dict().get("splits") for c in configs]
         assert script.wants_split(op.kernel, args) == split
         assert splits == ([1, 2, 2, 4, 1, 1, 1] if split else [1, 1, 1, 1]), splits
+
+
+@CPU_ONLY
+def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("profile_host", monkeypatch)
+    out = tmp_path / "profile.json"
+    result = script.main(["--steps", "2", "--top", "5", "--out", str(out)])
+    assert json.loads(out.read_text())["launches"] == result["launches"] == 27
+    layers = result["layers"]
+    assert layers["operator calls"]["us_per_step"] >= layers["kernel calls"]["us_per_step"] > 0
+    assert layers["launchers"]["calls_per_step"] == 25 and "warning" not in result

@@ -48,7 +48,7 @@ def test_budget_keeps_the_fastest_configs_and_rules_out_most_failures() -> None:
                 failed += 1
                 ruled_out += not fits(bound, t.config)
     assert fast >= 20 and failed >= 30
-    assert ruled_out >= 0.7 * failed  # 59 of 79 when written
+    assert ruled_out >= 0.8 * failed  # 51 of 60 when written (unrolled loops' buffers counted)
 
 
 def bind_meta(kernel: tc.Kernel, *shapes: tuple[int, ...], dtype=torch.bfloat16) -> object:
@@ -185,3 +185,19 @@ def test_a_held_row_is_not_split_to_fit(mode) -> None:
     expected = x @ y
     expected = expected / expected.abs().amax(-1, keepdim=True)
     torch.testing.assert_close(kernel(x, y), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_unrolled_pipelined_loops_hold_a_copy_of_their_operands_per_unrolled_step() -> None:
+    """Unrolling a pipelined loop by 4 multiplies its operand buffers: a matmul with
+    128x256x64 bf16 tiles and 3 stages fits the H200's shared memory, unrolled by 4 not
+    (the H200 refused such configs: 215 shared-memory failures in the landscapes, 78 ruled
+    out before unrolling was counted, 170 after, no fast config lost)."""
+    args = matmul.inputs(shape=(512, 512, 512), dtype=torch.bfloat16, device="cpu")
+    bound = matmul.matmul.bind(args)
+    tiles = {"block_sizes": [128, 256, 64], "num_stages": 3, "num_warps": 8}
+    base = {**bound.default_config.to_dict(), **tiles}
+    unrolled = {**base, "range_unroll_factors": [4]}
+    assert footprint(bound.spec, base).fits(HOPPER)
+    assert not footprint(bound.spec, unrolled).fits(HOPPER)
+    shared = footprint(bound.spec, base).shared_bytes
+    assert footprint(bound.spec, unrolled).shared_bytes == 4 * shared

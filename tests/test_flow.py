@@ -3,6 +3,8 @@ device scalars and tiles; loops unrolled while compiling; loops bounded by tenso
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 from conftest import DEVICE
@@ -209,6 +211,24 @@ def test_static_range_and_python_loops(n, mode) -> None:
     assert_close(mode(unrolled)(x), (x * weights).sum(dim=1) + 2)
 
 
+@tc.kernel
+def windowed(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(m):
+        columns = []
+        for j in tc.static_range(n):  # a list of tiles, built while unrolling
+            columns = columns + [x[tile, j] * (j + 1)]
+        pair = (columns[0],) + (columns[n - 1],)
+        out[tile] = columns[n // 2] + pair[0] - pair[1]
+    return out
+
+
+def test_lists_of_tiles_join(mode) -> None:
+    x = randn(13, 3)
+    assert_close(mode(windowed)(x), x[:, 1] * 2 + x[:, 0] - x[:, 2] * 3)
+
+
 def test_static_range_needs_host_ints() -> None:
     @tc.kernel
     def bad(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
@@ -296,6 +316,36 @@ def test_each_function_compiles_on_its_own() -> None:
     assert first is second  # the same code; the float is an argument of the kernel
     assert_close(matmul(x, y, scaled(3.0)), 3 * (x @ y))
     assert matmul.bind((x, y, lambda acc, tile: acc + 1)) is not first
+
+
+def _sum_columns(acc: torch.Tensor, x: torch.Tensor, tile_m: Any, start: int, end: int) -> Any:
+    """A helper holding a device loop, its carried sum returned to the caller."""
+    for tile_n in tc.tile(start, end):
+        acc = acc + torch.sum(x[tile_m, tile_n], -1)
+    return acc
+
+
+@tc.kernel
+def row_sums(x: torch.Tensor, halves: bool) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in tc.tile(m):
+        acc = tc.zeros([tile_m], dtype=torch.float32)
+        half = n // 2 if halves else n
+        acc = _sum_columns(acc, x, tile_m, 0, half)
+        if halves:
+            acc = _sum_columns(acc, x, tile_m, half, n)
+        out[tile_m] = acc
+    return out
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_helper_with_a_loop(mode, halves: bool) -> None:
+    """A loop's result returned by an inlined helper keeps its variable (it was renamed
+    at the call and the generated code read an undefined name)."""
+    x = randn(37, 53)
+    assert_close(mode(row_sums)(x, halves), x.sum(1))
+    assert_close(mode(row_sums)(x[:1, :1], halves), x[:1, :1].sum(1))
 
 
 SHIFT = 1

@@ -106,6 +106,17 @@ def test_heuristic_seeds_are_valid_matmul_tiles() -> None:
     assert any(s.block_sizes == [128, 256, 64] for s in seeds)
 
 
+def test_looped_kernels_are_seeded_with_long_chunks_over_few_rows() -> None:
+    # the two-pass softmax loops over each row twice: 8192-wide chunks (past MAX_BLOCK, the
+    # cap of blocks that are not loop chunks) of one row are among the first seeds
+    args = softmax_two_pass.inputs(shape=(64, 20000), dtype=torch.bfloat16, device="cpu")
+    space = space_of(softmax_two_pass.softmax_two_pass, args)
+    seeds = heuristic_seeds(space)
+    assert all(space.is_valid(s) for s in seeds)
+    assert [1, 8192, 8192] in [s.block_sizes for s in seeds[:5]]
+    assert space.default_config.block_sizes not in [s.block_sizes for s in seeds[:5]]
+
+
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_tuning_writes_a_trial_log(tmp_path: Path, suffix: str) -> None:
     log = tmp_path / f"trials{suffix}"

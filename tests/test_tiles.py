@@ -273,3 +273,43 @@ def test_register_tunable_inline_choice(mode) -> None:
     kernel = tc.kernel(scale_inline_choice.fn, config=tc.Config(factor=4))
     x = randn(37)
     assert_close(mode(kernel)(x), 4 * x)
+
+
+@tc.kernel
+def tuple_state(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row sums and maxima carried across the column loop as one tuple of tiles."""
+    m, n = x.size()
+    sums = torch.empty([m], dtype=torch.float32, device=x.device)
+    maxima = torch.empty([m], dtype=torch.float32, device=x.device)
+    for tile_m in tc.tile(m):
+        zero = tc.zeros([tile_m], dtype=torch.float32)
+        state = (zero, zero - float("inf"))
+        for tile_n in tc.tile(n):
+            part = x[tile_m, tile_n]
+            state = (state[0] + torch.sum(part, -1), torch.maximum(state[1], torch.amax(part, -1)))
+        total, top = state
+        sums[tile_m] = total
+        maxima[tile_m] = top
+    return sums, maxima
+
+
+@tc.kernel
+def tuple_grows(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m in tc.tile(x.size(0)):
+        state = (x[tile_m],)
+        for _ in tc.tile(4):
+            state = (state[0], state[0])
+        out[tile_m] = state[0]
+    return out
+
+
+def test_tuple_carried_across_a_loop(mode) -> None:
+    """A tuple of tiles updated in a loop carries each item (it was silently dropped)."""
+    x = randn(37, 50)
+    assert_close(mode(tuple_state)(x), (x.sum(-1), x.amax(-1)))
+
+
+def test_tuple_changing_length_in_a_loop() -> None:
+    with pytest.raises(tc.exc.UnsupportedSyntax, match="tuple of 1 tiles"):
+        tuple_grows(randn(8))

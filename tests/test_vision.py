@@ -189,6 +189,25 @@ def test_letterbox(vmode):
     torch.testing.assert_close(vision.letterbox(x.float(), (8, 8)), expected)
 
 
+@pytest.mark.parametrize("planes", ["one", "channels", "all"])
+def test_resize_planes(vmode, monkeypatch, planes):
+    # every choice of the planes a program resizes, on tiles of 4 x 8 (32 in eager mode)
+    # that do not divide the image: uint8 NHWC and float NCHW, resized and letterboxed
+    config = tc.Config(block_sizes=[4, 8, 4, 8, 4, 8], planes=planes)
+    kernel = vmode(tc.kernel(geometry._resize_bilinear.fn, config=config))
+    monkeypatch.setattr(geometry, "_resize_bilinear", kernel)
+    x, xl = images(shape=(2, 3, 11, 37), layout="NHWC")
+    for size in ((5, 9), (13, 40)):
+        expected = F.interpolate(x.float(), size, mode="bilinear", align_corners=False)
+        torch.testing.assert_close(vision.resize(x.float(), size), expected)
+        assert_levels(nchw(vision.resize(xl, size, layout="NHWC"), "NHWC"), expected.round(), 1)
+    top, left, h, w = vision.letterbox_box((11, 37), (9, 9))
+    inner = F.interpolate(x.float(), (h, w), mode="bilinear", align_corners=False)
+    expected = F.pad(inner, (left, 9 - left - w, top, 9 - top - h), value=114.0)
+    assert_levels(nchw(vision.letterbox(xl, (9, 9), layout="NHWC"), "NHWC"), expected.round(), 1)
+    torch.testing.assert_close(vision.letterbox(x[:1, :1].float(), (9, 9)), expected[:1, :1])
+
+
 def test_filters(vmode):
     x, _ = images(shape=(1, 2, 4, 5))
     taps = filters.gaussian_kernel1d(3, 0.8)[:, None] * filters.gaussian_kernel1d(5, 1.1)
@@ -216,19 +235,33 @@ def test_filters(vmode):
     torch.testing.assert_close(vision.gaussian_blur(x.float(), (5, 7), (1.1, 1.5)), expected)
 
 
-@pytest.mark.parametrize("one_pass_taps", [25, 0])
-def test_blur_tiles(vmode, monkeypatch, one_pass_taps):
-    # tiles of 16 x 32 (32 x 32 in eager mode): some lie inside the image (shifted loads),
-    # the others reflect at borders
-    config = tc.Config(block_sizes=[16, 32, 16, 32], one_pass_taps=one_pass_taps)
+@pytest.mark.parametrize(
+    "one_pass_taps, window_rows", [(25, 0), (0, 0), (0, 4), (0, 8)], ids=["1", "2", "w4", "w8"]
+)
+def test_blur_tiles(vmode, monkeypatch, one_pass_taps, window_rows):
+    # tiles of 16 x 32 (32 x 32 in eager mode), or windows of rows over strips of 32
+    # columns: some lie inside the image (shifted loads), the others reflect at borders,
+    # and the last window of rows reaches past the image
+    config = tc.Config(
+        block_sizes=[16, 32, 16, 32, 32], one_pass_taps=one_pass_taps, window_rows=window_rows
+    )
     monkeypatch.setattr(
         filters, "_separable", vmode(tc.kernel(filters._separable.fn, config=config))
     )
-    x, _ = images(shape=(1, 1, 70, 67))
+    x, _ = images(shape=(1, 2, 70, 67))
     taps = filters.gaussian_kernel1d(5, 1.1)[:, None] * filters.gaussian_kernel1d(3, 0.8)
     expected = reflect_conv(x, taps.to(DEVICE))
     torch.testing.assert_close(vision.gaussian_blur(x.float(), (3, 5), (0.8, 1.1)), expected)
     assert_levels(vision.gaussian_blur(x, (3, 5), (0.8, 1.1)), expected.round(), 1)
+    sharp = (x.float() + 0.5 * (x.float() - expected)).round().clamp(0, 255)
+    assert_levels(vision.unsharp_mask(x, (3, 5), (0.8, 1.1), 0.5), sharp, 1)
+    small = x[:, :, :3, :4].float()  # a 5 x 5 window reaches the far side of 3 x 4 pixels
+    torch.testing.assert_close(vision.gaussian_blur(small, 5), reflect_conv(small, _taps2d(5)))
+
+
+def _taps2d(size: int) -> torch.Tensor:
+    taps = filters.gaussian_kernel1d(size, 0.3 * ((size - 1) * 0.5 - 1) + 0.8)
+    return (taps[:, None] * taps[None, :]).to(DEVICE)
 
 
 @pytest.mark.parametrize("letterbox", [False, True])
@@ -437,3 +470,26 @@ def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
     assert script.parse(["--smoke"]).sizes == ["1080p", "4k"]
     assert [k.settings.autotune_effort for k in script.vision_kernels()] == efforts  # restored
     assert json.loads(out.read_text())["rows"] == result["rows"]
+
+
+def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
+    from test_benchmarks import load_script
+
+    script = load_script("bench_vision", monkeypatch)
+    every = script.variant_configs()
+    # two variants of each kernel (the interpreter is slow); the others differ in numbers
+    few = {name: (path, configs[:2]) for name, (path, configs) in every.items()}
+    monkeypatch.setattr(script, "variant_configs", lambda: few)
+    kernels = [script.kernel_at(path) for path, _ in every.values()]
+    before = [(k.config, k._bound) for k in kernels]
+    out = tmp_path / "variants.json"
+    argv = ["--device", "cpu", "--smoke", "--variants", "--batch", "1", "--out", str(out)]
+    rows = script.main(argv)["rows"]
+    assert all(row["matches"] for row in rows), rows
+    assert len(rows) == 3 * len(every)  # the heuristic and two variants each
+    assert [(k.config, k._bound) for k in kernels] == before  # configs restored
+    assert "| resize bilinear f32 half-size | 1x128 w4 | yes |" in script.variants_table(rows)
+    broken = {"gaussian_blur 5x5 f32": ("filters._separable", [("bad", tc.Config(nope=1))])}
+    monkeypatch.setattr(script, "variant_configs", lambda: broken)
+    rows = script.main(argv)["rows"]  # a config that fails is reported, and the run goes on
+    assert [bool(row.get("error")) for row in rows] == [False, True]

@@ -22,6 +22,10 @@ DOT_TILES = [
     (64, 64, 32, 4, 3),
 ]
 ROW_SHAPES = [(1, 4), (1, 8), (2, 4), (2, 8), (4, 8), (1, 16)]  # (rows per program, warps)
+# (inner block, rows per program, warps) for kernels that loop over a long dim: long
+# chunks with few rows stream best (Helion's quick effort lands on 2048-8192 wide chunks
+# for two-pass softmax, KL divergence and row sums; the default's 1024 x 8 rows trails).
+LOOPED_SHAPES = [(4096, 1, 8), (8192, 1, 16), (2048, 2, 16), (2048, 1, 4), (1024, 2, 8)]
 
 
 def heuristic_seeds(space: ConfigSpace) -> list[Config]:
@@ -56,9 +60,20 @@ def _row_seeds(space: ConfigSpace, base: dict[str, Any]) -> list[dict[str, Any]]
     grid = [i for i, b in enumerate(space.spec.blocks) if not b.inner]
     if len(grid) != 1:
         return [{**base, "num_warps": w} for w in (4, 8)]
-    return [
+    rows_first = [
         {**base, f"block_sizes[{grid[0]}]": rows, "num_warps": warps} for rows, warps in ROW_SHAPES
     ]
+    return _looped_seeds(space, base, grid[0]) + rows_first
+
+
+def _looped_seeds(space: ConfigSpace, base: dict[str, Any], grid: int) -> list[dict[str, Any]]:
+    """Long inner chunks over few rows, for kernels with device loops (`LOOPED_SHAPES`)."""
+    inner = [i for i, b in enumerate(space.spec.blocks) if b.inner]
+    out = []
+    for chunk, rows, warps in LOOPED_SHAPES if inner else []:
+        values = {**base, f"block_sizes[{grid}]": rows, "num_warps": warps}
+        out.append({**values, **{f"block_sizes[{i}]": chunk for i in inner}})
+    return out
 
 
 def spec_distance(a: str, b: str) -> float:

@@ -177,61 +177,23 @@ def autotune(
     prestart(args, workers, settings.autotune_timeout_s)  # they start while we set up
     meter = meter if meter is not None else default_meter(args)
     require_meter(objective, meter)
-    used = EnergyUse(meter)
-    phases = Phases()
-    key = tune_key(bound, args)
+    used, phases, key = EnergyUse(meter), Phases(), tune_key(bound, args)
+    metered = meter if objective != "time" else None
     with (
         TuningDB(db_path(settings), check=True) as db,
-        Benchmarker(
-            bound,
-            args,
-            workers=workers,
-            timeout_s=settings.autotune_timeout_s,
-            phases=phases,
-            meter=meter if objective != "time" else None,
-        ) as bench,
+        _benchmarker(bound, args, settings, workers, phases, metered) as bench,
     ):
         with phases.timed("plan"):
             preset, learned = _plan(db, key, bound, settings, effort, search)
         name = search or settings.autotune_search or preset.search
         seconds = budget_s or settings.autotune_budget_s or preset.max_seconds
-        searching = seconds * (1 - RETIME_SHARE) if bench.on_gpu else seconds
-        budget = Budget(max_configs or preset.max_configs, searching, started=started)
+        budget = _search_budget(bench, seconds, max_configs or preset.max_configs, started)
         bench.deadline = None if configs else budget.deadline()
         with TuneProgress(bound.src.tree.name, name, budget, settings, bench.on_gpu) as shown:
-            unrecorded: list[str] = []
-
-            def evaluate(batch: list[Config]) -> list[Trial]:
-                with phases.timed("measure"):
-                    trials = bench(batch)
-                for trial in trials:
-                    trial.objective = objective
-                measured = [t for t in trials if t.status != SKIPPED]
-                try:
-                    db.record_for(key, measured, bound.src.tree.name, name)
-                except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
-                    if not unrecorded:
-                        warnings.warn(f"tilecraft: trials not recorded: {e}", TuningDBWarning, 2)
-                    unrecorded.append(str(e))
-                shown.update(trials)
-                return trials
-
-            if configs:
-                trials = evaluate(configs)
-            else:
-                seed = settings.autotune_seed if seed is None else seed
-                runner = _search(
-                    name, bound, settings, db, key, bench, evaluate, budget, seed, learned
-                )
-                with phases.timed("search"):
-                    runner.run()
-                phases["search"] -= phases.get("measure", 0.0)  # its own thinking only
-                trials = runner.trials
+            run = _Run(bound, settings, db, key, bench, phases, objective, name, shown)
+            trials = _trials(run, configs, budget, seed, learned)
             bench.deadline = None if configs else started + seconds  # the re-timing's share
-            quick = name == "predict"
-            best = _choose(bench, trials, bound.default_config, objective, quick=quick)
-            if best.time_ms is not None:
-                _keep(db, best_key(key, objective), best, settings, objective != "time")
+            best = _winner(run, trials)
             tuning_j = used.joules()
             phases["total"] = time.monotonic() - started
             shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
@@ -239,28 +201,99 @@ def autotune(
     return best.config
 
 
-def _search(
-    name: str,
+@dataclass
+class _Run:
+    """One tuning run's parts, which its steps share."""
+
+    bound: BoundKernel
+    settings: Settings
+    db: TuningDB
+    key: TuneKey
+    bench: Benchmarker
+    phases: Phases
+    objective: str
+    search: str  # the search's name
+    shown: TuneProgress
+    unrecorded: list[str] = dataclasses.field(default_factory=list)  # database errors
+
+    def evaluate(self, batch: list[Config]) -> list[Trial]:
+        """Measure `batch`, record its trials in the tuning database and show them."""
+        with self.phases.timed("measure"):
+            trials = self.bench(batch)
+        for trial in trials:
+            trial.objective = self.objective
+        measured = [t for t in trials if t.status != SKIPPED]
+        try:
+            self.db.record_for(self.key, measured, self.bound.src.tree.name, self.search)
+        except sqlite3.Error as e:  # a full disk or a lock must not stop the tuning
+            if not self.unrecorded:
+                warnings.warn(f"tilecraft: trials not recorded: {e}", TuningDBWarning, 2)
+            self.unrecorded.append(str(e))
+        self.shown.update(trials)
+        return trials
+
+
+def _benchmarker(
     bound: BoundKernel,
+    args: tuple,
     settings: Settings,
-    db: TuningDB,
-    key: TuneKey,
-    bench: Benchmarker,
-    evaluate: Callable[[list[Config]], list[Trial]],
+    workers: int,
+    phases: Phases,
+    meter: EnergyMeter | None,
+) -> Benchmarker:
+    """The benchmarker of the run (reading energy from `meter`, None for time alone)."""
+    timeout_s = settings.autotune_timeout_s
+    return Benchmarker(
+        bound, args, workers=workers, timeout_s=timeout_s, phases=phases, meter=meter
+    )
+
+
+def _search_budget(bench: Benchmarker, seconds: float, configs: int, started: float) -> Budget:
+    """The search's share of the run's `seconds` (on a GPU, the rest re-times the leaders)."""
+    searching = seconds * (1 - RETIME_SHARE) if bench.on_gpu else seconds
+    return Budget(configs, searching, started=started)
+
+
+def _trials(
+    run: _Run,
+    configs: list[Config] | None,
     budget: Budget,
-    seed: int,
+    seed: int | None,
     learned: dict[str, Any],
-) -> Any:
-    """The search `name` over the kernel's config space, seeded with the database's best
+) -> list[Trial]:
+    """The trials of the given `configs`, or else of the run's search under `budget`."""
+    if configs:
+        return run.evaluate(configs)
+    seed = run.settings.autotune_seed if seed is None else seed
+    runner = _search(run, budget, seed, learned)
+    with run.phases.timed("search"):
+        runner.run()
+    run.phases["search"] -= run.phases.get("measure", 0.0)  # its own thinking only
+    return runner.trials
+
+
+def _winner(run: _Run, trials: list[Trial]) -> Trial:
+    """The best of `trials` (re-timed on a GPU), stored as the kernel's best config."""
+    quick = run.search == "predict"
+    best = _choose(run.bench, trials, run.bound.default_config, run.objective, quick=quick)
+    if best.time_ms is not None:
+        key = best_key(run.key, run.objective)
+        _keep(run.db, key, best, run.settings, run.objective != "time")
+    return best
+
+
+def _search(run: _Run, budget: Budget, seed: int, learned: dict[str, Any]) -> Any:
+    """The run's search over the kernel's config space, seeded with the database's best
     configs of other shapes and the heuristics' picks, learning from `learned` (the cost
     model and the kernel's description)."""
+    bound, bench, db, key = run.bound, run.bench, run.db, run.key
     space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
     seeds = _readable(lambda: _seeds(db, key, space)) + heuristic_seeds(space)
     retime = bench.retime if bench.on_gpu else None
     entries = _readable(lambda: closest_entries(db, key))
-    context = LLMContext(bound, settings, entries, retime=retime)
+    context = LLMContext(bound, run.settings, entries, retime=retime)
     return make_search(
-        name, space, evaluate, budget, seed=seed, seeds=seeds, context=context, **learned
+        run.search, space, run.evaluate, budget, seed=seed, seeds=seeds, context=context, **learned
     )
 
 
@@ -342,7 +375,7 @@ def _readable(read: Callable[[], list[Any]]) -> list[Any]:
     try:
         return read()
     except sqlite3.Error as e:
-        warnings.warn(f"tilecraft: tuning database unreadable ({e})", TuningDBWarning, 3)
+        warnings.warn(f"tilecraft: tuning database unreadable ({e})", TuningDBWarning, 4)
         return []
 
 
@@ -358,7 +391,7 @@ def _keep(
             f"tilecraft: {db.path} was removed during tuning; this run's trials are lost,"
             " its winner is stored anew",
             TuningDBWarning,
-            3,
+            4,
         )
         target = TuningDB(db_path(settings))
     try:
@@ -368,7 +401,7 @@ def _keep(
         warnings.warn(
             f"tilecraft: the winner could not be stored ({e}); this process keeps it in memory",
             TuningDBWarning,
-            3,
+            4,
         )
         stored = False
     finally:

@@ -20,8 +20,10 @@ def is_rolled(block: Block) -> bool:
 def needs_mask(block: Block) -> bool:
     if block.kind == "grid":
         return False
+    if block.dynamic:  # unless its bounds are proven multiples of its size (frontend/facts)
+        return not block.aligned
     # an empty dim still has a block of one lane, which must touch nothing
-    return block.dynamic or block.extent == 0 or block.extent % (block.fixed_size or 1) != 0
+    return block.extent == 0 or block.extent % (block.fixed_size or 1) != 0
 
 
 def expand(expr: str, rank: int, pos: int, width: int = 1) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilecraft.exc import InvalidConfig
+from tilecraft.frontend.facts import UNKNOWN
 from tilecraft.ir.types import Block
 
 DYNAMIC_EXTENT_HINT = 4096  # assumed trip range of a loop with device-computed bounds
@@ -99,9 +100,13 @@ class BlockTable:
         self.blocks[block.id] = block
         return block
 
-    def tile(self, begin: Any, end: Any, inner: bool, block_size: Any) -> Block:
+    def tile(
+        self, begin: Any, end: Any, inner: bool, block_size: Any, facts: tuple = (UNKNOWN,) * 2
+    ) -> Block:
+        """The block of a tile loop; `facts` are its bounds' (frontend/facts) when they are
+        computed on the device."""
         if not isinstance(begin, int) or not isinstance(end, int):
-            return self._dynamic_tile(begin, end, block_size)
+            return self._dynamic_tile(begin, end, block_size, facts)
         extent = max(end - begin, 0)
         if isinstance(block_size, BlockSizeInt):
             return self.registered_block(block_size, begin, extent)
@@ -116,8 +121,9 @@ class BlockTable:
             kind="tile", extent=extent, begin=begin, fixed_size=size, config_index=index
         )
 
-    def _dynamic_tile(self, begin: Any, end: Any, block_size: Any) -> Block:
-        """A tile loop whose bounds are scalar values computed on the device."""
+    def _dynamic_tile(self, begin: Any, end: Any, block_size: Any, facts: tuple) -> Block:
+        """A tile loop whose bounds are scalar values computed on the device: aligned when
+        both are multiples of its block size (`facts`: what is proven about them)."""
         names = [v if isinstance(v, int) else v.name for v in (begin, end)]
         hint = DYNAMIC_EXTENT_HINT
         config_index: int | None
@@ -134,6 +140,8 @@ class BlockTable:
             config_index=config_index,
             begin_value=str(names[0]),
             end_value=str(names[1]),
+            aligned=all(f.multiple % size == 0 for f in facts),
+            bounds=(facts[0].low, facts[1].high),
         )
 
     def registered_block(

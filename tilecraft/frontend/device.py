@@ -182,7 +182,10 @@ class DeviceCompiler(Loops, Operators):
 
     def _is_named(self, value: Value) -> bool:
         bound = [*self.env.values(), *self.host_values.values()]
-        return any(v is value for v in bound)
+        # a tuple's items too: a tuple carried across a loop holds the loop's results, whose
+        # names the generated code gives them (unpacking the tuple must not rename them)
+        items = [x for v in bound if isinstance(v, tuple) for x in v]
+        return any(v is value for v in (*bound, *items))
 
     # -- expressions --------------------------------------------------------------
     def expr(self, node: ast.expr) -> Any:

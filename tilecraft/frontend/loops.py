@@ -18,6 +18,7 @@ from tilecraft.exc import (
     UnsupportedSyntax,
 )
 from tilecraft.frontend import flow, jagged
+from tilecraft.frontend.facts import facts_of
 from tilecraft.frontend.refs import TileRef
 from tilecraft.ir.nodes import Carried, Loop, Value
 
@@ -110,14 +111,19 @@ class Loops:
         self._body(node.body)
         if jagged_parent is not None:
             del self.b.jagged[blocks[0][0]]
+        self._check_tuples(carried)
         for c in carried:
             c.final = self._carried_final(c)
         body = self.b.bodies.pop()
         self.b.add(Loop(order, body, carried, self.src.loc(node), index))
         self.env = saved
         for c in carried:
-            c.out = Value(c.param.type, c.param.name)
+            # the result is the carried variable itself, so that naming it (an inlined
+            # helper's loop result assigned in its caller) renames the variable everywhere
+            c.out = c.param
             self.env[c.name] = c.out
+        for name, items in _tuples(carried).items():
+            self.env[name] = tuple(c.out for c in items)
 
     def _carried(self, node: ast.For) -> list[Carried]:
         assigned = {
@@ -133,10 +139,30 @@ class Loops:
                 param = Value(init.type, self.b.fresh(name))
                 carried.append(Carried(name, init, param))
                 self.env[name] = param
+            elif _holds_tiles(init):  # a tuple of tiles: each one carried on its own
+                if not isinstance(init, tuple) or not all(isinstance(v, Value) for v in init):
+                    raise UnsupportedSyntax(
+                        f"`{name}`, updated in the loop, holds tiles: make it a tile or a tuple"
+                        " of tiles (each is then carried across iterations)"
+                    )
+                params = tuple(Value(v.type, self.b.fresh(name)) for v in init)
+                items = zip(init, params, strict=True)
+                carried += [Carried(name, v, p, item=i) for i, (v, p) in enumerate(items)]
+                self.env[name] = params
         return carried
+
+    def _check_tuples(self, carried: list[Carried]) -> None:
+        for name, items in _tuples(carried).items():
+            final = self.env.get(name)
+            if not isinstance(final, tuple) or len(final) != len(items):
+                raise UnsupportedSyntax(
+                    f"`{name}` must stay a tuple of {len(items)} tiles across loop iterations"
+                )
 
     def _carried_final(self, c: Carried) -> Value:
         final = self.env.get(c.name)
+        if c.item is not None:  # a tuple of as many items (checked in _check_tuples)
+            final = self.env[c.name][c.item]
         if not isinstance(final, Value):
             raise UnsupportedSyntax(f"`{c.name}` must stay a tile across loop iterations")
         if final.type.dims != c.param.type.dims:
@@ -161,7 +187,8 @@ class Loops:
             if fn is lang.grid:
                 blk = self.table.grid(lo, hi)
             else:
-                blk = self.table.tile(lo, hi, inner, size)
+                facts = tuple(facts_of(x, self.b.bodies, self.table.blocks) for x in (lo, hi))
+                blk = self.table.tile(lo, hi, inner, size, facts)
             out.append((blk.id, fn is lang.grid))
         out = out if multi else out[:1]
         ids = [blk for blk, _ in out]
@@ -192,6 +219,22 @@ class Loops:
 
     def _grid_index(self, block: int) -> Value:
         return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+
+
+def _holds_tiles(value: Any) -> bool:
+    """Whether a tuple or list holds a tile (at any depth)."""
+    if isinstance(value, (tuple, list)):
+        return any(isinstance(v, Value) or _holds_tiles(v) for v in value)
+    return False
+
+
+def _tuples(carried: list[Carried]) -> dict[str, list[Carried]]:
+    """The tuple variables among the carried ones, with their items in order."""
+    found: dict[str, list[Carried]] = {}
+    for c in carried:
+        if c.item is not None:
+            found.setdefault(c.name, []).append(c)
+    return found
 
 
 def static_range(args: list[Any], kwargs: dict[str, Any]) -> range:

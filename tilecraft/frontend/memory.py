@@ -282,7 +282,10 @@ class MemoryLowering:
 
 def _inside(block: Block, size: int) -> bool:
     """Whether every position of `block` lies in a dim of length `size`."""
-    return not block.dynamic and block.begin >= 0 and block.end <= size
+    if block.dynamic:  # device-computed bounds, inside the dim if proven so (frontend/facts)
+        low, high = block.bounds or (None, None)
+        return low is not None and high is not None and low >= 0 and high <= size
+    return block.begin >= 0 and block.end <= size
 
 
 EVICTION_POLICIES = {"": None, "first": "evict_first", "last": "evict_last"}

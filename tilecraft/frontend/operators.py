@@ -91,6 +91,8 @@ class Operators:
         )
 
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
+        if pyop is ast.Add and _sequences(left, right):
+            return left + right  # tiles gathered in a list, as an unrolled loop builds one
         if on_device([left, right], {}):
             left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
@@ -151,3 +153,8 @@ def py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
     if isinstance(op, ast.In):
         return left in right
     return left not in right
+
+
+def _sequences(left: Any, right: Any) -> bool:
+    """Whether `left + right` joins two lists (or two tuples), of values or not."""
+    return isinstance(left, (list, tuple)) and type(left) is type(right)

@@ -146,13 +146,15 @@ class Op:
 
 @dataclass(eq=False)
 class Carried:
-    """A variable updated inside a device loop: `init` before, `final` after each trip."""
+    """A variable updated inside a device loop: `init` before, `final` after each trip;
+    `item`: its position in the variable when that is a tuple of tiles (each carried alone)."""
 
     name: str
     init: Value
     param: Value
     final: Value | None = None
     out: Value | None = None
+    item: int | None = None
 
 
 @dataclass(eq=False)

@@ -44,6 +44,10 @@ class Block:
     begin_value: str | None = None  # a tile loop bounded by values computed on the device
     end_value: str | None = None
     label: str = ""  # the user's name for it (a loop variable), for error messages
+    # of a loop with device-computed bounds: both bounds are multiples of the block size on
+    # every run (no tile stops short, so no mask), and static bounds of its positions
+    aligned: bool = False
+    bounds: tuple[int | None, int | None] | None = None
 
     @property
     def end(self) -> int:

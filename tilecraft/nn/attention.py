@@ -16,7 +16,13 @@ The forward walks over key/value tiles keeping the running row maximum and denom
 each row's log-sum-exp (base 2) for the backward. Causal programs stop at their last query:
 the key loop's end comes from the query tile, so tiles above the diagonal are never read;
 and only the tiles on the diagonal pay for the causal mask (a first loop, unmasked, covers
-the keys before the query tile; the backward passes split their loops the same way).
+the keys before the query tile; the backward passes split their loops the same way). That
+first loop's bounds (0 and the query tile's start) are multiples of the key tile when it
+divides the query tile (and there are no more queries than keys), which the compiler proves
+(frontend/facts.py): its tiles then have no bounds mask either, and may read through tensor
+descriptors. With a sliding window the keys before the query tile (forward and dQ) split
+once more: the window's lower edge (masked) and the keys every query of the tile sees
+(unmasked); dK and dV's queries past the key tile likewise.
 The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
 looping over the query heads of its kv head and their query tiles), then dQ (one program
 per query tile, looping over key tiles), with no atomics.
@@ -24,7 +30,7 @@ per query tile, looping over key tiles), with no atomics.
 What the tuner may choose (each kernel's ConfigSpace): the query and key tile sizes, warps,
 stages (per kernel and per key loop), tensor-descriptor (TMA) reads through `indexing`
 (taken where a read is a plain block of the tensor: not for grouped heads' gathered kv rows
-nor the keys of a causal loop, whose end is computed on the device), and persistent
+nor the keys of a loop whose bounds are not proven multiples of its tile), and persistent
 programs through `pid_type`. Variable-length batches are in `tilecraft.nn.varlen`.
 """
 
@@ -93,6 +99,18 @@ def _softmax_step(
     return m_ij, l_i * alpha + torch.sum(p, -1), acc
 
 
+def _attend(state: tuple, reads: tuple, tile_n: Any, qk_scale: float, *flags: Any) -> tuple:
+    """The forward's online softmax `state` (row maximum, denominator, output) after one
+    more key tile; `reads`: the query tile, the key, value and bias (or None) rows, the kv
+    row, the query row and tile; `flags` as `_mask` takes them."""
+    query, k_rows, v_rows, bias_rows, kv, tile_bh, tile_m = reads
+    key = k_rows[kv, tile_n, :].squeeze(0)
+    bias_tile = None if bias_rows is None else bias_rows[tile_bh, tile_m, tile_n].squeeze(0)
+    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
+    m_i, l_i, acc = state
+    return _softmax_step(m_i, l_i, acc, scores, v_rows[kv, tile_n, :].squeeze(0))
+
+
 def _score_grads(
     d_o: Any, value: Any, scores: torch.Tensor, row_lse: torch.Tensor, row_delta: torch.Tensor
 ) -> torch.Tensor:
@@ -158,26 +176,183 @@ def attention_forward(
         l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         query = q_rows[tile_bh, tile_m, :].squeeze(0)
+        state = (m_i, l_i, acc)
+        reads = (query, k_rows, v_rows, bias_rows if has_bias else None, kv, tile_bh, tile_m)
         end = min(tile_m.end, n) if causal else n
-        # a sliding window starts past the keys that every query of the tile has left behind
-        start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
-        if causal and window == 0:  # keys before the tile's first query: seen by all of it
-            for tile_n in tc.tile(0, min(tile_m.begin, n)):
-                key = k_rows[kv, tile_n, :].squeeze(0)
-                bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
-                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
-                value = v_rows[kv, tile_n, :].squeeze(0)
-                m_i, l_i, acc = _softmax_step(m_i, l_i, acc, scores, value)
-            start = min(tile_m.begin, n)  # the masked loop covers the diagonal only
+        start = 0
+        if causal:
+            diagonal = min(tile_m.begin, n)  # the keys before the tile's first query
+            full = 0  # from here on, every query of the tile sees the keys up to `diagonal`
+            if window > 0:  # a window's keys: seen by all from `window - 1` before its last
+                full = min(max(tile_m.begin + tile_m.block_size - window, 0), diagonal)
+                # the window's lower edge, past the keys every query has left behind: masked
+                for tile_n in tc.tile(max(tile_m.begin - window + 1, 0), full):
+                    state = _attend(state, reads, tile_n, qk_scale, *masking)
+            for tile_n in tc.tile(full, diagonal):  # no mask
+                state = _attend(state, reads, tile_n, qk_scale, False, 0)
+            start = diagonal  # the masked loop covers the diagonal only
         for tile_n in tc.tile(start, end):
-            key = k_rows[kv, tile_n, :].squeeze(0)
-            bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
-            scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-            value = v_rows[kv, tile_n, :].squeeze(0)
-            m_i, l_i, acc = _softmax_step(m_i, l_i, acc, scores, value)
+            state = _attend(state, reads, tile_n, qk_scale, *masking)
+        m_i, l_i, acc = state
         out[tile_bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[None, :, :]
         lse[tile_bh, tile_m] = (m_i + torch.log2(l_i))[None, :]
     return out.view(q.size()), lse.view([batch, heads, m])
+
+
+def _flat_heads(head_dim: int, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """Each `(batch, heads, rows, head_dim)` tensor as `(batch * heads, rows, head_dim)`."""
+    return [t.reshape([t.size(0) * t.size(1), t.size(2), head_dim]) for t in tensors]
+
+
+def _add_key_grads(
+    dk_acc: torch.Tensor,
+    dv_acc: torch.Tensor,
+    key: Any,
+    value: Any,
+    reads: tuple,
+    rows: Any,
+    tile_m: Any,
+    tile_n: Any,
+    qk_scale: float,
+    *flags: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A key tile's dK and dV sums after the query tile `tile_m` of the (batch * heads)
+    rows `rows`; `reads` holds the query, output-gradient, bias (None without one),
+    log-sum-exp and delta rows, `flags` what `_mask` takes."""
+    q_rows, do_rows, bias_rows, lse_rows, delta = reads
+    query = q_rows[rows, tile_m, :].squeeze(0)
+    d_o = do_rows[rows, tile_m, :].squeeze(0)
+    bias_tile = None if bias_rows is None else bias_rows[rows, tile_m, tile_n].squeeze(0)
+    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
+    terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
+    return _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
+
+
+def _add_query_grad(
+    dq_acc: torch.Tensor,
+    query: Any,
+    d_o: Any,
+    terms: tuple,
+    reads: tuple,
+    q_row: Any,
+    kv: Any,
+    tile_m: Any,
+    tile_n: Any,
+    qk_scale: float,
+    *flags: Any,
+) -> torch.Tensor:
+    """A query tile's dQ sum after the key tile `tile_n`, storing the scores' gradient as
+    the bias's (this program owns its rows); `terms` are the rows' log-sum-exp and delta,
+    `reads` the key, bias (None without one), value and bias-gradient rows, `q_row` and `kv`
+    the query's and the key's (batch * heads) rows, `flags` what `_mask` takes."""
+    k_rows, bias_rows, v_rows, grad_bias = reads
+    key = k_rows[kv, tile_n, :].squeeze(0)
+    bias_tile = None if bias_rows is None else bias_rows[q_row, tile_m, tile_n].squeeze(0)
+    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
+    ds = _score_grads(d_o, v_rows[kv, tile_n, :].squeeze(0), scores, *terms)
+    if bias_rows is not None:
+        grad_bias[q_row, tile_m, tile_n] = ds[None, :, :]
+    return torch.addmm(dq_acc, ds.to(key.dtype), key)
+
+
+def _key_program(
+    tile_kv: Any,
+    tile_n: Any,
+    ins: tuple,
+    outs: tuple,
+    sizes: tuple[int, int, int, int],
+    qk_scale: float,
+    scale: float,
+    *flags: Any,
+) -> None:
+    """One program of the dK, dV pass: key tile `tile_n` of the (batch * kv_heads) row
+    `tile_kv`, summed over the queries of every head that reads it, stored into `outs`
+    (dK, dV). `ins` holds the key, value, query, output-gradient, bias (None without one),
+    log-sum-exp and delta rows, `sizes` (heads, kv_heads, queries, head_dim), `flags` what
+    `_mask` takes."""
+    k_rows, v_rows, q_rows, do_rows, bias_rows, lse_rows, delta = ins
+    heads, kv_heads, m, head_dim = sizes
+    causal, window = flags
+    key = k_rows[tile_kv, tile_n, :].squeeze(0)
+    value = v_rows[tile_kv, tile_n, :].squeeze(0)
+    dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+    dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+    start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
+    # a sliding window: queries `window - 1` past the tile's last key see none of it
+    stop = min(tile_n.end + window - 1, m) if window > 0 else m
+    # causal: a query tile past the key tile sees all of it (up to the window's edge, before
+    # the queries `window` past the tile's first key), so only the query tiles on the
+    # diagonal (and on the window's edge) loop with the mask
+    diagonal_end = min(tile_n.end, m) if causal else stop
+    full_end = min(max(tile_n.begin + window, diagonal_end), m) if window > 0 else m
+    reads = (q_rows, do_rows, bias_rows, lse_rows, delta)
+    for g in range(heads // kv_heads):
+        rows = tile_kv if heads == kv_heads else _q_rows(tile_kv.index, heads, kv_heads, g)
+        for tile_m in tc.tile(start, diagonal_end):
+            dk_acc, dv_acc = _add_key_grads(
+                dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
+            )
+        if causal:  # the queries past the key tile (within the window), unmasked
+            for tile_m in tc.tile(diagonal_end, full_end):
+                dk_acc, dv_acc = _add_key_grads(
+                    dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, False, 0
+                )
+            if window > 0:  # the window's edge: masked
+                for tile_m in tc.tile(full_end, stop):
+                    dk_acc, dv_acc = _add_key_grads(
+                        dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
+                    )
+    dk, dv = outs
+    dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)[None, :, :]
+    dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)[None, :, :]
+
+
+def _query_program(
+    tile_bh: Any,
+    tile_m: Any,
+    ins: tuple,
+    outs: tuple,
+    sizes: tuple[int, int, int, int],
+    qk_scale: float,
+    scale: float,
+    *flags: Any,
+) -> None:
+    """One program of the dQ pass: query tile `tile_m` of the (batch * heads) row `tile_bh`,
+    over the key tiles it attends to, stored into `outs` (dBias, None without a bias, and
+    dQ). `ins` holds the query, output-gradient, log-sum-exp, delta, key, bias (None without
+    one) and value rows, `sizes` (heads, kv_heads, keys, head_dim), `flags` what `_mask`
+    takes."""
+    q_rows, do_rows, lse_rows, delta, k_rows, bias_rows, v_rows = ins
+    grad_bias, dq = outs
+    heads, kv_heads, n, head_dim = sizes
+    causal, window = flags
+    kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
+    query = q_rows[tile_bh, tile_m, :].squeeze(0)
+    d_o = do_rows[tile_bh, tile_m, :].squeeze(0)
+    terms = (lse_rows[tile_bh, tile_m].squeeze(0), delta[tile_bh, tile_m].squeeze(0))
+    reads = (k_rows, bias_rows, v_rows, grad_bias)
+    dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
+    end = min(tile_m.end, n) if causal else n
+    start = 0
+    if causal:  # the forward's split: the window's edge, the keys all queries see, then
+        diagonal = min(tile_m.begin, n)  # the diagonal
+        full = 0
+        if window > 0:
+            full = min(max(tile_m.begin + tile_m.block_size - window, 0), diagonal)
+            for tile_n in tc.tile(max(tile_m.begin - window + 1, 0), full):
+                dq_acc = _add_query_grad(
+                    dq_acc, query, d_o, terms, reads, tile_bh, kv, tile_m, tile_n, qk_scale, *flags
+                )
+        for tile_n in tc.tile(full, diagonal):  # no mask
+            dq_acc = _add_query_grad(
+                dq_acc, query, d_o, terms, reads, tile_bh, kv, tile_m, tile_n, qk_scale, False, 0
+            )
+        start = diagonal  # the masked loop covers the diagonal only
+    for tile_n in tc.tile(start, end):
+        dq_acc = _add_query_grad(
+            dq_acc, query, d_o, terms, reads, tile_bh, kv, tile_m, tile_n, qk_scale, *flags
+        )
+    dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)[None, :, :]
 
 
 @tc.kernel
@@ -200,12 +375,9 @@ def attention_backward(
     batch, heads, m, _ = q.size()
     kv_heads, n = k.size(1), k.size(2)
     head_dim = tc.specialize(q.size(3))
-    q_rows = q.reshape([batch * heads, m, head_dim])
-    k_rows = k.reshape([batch * kv_heads, n, head_dim])
-    v_rows = v.reshape([batch * kv_heads, n, head_dim])
-    do_rows = grad_out.reshape([batch * heads, m, head_dim])
+    q_rows, k_rows, v_rows, do_rows = _flat_heads(head_dim, q, k, v, grad_out)
     lse_rows = lse.reshape([batch * heads, m])
-    bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
+    bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else None
     bias_size = [batch * heads, m, n] if has_bias else [0]
     grad_bias = torch.zeros(bias_size, dtype=torch.float32, device=q.device)
     # delta = rowsum(dO * O), the softmax backward's per-row term, read by both passes: its
@@ -214,76 +386,22 @@ def attention_backward(
     delta = delta_flat.view(batch * heads, m)
     do_flat = grad_out.reshape([batch * heads * m, head_dim])
     o_flat = out.reshape([batch * heads * m, head_dim])
-    dq = torch.empty_like(q_rows)
-    dk = torch.empty_like(k_rows)
-    dv = torch.empty_like(v_rows)
-    masking = (causal, window)  # what `_mask` needs beyond the tiles
+    dq, dk, dv = (torch.empty_like(t) for t in (q_rows, k_rows, v_rows))
     qk_scale = scale * LOG2E
     for tile_r in tc.tile(batch * heads * m):
         d_o = do_flat[tile_r, :].to(torch.float32)
         delta_flat[tile_r] = torch.sum(d_o * o_flat[tile_r, :].to(torch.float32), -1)
-    # causal without a window: a query tile past a key tile (or a key tile before a query
-    # tile) sees all of it, so only the tiles on the diagonal loop with the mask
-    split = causal and window == 0
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
-        key = k_rows[tile_kv, tile_n, :].squeeze(0)
-        value = v_rows[tile_kv, tile_n, :].squeeze(0)
-        dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
-        dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
-        start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
-        # a sliding window: queries `window - 1` past the tile's last key see none of it
-        stop = min(tile_n.end + window - 1, m) if window > 0 else m
-        diagonal_end = min(tile_n.end, m) if split else stop
-        for g in range(heads // kv_heads):
-            rows = tile_kv if heads == kv_heads else _q_rows(tile_kv.index, heads, kv_heads, g)
-            for tile_m in tc.tile(start, diagonal_end):
-                query = q_rows[rows, tile_m, :].squeeze(0)
-                d_o = do_rows[rows, tile_m, :].squeeze(0)
-                bias_tile = bias_rows[rows, tile_m, tile_n].squeeze(0) if has_bias else None
-                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-                terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
-                dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
-            if split:  # the queries past the key tile, unmasked
-                for tile_m in tc.tile(diagonal_end, m):
-                    query = q_rows[rows, tile_m, :].squeeze(0)
-                    d_o = do_rows[rows, tile_m, :].squeeze(0)
-                    bias_tile = bias_rows[rows, tile_m, tile_n].squeeze(0) if has_bias else None
-                    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
-                    terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
-                    dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
-        dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)[None, :, :]
-        dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)[None, :, :]
+        key_ins = (k_rows, v_rows, q_rows, do_rows, bias_rows, lse_rows, delta)
+        sizes = (heads, kv_heads, m, head_dim)
+        _key_program(tile_kv, tile_n, key_ins, (dk, dv), sizes, qk_scale, scale, causal, window)
     # dQ: a program per query tile, over the key tiles it attends to
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
-        query = q_rows[tile_bh, tile_m, :].squeeze(0)
-        d_o = do_rows[tile_bh, tile_m, :].squeeze(0)
-        terms = (lse_rows[tile_bh, tile_m].squeeze(0), delta[tile_bh, tile_m].squeeze(0))
-        dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
-        end = min(tile_m.end, n) if causal else n
-        # a sliding window starts past the keys that every query of the tile has left behind
-        start = max(tile_m.begin - window + 1, 0) if window > 0 else 0
-        if split:  # the keys before the query tile, unmasked
-            for tile_n in tc.tile(0, min(tile_m.begin, n)):
-                key = k_rows[kv, tile_n, :].squeeze(0)
-                bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
-                scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, False, 0)
-                value = v_rows[kv, tile_n, :].squeeze(0)
-                ds = _score_grads(d_o, value, scores, *terms)
-                if has_bias:  # the bias's gradient is the scores': this program owns the rows
-                    grad_bias[tile_bh, tile_m, tile_n] = ds[None, :, :]
-                dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
-            start = min(tile_m.begin, n)
-        for tile_n in tc.tile(start, end):
-            key = k_rows[kv, tile_n, :].squeeze(0)
-            bias_tile = bias_rows[tile_bh, tile_m, tile_n].squeeze(0) if has_bias else None
-            scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *masking)
-            ds = _score_grads(d_o, v_rows[kv, tile_n, :].squeeze(0), scores, *terms)
-            if has_bias:
-                grad_bias[tile_bh, tile_m, tile_n] = ds[None, :, :]
-            dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
-        dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)[None, :, :]
+        query_ins = (q_rows, do_rows, lse_rows, delta, k_rows, bias_rows, v_rows)
+        outs = (grad_bias if has_bias else None, dq)
+        sizes = (heads, kv_heads, n, head_dim)
+        _query_program(tile_bh, tile_m, query_ins, outs, sizes, qk_scale, scale, causal, window)
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
 

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 import tilecraft as tc
-from tilecraft.nn.attention import LOG2E
+from tilecraft.nn.attention import LOG2E, _key_grads, _score_grads
 
 
 def _positions(cu: torch.Tensor, b: int, tile: Any, width: int, head: Any, past: int) -> Any:
@@ -32,11 +32,25 @@ def _positions(cu: torch.Tensor, b: int, tile: Any, width: int, head: Any, past:
     return torch.where(inside, (start + tile.index) * width + head, past), inside
 
 
+def _head_rows(head_dim: int, *tensors: torch.Tensor) -> list[torch.Tensor]:
+    """Each `(rows, heads, head_dim)` tensor as `(rows * heads, head_dim)` (a view)."""
+    return [t.reshape([t.size(0) * t.size(1), head_dim]) for t in tensors]
+
+
 def _scores(
-    query: Any, key: Any, qk_scale: float, keep: Any, tile_m: Any, tile_n: Any, causal: bool
+    query: Any,
+    key: Any,
+    qk_scale: float,
+    valid: Any,
+    keep_n: Any,
+    tile_m: Any,
+    tile_n: Any,
+    causal: bool,
 ) -> Any:
-    """Base-2 scores of a query tile against a key tile, -inf outside `keep` and (causal)
-    for keys after their query."""
+    """Base-2 scores of a query tile against a key tile, -inf for the queries not `valid`
+    and the keys not `keep_n` (those past their sequence) and (causal) for keys after their
+    query."""
+    keep = valid[:, None] & keep_n[None, :]
     scores = torch.mm(query, key.T, torch.float32) * qk_scale
     if causal:
         keep = keep & (tile_n.index[None, :] <= tile_m.index[:, None])
@@ -64,9 +78,7 @@ def attention_varlen_forward(
     head_dim = tc.specialize(q.size(2))
     batch = cu_q.size(0) - 1
     group = heads // kv_heads
-    q_rows = q.reshape([total_q * heads, head_dim])
-    k_rows = k.reshape([total_k * kv_heads, head_dim])
-    v_rows = v.reshape([total_k * kv_heads, head_dim])
+    q_rows, k_rows, v_rows = _head_rows(head_dim, q, k, v)
     out = torch.empty_like(q)
     out_rows = out.view(total_q * heads, head_dim)
     lse = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
@@ -82,8 +94,8 @@ def attention_varlen_forward(
         end = min(tile_m.end, k_len) if causal else k_len
         for tile_n in tc.tile(0, end):
             cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, total_k * kv_heads)
-            keep = valid[:, None] & keep_n[None, :]
-            scores = _scores(query, k_rows[cols, :], qk_scale, keep, tile_m, tile_n, causal)
+            key = k_rows[cols, :]
+            scores = _scores(query, key, qk_scale, valid, keep_n, tile_m, tile_n, causal)
             m_ij = torch.maximum(m_i, torch.amax(scores, -1))
             p = torch.exp2(scores - m_ij[:, None])
             alpha = torch.exp2(m_i - m_ij)
@@ -94,6 +106,83 @@ def attention_varlen_forward(
         out_rows[rows, :] = (acc / l_i[:, None]).to(out.dtype)
         lse[rows] = m_i + torch.log2(l_i)
     return out, lse.view(total_q, heads)
+
+
+def _key_program(
+    tile_b: Any,
+    tile_h: Any,
+    tile_n: Any,
+    ins: tuple,
+    outs: tuple,
+    sizes: tuple[int, ...],
+    qk_scale: float,
+    scale: float,
+    causal: bool,
+) -> None:
+    """One program of the dK, dV pass: key tile `tile_n` of sequence `tile_b` and kv head
+    `tile_h`, summed over the queries of every head of its group, stored into `outs` (dK
+    and its rows, dV and its rows). `ins` holds the key offsets, key and value rows, query
+    offsets, query, output-gradient, log-sum-exp and delta rows; `sizes` (heads, kv_heads,
+    group, head_dim, past_q, past_k)."""
+    cu_k, k_rows, v_rows, cu_q, q_rows, do_rows, lse_rows, delta = ins
+    heads, kv_heads, group, head_dim, past_q, past_k = sizes
+    b = tile_b.begin
+    cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, tile_h.begin, past_k)
+    key = k_rows[cols, :]
+    value = v_rows[cols, :]
+    dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+    dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
+    q_len = cu_q[b + 1] - cu_q[b]
+    start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
+    for g in range(group):
+        for tile_m in tc.tile(start, q_len):
+            head = tile_h.begin * group + g
+            rows, valid = _positions(cu_q, b, tile_m, heads, head, past_q)
+            query = q_rows[rows, :]
+            d_o = do_rows[rows, :]
+            scores = _scores(query, key, qk_scale, valid, keep_n, tile_m, tile_n, causal)
+            terms = (lse_rows[rows], delta[rows])
+            dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
+    dk, dk_rows, dv, dv_rows = outs
+    dk_rows[cols, :] = (dk_acc * scale).to(dk.dtype)
+    dv_rows[cols, :] = dv_acc.to(dv.dtype)
+
+
+def _query_program(
+    tile_b: Any,
+    tile_h: Any,
+    tile_m: Any,
+    ins: tuple,
+    outs: tuple,
+    sizes: tuple[int, ...],
+    qk_scale: float,
+    scale: float,
+    causal: bool,
+) -> None:
+    """One program of the dQ pass: query tile `tile_m` of sequence `tile_b` and head
+    `tile_h`, over the key tiles it attends to, stored into `outs` (dQ and its rows). `ins`
+    holds the query offsets, query, output-gradient, log-sum-exp and delta rows, key
+    offsets, key and value rows; `sizes` (heads, kv_heads, group, head_dim, past_q,
+    past_k)."""
+    cu_q, q_rows, do_rows, lse_rows, delta, cu_k, k_rows, v_rows = ins
+    heads, kv_heads, group, head_dim, past_q, past_k = sizes
+    b, kv_head = tile_b.begin, tile_h.begin // group
+    rows, valid = _positions(cu_q, b, tile_m, heads, tile_h.begin, past_q)
+    query = q_rows[rows, :]
+    d_o = do_rows[rows, :]
+    row_lse = lse_rows[rows]
+    row_delta = delta[rows]
+    dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
+    k_len = cu_k[b + 1] - cu_k[b]
+    end = min(tile_m.end, k_len) if causal else k_len
+    for tile_n in tc.tile(0, end):
+        cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, past_k)
+        key = k_rows[cols, :]
+        scores = _scores(query, key, qk_scale, valid, keep_n, tile_m, tile_n, causal)
+        ds = _score_grads(d_o, v_rows[cols, :], scores, row_lse, row_delta)
+        dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
+    dq, dq_rows = outs
+    dq_rows[rows, :] = (dq_acc * scale).to(dq.dtype)
 
 
 @tc.kernel
@@ -118,71 +207,30 @@ def attention_varlen_backward(
     head_dim = tc.specialize(q.size(2))
     batch = cu_q.size(0) - 1
     group = heads // kv_heads
-    q_rows = q.reshape([total_q * heads, head_dim])
-    k_rows = k.reshape([total_k * kv_heads, head_dim])
-    v_rows = v.reshape([total_k * kv_heads, head_dim])
-    do_rows = grad_out.reshape([total_q * heads, head_dim])
-    o_rows = out.reshape([total_q * heads, head_dim])
+    q_rows, k_rows, v_rows, do_rows, o_rows = _head_rows(head_dim, q, k, v, grad_out, out)
     lse_rows = lse.reshape([total_q * heads])
     delta = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
-    dq = torch.zeros_like(q)
-    dk = torch.zeros_like(k)
-    dv = torch.zeros_like(v)
-    dq_rows = dq.view(total_q * heads, head_dim)
-    dk_rows = dk.view(total_k * kv_heads, head_dim)
-    dv_rows = dv.view(total_k * kv_heads, head_dim)
+    dq, dk, dv = (torch.zeros_like(t) for t in (q, k, v))
+    dq_rows, dk_rows, dv_rows = _head_rows(head_dim, dq, dk, dv)
     qk_scale = scale * LOG2E
     past_q, past_k = total_q * heads, total_k * kv_heads
     # delta = rowsum(dO * O): the softmax backward's per-row term, read by both passes
     for tile_r in tc.tile(total_q * heads):
         d_o = do_rows[tile_r, :].to(torch.float32)
         delta[tile_r] = torch.sum(d_o * o_rows[tile_r, :].to(torch.float32), -1)
+    sizes = (heads, kv_heads, group, head_dim, past_q, past_k)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_b, tile_h, tile_n in tc.tile([batch, kv_heads, max_k], block_size=[1, 1, None]):
-        b = tile_b.begin
-        cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, tile_h.begin, past_k)
-        key = k_rows[cols, :]
-        value = v_rows[cols, :]
-        dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
-        dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
-        q_len = cu_q[b + 1] - cu_q[b]
-        start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
-        for g in range(group):
-            for tile_m in tc.tile(start, q_len):
-                head = tile_h.begin * group + g
-                rows, valid = _positions(cu_q, b, tile_m, heads, head, past_q)
-                query = q_rows[rows, :]
-                d_o = do_rows[rows, :]
-                keep = valid[:, None] & keep_n[None, :]
-                scores = _scores(query, key, qk_scale, keep, tile_m, tile_n, causal)
-                p = torch.exp2(scores - lse_rows[rows][:, None])
-                dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
-                dp = torch.mm(d_o, value.T, torch.float32)
-                ds = p * (dp - delta[rows][:, None])
-                dk_acc = torch.addmm(dk_acc, ds.to(query.dtype).T, query)
-        dk_rows[cols, :] = (dk_acc * scale).to(dk.dtype)
-        dv_rows[cols, :] = dv_acc.to(dv.dtype)
+        key_ins = (cu_k, k_rows, v_rows, cu_q, q_rows, do_rows, lse_rows, delta)
+        key_outs = (dk, dk_rows, dv, dv_rows)
+        _key_program(tile_b, tile_h, tile_n, key_ins, key_outs, sizes, qk_scale, scale, causal)
     # dQ: a program per query tile, over the key tiles it attends to
     for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
-        b, kv_head = tile_b.begin, tile_h.begin // group
-        rows, valid = _positions(cu_q, b, tile_m, heads, tile_h.begin, past_q)
-        query = q_rows[rows, :]
-        d_o = do_rows[rows, :]
-        row_lse = lse_rows[rows]
-        row_delta = delta[rows]
-        dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
-        k_len = cu_k[b + 1] - cu_k[b]
-        end = min(tile_m.end, k_len) if causal else k_len
-        for tile_n in tc.tile(0, end):
-            cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, past_k)
-            key = k_rows[cols, :]
-            keep = valid[:, None] & keep_n[None, :]
-            scores = _scores(query, key, qk_scale, keep, tile_m, tile_n, causal)
-            p = torch.exp2(scores - row_lse[:, None])
-            dp = torch.mm(d_o, v_rows[cols, :].T, torch.float32)
-            ds = p * (dp - row_delta[:, None])
-            dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
-        dq_rows[rows, :] = (dq_acc * scale).to(dq.dtype)
+        query_ins = (cu_q, q_rows, do_rows, lse_rows, delta, cu_k, k_rows, v_rows)
+        query_outs = (dq, dq_rows)
+        _query_program(
+            tile_b, tile_h, tile_m, query_ins, query_outs, sizes, qk_scale, scale, causal
+        )
     return dq, dk, dv
 
 

@@ -32,7 +32,7 @@ from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
-from tilecraft.runtime import guard
+from tilecraft.runtime import fast_launch, guard
 from tilecraft.runtime.budget import device_limits
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
@@ -285,7 +285,10 @@ class BoundKernel:
         remember_source(path, code)
         namespace = dict(self.src.namespace)
         exec(compile(code, str(path), "exec"), namespace)
-        return namespace[self.src.tree.name]
+        launcher = namespace[self.src.tree.name]
+        if self.settings.fast_launch:
+            fast_launch.install(namespace, launcher)
+        return launcher
 
 
 class _FixHostValues(ast.NodeTransformer):

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from tilecraft.runtime.fast_launch import unwrap
+
 
 class SlowCompileWarning(UserWarning):
     """A config's compile outlived TILECRAFT_COMPILE_TIMEOUT; a smaller config ran."""
@@ -33,7 +35,7 @@ def compile_only(launcher: Callable[..., Any]) -> Callable[..., Any]:
     host code runs (allocating outputs), each `kernel[grid](...)` only compiles."""
     from triton.runtime.jit import KernelInterface
 
-    names = launcher.__globals__
+    names = {k: unwrap(v) for k, v in launcher.__globals__.items()}  # Triton's own kernels
     swapped = {k: _Warmup(v) if isinstance(v, KernelInterface) else v for k, v in names.items()}
     return types.FunctionType(
         launcher.__code__, swapped, launcher.__name__, launcher.__defaults__, launcher.__closure__

@@ -72,6 +72,7 @@ RULES: dict[str, Rule] = {
     "print_code": Rule("TILECRAFT_PRINT_CODE", _flag_value, _FLAG),
     "check": Rule("TILECRAFT_CHECK", _flag_value, _FLAG),
     "allow_tf32": Rule("TILECRAFT_ALLOW_TF32", _flag_value, _FLAG),
+    "fast_launch": Rule("TILECRAFT_FAST_LAUNCH", _flag_value, _FLAG),
     "autotune_effort": Rule(
         "TILECRAFT_AUTOTUNE_EFFORT", _one_of(EFFORT_NAMES), ", ".join(EFFORT_NAMES)
     ),
@@ -138,6 +139,9 @@ class Settings:
     cache_dir: Path = field(default_factory=_cache_dir)
     #: TILECRAFT_ALLOW_TF32=1 lets float32 matrix products use TF32 (faster, ~1e-3 error).
     allow_tf32: bool = field(default_factory=_env("allow_tf32", False))
+    #: TILECRAFT_FAST_LAUNCH=0 launches every Triton kernel through Triton's own launch; by
+    #: default a launch checked once goes straight to the compiled kernel (runtime/fast_launch.py).
+    fast_launch: bool = field(default_factory=_env("fast_launch", True))
     #: TILECRAFT_AUTOTUNE_EFFORT: none, predict, quick or full; how hard a GPU first call tunes.
     autotune_effort: str = field(default_factory=_env("autotune_effort", "quick"))
     #: TILECRAFT_AUTOTUNE_OBJECTIVE: time, energy (joules per call, measured through NVML)

@@ -23,6 +23,14 @@ def reflect(index: torch.Tensor, size: int) -> torch.Tensor:
     return torch.where(index < 0, 0, index)
 
 
+def reflect_line(index: Any, size: int) -> Any:
+    """`reflect` for one position: a scalar on the device, an int in eager mode (where
+    `torch.where` takes no ints), through min and max, which both understand."""
+    index = max(index, -index)
+    index = min(index, 2 * (size - 1) - index)
+    return max(index, 0)
+
+
 def bilinear_taps(
     dst: torch.Tensor, scale: float, size: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,7 +1,8 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
-# `register_tunable` returns an object, the int its Choice picks).
-# mypy: disable-error-code="index,list-item,misc,operator"
+# `register_tunable` returns an object, the int its Choice picks; device code builds lists
+# with `[]`, as annotated assignments are host-only syntax).
+# mypy: disable-error-code="index,list-item,misc,operator,var-annotated,call-overload,arg-type"
 """Filters: separable Gaussian blur, box filter, Sobel.
 
 Borders reflect without repeating the edge pixel (`...cba|abcd|dcb...`): torch's
@@ -19,7 +20,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision._device import reflect, uint8_levels
+from tilecraft.vision._device import reflect, reflect_line, uint8_levels
 from tilecraft.vision.layout import as_nchw, dims, new_image
 from tilecraft.vision.memory import constant, empty
 
@@ -37,6 +38,16 @@ SOBEL_Y = ((-1, -2, -1), (0, 0, 0), (1, 2, 1))
 ONE_PASS_TAPS = Choice(0, 25, 81)
 
 
+# Output rows one program of the row-window blur computes (0, the default: off, one or two
+# passes as ONE_PASS_TAPS says). Such a program walks `window_rows` rows of one strip of
+# columns: it sums each input line it needs horizontally once (window_rows + 2 * radius
+# lines, kept in registers) and combines them vertically, so the image is read about once
+# (the halo lines again, from L2) and no float32 image of row sums is written or read. A
+# knob (`Config(window_rows=8)`) until measured on the GPU; give it strips of one column
+# per thread (block_w = 32 * num_warps), where its gathers read coalesced.
+WINDOW_ROWS = Choice(0, 4, 8, 16)
+
+
 def _row_sum(
     image: torch.Tensor,
     n: Any,
@@ -44,22 +55,32 @@ def _row_sum(
     tile_h: tc.Tile,
     lines: torch.Tensor,
     tile_w: tc.Tile,
-    weights_w: torch.Tensor,
+    taps_w: list,
     width: int,
     reflected: bool = True,
 ) -> torch.Tensor:
     """The horizontal pass over rows `lines` (one per row of `tile_h`) of `image[n, c]` at
     the columns of `tile_w`, in float32 (columns not `reflected`: all inside the image);
     a device helper."""
-    radius = weights_w.size(0) // 2
+    radius = len(taps_w) // 2
     acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
     for k in range(2 * radius + 1):
         cols = tile_w.index + (k - radius)
         if reflected:
             cols = reflect(cols, width)
         pixels = tc.load(image, [n, c, lines[:, None], cols[None, :]])
-        acc = acc + weights_w[k] * pixels.to(torch.float32)
+        acc = acc + taps_w[k] * pixels.to(torch.float32)
     return acc
+
+
+def _taps(weights: torch.Tensor) -> list:
+    """A filter's taps, each read once; a device helper. (Reads of `weights[k]` inside the
+    loops over lines would be repeated: the stores between them keep Triton from merging
+    them, and they outnumbered the pixel loads of a one-pass 5x5 blur.)"""
+    taps = []
+    for k in range(weights.size(0)):
+        taps = taps + [weights[k]]
+    return taps
 
 
 @tc.kernel
@@ -76,35 +97,109 @@ def _separable(
     radius_h = weights_h.size(0) // 2
     radius_w = weights_w.size(0) // 2
     taps = (2 * radius_h + 1) * (2 * radius_w + 1)
+    window_rows = tc.register_tunable("window_rows", WINDOW_ROWS)
     one_pass = taps <= tc.register_tunable("one_pass_taps", ONE_PASS_TAPS)
+    passes = 0 if window_rows else (1 if one_pass else 2)
     # the horizontal pass's float32 result, which the vertical pass reads (none in one pass)
-    rows = empty([n, c, h, w] if not one_pass else [1, 1, 1, 1], torch.float32, image.device)
-    size = [n, c, h, w]
-    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
-        if one_pass:
+    rows = empty([n, c, h, w] if passes == 2 else [1, 1, 1, 1], torch.float32, image.device)
+    # of the three loops below, those the config does not use have no rows (no launch)
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(
+        [n, c, h if passes else 0, w], block_size=[1, 1, None, None]
+    ):
+        taps_w = _taps(weights_w)
+        if passes == 1:
+            taps_h = _taps(weights_h)
             # tiles whose taps all fall inside the image (most) read shifted runs of rows,
             # which load wide; the others reflect each position
             if _interior(tile_h, radius_h, h) & _interior(tile_w, radius_w, w):
-                acc = _window_sum(
-                    image, tile_n, tile_c, tile_h, tile_w, weights_h, weights_w, False
-                )
+                acc = _window_sum(image, tile_n, tile_c, tile_h, tile_w, taps_h, taps_w, False)
             else:
-                acc = _window_sum(image, tile_n, tile_c, tile_h, tile_w, weights_h, weights_w, True)
+                acc = _window_sum(image, tile_n, tile_c, tile_h, tile_w, taps_h, taps_w, True)
             _finish(image, out, tile_n, tile_c, tile_h, tile_w, acc, is_uint8, amount, sharpen)
         else:
             rows[tile_n, tile_c, tile_h, tile_w] = _row_sum(
-                image, tile_n, tile_c, tile_h, tile_h.index, tile_w, weights_w, w
+                image, tile_n, tile_c, tile_h, tile_h.index, tile_w, taps_w, w
             )
-    # the vertical pass of two: over no rows (no launch) in one pass
+    # the vertical pass of two
     for tile_n, tile_c, tile_h, tile_w in tc.tile(
-        [n, c, 0 if one_pass else h, w], block_size=[1, 1, None, None]
+        [n, c, h if passes == 2 else 0, w], block_size=[1, 1, None, None]
     ):
+        taps_h = _taps(weights_h)
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(2 * radius_h + 1):
             lines = reflect(tile_h.index + (k - radius_h), h)
-            acc = acc + weights_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
+            acc = acc + taps_h[k] * rows[tile_n, tile_c, lines[:, None], tile_w.index[None, :]]
         _finish(image, out, tile_n, tile_c, tile_h, tile_w, acc, is_uint8, amount, sharpen)
+    # the row-window blur
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(
+        [n, c, 0 if passes else h, w], block_size=[1, 1, max(window_rows, 1), None]
+    ):
+        taps_h, taps_w = _taps(weights_h), _taps(weights_w)
+        top = tile_h.begin
+        sums = _line_sums(
+            image, tile_n.begin, tile_c.begin, top, window_rows, tile_w, taps_h, taps_w
+        )
+        for i in range(window_rows):
+            acc = tc.zeros([tile_w], dtype=torch.float32)
+            for k in range(2 * radius_h + 1):
+                acc = acc + taps_h[k] * sums[i + k]
+            where = [tile_n.begin, tile_c.begin, top + i, tile_w]
+            _finish_line(image, out, where, acc, is_uint8, amount, sharpen)
     return out
+
+
+def _line_sums(
+    image: torch.Tensor,
+    n: Any,
+    c: Any,
+    top: Any,
+    count: int,
+    tile_w: Any,
+    taps_h: list,
+    taps_w: list,
+) -> list:
+    """The horizontal sums (float32, over the columns of `tile_w`) of the input lines that
+    `count` output rows from `top` on read: lines `top - radius` to `top + count + radius
+    - 1`, reflected; a device helper."""
+    h, w = image.size(2), image.size(3)
+    radius_h, radius_w = len(taps_h) // 2, len(taps_w) // 2
+    columns = []  # each tap's columns, the same for every line
+    for k in range(2 * radius_w + 1):
+        columns = columns + [reflect(tile_w.index + (k - radius_w), w)]
+    sums = []
+    for i in range(count + 2 * radius_h):
+        line = reflect_line(top + (i - radius_h), h)
+        acc = tc.zeros([tile_w], dtype=torch.float32)
+        for k in range(2 * radius_w + 1):
+            pixels = tc.load(image, [n, c, line, columns[k]]).to(torch.float32)
+            acc = acc + taps_w[k] * pixels
+        sums = sums + [acc]
+    return sums
+
+
+def _finish_line(
+    image: torch.Tensor,
+    out: torch.Tensor,
+    where: list,
+    acc: torch.Tensor,
+    is_uint8: bool,
+    amount: float,
+    sharpen: bool,
+) -> None:
+    """`_finish` for one output row (`where`: image, channel, row, columns), which may lie
+    past the image's last row (then nothing is stored); a device helper."""
+    n, c, row, tile_w = where
+    h = image.size(2)
+    # the row is clamped and masked rather than left out of range: eager mode runs this
+    # with an int row, which indexes exactly (and would raise), where compiled code masks
+    inside = min(row, h - 1)
+    if sharpen:
+        original = tc.load(image, [n, c, inside, tile_w]).to(torch.float32)
+        acc = original + amount * (original - acc)
+    if is_uint8:
+        acc = uint8_levels(acc)
+    live = (tile_w.index < image.size(3)) & (row < h)
+    tc.store(out, [n, c, inside, tile_w], acc.to(out.dtype), extra_mask=live)
 
 
 def _interior(tile: Any, radius: int, size: int) -> torch.Tensor:
@@ -118,21 +213,21 @@ def _window_sum(
     c: Any,
     tile_h: Any,
     tile_w: Any,
-    weights_h: torch.Tensor,
-    weights_w: torch.Tensor,
+    taps_h: list,
+    taps_w: list,
     reflected: bool,
 ) -> torch.Tensor:
     """Both passes of the filter on one tile, in float32: each output reads all its taps;
     a device helper."""
     h, w = image.size(2), image.size(3)
-    radius = weights_h.size(0) // 2
+    radius = len(taps_h) // 2
     acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
     for i in range(2 * radius + 1):
         lines = tile_h.index + (i - radius)
         if reflected:
             lines = reflect(lines, h)
-        row = _row_sum(image, n, c, tile_h, lines, tile_w, weights_w, w, reflected)
-        acc = acc + weights_h[i] * row
+        row = _row_sum(image, n, c, tile_h, lines, tile_w, taps_w, w, reflected)
+        acc = acc + taps_h[i] * row
     return acc
 
 

@@ -11,9 +11,12 @@ are interpolated in float32, rounded half to even and clamped, as torchvision do
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 import tilecraft as tc
+from tilecraft.language import Choice
 from tilecraft.vision._device import bilinear, bilinear_taps, inside, uint8_levels
 from tilecraft.vision.antialias import resize_levels
 from tilecraft.vision.downscale import average_resize
@@ -61,6 +64,17 @@ def _resize_nearest(
     return out
 
 
+# How many planes (images x channels) one program of `_resize_bilinear` resizes: "one"
+# (the default), "channels" (every channel of its pixels: the taps and weights are computed
+# once per pixel, and an NHWC pixel's channels are read together) or "all" (every channel of
+# every image, walking the batch in a loop, as PyTorch's kernel does: the taps once per
+# position). A knob (`Config(planes="channels")`) until measured on the GPU. Whatever the
+# choice, a gather reads coalesced only where a tile holds one output per thread (block_h *
+# block_w = 32 * num_warps): Triton gives each thread as many adjacent outputs as a store
+# writes at once (4 float32), so with more, the lanes of a warp gather 4 outputs apart.
+PLANES = Choice("one", "channels", "all")
+
+
 @tc.kernel
 def _resize_bilinear(
     image: torch.Tensor,
@@ -77,7 +91,9 @@ def _resize_bilinear(
     # the resized image lies in `out` at (box_top, box_left) (letterbox), padded around
     _, _, h, w = image.size()
     n, c, out_h, out_w = out.size()
-    size = [n, c, out_h, out_w]
+    planes = tc.register_tunable("planes", PLANES)
+    # only the loop of the chosen `planes` has rows, so only it launches
+    size = [n, c, out_h if planes == "one" else 0, out_w]
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
         dst_h = tile_h.index - box_top
         dst_w = tile_w.index - box_left
@@ -88,7 +104,62 @@ def _resize_bilinear(
         if is_uint8:
             value = uint8_levels(value)
         out[tile_n, tile_c, tile_h, tile_w] = value.to(out.dtype)
+    size = [n, out_h if planes == "channels" else 0, out_w]
+    for tile_n, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
+        rows, cols, box = _resize_taps(
+            tile_h, tile_w, box_top, box_left, box_height, box_width, scale_h, scale_w, h, w
+        )
+        _resize_channels(image, out, tile_n, tile_h, tile_w, rows, cols, box, pad, is_uint8)
+    for tile_h, tile_w in tc.tile([out_h if planes == "all" else 0, out_w]):
+        rows, cols, box = _resize_taps(
+            tile_h, tile_w, box_top, box_left, box_height, box_width, scale_h, scale_w, h, w
+        )
+        for tile_n in tc.tile(n, block_size=1):
+            _resize_channels(image, out, tile_n, tile_h, tile_w, rows, cols, box, pad, is_uint8)
     return out
+
+
+def _resize_taps(
+    tile_h: Any,
+    tile_w: Any,
+    top: int,
+    left: int,
+    height: int,
+    width: int,
+    scale_h: float,
+    scale_w: float,
+    h: int,
+    w: int,
+) -> tuple[tuple, tuple, torch.Tensor]:
+    """The bilinear taps of the rows and columns of a tile of the output whose box (the
+    resized image) lies at (`top`, `left`), `height` x `width`, and which outputs lie in
+    the box; a device helper."""
+    dst_h = tile_h.index - top
+    dst_w = tile_w.index - left
+    rows = bilinear_taps(dst_h, scale_h, h)
+    cols = bilinear_taps(dst_w, scale_w, w)
+    return rows, cols, inside(dst_h, dst_w, height, width)
+
+
+def _resize_channels(
+    image: torch.Tensor,
+    out: torch.Tensor,
+    n: Any,
+    tile_h: Any,
+    tile_w: Any,
+    rows: tuple,
+    cols: tuple,
+    box: torch.Tensor,
+    pad: float,
+    is_uint8: bool,
+) -> None:
+    """Store every channel of image `n`'s tile, resized (`pad` outside `box`); a device
+    helper."""
+    for k in range(image.size(1)):
+        value = torch.where(box, bilinear(image, n, k, rows, cols), pad)
+        if is_uint8:
+            value = uint8_levels(value)
+        out[n, k, tile_h, tile_w] = value.to(out.dtype)
 
 
 def hflip(image: torch.Tensor, layout: str = "NCHW") -> torch.Tensor:

@@ -1,0 +1,284 @@
+"""Where the host time of one eager training step of the transformer block goes (CPU).
+
+The block of `examples/transformer_block.py` trains for a few real steps under Triton's
+interpreter (compiling every specialization), then every Triton kernel its tilecraft
+launchers call is replaced by a stub that only counts (`jit_fn[grid](...)` does nothing),
+so what remains is host work without the interpreter: PyTorch's ops, autograd, the Adam
+step, tilecraft's operator wrappers and dispatch, and each kernel's generated host code.
+Outputs of stubbed kernels hold garbage; the step runs the same host path all the same.
+
+Reported, per step (median of `--steps` steps timed with `time.perf_counter`, no profiler):
+the phases (zero_grad, forward, backward, Adam) and, by timing wrappers, the time inside
+tilecraft's operator calls (`TorchOp.__call__`, outermost only), inside `Kernel.__call__`
+and inside the generated launchers (host code + the stub). Then the top functions by own
+time under cProfile (which slows Python code, so compare those rows with each other).
+Triton's own launch (`JITFunction.run`, 12.5 us a call on the H200) is not in these CPU
+numbers: add launches x its cost for a GPU estimate.
+
+    TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/profile_host.py [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
+os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "benchmarks")) if p not in sys.path]
+
+import bench_model  # noqa: E402  (the same model, data and training step)
+
+from tilecraft.runtime.kernel import Kernel  # noqa: E402
+from tilecraft.torch.ops import TorchOp  # noqa: E402
+
+SIZES = {"batch": 2, "seq": 16, "dim": 64, "heads": 4, "vocab": 64}
+
+
+class CountingStub:
+    """Stands in for a `@triton.jit` kernel: `fn[grid](...)` counts and does nothing."""
+
+    def __init__(self, name: str, counts: Counter) -> None:
+        self.name, self.counts = name, counts
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            self.counts[self.name] += 1
+
+        return launch
+
+
+def launchers() -> Iterator[tuple[Kernel, Any]]:
+    """Every compiled (kernel, BoundKernel) pair in the process."""
+    for obj in gc.get_objects():
+        if type(obj) in weakref.ProxyTypes:  # isinstance on a dead proxy raises
+            continue
+        if isinstance(obj, Kernel):
+            for bound in obj._bound.values():
+                if bound.launcher is not None:
+                    yield obj, bound
+
+
+def launched_names(code: Any) -> set[str]:
+    """Global names a launcher's code (and the code nested in it) reads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= launched_names(const)
+    return names
+
+
+def stub_launches(counts: Counter) -> int:
+    """Replace the Triton kernels of every generated launcher by counting stubs; how many."""
+    from triton.runtime.jit import KernelInterface
+
+    stubbed = 0
+    for _, bound in launchers():
+        for fn in bound._compiled.values():
+            namespace = fn.__globals__
+            for name in launched_names(fn.__code__):
+                value = namespace.get(name)
+                if isinstance(value, KernelInterface) or hasattr(value, "jit_fn"):
+                    namespace[name] = CountingStub(name, counts)
+                    stubbed += 1
+    return stubbed
+
+
+class Timer:
+    """Inclusive wall time in a function, outermost calls only (re-entries not counted)."""
+
+    def __init__(self) -> None:
+        self.seconds, self.calls, self.depth = 0.0, 0, 0
+
+    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.depth:
+                return fn(*args, **kwargs)
+            self.depth += 1
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+                self.calls += 1
+                self.depth -= 1
+
+        return timed
+
+    def reset(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+
+
+@contextmanager
+def timed_layers(timers: dict[str, Timer]) -> Iterator[None]:
+    """Time `TorchOp.__call__`, `Kernel.__call__` and every selected launcher."""
+    saved = (TorchOp.__call__, Kernel.__call__)
+    TorchOp.__call__ = timers["operator calls"].wrap(saved[0])  # type: ignore[method-assign]
+    Kernel.__call__ = timers["kernel calls"].wrap(saved[1])  # type: ignore[method-assign]
+    bounds = [bound for _, bound in launchers()]
+    originals = [bound.launcher for bound in bounds]
+    for bound in bounds:
+        bound.launcher = timers["launchers"].wrap(bound.launcher)
+    try:
+        yield
+    finally:
+        TorchOp.__call__, Kernel.__call__ = saved  # type: ignore[method-assign]
+        for bound, launcher in zip(bounds, originals, strict=True):
+            bound.launcher = launcher
+
+
+def phased_step(model: Any, optimizer: Any, data: tuple, phases: dict[str, list]) -> None:
+    """One training step, appending each phase's seconds to `phases`."""
+    marks = [time.perf_counter()]
+    optimizer.zero_grad(set_to_none=True)
+    marks.append(time.perf_counter())
+    loss = model(*data)
+    marks.append(time.perf_counter())
+    loss.backward()
+    marks.append(time.perf_counter())
+    optimizer.step()
+    marks.append(time.perf_counter())
+    names = ("zero_grad", "forward", "backward", "adam")
+    for name, a, b in zip(names, marks, marks[1:], strict=False):
+        phases.setdefault(name, []).append(b - a)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Warm up for real, stub the launches, then time and profile steps."""
+    device = torch.device("cpu")
+    model = bench_model.build("tilecraft eager", args.sizes, device, torch.float32)
+    data = bench_model.batch(args.sizes, device)
+    # foreach: what Adam does by default on a GPU (one multi-tensor op per update)
+    optimizer = torch.optim.Adam(model.parameters(), lr=bench_model.LR, foreach=True)
+    step = bench_model.train_step(model, optimizer, data)
+    losses = [step().item() for _ in range(2)]  # compiles everything, for real
+    counts: Counter = Counter()
+    stubbed = stub_launches(counts)
+    step()
+    specializations = sum(1 for _ in launchers())
+    result: dict[str, Any] = {"sizes": args.sizes, "losses": losses, "stubbed_kernels": stubbed}
+    result["torch_step_us_median"] = torch_step_us(args)
+    counts.clear()
+    result["steps"] = per_step_times(model, optimizer, data, args.steps)
+    result["launches_per_step"] = {k: v / args.steps for k, v in sorted(counts.items())}
+    result["launches"] = sum(counts.values()) / args.steps
+    result["layers"] = layer_times(model, optimizer, data, args.steps)
+    result["profile"] = bench_model.host_profile(step, device, args.steps, top=args.top)
+    if sum(1 for _ in launchers()) != specializations:
+        result["warning"] = "new specializations appeared during timing (value reads?)"
+    return result
+
+
+def torch_step_us(args: argparse.Namespace) -> float:
+    """For scale: the plain PyTorch block's step on the CPU at the same sizes (which
+    computes for real, so it is an upper bound on its host time)."""
+    device = torch.device("cpu")
+    model = bench_model.build("torch eager", args.sizes, device, torch.float32)
+    data = bench_model.batch(args.sizes, device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=bench_model.LR, foreach=True)
+    step = bench_model.train_step(model, optimizer, data)
+    for _ in range(3):
+        step()
+    return per_step_times(model, optimizer, data, args.steps)["step_us_median"]
+
+
+def per_step_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
+    """Median microseconds of a whole step and of each phase (no wrappers installed)."""
+    totals: list[float] = []
+    phases: dict[str, list] = {}
+    for _ in range(steps):
+        start = time.perf_counter()
+        phased_step(model, optimizer, data, phases)
+        totals.append(time.perf_counter() - start)
+    out = {"step_us_median": statistics.median(totals) * 1e6}
+    out.update({f"{k}_us": statistics.median(v) * 1e6 for k, v in phases.items()})
+    return out
+
+
+def layer_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
+    """Microseconds per step inside operator calls, kernel calls and launchers (medians
+    over the steps, as the step's own time)."""
+    timers = {name: Timer() for name in ("operator calls", "kernel calls", "launchers")}
+    samples: dict[str, list[float]] = {name: [] for name in timers}
+    with timed_layers(timers):
+        for _ in range(steps):
+            for timer in timers.values():
+                timer.reset()
+            phased_step(model, optimizer, data, {})
+            for name, timer in timers.items():
+                samples[name].append(timer.seconds)
+    return {
+        name: {
+            "us_per_step": statistics.median(samples[name]) * 1e6,
+            "calls_per_step": timers[name].calls,
+        }
+        for name in timers
+    }
+
+
+def report(result: dict) -> str:
+    """The breakdown as text."""
+    s, layers = result["steps"], result["layers"]
+    lines = [f"CPU host time per eager step (launches stubbed), sizes {result['sizes']}"]
+    lines.append(f"  step (median)          {s['step_us_median']:9.1f} us")
+    for phase in ("zero_grad", "forward", "backward", "adam"):
+        lines.append(f"    {phase:20s} {s[phase + '_us']:9.1f} us")
+    torch_us = result["torch_step_us_median"]
+    lines.append(f"  PyTorch's block, same sizes (computing) {torch_us:.1f} us")
+    lines.append(f"  tilecraft launches     {result['launches']:9.1f} per step")
+    for name, row in layers.items():
+        us, calls = row["us_per_step"], row["calls_per_step"]
+        lines.append(f"  in {name:19s} {us:9.1f} us ({calls:.1f} calls, {us / calls:.1f} us each)")
+    lines.append("top functions by own time under cProfile (us per step, calls):")
+    lines += [
+        f"  {r['own_us_per_step']:9.1f} {r['calls_per_step']:6.1f}  {r['function']}"
+        for r in result["profile"]
+    ]
+    return "\n".join(lines)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=50, help="timed steps")
+    p.add_argument("--top", type=int, default=30, help="cProfile rows")
+    default_out = ROOT / "benchmarks" / "results" / "profile_host.json"
+    p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
+    args = p.parse_args(argv)
+    args.sizes = dict(SIZES)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    """Measure, print, write the JSON; returns what was written."""
+    args = parse(argv)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: more threads only contend
+    try:
+        result = measure(args)
+    finally:
+        torch.set_num_threads(threads)
+    print(report(result))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
