@@ -271,9 +271,9 @@ def test_blended_trees_predict_the_weighted_sum(tmp_path: Path) -> None:
 
 
 # held-out shapes where the model's top pick and best of three, replayed, are within
-# reach of the landscape's best (benchmarks/predict_eval.py, same protocol): the rank
-# model blended in before (MODEL_VERSION 3) missed both, 1.136x and 1.038x top-1
-HELD_OUT = ("layer_norm-4096x4096", "softmax-4096x4096")
+# reach of the landscape's best (benchmarks/predict_eval.py, same protocol): the log2
+# model alone, without the rank model blended in, misses both (top-1 1.051x and 1.056x)
+HELD_OUT = ("add-4096x4096", "rms_norm-4096x4096")
 
 
 def nearest_seeds(name: str) -> list[Any]:

@@ -3,13 +3,15 @@
 Trials are grouped by kernel and shape. Each trial's target is its time relative to the
 best of its group, as log2 (0 for the best; failures get `FAILED`), so that groups of
 very different speeds teach the same lesson. A gradient-boosted tree ensemble
-(scikit-learn) learns it from `features.features`; for a kernel or shape never timed it
-ranks candidate configs by the prediction. One model, not a blend with a second one
-learning each trial's rank in its group (MODEL_VERSION 3): on the recorded landscapes
-(held-out shapes, `benchmarks/predict_eval.py`) the blend's top pick swung from 1.057x
-to 1.212x the best (median) when two of the 38 landscapes' kernel descriptions changed,
-while this model's stayed at 1.095-1.099x, its best of 3 at 1.027x both times (the
-blend's 1.024-1.047x), and it fits in half the time.
+(scikit-learn) learns it from `features.features`, and a second one learns each trial's
+rank in its group (0 for the best, below 1 for the slowest, `RANK_FAILED` for failures),
+which weighs the order among the fast configs as much as the gaps to the slow ones. Their
+predictions are blended (the rank model's scaled to the spread of the log2 times) into
+one set of trees; for a kernel or shape never timed it ranks candidate configs by the
+blend. On the recorded landscapes (held-out shapes, `benchmarks/predict_eval.py`) the
+blend's top pick came within 5% of the best in 13 of 38 cases, against 9 for the log2
+model alone; re-measured on later versions of the landscapes, 8 against 11, then 12
+against 10: top-1 differences of that size are noise (benchmarks/RESULTS.md).
 
 Example::
 
@@ -19,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import importlib.metadata
 import math
@@ -41,16 +44,18 @@ from tilecraft.runtime.config import Config
 FAILED = 4.0  # log2 penalty of a failed trial: as bad as 16x slower than the best
 MIN_OK = 5  # a group teaches only with this many ok trials
 MIN_GROUPS = 1
-# the regressor's settings, part of a cached model's stamp (2: leaves of 5 trials, 3: a
-# second model learned each trial's rank in its group, blended in; 4: the log2 model alone)
-MODEL_VERSION = 4
+RANK_FAILED = 1.5  # rank target of a failed trial (ok trials rank from 0, the best, to 1)
+# the regressors' settings, part of a cached model's stamp (2: leaves of 5 trials, 3: a
+# second model learns each trial's rank in its group; their predictions are blended)
+MODEL_VERSION = 3
 
 Group = tuple[dict[str, Any], Sequence[Trial]]  # (describe(...) of a kernel/shape, its trials)
 
 
 @dataclass
 class CostModel:
-    """A fitted regressor of log2(time / best time of the same kernel and shape)."""
+    """A fitted regressor of log2(time / best of the same kernel and shape), roughly: a
+    blend of two models (see the module's docstring)."""
 
     regressor: Any
     groups: int
@@ -62,27 +67,38 @@ class CostModel:
         None when none is."""
         x: list[list[float]] = []
         y: list[float] = []
+        ranks: list[float] = []
         used = 0
         for desc, trials in groups:
             if desc.get("version") != VERSION:
                 continue
-            best = min((t.time_ms for t in trials if t.ok and t.time_ms), default=None)
-            if best is None or sum(bool(t.ok and t.time_ms) for t in trials) < MIN_OK:
+            times = sorted(t.time_ms for t in trials if t.ok and t.time_ms)
+            if len(times) < MIN_OK:
                 continue
             used += 1
             for t in trials:
                 x.append(features(desc, t.config))
-                y.append(math.log2(t.time_ms / best) if t.ok and t.time_ms else FAILED)
+                if t.ok and t.time_ms:
+                    y.append(math.log2(t.time_ms / times[0]))
+                    ranks.append(bisect.bisect_left(times, t.time_ms) / len(times))
+                else:
+                    y.append(FAILED)
+                    ranks.append(RANK_FAILED)
         if used < MIN_GROUPS:
             return None
         from threadpoolctl import threadpool_limits  # comes with scikit-learn
 
         with threadpool_limits(1):  # small data: threads cost more than they save
-            regressor: Any = _regressor(seed).fit(np.asarray(x), np.asarray(y))
+            fitted = [_regressor(seed).fit(np.asarray(x), np.asarray(t)) for t in (y, ranks)]
+        # the rank model's predictions scaled to the spread of log2 times, so the blend
+        # reads as log2(time / best) (the untuned path's margin is judged on that scale)
+        weights = (0.5, 0.5 * float(np.std(y)) / max(float(np.std(ranks)), 1e-9))
+        regressor: Any = _Blend(list(zip(fitted, weights, strict=True)))
         # plain arrays predict alike and are cached without pickle; a scikit-learn whose
-        # internals moved keeps its own model, uncached
+        # internals moved keeps its own models, uncached
         with suppress(AttributeError, KeyError, TypeError, ValueError):
-            regressor = TreeEnsemble.from_regressor(regressor, extra=(used, len(y)))
+            parts = [(TreeEnsemble.from_regressor(r), w) for r, w in regressor.parts]
+            regressor = TreeEnsemble.blend(parts, extra=(used, len(y)))
         return cls(regressor, used, len(y))
 
     def predict(self, desc: dict[str, Any], configs: Sequence[Config]) -> list[float]:
@@ -109,6 +125,16 @@ class CostModel:
                 first.setdefault(vectors[i], i)
             order = list(first.values())
         return [configs[i] for i in order]
+
+
+@dataclass
+class _Blend:
+    """Weighted sum of fitted regressors' predictions (when they cannot become arrays)."""
+
+    parts: list[tuple[Any, float]]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return sum(w * r.predict(x) for r, w in self.parts)
 
 
 def _regressor(seed: int) -> Any:
