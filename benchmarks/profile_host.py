@@ -13,7 +13,10 @@ tilecraft's operator calls (`TorchOp.__call__`, outermost only), inside `Kernel.
 and inside the generated launchers (host code + the stub). Then the top functions by own
 time under cProfile (which slows Python code, so compare those rows with each other).
 Triton's own launch (`JITFunction.run`, 12.5 us a call on the H200) is not in these CPU
-numbers: add launches x its cost for a GPU estimate.
+numbers: add launches x its cost for a GPU estimate. The script also times, per launch,
+Triton's real `JITFunction.run` path against tilecraft's fast path (runtime/fast_launch.py)
+with the compiled kernel and the device faked and the final launcher a no-op (what both
+paths call alike), on a kernel of 3 tensors, an int and a constexpr.
 
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/profile_host.py [--out PATH]
 """
@@ -43,7 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "benchmarks")) if p not in sys.path]
 
 import bench_model  # noqa: E402  (the same model, data and training step)
+import triton.language as tl  # noqa: E402
 
+from tilecraft.runtime.fast_launch import FastKernel  # noqa: E402
 from tilecraft.runtime.kernel import Kernel  # noqa: E402
 from tilecraft.torch.ops import TorchOp  # noqa: E402
 
@@ -179,6 +184,7 @@ def measure(args: argparse.Namespace) -> dict:
     result["launches"] = sum(counts.values()) / args.steps
     result["layers"] = layer_times(model, optimizer, data, args.steps)
     result["profile"] = bench_model.host_profile(step, device, args.steps, top=args.top)
+    result["launch_path"] = launch_path_us(iters=max(200, args.steps * 200))
     if sum(1 for _ in launchers()) != specializations:
         result["warning"] = "new specializations appeared during timing (value reads?)"
     return result
@@ -231,6 +237,79 @@ def layer_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
     }
 
 
+def _add_kernel(out, x, y, n, BLOCK: tl.constexpr):  # noqa: ANN001, ANN202, N803
+    pass  # never compiled: `launch_path_us` fakes the binary
+
+
+class _Target:
+    """A GPU's target, device 0 and a stream, for Triton's launch path on the CPU."""
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int) -> int:
+        return 7
+
+
+class _Binary:
+    """A compiled kernel whose launcher does nothing."""
+
+    def __init__(self) -> None:
+        self._run: Any = None
+        self.function, self.packed_metadata = 1234567, (4, 1, 1, 128)
+
+    @property
+    def run(self) -> Any:
+        if self._run is None:
+            self._run = lambda *call: None
+        return self._run
+
+    def launch_metadata(self, grid: Any, stream: int, *args: Any) -> Any:
+        return {"name": "_add_kernel", "stream": stream}
+
+
+def launch_path_us(iters: int = 20000) -> dict:
+    """Microseconds per launch through Triton's `JITFunction.run` and through the fast path,
+    both ending in a no-op launcher (medians of 5 rounds)."""
+    from triton.runtime.driver import driver
+    from triton.runtime.jit import JITFunction
+
+    saved, driver._active = driver._active, _Target()
+    try:
+        jit = JITFunction(_add_kernel)
+        binary = _Binary()
+
+        def compile_once(key: Any, *args: Any, **kwargs: Any) -> Any:
+            jit.device_caches[0][0][key] = binary  # as Triton's cache keeps it
+            return binary
+
+        jit._do_compile = compile_once
+        fast = FastKernel(jit)
+        x, y, out = torch.randn(20), torch.randn(20), torch.zeros(20)
+        options = {"BLOCK": 16, "num_warps": 4, "num_stages": 1}
+        fast[(2,)](out, x, y, 20, **options)
+        rows = {
+            "triton": lambda: jit[(2,)](out, x, y, 20, **options),
+            "fast": lambda: fast[(2,)](out, x, y, 20, **options),
+        }
+        times = {name: [] for name in rows}
+        for _ in range(5):
+            for name, fn in rows.items():
+                start = time.perf_counter()
+                for _ in range(iters):
+                    fn()
+                times[name].append((time.perf_counter() - start) / iters * 1e6)
+        result = {f"{name}_us": statistics.median(t) for name, t in times.items()}
+        return {**result, "fast_status": fast.status}
+    finally:
+        driver._active = saved
+
+
 def report(result: dict) -> str:
     """The breakdown as text."""
     s, layers = result["steps"], result["layers"]
@@ -244,6 +323,11 @@ def report(result: dict) -> str:
     for name, row in layers.items():
         us, calls = row["us_per_step"], row["calls_per_step"]
         lines.append(f"  in {name:19s} {us:9.1f} us ({calls:.1f} calls, {us / calls:.1f} us each)")
+    launch = result["launch_path"]
+    lines.append(
+        f"  per launch, launcher a no-op: Triton's JITFunction.run {launch['triton_us']:.2f} us,"
+        f" tilecraft's fast path {launch['fast_us']:.2f} us ({launch['fast_status']})"
+    )
     lines.append("top functions by own time under cProfile (us per step, calls):")
     lines += [
         f"  {r['own_us_per_step']:9.1f} {r['calls_per_step']:6.1f}  {r['function']}"

@@ -57,3 +57,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # Masked-off lanes of a ragged block load `other=0`, so the interpreter divides by
     # zero there; the results are discarded by the masked store.
     config.addinivalue_line("filterwarnings", "ignore::RuntimeWarning:triton.runtime.interpreter")
+    config.addinivalue_line(
+        "markers", "interpreter: runs CPU tensors through Triton's interpreter (skipped on a GPU)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On a GPU machine (no TRITON_INTERPRET), tests that compile Triton code for CPU
+    tensors cannot run: skip them there, with the reason."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return
+    skip = pytest.mark.skip(reason="needs Triton's interpreter (CPU tensors), not set here")
+    for item in items:
+        if item.get_closest_marker("interpreter"):
+            item.add_marker(skip)

@@ -236,3 +236,4 @@ def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     layers = result["layers"]
     assert layers["operator calls"]["us_per_step"] >= layers["kernel calls"]["us_per_step"] > 0
     assert layers["launchers"]["calls_per_step"] == 25 and "warning" not in result
+    assert result["launch_path"]["fast_status"] == "fast"  # against Triton's JITFunction.run

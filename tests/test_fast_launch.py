@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+import triton.language as tl
 
 import tilecraft as tc
 from tilecraft.runtime import fast_launch
@@ -286,6 +287,7 @@ def test_the_interpreter_and_the_switch_keep_triton_launches(
     assert tc.kernel(lambda x: x).settings.fast_launch is True
 
 
+@pytest.mark.interpreter
 def test_generated_launchers_get_it_and_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under the interpreter (no driver, no compiled kernel) a wrapped launch must set up,
     fail, and keep launching through Triton with right results; compiling without running
@@ -312,3 +314,75 @@ def test_generated_launchers_get_it_and_fall_back(monkeypatch: pytest.MonkeyPatc
     assert len(wrapped) == 1 and wrapped[0].fast is None
     swapped = guard.compile_only(launcher).__globals__
     assert any(isinstance(v, guard._Warmup) for v in swapped.values())
+
+
+def _triton_add(out, x, y, n, BLOCK: tl.constexpr):  # noqa: ANN001, ANN202, N803
+    pass  # never compiled: the test's `_do_compile` hands back a CPU stand-in
+
+
+class TritonTarget:
+    """A driver for Triton's real `JITFunction.run` on the CPU (a GPU's target)."""
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int) -> int:
+        return 7
+
+
+class StandIn:
+    """A compiled kernel as Triton's: `run` a lazy property, `launch_metadata` as Triton's."""
+
+    def __init__(self) -> None:
+        self._run: Any = None
+        self.function, self.packed_metadata, self.launches = 1234567, (4, 1, 1, 128), 0
+
+    @property
+    def run(self) -> Any:
+        if self._run is None:
+            self._run = self.launch
+        return self._run
+
+    def launch(self, *call: Any) -> None:
+        self.launches += 1
+        out, x, y, n = call[9:13]
+        out[:n] = x[:n] + y[:n]
+
+    def launch_metadata(self, grid: Any, stream: int, *args: Any) -> Any:
+        hook = fast_launch.triton_knobs().runtime.launch_enter_hook
+        return None if hook is None else {"name": "_triton_add", "stream": stream}
+
+
+def test_against_tritons_own_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton's own `JITFunction.run` (its binder, key, cache and launcher call), with
+    compiling and the device faked: the fast path verifies against it and then skips it."""
+    from triton.runtime.driver import driver
+    from triton.runtime.jit import JITFunction
+
+    monkeypatch.setattr(driver, "_active", TritonTarget())
+    compiled = StandIn()
+    jit = JITFunction(_triton_add)
+    jit._do_compile = lambda *args, **kwargs: compiled  # the binary: a CPU stand-in
+    kernel = FastKernel(jit)
+    try:
+        call(kernel, BLOCK=16, num_warps=4)
+    except Exception as e:  # noqa: BLE001 - this Triton's internals differ: not testable so
+        pytest.skip(f"Triton's launch cannot run on this CPU: {type(e).__name__}: {e}")
+    assert kernel.status == "fast", kernel.status
+
+    def no_triton(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("Triton's launch ran on the fast path")
+
+    monkeypatch.setattr(jit, "run", no_triton)
+    for _ in range(3):
+        call(kernel, BLOCK=16, num_warps=4)
+    assert compiled.launches == 4
+    monkeypatch.undo()  # a misaligned view: Triton's launch, its own specialization
+    monkeypatch.setattr(driver, "_active", TritonTarget())
+    call(kernel, offset=1, BLOCK=16, num_warps=4)
+    assert compiled.launches == 5

@@ -220,6 +220,7 @@ def test_conv2d_rejects_a_reduction_block_across_taps() -> None:
         bound.to_triton_code(tc.Config(block_sizes=[64, 16, 16]))
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("blocks", [[16, 16, 16], [64, 32, 32]])
 def test_conv2d_configs(blocks: list[int]) -> None:
     """Compiled with other configs (Triton's interpreter): reduction blocks smaller than a

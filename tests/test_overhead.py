@@ -43,6 +43,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     yield seen
 
 
+@pytest.mark.interpreter
 def test_repeated_calls_neither_rebind_nor_recompile(counts: dict[str, int]) -> None:
     kernel = tc.kernel(scale, config=tc.Config(block_sizes=[16]))
     for _ in range(5):
