@@ -341,6 +341,10 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         taps = 25 if one_pass else 0
         return Config(block_sizes=rows + cols + [64], num_warps=warps, one_pass_taps=taps)
 
+    def preprocess(planes: str, hw: list[int], warps: int) -> Config:
+        blocks = hw + [1, 64] if planes == "channels" else [64, 64] + hw
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes)
+
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
@@ -385,10 +389,13 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
             [
-                ("64x64 w4", Config(block_sizes=[64, 64], num_warps=4)),
-                ("1x128 w4", Config(block_sizes=[1, 128], num_warps=4)),
-                ("2x128 w8", Config(block_sizes=[2, 128], num_warps=8)),
-                ("4x64 w8", Config(block_sizes=[4, 64], num_warps=8)),
+                ("64x64 w4", preprocess("channels", [64, 64], 4)),
+                ("1x128 w4", preprocess("channels", [1, 128], 4)),
+                ("2x128 w8", preprocess("channels", [2, 128], 8)),
+                ("4x64 w8", preprocess("channels", [4, 64], 8)),
+                ("all 1x128 w4", preprocess("all", [1, 128], 4)),
+                ("all 2x128 w8", preprocess("all", [2, 128], 8)),
+                ("all 4x128 w16", preprocess("all", [4, 128], 16)),
             ],
         ),
     }

@@ -59,7 +59,9 @@ def case_result(
     out: dict[str, Any] = {"case": target.land.case.name, "default": default}
     if model is None:
         return {**out, "top1": default, "top3": default, "untuned": default, "confident": False}
+    started = time.perf_counter()
     picks = top_picks(model, target.desc, target.space, seeds)
+    predict_ms = (time.perf_counter() - started) * 1e3
     pick = judge(model, target.desc, target.space, seeds, [p.desc for p in known])
     times = [relative(c) for c in picks]
     imputed = replay.imputed
@@ -83,6 +85,7 @@ def case_result(
         "distance": pick.distance,
         "margin": round(pick.margin, 3),
         "imputed_picks": imputed,
+        "predict_ms": round(predict_ms, 1),
         "predict_sim_s": round(search_replay.now, 2),
         "predict_final": (search_replay.best_ms() or math.inf) / best,
     }
@@ -121,6 +124,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         }
     confident = [r for r in rows if r["confident"]]
     out["confident_top1_vs_default"] = [round(r["default"] / r["top1"], 3) for r in confident]
+    out["worst_top1"] = [
+        [r["case"], round(r["top1"], 3)] for r in sorted(rows, key=lambda r: -r["top1"])[:8]
+    ]
+    timed = [r["predict_ms"] for r in rows if "predict_ms" in r]
+    out["predict_ms_median"] = statistics.median(timed) if timed else None
     sims = [r["predict_sim_s"] for r in rows if "predict_sim_s" in r]
     out["predict_sim_s_median"] = statistics.median(sims) if sims else None
     return out
@@ -163,6 +171,8 @@ def main() -> int:
     for mode, s in summaries.items():
         print(f"{mode}: confident top-1 speedup over default {s['confident_top1_vs_default']}")
         print(f"{mode}: predict search, simulated seconds (median) {s['predict_sim_s_median']}")
+        print(f"{mode}: top 3 picks, ms (median, features and model) {s['predict_ms_median']}")
+        print(f"{mode}: worst top-1 {s['worst_top1']}")
     report = {"summary": summaries, "cases": results, "setting": "offline replay, H200 landscapes"}
     Path(args.out).write_text(json.dumps(report, indent=1, default=str))
     print(f"\n{len(cases)} landscapes, {time.monotonic() - started:.0f} s")

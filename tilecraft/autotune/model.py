@@ -10,7 +10,8 @@ predictions are blended (the rank model's scaled to the spread of the log2 times
 one set of trees; for a kernel or shape never timed it ranks candidate configs by the
 blend. On the recorded landscapes (held-out shapes, `benchmarks/predict_eval.py`) the
 blend's top pick came within 5% of the best in 13 of 38 cases, against 9 for the log2
-model alone.
+model alone; re-measured on later versions of the landscapes, 8 against 11, then 12
+against 10: top-1 differences of that size are noise (benchmarks/RESULTS.md).
 
 Example::
 

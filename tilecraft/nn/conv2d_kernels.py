@@ -159,14 +159,53 @@ def _new_output(
     return torch.empty([batch, out_ch, out_h, out_w], dtype=x.dtype, device=x.device)
 
 
-def _pre_output(out: torch.Tensor, act: int) -> torch.Tensor:
-    """Where the pre-activation is kept for the backward (empty when it is not needed)."""
-    return torch.empty_like(out) if saves_pre(act) else out.new_empty(0)
+def _outputs(
+    x: torch.Tensor, out_ch: int, out_h: int, out_w: int, channels_last: bool, act: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A forward kernel's uninitialized result (`_new_output`), and where the pre-activation
+    is kept for the backward (empty when it is not needed)."""
+    out = _new_output(x, out_ch, out_h, out_w, channels_last)
+    return out, torch.empty_like(out) if saves_pre(act) else out.new_empty(0)
+
+
+def _pixel_rows(image: torch.Tensor, images: int) -> torch.Tensor:
+    """The (N, C, H, W) `image` as `images` matrices of pixel rows by channels, a view:
+    NHWC memory is one matrix (`images` 1), NCHW a batch of transposes (`images` N)."""
+    n, c, h, w = image.shape
+    return image.permute(0, 2, 3, 1).reshape(images, n * h * w // images, c)
 
 
 def _positions(rows: torch.Tensor, out_h: int, out_w: int) -> tuple[Any, Any, Any]:
     """(image, oh, ow) of flat output positions."""
     return rows // (out_h * out_w), rows % (out_h * out_w) // out_w, rows % out_w
+
+
+def _add_patch_product(
+    acc: torch.Tensor,
+    tile_k: Any,
+    sources: tuple[torch.Tensor, torch.Tensor],
+    at: tuple,
+    shape: tuple[int, int, int, bool],
+    geometry: tuple[int, int, int, int, int, int],
+) -> torch.Tensor:
+    """`acc` plus one block of the implicit GEMM: the image patch of the output positions
+    against the filter taps of the block's (tap, channel) positions; padding channels, other
+    groups' channels and taps past the last read 0. `sources` are the image and the
+    [kh, kw, cin_g, out_ch] filters, `at` the (image, oh, ow) of the rows, their group, the
+    output channels and the chunk's start, `shape` (cin_g, taps, kernel_w, flat), `geometry`
+    (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w); a device helper."""
+    x, filters = sources
+    image, oh, ow, group, co, start = at
+    cin_g, taps, kernel_w, flat = shape
+    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w = geometry
+    tap, c, real = reduction_block(tile_k, cin_g, taps, flat, start)
+    rows_k, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
+    ih = input_at(oh[:, None], rows_k, stride_h, dil_h, pad_h)
+    iw = input_at(ow[:, None], cols, stride_w, dil_w, pad_w)
+    ci = group * cin_g + c
+    patch = tc.load(x, [image[:, None], ci[None, :], ih, iw], extra_mask=real[None, :])
+    taps_w = tc.load(filters, [row_w, col_w, c[:, None], co[None, :]], extra_mask=real[:, None])
+    return torch.addmm(acc, patch, taps_w)
 
 
 def _epilogue(
@@ -227,9 +266,10 @@ def conv2d_gemm(
     # [kh, kw, cin_g, out_ch], rows of K: a view, with channels consecutive in a channels-last
     # weight (as `plan` passes it)
     filters = weight.permute(2, 3, 1, 0)
-    out = _new_output(x, out_ch, out_h, out_w, channels_last)
-    pre = _pre_output(out, act)
+    out, pre = _outputs(x, out_ch, out_h, out_w, channels_last, act)
     flags = (act, has_bias, has_residual)
+    shape = (cin_g, taps, kernel_w, flat)  # the reduction's, for _add_patch_product
+    geometry = (stride_h, stride_w, pad_h, pad_w, dil_h, dil_w)
     rows, reduction = batch * out_h * out_w, taps * padded
     block_k = tc.register_block_size(16, padded if not flat else reduction)
     check_block(block_k, padded, flat)
@@ -242,17 +282,9 @@ def conv2d_gemm(
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
         co = group * cout_g + tile_n.index
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        at = (image, oh, ow, group, co, start)
         for tile_k in tc.tile(chunk, block_size=block_k):  # this program's chunk
-            # padding channels, other groups' channels and taps past the last read 0
-            tap, c, real = reduction_block(tile_k, cin_g, taps, flat, start)
-            rows_k, cols, row_w, col_w = tap_offsets(tap, kernel_w, flat)
-            ih = input_at(oh[:, None], rows_k, stride_h, dil_h, pad_h)
-            iw = input_at(ow[:, None], cols, stride_w, dil_w, pad_w)
-            ci = group * cin_g + c
-            patch = tc.load(x, [image[:, None], ci[None, :], ih, iw], extra_mask=real[None, :])
-            taps_w = tc.load(filters, [row_w, col_w, c[:, None], co[None, :]],
-                             extra_mask=real[:, None])  # fmt: skip
-            acc = torch.addmm(acc, patch, taps_w)
+            acc = _add_patch_product(acc, tile_k, (x, filters), at, shape, geometry)
         if splits > 1:
             parts[tile_sg.begin // groups, tile_m.index[:, None], co[None, :]] = acc
         else:
@@ -300,8 +332,7 @@ def conv2d_pointwise(
     out_ch = weight.size(0)
     pixels = height * width
     filters = weight.reshape(out_ch, in_ch).t()  # [in_ch, out_ch], a strided view
-    out = _new_output(x, out_ch, height, width, channels_last)
-    pre = _pre_output(out, act)
+    out, pre = _outputs(x, out_ch, height, width, channels_last, act)
     flags = (act, has_bias, has_residual)
     images = 1 if channels_last else batch
     rows = pixels * batch // images
@@ -309,11 +340,9 @@ def conv2d_pointwise(
     splits = tc.register_tunable("splits", k_splits(in_ch))
     chunk = split_chunk(in_ch, block_k, splits)
     parts = partial_sums(splits, [images, rows, out_ch], x)
-    # [images, rows, channels] views: NHWC memory is one matrix, NCHW a batch of transposes
-    x_rows = x.permute(0, 2, 3, 1).reshape(images, rows, in_ch)
-    out_rows = out.permute(0, 2, 3, 1).reshape(images, rows, out_ch)
-    pre_rows = pre.permute(0, 2, 3, 1).reshape(images, rows, out_ch) if saves_pre(act) else pre
-    res_rows = residual.permute(0, 2, 3, 1).reshape(images, rows, out_ch) if has_residual else pre
+    x_rows, out_rows = _pixel_rows(x, images), _pixel_rows(out, images)
+    pre_rows = _pixel_rows(pre, images) if saves_pre(act) else pre
+    res_rows = _pixel_rows(residual, images) if has_residual else pre
     size = [splits * images, rows, out_ch]
     for tile_sb, tile_m, tile_n in tc.tile(size, block_size=[1, None, None]):
         image = tile_sb.begin % images
@@ -366,8 +395,7 @@ def conv2d_depthwise(
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
     filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
-    out = _new_output(x, channels, out_h, out_w, channels_last)
-    pre = _pre_output(out, act)
+    out, pre = _outputs(x, channels, out_h, out_w, channels_last, act)
     flags = (act, has_bias, has_residual)
     for tile_m, tile_c in tc.tile([batch * out_h * out_w, channels]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
@@ -412,8 +440,7 @@ def conv2d_depthwise_planes(
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
     filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
-    out = _new_output(x, channels, out_h, out_w, False)
-    pre = _pre_output(out, act)
+    out, pre = _outputs(x, channels, out_h, out_w, False, act)
     flags = (act, has_bias, has_residual)
     planes = x.reshape(batch * channels, height, width)
     size = [batch * channels, out_h, out_w]

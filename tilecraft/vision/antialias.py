@@ -31,7 +31,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision._device import bilinear_taps, uint8_levels
+from tilecraft.vision._device import bilinear_taps, inside, uint8_levels
 from tilecraft.vision.memory import constant
 
 # rows of outputs, columns of outputs, and input columns per step of a program's tile
@@ -78,22 +78,6 @@ def bounds(
         weight = torch.clamp(1.0 - torch.abs((low + k - centre + 0.5) * inv_reach), min=0.0)
         total = total + torch.where(low + k < high, weight, 0.0)
     return low, high, centre, total
-
-
-def weights(
-    source: torch.Tensor,
-    low: torch.Tensor,
-    high: torch.Tensor,
-    centre: torch.Tensor,
-    total: torch.Tensor,
-    inv_reach: float,
-) -> torch.Tensor:
-    """The normalized weight of input `source` in the outputs of `bounds` (broadcast),
-    as float16 for the tensor cores; a device helper."""
-    weight = torch.clamp(1.0 - torch.abs((source - centre + 0.5) * inv_reach), min=0.0)
-    used = (source >= low) & (source < high) & (total > 0.0)
-    # outputs past the image's edge have no inputs (total 0): divide them by 1, unused
-    return torch.where(used, weight / torch.where(used, total, 1.0), 0.0).to(torch.float16)
 
 
 def axis_bounds(
@@ -164,18 +148,28 @@ def row_window(
     size: int,
     count: int,
     window: int,
+    antialias: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The `window` input rows from the first one that the output rows `dst` read, which
-    of them are read, and the [len(dst), window] float16 weights; a device helper."""
-    top, bottom, centre, total = bounds(
-        torch.clamp(dst, min=0), scale, reach, inv_reach, size, count
+    of them are read, and the [len(dst), window] float32 weights (antialiased or plain
+    bilinear, as `axis_weights`); a device helper."""
+    top, bottom, centre, total = axis_bounds(
+        torch.clamp(dst, min=0), scale, reach, inv_reach, size, count, antialias
     )
     source = torch.amin(top) + tc.arange(window)
     needed = source < torch.amax(bottom)  # rows past the last window: weight 0, not read
-    w_rows = weights(
-        source[None, :], top[:, None], bottom[:, None], centre[:, None], total[:, None], inv_reach
-    )
+    ends = (top[:, None], bottom[:, None], centre[:, None], total[:, None])
+    w_rows = axis_weights(source[None, :], *ends, inv_reach, antialias)
     return source, needed, w_rows
+
+
+def boxed(
+    acc: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, box: tuple, pad: float, peak: float
+) -> torch.Tensor:
+    """`acc` at output `rows` x `cols`, `pad` outside `box` (top, left, height, width), over
+    `peak`; a device helper."""
+    top, left, height, width = box
+    return torch.where(inside(rows - top, cols - left, height, width), acc, pad) / peak
 
 
 @tc.kernel
@@ -210,6 +204,7 @@ def _antialias_normalize(
         source_rows, needed, w_rows = row_window(
             tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
         )
+        w_rows = w_rows.to(torch.float16)
         dst_w = torch.clamp(tile_w.index - box_left, min=0)
         left, right, centre_w, total_w = bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w)
         first_col = torch.amin(left)
@@ -223,18 +218,11 @@ def _antialias_normalize(
             )
             pixels = pixels.to(torch.float16)
             partial = torch.matmul(w_rows, pixels).to(torch.float16)
-            w_cols = weights(
-                source_cols[:, None],
-                left[None, :],
-                right[None, :],
-                centre_w[None, :],
-                total_w[None, :],
-                inv_w,
-            )
+            ends = (left[None, :], right[None, :], centre_w[None, :], total_w[None, :])
+            w_cols = axis_weights(source_cols[:, None], *ends, inv_w, True).to(torch.float16)
             acc = torch.addmm(acc, partial, w_cols)
-        inside_h = (tile_h.index >= box_top) & (tile_h.index < box_top + box_height)
-        inside_w = (tile_w.index >= box_left) & (tile_w.index < box_left + box_width)
-        value = torch.where(inside_h[:, None] & inside_w[None, :], acc, pad) / peak
+        box = (box_top, box_left, box_height, box_width)
+        value = boxed(acc, tile_h.index, tile_w.index, box, pad, peak)
         value = (value - mean[tile_c][:, None, None]) / std[tile_c][:, None, None]
         out[tile_n, tile_c, tile_h, tile_w] = value.to(out.dtype)
     return out
@@ -245,6 +233,81 @@ ALIGN = 16
 LANE_COLS = Choice(32, 16, 64)  # outputs per program along a row, each for every channel
 SAMPLES = Choice(64, 32, 128)  # samples (pixels x channels) per step
 MAX_STEPS = 16  # a wider step where a program's row runs would take more (unrolled) steps
+
+
+def _lane_plan(c: int, cols: int, sw: float, step: int) -> tuple[int, int, int]:
+    """A packed program's lanes (a column per channel, a power of two, and output) and its
+    step (widened where the row runs would take more than MAX_STEPS: steps are unrolled)
+    and number of steps along a row."""
+    lanes = (1 << (c - 1).bit_length()) * cols
+    run = c * span(cols, sw) + 2 * ALIGN  # the samples of a row a program may read
+    step = max(step, 1 << (-(-run // MAX_STEPS) - 1).bit_length())
+    return lanes, step, -(-run // step)
+
+
+def _row_sums(
+    samples: torch.Tensor,
+    where: tuple,
+    sample: torch.Tensor,
+    w_rows: torch.Tensor,
+    exact: bool,
+) -> torch.Tensor:
+    """`Wv @ X` of one step of a packed program: the window's rows of `sample` (of image
+    `where[0]`, rows `where[1]` read where `where[2]`, samples before `where[3]`) weighted
+    by `w_rows` (float32, split in float16 halves with `exact`); a device helper."""
+    image, source_rows, needed, end = where
+    block = tc.load(
+        samples,
+        [image, source_rows[:, None], sample[None, :]],
+        extra_mask=needed[:, None] & (sample < end)[None, :],
+    )
+    # uint8 samples are exact in float16: only the weights need two halves
+    block = block.to(torch.float16)
+    w_high, w_low = halves(w_rows)
+    partial = tc.dot(w_high, block)
+    if exact:
+        partial = tc.dot(w_low, block, acc=partial)
+    return partial
+
+
+def _lane_weights(
+    sample: torch.Tensor,
+    c: int,
+    channel: torch.Tensor,
+    ends: tuple,
+    inv_w: float,
+    antialias: bool,
+) -> torch.Tensor:
+    """The column weights of one step of a packed program: each sample's weight in the
+    output of each lane of its channel (`ends`: `axis_bounds` of the lanes); a device
+    helper."""
+    left, right, centre_w, total_w = ends
+    lane_ends = (left[None, :], right[None, :], centre_w[None, :], total_w[None, :])
+    w_cols = axis_weights((sample // c)[:, None], *lane_ends, inv_w, antialias)
+    return torch.where((sample % c)[:, None] == channel[None, :], w_cols, 0.0)
+
+
+def _store_lanes(
+    value: torch.Tensor,
+    out: torch.Tensor,
+    where: tuple,
+    channel: torch.Tensor,
+    stats: tuple,
+    levels: bool,
+) -> None:
+    """A packed program's `value` normalized by `stats` (mean, std) per channel (or rounded
+    to uint8 `levels`) and stored to `out` at `where` (image, rows, columns) in the lanes
+    of real channels; a device helper."""
+    mean, std = stats
+    real = channel < out.size(1)
+    shift = tc.load(mean, [channel], extra_mask=real)
+    spread = tc.load(std, [channel], extra_mask=real, other=1.0)
+    value = (value - shift[None, :]) / spread[None, :]
+    if levels:  # a uint8 image: no statistics (0 and 1), rounded and saturated
+        value = uint8_levels(value)
+    image, rows, col = where
+    index = [image, channel[None, :], rows[:, None], col[None, :]]
+    tc.store(out, index, value.to(out.dtype), extra_mask=real[None, :])
 
 
 @tc.kernel
@@ -280,76 +343,29 @@ def _packed_resize_normalize(
     sh, sw = h / box_height, w / box_width
     reach_h, reach_w = support(sh), support(sw)
     window = window_rows(rows, sh)
-    lanes = (1 << (c - 1).bit_length()) * cols  # a column per channel (a power of 2) and output
-    run = c * span(cols, sw) + 2 * ALIGN  # the samples of a row a program may read
-    step = max(step, 1 << (-(-run // MAX_STEPS) - 1).bit_length())  # steps are unrolled
-    steps = -(-run // step)
+    lanes, step, steps = _lane_plan(c, cols, sw, step)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, rows, cols]):
-        dst_h = torch.clamp(tile_h.index - box_top, min=0)
-        top, bottom, centre_h, total_h = axis_bounds(
-            dst_h, scale_h, reach_h, inv_h, h, taps_h, antialias
-        )
-        source_rows = torch.amin(top) + tc.arange(window)
-        needed = source_rows < torch.amax(bottom)  # rows past the last window: not read
-        w_rows = axis_weights(
-            source_rows[None, :],
-            top[:, None],
-            bottom[:, None],
-            centre_h[:, None],
-            total_h[:, None],
-            inv_h,
-            antialias,
+        source_rows, needed, w_rows = row_window(
+            tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window, antialias
         )
         lane = tc.arange(lanes)
         channel = lane // cols
         col = tile_w.begin + lane % cols
         dst_w = torch.clamp(col - box_left, min=0)
-        left, right, centre_w, total_w = axis_bounds(
-            dst_w, scale_w, reach_w, inv_w, w, taps_w, antialias
-        )
-        first = torch.amin(left) * c // ALIGN * ALIGN
-        end = (torch.amax(right) * c + ALIGN - 1) // ALIGN * ALIGN
+        ends = axis_bounds(dst_w, scale_w, reach_w, inv_w, w, taps_w, antialias)
+        first = torch.amin(ends[0]) * c // ALIGN * ALIGN
+        end = (torch.amax(ends[1]) * c + ALIGN - 1) // ALIGN * ALIGN
         acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
         for s in range(steps):
             sample = first + s * step + tc.arange(step)
-            block = tc.load(
-                samples,
-                [tile_n.begin, source_rows[:, None], sample[None, :]],
-                extra_mask=needed[:, None] & (sample < end)[None, :],
-            )
-            # uint8 samples are exact in float16: only the weights need two halves
-            block = block.to(torch.float16)
-            w_high, w_low = halves(w_rows)
-            partial = tc.dot(w_high, block)
-            if exact:
-                partial = tc.dot(w_low, block, acc=partial)
-            w_cols = axis_weights(
-                (sample // c)[:, None],
-                left[None, :],
-                right[None, :],
-                centre_w[None, :],
-                total_w[None, :],
-                inv_w,
-                antialias,
-            )
-            w_cols = torch.where((sample % c)[:, None] == channel[None, :], w_cols, 0.0)
+            window_at = (tile_n.begin, source_rows, needed, end)
+            partial = _row_sums(samples, window_at, sample, w_rows, exact)
+            w_cols = _lane_weights(sample, c, channel, ends, inv_w, antialias)
             acc = product(partial, w_cols, acc, exact)
-        inside_h = (tile_h.index >= box_top) & (tile_h.index < box_top + box_height)
-        inside_w = (col >= box_left) & (col < box_left + box_width)
-        value = torch.where(inside_h[:, None] & inside_w[None, :], acc, pad) / peak
-        real = channel < c
-        shift = tc.load(mean, [channel], extra_mask=real)
-        spread = tc.load(std, [channel], extra_mask=real, other=1.0)
-        value = (value - shift[None, :]) / spread[None, :]
-        if levels:  # a uint8 image: no statistics (0 and 1), rounded and saturated
-            value = uint8_levels(value)
-        tc.store(
-            out,
-            [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]],
-            value.to(out.dtype),
-            extra_mask=real[None, :],
-        )
+        box = (box_top, box_left, box_height, box_width)
+        value = boxed(acc, tile_h.index, col, box, pad, peak)
+        _store_lanes(value, out, (tile_n.begin, tile_h.index, col), channel, (mean, std), levels)
     return out
 
 

@@ -218,14 +218,7 @@ class LLMSearch(ClassifierPatternSearch):
     def hand_over(self) -> None:
         """The classifier-guided climb, from every trial measured so far."""
         self.measure(self.starts(1 + len(self.seeds) + max(self.initial - len(self.trials), 0)))
-        pool = list(self.trials)
-        while not self.done():
-            self.climb(pool)
-            if self.done():
-                return
-            pool = self.measure(self.escapes())
-            if not pool:
-                return
+        self.climb_on(list(self.trials))
 
 
 class HybridSearch(LLMSearch):

@@ -30,7 +30,11 @@ class PatternSearch(SeededSearch):
     restart_size = 4
 
     def search(self) -> None:
-        pool = self.measure(self.starts(1 + len(self.seeds) + self.initial))
+        self.climb_on(self.measure(self.starts(1 + len(self.seeds) + self.initial)))
+
+    def climb_on(self, pool: list[Trial]) -> None:
+        """Climb from `pool`, then from each round of escapes (`escapes`), until the budget
+        or the space is used up."""
         while not self.done():
             self.climb(pool)
             if self.done():
