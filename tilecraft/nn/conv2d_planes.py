@@ -23,7 +23,7 @@ from tilecraft.nn.conv2d_kernels import (
     SUM_COLS,
     SUM_ROWS,
     _epilogue,
-    _pre_output,
+    _outputs,
     k_splits,
     partial_sums,
     saves_pre,
@@ -68,8 +68,7 @@ def conv2d_pointwise_planes(
     batch, in_ch, height, width = x.size()
     out_ch, pixels = weight.size(0), height * width
     filters = weight.reshape(out_ch, in_ch)  # rows of in_ch: a view of either weight layout
-    out = torch.empty([batch, out_ch, height, width], dtype=x.dtype, device=x.device)
-    pre = _pre_output(out, act)
+    out, pre = _outputs(x, out_ch, height, width, False, act)
     flags = (act, has_bias, has_residual)
     planes, out_planes = _as_planes(x), _as_planes(out)
     pre_planes = _as_planes(pre) if saves_pre(act) else pre
