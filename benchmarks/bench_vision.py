@@ -348,19 +348,21 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
+    resizes = [
+        ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
+        ("1x128 w4", resize("one", [1, 128], 4)),
+        ("2x128 w8", resize("one", [2, 128], 8)),
+        ("channels 1x128 w4", resize("channels", [1, 128], 4)),
+        ("channels 2x128 w8", resize("channels", [2, 128], 8)),
+        ("all 1x128 w4", resize("all", [1, 128], 4)),
+        ("all 2x128 w8", resize("all", [2, 128], 8)),
+        ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
+    ]
     return {
-        "resize bilinear f32 half-size": (
+        "resize bilinear f32 half-size": ("geometry._resize_bilinear", resizes),
+        "resize bilinear u8 NHWC -> {w}x{h}": (
             "geometry._resize_bilinear",
-            [
-                ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
-                ("1x128 w4", resize("one", [1, 128], 4)),
-                ("2x128 w8", resize("one", [2, 128], 8)),
-                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
-                ("channels 2x128 w8", resize("channels", [2, 128], 8)),
-                ("all 1x128 w4", resize("all", [1, 128], 4)),
-                ("all 2x128 w8", resize("all", [2, 128], 8)),
-                ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
-            ],
+            resizes[:1] + resizes[3:],
         ),
         "gaussian_blur 5x5 f32": (
             "filters._separable",
@@ -427,9 +429,11 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     time_ms = timer(device, args.smoke)
     frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
     cases = {c.name: c for c in geometry_cases(frames, None)}
+    cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
     rows = []
     for name, (path, variants) in variant_configs().items():
+        name = name.format(w=out_size[1], h=out_size[0])
         case, kernel = cases[name], kernel_at(path)
         case.peers = {}
         for label, config in [("heuristic", None), *variants]:
