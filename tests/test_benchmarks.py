@@ -211,6 +211,29 @@ def test_bench_bmm_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert max(r.get("max_error", 0) for r in rows.values()) < 1e-4
 
 
+@CPU_ONLY
+def test_bench_conv_smoke_nchw_pointwise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--kinds 1x1 --nchw --backward`: the NCHW 1x1 layer runs the GEMM over planes (its own
+    sweep, with the launch-order and TMA variants) and its gradients, each checked."""
+    script = load_script("bench_conv", monkeypatch)
+    out = tmp_path / "conv.json"
+    options = ["--smoke", "--nchw", "--backward", "--kinds", "1x1", "--layers", "1x1"]
+    data = script.main([*options, "--out", str(out)])
+    (row,) = data["rows"]
+    assert row["tilecraft"]["kernel_nchw"] == "conv2d_pointwise_planes"
+    assert row["tilecraft"]["nhwc"]["best"] is None and "compile" not in row["peers_ms"]
+    trials = row["tilecraft"]["nchw"]["trials"]
+    assert any(t["config"]["loop_orders"][0] == [1, 0, 2] for t in trials)
+    assert all(t["rel_err"] < 1e-4 for t in trials), trials
+    assert set(row["backward"]) == {
+        "pointwise_planes_input_grad",
+        "pointwise_planes_weight_grad",
+        "cudnn_ms",
+    }
+    assert row["backward_layout"] == "nchw"
+    assert row["ratios"]["nchw_vs_cudnn_nchw"] > 0 and "nhwc_vs_cudnn_nhwc" not in row["ratios"]
+
+
 def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """ResNet-50's res5 3x3 layer (few output tiles) tries split-K configs second; res3's
     (many tiles) does not. Bound on meta tensors: nothing runs."""
