@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tilecraft as tc
+from tilecraft.exc import HostCodeError
 from tilecraft.testing import assert_close
 
 
@@ -102,3 +103,19 @@ def test_int_arguments_fold_by_value(value: int, mode: object) -> None:
     kernel = mode(fill)  # type: ignore[operator]
     assert_close(kernel(torch.randn(4), value), torch.ones(value, 4))
     assert_close(kernel(torch.randn(4), 2), torch.ones(2, 4))
+
+
+def test_checks_and_guards_the_key_settles_go() -> None:
+    """`m, n = x.size()`, `assert weight.size(0) == n` and the guard of `m` (compiled in):
+    all fixed by the shapes, so the launcher keeps only the allocation and the launch."""
+    import rms_norm as rms_example
+
+    kernel = fresh(rms_example.rms_norm)
+    x, w = torch.randn(6, 10), torch.randn(10)
+    code = launcher_code(kernel, x, w)
+    assert "_tc_stale" not in code and "assert" not in code and "size()" not in code
+    assert_close(kernel(x, w), rms_example.reference(x, w))
+    # another specialization runs its host code at bind time: the check fails there
+    with pytest.raises(HostCodeError, match="weight has size 9, expected 10") as error:
+        kernel(x, torch.randn(9))
+    assert "rms_norm.py" in str(error.value)

@@ -29,6 +29,7 @@ from typing import Any, TypeGuard
 import torch
 
 from tilecraft.frontend.source import KernelSource
+from tilecraft.language.tunables import specialize
 
 
 @dataclass(eq=False)
@@ -69,6 +70,14 @@ BINARY: dict[type, Callable[[Any, Any], Any]] = {
     ast.FloorDiv: operator.floordiv,
     ast.Mod: operator.mod,
 }
+COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 CONSTANT_TYPES = (int, bool, str, float, type(None))
 
@@ -101,7 +110,7 @@ def fold_host(
         return host, {}
     folder = _Folder(src, kernels, _locals(fn))
     fn.body = folder.block(fn.body, _parameter_facts(fn, args, devices))
-    fn.body = folder.drop_broadcasts(fn.body) or [ast.Pass()]
+    fn.body = folder.drop_unread(folder.drop_broadcasts(fn.body)) or [ast.Pass()]
     return host, folder.constants
 
 
@@ -148,22 +157,20 @@ class _Folder:
     def __init__(self, src: KernelSource, kernels: set[str], local: set[str]) -> None:
         self.src, self.kernels, self.local = src, kernels, local
         self.constants: dict[str, str] = {}  # module-level names of folded dtypes, devices
+        self.pure: set[ast.stmt] = set()  # assignments of constants (no side effects)
 
     def block(self, body: list[ast.stmt], facts: Facts) -> list[ast.stmt]:
         out = []
         for stmt in body:
-            out.append(self.statement(stmt, facts))
+            out += self.statement(stmt, facts)
         return out
 
-    def statement(self, stmt: ast.stmt, facts: Facts) -> ast.stmt:
+    def statement(self, stmt: ast.stmt, facts: Facts) -> list[ast.stmt]:
+        """`stmt` folded (none, one or several statements); `facts` updated past it."""
         if isinstance(stmt, ast.If):
-            if self._escapes(stmt.test, facts):
-                facts.forget_tensors()
-            other = facts.copy()
-            stmt.body = self.block(stmt.body, facts)
-            stmt.orelse = self.block(stmt.orelse, other)
-            facts.merge(other)
-            return stmt
+            return self._if(stmt, facts)
+        if isinstance(stmt, ast.Assert) and _truthy(self.fact(stmt.test, facts)):
+            return []  # a check the specialization passed: `assert k == k2`
         if self._escapes(stmt, facts):
             facts.forget_tensors()
         if isinstance(stmt, (ast.Assign, ast.Expr, ast.Return, ast.Assert, ast.AnnAssign)):
@@ -174,7 +181,32 @@ class _Folder:
             facts.names.pop(name, None)
         if isinstance(stmt, ast.Assign) and single:
             self._bind(stmt.targets[0], value, facts)
-        return stmt
+            if isinstance(value, Const):
+                self.pure.add(stmt)
+        return [stmt]
+
+    def _if(self, stmt: ast.If, facts: Facts) -> list[ast.stmt]:
+        test = self.fact(stmt.test, facts)
+        if isinstance(test, Const) and _is_value(test.value):  # e.g. a launch's guard
+            return self.block(stmt.body if test.value else stmt.orelse, facts)
+        if self._escapes(stmt.test, facts):
+            facts.forget_tensors()
+        other = facts.copy()
+        stmt.body = self.block(stmt.body, facts) or [ast.Pass()]
+        stmt.orelse = self.block(stmt.orelse, other)
+        facts.merge(other)
+        return [stmt]
+
+    def drop_unread(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        """`body` less the assignments of constants (`m, k = x.size()`) nothing reads after."""
+        read: set[str] = set()
+        out: list[ast.stmt] = []
+        for stmt in reversed(body):
+            if stmt in self.pure and not (_stored(stmt) & read):
+                continue
+            read |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+            out.append(stmt)
+        return out[::-1]
 
     def _bind(self, target: ast.expr, fact: Fact | None, facts: Facts) -> None:
         if fact is None:
@@ -202,20 +234,37 @@ class _Folder:
         parents = {c: p for p in ast.walk(node) for c in ast.iter_child_nodes(p)}
         for name in ast.walk(node):
             is_tensor = isinstance(name, ast.Name) and name.id in tensors
-            if is_tensor and not self._safe_use(name, parents):  # type: ignore[arg-type]
+            if is_tensor and not self._safe_use(name, parents, node, facts):  # type: ignore[arg-type]
                 return True
         return False
 
-    def _safe_use(self, name: ast.Name, parents: dict[ast.AST, ast.AST]) -> bool:
+    def _safe_use(
+        self, name: ast.Name, parents: dict[ast.AST, ast.AST], stmt: ast.AST, facts: Facts
+    ) -> bool:
         if not isinstance(name.ctx, ast.Load) or _in_scope(name, parents):
             return isinstance(name.ctx, ast.Store)
-        parent = parents.get(name)
+        value: ast.expr = name
+        parent = parents.get(value)
+        while isinstance(parent, ast.IfExp) and value is not parent.test:
+            test = self.fact(parent.test, facts)  # a branch that never runs is safe
+            if not isinstance(test, Const) or not _is_value(test.value):
+                return False
+            if value is not (parent.body if test.value else parent.orelse):
+                return True
+            value, parent = parent, parents.get(parent)
+        if parent is stmt and isinstance(stmt, ast.Assign):  # `y = x`: y is tracked too
+            return len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        return self._safe_operand(value, parent, parents)
+
+    def _safe_operand(
+        self, value: ast.expr, parent: ast.AST | None, parents: dict[ast.AST, ast.AST]
+    ) -> bool:
         if isinstance(parent, ast.Attribute):
             call = parents.get(parent)
             if parent.attr in VIEWS:
                 return isinstance(call, ast.Call) and call.func is parent
             return parent.attr in READS
-        if isinstance(parent, ast.Call) and name in parent.args:
+        if isinstance(parent, ast.Call) and value in parent.args:
             func = parent.func
             if isinstance(func, ast.Subscript):
                 return self._launches(parent)
@@ -258,6 +307,14 @@ class _Folder:
             left, right = self._value(node.left, facts), self._value(node.right, facts)
             if _is_int(left) and _is_int(right):
                 return Const(BINARY[type(node.op)](left.value, right.value))
+        if isinstance(node, ast.IfExp):
+            test = self._value(node.test, facts)
+            if test is not None and _is_value(test.value):
+                return self._fact(node.body if test.value else node.orelse, facts)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARE:
+            left, right = self._value(node.left, facts), self._value(node.comparators[0], facts)
+            if left is not None and right is not None and _is_value((left.value, right.value)):
+                return Const(COMPARE[type(node.ops[0])](left.value, right.value))
         if isinstance(node, ast.Subscript):
             base, index = self._value(node.value, facts), self._value(node.slice, facts)
             if base is not None and _is_int(index):
@@ -299,6 +356,8 @@ class _Folder:
                 method = getattr(base.meta, func.attr)
                 return Const(method(*(a.value for a in args if isinstance(a, Const))))
             return None
+        if self._is(func, specialize) and len(args) == 1:
+            return args[0]
         if self._is(func, torch.promote_types) and all(isinstance(a, Const) for a in args):
             return Const(torch.promote_types(*(a.value for a in args if isinstance(a, Const))))
         if self._is(func, torch.broadcast_tensors) and all(isinstance(a, TensorFact) for a in args):
@@ -421,6 +480,17 @@ class _Allocations(ast.NodeTransformer):
 
 def _is_int(fact: Fact | None) -> TypeGuard[Const]:
     return isinstance(fact, Const) and type(fact.value) in (int, bool)
+
+
+def _is_value(value: Any) -> bool:
+    """A plain value whose comparisons and truth mean what they say (ints, tuples of ints)."""
+    if isinstance(value, (tuple, list)):
+        return all(_is_value(v) for v in value)
+    return isinstance(value, (*CONSTANT_TYPES, torch.dtype))
+
+
+def _truthy(fact: Fact | None) -> bool:
+    return isinstance(fact, Const) and _is_value(fact.value) and bool(fact.value)
 
 
 def _in_scope(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
