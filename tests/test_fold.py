@@ -119,3 +119,18 @@ def test_checks_and_guards_the_key_settles_go() -> None:
     with pytest.raises(HostCodeError, match="weight has size 9, expected 10") as error:
         kernel(x, torch.randn(9))
     assert "rms_norm.py" in str(error.value)
+
+
+@tc.kernel
+def first_set(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([x.size(0) + 1], dtype=x.dtype, device=x.device)
+    out[0] = 7  # a store into a tensor, of a constant: it stays
+    for tile in tc.tile(x.size(0)):
+        out[tile.index + 1] = x[tile]
+    return out
+
+
+def test_stores_into_tensors_stay(mode: object) -> None:
+    x = torch.randn(5)
+    out = mode(fresh(first_set))(x)  # type: ignore[operator]
+    assert_close(out, torch.cat([torch.tensor([7.0]), x]))

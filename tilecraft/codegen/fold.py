@@ -181,8 +181,8 @@ class _Folder:
             facts.names.pop(name, None)
         if isinstance(stmt, ast.Assign) and single:
             self._bind(stmt.targets[0], value, facts)
-            if isinstance(value, Const):
-                self.pure.add(stmt)
+            if isinstance(value, Const) and _names_only(stmt.targets[0]):
+                self.pure.add(stmt)  # not `out[0] = 1`: that stores into a tensor
         return [stmt]
 
     def _if(self, stmt: ast.If, facts: Facts) -> list[ast.stmt]:
@@ -491,6 +491,12 @@ def _is_value(value: Any) -> bool:
 
 def _truthy(fact: Fact | None) -> bool:
     return isinstance(fact, Const) and _is_value(fact.value) and bool(fact.value)
+
+
+def _names_only(target: ast.expr) -> bool:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return all(_names_only(t) for t in target.elts)
+    return isinstance(target, ast.Name)
 
 
 def _in_scope(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
