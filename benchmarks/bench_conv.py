@@ -7,7 +7,9 @@ plain GEMM for 1x1 filters, a direct stencil for depthwise ones) runs a small ha
 sweep of configs on the channels-last input (block sizes, warps, stages; each checked
 against cuDNN's output before it is timed) and keeps the fastest; the NCHW input runs the
 same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
-sweep's first two configs (depthwise filters: a stencil over planes, swept on its own). Deep
+sweep's first two configs (depthwise filters: a stencil over planes, swept on its own; NCHW
+1x1 filters: a GEMM over planes, swept on its own). The channels-last depthwise stencil
+also tries tiles of output rows by columns (`tile_rows`) after its tiles of positions. Deep
 layers (fewer output tiles than the GPU has multiprocessors) also try split-K configs. The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
@@ -15,10 +17,14 @@ per layer). Times are kernel launches (tilecraft's generated launcher, `F.conv2d
 the compiled function); FLOPs are 2 * batch * out_ch * out_h * out_w * in_ch / groups * kh
 * kw; ratios are tilecraft's speed over the peer's (above 1: tilecraft is faster).
 `--backward` also sweeps the input- and weight-gradient kernels (channels-last) against
-PyTorch's `convolution_backward` (cuDNN), at twice the forward's FLOPs.
+PyTorch's `convolution_backward` (cuDNN), at twice the forward's FLOPs. `--nchw` measures
+only the NCHW input (its kernel's own sweep, the backward on NCHW tensors too; cuDNN on
+both layouts as peers, no torch.compile); `--layers` keeps the layers whose names contain
+one of its comma-separated words.
 
     PYTHONPATH=$PWD python benchmarks/bench_conv.py [--out PATH] [--budget-s 90]
     PYTHONPATH=$PWD python benchmarks/bench_conv.py --kinds 3x3,depthwise --backward
+    PYTHONPATH=$PWD python benchmarks/bench_conv.py --kinds 1x1 --nchw --backward
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_conv.py --smoke
 
 `--smoke` runs tiny layers on the CPU (Triton's interpreter, float32, no torch.compile): it
@@ -52,6 +58,7 @@ sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
 import tilecraft as tc  # noqa: E402
 from tilecraft.autotune.space import ConfigSpace  # noqa: E402
 from tilecraft.nn import conv2d_backward as bwd  # noqa: E402
+from tilecraft.nn import conv2d_planes as planes  # noqa: E402
 from tilecraft.nn.conv2d import plan  # noqa: E402
 
 
@@ -120,8 +127,19 @@ GEMM_SWEEP = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (2
 # split-K (the reduction in `splits` chunks, a second pass adding them), tried second on the
 # forward GEMMs of layers with fewer 128 x 128 output tiles than the GPU has multiprocessors
 SPLIT_SWEEP = [(128, 128, 64, 8, 3, 2), (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 3, 4)]
+# NCHW 1x1 filters (W @ x[n] over planes: m output channels, n pixels): the GEMM sweep,
+# then its first config with other knobs (the out-channel tiles outermost in the launch
+# order, so that neighbouring programs share an image's tile; TMA tensor descriptors for
+# the filters, then for the image's planes too, read as [1, block, block] tiles)
+# (where an access cannot take one, such as the image's planes at a scalar image, it
+# keeps pointers)
+TMA = {f"indexing[{i}]": "tensor_descriptor" for i in range(8)}
+PLANES_EXTRAS = [{"loop_orders[0]": (1, 0, 2)}, TMA, {**TMA, "image_tiles": True}]
 # the depthwise stencil: (block of positions, block of channels, warps)
 DEPTHWISE_SWEEP = [(64, 64, 4), (32, 128, 4), (128, 32, 4), (16, 128, 2)]
+# its tiles of output rows by columns (channels-last; `tile_rows` > 1), tried after those:
+# (rows, block of columns, block of channels, warps)
+DEPTHWISE_ROWS_SWEEP = [(4, 16, 64, 4), (2, 32, 64, 4), (8, 8, 64, 4), (4, 16, 32, 4)]
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
@@ -132,6 +150,9 @@ BLOCK_ORDERS = {
     "conv2d_gemm": "kmn",
     "conv2d_input_grad": "kmn",
     "conv2d_pointwise": "kmn",
+    "conv2d_pointwise_planes": "kmn",  # m output channels, n pixels, k input channels
+    "pointwise_planes_input_grad": "mnk",  # m input channels, n pixels, k output channels
+    "pointwise_planes_weight_grad": "mnk",  # m output channels, n input channels, k pixels
     "conv2d_weight_grad": "mnk",
     "conv2d_depthwise": "mc",
     "conv2d_depthwise_planes": "mc",  # rows of a plane, then columns
@@ -144,6 +165,9 @@ def _block_knobs(kernel_name: str, entry: tuple) -> dict[str, Any]:
     """Knob values of a sweep entry for one of conv2d's kernels."""
     if len(entry) == 3:  # a depthwise entry
         sizes, extra = {"m": entry[0], "c": entry[1]}, {"num_warps": entry[2]}
+    elif len(entry) == 4:  # a depthwise entry in tiles of rows: its own blocks, after m, c
+        knobs = {"block_sizes[2]": entry[1], "block_sizes[3]": entry[2]}
+        return {**knobs, "tile_rows": entry[0], "num_warps": entry[3]}
     else:
         sizes = dict(zip("mnk", entry[:3], strict=True))
         extra = {"num_warps": entry[3], "num_stages": entry[4]}
@@ -235,7 +259,7 @@ def run_sweep(
 def wants_split(kernel: tc.Kernel, args: tuple) -> bool:
     """A forward GEMM with fewer output tiles (at 128 x 128) than an H200 has SMs: a deep
     layer, which split-K may fill."""
-    if kernel.__name__ not in ("conv2d_gemm", "conv2d_pointwise"):
+    if kernel.__name__ not in ("conv2d_gemm", "conv2d_pointwise", "conv2d_pointwise_planes"):
         return False
     x, weight, out_h, out_w = args[0], args[1], args[11], args[12]
     rows, cols = x.size(0) * out_h * out_w, weight.size(0)
@@ -245,22 +269,42 @@ def wants_split(kernel: tc.Kernel, args: tuple) -> bool:
 def _sweep(kernel: tc.Kernel, args: tuple, deadline: float) -> list[tc.Config]:
     """The sweep for a kernel, cut to its first config once the budget is spent."""
     entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
+    if kernel.__name__ == "conv2d_depthwise":
+        entries = entries + DEPTHWISE_ROWS_SWEEP
     if wants_split(kernel, args):  # (the others unsplit: the default may split)
         entries = [(*entries[0], 1), *SPLIT_SWEEP, *[(*e, 1) for e in entries[1:]]]
     configs = sweep_configs(kernel, args, entries)
+    if kernel is planes.conv2d_pointwise_planes:
+        configs += with_extras(kernel, args, configs[0], PLANES_EXTRAS)
     return configs if time.monotonic() < deadline else configs[:1]
+
+
+def with_extras(
+    kernel: tc.Kernel, args: tuple, base: tc.Config, extras: list[dict[str, Any]]
+) -> list[tc.Config]:
+    """`base` with each of `extras`' knob values (snapped to the kernel's space), new ones."""
+    bound = kernel.bind(args)
+    space = ConfigSpace(bound.spec, bound.default_config, on_gpu=True)
+    configs: list[tc.Config] = []
+    for extra in extras:
+        config = space.snap({**space.values(base), **extra})
+        if config != base and config not in configs:
+            configs.append(config)
+    return configs
 
 
 def tilecraft_times(case: Case, args: argparse.Namespace, deadline: float) -> dict:
     """tilecraft on the channels-last input (swept or tuned) and on the NCHW input."""
     result: dict[str, Any] = {"kernel": case.kernel.__name__}
-    if args.search == "fast":
-        configs = [case.kernel.autotune(case.args, budget_s=args.tune_s)]
-    else:
-        configs = _sweep(case.kernel, case.args, deadline)
+    result["kernel_nchw"] = case.kernel_nchw.__name__
+    if args.nchw:  # the NCHW input only, its kernel swept (or tuned)
+        result["nhwc"] = {"trials": [], "best": None}
+        result["nchw"], _ = run_sweep(case, case.kernel_nchw, _configs(case, args, deadline, True),
+                                      case.args_nchw)  # fmt: skip
+        return result
+    configs = _configs(case, args, deadline, False)
     result["nhwc"], _ = run_sweep(case, case.kernel, configs, case.args)
     best = result["nhwc"]["best"]
-    result["kernel_nchw"] = case.kernel_nchw.__name__
     if case.kernel_nchw is not case.kernel:  # a kernel of its own: its own sweep
         nchw_configs = _sweep(case.kernel_nchw, case.args_nchw, deadline)
     else:  # the NHWC winner, and while the budget lasts the sweep's first two
@@ -271,11 +315,37 @@ def tilecraft_times(case: Case, args: argparse.Namespace, deadline: float) -> di
     return result
 
 
-def backward_times(case: Case, deadline: float) -> dict:
-    """The input and weight gradients (channels-last): tilecraft's kernels swept, each checked
-    against PyTorch's `convolution_backward` (cuDNN on a GPU), which is timed as the peer."""
+def _configs(case: Case, args: argparse.Namespace, deadline: float, nchw: bool) -> list:
+    """The configs to time for one layout's kernel: the sweep's, or the tuner's pick."""
+    kernel, kernel_args = (case.kernel_nchw, case.args_nchw) if nchw else (case.kernel, case.args)
+    if args.search == "fast":
+        return [kernel.autotune(kernel_args, budget_s=args.tune_s)]
+    return _sweep(kernel, kernel_args, deadline)
+
+
+def gradient_runs(case: Case, grad: torch.Tensor, want: tuple, nchw: bool) -> list[tuple]:
+    """(kernel, args, expected) of the input and weight gradients, as autograd calls them."""
+    x, w = (case.x_nchw, case.args_nchw[1]) if nchw else (case.x, case.args[1])
+    geometry, groups = case.args[4:10], case.args[10]
+    name = (case.kernel_nchw if nchw else case.kernel).__name__
+    if name == "conv2d_pointwise_planes":
+        return [(planes.pointwise_planes_input_grad, (grad, w, x), want[0]),
+                (planes.pointwise_planes_weight_grad, (grad, x, w), want[1])]  # fmt: skip
+    if "depthwise" in name:
+        return [(bwd.depthwise_input_grad, (grad, w, x, *geometry, not nchw), want[0]),
+                (bwd.depthwise_weight_grad, (grad, x, w, *geometry), want[1])]  # fmt: skip
+    return [(bwd.conv2d_input_grad, (grad, w, x, *geometry, groups, not nchw), want[0]),
+            (bwd.conv2d_weight_grad, (grad, x, w, *geometry, groups), want[1])]  # fmt: skip
+
+
+def backward_times(case: Case, deadline: float, nchw: bool = False) -> dict:
+    """The input and weight gradients (channels-last, or NCHW): tilecraft's kernels swept, each
+    checked against PyTorch's `convolution_backward` (cuDNN on a GPU), which is timed as the
+    peer on the same layout."""
     grad = torch.randn_like(case.expected)
-    x, w, (geometry, groups) = case.x, case.args[1], (case.args[4:10], case.args[10])
+    if nchw:
+        grad = grad.contiguous()
+    x, groups = (case.x_nchw if nchw else case.x), case.args[10]
     layer = case.layer
     stride, padding = [layer.stride] * 2, [layer.padding] * 2
     mask = [True, True, False]
@@ -286,14 +356,8 @@ def backward_times(case: Case, deadline: float) -> dict:
         )
 
     want_x, want_w, _ = peer()
-    if case.kernel.__name__ == "conv2d_depthwise":
-        runs = [(bwd.depthwise_input_grad, (grad, w, x, *geometry, True), want_x),
-                (bwd.depthwise_weight_grad, (grad, x, w, *geometry), want_w)]  # fmt: skip
-    else:
-        runs = [(bwd.conv2d_input_grad, (grad, w, x, *geometry, groups, True), want_x),
-                (bwd.conv2d_weight_grad, (grad, x, w, *geometry, groups), want_w)]  # fmt: skip
     result: dict[str, Any] = {}
-    for kernel, kernel_args, want in runs:
+    for kernel, kernel_args, want in gradient_runs(case, grad, (want_x, want_w), nchw):
         check = lambda got, want=want: rel_error(got, want)  # noqa: E731
         configs = _sweep(kernel, kernel_args, deadline)
         result[kernel.__name__], _ = run_sweep(case, kernel, configs, kernel_args, check)
@@ -327,7 +391,8 @@ def measure(layer: Layer, args: argparse.Namespace, device: torch.device, deadli
         row["tilecraft"] = tilecraft_times(case, args, deadline)
         row["peers_ms"] = peer_times(case, args.compile)
         if args.backward:
-            row["backward"] = backward_times(case, deadline)
+            row["backward"] = backward_times(case, deadline, args.nchw)
+            row["backward_layout"] = "nchw" if args.nchw else "nhwc"
         row.update(speeds(row, layer.flops(args.batch)))
     except Exception:
         row["error"] = traceback.format_exc()[-1500:]
@@ -394,7 +459,8 @@ def table(rows: list[dict], means: dict) -> str:
             continue
         cells = [_cell(row["tflops"].get(c), ".1f") for c in COLUMNS]
         cells += [_cell(row["ratios"].get(r), ".2f") for r in RATIOS]
-        kernel = row["tilecraft"]["kernel"].removeprefix("conv2d_")
+        kernel = row["tilecraft"]["kernel" if row["tilecraft"]["nhwc"]["trials"] else "kernel_nchw"]
+        kernel = kernel.removeprefix("conv2d_")
         lines.append(f"| {row['name']} | {row['kind']} | {kernel} | " + " | ".join(cells) + " |")
     lines += ["", "| geometric mean | " + " | ".join(RATIOS) + " |", "|---|" + "---|" * len(RATIOS)]
     for kind, ratios in means.items():
@@ -412,6 +478,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="tiny layers on the CPU (float32)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--kinds", default="3x3,1x1,strided,depthwise", help="comma-separated")
+    p.add_argument("--layers", default="", help="comma-separated words of layer names")
+    p.add_argument("--nchw", action="store_true", help="only the NCHW input (no torch.compile)")
     p.add_argument("--budget-s", type=float, default=90.0, help="seconds for all sweeps")
     p.add_argument("--search", choices=["sweep", "fast"], default="sweep")
     p.add_argument("--tune-s", type=float, default=8.0, help="per layer, with --search fast")
@@ -420,6 +488,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_conv.json")
     args = p.parse_args(argv)
     args.dtype = torch.float32 if args.smoke else torch.bfloat16
+    args.compile = args.compile and not args.nchw
     if args.smoke:
         args.batch, args.compile = min(args.batch, 2), False
     return args
@@ -432,7 +501,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if args.smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     kinds = set(args.kinds.split(","))
+    words = [w for w in args.layers.split(",") if w]
     layers = [la for la in (SMOKE_LAYERS if args.smoke else LAYERS) if la.kind in kinds]
+    layers = [la for la in layers if not words or any(w in la.name for w in words)]
     start = time.monotonic()
     deadline = start + args.budget_s
     rows = []

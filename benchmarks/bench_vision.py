@@ -31,6 +31,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -341,22 +342,35 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         taps = 25 if one_pass else 0
         return Config(block_sizes=rows + cols + [64], num_warps=warps, one_pass_taps=taps)
 
+    def preprocess(planes: str, hw: list[int], warps: int) -> Config:
+        blocks = hw + [1, 64] if planes == "channels" else [64, 64] + hw
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes)
+
+    def by_pass(rows: list[int], row_warps: int, cols: list[int], col_warps: int):
+        """Configs for `_average_rows` by pass: the row pass reads along its tiles' last
+        axis, the column pass (a transposed view) along the one before."""
+        row_config = Config(block_sizes=rows, num_warps=row_warps)
+        col_config = Config(block_sizes=cols, num_warps=col_warps)
+        return lambda args: row_config if args[0].stride(3) == 1 else col_config
+
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
+    resizes = [
+        ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
+        ("1x128 w4", resize("one", [1, 128], 4)),
+        ("2x128 w8", resize("one", [2, 128], 8)),
+        ("channels 1x128 w4", resize("channels", [1, 128], 4)),
+        ("channels 2x128 w8", resize("channels", [2, 128], 8)),
+        ("all 1x128 w4", resize("all", [1, 128], 4)),
+        ("all 2x128 w8", resize("all", [2, 128], 8)),
+        ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
+    ]
     return {
-        "resize bilinear f32 half-size": (
+        "resize bilinear f32 half-size": ("geometry._resize_bilinear", resizes),
+        "resize bilinear u8 NHWC -> {w}x{h}": (
             "geometry._resize_bilinear",
-            [
-                ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
-                ("1x128 w4", resize("one", [1, 128], 4)),
-                ("2x128 w8", resize("one", [2, 128], 8)),
-                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
-                ("channels 2x128 w8", resize("channels", [2, 128], 8)),
-                ("all 1x128 w4", resize("all", [1, 128], 4)),
-                ("all 2x128 w8", resize("all", [2, 128], 8)),
-                ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
-            ],
+            resizes[:1] + resizes[3:],
         ),
         "gaussian_blur 5x5 f32": (
             "filters._separable",
@@ -380,15 +394,21 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
             [
                 ("8x16 w4", Config(block_sizes=[8, 16], num_warps=4)),
                 ("16x16 w8", Config(block_sizes=[16, 16], num_warps=8)),
+                ("rows 1x128 w4, columns 64x64 w4", by_pass([1, 128], 4, [64, 64], 4)),
+                ("rows 2x128 w8, columns 64x64 w4", by_pass([2, 128], 8, [64, 64], 4)),
+                ("rows 2x128 w8, columns 128x16 w8", by_pass([2, 128], 8, [128, 16], 8)),
             ],
         ),
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
             [
-                ("64x64 w4", Config(block_sizes=[64, 64], num_warps=4)),
-                ("1x128 w4", Config(block_sizes=[1, 128], num_warps=4)),
-                ("2x128 w8", Config(block_sizes=[2, 128], num_warps=8)),
-                ("4x64 w8", Config(block_sizes=[4, 64], num_warps=8)),
+                ("64x64 w4", preprocess("channels", [64, 64], 4)),
+                ("1x128 w4", preprocess("channels", [1, 128], 4)),
+                ("2x128 w8", preprocess("channels", [2, 128], 8)),
+                ("4x64 w8", preprocess("channels", [4, 64], 8)),
+                ("all 1x128 w4", preprocess("all", [1, 128], 4)),
+                ("all 2x128 w8", preprocess("all", [2, 128], 8)),
+                ("all 4x128 w16", preprocess("all", [4, 128], 16)),
             ],
         ),
     }
@@ -396,13 +416,19 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
 
 @contextlib.contextmanager
 def forced(kernel, config) -> Iterator[None]:
-    """Within it, `kernel` runs `config` (None: its own choice), compiled afresh."""
+    """Within it, `kernel` runs `config` (None: its own choice; a function: the config it
+    returns for a call's arguments), compiled afresh."""
     saved = kernel.config, kernel._bound
-    kernel.config, kernel._bound = config, {}
+    kernel._bound = {}
+    if callable(config):
+        kernel.config_for = lambda bound, args: config(args)
+    else:
+        kernel.config = config
     try:
         yield
     finally:
         kernel.config, kernel._bound = saved
+        vars(kernel).pop("config_for", None)
 
 
 def kernel_at(path: str):
@@ -420,17 +446,24 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     time_ms = timer(device, args.smoke)
     frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
     cases = {c.name: c for c in geometry_cases(frames, None)}
+    cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
     rows = []
     for name, (path, variants) in variant_configs().items():
+        name = name.format(w=out_size[1], h=out_size[0])
         case, kernel = cases[name], kernel_at(path)
         case.peers = {}
         for label, config in [("heuristic", None), *variants]:
             try:
-                with forced(kernel, config):
+                with forced(kernel, config), warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
                     row = run_case(case, time_ms)
             except Exception as e:  # noqa: BLE001 - one failing variant must not end the run
                 row = {"kernel": name, "matches": False, "error": f"{type(e).__name__}: {e}"}
+            else:  # a compile too slow for its deadline runs a safe config instead: say so
+                fallbacks = [str(w.message) for w in caught if "instead" in str(w.message)]
+                row.update({"error": fallbacks[0]} if fallbacks else {})
+            row["config"] = "by pass" if callable(config) else repr(config)
             rows.append({"frames": "1080p", **row, "variant": label})
             print(f"{name} | {label}: {row.get('tilecraft_ms', row.get('error'))}")
     return rows
@@ -441,7 +474,7 @@ def variants_table(rows: list[dict]) -> str:
     for r in rows:
         ok = "yes" if r["matches"] else "NO"
         if "error" in r:
-            lines.append(f"| {r['kernel']} | {r['variant']} | {r['error'][:80]} | | | | |")
+            lines.append(f"| {r['kernel']} | {r['variant']} | {r['error'][:120]} | | | | |")
             continue
         lines.append(
             f"| {r['kernel']} | {r['variant']} | {ok} | {r['tilecraft_ms']:.3f} | "

@@ -211,6 +211,45 @@ def test_bench_bmm_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert max(r.get("max_error", 0) for r in rows.values()) < 1e-4
 
 
+@CPU_ONLY
+def test_bench_conv_smoke_nchw_pointwise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--kinds 1x1 --nchw --backward`: the NCHW 1x1 layer runs the GEMM over planes (its own
+    sweep, with the launch-order and TMA variants) and its gradients, each checked."""
+    script = load_script("bench_conv", monkeypatch)
+    out = tmp_path / "conv.json"
+    options = ["--smoke", "--nchw", "--backward", "--kinds", "1x1", "--layers", "1x1"]
+    data = script.main([*options, "--out", str(out)])
+    (row,) = data["rows"]
+    assert row["tilecraft"]["kernel_nchw"] == "conv2d_pointwise_planes"
+    assert row["tilecraft"]["nhwc"]["best"] is None and "compile" not in row["peers_ms"]
+    trials = row["tilecraft"]["nchw"]["trials"]
+    assert any(t["config"]["loop_orders"][0] == [1, 0, 2] for t in trials)
+    assert all(t["rel_err"] < 1e-4 for t in trials), trials
+    assert set(row["backward"]) == {
+        "pointwise_planes_input_grad",
+        "pointwise_planes_weight_grad",
+        "cudnn_ms",
+    }
+    assert row["backward_layout"] == "nchw"
+    assert row["ratios"]["nchw_vs_cudnn_nchw"] > 0 and "nhwc_vs_cudnn_nhwc" not in row["ratios"]
+
+
+def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The channels-last depthwise stencil tries tiles of rows (`tile_rows` > 1) after its
+    tiles of positions; the NCHW planes stencil has no such knob. Bound on meta tensors."""
+    from tilecraft.nn.conv2d import plan
+
+    script = load_script("bench_conv", monkeypatch)
+    x = torch.empty(32, 144, 56, 56, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(144, 1, 3, 3, dtype=torch.bfloat16, device="meta")
+    op, args = plan(x.contiguous(memory_format=torch.channels_last), w, padding=1, groups=144)
+    configs = script._sweep(op.kernel, args, deadline=float("inf"))
+    assert [c.to_dict()["tile_rows"] for c in configs] == [1, 1, 1, 1, 4, 2, 8, 4]
+    assert configs[4].to_dict()["block_sizes"][2:] == [16, 64]
+    op, args = plan(x, w, padding=1, groups=144)
+    assert all("tile_rows" not in c.to_dict() for c in script._sweep(op.kernel, args, 0.0))
+
+
 def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """ResNet-50's res5 3x3 layer (few output tiles) tries split-K configs second; res3's
     (many tiles) does not. Bound on meta tensors: nothing runs."""

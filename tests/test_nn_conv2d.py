@@ -11,12 +11,16 @@ from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
+from tilecraft.nn import conv2d_planes as planes
 
 KERNELS = [
     fwd.conv2d_gemm,
     fwd.conv2d_pointwise,
     fwd.conv2d_depthwise,
     fwd.conv2d_depthwise_planes,
+    planes.conv2d_pointwise_planes,
+    planes.pointwise_planes_input_grad,
+    planes.pointwise_planes_weight_grad,
     bwd.activation_backward,
     bwd.conv2d_input_grad,
     bwd.conv2d_weight_grad,
@@ -91,8 +95,11 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
         ((1, 20, 4, 5), (18, 20, 3, 3), "relu", {"padding": 1, "stride": 2}, True),
         # even filters: 'same' pads one more after than before
         ((1, 2, 5, 6), (3, 2, 2, 4), None, {"padding": "same", "dilation": (1, 3)}, False),
-        # 1x1: a plain GEMM (both layouts are different views), and strided (implicit GEMM)
+        # 1x1: a plain GEMM (over planes for NCHW, over pixels for channels-last; the
+        # second NCHW one ragged past a 32 block on every dim, one image), and strided
+        # (implicit GEMM)
         ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, False),
+        ((1, 40, 3, 11), (33, 40, 1, 1), "relu", {"dilation": 2}, False),
         ((2, 5, 6, 5), (3, 5, 1, 1), "silu", {}, True),
         ((2, 5, 5, 3), (4, 5, 1, 1), None, {"stride": 2}, False),
         # depthwise: the stencil; a channel multiplier of 2 goes to the implicit GEMM
@@ -103,27 +110,28 @@ GEMM = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}
         ((1, 3, 5, 4), (6, 1, 3, 3), None, {"padding": 1, "groups": 3}, False),
     ],
     ids=["gemm-nchw", "gemm-nhwc", "same-dilated", "padded-taps", "same-even",
-         "pointwise-nchw", "pointwise-nhwc", "pointwise-strided", "depthwise-nchw",
-         "depthwise-nhwc", "depthwise-dilated", "multiplier"],
+         "pointwise-nchw", "pointwise-nchw-ragged", "pointwise-nhwc", "pointwise-strided",
+         "depthwise-nchw", "depthwise-nhwc", "depthwise-dilated", "multiplier"],
 )  # fmt: skip
 def test_conv2d(modes, x_shape, w_shape, activation, options, channels_last) -> None:
     _compare(x_shape, w_shape, channels_last, activation=activation, **options)
 
 
 @pytest.mark.parametrize(
-    ("dtype", "w_shape", "groups"),
+    ("dtype", "w_shape", "groups", "channels_last"),
     [
-        (torch.float16, (5, 4, 3, 3), 1),
-        (torch.bfloat16, (5, 4, 3, 3), 1),
-        (torch.bfloat16, (4, 1, 3, 3), 4),
-        (torch.float16, (3, 4, 1, 1), 1),
+        (torch.float16, (5, 4, 3, 3), 1, True),
+        (torch.bfloat16, (5, 4, 3, 3), 1, True),
+        (torch.bfloat16, (4, 1, 3, 3), 4, True),
+        (torch.float16, (3, 4, 1, 1), 1, True),
+        (torch.bfloat16, (3, 4, 1, 1), 1, False),
     ],
-    ids=["gemm-fp16", "gemm-bf16", "depthwise-bf16", "pointwise-fp16"],
+    ids=["gemm-fp16", "gemm-bf16", "depthwise-bf16", "pointwise-fp16", "pointwise-planes-bf16"],
 )
-def test_conv2d_low_precision(modes, dtype, w_shape, groups: int) -> None:
+def test_conv2d_low_precision(modes, dtype, w_shape, groups: int, channels_last: bool) -> None:
     padding = 1 if w_shape[2] == 3 else 0
-    _compare((2, 4, 4, 5), w_shape, True, activation="relu", dtype=dtype, padding=padding,
-             groups=groups)  # fmt: skip
+    _compare((2, 4, 4, 5), w_shape, channels_last, activation="relu", dtype=dtype,
+             padding=padding, groups=groups)  # fmt: skip
 
 
 def test_conv2d_without_bias_or_residual(modes) -> None:
@@ -198,10 +206,11 @@ def test_conv2d_operators_under_torch_compile() -> None:
 def test_conv2d_empty_batch(modes) -> None:
     """Zero images: an empty result and zero weight and bias gradients, as PyTorch gives."""
     x = torch.randn(0, 3, 5, 5, requires_grad=True)
-    for w_shape, groups in (((4, 3, 3, 3), 1), ((3, 1, 3, 3), 3)):
+    for w_shape, groups in (((4, 3, 3, 3), 1), ((3, 1, 3, 3), 3), ((4, 3, 1, 1), 1)):
         w = torch.randn(w_shape, requires_grad=True)
         b = torch.randn(w_shape[0], requires_grad=True)
-        out = conv2d(x, w, b, padding=1, groups=groups, activation="relu")
+        padding = w_shape[2] // 2
+        out = conv2d(x, w, b, padding=padding, groups=groups, activation="relu")
         assert out.shape == (0, w_shape[0], 5, 5)
         grads = torch.autograd.grad(out.sum(), (x, w, b))
         assert grads[0].shape == x.shape and not grads[1].any() and not grads[2].any()
@@ -295,3 +304,97 @@ def test_conv2d_split_k_defaults() -> None:
     assert fwd.k_splits(2048).high == 8  # res5 1x1 reduce: chunks of 4 blocks of 64
     assert fwd.k_splits(64).high == 1  # too short a reduction to split
     assert fwd.split_chunk(288, 32, 4) == 96 and fwd.split_chunk(147, 64, 1) == 192
+
+
+def test_conv2d_pointwise_kernels() -> None:
+    """1x1 filters at stride 1 without padding are plain GEMMs: over planes for NCHW images,
+    over pixels for channels-last ones; strided ones stay implicit GEMMs."""
+    from tilecraft.nn.conv2d import plan
+
+    x, w = torch.randn(2, 8, 5, 5), torch.randn(4, 8, 1, 1)
+    nhwc = x.to(memory_format=torch.channels_last)
+    assert plan(x, w)[0].kernel is planes.conv2d_pointwise_planes
+    assert plan(x, w, dilation=3)[0].kernel is planes.conv2d_pointwise_planes
+    assert plan(nhwc, w)[0].kernel is fwd.conv2d_pointwise
+    assert plan(x, w, stride=2)[0].kernel is fwd.conv2d_gemm
+    assert plan(x, w, padding=1)[0].kernel is fwd.conv2d_gemm
+    op, args = plan(x, w, torch.randn(4), activation="gelu", residual=torch.randn(2, 4, 5, 5))
+    torch.library.opcheck(op.op, args)
+
+
+def test_conv2d_pointwise_planes_other_layouts(modes) -> None:
+    """An NCHW 1x1 convolution given a channels-last residual, and a channels-last output
+    gradient (no activation: it reaches the backward as it came)."""
+    x = torch.randn(2, 6, 3, 5, requires_grad=True)
+    w = torch.randn(7, 6, 1, 1, requires_grad=True)
+    r = torch.randn(2, 7, 3, 5).to(memory_format=torch.channels_last).requires_grad_()
+    grad = torch.randn(2, 7, 3, 5).to(memory_format=torch.channels_last)
+    out = conv2d(x, w, residual=r)
+    assert out.is_contiguous()
+    got = torch.autograd.grad(out, (x, w, r), grad)
+    ref = F.conv2d(x, w) + r
+    want = torch.autograd.grad(ref, (x, w, r), grad)
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("splits", [2, 8])
+def test_pointwise_planes_weight_grad_chunks(splits: int) -> None:
+    """The NCHW 1x1 weight gradient's reduction in chunks: of whole images (3 images in 2
+    chunks: one ragged), and of runs of each image's pixels (8 chunks of 3 images: 2 runs
+    each, the last ragged) with blocks smaller than the channels."""
+    import tilecraft as tc
+
+    x, grad, w = torch.randn(3, 20, 5, 7), torch.randn(3, 18, 5, 7), torch.randn(18, 20, 1, 1)
+    want = torch.ops.aten.convolution_backward(
+        grad, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False]
+    )
+    assert planes.chunks(3, 35, splits) == ((2, 1, 35) if splits == 2 else (1, 2, 18))
+    args = (grad, x, w)
+    config = tc.Config(block_sizes=[16, 16, 16], splits=splits)
+    dw = planes.pointwise_planes_weight_grad.bind(args).compile(config)(*args)
+    torch.testing.assert_close(dw, want[1], atol=1e-4, rtol=1e-4)
+    dx_config = tc.Config(block_sizes=[16, 16, 16])
+    dx = planes.pointwise_planes_input_grad.bind((grad, w, x))
+    dx = dx.compile(dx_config)(grad, w, x)
+    torch.testing.assert_close(dx, want[0], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_conv2d_depthwise_in_tiles_of_rows(mode, rows: int) -> None:
+    """The channels-last depthwise stencil in tiles of output rows by columns (`tile_rows`):
+    tiles that straddle two images, ragged columns and channels, strides and dilation."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    options = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 40}
+    x, w, b = _leaves((2, 40, 9, 9), (40, 1, 3, 3), torch.float32, True, True, options)
+    r = torch.randn_like(F.conv2d(x, w, b, **options))
+    ref = F.conv2d(x, w, b, **options) + r  # 5 rows an image: a tile straddles the two
+    op, args = plan(x, w, b, activation="silu", residual=r, **options)
+    assert op.kernel is fwd.conv2d_depthwise
+    config = tc.Config(block_sizes=[16, 16, 8, 16], tile_rows=rows, num_warps=2)
+    out, pre = mode(tc.kernel(op.kernel.fn, config=config))(*args)
+    torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out, F.silu(ref), atol=1e-4, rtol=1e-4)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("indexing", ["pointer", "tensor_descriptor"])
+def test_conv2d_pointwise_planes_image_tiles(mode, indexing: str) -> None:
+    """The NCHW 1x1 GEMM reading the image as [1, block, block] tiles (`image_tiles`, which
+    tensor descriptors can load): ragged channels and pixels, the epilogue's bias, residual
+    and activation."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x, w, b = _leaves((2, 40, 4, 12), (24, 40, 1, 1), torch.float32, False, True, {})
+    r = torch.randn(2, 24, 4, 12)
+    op, args = plan(x, w, b, activation="gelu", residual=r)
+    config = tc.Config(block_sizes=[16, 16, 32], image_tiles=True, indexing=[indexing] * 8)
+    out, pre = mode(tc.kernel(op.kernel.fn, config=config))(*args)
+    ref = F.conv2d(x, w, b) + r
+    torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out, F.gelu(ref), atol=1e-4, rtol=1e-4)

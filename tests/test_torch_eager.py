@@ -183,3 +183,35 @@ def test_torch_compile_compiles_once_from_a_first_call() -> None:
     for _ in range(3):  # the op's first call sets no state that a guard would see change
         assert_close(compiled(x), torch.softmax(x, 1) * 2)
     assert len(graphs) == 1
+
+
+def test_fast_apply_records_what_apply_records() -> None:
+    from tilecraft.torch.ops import fast_apply
+
+    class Scale(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):  # noqa: ANN001, ANN205
+            ctx.factor = factor
+            return x * factor
+
+        @staticmethod
+        def backward(ctx, grad):  # noqa: ANN001, ANN205
+            return grad * ctx.factor, None
+
+    class WithSetup(Scale):
+        @staticmethod
+        def forward(x, factor):  # noqa: ANN001, ANN205
+            return x * factor
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):  # noqa: ANN001, ANN205
+            ctx.factor = inputs[1]
+
+    assert fast_apply(WithSetup) == WithSetup.apply  # its binding of arguments is kept
+    apply = fast_apply(Scale)
+    assert apply != Scale.apply
+    x = torch.randn(5, requires_grad=True)
+    out = apply(x, 3.0)
+    assert type(out.grad_fn).__name__ == type(Scale.apply(x, 3.0).grad_fn).__name__
+    out.sum().backward()
+    assert_close(x.grad, torch.full((5,), 3.0))

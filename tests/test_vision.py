@@ -282,6 +282,25 @@ def test_preprocess(vmode, letterbox):
         vision.preprocess(xl, (4, 7), MEAN, STD, out=buffer[:1])
 
 
+@pytest.mark.parametrize("planes", ["channels", "all"])
+def test_preprocess_planes(vmode, monkeypatch, planes):
+    # one image's channels per program, or the whole batch, on tiles of 4 x 8 that do not
+    # divide the frames: resized and letterboxed, NHWC uint8 in, NCHW float16 out
+    config = tc.Config(block_sizes=[4, 8, 4, 8], planes=planes)
+    kernel = vmode(tc.kernel(preprocessing._resize_normalize.fn, config=config))
+    monkeypatch.setattr(preprocessing, "_resize_normalize", kernel)
+    x, xl = images(shape=(3, 3, 11, 19), layout="NHWC")
+    mean = torch.tensor(MEAN, device=DEVICE)[:, None, None]
+    std = torch.tensor(STD, device=DEVICE)[:, None, None]
+    for letterbox in (False, True):
+        got = vision.preprocess(xl, (9, 10), MEAN, STD, letterbox=letterbox)
+        if letterbox:
+            resized = vision.letterbox(x.float(), (9, 10), pad=114.0)
+        else:
+            resized = F.interpolate(x.float(), (9, 10), mode="bilinear", align_corners=False)
+        torch.testing.assert_close(got, ((resized / 255 - mean) / std).half())
+
+
 def antialiased_reference(x, size, letterbox, pad=114.0, stats=(MEAN, STD)):
     """torchvision's antialiased resize (into the letterbox), normalized, in float32."""
     top, left, h, w = vision.letterbox_box(x.shape[2:], size) if letterbox else (0, 0, *size)

@@ -1,17 +1,20 @@
 """`tilecraft.nn.conv2d`: `torch.nn.functional.conv2d` with a fused epilogue, differentiable.
 
-The forward picks one of four kernels (`conv2d_kernels`): a direct stencil for depthwise
-filters (groups == in channels == out channels; over positions by channels for
-channels-last images, over planes for NCHW ones), a plain GEMM for 1x1 filters (stride 1,
-no padding, one group), and an implicit GEMM for everything else. The backward
-(`conv2d_backward`) takes the activation's gradient, then the input and weight gradients
-(implicit GEMMs, or stencils for depthwise filters); the bias gradient is a sum of the
-pre-activation gradient and the residual's is that gradient itself.
+The forward picks one of five kernels: a direct stencil for depthwise filters (groups ==
+in channels == out channels; over positions by channels for channels-last images, over
+planes for NCHW ones; `conv2d_kernels`), a plain GEMM for 1x1 filters (stride 1, no
+padding, one group: over pixels by channels for channels-last images, `conv2d_kernels`,
+and `W @ x[n]` over each NCHW image's planes, `conv2d_planes`), and an implicit GEMM for
+everything else. The backward (`conv2d_backward`, `conv2d_planes`) takes the activation's
+gradient, then the input and weight gradients (implicit GEMMs, plain GEMMs over NCHW
+planes for the 1x1 filters that run over them, or stencils for depthwise filters); the
+bias gradient is a sum of the pre-activation gradient and the residual's is that gradient
+itself.
 
-All four forward kernels are PyTorch operators (`torch.ops.tilecraft_nn.conv2d_gemm`,
-`conv2d_pointwise`, `conv2d_depthwise`, `conv2d_depthwise_planes`) sharing one signature and
-one autograd formula, and so are the backward kernels, so `torch.compile` traces both
-passes.
+All forward kernels are PyTorch operators (`torch.ops.tilecraft_nn.conv2d_gemm`,
+`conv2d_pointwise`, `conv2d_pointwise_planes`, `conv2d_depthwise`,
+`conv2d_depthwise_planes`) sharing one signature and one autograd formula, and so are the
+backward kernels, so `torch.compile` traces both passes.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch
 from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d_backward as bwd
 from tilecraft.nn import conv2d_kernels as fwd
+from tilecraft.nn import conv2d_planes as planes
 
 Pair = int | tuple[int, int]
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -97,10 +101,15 @@ def _kernel_op(
     planes for NCHW images), 1x1 or the general implicit GEMM."""
     if is_depthwise(x, weight, groups):
         return conv2d_depthwise_op if channels_last else conv2d_depthwise_planes_op
-    plain = geometry[:6] == (1, 1, 0, 0, geometry[4], geometry[5])
-    if weight.shape[2:] == (1, 1) and groups == 1 and plain:
-        return conv2d_pointwise_op
+    if is_pointwise(weight, groups, geometry[:4]):
+        return conv2d_pointwise_op if channels_last else conv2d_pointwise_planes_op
     return conv2d_gemm_op
+
+
+def is_pointwise(weight: torch.Tensor, groups: int, strides_pads: tuple) -> bool:
+    """A 1x1 filter, one group, stride 1, no padding (dilation does not matter): a plain
+    GEMM, over pixels by channels for channels-last images, per plane for NCHW ones."""
+    return weight.shape[2:] == (1, 1) and groups == 1 and tuple(strides_pads) == (1, 1, 0, 0)
 
 
 def is_depthwise(x: torch.Tensor, weight: torch.Tensor, groups: int) -> bool:
@@ -246,9 +255,38 @@ def _backward(ctx: Any, grad_out: torch.Tensor, _grad_pre: Any) -> tuple:
     act, has_bias, has_residual, cl = geometry[9:]
     grad = _pre_activation_grad(grad_out, saved, act, cl)
     needs = ctx.needs_input_grad
-    shape = geometry[:6]
+    if (
+        not cl
+        and not is_depthwise(x, weight, groups)
+        and is_pointwise(weight, groups, geometry[:4])
+    ):
+        grad_x, grad_w = _pointwise_planes_grads(grad, x, weight, needs)
+    else:
+        grad_x, grad_w = _stencil_or_gemm_grads(grad, x, weight, geometry, needs)
+    grad_b = None
+    if has_bias and needs[2]:
+        grad_b = grad.sum((0, 2, 3), dtype=torch.float32).to(x.dtype)
+    grad_r = grad if has_residual and needs[3] else None
+    return (grad_x, grad_w, grad_b, grad_r) + (None,) * len(geometry)
+
+
+def _pointwise_planes_grads(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, needs: tuple
+) -> tuple[Any, Any]:
+    """The input and weight gradients of an NCHW 1x1 convolution: plain GEMMs over planes."""
+    grad = grad.contiguous()  # NCHW planes (a copy only if it came channels-last)
+    grad_x = pointwise_planes_input_grad_op(grad, weight, x) if needs[0] else None
+    grad_w = pointwise_planes_weight_grad_op(grad, x, weight) if needs[1] else None
+    return grad_x, grad_w
+
+
+def _stencil_or_gemm_grads(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, geometry: tuple, needs: tuple
+) -> tuple[Any, Any]:
+    """The input and weight gradients: stencils for depthwise filters, else implicit GEMMs."""
+    shape, groups, cl = geometry[:6], geometry[6], geometry[12]
     depthwise = is_depthwise(x, weight, groups)
-    grad_x = grad_w = grad_b = None
+    grad_x = grad_w = None
     if needs[0] and depthwise:
         grad_x = depthwise_input_grad_op(grad, weight, x, *shape, cl)
     elif needs[0]:
@@ -257,10 +295,7 @@ def _backward(ctx: Any, grad_out: torch.Tensor, _grad_pre: Any) -> tuple:
         grad_w = depthwise_weight_grad_op(grad, x, weight, *shape)
     elif needs[1]:
         grad_w = conv2d_weight_grad_op(grad, x, weight, *shape, groups)
-    if has_bias and needs[2]:
-        grad_b = grad.sum((0, 2, 3), dtype=torch.float32).to(x.dtype)
-    grad_r = grad if has_residual and needs[3] else None
-    return (grad_x, grad_w, grad_b, grad_r) + (None,) * len(geometry)
+    return grad_x, grad_w
 
 
 def _forward_op(kernel: Any, name: str) -> Any:
@@ -269,6 +304,9 @@ def _forward_op(kernel: Any, name: str) -> Any:
 
 conv2d_gemm_op = _forward_op(fwd.conv2d_gemm, "tilecraft_nn::conv2d_gemm")
 conv2d_pointwise_op = _forward_op(fwd.conv2d_pointwise, "tilecraft_nn::conv2d_pointwise")
+conv2d_pointwise_planes_op = _forward_op(
+    planes.conv2d_pointwise_planes, "tilecraft_nn::conv2d_pointwise_planes"
+)
 conv2d_depthwise_op = _forward_op(fwd.conv2d_depthwise, "tilecraft_nn::conv2d_depthwise")
 conv2d_depthwise_planes_op = _forward_op(
     fwd.conv2d_depthwise_planes, "tilecraft_nn::conv2d_depthwise_planes"
@@ -279,4 +317,10 @@ conv2d_weight_grad_op = bwd.conv2d_weight_grad.as_torch_op("tilecraft_nn::conv2d
 depthwise_input_grad_op = bwd.depthwise_input_grad.as_torch_op("tilecraft_nn::depthwise_input_grad")
 depthwise_weight_grad_op = bwd.depthwise_weight_grad.as_torch_op(
     "tilecraft_nn::depthwise_weight_grad"
+)
+pointwise_planes_input_grad_op = planes.pointwise_planes_input_grad.as_torch_op(
+    "tilecraft_nn::pointwise_planes_input_grad"
+)
+pointwise_planes_weight_grad_op = planes.pointwise_planes_weight_grad.as_torch_op(
+    "tilecraft_nn::pointwise_planes_weight_grad"
 )

@@ -65,7 +65,15 @@ class Kernel:
     def key(self, args: tuple) -> tuple:
         """What a compiled kernel is specialized on (computed on every call, so kept cheap),
         with the values of the tensor elements its host code reads (`n = int(sizes[0])`)."""
-        key = tuple([_arg_key(a) for a in args])
+        key = tuple(
+            [
+                # `_tensor_key` inline: most arguments are tensors, and a call costs
+                (a.dtype, a.shape, a.stride(), a.device, a.data_ptr() % 16 == 0)
+                if isinstance(a, torch.Tensor)
+                else _arg_key(a)
+                for a in args
+            ]
+        )
         return key + _element_values(args, self.value_reads) if self.value_reads else key
 
     def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
@@ -150,7 +158,7 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.normalize(args, kwargs)
-        if not self._warned_grad and torch.is_grad_enabled() and _wants_grad(args):
+        if not self._warned_grad and _grad_enabled() and _wants_grad(args):
             self._warn_grad()
         if self.settings.interpret:  # what compiled code refuses, eager mode refuses too
             self._bound.get(self.key(args)) or self.bind(args)
@@ -238,10 +246,15 @@ def positional_defaults(sig: inspect.Signature) -> dict[int, tuple]:
     return completions
 
 
+def _tensor_key(arg: torch.Tensor) -> tuple:  # Kernel.key has it inline: change both
+    # generated code has sizes baked in, so shapes are always part of the key for now (and
+    # launchers fold dtypes, shapes, strides and devices into constants: codegen/fold.py)
+    return (arg.dtype, arg.shape, arg.stride(), arg.device, arg.data_ptr() % 16 == 0)
+
+
 def _arg_key(arg: Any) -> Any:
     if isinstance(arg, torch.Tensor):
-        # generated code has sizes baked in, so shapes are always part of the key for now
-        return (arg.dtype, arg.shape, arg.stride(), arg.device, arg.data_ptr() % 16 == 0)
+        return _tensor_key(arg)
     if isinstance(arg, float):
         return float
     if isinstance(arg, (int, bool, str, type(None), torch.dtype)):
@@ -261,8 +274,11 @@ def _element_values(args: tuple, elements: list[Element]) -> tuple:
     return tuple(values)
 
 
+_grad_enabled = torch.is_grad_enabled
+
+
 def _wants_grad(args: tuple) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+    return any([isinstance(a, torch.Tensor) and a.requires_grad for a in args])
 
 
 def _capturing(args: tuple) -> bool:

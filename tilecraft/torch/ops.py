@@ -49,8 +49,7 @@ class TorchOp:
         self.mutates_args = tuple(mutates_args)
         self.op = _define(kernel, name, self.signature, self.mutates_args)
         self.op.register_fake(fake_impl(kernel))
-        # the eager twin of the op's autograd registration (set by register_autograd)
-        self.function: type[torch.autograd.Function] | None = None
+        self.function = None
         # whether calls may skip the operator in eager mode: not for mutating ops, nor for
         # the first call, which goes through the operator, whose checks (outputs must not
         # alias inputs, ...) then hold for the eager calls after it
@@ -58,16 +57,27 @@ class TorchOp:
         _registered[name] = self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():  # first: torch.compile then traces only the op
-            return self.op(*args, **kwargs)
+        # plain_eager is False under torch.compile, which then traces only the op
         if self._eager and plain_eager(args, kwargs):
             inputs = self.kernel.normalize(args, kwargs)  # as the operator's setup_context sees
-            if not (torch.is_grad_enabled() and _requires_grad(inputs)):
+            if not (_grad_enabled() and _requires_grad(inputs)):
                 return self.kernel(*inputs)
-            if self.function is not None:  # else not differentiable: as the operator says
-                return self.function.apply(*inputs)
+            if self._apply is not None:  # else not differentiable: as the operator says
+                return self._apply(*inputs)
+        if torch.compiler.is_compiling():
+            return self.op(*args, **kwargs)
         self._eager = not self.mutates_args  # after a first call through the operator
         return self.op(*args, **kwargs)
+
+    @property
+    def function(self) -> type[torch.autograd.Function] | None:
+        """The eager twin of the op's autograd registration (set by register_autograd)."""
+        return self._function
+
+    @function.setter
+    def function(self, function: type[torch.autograd.Function] | None) -> None:
+        self._function = function
+        self._apply = None if function is None else fast_apply(function)
 
     @property
     def num_outputs(self) -> int:
@@ -91,7 +101,7 @@ def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
     """Whether a call runs in plain eager PyTorch on plain tensors with data (not meta
     tensors, which get the fake implementation), with nothing tracing or intercepting it
     (see the module's docstring); where unsure, False."""
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # first: torch.compile folds it
+    if torch.compiler.is_compiling() or _tracing():  # first: torch.compile folds it
         return False
     if _dispatch_modes() or _function_modes() or _transforms():
         return False
@@ -99,6 +109,32 @@ def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
         if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN_TENSORS or a.is_meta):
             return False
     return True
+
+
+def fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
+    """`function.apply` for calls that `plain_eager` admits, less its Python wrapper's work
+    (a closure, a generator, checks for setup_context and functorch: microseconds a call).
+
+    Without a functorch transform active (plain_eager checked) and without a
+    `setup_context` method, that wrapper unwraps functorch's dead wrappers and calls the
+    C++ apply: so does this. Where PyTorch lacks either piece, `function.apply` runs.
+    """
+    base = super(torch.autograd.Function, function)  # what Function.apply's super() is
+    apply = getattr(base, "apply", None)
+    unwrap = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+    if apply is None or unwrap is None or _has_setup_context(function):
+        return function.apply
+    tensor = torch.Tensor
+
+    def run(*args: Any) -> Any:
+        return apply(*[unwrap(a) if isinstance(a, tensor) else a for a in args])
+
+    return run
+
+
+def _has_setup_context(function: type[torch.autograd.Function]) -> bool:
+    base = getattr(torch.autograd.function, "_SingleLevelFunction", None)
+    return base is None or function.setup_context is not base.setup_context
 
 
 def _active() -> bool:
@@ -110,6 +146,8 @@ def _active() -> bool:
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _active)
 _function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _active)
 _transforms = getattr(torch._C, "_are_functorch_transforms_active", _active)
+_tracing = getattr(torch._C, "_is_tracing", torch.jit.is_tracing)  # less its is_scripting
+_grad_enabled = torch.is_grad_enabled
 
 
 def _requires_grad(args: tuple) -> bool:

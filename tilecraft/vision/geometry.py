@@ -1,6 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
-# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc"
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
+# device code builds lists with `[]`, as annotated assignments are host-only syntax).
+# mypy: disable-error-code="index,list-item,misc,var-annotated"
 """Geometry: flip, crop, resize (nearest, bilinear, area, antialiased) and letterbox.
 
 Resizing follows `torch.nn.functional.interpolate` (and torchvision's `resize` with
@@ -155,11 +156,24 @@ def _resize_channels(
 ) -> None:
     """Store every channel of image `n`'s tile, resized (`pad` outside `box`); a device
     helper."""
+    values = gather_channels(image, n, rows, cols, box, pad)
     for k in range(image.size(1)):
-        value = torch.where(box, bilinear(image, n, k, rows, cols), pad)
+        value = values[k]
         if is_uint8:
             value = uint8_levels(value)
         out[n, k, tile_h, tile_w] = value.to(out.dtype)
+
+
+def gather_channels(
+    image: torch.Tensor, n: Any, rows: tuple, cols: tuple, box: torch.Tensor, pad: float
+) -> list:
+    """Every channel of image `n` interpolated on the grid of `rows` x `cols` (`pad` outside
+    `box`), all loaded before the caller stores any (a store between them would hold the
+    next channel's loads back, as they might read what it wrote); a device helper."""
+    values = []
+    for k in range(image.size(1)):
+        values = values + [torch.where(box, bilinear(image, n, k, rows, cols), pad)]
+    return values
 
 
 def hflip(image: torch.Tensor, layout: str = "NCHW") -> torch.Tensor:

@@ -1,6 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
-# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc"
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
+# device code builds lists with `[]`, as annotated assignments are host-only syntax).
+# mypy: disable-error-code="index,list-item,misc,var-annotated"
 """Normalization, and the fused preprocessing kernel a detector or classifier needs.
 
 `normalize` computes `(x / max - mean) / std` in float32 (max = 255 for uint8 images,
@@ -20,15 +21,19 @@ from collections.abc import Sequence
 import torch
 
 import tilecraft as tc
+from tilecraft.language import Choice
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import antialias_normalize, bilinear_normalize, fits
 from tilecraft.vision.color import check_yuv420, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
-from tilecraft.vision.geometry import _scale, letterbox_box
+from tilecraft.vision.geometry import _resize_taps, _scale, gather_channels, letterbox_box
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 from tilecraft.vision.memory import constant, empty
 
 FLOAT_OUTPUTS = (torch.float16, torch.bfloat16, torch.float32)
+# The planes one program of `_resize_normalize` covers: every channel of one image (the
+# default) or of every image, walking the batch ("all"); see geometry.PLANES.
+BATCH_PLANES = Choice("channels", "all")
 
 
 @tc.kernel
@@ -62,10 +67,14 @@ def _resize_normalize(
 ) -> torch.Tensor:
     # geometry.py's _resize_bilinear, with normalization instead of uint8 rounding; one
     # program does every channel (frames have 1 to 4), so the source positions and weights
-    # are computed once and an NHWC pixel's bytes are read together
+    # are computed once and an NHWC pixel's bytes are read together; with `planes="all"`
+    # (a knob, off until measured) it walks the whole batch too, computing them once per
+    # position (geometry.PLANES says more)
     _, c, h, w = image.size()
     n, _, out_h, out_w = out.size()
-    for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, None, None]):
+    planes = tc.register_tunable("planes", BATCH_PLANES)
+    size = [n, out_h if planes == "channels" else 0, out_w]
+    for tile_n, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
         dst_h = tile_h.index - box_top
         dst_w = tile_w.index - box_left
         rows = bilinear_taps(dst_h, scale_h, h)
@@ -74,7 +83,28 @@ def _resize_normalize(
         for k in range(c):
             value = torch.where(box, bilinear(image, tile_n, k, rows, cols), pad) / peak
             out[tile_n, k, tile_h, tile_w] = ((value - mean[k]) / std[k]).to(out.dtype)
+    for tile_h, tile_w in tc.tile([out_h if planes == "all" else 0, out_w]):
+        rows, cols, box = _resize_taps(
+            tile_h, tile_w, box_top, box_left, box_height, box_width, scale_h, scale_w, h, w
+        )
+        means, stds = _channel_stats(mean, std)
+        for tile_n in tc.tile(n, block_size=1):
+            # every channel's loads before any store: stores in between would hold them back
+            values = gather_channels(image, tile_n, rows, cols, box, pad)
+            for k in range(c):
+                normalized = (values[k] / peak - means[k]) / stds[k]
+                out[tile_n, k, tile_h, tile_w] = normalized.to(out.dtype)
     return out
+
+
+def _channel_stats(mean: torch.Tensor, std: torch.Tensor) -> tuple[list, list]:
+    """Each channel's mean and std, read once (not once per image); a device helper."""
+    means = []
+    stds = []
+    for k in range(mean.size(0)):
+        means = means + [mean[k]]
+        stds = stds + [std[k]]
+    return means, stds
 
 
 @tc.kernel
