@@ -129,11 +129,12 @@ GEMM_SWEEP = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (2
 SPLIT_SWEEP = [(128, 128, 64, 8, 3, 2), (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 3, 4)]
 # NCHW 1x1 filters (W @ x[n] over planes: m output channels, n pixels): the GEMM sweep,
 # then its first config with other knobs (the out-channel tiles outermost in the launch
-# order, so that neighbouring programs share an image's tile; TMA tensor descriptors)
+# order, so that neighbouring programs share an image's tile; TMA tensor descriptors for
+# the filters, then for the image's planes too, read as [1, block, block] tiles)
 # (where an access cannot take one, such as the image's planes at a scalar image, it
 # keeps pointers)
 TMA = {f"indexing[{i}]": "tensor_descriptor" for i in range(8)}
-PLANES_EXTRAS = [{"loop_orders[0]": (1, 0, 2)}, TMA]
+PLANES_EXTRAS = [{"loop_orders[0]": (1, 0, 2)}, TMA, {**TMA, "image_tiles": True}]
 # the depthwise stencil: (block of positions, block of channels, warps)
 DEPTHWISE_SWEEP = [(64, 64, 4), (32, 128, 4), (128, 32, 4), (16, 128, 2)]
 # its tiles of output rows by columns (channels-last; `tile_rows` > 1), tried after those:

@@ -196,6 +196,10 @@ def test_tune_vs_helion_lanes_and_merge_on_the_cpu(
         ["helion", "kernel", "shape", "tilecraft", "torch_compile", "unseen"]
     ] * 2
     assert script.selected(script.parse(["--half", "2"])) == list(script.CASES)[4:]
+    defaults = script.main([*common, "--defaults", "--out", "d.json"])
+    for row in defaults["rows"]:
+        assert row["tilecraft_default"]["error"] < 1e-4 and "skipped" in row["helion_default"]
+    assert "| kernel tilecraft/Helion |" in script.either_table(defaults["rows"])
 
 
 @CPU_ONLY

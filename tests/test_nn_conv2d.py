@@ -380,3 +380,21 @@ def test_conv2d_depthwise_in_tiles_of_rows(mode, rows: int) -> None:
     torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(out, F.silu(ref), atol=1e-4, rtol=1e-4)
     assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("indexing", ["pointer", "tensor_descriptor"])
+def test_conv2d_pointwise_planes_image_tiles(mode, indexing: str) -> None:
+    """The NCHW 1x1 GEMM reading the image as [1, block, block] tiles (`image_tiles`, which
+    tensor descriptors can load): ragged channels and pixels, the epilogue's bias, residual
+    and activation."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x, w, b = _leaves((2, 40, 4, 12), (24, 40, 1, 1), torch.float32, False, True, {})
+    r = torch.randn(2, 24, 4, 12)
+    op, args = plan(x, w, b, activation="gelu", residual=r)
+    config = tc.Config(block_sizes=[16, 16, 32], image_tiles=True, indexing=[indexing] * 8)
+    out, pre = mode(tc.kernel(op.kernel.fn, config=config))(*args)
+    ref = F.conv2d(x, w, b) + r
+    torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out, F.gelu(ref), atol=1e-4, rtol=1e-4)
