@@ -9,8 +9,9 @@ Outputs of stubbed kernels hold garbage; the step runs the same host path all th
 
 Reported, per step (median of `--steps` steps timed with `time.perf_counter`, no profiler):
 the phases (zero_grad, forward, backward, Adam) and, by timing wrappers, the time inside
-tilecraft's operator calls (`TorchOp.__call__`, outermost only), inside `Kernel.__call__`
-and inside the generated launchers (host code + the stub). Then the top functions by own
+tilecraft's operator calls (`TorchOp.__call__`, outermost only), inside `Kernel.run` (the
+dispatch that `Kernel.__call__` and operators call) and inside the generated launchers
+(host code + the stub). Then the top functions by own
 time under cProfile (which slows Python code, so compare those rows with each other).
 Triton's own launch (`JITFunction.run`, 12.5 us a call on the H200) is not in these CPU
 numbers: add launches x its cost for a GPU estimate. The script also times, per launch,
@@ -131,10 +132,10 @@ class Timer:
 
 @contextmanager
 def timed_layers(timers: dict[str, Timer]) -> Iterator[None]:
-    """Time `TorchOp.__call__`, `Kernel.__call__` and every selected launcher."""
-    saved = (TorchOp.__call__, Kernel.__call__)
+    """Time `TorchOp.__call__`, `Kernel.run` and every selected launcher."""
+    saved = (TorchOp.__call__, Kernel.run)
     TorchOp.__call__ = timers["operator calls"].wrap(saved[0])  # type: ignore[method-assign]
-    Kernel.__call__ = timers["kernel calls"].wrap(saved[1])  # type: ignore[method-assign]
+    Kernel.run = timers["kernel calls"].wrap(saved[1])  # type: ignore[method-assign]
     bounds = [bound for _, bound in launchers()]
     originals = [bound.launcher for bound in bounds]
     for bound in bounds:
@@ -142,7 +143,7 @@ def timed_layers(timers: dict[str, Timer]) -> Iterator[None]:
     try:
         yield
     finally:
-        TorchOp.__call__, Kernel.__call__ = saved  # type: ignore[method-assign]
+        TorchOp.__call__, Kernel.run = saved  # type: ignore[method-assign]
         for bound, launcher in zip(bounds, originals, strict=True):
             bound.launcher = launcher
 

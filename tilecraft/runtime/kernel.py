@@ -40,6 +40,8 @@ class Kernel:
         self.settings = Settings(static_shapes=static_shapes, **settings_from_options(settings))
         self.signature = inspect.signature(fn)
         self._defaults = positional_defaults(self.signature)
+        # calls with this many positional arguments need no normalizing (-1: every call does)
+        self._arity = len(self.signature.parameters) if self._defaults else -1
         self._bound: dict[tuple, BoundKernel] = {}
         self.value_reads: list[Element] = []  # argument elements the host code reads
         self._source: KernelSource | None = None
@@ -157,9 +159,16 @@ class Kernel:
         return config
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args = self.normalize(args, kwargs)
+        if kwargs or len(args) != self._arity:
+            args = self.normalize(args, kwargs)
         if not self._warned_grad and _grad_enabled() and _wants_grad(args):
             self._warn_grad()
+        return self.run(args)
+
+    def run(self, args: tuple) -> Any:
+        """Call with `args` complete and positional (as `normalize` makes them), without the
+        warning about inputs that require grad: for callers that take care of autograd
+        (`TorchOp`), so their calls skip that work."""
         if self.settings.interpret:  # what compiled code refuses, eager mode refuses too
             self._bound.get(self.key(args)) or self.bind(args)
             return self.run_eagerly(args)

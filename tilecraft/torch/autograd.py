@@ -44,7 +44,7 @@ def eager_function(
     # old-style (ctx first): a Function with a `setup_context` method binds its arguments
     # to the forward's signature on every call
     def forward(ctx: Any, *args: Any) -> Any:
-        output = kernel(*args)
+        output = kernel.run(args)  # normalized by the op; autograd is off here
         setup_context(ctx=ctx, inputs=args, output=output)  # by keyword, as torch.library
         return output
 

@@ -61,7 +61,7 @@ class TorchOp:
         if self._eager and plain_eager(args, kwargs):
             inputs = self.kernel.normalize(args, kwargs)  # as the operator's setup_context sees
             if not (_grad_enabled() and _requires_grad(inputs)):
-                return self.kernel(*inputs)
+                return self.kernel.run(inputs)
             if self._apply is not None:  # else not differentiable: as the operator says
                 return self._apply(*inputs)
         if torch.compiler.is_compiling():
