@@ -7,7 +7,9 @@ plain GEMM for 1x1 filters, a direct stencil for depthwise ones) runs a small ha
 sweep of configs on the channels-last input (block sizes, warps, stages; each checked
 against cuDNN's output before it is timed) and keeps the fastest; the NCHW input runs the
 same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
-sweep's first two configs (depthwise filters: a stencil over planes, swept on its own). Deep
+sweep's first two configs (depthwise filters: a stencil over planes, swept on its own; NCHW
+1x1 filters: a GEMM over planes, swept on its own). The channels-last depthwise stencil
+also tries tiles of output rows by columns (`tile_rows`) after its tiles of positions. Deep
 layers (fewer output tiles than the GPU has multiprocessors) also try split-K configs. The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
@@ -127,13 +129,17 @@ GEMM_SWEEP = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (2
 SPLIT_SWEEP = [(128, 128, 64, 8, 3, 2), (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 3, 4)]
 # NCHW 1x1 filters (W @ x[n] over planes: m output channels, n pixels): the GEMM sweep,
 # then its first config with other knobs (the out-channel tiles outermost in the launch
-# order, so that neighbouring programs share an image's tile; TMA tensor descriptors)
+# order, so that neighbouring programs share an image's tile; TMA tensor descriptors for
+# the filters, then for the image's planes too, read as [1, block, block] tiles)
 # (where an access cannot take one, such as the image's planes at a scalar image, it
 # keeps pointers)
 TMA = {f"indexing[{i}]": "tensor_descriptor" for i in range(8)}
-PLANES_EXTRAS = [{"loop_orders[0]": (1, 0, 2)}, TMA]
+PLANES_EXTRAS = [{"loop_orders[0]": (1, 0, 2)}, TMA, {**TMA, "image_tiles": True}]
 # the depthwise stencil: (block of positions, block of channels, warps)
 DEPTHWISE_SWEEP = [(64, 64, 4), (32, 128, 4), (128, 32, 4), (16, 128, 2)]
+# its tiles of output rows by columns (channels-last; `tile_rows` > 1), tried after those:
+# (rows, block of columns, block of channels, warps)
+DEPTHWISE_ROWS_SWEEP = [(4, 16, 64, 4), (2, 32, 64, 4), (8, 8, 64, 4), (4, 16, 32, 4)]
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
@@ -159,6 +165,9 @@ def _block_knobs(kernel_name: str, entry: tuple) -> dict[str, Any]:
     """Knob values of a sweep entry for one of conv2d's kernels."""
     if len(entry) == 3:  # a depthwise entry
         sizes, extra = {"m": entry[0], "c": entry[1]}, {"num_warps": entry[2]}
+    elif len(entry) == 4:  # a depthwise entry in tiles of rows: its own blocks, after m, c
+        knobs = {"block_sizes[2]": entry[1], "block_sizes[3]": entry[2]}
+        return {**knobs, "tile_rows": entry[0], "num_warps": entry[3]}
     else:
         sizes = dict(zip("mnk", entry[:3], strict=True))
         extra = {"num_warps": entry[3], "num_stages": entry[4]}
@@ -260,6 +269,8 @@ def wants_split(kernel: tc.Kernel, args: tuple) -> bool:
 def _sweep(kernel: tc.Kernel, args: tuple, deadline: float) -> list[tc.Config]:
     """The sweep for a kernel, cut to its first config once the budget is spent."""
     entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
+    if kernel.__name__ == "conv2d_depthwise":
+        entries = entries + DEPTHWISE_ROWS_SWEEP
     if wants_split(kernel, args):  # (the others unsplit: the default may split)
         entries = [(*entries[0], 1), *SPLIT_SWEEP, *[(*e, 1) for e in entries[1:]]]
     configs = sweep_configs(kernel, args, entries)

@@ -20,6 +20,9 @@ Lanes, so that each tool has a GPU to itself on a two-GPU host, at the same time
     --learn DIR         import the landscapes in DIR into the (fresh) tuning database first,
                         so that the default tuning is the fast, model-guided search
     --full S            also tune with tilecraft's full effort, capped at S seconds
+    --defaults          no tuning: each tool's default config on the same source (Helion's
+                        autotune effort "none", tilecraft's heuristic default), compile
+                        time of the first call and kernel time (issue 14's first goal)
     --cache DIR         tilecraft's cache and tuning database (default: a fresh temp dir)
     --smoke             CPU, tiny shapes, Triton's interpreter; Helion and torch.compile
                         are skipped (with the reason) where they cannot run
@@ -190,6 +193,31 @@ def run_tilecraft(kernel: Any, args: tuple, expected: torch.Tensor, gpu: bool, *
     }
 
 
+def run_tilecraft_default(kernel: Any, args: tuple, expected: torch.Tensor, gpu: bool) -> dict:
+    """The heuristic default config (no tuning, no cost model): first call and kernel time."""
+    start = time.perf_counter()
+    bound = kernel.bind(args)
+    launch = bound.compile(bound.default_config)
+    out = launch(*args)
+    if gpu:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return {
+        "first_call_s": seconds,
+        "ms": time_ms(lambda: launch(*args), gpu),
+        "error": error(out, expected),
+        "config": repr(bound.default_config),
+    }
+
+
+def run_helion_default(kernel: Any, args: tuple, expected: torch.Tensor, gpu: bool) -> dict:
+    """Helion's default config (autotune effort "none"): first call and kernel time."""
+    kernel.settings.autotune_effort = "none"
+    result = run_helion(kernel, args, expected, gpu)
+    result["first_call_s"] = result.pop("tune_s")
+    return result
+
+
 def run_helion(kernel: Any, args: tuple, expected: torch.Tensor, gpu: bool) -> dict:
     captured = io.StringIO()
     start = time.perf_counter()
@@ -256,6 +284,8 @@ def measure_case(name: str, lane: str, opts: argparse.Namespace, gpu: bool) -> d
     args = make(shape, dtype, "cuda" if gpu else "cpu")
     expected = reference(*args)
     row: dict[str, Any] = {"kernel": name, "shape": list(shape), "unseen": name in UNSEEN}
+    if opts.defaults:
+        return {**row, **measure_defaults(fn_name, lane, args, expected, opts, gpu)}
     if lane in ("tilecraft", "all"):
         kernel = getattr(opts.tilecraft_kernels, fn_name)
         cpu = {} if gpu else {"max_configs": 2}  # the interpreter: a dry run of the path
@@ -272,6 +302,47 @@ def measure_case(name: str, lane: str, opts: argparse.Namespace, gpu: bool) -> d
             kernel = getattr(opts.helion_kernels, fn_name)
             row["helion"] = guarded(lambda: run_helion(kernel, args, expected, gpu))
     return row
+
+
+def measure_defaults(
+    fn_name: str, lane: str, args: tuple, expected: Any, opts: argparse.Namespace, gpu: bool
+) -> dict:
+    """Each lane's default config of kernel `fn_name` (no tuning)."""
+    row: dict[str, Any] = {}
+    if lane in ("tilecraft", "all"):
+        kernel = getattr(opts.tilecraft_kernels, fn_name)
+        row["tilecraft_default"] = guarded(
+            lambda: run_tilecraft_default(kernel, args, expected, gpu)
+        )
+    if lane in ("helion", "all"):
+        if opts.helion_kernels is None:
+            row["helion_default"] = {"skipped": opts.helion_reason}
+        else:
+            kernel = getattr(opts.helion_kernels, fn_name)
+            row["helion_default"] = guarded(lambda: run_helion_default(kernel, args, expected, gpu))
+    return row
+
+
+def either_table(rows: list[dict]) -> str:
+    """The defaults table for rows of a `--defaults` run, else the tuning table."""
+    defaults = any("tilecraft_default" in r or "helion_default" in r for r in rows)
+    return defaults_table(rows) if defaults else table(rows)
+
+
+def defaults_table(rows: list[dict]) -> str:
+    """Default configs: first call (compile) and kernel time of each tool, and the ratio."""
+    lines = [
+        "| kernel | tilecraft default: first call, kernel | Helion default: first call, kernel"
+        " | kernel tilecraft/Helion |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        t, h = r.get("tilecraft_default"), r.get("helion_default")
+        lines.append(
+            f"| {r['kernel']} | {_cell(t, 'first_call_s')} | {_cell(h, 'first_call_s')}"
+            f" | {_ratio(t, h, 'ms')} |"
+        )
+    return "\n".join(lines)
 
 
 def selected(opts: argparse.Namespace) -> list[str]:
@@ -362,7 +433,8 @@ def prepare(opts: argparse.Namespace, gpu: bool) -> None:
     """A fresh tuning database (and the landscapes in it), the kernels for each lane."""
     cache = opts.cache or tempfile.mkdtemp(prefix="tilecraft-tune-")
     os.environ["TILECRAFT_CACHE_DIR"] = cache  # read when the kernels are made, below
-    os.environ.setdefault("HELION_FORCE_AUTOTUNE", "1")  # never Helion's cached configs
+    # never Helion's cached configs (and with --defaults, never its autotuner)
+    os.environ.setdefault("HELION_FORCE_AUTOTUNE", "0" if opts.defaults else "1")
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-"))
     if not gpu:
         os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -388,6 +460,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--full")
     p.add_argument("--cache")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--defaults", action="store_true", help="default configs, no tuning")
     p.add_argument("--no-helion", action="store_true", help="= --lane tilecraft")
     p.add_argument("--no-tilecraft", action="store_true", help="= --lane helion")
     p.add_argument("--smoke", action="store_true")
@@ -405,7 +478,7 @@ def main(argv: list[str] | None = None) -> dict:
         rows = merge(opts.merge)
         result = {"rows": rows, "goals": goals(rows), "merged": opts.merge}
         out_path(opts.out).write_text(json.dumps(result, indent=1, default=str))
-        print(table(rows))
+        print(either_table(rows))
         print("goals:", result["goals"])
         return result
     gpu = torch.cuda.is_available() and not opts.smoke
@@ -419,7 +492,7 @@ def main(argv: list[str] | None = None) -> dict:
         rows.append(measure_case(name, opts.lane, opts, gpu))
         print(json.dumps(rows[-1], default=str)[:1500], flush=True)
         path = write(rows, opts, gpu)  # after each kernel: a lane cut short keeps its rows
-    print(table(rows))
+    print(either_table(rows))
     print("wrote", path)
     return json.loads(path.read_text())
 

@@ -196,6 +196,10 @@ def test_tune_vs_helion_lanes_and_merge_on_the_cpu(
         ["helion", "kernel", "shape", "tilecraft", "torch_compile", "unseen"]
     ] * 2
     assert script.selected(script.parse(["--half", "2"])) == list(script.CASES)[4:]
+    defaults = script.main([*common, "--defaults", "--out", "d.json"])
+    for row in defaults["rows"]:
+        assert row["tilecraft_default"]["error"] < 1e-4 and "skipped" in row["helion_default"]
+    assert "| kernel tilecraft/Helion |" in script.either_table(defaults["rows"])
 
 
 @CPU_ONLY
@@ -232,6 +236,22 @@ def test_bench_conv_smoke_nchw_pointwise(tmp_path: Path, monkeypatch: pytest.Mon
     }
     assert row["backward_layout"] == "nchw"
     assert row["ratios"]["nchw_vs_cudnn_nchw"] > 0 and "nhwc_vs_cudnn_nhwc" not in row["ratios"]
+
+
+def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The channels-last depthwise stencil tries tiles of rows (`tile_rows` > 1) after its
+    tiles of positions; the NCHW planes stencil has no such knob. Bound on meta tensors."""
+    from tilecraft.nn.conv2d import plan
+
+    script = load_script("bench_conv", monkeypatch)
+    x = torch.empty(32, 144, 56, 56, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(144, 1, 3, 3, dtype=torch.bfloat16, device="meta")
+    op, args = plan(x.contiguous(memory_format=torch.channels_last), w, padding=1, groups=144)
+    configs = script._sweep(op.kernel, args, deadline=float("inf"))
+    assert [c.to_dict()["tile_rows"] for c in configs] == [1, 1, 1, 1, 4, 2, 8, 4]
+    assert configs[4].to_dict()["block_sizes"][2:] == [16, 64]
+    op, args = plan(x, w, padding=1, groups=144)
+    assert all("tile_rows" not in c.to_dict() for c in script._sweep(op.kernel, args, 0.0))
 
 
 def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatch) -> None:

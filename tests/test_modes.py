@@ -413,3 +413,23 @@ def test_a_changed_host_constant_is_an_error_not_a_stale_answer() -> None:
         offset_by_option(x, Options(4), {"factor": 3})
     with pytest.raises(HostCodeError, match="`table\\['factor'\\]` was 3 and is 1"):
         offset_by_option(x, Options(2), {"factor": 1})
+
+
+# -- several stores in one statement ---------------------------------------------------------
+
+
+@tc.kernel
+def stores_in_one_statement(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    a, b, c = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+    for t in tc.tile(x.size(0)):
+        a[t], (b[t], scaled) = x[t] + 1, (x[t] * 2, x[t] * 3)  # a tuple, a nested one
+        c[t] = a[t] = scaled - a[t]  # a chain: the value once, stored to each
+    return a, b, c
+
+
+def test_stores_to_several_subscripts_in_one_statement() -> None:
+    def reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        a = 3 * x - (x + 1)
+        return a, 2 * x, a
+
+    check_modes(stores_in_one_statement, (torch.randn(37, device=DEVICE),), reference)

@@ -360,3 +360,41 @@ def test_pointwise_planes_weight_grad_chunks(splits: int) -> None:
     dx = planes.pointwise_planes_input_grad.bind((grad, w, x))
     dx = dx.compile(dx_config)(grad, w, x)
     torch.testing.assert_close(dx, want[0], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_conv2d_depthwise_in_tiles_of_rows(mode, rows: int) -> None:
+    """The channels-last depthwise stencil in tiles of output rows by columns (`tile_rows`):
+    tiles that straddle two images, ragged columns and channels, strides and dilation."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    options = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 40}
+    x, w, b = _leaves((2, 40, 9, 9), (40, 1, 3, 3), torch.float32, True, True, options)
+    r = torch.randn_like(F.conv2d(x, w, b, **options))
+    ref = F.conv2d(x, w, b, **options) + r  # 5 rows an image: a tile straddles the two
+    op, args = plan(x, w, b, activation="silu", residual=r, **options)
+    assert op.kernel is fwd.conv2d_depthwise
+    config = tc.Config(block_sizes=[16, 16, 8, 16], tile_rows=rows, num_warps=2)
+    out, pre = mode(tc.kernel(op.kernel.fn, config=config))(*args)
+    torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out, F.silu(ref), atol=1e-4, rtol=1e-4)
+    assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("indexing", ["pointer", "tensor_descriptor"])
+def test_conv2d_pointwise_planes_image_tiles(mode, indexing: str) -> None:
+    """The NCHW 1x1 GEMM reading the image as [1, block, block] tiles (`image_tiles`, which
+    tensor descriptors can load): ragged channels and pixels, the epilogue's bias, residual
+    and activation."""
+    import tilecraft as tc
+    from tilecraft.nn.conv2d import plan
+
+    x, w, b = _leaves((2, 40, 4, 12), (24, 40, 1, 1), torch.float32, False, True, {})
+    r = torch.randn(2, 24, 4, 12)
+    op, args = plan(x, w, b, activation="gelu", residual=r)
+    config = tc.Config(block_sizes=[16, 16, 32], image_tiles=True, indexing=[indexing] * 8)
+    out, pre = mode(tc.kernel(op.kernel.fn, config=config))(*args)
+    ref = F.conv2d(x, w, b) + r
+    torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out, F.gelu(ref), atol=1e-4, rtol=1e-4)

@@ -64,7 +64,10 @@ def conv2d_pointwise_planes(
     returns the output and the pre-activation (empty unless the activation's gradient needs
     it). Takes `conv2d_gemm`'s arguments (NCHW x, a 1x1 filter, stride 1, no padding, one
     group). With `splits` > 1 (split-K) the channels are cut in that many chunks, summed in
-    float32 by a second pass that applies the epilogue."""
+    float32 by a second pass that applies the epilogue. `image_tiles` (a tunable, unsplit
+    only) loads the image through `[1, block, block]` tiles of its `(batch, in_ch, pixels)`
+    view, which `indexing="tensor_descriptor"` turns into TMA loads, rather than at a
+    scalar image (pointer loads only)."""
     batch, in_ch, height, width = x.size()
     out_ch, pixels = weight.size(0), height * width
     filters = weight.reshape(out_ch, in_ch)  # rows of in_ch: a view of either weight layout
@@ -75,6 +78,7 @@ def conv2d_pointwise_planes(
     res_planes = _as_planes(residual) if has_residual else pre
     block_k = tc.register_block_size(16, in_ch)
     splits = tc.register_tunable("splits", k_splits(in_ch))
+    image_tiles = tc.register_tunable("image_tiles", Choice(False, True))
     chunk = split_chunk(in_ch, block_k, splits)
     parts = partial_sums(splits, [batch, out_ch, pixels], x)
     size = [splits * batch, out_ch, pixels]
@@ -87,7 +91,10 @@ def conv2d_pointwise_planes(
             parts[tile_sb.begin // batch, image, tile_m, tile_n] = acc
         else:  # (the program's own image: no wrap-around of a computed index)
             for tile_k in tc.tile(in_ch, block_size=block_k):
-                fed = planes[tile_sb.begin, tile_k, tile_n]
+                if image_tiles:  # a [1, block, block] tile: TMA descriptors can load it
+                    fed = planes[tile_sb, tile_k, tile_n].squeeze(0)
+                else:  # at a scalar image: pointers only
+                    fed = planes[tile_sb.begin, tile_k, tile_n]
                 acc = torch.addmm(acc, filters[tile_m, tile_k], fed)
             where = [tile_sb.begin, tile_m, tile_n]
             cols = tile_m.index[:, None]  # the bias runs down the rows (output channels)

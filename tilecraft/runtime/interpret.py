@@ -91,14 +91,42 @@ class _EagerSubscripts(ast.NodeTransformer):
         self.generic_visit(node)
         return ast.copy_location(_call("_tc_getitem", node.value, _key(node.slice)), node)
 
-    def visit_Assign(self, node: ast.Assign) -> ast.stmt:
-        target = node.targets[0]
-        if len(node.targets) != 1 or not isinstance(target, ast.Subscript):
+    def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
+        if not any(_stores_item(t) for t in node.targets):
             self.generic_visit(node)
             return node
-        value = self.visit(node.value)
-        obj, key = self.visit(target.value), _key(self.visit(target.slice))
-        return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, value)), node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            return ast.copy_location(self._store(node.targets[0], self.visit(node.value))[0], node)
+        # `a[t], b[t] = ...` or `a[t] = b[t] = ...`: the value once, then each store
+        temp = self._temp()
+        stmts: list[ast.stmt] = [ast.Assign([ast.Name(temp, ast.Store())], self.visit(node.value))]
+        for target in node.targets:
+            stmts += self._store(target, ast.Name(temp, ast.Load()))
+        return [ast.copy_location(stmt, node) for stmt in stmts]
+
+    def _store(self, target: ast.expr, value: ast.expr) -> list[ast.stmt]:
+        """Statements storing `value` to `target` (item stores through `_tc_setitem`)."""
+        if isinstance(target, ast.Subscript):
+            obj, key = self.visit(target.value), _key(self.visit(target.slice))
+            return [ast.Expr(_call("_tc_setitem", obj, key, value))]
+        if isinstance(target, (ast.Tuple, ast.List)) and _stores_item(target):
+            parts = [self._temp() for _ in target.elts]
+            names: list[ast.expr] = [
+                ast.Starred(ast.Name(n, ast.Store()), ast.Store())
+                if isinstance(e, ast.Starred)
+                else ast.Name(n, ast.Store())
+                for n, e in zip(parts, target.elts, strict=True)
+            ]
+            stmts: list[ast.stmt] = [ast.Assign([ast.Tuple(names, ast.Store())], value)]
+            for n, e in zip(parts, target.elts, strict=True):
+                inner = e.value if isinstance(e, ast.Starred) else e
+                stmts += self._store(inner, ast.Name(n, ast.Load()))
+            return stmts
+        return [ast.Assign([self.visit(target)], value)]
+
+    def _temp(self) -> str:
+        self.temps = getattr(self, "temps", 0) + 1
+        return f"_tc_stored_{self.temps}"
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
         target = node.target
@@ -108,6 +136,15 @@ class _EagerSubscripts(ast.NodeTransformer):
         obj, key = self.visit(target.value), _key(self.visit(target.slice))
         new = ast.BinOp(_call("_tc_getitem", obj, key), node.op, self.visit(node.value))
         return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, new)), node)
+
+
+def _stores_item(target: ast.expr) -> bool:
+    """Whether an assignment target stores to a subscript (`x[k]`, or one in a tuple)."""
+    if isinstance(target, ast.Starred):
+        return _stores_item(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_stores_item(e) for e in target.elts)
+    return isinstance(target, ast.Subscript)
 
 
 class _JaggedLanes(ast.NodeTransformer):
