@@ -75,13 +75,23 @@ def _setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
     """Nothing to save."""
 
 
+_runs = [0]
+
+
+def _op_name() -> str:
+    """A fresh operator name each run (registrations last as long as the process)."""
+    _runs[0] += 1
+    return f"micro_host::add_{_runs[0]}"
+
+
 def rows(iters: int, repeats: int) -> dict[str, float]:
     """Microseconds per call of each layer, launches stubbed."""
     x, y = torch.randn(32, 64), torch.randn(64, 48)
     a, b = torch.randn(16, 24), torch.randn(24)
     mm = tc.kernel(matmul.matmul.fn)
     ad = tc.kernel(add.add.fn)
-    op = tc.as_torch_op("micro_host::add", backward=_backward, setup_context=_setup)(ad)
+    register = tc.as_torch_op(_op_name(), backward=_backward, setup_context=_setup)
+    op = register(ad)
     ag, bg = a.detach().requires_grad_(), b.detach().requires_grad_()
     mm(x, y), op(a, b), op(a, b), op(ag, bg)  # compile; first operator calls
     stub(mm), stub(ad)

@@ -280,3 +280,14 @@ def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert layers["operator calls"]["us_per_step"] >= layers["kernel calls"]["us_per_step"] > 0
     assert layers["launchers"]["calls_per_step"] == 25 and "warning" not in result
     assert result["launch_path"]["fast_status"] == "fast"  # against Triton's JITFunction.run
+
+
+@CPU_ONLY
+def test_micro_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("micro_host", monkeypatch)
+    out = tmp_path / "micro.json"
+    result = script.main(["--iters", "20", "--repeats", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == result
+    kernels, ops = {"matmul kernel", "add kernel"}, {"add op, no grad", "add op, grad (forward)"}
+    assert set(result) == kernels | ops
+    assert all(us > 0 for us in result.values())

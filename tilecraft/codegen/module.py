@@ -101,8 +101,11 @@ def stale_host_values(
     )
 
 
-def module_source(name: str, where: str, kernels: list[str], host: ast.Module) -> str:
-    """The whole generated module as readable source."""
+def module_source(
+    name: str, where: str, kernels: list[str], host: ast.Module, constants: dict[str, str]
+) -> str:
+    """The whole generated module as readable source; `constants` (name -> source) are
+    values the launcher's folded host code reads (see fold.py)."""
     body = "\n\n".join(kernels)
     head = HEADER.format(name=name, where=where)
     if "tl.make_tensor_descriptor" in body:
@@ -114,4 +117,6 @@ def module_source(name: str, where: str, kernels: list[str], host: ast.Module) -
         head += "from tilecraft.codegen.module import double_bits as _tc_double_bits\n"
     if "_tc_stale(" in launcher:
         head += "from tilecraft.codegen.module import stale_host_values as _tc_stale\n"
+    if constants:
+        head += "\n" + "".join(f"{k} = {v}\n" for k, v in constants.items()) + "\n"
     return head + "\n" + body + "\n\n" + launcher + "\n"

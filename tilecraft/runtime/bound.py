@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.codegen.fold import fold_host
 from tilecraft.codegen.grid import plan_grid
 from tilecraft.codegen.kernel import KernelWriter
 from tilecraft.codegen.module import Launch, module_source
@@ -67,6 +68,8 @@ class BoundKernel:
         self.spec_key = spec_key(args)
         self.loops = device_loops(src)
         self.meta_args = tuple(meta_like(a) for a in args)
+        # each tensor's device, as the key fixes it (meta tensors have none to fold)
+        self.devices = tuple(a.device if isinstance(a, torch.Tensor) else None for a in args)
         self.num_sms = _sm_count(args)
         self.cpu_mode: str | None = None  # on CPU tensors: "triton" (interpreter) or "eager"
         tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
@@ -165,8 +168,11 @@ class BoundKernel:
         sources = [launch.writer.write() for launch in launches]
         host = rewrite_host(self.src, lambda i, loop: launches[i].statement())
         host = _FixHostValues(analysis, config).visit(host)
+        kernels = {k.name for k in analysis.kernels}
+        host, constants = fold_host(host, self.src, self.meta_args, self.devices, kernels)
         where = f"{self.src.filename}:{self.src.tree.lineno}"
-        return module_source(self.src.tree.name, where, sources, ast.fix_missing_locations(host))
+        host = ast.fix_missing_locations(host)
+        return module_source(self.src.tree.name, where, sources, host, constants)
 
     def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
         blocks = [kernel.blocks[b] for b in kernel.grid_blocks]
