@@ -378,7 +378,6 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("two-pass 64x64 w4 (old default)", blur(False, [64, 64], [64, 64], 4)),
                 ("two-pass 1x128 + 8x128 w4", blur(False, [1, 128], [8, 128], 4)),
                 ("two-pass 2x128 + 8x128 w8", blur(False, [2, 128], [8, 128], 8)),
-                ("one-pass 64x64 w4", blur(True, [64, 64], [1, 64], 4)),
                 ("one-pass 1x128 w4", blur(True, [1, 128], [1, 64], 4)),
                 ("one-pass 2x128 w8", blur(True, [2, 128], [1, 64], 8)),
                 ("one-pass 8x32 w8", blur(True, [8, 32], [1, 64], 8)),

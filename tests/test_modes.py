@@ -415,6 +415,28 @@ def test_a_changed_host_constant_is_an_error_not_a_stale_answer() -> None:
         offset_by_option(x, Options(2), {"factor": 1})
 
 
+@tc.kernel
+def affine_from_containers(x: torch.Tensor, scale: float, options: Options) -> torch.Tensor:
+    out = torch.empty_like(x)
+    params = (scale, -scale)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * params[0] + params[1] * options.k
+    return out
+
+
+def test_floats_read_from_host_containers_are_arguments_not_constants() -> None:
+    """A float in a host tuple or object is passed at each launch, as a float variable is:
+    a new value neither raises nor recompiles, in both modes (ints stay guarded constants)."""
+    x = torch.randn(19, device=DEVICE)
+    for scale, k in ((0.5, 2.0), (0.7, 3.5), (float("inf"), 1.0)):
+        check_modes(
+            affine_from_containers,
+            (x, scale, Options(k)),  # type: ignore[arg-type]  # a float k
+            lambda x, s, o: x * s + (-s) * o.k,
+        )
+    assert len(affine_from_containers._bound) == 1  # one specialization for every value
+
+
 # -- several stores in one statement ---------------------------------------------------------
 
 

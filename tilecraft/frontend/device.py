@@ -265,6 +265,17 @@ class DeviceCompiler(Loops, Operators):
             self.opaque[id(value)] = where
         return value
 
+    def _member(self, where: str, value: Any) -> Any:
+        """What device code reads from a host container or object (`opts.eps`, `p[0]`): a
+        float that the specialization does not pin down is an argument of each launch, as
+        a float variable is (a constant would need a new compile for each value); anything
+        else a constant (`_constant`)."""
+        if not (isinstance(value, float) and self.guarding):
+            return self._constant(where, value)
+        if where not in self.lifted:
+            self.lifted[where] = self._lift(where, where, value)
+        return self.lifted[where]
+
     def _param_name(self, name: str) -> str:
         return self.b.fresh(re.sub(r"\W", "_", name))
 
@@ -283,7 +294,7 @@ class DeviceCompiler(Loops, Operators):
                 return views.TRANSPOSES[node.attr](self.b, obj)
             return _BoundMethod(obj, node.attr)
         if id(obj) in self.opaque:
-            return self._constant(f"{self.opaque[id(obj)]}.{node.attr}", getattr(obj, node.attr))
+            return self._member(f"{self.opaque[id(obj)]}.{node.attr}", getattr(obj, node.attr))
         return getattr(obj, node.attr)
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
@@ -295,7 +306,7 @@ class DeviceCompiler(Loops, Operators):
         if isinstance(obj, Value):
             return views.index(self.b, obj, key)
         if id(obj) in self.opaque and isinstance(key, (int, str)):
-            return self._constant(f"{self.opaque[id(obj)]}[{key!r}]", obj[key])
+            return self._member(f"{self.opaque[id(obj)]}[{key!r}]", obj[key])
         return obj[key]
 
     def _load_mask(self, tensor: HostTensor, items: list[Any]) -> Value | None:
