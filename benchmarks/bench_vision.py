@@ -34,6 +34,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -281,10 +282,16 @@ def tuning(budget_s: float | None) -> Iterator[None]:
 def configs_of(before: dict[int, object]) -> list[str]:
     """`kernel: config` of the kernels specialized since `before` (a `bound_kernels()`)."""
     return [
-        f"{name}: {getattr(bound, 'config', None) or bound.default_config!r}"
+        f"{name}: {running_config(bound)!r}"
         for key, (name, bound) in bound_kernels().items()
         if key not in before
     ]
+
+
+def running_config(bound: Any) -> object:
+    """The config of the launcher a specialization runs (the default before any call)."""
+    chosen = [c for c, launch in bound._compiled.items() if launch is bound.launcher]
+    return chosen[0] if chosen else bound.default_config
 
 
 def bound_kernels() -> dict[int, tuple[str, object]]:
