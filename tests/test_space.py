@@ -134,3 +134,25 @@ def test_tuning_writes_a_trial_log(tmp_path: Path, suffix: str) -> None:
         assert len(rows) == 3 and all(r["status"] == "ok" for r in rows)
     else:
         assert lines[0].startswith("config,status,time_ms") and len(lines) == 4
+
+
+def _scaled(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in tc.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * 2
+    return out
+
+
+def test_a_kernel_default_config_is_completed_checked_and_used() -> None:
+    x = torch.randn(30, 50)
+    heuristic = tc.kernel(_scaled).bind((x,)).default_config
+    own = tc.kernel(_scaled, default_config=tc.Config(block_sizes=[None, 128], num_warps=2))
+    config = own.bind((x,)).default_config
+    assert config.block_sizes == [heuristic.block_sizes[0], 128] and config.num_warps == 2
+    torch.testing.assert_close(own(x), x * 2)
+    by_args = tc.kernel(_scaled, default_config=lambda args: tc.Config(block_sizes=[1, 16]))
+    assert by_args.bind((x,)).default_config.block_sizes == [1, 16]
+    too_big = tc.kernel(_scaled, default_config=tc.Config(block_sizes=[4096, 4096]))
+    assert too_big.bind((x,)).default_config == heuristic  # over the budgets: the heuristic
+    with pytest.raises(tc.exc.InvalidConfig, match="has 3 entries"):
+        tc.kernel(_scaled, default_config=tc.Config(block_sizes=[1, 2, 4])).bind((x,))

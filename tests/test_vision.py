@@ -457,6 +457,7 @@ def test_empty_images(vmode):
     torch.testing.assert_close(vision.resize(pixel, (2, 3)), pixel.expand(2, 3, 2, 3))
 
 
+@pytest.mark.interpreter
 def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
     from test_benchmarks import load_script
 
@@ -512,3 +513,27 @@ def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(script, "variant_configs", lambda: broken)
     rows = script.main(argv)["rows"]  # a config that fails is reported, and the run goes on
     assert [bool(row.get("error")) for row in rows] == [False, True]
+
+
+def test_the_kernels_run_their_measured_default_configs() -> None:
+    """The configs measured fastest on the H200 are the kernels' defaults (not silently
+    dropped for the heuristic's: a wrong one would raise InvalidConfig)."""
+    from tilecraft.vision import downscale, filters, geometry, preprocessing
+
+    frames = torch.rand(2, 3, 20, 30)
+    vision.resize(frames, (10, 15))
+    vision.gaussian_blur(frames, 5)
+    vision.resize(frames, (10, 15), antialias=True)
+    picked = {
+        name: [b.default_config for b in kernel._bound.values()]
+        for name, kernel in [
+            ("resize", geometry._resize_bilinear),
+            ("blur", filters._separable),
+            ("antialias", downscale._average_rows),
+        ]
+    }
+    assert all(c.tunables["planes"] == "channels" for c in picked["resize"]), picked
+    assert all(c.block_sizes[2:4] == [2, 128] for c in picked["resize"]), picked
+    assert all(c.tunables["window_rows"] == 16 for c in picked["blur"]), picked
+    assert [1, 128] in [c.block_sizes for c in picked["antialias"]], picked  # its row pass
+    assert preprocessing.MEASURED.block_sizes == [1, 128, None, None]

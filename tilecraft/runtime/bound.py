@@ -34,7 +34,7 @@ from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime import fast_launch, guard
-from tilecraft.runtime.budget import device_limits
+from tilecraft.runtime.budget import device_limits, fits
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.errors import user_location
@@ -63,7 +63,9 @@ def meta_like(value: Any) -> Any:
 class BoundKernel:
     """One specialization of a Kernel: analyses, generated code and compiled configs."""
 
-    def __init__(self, src: KernelSource, args: tuple, settings: Settings) -> None:
+    def __init__(
+        self, src: KernelSource, args: tuple, settings: Settings, preferred: Any = None
+    ) -> None:
         self.src, self.settings = src, settings
         self.spec_key = spec_key(args)
         self.loops = device_loops(src)
@@ -85,6 +87,9 @@ class BoundKernel:
         self.spec = kernel_spec(first.kernels, first.table, first.tunables)
         self.spec.limits = device_limits(args)
         self.default_config = default_config(self.spec)
+        if preferred is not None:
+            chosen = preferred(args) if callable(preferred) else preferred
+            self.default_config = self._preferred(chosen)
 
     # -- analysis ----------------------------------------------------------------------
     def analyze(self, config: Config) -> Analysis:
@@ -148,6 +153,16 @@ class BoundKernel:
         config = config or Config()
         self._check_fits(config)
         return config.merged(self.default_config)
+
+    def _preferred(self, config: Config | None) -> Config:
+        """The kernel's own default config completed by the heuristic one where it fits the
+        device's budgets, else the heuristic one; InvalidConfig where it names knobs or
+        blocks the kernel does not have (the author's mistake, not the device's)."""
+        if config is None:
+            return self.default_config
+        self._check_fits(config)
+        merged = config.merged(self.default_config)
+        return merged if fits(self.spec, merged.to_dict()) else self.default_config
 
     def _check_fits(self, config: Config) -> None:
         config.check_tunables(set(self.spec.tunables), self.src.tree.name)

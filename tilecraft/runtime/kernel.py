@@ -32,11 +32,15 @@ class Kernel:
         config: Config | None = None,
         configs: Sequence[Config] | None = None,
         static_shapes: bool = True,
+        default_config: Config | Callable[[tuple], Config | None] | None = None,
         **settings: Any,
     ) -> None:
         self.fn = fn
         self.config = config
         self.configs = list(configs or [])
+        # the author's measured default (partial; the heuristics fill the rest), or a
+        # function of the arguments giving it: untuned calls run it, tuning starts from it
+        self.default_config = default_config
         self.settings = Settings(static_shapes=static_shapes, **settings_from_options(settings))
         self.signature = inspect.signature(fn)
         self._defaults = positional_defaults(self.signature)
@@ -86,7 +90,9 @@ class Kernel:
         if bound is None:
             _check_devices(args, self.source)
             mode = cpu_mode() if runs_on_cpu(args) else None  # before Triton is imported
-            bound = self._bound[key] = BoundKernel(self.source, args, self.settings)
+            bound = self._bound[key] = BoundKernel(
+                self.source, args, self.settings, self.default_config
+            )
             bound.cpu_mode = mode
             if bound.values:  # specialized on values read by the host code: key them too
                 self.value_reads += [e for e in bound.values if e not in self.value_reads]
@@ -310,7 +316,10 @@ def kernel(fn: None = None, **options: Any) -> Callable[[Callable[..., Any]], Ke
 def kernel(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Make a tilecraft kernel from a function: `@tc.kernel` or `@tc.kernel(config=...)`.
 
-    Keywords: `config=`, `configs=[...]`, and any setting (`autotune_effort="full"`,
+    Keywords: `config=` (fixed), `configs=[...]` (compared), `default_config=` (the config
+    untuned calls run and tuning starts from, instead of the heuristic one; partial configs
+    are completed by the heuristics, and one that does not fit is ignored; or a function of
+    the arguments returning one), and any setting (`autotune_effort="full"`,
     `print_code=True`, ...). Helion's settings are accepted where they mean something
     here (`print_output_code`, `dot_precision`, `static_shapes`, ...) and rejected by
     name otherwise (see `tilecraft.runtime.options`).

@@ -35,7 +35,14 @@ def _tap_weight(
     return weight
 
 
-@tc.kernel
+def _measured(args: tuple) -> tc.Config | None:
+    """The row pass (reading along its last axis) over 1 x 128 tiles with 4 warps: with the
+    column pass on the heuristic 64 x 64, a half-size antialiased float resize of 16 1080p
+    frames took 0.411 ms on the H200, against 1.420 with 64 x 64 for both."""
+    return tc.Config(block_sizes=[1, 128], num_warps=4) if args[0].stride(3) == 1 else None
+
+
+@tc.kernel(default_config=_measured)
 def _average_rows(
     image: torch.Tensor,
     out: torch.Tensor,
