@@ -175,7 +175,7 @@ def test_backward_function_with_wrong_grad_count_raises() -> None:
     op = tc.as_torch_op(unique("rms_norm"), backward=backward)(rms_norm_example.rms_norm)
     x, w = (t.requires_grad_() for t in rms_norm_example.inputs((4, 8)))
     with pytest.raises(OpRegistrationError, match="returned 1 gradients, expected 3"):
-        op(x, w).backward(torch.ones(4, 8))
+        op(x, w).backward(torch.ones(4, 8, device=x.device))
 
 
 def test_missing_annotations_raise() -> None:
