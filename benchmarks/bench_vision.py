@@ -13,12 +13,15 @@ and (antialiased) torchvision v2 under `torch.compile`.
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --tune --out $OUT/bench_vision.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --smoke   # CPU, tiny frames: checks
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --out $OUT/variants.json
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only normalize,nv12 \
+        --out $OUT/variants.json   # only the cases whose names contain these
 
 Kernels run with their heuristic configs, or with `--tune` each kernel is tuned first for
 each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
 cached in the tuning database). `--variants` times instead, at 1080p, each config that
-`variant_configs` lists for the resize, blur and preprocessing kernels (tile shapes, the
-planes a resize program covers, one or two blur passes or a window of rows), each checked
+`variant_configs` lists for the resize, blur, color, normalize and preprocessing kernels
+(tile shapes, the planes a resize program covers, one or two blur passes or a window of
+rows, channels in a normalize tile or looped over), each checked
 against the reference, to choose their defaults from. On the CPU the times mean nothing
 (Triton's interpreter).
 """
@@ -360,6 +363,27 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         col_config = Config(block_sizes=cols, num_warps=col_warps)
         return lambda args: row_config if args[0].stride(3) == 1 else col_config
 
+    def by_stride(
+        rows: list[int], row_warps: int, cols: list[int], col_warps: int, channels: str = "one"
+    ):
+        """Configs for `_average_rows` by pass, for NHWC frames: the row pass gathers along
+        the channel stride (its view's last axis has stride C; `channels="all"`: all of a
+        pixel's channels per program), the column pass (a transposed float32
+        intermediate) reads along the axis before the last."""
+        blocks = rows if channels == "one" else [64, 64, *rows]
+        row_config = Config(block_sizes=blocks, num_warps=row_warps, channels=channels)
+        col_config = Config(block_sizes=cols, num_warps=col_warps)
+        return lambda args: col_config if args[0].stride(2) == 1 else row_config
+
+    def norm(channels: str, hw: list[int], warps: int) -> Config:
+        blocks = [4, 64, 64, 1, 64]  # the loop of the other mode does not launch
+        at = 1 if channels == "tile" else 3
+        blocks[at : at + 2] = hw
+        return Config(block_sizes=blocks, num_warps=warps, channels=channels)
+
+    def plane(hw: list[int], warps: int) -> Config:
+        return Config(block_sizes=hw, num_warps=warps)
+
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
@@ -403,6 +427,68 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("rows 1x128 w4, columns 64x64 w4", by_pass([1, 128], 4, [64, 64], 4)),
                 ("rows 2x128 w8, columns 64x64 w4", by_pass([2, 128], 8, [64, 64], 4)),
                 ("rows 2x128 w8, columns 128x16 w8", by_pass([2, 128], 8, [128, 16], 8)),
+            ],
+        ),
+        "resize antialiased u8 NHWC -> {w}x{h}": (
+            "downscale._average_rows",
+            [
+                ("rows 1x128 w4, columns 64x64 w4", by_stride([1, 128], 4, [64, 64], 4)),
+                (
+                    "rows all channels 1x128 w4, columns 64x64 w4",
+                    by_stride([1, 128], 4, [64, 64], 4, "all"),
+                ),
+                (
+                    "rows all channels 2x128 w8, columns 64x64 w4",
+                    by_stride([2, 128], 8, [64, 64], 4, "all"),
+                ),
+                (
+                    "rows all channels 1x128 w4, columns 128x2 w8",
+                    by_stride([1, 128], 4, [128, 2], 8, "all"),
+                ),
+                ("rows 2x64 w4, columns 64x64 w4", by_stride([2, 64], 4, [64, 64], 4)),
+                ("rows 2x128 w8, columns 64x64 w4", by_stride([2, 128], 8, [64, 64], 4)),
+                ("rows 1x128 w4, columns 128x1 w4", by_stride([1, 128], 4, [128, 1], 4)),
+                ("rows 1x128 w4, columns 128x2 w8", by_stride([1, 128], 4, [128, 2], 8)),
+                ("rows 2x64 w4, columns 128x16 w8", by_stride([2, 64], 4, [128, 16], 8)),
+            ],
+        ),
+        "normalize NHWC u8 -> NCHW f16": (
+            "preprocessing._normalize",
+            [
+                ("loop 1x128 w4", norm("loop", [1, 128], 4)),
+                ("tile 64x64 w4", norm("tile", [64, 64], 4)),
+                ("tile 4 channels x 1x32 w4", norm("tile", [1, 32], 4)),
+                ("loop 2x128 w8", norm("loop", [2, 128], 8)),
+                ("loop 1x256 w4", norm("loop", [1, 256], 4)),
+                ("loop 1x512 w4", norm("loop", [1, 512], 4)),
+                ("loop 4x128 w4", norm("loop", [4, 128], 4)),
+                ("loop 64x64 w8", norm("loop", [64, 64], 8)),
+            ],
+        ),
+        "nv12_to_rgb": (
+            "color._yuv420_to_rgb",
+            [
+                ("1x128 w4", plane([1, 128], 4)),
+                ("2x128 w8", plane([2, 128], 8)),
+                ("2x64 w4", plane([2, 64], 4)),
+                ("1x256 w4", plane([1, 256], 4)),
+                ("2x256 w4", plane([2, 256], 4)),
+                ("4x128 w4", plane([4, 128], 4)),
+                ("2x512 w8", plane([2, 512], 8)),
+                ("8x256 w8", plane([8, 256], 8)),
+            ],
+        ),
+        "rgb_to_gray uint8": (
+            "color._gray",
+            [
+                ("1x2048 w4", plane([1, 2048], 4)),
+                ("2x1024 w4", plane([2, 1024], 4)),
+                ("1x4096 w8", plane([1, 4096], 8)),
+                ("4x1024 w8", plane([4, 1024], 8)),
+                ("8x512 w8", plane([8, 512], 8)),
+                ("16x256 w8", plane([16, 256], 8)),
+                ("32x128 w4", plane([32, 128], 4)),
+                ("1x512 w4", plane([1, 512], 4)),
             ],
         ),
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
@@ -451,12 +537,15 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     out_size = SMOKE_OUT_SIZE if args.smoke else OUT_SIZE
     time_ms = timer(device, args.smoke)
     frames = torch.randint(0, 256, (args.batch, h, w, 3), dtype=torch.uint8, device=device)
-    cases = {c.name: c for c in geometry_cases(frames, None)}
+    cases = {c.name: c for c in color_cases(frames, None)}
+    cases.update({c.name: c for c in geometry_cases(frames, None)})
     cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
     rows = []
     for name, (path, variants) in variant_configs().items():
         name = name.format(w=out_size[1], h=out_size[0])
+        if args.only and not any(part in name for part in args.only):
+            continue
         case, kernel = cases[name], kernel_at(path)
         case.peers = {}
         for label, config in [("heuristic", None), *variants]:
@@ -519,6 +608,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tune", action="store_true", help="tune each kernel before timing it")
     p.add_argument(
         "--variants", action="store_true", help="time the kernels' config variants (1080p)"
+    )
+    p.add_argument(
+        "--only",
+        type=lambda text: [part for part in text.split(",") if part],
+        default=[],
+        help="with --variants: time only the cases whose names contain one of these "
+        "comma-separated parts (e.g. normalize,nv12,gray,'resize antialiased u8')",
     )
     p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(

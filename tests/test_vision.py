@@ -173,6 +173,23 @@ def test_resize_averaging(vmode, packed, interpolation):
     torch.testing.assert_close(half, averaged(x, (4, 5), interpolation).half())
 
 
+@pytest.mark.parametrize("interpolation", ["bilinear", "area"])
+def test_average_rows_all_channels(vmode, monkeypatch, interpolation):
+    # every channel of a pixel tile per program, on 4 x 8 tiles that do not divide the
+    # images, in both passes: uint8 NHWC (the row pass gathers along the channel stride)
+    # and float NCHW
+    config = tc.Config(block_sizes=[4, 8, 4, 8], channels="all")
+    kernel = vmode(tc.kernel(downscale._average_rows.fn, config=config))
+    monkeypatch.setattr(downscale, "_average_rows", kernel)
+    x, xl = images(shape=(2, 3, 13, 17), layout="NHWC")
+    for size in ((4, 5), (15, 3)):
+        expected = averaged(x, size, interpolation)
+        got = vision.resize(xl, size, interpolation, layout="NHWC", antialias=True)
+        assert_levels(nchw(got, "NHWC"), expected.round(), 1)
+        got = vision.resize(x.float(), size, interpolation, antialias=True)
+        torch.testing.assert_close(got, expected)
+
+
 def test_resize_rounds_half_to_even(vmode):
     # (j + 0.5) * 2/3 - 0.5 = 0.5 for j = 1: halfway between 2 and 3 (and 5 and 6)
     x = torch.tensor([[[2, 3]], [[5, 6]]], dtype=torch.uint8, device=DEVICE)
@@ -492,6 +509,39 @@ def test_bench_vision_runs_on_the_cpu(tmp_path, monkeypatch):
     assert json.loads(out.read_text())["rows"] == result["rows"]
 
 
+@pytest.mark.parametrize("channels", ["tile", "loop"])
+def test_normalize_channels(vmode, monkeypatch, channels):
+    # channels in the tile or a loop over them per program, on 4 x 8 pixel tiles that do
+    # not divide the images: uint8 NHWC -> float16 NCHW, float NCHW -> NHWC float32
+    config = tc.Config(block_sizes=[2, 4, 8, 4, 8], channels=channels)
+    kernel = vmode(tc.kernel(preprocessing._normalize.fn, config=config))
+    monkeypatch.setattr(preprocessing, "_normalize", kernel)
+    x, xl = images(shape=(2, 3, 7, 11), layout="NHWC")
+    mean, std = (torch.tensor(v, device=DEVICE)[:, None, None] for v in (MEAN, STD))
+    got = vision.normalize(xl, MEAN, STD, dtype=torch.float16, layout="NHWC")
+    torch.testing.assert_close(got, ((x.float() / 255 - mean) / std).half())
+    floats = torch.rand(1, 5, 1, 9, device=DEVICE)  # 5 channels, one row
+    got = vision.normalize(floats, 0.5, 2.0, layout="NCHW", out_layout="NHWC")
+    torch.testing.assert_close(got, ((floats - 0.5) / 2).permute(0, 2, 3, 1))
+
+
+def test_color_narrow_tiles(vmode, monkeypatch):
+    # gray and NV12 on tiles of 2 x 8 (the narrow shapes `--variants` times), ragged
+    config = tc.Config(block_sizes=[2, 8], num_warps=1)
+    for name in ("_gray", "_yuv420_to_rgb"):
+        kernel = vmode(tc.kernel(getattr(color, name).fn, config=config))
+        monkeypatch.setattr(color, name, kernel)
+    x, xl = images(shape=(2, 3, 5, 11), layout="NHWC")
+    floats = x.float()
+    gray = floats[:, :1] * 0.2989 + floats[:, 1:2] * 0.587 + floats[:, 2:] * 0.114
+    assert_levels(nchw(vision.rgb_to_gray(xl, "NHWC"), "NHWC"), gray.to(torch.uint8), EXACT)
+    torch.testing.assert_close(vision.rgb_to_gray(floats / 255), gray / 255)
+    y = x[:, 0].contiguous()  # odd: chroma is 3 x 6
+    uv = x[:, 1:, :3, :6].permute(0, 2, 3, 1).contiguous()
+    expected = yuv_reference(y, uv[..., 0], uv[..., 1])
+    assert_levels(vision.nv12_to_rgb(y, uv), expected, EXACT)
+
+
 def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     from test_benchmarks import load_script
 
@@ -509,6 +559,8 @@ def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     assert len(rows) == 3 * len(every)  # the heuristic and two variants each
     assert [(k.config, k._bound) for k in kernels] == before  # configs restored
     assert "| resize bilinear f32 half-size | 1x128 w4 | yes |" in script.variants_table(rows)
+    only = script.main([*argv, "--only", "normalize,gray"])["rows"]
+    assert {row["kernel"] for row in only} == {"normalize NHWC u8 -> NCHW f16", "rgb_to_gray uint8"}
     broken = {"gaussian_blur 5x5 f32": ("filters._separable", [("bad", tc.Config(nope=1))])}
     monkeypatch.setattr(script, "variant_configs", lambda: broken)
     rows = script.main(argv)["rows"]  # a config that fails is reported, and the run goes on
@@ -535,5 +587,7 @@ def test_the_kernels_run_their_measured_default_configs() -> None:
     assert all(c.tunables["planes"] == "channels" for c in picked["resize"]), picked
     assert all(c.block_sizes[2:4] == [2, 128] for c in picked["resize"]), picked
     assert all(c.tunables["window_rows"] == 16 for c in picked["blur"]), picked
-    assert [1, 128] in [c.block_sizes for c in picked["antialias"]], picked  # its row pass
+    # its row pass (the blocks after the first two are the `channels="all"` loop's)
+    assert [1, 128] in [c.block_sizes[:2] for c in picked["antialias"]], picked
+    assert all(c.tunables["channels"] == "one" for c in picked["antialias"]), picked
     assert preprocessing.MEASURED.block_sizes == [1, 128, None, None]

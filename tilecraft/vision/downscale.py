@@ -1,6 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
-# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc"
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
+# device code builds lists with `[]`, as annotated assignments are host-only syntax).
+# mypy: disable-error-code="index,list-item,misc,var-annotated"
 """Resizing that averages: antialiased bilinear (torchvision's default) and area.
 
 Both are separable, two passes (rows, then columns) through a float32 intermediate, as
@@ -18,6 +19,7 @@ import math
 import torch
 
 import tilecraft as tc
+from tilecraft.language import Choice
 from tilecraft.vision._device import uint8_levels
 from tilecraft.vision.memory import empty
 
@@ -42,6 +44,14 @@ def _measured(args: tuple) -> tc.Config | None:
     return tc.Config(block_sizes=[1, 128], num_warps=4) if args[0].stride(3) == 1 else None
 
 
+# What an `_average_rows` program covers: one channel's tile ("one", the default), or the
+# same pixels in every channel ("all"): the window and weights are computed once for all
+# channels and, for NHWC frames, a pixel's interleaved channels are loaded together,
+# every channel before any store (a knob until measured: `bench_vision.py --variants
+# --only "resize antialiased u8"`).
+AVERAGE_CHANNELS = Choice("one", "all")
+
+
 @tc.kernel(default_config=_measured)
 def _average_rows(
     image: torch.Tensor,
@@ -55,28 +65,62 @@ def _average_rows(
     # resamples the last axis of `image` into `out`'s; pass a transposed view for columns
     n, c, h, w = image.size()
     out_w = out.size(3)
-    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, out_w], block_size=[1, 1, None, None]):
-        centre = (tile_w.index.to(torch.float32) + 0.5) * scale
-        if area:
-            start = (tile_w.index * w) // out_w
-            stop = ((tile_w.index + 1) * w + out_w - 1) // out_w
-        else:
-            start = torch.clamp(centre - support + 0.5, min=0.0).to(torch.int32)
-            stop = (centre + support + 0.5).to(torch.int32)
-            stop = torch.where(stop < w, stop, w)
-        total = tc.zeros([tile_w], dtype=torch.float32)
-        for k in range(taps):
-            weight = _tap_weight(tile_w, start + k, centre, inv_scale, area)
-            total = total + torch.where(start + k < stop, weight, 0.0)
+    channels = tc.register_tunable("channels", AVERAGE_CHANNELS)
+    size = [n, c if channels == "one" else 0, h, out_w]
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
+        start, weights = _window(tile_w, w, out_w, area, taps, scale, support, inv_scale)
         acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
         for k in range(taps):
-            weight = _tap_weight(tile_w, start + k, centre, inv_scale, area)
-            weight = torch.where(start + k < stop, weight / total, 0.0)
             cols = (start + k)[None, :]
             pixels = image[tile_n, tile_c, tile_h.index[:, None], cols].to(torch.float32)
-            acc = acc + weight[None, :] * pixels
+            acc = acc + weights[k][None, :] * pixels
         out[tile_n, tile_c, tile_h, tile_w] = acc
+    for tile_n, tile_h, tile_w in tc.tile(
+        [n, h if channels == "all" else 0, out_w], block_size=[1, None, None]
+    ):
+        start, weights = _window(tile_w, w, out_w, area, taps, scale, support, inv_scale)
+        sums = []
+        for ch in range(c):
+            acc = tc.zeros([tile_h, tile_w], dtype=torch.float32)
+            for k in range(taps):
+                cols = (start + k)[None, :]
+                pixels = image[tile_n, ch, tile_h.index[:, None], cols].to(torch.float32)
+                acc = acc + weights[k][None, :] * pixels
+            sums = sums + [acc]
+        for ch in range(c):
+            out[tile_n, ch, tile_h, tile_w] = sums[ch]
     return out
+
+
+def _window(
+    tile_w: tc.Tile,
+    w: int,
+    out_w: int,
+    area: bool,
+    taps: int,
+    scale: float,
+    support: float,
+    inv_scale: float,
+) -> tuple[torch.Tensor, list]:
+    """The first input of each output of `tile_w` and the normalized weight of each of its
+    `taps` inputs (0 past its window); a device helper of `_average_rows`."""
+    centre = (tile_w.index.to(torch.float32) + 0.5) * scale
+    if area:
+        start = (tile_w.index * w) // out_w
+        stop = ((tile_w.index + 1) * w + out_w - 1) // out_w
+    else:
+        start = torch.clamp(centre - support + 0.5, min=0.0).to(torch.int32)
+        stop = (centre + support + 0.5).to(torch.int32)
+        stop = torch.where(stop < w, stop, w)
+    total = tc.zeros([tile_w], dtype=torch.float32)
+    for k in range(taps):
+        weight = _tap_weight(tile_w, start + k, centre, inv_scale, area)
+        total = total + torch.where(start + k < stop, weight, 0.0)
+    weights = []
+    for k in range(taps):
+        weight = _tap_weight(tile_w, start + k, centre, inv_scale, area)
+        weights = weights + [torch.where(start + k < stop, weight / total, 0.0)]
+    return start, weights
 
 
 @tc.kernel

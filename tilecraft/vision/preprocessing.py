@@ -36,17 +36,42 @@ FLOAT_OUTPUTS = (torch.float16, torch.bfloat16, torch.float32)
 BATCH_PLANES = Choice("channels", "all")
 
 
+# How a `_normalize` program covers channels: a block of them in its tile ("tile", the
+# default), or one program per pixel tile looping over every channel ("loop"), all loaded
+# before any store. With "tile" an NHWC uint8 tile reads 1-byte lanes along the channels
+# (a fourth of them masked off for RGB) and is transposed through shared memory for the
+# NCHW stores; with "loop" each channel is a stride-3 load whose sectors the next
+# channel's load reuses, and, on tiles of one output per thread (block_h * block_w ==
+# 32 * num_warps), lanes read adjacent pixels (a knob until measured: `bench_vision.py
+# --variants --only normalize`).
+CHANNEL_MODES = Choice("tile", "loop")
+
+
 @tc.kernel
 def _normalize(
     image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor, peak: float
 ) -> torch.Tensor:
     n, c, h, w = image.size()
-    # a program may hold several channels (by default all, up to 4): an NHWC pixel's bytes
-    # are then read together, and the tile is transposed on chip for the NCHW stores
-    for tile_n, tile_c, tile_h, tile_w in tc.tile([n, c, h, w], block_size=[1, None, None, None]):
+    channels = tc.register_tunable("channels", CHANNEL_MODES)
+    # "tile": a program may hold several channels (by default all, up to 4): an NHWC
+    # pixel's bytes are then read together, and the tile is transposed on chip for the
+    # NCHW stores
+    size = [n, c if channels == "tile" else 0, h, w]
+    for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, None, None, None]):
         x = image[tile_n, tile_c, tile_h, tile_w].to(torch.float32) / peak
         scaled = (x - mean[tile_c][None, :, None, None]) / std[tile_c][None, :, None, None]
         out[tile_n, tile_c, tile_h, tile_w] = scaled.to(out.dtype)
+    # "loop": every channel of the pixels of a tile, loaded before any store (a store in
+    # between would hold the next channel's loads back: they might read what it wrote)
+    for tile_n, tile_h, tile_w in tc.tile(
+        [n, h if channels == "loop" else 0, w], block_size=[1, None, None]
+    ):
+        means, stds = _channel_stats(mean, std)
+        values = []
+        for k in range(c):
+            values = values + [image[tile_n, k, tile_h, tile_w].to(torch.float32)]
+        for k in range(c):
+            out[tile_n, k, tile_h, tile_w] = ((values[k] / peak - means[k]) / stds[k]).to(out.dtype)
     return out
 
 
