@@ -72,9 +72,10 @@ def _yuv420_to_rgb(
 ) -> torch.Tensor:
     n, h, w = y.size()
     for tile_n, tile_h, tile_w in tc.tile([n, h, w], block_size=[1, None, None]):
-        # each chroma sample covers a 2x2 block of luma samples (nearest upsampling)
-        rows = tile_h.index[:, None] // 2
-        cols = tile_w.index[None, :] // 2
+        # each chroma sample covers a 2x2 block of luma samples (nearest upsampling); a
+        # shift, as the indices are not negative: `// 2` adds a sign correction to each
+        rows = tile_h.index[:, None] >> 1
+        cols = tile_w.index[None, :] >> 1
         luma = y[tile_n, tile_h, tile_w]
         red, green, blue = yuv_to_rgb(luma, u[tile_n, rows, cols], v[tile_n, rows, cols])
         out[tile_n, 0, tile_h, tile_w] = red.to(torch.uint8)
