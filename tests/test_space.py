@@ -144,15 +144,17 @@ def _scaled(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_a_kernel_default_config_is_completed_checked_and_used() -> None:
-    x = torch.randn(30, 50)
+    x = torch.randn(30, 250)
     heuristic = tc.kernel(_scaled).bind((x,)).default_config
     own = tc.kernel(_scaled, default_config=tc.Config(block_sizes=[None, 128], num_warps=2))
     config = own.bind((x,)).default_config
     assert config.block_sizes == [heuristic.block_sizes[0], 128] and config.num_warps == 2
     torch.testing.assert_close(own(x), x * 2)
+    narrow = torch.randn(30, 50)  # no wider than the dimension needs (nor than the heuristic)
+    assert own.bind((narrow,)).default_config.block_sizes[1] == 64
     by_args = tc.kernel(_scaled, default_config=lambda args: tc.Config(block_sizes=[1, 16]))
     assert by_args.bind((x,)).default_config.block_sizes == [1, 16]
-    too_big = tc.kernel(_scaled, default_config=tc.Config(block_sizes=[4096, 4096]))
+    too_big = tc.kernel(_scaled, default_config=tc.Config(block_sizes=[32, 256], num_warps=1))
     assert too_big.bind((x,)).default_config == heuristic  # over the budgets: the heuristic
     with pytest.raises(tc.exc.InvalidConfig, match="has 3 entries"):
         tc.kernel(_scaled, default_config=tc.Config(block_sizes=[1, 2, 4])).bind((x,))

@@ -569,25 +569,34 @@ def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
 
 def test_the_kernels_run_their_measured_default_configs() -> None:
     """The configs measured fastest on the H200 are the kernels' defaults (not silently
-    dropped for the heuristic's: a wrong one would raise InvalidConfig)."""
-    from tilecraft.vision import downscale, filters, geometry, preprocessing
+    dropped for the heuristic's: a wrong one would raise InvalidConfig), no wider than
+    the image needs."""
+    from tilecraft.vision import color, downscale, filters, geometry, preprocessing
 
-    frames = torch.rand(2, 3, 20, 30)
-    vision.resize(frames, (10, 15))
+    frames = torch.rand(2, 3, 8, 300)  # 150 columns out: room for 128-wide tiles
+    vision.resize(frames, (4, 150))
     vision.gaussian_blur(frames, 5)
-    vision.resize(frames, (10, 15), antialias=True)
+    vision.resize(frames, (4, 150), antialias=True)
+    nhwc = (torch.rand(2, 8, 300, 3) * 255).to(torch.uint8)
+    vision.resize(nhwc, (4, 150), antialias=True, layout="NHWC")
+    vision.rgb_to_gray(torch.rand(1, 3, 4, 40))  # 64 columns: the 2048-wide default shrinks
+    ours = ("300", "150", "40]")  # this test's widths (other tests bind other shapes)
     picked = {
-        name: [b.default_config for b in kernel._bound.values()]
+        name: [
+            b.default_config for b in kernel._bound.values() if any(w in b.spec_key for w in ours)
+        ]
         for name, kernel in [
             ("resize", geometry._resize_bilinear),
             ("blur", filters._separable),
             ("antialias", downscale._average_rows),
+            ("gray", color._gray),
         ]
     }
     assert all(c.tunables["planes"] == "channels" for c in picked["resize"]), picked
     assert all(c.block_sizes[2:4] == [2, 128] for c in picked["resize"]), picked
     assert all(c.tunables["window_rows"] == 16 for c in picked["blur"]), picked
-    # its row pass (the blocks after the first two are the `channels="all"` loop's)
-    assert [1, 128] in [c.block_sizes[:2] for c in picked["antialias"]], picked
-    assert all(c.tunables["channels"] == "one" for c in picked["antialias"]), picked
+    rows = [(c.tunables["channels"], c.block_sizes) for c in picked["antialias"]]
+    assert ("one", [1, 128]) in [(m, b[:2]) for m, b in rows], rows  # planar row pass
+    assert ("all", [1, 128]) in [(m, b[2:]) for m, b in rows], rows  # NHWC row pass
+    assert [c.block_sizes for c in picked["gray"]] == [[1, 64]], picked
     assert preprocessing.MEASURED.block_sizes == [1, 128, None, None]

@@ -19,6 +19,7 @@ import torch
 from tilecraft.ir.nodes import Access, Branch, DeviceKernel, Loop
 from tilecraft.ir.ops import category
 from tilecraft.runtime.bound import BoundKernel
+from tilecraft.runtime.budget import pow2_ceil
 from tilecraft.runtime.config import Config
 
 VERSION = 2  # 2: the GPU's multiprocessor count is a feature
@@ -68,7 +69,8 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
     chunks = d.get("reduction_loops") or [None] * len(desc["reductions"])
     warps, stages = int(d.get("num_warps") or 4), int(d.get("num_stages") or 1)
     rows = [
-        _pow2(n) if c is None else int(c) for n, c in zip(desc["reductions"], chunks, strict=False)
+        pow2_ceil(n) if c is None else int(c)
+        for n, c in zip(desc["reductions"], chunks, strict=False)
     ]
     tile = math.prod(sizes) * math.prod(rows or [1])
     programs = math.prod(
@@ -159,10 +161,6 @@ def _depth(body: list) -> int:
     depths = [1 + _depth(n.body) for n in body if isinstance(n, Loop)]
     depths += [max(_depth(n.then), _depth(n.orelse)) for n in body if isinstance(n, Branch)]
     return max(depths, default=0)
-
-
-def _pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
 
 def _log2(x: float) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 
 from tilecraft.codegen.access import supported_indexing
 from tilecraft.language.tunables import Choice, IntRange, PowerOfTwo
-from tilecraft.runtime.budget import HOPPER, footprint
+from tilecraft.runtime.budget import HOPPER, footprint, pow2_ceil
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.spec import KernelSpec
 
@@ -82,10 +82,6 @@ def _powers(low: int, high: int) -> tuple[int, ...]:
     return tuple(1 << i for i in range(max(low, 1).bit_length() - 1, high.bit_length()))
 
 
-def _pow2_ceil(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 class ConfigSpace:
     """The configs of one bound kernel, as knobs."""
 
@@ -98,10 +94,10 @@ class ConfigSpace:
         for i, block in enumerate(spec.blocks):
             low = MIN_DOT_BLOCK if i in spec.dot_blocks else 1
             cap = MAX_INNER_BLOCK if block.inner and i not in spec.dot_blocks else MAX_BLOCK
-            high = max(low, min(_pow2_ceil(block.extent), cap))
+            high = max(low, min(pow2_ceil(block.extent), cap))
             yield Knob("block_sizes", i, _powers(low, high), d["block_sizes"][i])
         for i, extent in enumerate(spec.reductions):
-            padded = _pow2_ceil(extent)
+            padded = pow2_ceil(extent)
             chunks = tuple(c for c in _powers(64, padded // 2))
             yield Knob("reduction_loops", i, (None, *reversed(chunks)), d["reduction_loops"][i])
         for i, ndim in enumerate(spec.loop_orders):
@@ -237,7 +233,7 @@ class ConfigSpace:
         d = config.to_dict()
         blocks = [int(b) for b in d.get("block_sizes", [])]
         rows = [
-            _pow2_ceil(n) if c is None else int(c)
+            pow2_ceil(n) if c is None else int(c)
             for n, c in zip(self.spec.reductions, d.get("reduction_loops", []), strict=False)
         ]
         if self.spec.value_elements(blocks, rows) > MAX_ELEMENTS:
@@ -272,7 +268,7 @@ def _size(knob: Knob, index: int, spec: KernelSpec) -> int:
     """The size a block knob's choice stands for (a whole row: its padded length)."""
     value = knob.choices[index]
     if value is None and knob.index is not None:
-        return _pow2_ceil(spec.reductions[knob.index])
+        return pow2_ceil(spec.reductions[knob.index])
     return int(value)
 
 

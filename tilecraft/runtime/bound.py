@@ -34,7 +34,7 @@ from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime import fast_launch, guard
-from tilecraft.runtime.budget import device_limits, fits
+from tilecraft.runtime.budget import device_limits, fits, pow2_ceil
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.errors import user_location
@@ -161,8 +161,14 @@ class BoundKernel:
         if config is None:
             return self.default_config
         self._check_fits(config)
-        merged = config.merged(self.default_config)
-        return merged if fits(self.spec, merged.to_dict()) else self.default_config
+        merged = config.merged(self.default_config).to_dict()
+        # a tile wider than its dimension only adds masked lanes (a dimension of 0 here may
+        # be a loop the default tunables switch off, which the chosen ones may not)
+        sizes, heuristic = merged["block_sizes"], _sizes_of(self.default_config)
+        for i, block in enumerate(self.spec.blocks):
+            if i not in self.spec.dot_blocks and sizes[i] > heuristic[i] and block.extent > 0:
+                sizes[i] = min(sizes[i], max(heuristic[i], pow2_ceil(block.extent)))
+        return Config(**merged) if fits(self.spec, merged) else self.default_config
 
     def _check_fits(self, config: Config) -> None:
         config.check_tunables(set(self.spec.tunables), self.src.tree.name)
@@ -357,3 +363,8 @@ def spec_key(args: tuple) -> str:
 def _layout(t: torch.Tensor) -> str:
     """Nothing for a contiguous tensor, else its strides."""
     return "" if t.is_contiguous() else f"/strides{list(t.stride())}"
+
+
+def _sizes_of(config: Config) -> list[int]:
+    """A complete config's block sizes (no None left)."""
+    return [int(b or 1) for b in config.block_sizes or []]

@@ -97,7 +97,9 @@ def _sizes(spec: KernelSpec, config: dict[str, Any]) -> dict[str, list[int]]:
     blocks += [1] * (len(spec.blocks) - len(blocks))
     loops = list(config.get("reduction_loops") or [])
     loops += [None] * (len(spec.reductions) - len(loops))
-    rows = [_pow2(n) if c is None else int(c) for n, c in zip(spec.reductions, loops, strict=False)]
+    rows = [
+        pow2_ceil(n) if c is None else int(c) for n, c in zip(spec.reductions, loops, strict=False)
+    ]
     return {"tile": blocks, "reduction": rows}
 
 
@@ -169,5 +171,6 @@ def _item(values: Any, index: int | None) -> Any:
     return values[index]
 
 
-def _pow2(n: int) -> int:
+def pow2_ceil(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
     return 1 if n <= 1 else 1 << (n - 1).bit_length()

@@ -12,7 +12,7 @@ from typing import Any
 
 from tilecraft.frontend.blocks import BlockSpec
 from tilecraft.language.tunables import fragment_default
-from tilecraft.runtime.budget import HOPPER, elements, footprint
+from tilecraft.runtime.budget import HOPPER, elements, footprint, pow2_ceil
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.spec import KernelSpec
 
@@ -34,10 +34,6 @@ BATCH_TILE = (8, 64, 32, 32)  # batch, m, n, k
 FLAT_MIN = 64
 
 
-def _pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 def _clamp(value: int, low: int, high: int) -> int:
     return max(low, min(value, high))
 
@@ -46,7 +42,7 @@ def default_config(spec: KernelSpec) -> Config:
     """Heuristic block sizes, reduction strategy, warps and stages for a kernel spec,
     within the spec's device limits."""
     reduction_loops: list[int | None] = [
-        None if _pow2(n) <= ROW_LIMIT else ROW_CHUNK for n in spec.reductions
+        None if pow2_ceil(n) <= ROW_LIMIT else ROW_CHUNK for n in spec.reductions
     ]
     orders = None
     if spec.dot_blocks:
@@ -92,13 +88,13 @@ def _has_inner(spec: KernelSpec) -> bool:
 
 
 def _tile_defaults(spec: KernelSpec) -> list[int]:
-    row = max([min(_pow2(n), ROW_LIMIT) for n in spec.reductions], default=1)
+    row = max([min(pow2_ceil(n), ROW_LIMIT) for n in spec.reductions], default=1)
     n_grid = sum(not b.inner for b in spec.blocks)
     return [_block_size(b, n_grid, _has_inner(spec), row) for b in spec.blocks]
 
 
 def _block_size(b: BlockSpec, n_grid: int, has_inner: bool, row: int) -> int:
-    cap = _pow2(b.extent)
+    cap = pow2_ceil(b.extent)
     if b.inner:
         return min(cap, 32 if n_grid >= 2 else max(16, 1024 // row))
     if has_inner:
@@ -121,9 +117,9 @@ def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
     for i, b in enumerate(spec.blocks):
         if i in spec.dot_blocks:
             want = tile[2] if b.inner else next(grid, tile[1])
-            sizes.append(max(MIN_DOT_BLOCK, min(want, _pow2(b.extent))))
+            sizes.append(max(MIN_DOT_BLOCK, min(want, pow2_ceil(b.extent))))
         elif i in batch:
-            sizes.append(1 if flat else min(BATCH_TILE[0], _pow2(b.extent)))
+            sizes.append(1 if flat else min(BATCH_TILE[0], pow2_ceil(b.extent)))
         else:
             sizes.append(others[i] if b.inner else 1)
     return sizes, _dot_warps(spec, sizes), 3 if batch and not flat else DOT_STAGES
@@ -144,7 +140,7 @@ def _flat_products(spec: KernelSpec) -> bool:
     """Whether the products' matrices are large enough on both sides (m and n, the dot
     blocks that no inner loop runs over) to be 2-D products over a batch tile of one."""
     sides = [b.extent for i, b in enumerate(spec.blocks) if i in spec.dot_blocks and not b.inner]
-    return bool(sides) and min(_pow2(n) for n in sides) >= FLAT_MIN
+    return bool(sides) and min(pow2_ceil(n) for n in sides) >= FLAT_MIN
 
 
 def _dot_warps(spec: KernelSpec, sizes: list[int]) -> int:
@@ -170,7 +166,7 @@ def batch_blocks(spec: KernelSpec) -> set[int]:
 def _row_warps(spec: KernelSpec, values: dict[str, Any]) -> int:
     # measured on an H200 (benchmarks/sweep_rows.py): 4 warps per 8K-element row is best
     largest = _largest(spec, values)
-    return _clamp(_pow2(largest // 2048), 4, 8 if _has_inner(spec) else 16)
+    return _clamp(pow2_ceil(largest // 2048), 4, 8 if _has_inner(spec) else 16)
 
 
 def _largest(spec: KernelSpec, values: dict[str, Any]) -> int:
@@ -182,7 +178,7 @@ def _largest(spec: KernelSpec, values: dict[str, Any]) -> int:
 
 def _sizes(spec: KernelSpec, values: dict[str, Any]) -> dict[str, list[int]]:
     rows = [
-        _pow2(n) if c is None else int(c)
+        pow2_ceil(n) if c is None else int(c)
         for n, c in zip(spec.reductions, values["reduction_loops"], strict=True)
     ]
     return {"tile": list(values["block_sizes"]), "reduction": rows}
@@ -246,7 +242,7 @@ def _halve_chunk(spec: KernelSpec, values: dict[str, Any]) -> bool:
         ref for u in spec.uses if u.role != "value" for kind, ref in u.dims if kind == "reduction"
     }
     rows = enumerate(zip(spec.reductions, loops, strict=True))
-    chunks = [(c or _pow2(n), i) for i, (n, c) in rows if i not in held]
+    chunks = [(c or pow2_ceil(n), i) for i, (n, c) in rows if i not in held]
     size, i = max(chunks, default=(1, -1))
     if size <= 64:
         return False

@@ -54,7 +54,9 @@ def _reverse_channels(image: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@tc.kernel
+# Measured on the H200 (16 frames of 1080p, `bench_vision.py --variants`): uint8 gray
+# over 1 x 2048 tiles, 0.040 ms (3.36 TB/s) against 0.054 for the heuristic's.
+@tc.kernel(default_config=tc.Config(block_sizes=[1, 2048], num_warps=4))
 def _gray(image: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     n, _, h, w = image.size()
     for tile_n, tile_h, tile_w in tc.tile([n, h, w], block_size=[1, None, None]):
@@ -66,7 +68,8 @@ def _gray(image: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@tc.kernel
+# Measured as gray: NV12 to RGB over 4 x 128 tiles, 0.140 ms against 0.181.
+@tc.kernel(default_config=tc.Config(block_sizes=[4, 128], num_warps=4))
 def _yuv420_to_rgb(
     y: torch.Tensor, u: torch.Tensor, v: torch.Tensor, out: torch.Tensor
 ) -> torch.Tensor:

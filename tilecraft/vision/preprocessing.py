@@ -47,7 +47,12 @@ BATCH_PLANES = Choice("channels", "all")
 CHANNEL_MODES = Choice("tile", "loop")
 
 
-@tc.kernel
+# Measured on the H200 (uint8 NHWC 1080p -> float16 NCHW, 16 frames, `bench_vision.py
+# --variants`): every channel of 1 x 512 pixels per program, 0.101 ms (2.96 TB/s), against
+# 0.171 for 4 channels x 64 x 64 tiles.
+@tc.kernel(
+    default_config=tc.Config(block_sizes=[None, None, None, 1, 512], num_warps=4, channels="loop")
+)
 def _normalize(
     image: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor, peak: float
 ) -> torch.Tensor:
