@@ -117,6 +117,7 @@ def test_looped_kernels_are_seeded_with_long_chunks_over_few_rows() -> None:
     assert space.default_config.block_sizes not in [s.block_sizes for s in seeds[:5]]
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
 def test_tuning_writes_a_trial_log(tmp_path: Path, suffix: str) -> None:
     log = tmp_path / f"trials{suffix}"
