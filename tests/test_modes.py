@@ -455,3 +455,29 @@ def test_stores_to_several_subscripts_in_one_statement() -> None:
         return a, 2 * x, a
 
     check_modes(stores_in_one_statement, (torch.randn(37, device=DEVICE),), reference)
+
+
+# -- indices computed as plain ints in a device loop --------------------------------------------
+
+
+@tc.kernel
+def shifted_reads_and_stores(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.zeros([x.size(0), 2], dtype=x.dtype, device=x.device)
+    last = torch.zeros(x.size(0) + 2, dtype=x.dtype, device=x.device)
+    for t in tc.tile(x.size(0), block_size=4):
+        out[t, 0] = x[t] * 0 + x[t.begin + 6]  # past the end: reads 0
+        out[t, 1] = x[t] * 0 + x[t.begin - 1]  # -1 at the first tile: the last element
+        last[t.begin + 8] = x[t.begin]  # past the end of `last` for the later tiles: no store
+    return out, last
+
+
+def test_indices_computed_as_ints_read_zero_and_store_nothing_out_of_range() -> None:
+    def reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = x.size(0)
+        begins = torch.arange(n) // 4 * 4
+        ahead = torch.where(begins + 6 < n, x[(begins + 6).clamp(max=n - 1)], 0.0)
+        last = torch.zeros(n + 2, dtype=x.dtype, device=x.device)
+        last[8] = x[0]  # only the first tile's store lands
+        return torch.stack([ahead, x[begins - 1]], dim=1), last
+
+    check_modes(shifted_reads_and_stores, (torch.arange(1.0, 11.0, device=DEVICE),), reference)

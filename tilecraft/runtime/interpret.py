@@ -23,6 +23,7 @@ def _getitem(obj: Any, key: Any) -> Any:
     """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
     if not isinstance(obj, torch.Tensor):
         return obj[key]
+    key = _computed_ints(key, obj.device)
     mask = eager_context("load").branch_mask()
     if mask is not None and _gathers(key):
         # a gather inside an `if` on a tile reads only where the arm is taken, as
@@ -34,6 +35,17 @@ def _getitem(obj: Any, key: Any) -> Any:
     return eager_short.mark(read(obj, key), key)
 
 
+def _computed_ints(key: Any, device: torch.device) -> Any:
+    """Plain ints of an index as 0-d tensors: in a device loop they were computed there
+    (`t.begin + 6`; constants out of range are refused when the kernel binds), and such an
+    index reads 0 or stores nothing out of range, as compiled code masks it."""
+    if type(key) is int:
+        return torch.tensor(key, device=device)
+    if isinstance(key, tuple):
+        return tuple(torch.tensor(k, device=device) if type(k) is int else k for k in key)
+    return key
+
+
 def _gathers(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return any(isinstance(i, torch.Tensor) and i.dim() > 0 for i in items)
@@ -43,6 +55,7 @@ def _setitem(obj: Any, key: Any, value: Any) -> None:
     if not isinstance(obj, torch.Tensor):
         obj[key] = value
         return
+    key = _computed_ints(key, obj.device)
     mask = eager_context("store").branch_mask()
     try:
         write(obj, key, value, mask)
