@@ -23,7 +23,7 @@ def _getitem(obj: Any, key: Any) -> Any:
     """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
     if not isinstance(obj, torch.Tensor):
         return obj[key]
-    key = _computed_ints(key, obj.device)
+    key = _computed_ints(key, obj)
     mask = eager_context("load").branch_mask()
     if mask is not None and _gathers(key):
         # a gather inside an `if` on a tile reads only where the arm is taken, as
@@ -35,15 +35,27 @@ def _getitem(obj: Any, key: Any) -> Any:
     return eager_short.mark(read(obj, key), key)
 
 
-def _computed_ints(key: Any, device: torch.device) -> Any:
-    """Plain ints of an index as 0-d tensors: in a device loop they were computed there
-    (`t.begin + 6`; constants out of range are refused when the kernel binds), and such an
-    index reads 0 or stores nothing out of range, as compiled code masks it."""
-    if type(key) is int:
-        return torch.tensor(key, device=device)
-    if isinstance(key, tuple):
-        return tuple(torch.tensor(k, device=device) if type(k) is int else k for k in key)
-    return key
+def _computed_ints(key: Any, obj: torch.Tensor) -> Any:
+    """Plain ints of an index that fall outside their dim, as 0-d tensors: in a device loop
+    they were computed there (`t.begin + 6`; constants out of range are refused when the
+    kernel binds), and the bounded read of such an index gives 0, or its store nothing, as
+    compiled code masks it. Ints in range stay ints (no tensor made per access)."""
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(type(k) is int for k in items):
+        return key
+    out, dim = [], 0
+    for item in items:
+        if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
+            return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
+        if type(item) is int and not (dim < obj.dim() and -obj.size(dim) <= item < obj.size(dim)):
+            item = _as_index(item, obj.device)
+        out.append(item)
+        dim += item is not None
+    return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+def _as_index(item: Any, device: torch.device) -> Any:
+    return torch.tensor(item, device=device) if type(item) is int else item
 
 
 def _gathers(key: Any) -> bool:
@@ -55,7 +67,7 @@ def _setitem(obj: Any, key: Any, value: Any) -> None:
     if not isinstance(obj, torch.Tensor):
         obj[key] = value
         return
-    key = _computed_ints(key, obj.device)
+    key = _computed_ints(key, obj)
     mask = eager_context("store").branch_mask()
     try:
         write(obj, key, value, mask)
