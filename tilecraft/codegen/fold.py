@@ -128,15 +128,7 @@ def _foldable(fn: ast.FunctionDef) -> bool:
 
 
 def _locals(fn: ast.FunctionDef) -> set[str]:
-    names = {a.arg for a in fn.args.args}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(n.asname or n.name).split(".")[0] for n in node.names}
-    return names
+    return {a.arg for a in fn.args.args} | _stored(fn)
 
 
 def _parameter_facts(fn: ast.FunctionDef, args: tuple, devices: tuple) -> Facts:
