@@ -23,6 +23,7 @@ from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
 from tilecraft.autotune.trees import TreeEnsemble
 from tilecraft.autotune.trial import Budget
 from tilecraft.exc import SettingsError
+from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
 LANDSCAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "landscapes" / "h200"
@@ -306,3 +307,27 @@ def test_top_pick_on_held_out_shapes(name: str) -> None:
     times = [replay.lookup(c).time_ms for c in picks]
     assert times[0] <= 1.05 * land.best_ms
     assert min(times) <= 1.03 * land.best_ms
+
+
+def test_weighted_lookup_follows_the_tile() -> None:
+    """An unrecorded pick (rows of 1 x 1024, 8 warps) takes the time of its nearest
+    recorded config: with equal weights that is a 1 x 1 tile that shares its loop order
+    and 276x slower than the best; with the tile knobs weighted, a 1 x 512 tile."""
+    land, space, _ = prepared("bias_gelu-2048x1024")
+    pick = Config(
+        block_sizes=[1, 1024],
+        loop_orders=[[1, 0]],
+        l2_groupings=[8],
+        pid_type="flat",
+        indexing=["block_ptr", "pointer", "pointer"],
+        load_eviction_policies=[None, None],
+        num_warps=8,
+        num_stages=4,
+    )
+    plain, weighted = Replay(land, space), Replay(land, space, tile_weight=10.0)
+    assert plain.lookup(pick).time_ms > 100 * land.best_ms
+    assert weighted.lookup(pick).time_ms < 3 * land.best_ms
+    assert plain.imputed == weighted.imputed == 1
+    recorded = land.trials[0]
+    assert weighted.lookup(recorded.config).time_ms == recorded.time_ms
+    assert weighted.imputed == 1  # a recorded config is looked up, not imputed
