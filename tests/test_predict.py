@@ -271,6 +271,37 @@ def test_blended_trees_predict_the_weighted_sum(tmp_path: Path) -> None:
         TreeEnsemble.blend([])
 
 
+def test_ranker_orders_a_group_and_its_trees_become_arrays(tmp_path: Path) -> None:
+    """The LambdaMART-like ranker learns which rows of each group are fastest (time
+    relative to the group best, as log2), its scale reads as log2 time, and its trees as
+    one `TreeEnsemble` predict what scikit-learn's do, also once saved and loaded."""
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("sklearn")
+    from tilecraft.autotune.ranker import fit_ranker
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 4, size=(240, 3))
+    bounds = [(0, 80), (80, 160), (160, 240)]
+    # the fastest rows have x0 near 1 (a V shape), x2 is noise, groups differ in scale
+    raw = np.abs(x[:, 0] - 1.0) * np.repeat([1.0, 2.0, 0.5], 80) + 0.05 * x[:, 2]
+    y = np.concatenate([raw[a:b] - raw[a:b].min() for a, b in bounds])
+    trees, weight = fit_ranker(x, y, bounds)
+    assert weight < 0  # a higher score means faster, a lower log2 time
+    test = np.column_stack([np.linspace(0, 4, 41), np.full(41, 2.0), np.full(41, 2.0)])
+    guess = weight * sum(t.predict(test) for t in trees)
+    assert abs(test[int(np.argmin(guess)), 0] - 1.0) <= 0.3
+    assert guess[-1] - guess[int(np.argmin(guess))] > 1.0  # 3 units of x0 off: slower
+    ensemble = TreeEnsemble.from_decision_trees(trees, weight)
+    np.testing.assert_allclose(ensemble.predict(test), guess, rtol=1e-9, atol=1e-9)
+    ensemble.save(tmp_path / "r.npz", "stamp")
+    again = TreeEnsemble.load(tmp_path / "r.npz", "stamp")
+    assert again is not None
+    np.testing.assert_allclose(again.predict(test), guess, rtol=1e-9, atol=1e-9)
+    assert fit_ranker(x, y, bounds)[1] == weight  # deterministic
+    with pytest.raises(ValueError, match="no trees"):
+        TreeEnsemble.from_decision_trees([])
+
+
 # held-out shapes where the model's top pick and best of three, replayed, are within
 # reach of the landscape's best (benchmarks/predict_eval.py, same protocol): the log2
 # model alone, without the rank model blended in, misses both (top-1 1.051x and 1.056x)

@@ -74,6 +74,41 @@ class TreeEnsemble:
         return trees
 
     @classmethod
+    def from_decision_trees(
+        cls, trees: list[Any], weight: float = 1.0, extra: tuple[int, ...] = ()
+    ) -> TreeEnsemble:
+        """`weight` times the summed predictions of fitted `DecisionTreeRegressor`s (one
+        output each); raises ValueError for trees it cannot represent."""
+        if not trees:
+            raise ValueError("no trees")
+        parts, roots, start = [], [], 0
+        for tree in trees:
+            t = tree.tree_
+            if t.n_outputs != 1:
+                raise ValueError("trees of several outputs are not supported")
+            parts.append((t, start))
+            roots.append(start)
+            start += t.node_count
+        cat = lambda f: np.concatenate([f(t, s) for t, s in parts])  # noqa: E731
+        leaf = cat(lambda t, s: t.children_left < 0)
+        ensemble = cls(
+            feature=np.where(leaf, 0, cat(lambda t, s: t.feature.astype(np.int64))),
+            threshold=cat(lambda t, s: t.threshold.astype(np.float64)),
+            left=np.where(leaf, 0, cat(lambda t, s: t.children_left.astype(np.int64) + s)),
+            right=np.where(leaf, 0, cat(lambda t, s: t.children_right.astype(np.int64) + s)),
+            leaf=leaf,
+            value=cat(lambda t, s: t.value[:, 0, 0].astype(np.float64)) * weight,
+            missing_left=np.zeros(len(leaf), dtype=bool),  # features are never NaN here
+            roots=np.asarray(roots, dtype=np.int64),
+            baseline=0.0,
+            features=int(trees[0].n_features_in_),
+            depth=int(max(t.max_depth for t, _ in parts)),
+            extra=extra,
+        )
+        ensemble.check()
+        return ensemble
+
+    @classmethod
     def blend(
         cls, parts: list[tuple[TreeEnsemble, float]], extra: tuple[int, ...] = ()
     ) -> TreeEnsemble:
