@@ -170,6 +170,25 @@ def color_cases(frames: torch.Tensor, tvf) -> list[Case]:
     return [gray, nv12, norm]
 
 
+def before_cases(frames: torch.Tensor) -> list[Case]:
+    """Kernels a faster one replaced where it applies, to time against it (`--variants`)."""
+    from tilecraft.vision import color
+
+    n, h, w, _ = frames.shape
+    y = frames[..., 0].contiguous()
+    uv = frames[:, : (h + 1) // 2, : (w + 1) // 2, 1:].contiguous()
+    out = torch.empty(n, 3, h, w, dtype=torch.uint8, device=frames.device)
+    return [
+        Case(
+            "nv12_to_rgb per-pixel gathers (before)",
+            lambda: color._yuv420_to_rgb(y, uv[..., 0], uv[..., 1], out),
+            lambda: yuv_peer(y, uv),
+            4.5 * n * h * w,
+            1,
+        )
+    ]
+
+
 def geometry_cases(frames: torch.Tensor, tvf) -> list[Case]:
     import tilecraft.vision as vision
     from tilecraft.vision.filters import gaussian_kernel1d
@@ -342,11 +361,11 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
     """
     from tilecraft import Config
 
-    def resize(planes: str, hw: list[int], warps: int, **more) -> Config:
+    def resize(planes: str, hw: list[int], warps: int, more: dict | None = None) -> Config:
         blocks = [64, 64, 1, 64, 1, 64]  # the loops of the other `planes` do not launch
         at = {"one": 0, "channels": 2, "all": 4}[planes]
         blocks[at : at + 2] = hw
-        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **more)
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **(more or {}))
 
     def blur(one_pass: bool, rows: list[int], cols: list[int], warps: int) -> Config:
         taps = 25 if one_pass else 0
@@ -387,6 +406,7 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
+    read = {"zero_taps": "read"}
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -395,13 +415,28 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         ("channels 2x128 w8", resize("channels", [2, 128], 8)),
         ("all 1x128 w4", resize("all", [1, 128], 4)),
         ("all 2x128 w8", resize("all", [2, 128], 8)),
-        ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
+        ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, {"range_unroll_factors": [2]})),
     ]
     return {
         "resize bilinear f32 half-size": ("geometry._resize_bilinear", resizes),
+        # zero_taps "skip" (the default now): taps of weight 0 are not read, at 1080p ->
+        # 360p three in four (a third of the rows); "read" as before
         "resize bilinear u8 NHWC -> {w}x{h}": (
             "geometry._resize_bilinear",
-            resizes[:1] + resizes[3:],
+            [
+                ("channels 2x128 w8 read (old default)", resize("channels", [2, 128], 8, read)),
+                ("all 2x128 w8 read", resize("all", [2, 128], 8, read)),
+                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
+                ("channels 1x64 w2", resize("channels", [1, 64], 2)),
+                ("channels 1x256 w8", resize("channels", [1, 256], 8)),
+                ("channels 2x64 w4", resize("channels", [2, 64], 4)),
+                ("channels 4x64 w8", resize("channels", [4, 64], 8)),
+                ("channels 4x128 w16", resize("channels", [4, 128], 16)),
+                ("channels 8x32 w8", resize("channels", [8, 32], 8)),
+                ("channels 1x512 w4", resize("channels", [1, 512], 4)),
+                ("all 1x128 w4", resize("all", [1, 128], 4)),
+                ("all 2x128 w8", resize("all", [2, 128], 8)),
+            ],
         ),
         "gaussian_blur 5x5 f32": (
             "filters._separable",
@@ -463,20 +498,35 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("loop 1x512 w4", norm("loop", [1, 512], 4)),
                 ("loop 4x128 w4", norm("loop", [4, 128], 4)),
                 ("loop 64x64 w8", norm("loop", [64, 64], 8)),
+                ("loop 1x1024 w4", norm("loop", [1, 1024], 4)),
+                ("loop 1x1024 w8", norm("loop", [1, 1024], 8)),
+                ("loop 1x2048 w8", norm("loop", [1, 2048], 8)),
+                ("loop 2x512 w8", norm("loop", [2, 512], 8)),
+                ("loop 1x512 w8", norm("loop", [1, 512], 8)),
+                ("loop 1x256 w2", norm("loop", [1, 256], 2)),
             ],
         ),
+        # 16-bit words: tiles of chroma rows x words (two pixels each); a thread holds
+        # block_w * block_h / (32 * num_warps) words, 8 per 16-byte access
         "nv12_to_rgb": (
-            "color._yuv420_to_rgb",
+            "color._yuv420_words",
             [
-                ("1x128 w4", plane([1, 128], 4)),
-                ("2x128 w8", plane([2, 128], 8)),
-                ("2x64 w4", plane([2, 64], 4)),
-                ("1x256 w4", plane([1, 256], 4)),
-                ("2x256 w4", plane([2, 256], 4)),
-                ("4x128 w4", plane([4, 128], 4)),
-                ("2x512 w8", plane([2, 512], 8)),
-                ("8x256 w8", plane([8, 256], 8)),
+                ("words 1x256 w2", plane([1, 256], 2)),
+                ("words 1x512 w4", plane([1, 512], 4)),
+                ("words 1x1024 w4", plane([1, 1024], 4)),
+                ("words 1x1024 w8", plane([1, 1024], 8)),
+                ("words 2x512 w4", plane([2, 512], 4)),
+                ("words 2x512 w8", plane([2, 512], 8)),
+                ("words 1x2048 w8", plane([1, 2048], 8)),
+                ("words 2x1024 w8", plane([2, 1024], 8)),
+                ("words 4x256 w4", plane([4, 256], 4)),
+                ("words 4x512 w8", plane([4, 512], 8)),
             ],
+        ),
+        # the kernel before: each output gathers its chroma bytes (now for odd widths)
+        "nv12_to_rgb per-pixel gathers (before)": (
+            "color._yuv420_to_rgb",
+            [("4x128 w4 (old default)", plane([4, 128], 4)), ("1x256 w4", plane([1, 256], 4))],
         ),
         "rgb_to_gray uint8": (
             "color._gray",
@@ -541,6 +591,7 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     cases.update({c.name: c for c in geometry_cases(frames, None)})
     cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
+    cases.update({c.name: c for c in before_cases(frames)})
     rows = []
     for name, (path, variants) in variant_configs().items():
         name = name.format(w=out_size[1], h=out_size[0])

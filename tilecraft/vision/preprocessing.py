@@ -26,7 +26,13 @@ from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import antialias_normalize, bilinear_normalize, fits
 from tilecraft.vision.color import check_yuv420, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
-from tilecraft.vision.geometry import _resize_taps, _scale, gather_channels, letterbox_box
+from tilecraft.vision.geometry import (
+    ZERO_TAPS,
+    _resize_taps,
+    _scale,
+    gather_channels,
+    letterbox_box,
+)
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 from tilecraft.vision.memory import constant, empty
 
@@ -100,6 +106,7 @@ def _resize_normalize(
     scale_w: float,
     pad: float,
     peak: float,
+    is_uint8: bool,
 ) -> torch.Tensor:
     # geometry.py's _resize_bilinear, with normalization instead of uint8 rounding; one
     # program does every channel (frames have 1 to 4), so the source positions and weights
@@ -109,6 +116,8 @@ def _resize_normalize(
     _, c, h, w = image.size()
     n, _, out_h, out_w = out.size()
     planes = tc.register_tunable("planes", BATCH_PLANES)
+    zero_taps = tc.register_tunable("zero_taps", ZERO_TAPS)
+    skip = is_uint8 and zero_taps == "skip"  # (see geometry.ZERO_TAPS)
     size = [n, out_h if planes == "channels" else 0, out_w]
     for tile_n, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
         dst_h = tile_h.index - box_top
@@ -117,7 +126,7 @@ def _resize_normalize(
         cols = bilinear_taps(dst_w, scale_w, w)
         box = inside(dst_h, dst_w, box_height, box_width)
         for k in range(c):
-            value = torch.where(box, bilinear(image, tile_n, k, rows, cols), pad) / peak
+            value = torch.where(box, bilinear(image, tile_n, k, rows, cols, skip), pad) / peak
             out[tile_n, k, tile_h, tile_w] = ((value - mean[k]) / std[k]).to(out.dtype)
     for tile_h, tile_w in tc.tile([out_h if planes == "all" else 0, out_w]):
         rows, cols, box = _resize_taps(
@@ -126,7 +135,7 @@ def _resize_normalize(
         means, stds = _channel_stats(mean, std)
         for tile_n in tc.tile(n, block_size=1):
             # every channel's loads before any store: stores in between would hold them back
-            values = gather_channels(image, tile_n, rows, cols, box, pad)
+            values = gather_channels(image, tile_n, rows, cols, box, pad, skip)
             for k in range(c):
                 normalized = (values[k] / peak - means[k]) / stds[k]
                 out[tile_n, k, tile_h, tile_w] = normalized.to(out.dtype)
@@ -301,9 +310,8 @@ def preprocess(
     else:
         packed = bilinear_normalize(img.view, mean_t, std_t, out, box, float(pad), peak)
         if packed is None:
-            packed = _resize_normalize(
-                img.view, mean_t, std_t, out, *box, *scales, float(pad), peak
-            )
+            args = (*box, *scales, float(pad), peak, frames.dtype == torch.uint8)
+            packed = _resize_normalize(img.view, mean_t, std_t, out, *args)
         out = packed
     return img.restore(out, "NCHW")
 
@@ -326,7 +334,7 @@ def _antialiased(
     inner = empty([n, c, box[2], box[3]], torch.float32, image.device)
     inner = average_resize(image, inner, area=False)
     # bilinear at scale 1 samples each pixel exactly: a copy into the box, with the border
-    return _resize_normalize(inner, mean, std, out, *box, 1.0, 1.0, pad, peak)
+    return _resize_normalize(inner, mean, std, out, *box, 1.0, 1.0, pad, peak, False)
 
 
 def preprocess_nv12(
