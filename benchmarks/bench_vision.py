@@ -172,12 +172,15 @@ def color_cases(frames: torch.Tensor, tvf) -> list[Case]:
 
 def before_cases(frames: torch.Tensor) -> list[Case]:
     """Kernels a faster one replaced where it applies, to time against it (`--variants`)."""
-    from tilecraft.vision import color
+    from tilecraft.vision import color, preprocessing
+    from tilecraft.vision.memory import constant
 
     n, h, w, _ = frames.shape
     y = frames[..., 0].contiguous()
     uv = frames[:, : (h + 1) // 2, : (w + 1) // 2, 1:].contiguous()
     out = torch.empty(n, 3, h, w, dtype=torch.uint8, device=frames.device)
+    mean, std = constant(MEAN, frames.device), constant(STD, frames.device)
+    floats = torch.empty(n, 3, h, w, dtype=torch.float16, device=frames.device)
     return [
         Case(
             "nv12_to_rgb per-pixel gathers (before)",
@@ -185,7 +188,14 @@ def before_cases(frames: torch.Tensor) -> list[Case]:
             lambda: yuv_peer(y, uv),
             4.5 * n * h * w,
             1,
-        )
+        ),
+        Case(
+            "normalize NHWC u8 -> NCHW f16 per-channel bytes (before)",
+            lambda: preprocessing._normalize(frames.permute(0, 3, 1, 2), mean, std, floats, 255.0),
+            lambda: normalized(frames.permute(0, 3, 1, 2).float()),
+            9 * n * h * w,
+            1e-2,
+        ),
     ]
 
 
@@ -371,9 +381,9 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         taps = 25 if one_pass else 0
         return Config(block_sizes=rows + cols + [64], num_warps=warps, one_pass_taps=taps)
 
-    def preprocess(planes: str, hw: list[int], warps: int) -> Config:
+    def preprocess(planes: str, hw: list[int], warps: int, more: dict | None = None) -> Config:
         blocks = hw + [1, 64] if planes == "channels" else [64, 64] + hw
-        return Config(block_sizes=blocks, num_warps=warps, planes=planes)
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **(more or {}))
 
     def by_pass(rows: list[int], row_warps: int, cols: list[int], col_warps: int):
         """Configs for `_average_rows` by pass: the row pass reads along its tiles' last
@@ -399,6 +409,11 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         at = 1 if channels == "tile" else 3
         blocks[at : at + 2] = hw
         return Config(block_sizes=blocks, num_warps=warps, channels=channels)
+
+    def words(
+        hw: list[int], warps: int, stores: str = "stacked", arithmetic: str = "divide"
+    ) -> Config:
+        return Config(block_sizes=hw, num_warps=warps, stores=stores, arithmetic=arithmetic)
 
     def plane(hw: list[int], warps: int) -> Config:
         return Config(block_sizes=hw, num_warps=warps)
@@ -487,7 +502,28 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("rows 2x64 w4, columns 128x16 w8", by_stride([2, 64], 4, [128, 16], 8)),
             ],
         ),
+        # 32-bit words of NHWC rows (four pixels of three channels: three words), each
+        # channel's four values stored together ("stacked") or apart; the formula's two
+        # divisions or one multiply-add per value ("multiply")
         "normalize NHWC u8 -> NCHW f16": (
+            "preprocessing._normalize_words",
+            [
+                ("words 1x128 w4", words([1, 128], 4)),
+                ("words 1x256 w4", words([1, 256], 4)),
+                ("words 1x128 w4 strided", words([1, 128], 4, "strided")),
+                ("words 1x128 w4 multiply", words([1, 128], 4, arithmetic="multiply")),
+                ("words 1x256 w4 multiply", words([1, 256], 4, arithmetic="multiply")),
+                ("words 1x256 w8 multiply", words([1, 256], 8, arithmetic="multiply")),
+                ("words 1x512 w8 multiply", words([1, 512], 8, arithmetic="multiply")),
+                ("words 2x128 w8 multiply", words([2, 128], 8, arithmetic="multiply")),
+                ("words 1x64 w2 multiply", words([1, 64], 2, arithmetic="multiply")),
+                ("words 1x32 w1 multiply", words([1, 32], 1, arithmetic="multiply")),
+                ("words 4x64 w8 multiply", words([4, 64], 8, arithmetic="multiply")),
+                ("words 1x128 w4 strided multiply", words([1, 128], 4, "strided", "multiply")),
+            ],
+        ),
+        # the kernel before: each channel's bytes loaded apart (now for other layouts)
+        "normalize NHWC u8 -> NCHW f16 per-channel bytes (before)": (
             "preprocessing._normalize",
             [
                 ("loop 1x128 w4", norm("loop", [1, 128], 4)),
@@ -544,6 +580,7 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
             [
+                ("1x128 w4 read (old default)", preprocess("channels", [1, 128], 4, read)),
                 ("64x64 w4", preprocess("channels", [64, 64], 4)),
                 ("1x128 w4", preprocess("channels", [1, 128], 4)),
                 ("2x128 w8", preprocess("channels", [2, 128], 8)),

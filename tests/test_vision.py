@@ -433,6 +433,17 @@ def test_preprocess_nv12(vmode, letterbox):
     one = vision.preprocess_nv12(y[0], uv[0], (4, 9), MEAN, STD, letterbox=letterbox, out=got[1])
     assert one.data_ptr() == got[1].data_ptr()
     torch.testing.assert_close(got[1], expected[0])
+    # a UV plane with gaps (no 16-bit words: U and V read apart), shrunk by whole factors
+    # (taps of weight 0, not read), the same as converting first
+    y = torch.randint(0, 256, (1, 6, 12), dtype=torch.uint8, device=DEVICE)
+    planes = torch.randint(0, 256, (1, 2, 3, 6), dtype=torch.uint8, device=DEVICE)
+    uv = planes.permute(0, 2, 3, 1)
+    assert color.words(uv) is None
+    for chroma in (uv, uv.contiguous()):
+        got = vision.preprocess_nv12(y, chroma, (2, 4), MEAN, STD, letterbox=letterbox)
+        rgb = vision.nv12_to_rgb(y, chroma)
+        expected = vision.preprocess(rgb, (2, 4), MEAN, STD, layout="NCHW", letterbox=letterbox)
+        torch.testing.assert_close(got, expected)
 
 
 def test_errors():
@@ -579,6 +590,37 @@ def test_normalize_channels(vmode, monkeypatch, channels):
     torch.testing.assert_close(got, ((floats - 0.5) / 2).permute(0, 2, 3, 1))
 
 
+@pytest.mark.parametrize("knobs", [("stacked", "divide"), ("strided", "multiply")])
+def test_normalize_words(vmode, monkeypatch, knobs):
+    # NHWC uint8 rows as 32-bit words (widths that are multiples of 4), on tiles of 2 rows
+    # x 2 groups of 4 pixels that do not divide the image: 3, 1 and 4 channels
+    stores, arithmetic = knobs
+    config = tc.Config(block_sizes=[2, 2], stores=stores, arithmetic=arithmetic)
+    monkeypatch.setattr(
+        preprocessing,
+        "_normalize_words",
+        vmode(tc.kernel(preprocessing._normalize_words.fn, config=config)),
+    )
+    for shape in [(2, 3, 5, 12), (1, 1, 3, 8), (1, 4, 1, 4)]:
+        x, xl = images(shape=shape, layout="NHWC")
+        mean, std = torch.rand(shape[1]) + 0.1, torch.rand(shape[1]) + 0.1
+        with monkeypatch.context() as patch:  # the words kernel, or a TypeError
+            patch.setattr(preprocessing, "_normalize", None)
+            got = vision.normalize(xl, mean, std, dtype=torch.float32, layout="NHWC")
+        expected = (x.float() / 255 - mean[:, None, None]) / std[:, None, None]
+        if arithmetic == "divide":  # the formula's own operations: equal
+            assert torch.equal(got, expected)
+        torch.testing.assert_close(got, expected)
+        half = vision.normalize(xl, mean, std, dtype=torch.float16, layout="NHWC")
+        torch.testing.assert_close(half, expected.half())
+    # a width not a multiple of 4, and an NHWC view with gaps: the per-channel kernel
+    x, xl = images(shape=(1, 3, 2, 6), layout="NHWC")
+    for image in (xl, xl[:, :, :4]):
+        got = vision.normalize(image, 0.5, 0.25, layout="NHWC")
+        expected = (nchw(image, "NHWC").float() / 255 - 0.5) / 0.25
+        torch.testing.assert_close(got, expected)
+
+
 def test_color_narrow_tiles(vmode, monkeypatch):
     # gray and NV12 on tiles of 2 x 8 (the narrow shapes `--variants` times), ragged
     config = tc.Config(block_sizes=[2, 8], num_warps=1)
@@ -617,7 +659,11 @@ def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     assert [(k.config, k._bound) for k in kernels] == before  # configs restored
     assert "| resize bilinear f32 half-size | 1x128 w4 | yes |" in script.variants_table(rows)
     only = script.main([*argv, "--only", "normalize,gray"])["rows"]
-    assert {row["kernel"] for row in only} == {"normalize NHWC u8 -> NCHW f16", "rgb_to_gray uint8"}
+    assert {row["kernel"] for row in only} == {
+        "normalize NHWC u8 -> NCHW f16",
+        "normalize NHWC u8 -> NCHW f16 per-channel bytes (before)",
+        "rgb_to_gray uint8",
+    }
     broken = {"gaussian_blur 5x5 f32": ("filters._separable", [("bad", tc.Config(nope=1))])}
     monkeypatch.setattr(script, "variant_configs", lambda: broken)
     rows = script.main(argv)["rows"]  # a config that fails is reported, and the run goes on
