@@ -65,7 +65,13 @@ FORWARD += [(128, 128, 8, 3, None), (128, 64, 8, 3, TMA), (64, 64, 4, 3, None)]
 # indexing)
 BACKWARD = [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 2, None)]
 BACKWARD += [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 3, None)]
-SMOKE_FORWARD = [(16, 16, 4, 1, TMA)]
+# warp specialization of the key loop (Triton's `tl.range(..., warp_specialize=True)`):
+# producer warps issue the loads while the others compute; both loops when causal
+SPECIALIZED = {"range_warp_specializes": [True, True]}
+FORWARD += [(128, 128, 8, 3, TMA, SPECIALIZED), (128, 64, 4, 3, TMA, SPECIALIZED)]
+FORWARD += [(128, 128, 8, 2, TMA, SPECIALIZED), (128, 128, 4, 3, TMA, SPECIALIZED)]
+SMOKE_FORWARD = [(16, 16, 4, 1, TMA), (16, 16, 4, 1, TMA, SPECIALIZED)]
+BACKWARD += [(128, 64, 128, 64, 8, 2, TMA, {"range_warp_specializes": [True] * 8})]
 SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1, TMA)]
 # causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
 # wave then mixes a head's light (early) and heavy (late) query tiles, which balances the

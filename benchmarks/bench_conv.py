@@ -124,6 +124,7 @@ SMOKE_LAYERS = [
 ]
 # GEMM kernels: (block_m, block_n, block_k, warps, stages); the first is kept when time runs out
 GEMM_SWEEP = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (256, 128, 64, 8, 3)]
+GEMM_SWEEP += [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 32, 4, 5), (64, 64, 64, 4, 4)]
 # split-K (the reduction in `splits` chunks, a second pass adding them), tried second on the
 # forward GEMMs of layers with fewer 128 x 128 output tiles than the GPU has multiprocessors
 SPLIT_SWEEP = [(128, 128, 64, 8, 3, 2), (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 3, 4)]
