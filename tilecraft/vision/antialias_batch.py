@@ -245,7 +245,11 @@ def lane_stats(mean: torch.Tensor, std: torch.Tensor, channel: torch.Tensor, pea
     return 1.0 / (spread * peak), shift / spread
 
 
-@tc.kernel(default_config=tc.Config(rows=16, cols=8, step=64, frames=16, num_warps=4))
+# (the frames loop software-pipelined: the next frame's samples load while this one's sums run)
+PACKED_DEFAULT = tc.Config(rows=16, cols=16, step=64, frames=16, num_warps=4, range_num_stages=[2])
+
+
+@tc.kernel(default_config=PACKED_DEFAULT)
 def _packed_frames(
     samples: torch.Tensor,
     mean: torch.Tensor,
