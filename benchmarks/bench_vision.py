@@ -8,7 +8,7 @@ tensor formulas), whose output tilecraft's is checked against first, and
 frames gives the ceiling. The frame rows are NHWC uint8 frames -> 640x360 (bilinear, then
 antialiased as torchvision's default), uint8, and the same -> normalize -> NCHW float16
 (the fused preprocessing kernel), against the same chain in PyTorch, in torchvision v2
-and (antialiased) torchvision v2 under `torch.compile`.
+and torchvision v2 under `torch.compile`.
 
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --tune --out $OUT/bench_vision.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --smoke   # CPU, tiny frames: checks
@@ -251,9 +251,11 @@ def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile
         if tvf is not None:
             pipeline = torchvision_pipeline(tvf)
             case.peers["torchvision"] = lambda aa=aa, fn=pipeline: fn(frames, out_size, aa)
-            if aa and compile_peer:
+            if compile_peer:  # one compiled function per pipeline (no recompiles)
                 compiled = torch.compile(pipeline, dynamic=False)
-                case.peers["torchvision compiled"] = lambda fn=compiled: fn(frames, out_size, True)
+                case.peers["torchvision compiled"] = lambda fn=compiled, aa=aa: fn(
+                    frames, out_size, aa
+                )
         cases.append(case)
     return cases
 
@@ -261,9 +263,17 @@ def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile
 def vision_kernels() -> list:
     """Every tilecraft kernel of tilecraft.vision."""
     import tilecraft as tc
-    from tilecraft.vision import antialias, color, downscale, filters, geometry, preprocessing
+    from tilecraft.vision import (
+        antialias,
+        antialias_batch,
+        color,
+        downscale,
+        filters,
+        geometry,
+        preprocessing,
+    )
 
-    modules = (antialias, color, downscale, filters, geometry, preprocessing)
+    modules = (antialias, antialias_batch, color, downscale, filters, geometry, preprocessing)
     return [k for m in modules for k in vars(m).values() if isinstance(k, tc.Kernel)]
 
 
@@ -333,8 +343,10 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
-    """Per case: the kernel (module attribute) and the labelled configs `--variants` times.
+def variant_configs() -> dict[str, tuple]:
+    """Per case: the kernel (module attribute) and the labelled configs `--variants` times,
+    and optionally attributes of `antialias_batch` set meanwhile (which kernel the
+    preprocess runs); a name's " [...]" suffix tells apart entries of one case.
 
     A gather reads coalesced only where a tile holds one output per thread (block_h *
     block_w = 32 * num_warps; Triton gives a thread 4 adjacent float32 outputs otherwise),
@@ -386,6 +398,14 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
 
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
+
+    def frames(hw: list[int], step: int, group: int, warps: int, convert: str = "bits"):
+        """A config of the antialiased kernels walking `group` frames (antialias_batch.py):
+        output tiles of `hw` (for every channel), `step` input columns (planes) or samples
+        (packed) per step, uint8 -> float16 by `convert`."""
+        rows, cols = hw
+        tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert)
+        return Config(num_warps=warps, **tunables)
 
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
@@ -491,6 +511,38 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("1x512 w4", plane([1, 512], 4)),
             ],
         ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW": (
+            "antialias_batch._packed_frames",
+            [
+                ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
+                ("packed 16x8 s64 f4 w4", frames([16, 8], 64, 4, 4)),
+                ("packed 16x16 s64 f16 w4", frames([16, 16], 64, 16, 4)),
+                ("packed 32x16 s64 f16 w8", frames([32, 16], 64, 16, 8)),
+                ("packed 16x16 s64 f8 w8", frames([16, 16], 64, 8, 8)),
+                ("packed 16x8 s128 f16 w4", frames([16, 8], 128, 16, 4)),
+                ("packed 16x8 s64 f16 w2", frames([16, 8], 64, 16, 2)),
+                ("packed 16x8 s64 f16 w4 direct", frames([16, 8], 64, 16, 4, "direct")),
+            ],
+            {"KERNEL": "packed"},
+        ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW [planes]": (
+            "antialias_batch._planes_frames",
+            [
+                ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
+                ("planes 16x32 s64 f16 w4", frames([16, 32], 64, 16, 4)),
+                ("planes 16x64 s32 f16 w8", frames([16, 64], 32, 16, 8)),
+                ("planes 16x32 s32 f16 w4 direct", frames([16, 32], 32, 16, 4, "direct")),
+            ],
+            {"KERNEL": "planes"},
+        ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW [tile]": (
+            "antialias._antialias_normalize",
+            [
+                ("16x32 s32 (before)", Config(rows=16, cols=32, step=32)),
+                ("32x32 s32", Config(rows=32, cols=32, step=32)),
+            ],
+            {"KERNEL": "tile"},
+        ),
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
             [
@@ -523,6 +575,21 @@ def forced(kernel, config) -> Iterator[None]:
         vars(kernel).pop("config_for", None)
 
 
+@contextlib.contextmanager
+def routed(settings: dict | None = None) -> Iterator[None]:
+    """Within it, `tilecraft.vision.antialias_batch` has the attributes `settings` gives."""
+    from tilecraft.vision import antialias_batch
+
+    saved = {key: getattr(antialias_batch, key) for key in settings or {}}
+    for key, value in (settings or {}).items():
+        setattr(antialias_batch, key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(antialias_batch, key, value)
+
+
 def kernel_at(path: str):
     import importlib
 
@@ -542,15 +609,19 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
     rows = []
-    for name, (path, variants) in variant_configs().items():
+    for name, (path, variants, *route) in variant_configs().items():
         name = name.format(w=out_size[1], h=out_size[0])
         if args.only and not any(part in name for part in args.only):
             continue
-        case, kernel = cases[name], kernel_at(path)
+        case, kernel = cases[name.split(" [")[0]], kernel_at(path)
         case.peers = {}
         for label, config in [("heuristic", None), *variants]:
             try:
-                with forced(kernel, config), warnings.catch_warnings(record=True) as caught:
+                with (
+                    forced(kernel, config),
+                    routed(*route),
+                    warnings.catch_warnings(record=True) as caught,
+                ):
                     warnings.simplefilter("always")
                     row = run_case(case, time_ms)
             except Exception as e:  # noqa: BLE001 - one failing variant must not end the run
@@ -558,6 +629,7 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
             else:  # a compile too slow for its deadline runs a safe config instead: say so
                 fallbacks = [str(w.message) for w in caught if "instead" in str(w.message)]
                 row.update({"error": fallbacks[0]} if fallbacks else {})
+            row["kernel"] = name  # with its " [...]" suffix, if any
             row["config"] = "by pass" if callable(config) else repr(config)
             rows.append({"frames": "1080p", **row, "variant": label})
             print(f"{name} | {label}: {row.get('tilecraft_ms', row.get('error'))}")
