@@ -45,6 +45,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import vision_peers  # noqa: E402
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}
 SMOKE_SIZES = {"1080p": (9, 16), "4k": (18, 32)}  # the same shapes of work, tiny
@@ -78,6 +80,17 @@ def timer(device: torch.device, smoke: bool) -> Callable[[Fn], float]:
         return (time.perf_counter() - start) * 1e3
 
     return once
+
+
+def cpu_ms(fn: Fn, repeats: int = 3) -> float:
+    """Milliseconds per call of work on the host's CPU: the best of a few calls."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return min(times)
 
 
 def torchvision_functional():
@@ -319,7 +332,7 @@ def run_case(case: Case, time_ms: Callable[[Fn], float]) -> dict:
     row["configs"] = configs_of(before)
     timed = {"tilecraft": case.ours, "torch": case.reference, **case.peers}
     for who, fn in timed.items():
-        ms = time_ms(fn)
+        ms = cpu_ms(fn) if who.endswith(" cpu") else time_ms(fn)
         row[f"{who}_ms"], row[f"{who}_tb_s"] = ms, case.nbytes / ms / 1e9
     return row
 
@@ -338,6 +351,9 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
         cases = [copy, *color_cases(frames, tvf), *geometry_cases(frames, tvf)]
         cases += frame_resize_cases(frames, out_size, tvf)
         cases += pipeline_cases(frames, out_size, tvf, args.compile and device.type == "cuda")
+        if args.libraries:
+            vision_peers.attach(cases, vision_peers.kornia_peers(frames, out_size), "kornia")
+            vision_peers.attach(cases, vision_peers.opencv_peers(frames, out_size), "opencv cpu")
         for case in cases:
             rows.append({"frames": resolution, **run_case(case, time_ms)})
     return rows
@@ -650,7 +666,7 @@ def variants_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PEERS = ("tilecraft", "torch", "torchvision", "torchvision compiled")
+PEERS = ("tilecraft", "torch", "torchvision", "torchvision compiled", "kornia", "opencv cpu")
 
 
 def table(rows: list[dict]) -> str:
@@ -691,6 +707,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(
         "--no-compile", dest="compile", action="store_false", help="skip the torch.compile peer"
+    )
+    p.add_argument(
+        "--libraries",
+        action="store_true",
+        help="also time kornia (GPU) and OpenCV (CPU) where installed (benchmarks/vision_peers.py)",
     )
     p.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_vision.json"

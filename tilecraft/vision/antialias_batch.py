@@ -36,13 +36,9 @@ from tilecraft.vision.antialias import (
     _float32_ratio,
     _inverse_support,
     _lane_plan,
-    _lane_weights,
     antialias_normalize,
-    axis_bounds,
-    axis_weights,
     bounds,
     packed_rows,
-    row_window,
     span,
     support,
     taps,
@@ -94,6 +90,45 @@ def affine_stats(mean: torch.Tensor, std: torch.Tensor, peak: float) -> tuple[li
     return scales, shifts
 
 
+def taps_of(
+    dst: torch.Tensor, scale: float, reach: float, inv_reach: float, size: int, count: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """First input, end of inputs, centre and the reciprocal of the weight total (0 for
+    none) of the outputs at `dst` (clamped at 0), as `antialias.bounds`; a device helper."""
+    low, high, centre, total = bounds(torch.clamp(dst, min=0), scale, reach, inv_reach, size, count)
+    return low, high, centre, torch.where(total > 0.0, 1.0 / total, 0.0)
+
+
+def triangles(source: torch.Tensor, taps: tuple, inv_reach: float) -> torch.Tensor:
+    """The normalized float32 weight of inputs `source` ([k, 1]) in outputs with `taps`
+    (`taps_of`, each [1, m]): [k, m]. `antialias.axis_weights` in fewer instructions per
+    weight (a product by the total's reciprocal, the half pixel added to `source` first),
+    equal within float32 rounding; a device helper."""
+    low, high, centre, inverse = taps
+    distance = torch.abs((source.to(torch.float32) + 0.5 - centre) * inv_reach)
+    weight = torch.clamp(1.0 - distance, min=0.0) * inverse
+    return torch.where((source >= low) & (source < high), weight, 0.0)
+
+
+def row_weights(
+    dst: torch.Tensor,
+    scale: float,
+    reach: float,
+    inv_reach: float,
+    size: int,
+    count: int,
+    window: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """As `antialias.row_window` (antialiased): the `window` input rows from the first
+    one the output rows `dst` read, which are read, and their [len(dst), window] float16
+    weights; a device helper."""
+    taps = taps_of(dst, scale, reach, inv_reach, size, count)
+    source = torch.amin(taps[0]) + tc.arange(window)
+    needed = source < torch.amax(taps[1])  # rows past the last window: weight 0, not read
+    ends = (taps[0][:, None], taps[1][:, None], taps[2][:, None], taps[3][:, None])
+    return source, needed, triangles(source[None, :], ends, inv_reach).to(torch.float16)
+
+
 def column_steps(
     dst: torch.Tensor,
     scale: float,
@@ -107,11 +142,9 @@ def column_steps(
     """For each of `steps` steps of `step` input columns from the first one the output
     columns `dst` read: the columns, which are read, and the [step, len(dst)] float16
     weights; a device helper."""
-    left, right, centre, total = bounds(
-        torch.clamp(dst, min=0), scale, reach, inv_reach, size, count
-    )
-    first, end = torch.amin(left), torch.amax(right)
-    ends = (left[None, :], right[None, :], centre[None, :], total[None, :])
+    taps = taps_of(dst, scale, reach, inv_reach, size, count)
+    first, end = torch.amin(taps[0]), torch.amax(taps[1])
+    ends = (taps[0][None, :], taps[1][None, :], taps[2][None, :], taps[3][None, :])
     columns = []
     used = []
     weights = []
@@ -119,10 +152,30 @@ def column_steps(
         source = first + s * step + tc.arange(step)
         columns = columns + [source]
         used = used + [source < end]
-        weights = weights + [
-            axis_weights(source[:, None], *ends, inv_reach, True).to(torch.float16)
-        ]
+        weights = weights + [triangles(source[:, None], ends, inv_reach).to(torch.float16)]
     return columns, used, weights
+
+
+def lane_steps(
+    lanes: tuple, c: int, taps: tuple, inv_reach: float, step: int, steps: int
+) -> tuple[list, torch.Tensor, list]:
+    """A packed program's runs of `step` samples from the first its lanes (`lanes`: each
+    lane's channel and output column) read, the end of the samples read, and each run's
+    [step, lanes] float16 column weights: each sample's weight in the outputs of the lanes
+    of its channel (`taps`: `taps_of` the lanes' columns); a device helper."""
+    channel, _ = lanes
+    first = torch.amin(taps[0]) * c // ALIGN * ALIGN
+    end = (torch.amax(taps[1]) * c + ALIGN - 1) // ALIGN * ALIGN
+    ends = (taps[0][None, :], taps[1][None, :], taps[2][None, :], taps[3][None, :])
+    runs = []
+    weights = []
+    for s in range(steps):
+        sample = first + s * step + tc.arange(step)
+        weight = triangles((sample // c)[:, None], ends, inv_reach)
+        weight = torch.where((sample % c)[:, None] == channel[None, :], weight, 0.0)
+        runs = runs + [sample]
+        weights = weights + [weight.to(torch.float16)]
+    return runs, end, weights
 
 
 # Not measured yet: the configs `bench_vision.py --variants --only antialias` times. Read
@@ -159,10 +212,9 @@ def _planes_frames(
     reach_h, reach_w = support(sh), support(sw)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_g, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[frames, rows, cols]):
-        source_rows, needed, w_rows = row_window(
+        source_rows, needed, w_rows = row_weights(
             tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
         )
-        w_rows = w_rows.to(torch.float16)
         start = row_sums_start(w_rows, tile_h, step, convert)
         columns, used, w_cols = column_steps(
             tile_w.index - box_left, scale_w, reach_w, inv_w, w, taps_w, step, steps
@@ -226,27 +278,15 @@ def _packed_frames(
     reach_h, reach_w = support(sh), support(sw)
     taps_h, taps_w = taps(sh), taps(sw)
     for tile_g, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[frames, rows, cols]):
-        source_rows, needed, w_rows = row_window(
+        source_rows, needed, w_rows = row_weights(
             tile_h.index - box_top, scale_h, reach_h, inv_h, h, taps_h, window
         )
-        w_rows = w_rows.to(torch.float16)
         start = row_sums_start(w_rows, tile_h, step, convert)
         lane = tc.arange(lanes)
         channel = lane // cols
         col = tile_w.begin + lane % cols
-        ends = axis_bounds(
-            torch.clamp(col - box_left, min=0), scale_w, reach_w, inv_w, w, taps_w, True
-        )
-        first = torch.amin(ends[0]) * c // ALIGN * ALIGN
-        end = (torch.amax(ends[1]) * c + ALIGN - 1) // ALIGN * ALIGN
-        runs = []
-        w_cols = []
-        for s in range(steps):
-            sample = first + s * step + tc.arange(step)
-            runs = runs + [sample]
-            w_cols = w_cols + [
-                _lane_weights(sample, c, channel, ends, inv_w, True).to(torch.float16)
-            ]
+        taps_of_lanes = taps_of(col - box_left, scale_w, reach_w, inv_w, w, taps_w)
+        runs, end, w_cols = lane_steps((channel, col), c, taps_of_lanes, inv_w, step, steps)
         box = inside(tile_h.index - box_top, col - box_left, box_height, box_width)
         scale, shift = lane_stats(mean, std, channel, peak)
         for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
