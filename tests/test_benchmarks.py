@@ -306,3 +306,27 @@ def test_micro_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     ops.add("add op through the dispatcher, no grad (as compiled graphs call it)")
     assert set(result) == kernels | ops
     assert all(us > 0 for us in result.values())
+
+
+def test_vision_library_peers_attach_by_case_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kornia and OpenCV peers go to the cases whose names start with their keys; a library
+    that is not installed gives no peers (and says so) rather than failing the run."""
+    import importlib
+
+    from benchmarks import vision_peers
+
+    script = load_script("bench_vision", monkeypatch)
+    cases = [script.Case(name, int, int, 1.0, 0) for name in ("nv12_to_rgb", "gaussian_blur 5")]
+    vision_peers.attach(cases, {"gaussian_blur": float, "resize": str}, "lib")
+    assert [case.peers for case in cases] == [{}, {"lib": float}]
+    real = importlib.import_module
+
+    def missing(name: str, *args: object) -> object:
+        if name in ("kornia", "cv2"):
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    frames = torch.zeros(1, 4, 6, 3, dtype=torch.uint8)
+    assert vision_peers.kornia_peers(frames, (2, 3)) == {}
+    assert vision_peers.opencv_peers(frames, (2, 3)) == {}
