@@ -286,12 +286,24 @@ def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 @CPU_ONLY
+def test_profile_host_compiled_bf16(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled graph calls every operator through the dispatcher: same launches."""
+    script = load_script("profile_host", monkeypatch)
+    argv = ["--steps", "2", "--top", "5", "--compile", "--dtype", "bf16"]
+    result = script.main([*argv, "--out", str(tmp_path / "profile.json")])
+    assert result["launches"] == 27 and result["compile"] and "warning" not in result
+    assert "operator calls" not in result["layers"]
+    assert result["layers"]["kernel calls"]["calls_per_step"] == 25
+
+
+@CPU_ONLY
 def test_micro_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("micro_host", monkeypatch)
     out = tmp_path / "micro.json"
     result = script.main(["--iters", "20", "--repeats", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == result
     kernels, ops = {"matmul kernel", "add kernel"}, {"add op, no grad", "add op, grad (forward)"}
+    ops.add("add op through the dispatcher, no grad (as compiled graphs call it)")
     assert set(result) == kernels | ops
     assert all(us > 0 for us in result.values())
 
