@@ -568,18 +568,8 @@ def variant_configs() -> dict[str, tuple]:
             [
                 ("loop 1x128 w4", norm("loop", [1, 128], 4)),
                 ("tile 64x64 w4", norm("tile", [64, 64], 4)),
-                ("tile 4 channels x 1x32 w4", norm("tile", [1, 32], 4)),
-                ("loop 2x128 w8", norm("loop", [2, 128], 8)),
-                ("loop 1x256 w4", norm("loop", [1, 256], 4)),
-                ("loop 1x512 w4", norm("loop", [1, 512], 4)),
-                ("loop 4x128 w4", norm("loop", [4, 128], 4)),
-                ("loop 64x64 w8", norm("loop", [64, 64], 8)),
                 ("loop 1x1024 w4", norm("loop", [1, 1024], 4)),
-                ("loop 1x1024 w8", norm("loop", [1, 1024], 8)),
-                ("loop 1x2048 w8", norm("loop", [1, 2048], 8)),
-                ("loop 2x512 w8", norm("loop", [2, 512], 8)),
                 ("loop 1x512 w8", norm("loop", [1, 512], 8)),
-                ("loop 1x256 w2", norm("loop", [1, 256], 2)),
             ],
         ),
         # 16-bit words: tiles of chroma rows x words (two pixels each); a thread holds
