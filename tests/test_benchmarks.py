@@ -291,3 +291,25 @@ def test_micro_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     kernels, ops = {"matmul kernel", "add kernel"}, {"add op, no grad", "add op, grad (forward)"}
     assert set(result) == kernels | ops
     assert all(us > 0 for us in result.values())
+
+
+def test_bench_manifest_says_where_the_time_went(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_manifest", monkeypatch)
+    phases = {"compile_sum": 30.0, "compile_max": 9.0, "timing": 4.0, "retime": 2.0, "plan": 1.0}
+    time_s = script.where_time_went(phases, wall=10.0, gpus=2)
+    assert time_s["timing_s"] == 6.0 and time_s["gpu_idle_share"] == 0.7
+    assert time_s["compile_cpu_s"] == 30.0 and time_s["host_s"] == 1.0
+    run = {"workers": 2, "wall_s": 10.0, "trials": 7, "time_s": time_s}
+    assert "| 2 GPU | 10.0 | 7 | 30.0 | 9.0 | 6.0 | 1.0 | 0.0 | 70% |" in script.table([run])
+
+
+@pytest.mark.slow
+@CPU_ONLY
+def test_bench_manifest_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_manifest", monkeypatch)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # each run sets its own: undone here
+    out = tmp_path / "manifest.json"
+    report = script.main(["--smoke", "--runs", "1", "--out", str(out)])
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["failed_entries"] == 0 and run["trials"] > 0 and report["runs"][0] == run
+    assert run["time_s"]["compile_cpu_s"] >= 0

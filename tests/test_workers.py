@@ -238,6 +238,23 @@ def test_tuning_starts_its_workers_before_its_set_up(
     assert seen == [True] and kernel.bind((x,)).tuning["ok"] == 1
 
 
+def test_runs_at_once_keep_warm_pools_and_time_in_turns(cold: None) -> None:
+    workers.keep_warm(2, workers.IDLE_S)
+    try:
+        x, y = torch.randn(30), torch.randn(40)
+        with (
+            Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as one,
+            Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as two,
+        ):
+            assert one.pool is not two.pool
+            pools = {id(one.pool), id(two.pool)}
+            assert one._job(OK)["lock"] == two._job(OK)["lock"]  # one GPU, one timing at once
+            assert one([OK])[0].ok and two([OK])[0].ok
+        assert {id(p) for p in workers.warm_pools()} == pools  # both stay for the next runs
+    finally:
+        workers.keep_warm(1, 0.0)
+
+
 def test_missing_data_fails_the_job_not_the_worker() -> None:
     pool = workers.acquire(1, 30, interpret=True)
     try:  # its "ready" line waits unread, its answer follows at once: both must be read
