@@ -8,7 +8,7 @@ tensor formulas), whose output tilecraft's is checked against first, and
 frames gives the ceiling. The frame rows are NHWC uint8 frames -> 640x360 (bilinear, then
 antialiased as torchvision's default), uint8, and the same -> normalize -> NCHW float16
 (the fused preprocessing kernel), against the same chain in PyTorch, in torchvision v2
-and (antialiased) torchvision v2 under `torch.compile`.
+and torchvision v2 under `torch.compile`.
 
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --tune --out $OUT/bench_vision.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --smoke   # CPU, tiny frames: checks
@@ -251,9 +251,11 @@ def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile
         if tvf is not None:
             pipeline = torchvision_pipeline(tvf)
             case.peers["torchvision"] = lambda aa=aa, fn=pipeline: fn(frames, out_size, aa)
-            if aa and compile_peer:
+            if compile_peer:  # one compiled function per pipeline (no recompiles)
                 compiled = torch.compile(pipeline, dynamic=False)
-                case.peers["torchvision compiled"] = lambda fn=compiled: fn(frames, out_size, True)
+                case.peers["torchvision compiled"] = lambda fn=compiled, aa=aa: fn(
+                    frames, out_size, aa
+                )
         cases.append(case)
     return cases
 

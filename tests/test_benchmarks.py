@@ -248,8 +248,9 @@ def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPat
     w = torch.empty(144, 1, 3, 3, dtype=torch.bfloat16, device="meta")
     op, args = plan(x.contiguous(memory_format=torch.channels_last), w, padding=1, groups=144)
     configs = script._sweep(op.kernel, args, deadline=float("inf"))
-    assert [c.to_dict()["tile_rows"] for c in configs] == [1, 1, 1, 1, 4, 2, 8, 4]
-    assert configs[4].to_dict()["block_sizes"][2:] == [16, 64]
+    flat, rows = len(script.DEPTHWISE_SWEEP), script.DEPTHWISE_ROWS_SWEEP
+    assert [c.to_dict()["tile_rows"] for c in configs] == [1] * flat + [r[0] for r in rows]
+    assert configs[flat].to_dict()["block_sizes"][2:] == [16, 64]
     op, args = plan(x, w, padding=1, groups=144)
     assert all("tile_rows" not in c.to_dict() for c in script._sweep(op.kernel, args, 0.0))
 
@@ -267,7 +268,9 @@ def test_bench_conv_sweeps_split_k_on_deep_layers(monkeypatch: pytest.MonkeyPatc
         configs = script._sweep(op.kernel, args, deadline=float("inf"))
         splits = [c.to_dict().get("splits") for c in configs]
         assert script.wants_split(op.kernel, args) == split
-        assert splits == ([1, 2, 2, 4, 1, 1, 1] if split else [1, 1, 1, 1]), splits
+        # (configs that clamp to the same one are tried once)
+        assert splits[:4] == [1, 2, 2, 4] if split else set(splits) == {1}, splits
+        assert set(splits[4:]) == {1} and len(splits) >= 4, splits
 
 
 @CPU_ONLY

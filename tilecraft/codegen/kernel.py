@@ -33,6 +33,7 @@ RANGE_KNOBS = (
     ("range_unroll_factors", "loop_unroll_factor"),
     ("range_flattens", "flatten"),
     ("range_multi_buffers", "disallow_acc_multi_buffer"),
+    ("range_warp_specializes", "warp_specialize"),
 )
 
 
