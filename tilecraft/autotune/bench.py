@@ -138,19 +138,28 @@ class Benchmarker:
         elif not self.ref_path.exists():
             self._fall_back()
 
-    def _with_publisher(self, jobs: list[tuple[int, dict]], configs: list[Config]) -> None:
-        """Make the reference config's job (first in `jobs`) the one that computes the
-        reference, or add a job that does (index -1) when the batch lacks that config."""
+    def _publishing(self, jobs: list[dict]) -> tuple[list[dict], list[int]]:
+        """The jobs to send, the first computing the reference while it is not there (the
+        reference config's own job, or one more when the batch lacks that config); and
+        where each of `jobs`' results is among theirs."""
+        where = list(range(len(jobs)))
         if self.ref_job is None or self.reference is not None or self.ref_path.exists():
-            return
-        found = [k for k, (i, _) in enumerate(jobs) if configs[i] == self.ref_config]
-        if found:
-            i, job = jobs.pop(found[0])
-            job = {**job, "publish": str(self.ref_path)}
+            return jobs, where
+        publish = str(self.ref_path)
+        ref = [k for k, j in enumerate(jobs) if self._is_reference(j)][:1]
+        if ref:
+            sent = [{**jobs[ref[0]], "publish": publish}]
+            sent += [j for k, j in enumerate(jobs) if k != ref[0]]
+            where = [0 if k == ref[0] else k + (k < ref[0]) for k in where]
         else:
-            i, job = -1, {**self.ref_job, "publish": str(self.ref_path), "time": False}
-        jobs.insert(0, (i, job))
-        self.publisher = job
+            sent = [{**self.ref_job, "publish": publish, "time": False}, *jobs]
+            where = [k + 1 for k in where]
+        self.publisher = sent[0]
+        return sent, where
+
+    def _is_reference(self, job: dict) -> bool:
+        """Whether `job` checks (so runs to the end) the reference config."""
+        return job.get("check", True) and Config.from_json(job["config"]) == self.ref_config
 
     def _reference(self, config: Config | None, generated: bool = True) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -261,10 +270,11 @@ class Benchmarker:
                 results.append(SKIPPED_RESULT if cut else run_job(job, self.args, self.expected))
             self.measured += sum(map(timed, results))
             return results
-        heard = lambda i, result: self._heard(jobs[i], result)  # noqa: E731
+        sent, where = self._publishing(jobs)
+        heard = lambda i, result: self._heard(sent[i], result)  # noqa: E731
         try:
             results = self.pool.run(
-                jobs,
+                sent,
                 deadline,
                 self.timeout_s,
                 hold=self._reference_pending,
@@ -277,10 +287,11 @@ class Benchmarker:
             return self._run(here, deadline)
         finally:  # interrupted, its publisher was stopped: the next batch sends another
             self.publisher = None
-        self.measured += sum(map(timed, results))
         self.phases.most("workers_ready", self.pool.started_since(self.started))
         for result in results:
             self.phases.most("load", float(result.get("load_s", 0.0)))
+        results = [results[k] for k in where]
+        self.measured += sum(map(timed, results))
         return results
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
@@ -294,12 +305,8 @@ class Benchmarker:
                 jobs.append((i, self._job(config)))
             except TilecraftError as e:
                 trials[i] = Trial(config, "invalid", error=e.message)
-        if self.pool is not None:
-            self._with_publisher(jobs, configs)
         results = self._run([job for _, job in jobs], deadline)
         for (i, _), result in zip(jobs, results, strict=True):
-            if i < 0:  # the reference alone
-                continue
             trials[i] = _trial(configs[i], result)
             self.phases.most("compile_max", trials[i].compile_s)
             self.phases.add("compile_sum", trials[i].compile_s)
