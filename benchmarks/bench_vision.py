@@ -45,6 +45,8 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import vision_peers  # noqa: E402
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}
 SMOKE_SIZES = {"1080p": (9, 16), "4k": (18, 32)}  # the same shapes of work, tiny
@@ -78,6 +80,17 @@ def timer(device: torch.device, smoke: bool) -> Callable[[Fn], float]:
         return (time.perf_counter() - start) * 1e3
 
     return once
+
+
+def cpu_ms(fn: Fn, repeats: int = 3) -> float:
+    """Milliseconds per call of work on the host's CPU: the best of a few calls."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return min(times)
 
 
 def torchvision_functional():
@@ -263,9 +276,17 @@ def pipeline_cases(frames: torch.Tensor, out_size: tuple[int, int], tvf, compile
 def vision_kernels() -> list:
     """Every tilecraft kernel of tilecraft.vision."""
     import tilecraft as tc
-    from tilecraft.vision import antialias, color, downscale, filters, geometry, preprocessing
+    from tilecraft.vision import (
+        antialias,
+        antialias_batch,
+        color,
+        downscale,
+        filters,
+        geometry,
+        preprocessing,
+    )
 
-    modules = (antialias, color, downscale, filters, geometry, preprocessing)
+    modules = (antialias, antialias_batch, color, downscale, filters, geometry, preprocessing)
     return [k for m in modules for k in vars(m).values() if isinstance(k, tc.Kernel)]
 
 
@@ -311,7 +332,7 @@ def run_case(case: Case, time_ms: Callable[[Fn], float]) -> dict:
     row["configs"] = configs_of(before)
     timed = {"tilecraft": case.ours, "torch": case.reference, **case.peers}
     for who, fn in timed.items():
-        ms = time_ms(fn)
+        ms = cpu_ms(fn) if who.endswith(" cpu") else time_ms(fn)
         row[f"{who}_ms"], row[f"{who}_tb_s"] = ms, case.nbytes / ms / 1e9
     return row
 
@@ -330,13 +351,18 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
         cases = [copy, *color_cases(frames, tvf), *geometry_cases(frames, tvf)]
         cases += frame_resize_cases(frames, out_size, tvf)
         cases += pipeline_cases(frames, out_size, tvf, args.compile and device.type == "cuda")
+        if args.libraries:
+            vision_peers.attach(cases, vision_peers.kornia_peers(frames, out_size), "kornia")
+            vision_peers.attach(cases, vision_peers.opencv_peers(frames, out_size), "opencv cpu")
         for case in cases:
             rows.append({"frames": resolution, **run_case(case, time_ms)})
     return rows
 
 
-def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
-    """Per case: the kernel (module attribute) and the labelled configs `--variants` times.
+def variant_configs() -> dict[str, tuple]:
+    """Per case: the kernel (module attribute) and the labelled configs `--variants` times,
+    and optionally attributes of `antialias_batch` set meanwhile (which kernel the
+    preprocess runs); a name's " [...]" suffix tells apart entries of one case.
 
     A gather reads coalesced only where a tile holds one output per thread (block_h *
     block_w = 32 * num_warps; Triton gives a thread 4 adjacent float32 outputs otherwise),
@@ -388,6 +414,18 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
 
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
+
+    def frames(
+        hw: list[int], step: int, group: int, warps: int, convert: str = "bits", stages: int = 0
+    ) -> Config:
+        """A config of the antialiased kernels walking `group` frames (antialias_batch.py):
+        output tiles of `hw` (for every channel), `step` input columns (planes) or samples
+        (packed) per step, uint8 -> float16 by `convert`; with `stages`, the loop over
+        frames software-pipelined (the next frames' loads in flight)."""
+        rows, cols = hw
+        tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert)
+        pipelined = dict(range_num_stages=[stages]) if stages else {}
+        return Config(num_warps=warps, **tunables, **pipelined)
 
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
@@ -493,6 +531,42 @@ def variant_configs() -> dict[str, tuple[str, list[tuple[str, object]]]]:
                 ("1x512 w4", plane([1, 512], 4)),
             ],
         ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW": (
+            "antialias_batch._packed_frames",
+            [
+                ("packed 16x16 s64 f16 w4", frames([16, 16], 64, 16, 4)),
+                ("packed 16x16 s64 f16 w4 stages 2", frames([16, 16], 64, 16, 4, stages=2)),
+                ("packed 16x16 s64 f8 w4 stages 2", frames([16, 16], 64, 8, 4, stages=2)),
+                ("packed 16x16 s64 f4 w4 stages 2", frames([16, 16], 64, 4, 4, stages=2)),
+                ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
+                ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
+                ("packed 16x8 s64 f8 w2 stages 2", frames([16, 8], 64, 8, 2, stages=2)),
+                ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
+                ("packed 16x16 s128 f16 w4 stages 2", frames([16, 16], 128, 16, 4, stages=2)),
+                ("packed 16x16 s64 f16 w4 stages 3", frames([16, 16], 64, 16, 4, stages=3)),
+                ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),
+            ],
+            {"KERNEL": "packed"},
+        ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW [planes]": (
+            "antialias_batch._planes_frames",
+            [
+                ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
+                ("planes 16x32 s32 f16 w4 stages 2", frames([16, 32], 32, 16, 4, stages=2)),
+                ("planes 16x32 s64 f16 w4", frames([16, 32], 64, 16, 4)),
+                ("planes 16x64 s32 f16 w8", frames([16, 64], 32, 16, 8)),
+                ("planes 16x32 s32 f16 w4 direct", frames([16, 32], 32, 16, 4, "direct")),
+            ],
+            {"KERNEL": "planes"},
+        ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW [tile]": (
+            "antialias._antialias_normalize",
+            [
+                ("16x32 s32 (before)", Config(rows=16, cols=32, step=32)),
+                ("32x32 s32", Config(rows=32, cols=32, step=32)),
+            ],
+            {"KERNEL": "tile"},
+        ),
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
             [
@@ -525,6 +599,21 @@ def forced(kernel, config) -> Iterator[None]:
         vars(kernel).pop("config_for", None)
 
 
+@contextlib.contextmanager
+def routed(settings: dict | None = None) -> Iterator[None]:
+    """Within it, `tilecraft.vision.antialias_batch` has the attributes `settings` gives."""
+    from tilecraft.vision import antialias_batch
+
+    saved = {key: getattr(antialias_batch, key) for key in settings or {}}
+    for key, value in (settings or {}).items():
+        setattr(antialias_batch, key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(antialias_batch, key, value)
+
+
 def kernel_at(path: str):
     import importlib
 
@@ -544,15 +633,19 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
     rows = []
-    for name, (path, variants) in variant_configs().items():
+    for name, (path, variants, *route) in variant_configs().items():
         name = name.format(w=out_size[1], h=out_size[0])
         if args.only and not any(part in name for part in args.only):
             continue
-        case, kernel = cases[name], kernel_at(path)
+        case, kernel = cases[name.split(" [")[0]], kernel_at(path)
         case.peers = {}
         for label, config in [("heuristic", None), *variants]:
             try:
-                with forced(kernel, config), warnings.catch_warnings(record=True) as caught:
+                with (
+                    forced(kernel, config),
+                    routed(*route),
+                    warnings.catch_warnings(record=True) as caught,
+                ):
                     warnings.simplefilter("always")
                     row = run_case(case, time_ms)
             except Exception as e:  # noqa: BLE001 - one failing variant must not end the run
@@ -560,6 +653,7 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
             else:  # a compile too slow for its deadline runs a safe config instead: say so
                 fallbacks = [str(w.message) for w in caught if "instead" in str(w.message)]
                 row.update({"error": fallbacks[0]} if fallbacks else {})
+            row["kernel"] = name  # with its " [...]" suffix, if any
             row["config"] = "by pass" if callable(config) else repr(config)
             rows.append({"frames": "1080p", **row, "variant": label})
             print(f"{name} | {label}: {row.get('tilecraft_ms', row.get('error'))}")
@@ -580,7 +674,7 @@ def variants_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-PEERS = ("tilecraft", "torch", "torchvision", "torchvision compiled")
+PEERS = ("tilecraft", "torch", "torchvision", "torchvision compiled", "kornia", "opencv cpu")
 
 
 def table(rows: list[dict]) -> str:
@@ -621,6 +715,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(
         "--no-compile", dest="compile", action="store_false", help="skip the torch.compile peer"
+    )
+    p.add_argument(
+        "--libraries",
+        action="store_true",
+        help="also time kornia (GPU) and OpenCV (CPU) where installed (benchmarks/vision_peers.py)",
     )
     p.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_vision.json"

@@ -288,12 +288,24 @@ def test_profile_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 @CPU_ONLY
+def test_profile_host_compiled_bf16(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled graph calls every operator through the dispatcher: same launches."""
+    script = load_script("profile_host", monkeypatch)
+    argv = ["--steps", "2", "--top", "5", "--compile", "--dtype", "bf16"]
+    result = script.main([*argv, "--out", str(tmp_path / "profile.json")])
+    assert result["launches"] == 27 and result["compile"] and "warning" not in result
+    assert "operator calls" not in result["layers"]
+    assert result["layers"]["kernel calls"]["calls_per_step"] == 25
+
+
+@CPU_ONLY
 def test_micro_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     script = load_script("micro_host", monkeypatch)
     out = tmp_path / "micro.json"
     result = script.main(["--iters", "20", "--repeats", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == result
     kernels, ops = {"matmul kernel", "add kernel"}, {"add op, no grad", "add op, grad (forward)"}
+    ops.add("add op through the dispatcher, no grad (as compiled graphs call it)")
     assert set(result) == kernels | ops
     assert all(us > 0 for us in result.values())
 
@@ -319,3 +331,27 @@ def test_bench_manifest_smoke(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     (run,) = json.loads(out.read_text())["runs"]
     assert run["failed_entries"] == 0 and run["trials"] > 0 and "| 1 GPU |" in done.stdout
+
+
+def test_vision_library_peers_attach_by_case_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kornia and OpenCV peers go to the cases whose names start with their keys; a library
+    that is not installed gives no peers (and says so) rather than failing the run."""
+    import importlib
+
+    from benchmarks import vision_peers
+
+    script = load_script("bench_vision", monkeypatch)
+    cases = [script.Case(name, int, int, 1.0, 0) for name in ("nv12_to_rgb", "gaussian_blur 5")]
+    vision_peers.attach(cases, {"gaussian_blur": float, "resize": str}, "lib")
+    assert [case.peers for case in cases] == [{}, {"lib": float}]
+    real = importlib.import_module
+
+    def missing(name: str, *args: object) -> object:
+        if name in ("kornia", "cv2"):
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    frames = torch.zeros(1, 4, 6, 3, dtype=torch.uint8)
+    assert vision_peers.kornia_peers(frames, (2, 3)) == {}
+    assert vision_peers.opencv_peers(frames, (2, 3)) == {}

@@ -139,7 +139,7 @@ def test_fast_search_goes_on_after_its_climb_stalls() -> None:
         )  # fmt: skip
         if not explore:
             search.wide_moves = list  # type: ignore[method-assign]  # no long moves
-            search.look_further = lambda: None  # type: ignore[method-assign]
+            search.look_further = lambda to_end=False: None  # type: ignore[method-assign]
         search.run()
         results.append((len(replay.history), replay.best_ms() or float("inf")))
     (climbed, climb_ms), (explored, explore_ms) = results

@@ -14,6 +14,7 @@ import tilecraft as tc
 import tilecraft.vision as vision
 from tilecraft.vision import (
     antialias,
+    antialias_batch,
     color,
     downscale,
     filters,
@@ -32,7 +33,8 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 @pytest.fixture
 def vmode(mode):
     """Put every vision kernel in the test's mode."""
-    for module in (antialias, color, downscale, filters, geometry, preprocessing, statistics):
+    modules = (antialias, antialias_batch, color, downscale, filters, geometry, preprocessing)
+    for module in (*modules, statistics):
         kernels = [k for k in vars(module).values() if isinstance(k, tc.Kernel)]
         assert kernels, module
         for kernel in kernels:
@@ -548,9 +550,9 @@ def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     script = load_script("bench_vision", monkeypatch)
     every = script.variant_configs()
     # two variants of each kernel (the interpreter is slow); the others differ in numbers
-    few = {name: (path, configs[:2]) for name, (path, configs) in every.items()}
+    few = {name: (path, configs[:2], *rest) for name, (path, configs, *rest) in every.items()}
     monkeypatch.setattr(script, "variant_configs", lambda: few)
-    kernels = [script.kernel_at(path) for path, _ in every.values()]
+    kernels = [script.kernel_at(path) for path, *_ in every.values()]
     before = [(k.config, k._bound) for k in kernels]
     out = tmp_path / "variants.json"
     argv = ["--device", "cpu", "--smoke", "--variants", "--batch", "1", "--out", str(out)]

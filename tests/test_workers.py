@@ -3,6 +3,7 @@ workers exiting, failures still confined to their candidate; and where tuning ti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
@@ -19,8 +20,8 @@ import torch
 
 import tilecraft as tc
 from tilecraft.autotune import reference as reference_module
-from tilecraft.autotune import tune, workers
-from tilecraft.autotune.bench import Benchmarker
+from tilecraft.autotune import runner, tune, workers
+from tilecraft.autotune.bench import RETIME_JOB, Benchmarker
 from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.workers import SKIPPED_RESULT
@@ -338,6 +339,10 @@ class Retimer:
         self.calls.append((configs, rounds))
         return {c: 1.0 - 0.01 * i for i, c in enumerate(configs)}
 
+    def samples(self, configs: list[tc.Config], rounds: int = 2) -> dict[tc.Config, list[float]]:
+        self.calls.append((configs, rounds))
+        return {c: [1.0 - 0.01 * i] * rounds for i, c in enumerate(configs)}
+
 
 def test_predict_retimes_only_leaders_within_the_noise_once() -> None:
     a, b, c = (tc.Config(block_sizes=[s]) for s in (16, 32, 64))
@@ -348,8 +353,8 @@ def test_predict_retimes_only_leaders_within_the_noise_once() -> None:
     close = [Trial(a, "ok", 1.0), Trial(b, "ok", 1.02), Trial(c, "ok", 1.5)]
     assert tune._choose(bench, close, a, quick=True).config == b  # type: ignore[arg-type]
     assert bench.calls == [([a, b], 1)]
-    tune._choose(bench, clear, a)  # type: ignore[arg-type]
-    assert bench.calls[-1] == ([a, b, c], tune.RETIME_ROUNDS)  # other searches: the top 3
+    assert tune._choose(bench, clear, a).config == c  # type: ignore[arg-type]
+    assert bench.calls[-1] == ([a, b, c], tune.RETIME_ROUNDS)  # other searches: the leaders
 
 
 def test_phases_are_recorded_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -377,6 +382,7 @@ def _retimer(rounds: list[dict]) -> SimpleNamespace:
 
     fake._run = run
     fake._job = lambda config, energy=True: {"config": config}
+    fake.samples = lambda configs, rounds: Benchmarker.samples(fake, configs, rounds)  # type: ignore[arg-type]
     return fake
 
 
@@ -390,3 +396,55 @@ def test_retime_keeps_the_median_and_drops_a_round_the_deadline_cut() -> None:
     assert fake.deadlines == [None, 123.0, 123.0]  # the first round always runs in full
     cut = [{a: ms(1.0), b: ms(1.2)}, {a: ms(0.5), b: SKIPPED_RESULT}]
     assert Benchmarker.retime(_retimer(cut), [a, b], rounds=3) == {a: 1.0, b: 1.2}  # type: ignore[arg-type]
+
+
+def test_retime_rounds_turn_and_drop_a_config_that_failed() -> None:
+    a, b, c = (tc.Config(block_sizes=[s]) for s in (16, 32, 64))
+    ms = lambda t: {"status": "ok", "time_ms": t}  # noqa: E731
+    failed = {"status": "runtime_error"}
+    rounds = [{a: ms(1.0), b: ms(1.1), c: failed}, {a: ms(1.2), b: ms(1.3)}]
+    rounds.append({a: ms(1.4), b: ms(1.5)})
+    fake = _retimer(rounds)
+    sent: list[list[dict]] = []
+    run = fake._run
+    fake._run = lambda jobs, deadline: sent.append(jobs) or run(jobs, deadline)
+    samples = Benchmarker.samples(fake, [a, b, c], rounds=3)  # type: ignore[arg-type]
+    assert samples == {a: [1.0, 1.2, 1.4], b: [1.1, 1.3, 1.5]}  # aligned by round
+    order = [[j["config"] for j in jobs] for jobs in sent]
+    assert order == [[a, b, c], [b, a], [a, b]]  # each round starts one further on
+    assert all(j["rep_ms"] == RETIME_JOB["rep_ms"] and not j["check"] for j in sent[0])
+
+
+def test_gpu_timing_gives_the_gpu_a_head_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing loop's control flow, with CUDA's events and sleep faked on the CPU: the
+    head start comes once, after the warm-up and before the timed launches, which are
+    each timed and number about `rep_ms` worth."""
+    log: list[str] = []
+    clock = [0.0]
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self) -> None:
+            self.at = clock[0]
+
+        def elapsed_time(self, other: Event) -> float:
+            return other.at - self.at
+
+    def launch() -> None:
+        clock[0] += 0.125  # each launch takes 1/8 ms
+        log.append("launch")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(f"sleep {cycles}"))
+    props = SimpleNamespace(clock_rate=1000)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(runner, "FLUSH_BYTES", 16)
+    ms = runner.gpu_median_ms(launch, torch.device("cpu"), warmup_ms=1.0, rep_ms=4.0)
+    assert ms == 0.125
+    sleep = log.index(f"sleep {int(runner.HEAD_START_MS * 1000)}")
+    assert sleep == 1 + 5 + 8  # after the first run, the estimate's 5 and the warm-up's 8
+    assert log[sleep + 1 :] == ["launch"] * 32

@@ -315,20 +315,34 @@ class Benchmarker:
 
     def retime(self, configs: list[Config], rounds: int = 2) -> dict[Config, float]:
         """Time the leaders again, interleaved, and keep each one's median over the rounds
-        (the median, not the best: one lucky round must not pick the winner). The first
-        round always runs in full; a later round cut by `self.deadline` is dropped whole,
-        so that every leader is judged on as many timings as the others."""
+        (the median, not the best: one lucky round must not pick the winner)."""
+        samples = self.samples(configs, rounds)
+        return {c: statistics.median(times) for c, times in samples.items() if times}
+
+    def samples(self, configs: list[Config], rounds: int = 2) -> dict[Config, list[float]]:
+        """Each config's times over `rounds` interleaved rounds (each round times every
+        config once; its order turns by one each round, so no config always goes first),
+        aligned by round. The first round always runs in full; a later round cut by
+        `self.deadline`, or in which a config failed, is dropped whole, so that every
+        config is judged on the same rounds. A config that fails in the first round is
+        left out."""
         samples: dict[Config, list[float]] = {c: [] for c in configs}
         with self.phases.timed("retime"):
-            jobs = [{**self._job(c, energy=False), "check": False} for c in configs]
+            job = lambda c: {**self._job(c, energy=False), "check": False, **RETIME_JOB}  # noqa: E731
+            jobs = {c: job(c) for c in configs}
             for i in range(rounds):
-                results = self._run(jobs, self.deadline if i else None)
-                if i and any(r is SKIPPED_RESULT for r in results):
+                turn = [c for c in configs if i == 0 or samples[c]]
+                if len(turn) < (1 if i == 0 else 2):
                     break
-                for config, result in zip(configs, results, strict=True):
-                    if result.get("time_ms") is not None:
-                        samples[config].append(result["time_ms"])
-        return {c: statistics.median(times) for c, times in samples.items() if times}
+                turn = turn[i % len(turn) :] + turn[: i % len(turn)]
+                results = self._run([jobs[c] for c in turn], self.deadline if i else None)
+                times = {c: r.get("time_ms") for c, r in zip(turn, results, strict=True)}
+                if i and any(t is None for t in times.values()):
+                    break
+                for config, time_ms in times.items():
+                    if time_ms is not None:
+                        samples[config].append(time_ms)
+        return {c: times for c, times in samples.items() if times}
 
     def close(self) -> None:
         """Hand the workers back (the warm pool stays) and remove the temporary directory."""
@@ -347,6 +361,9 @@ class Benchmarker:
         self.close()
 
 
+# Re-timing's jobs: shorter samples than a search's (more rounds of them fit the budget,
+# and rounds, not long samples, are what averages out the GPU's drift)
+RETIME_JOB = {"warmup_ms": 5, "rep_ms": 25}
 WORKER_KEYS = ("args", "ref", "lock", "publish")  # the parts of a job for workers only
 
 

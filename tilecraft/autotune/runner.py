@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import importlib
 import math
+import statistics
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -21,6 +22,8 @@ from tilecraft.autotune.energy import meter_from_job
 from tilecraft.runtime.cache import remember_source
 from tilecraft.runtime.config import Config
 from tilecraft.testing import REL_ERROR_LIMITS, relative_error
+
+WARMUP_MS, REP_MS = 10.0, 40.0  # a search's timing of one candidate (see `measure`)
 
 
 def load_launcher(
@@ -134,19 +137,90 @@ def _published(produced: list[torch.Tensor], path: str, compile_s: float) -> dic
     return {"status": "ok", "compile_s": compile_s, "published": True}
 
 
-def measure(launcher: Callable[..., Any], args: tuple, repeats: int = 3) -> float:
-    """Median kernel time in ms: CUDA events with the L2 flushed on a GPU, else wall time."""
+def measure(
+    launcher: Callable[..., Any],
+    args: tuple,
+    repeats: int = 3,
+    warmup_ms: float = WARMUP_MS,
+    rep_ms: float = REP_MS,
+) -> float:
+    """Median kernel time in ms: on a GPU, CUDA events around each launch with the L2
+    flushed before it, over `rep_ms` of launches after `warmup_ms` of them (hundreds of
+    launches for a kernel of 10-100 us); else the wall time of `repeats` runs."""
     run_args = fresh(args)
     if any(isinstance(a, torch.Tensor) and a.is_cuda for a in run_args):
-        from triton.testing import do_bench
+        run = lambda: launcher(*run_args)  # noqa: E731
+        try:
+            return gpu_median_ms(run, device_of(run_args), warmup_ms, rep_ms)
+        except Exception:  # noqa: BLE001 - the candidate ran in its check: Triton's timing then
+            from triton.testing import do_bench
 
-        return float(do_bench(lambda: launcher(*run_args), warmup=10, rep=40, return_mode="median"))
+            return float(do_bench(run, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         launcher(*run_args)
         times.append((time.perf_counter() - start) * 1e3)
     return sorted(times)[len(times) // 2]
+
+
+FLUSH_BYTES = 256 << 20  # written before each timed launch: more than any GPU's L2 cache
+HEAD_START_MS = 5.0  # the GPU waits this long before the timed launches (see gpu_median_ms)
+
+
+def gpu_median_ms(
+    fn: Callable[[], Any], device: torch.device, warmup_ms: float, rep_ms: float
+) -> float:
+    """The median GPU time in ms of `fn`'s launches, each timed with CUDA events after the
+    L2 cache was flushed, over about `rep_ms` of launches after `warmup_ms` of them.
+
+    As Triton's `do_bench`, with one difference: the GPU first spins for `HEAD_START_MS`
+    while the host queues the timed launches, so they run back to back from a queue the
+    host keeps ahead of. Without it, a host slowed by other processes (compiling
+    candidates, a test suite) lets the GPU wait between the flush and the launch, and the
+    wait counts in the kernel's time: timings taken on a busy host came out several percent
+    slow, at random."""
+    with torch.cuda.device(device):
+        flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device)
+        fn()
+        torch.cuda.synchronize(device)
+        start, end = _event(), _event()
+        start.record()
+        for _ in range(5):
+            flush.zero_()
+            fn()
+        end.record()
+        torch.cuda.synchronize(device)
+        estimate = max(start.elapsed_time(end) / 5, 1e-3)
+        for _ in range(max(1, int(warmup_ms / estimate))):
+            fn()
+        pairs = [(_event(), _event()) for _ in range(max(1, int(rep_ms / estimate)))]
+        _head_start(device, HEAD_START_MS)
+        for first, last in pairs:
+            flush.zero_()
+            first.record()
+            fn()
+            last.record()
+        torch.cuda.synchronize(device)
+    return statistics.median(first.elapsed_time(last) for first, last in pairs)
+
+
+def _event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)
+
+
+def _head_start(device: torch.device, ms: float) -> None:
+    """Keep the GPU busy for about `ms` (a spinning kernel), if PyTorch offers one."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if sleep is None:
+        return
+    khz = getattr(torch.cuda.get_device_properties(device), "clock_rate", 0) or 2_000_000
+    sleep(int(ms * khz))
+
+
+def device_of(args: tuple) -> torch.device:
+    """The GPU of the first CUDA tensor among `args`."""
+    return next(a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda)
 
 
 def measure_energy(
@@ -162,6 +236,11 @@ def measure_energy(
         return meter.per_call(run, sync, config, time_ms)
     except Exception:  # noqa: BLE001 - the meter's failure is not the candidate's
         return None
+
+
+def _timing(job: dict) -> tuple[float, float]:
+    """The job's warm-up and timing lengths in ms (re-timing asks for shorter samples)."""
+    return float(job.get("warmup_ms") or WARMUP_MS), float(job.get("rep_ms") or REP_MS)
 
 
 def _is_compile_error(e: Exception) -> bool:
@@ -212,7 +291,8 @@ def run_job(job: dict, args: tuple, expected: Expected) -> dict:
         if result["status"] == "ok" and job.get("time", True):
             with exclusive(job.get("lock")):
                 start = time.perf_counter()
-                ms = measure(launcher, args)
+                warmup_ms, rep_ms = _timing(job)
+                ms = measure(launcher, args, warmup_ms=warmup_ms, rep_ms=rep_ms)
                 if job.get("energy") and math.isfinite(ms):
                     result["energy_j"] = measure_energy(launcher, args, job, ms)
                 result["bench_s"] = time.perf_counter() - start

@@ -281,6 +281,11 @@ class KernelWriter:
         else:
             self.assign(op, convert(x.name, x.type.dtype, target))
 
+    def op_bitcast(self, op: Op) -> None:
+        assert op.out is not None
+        (x,) = op.args
+        self.assign(op, f"{x.name}.to({tl_dtype(op.out.type.dtype)}, bitcast=True)")
+
     def op_where(self, op: Op) -> None:
         assert op.out is not None
         cond, a, b = op.args

@@ -22,8 +22,9 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
+from tilecraft.vision import antialias_batch
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
-from tilecraft.vision.antialias import antialias_normalize, bilinear_normalize, fits
+from tilecraft.vision.antialias import bilinear_normalize, fits
 from tilecraft.vision.color import check_yuv420, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.geometry import _resize_taps, _scale, gather_channels, letterbox_box
@@ -321,7 +322,7 @@ def _antialiased(
     too far for its windows, the two averaging passes and then a copy into the box."""
     # float16 products of uint8 samples; float frames (of any range) take the passes
     if image.dtype == torch.uint8 and fits(tuple(image.shape[2:]), box):
-        return antialias_normalize(image, mean, std, out, box, pad, peak)
+        return antialias_batch.resize_normalize(image, mean, std, out, box, pad, peak)
     n, c = image.shape[:2]
     inner = empty([n, c, box[2], box[3]], torch.float32, image.device)
     inner = average_resize(image, inner, area=False)
