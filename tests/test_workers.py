@@ -142,6 +142,27 @@ def test_the_reference_config_is_compiled_once_in_a_worker(
     assert [publishes for _, publishes, _ in jobs.of(other)] == [False, False]
 
 
+def test_each_config_is_generated_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    generated: list[tc.Config] = []
+    code_file = bound.code_file
+
+    def counting(config: tc.Config | None = None) -> Any:
+        generated.append(config)
+        return code_file(config)
+
+    monkeypatch.setattr(bound, "code_file", counting)
+    other = tc.Config(block_sizes=[32], mode=0)
+    with Benchmarker(bound, (x,), workers=0) as bench:
+        assert all(t.ok for t in bench([bound.default_config, other]))
+        assert set(bench.retime([bound.default_config, other], rounds=2)) == {
+            bound.default_config,
+            other,
+        }
+    assert sorted(map(str, generated)) == sorted(map(str, [bound.default_config, other]))
+
+
 def test_a_batch_without_the_reference_config_computes_it_in_one_more_job(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
