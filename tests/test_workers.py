@@ -277,6 +277,23 @@ def test_runs_at_once_keep_warm_pools_and_time_in_turns(cold: None) -> None:
         workers.keep_warm(1, 0.0)
 
 
+def test_a_wait_for_the_gpu_does_not_count_against_a_job(cold: None) -> None:
+    import fcntl
+    import threading
+
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=3) as bench:
+        assert bench([OK])[0].ok  # the worker is started (its start-up has its own clock)
+        lock = bench._job(OK)["lock"]
+        with open(lock, "a") as held:  # another run's timings take the GPU for 5 s
+            fcntl.flock(held, fcntl.LOCK_EX)
+            threading.Timer(5.0, fcntl.flock, (held, fcntl.LOCK_UN)).start()
+            start = time.monotonic()
+            (trial,) = bench([tc.Config(block_sizes=[32], mode=0)])
+            waited = time.monotonic() - start
+    assert trial.ok and waited > 4.5, (trial, waited)
+
+
 def test_missing_data_fails_the_job_not_the_worker() -> None:
     pool = workers.acquire(1, 30, interpret=True)
     try:  # its "ready" line waits unread, its answer follows at once: both must be read
