@@ -15,6 +15,8 @@ and torchvision v2 under `torch.compile`.
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --out $OUT/variants.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only normalize,nv12 \
         --out $OUT/variants.json   # only the cases whose names contain these
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --sizes 1080p \
+        --only "preprocess antialiased" --out $OUT/aa.json   # with its peers, and copy
 
 Kernels run with their heuristic configs, or with `--tune` each kernel is tuned first for
 each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
@@ -355,7 +357,8 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
             vision_peers.attach(cases, vision_peers.kornia_peers(frames, out_size), "kornia")
             vision_peers.attach(cases, vision_peers.opencv_peers(frames, out_size), "opencv cpu")
         for case in cases:
-            rows.append({"frames": resolution, **run_case(case, time_ms)})
+            if case is copy or not args.only or any(part in case.name for part in args.only):
+                rows.append({"frames": resolution, **run_case(case, time_ms)})
     return rows
 
 
@@ -715,8 +718,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--only",
         type=lambda text: [part for part in text.split(",") if part],
         default=[],
-        help="with --variants: time only the cases whose names contain one of these "
-        "comma-separated parts (e.g. normalize,nv12,gray,'resize antialiased u8')",
+        help="time only the cases whose names contain one of these comma-separated parts "
+        "(e.g. normalize,nv12,gray,'resize antialiased u8'; without --variants the copy "
+        "ceiling too)",
     )
     p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(
