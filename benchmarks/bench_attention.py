@@ -61,11 +61,22 @@ TMA = "tensor_descriptor"  # the `indexing` of the reads (pointers otherwise)
 # forward: (block_m, block_n, warps, stages, indexing); the first is kept when time runs out
 FORWARD = [(128, 64, 4, 3, TMA), (128, 64, 4, 3, None), (128, 128, 8, 3, TMA)]
 FORWARD += [(128, 128, 8, 3, None), (128, 64, 8, 3, TMA), (64, 64, 4, 3, None)]
+FORWARD += [(128, 128, 8, 4, None), (128, 128, 8, 2, None), (128, 64, 8, 4, None)]
+FORWARD += [(128, 128, 8, 4, TMA), (256, 64, 8, 3, None), (128, 64, 4, 4, None)]
 # backward: (dK/dV key tile, its query tile, dQ query tile, its key tile, warps, stages,
 # indexing)
-BACKWARD = [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 2, None)]
-BACKWARD += [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 3, None)]
-SMOKE_FORWARD = [(16, 16, 4, 1, TMA)]
+BACKWARD = [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 2, None)]
+BACKWARD += [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 3, None)]
+# long key tiles over short query tiles for dK/dV, the transpose for dQ
+BACKWARD += [(128, 32, 128, 32, 4, 5, TMA), (128, 32, 128, 32, 4, 3, TMA)]
+BACKWARD += [(64, 64, 64, 64, 4, 4, TMA), (64, 64, 64, 64, 4, 2, TMA), (64, 32, 64, 32, 4, 4, TMA)]
+BACKWARD += [(128, 64, 128, 64, 4, 3, TMA), (64, 64, 64, 64, 8, 3, TMA)]
+# warp specialization of the key loop (Triton's `tl.range(..., warp_specialize=True)`):
+# producer warps issue the loads while the others compute; both loops when causal
+SPECIALIZED = {"range_warp_specializes": [True, True]}
+# (on the H200 with Triton 3.6 it timed as without it at 8 warps; 4 failed to compile)
+FORWARD += [(128, 128, 8, 3, TMA, SPECIALIZED)]
+SMOKE_FORWARD = [(16, 16, 4, 1, TMA), (16, 16, 4, 1, TMA, SPECIALIZED)]
 SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1, TMA)]
 # causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
 # wave then mixes a head's light (early) and heavy (late) query tiles, which balances the

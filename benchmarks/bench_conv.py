@@ -124,6 +124,7 @@ SMOKE_LAYERS = [
 ]
 # GEMM kernels: (block_m, block_n, block_k, warps, stages); the first is kept when time runs out
 GEMM_SWEEP = [(128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (256, 128, 64, 8, 3)]
+GEMM_SWEEP += [(128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 32, 4, 5), (64, 64, 64, 4, 4)]
 # split-K (the reduction in `splits` chunks, a second pass adding them), tried second on the
 # forward GEMMs of layers with fewer 128 x 128 output tiles than the GPU has multiprocessors
 SPLIT_SWEEP = [(128, 128, 64, 8, 3, 2), (64, 128, 64, 4, 4, 2), (128, 128, 64, 8, 3, 4)]
@@ -137,9 +138,11 @@ TMA = {f"indexing[{i}]": "tensor_descriptor" for i in range(8)}
 PLANES_EXTRAS = [{"loop_orders[0]": (1, 0, 2)}, TMA, {**TMA, "image_tiles": True}]
 # the depthwise stencil: (block of positions, block of channels, warps)
 DEPTHWISE_SWEEP = [(64, 64, 4), (32, 128, 4), (128, 32, 4), (16, 128, 2)]
+DEPTHWISE_SWEEP += [(128, 16, 4), (256, 16, 8), (64, 32, 2), (128, 64, 8), (256, 32, 8)]
 # its tiles of output rows by columns (channels-last; `tile_rows` > 1), tried after those:
 # (rows, block of columns, block of channels, warps)
 DEPTHWISE_ROWS_SWEEP = [(4, 16, 64, 4), (2, 32, 64, 4), (8, 8, 64, 4), (4, 16, 32, 4)]
+DEPTHWISE_ROWS_SWEEP += [(4, 32, 16, 4), (8, 16, 16, 4), (4, 32, 32, 8), (2, 64, 16, 4)]
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 

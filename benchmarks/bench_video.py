@@ -314,6 +314,40 @@ def timeline(args: argparse.Namespace, device: torch.device, out: Path) -> dict:
     return {"timeline": str(picture), "trace": str(out / "trace.json")}
 
 
+def copy_ceiling(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    """Frames/s of the host-to-device copies alone (pinned RGB and NV12 frames into two
+    device buffers per stream, no kernels), with one stream and several: the ceiling the
+    pipelines whose copies dominate can reach, and whether more streams raise it."""
+    if device.type != "cuda":
+        return []
+    rows = []
+    for name, shape in (
+        ("rgb", (args.height, args.width, 3)),
+        ("nv12", (args.height * 3 // 2, args.width)),
+    ):
+        host = torch.empty((args.batch, *shape), dtype=torch.uint8).pin_memory()
+        for streams in (1, args.streams):
+            lanes = [torch.cuda.Stream() for _ in range(streams)]
+            bufs = [[torch.empty_like(host, device=device) for _ in range(2)] for _ in lanes]
+            batches = args.frames // args.batch
+            best = 0.0
+            for _ in range(args.repeats + 1):  # the first round warms up
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                for i in range(batches):
+                    for lane, buf in zip(lanes, bufs, strict=True):
+                        with torch.cuda.stream(lane):
+                            buf[i % 2].copy_(host, non_blocking=True)
+                torch.cuda.synchronize()
+                best = max(best, batches * args.batch * streams / (time.perf_counter() - start))
+            gbps = best * host[0].numel() / 1e9
+            rows.append({"frames": name, "streams": streams, "fps": best, "gb_per_s": gbps})
+            print(
+                f"  copies only {name:5} {streams} streams: {best:.0f} frames/s ({gbps:.1f} GB/s)"
+            )
+    return rows
+
+
 def table(rows: list[dict]) -> str:
     """The markdown table of the rows."""
     lines = [
@@ -374,6 +408,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "gpu": torch.cuda.get_device_name() if device.type == "cuda" else None,
         "frame": f"{args.width}x{args.height}",
         "batch": args.batch,
+        "copy_ceiling": copy_ceiling(args, device),
         **timeline(args, device, args.out),
     }
     print(table(rows))

@@ -7,7 +7,11 @@ so what remains is host work without the interpreter: PyTorch's ops, autograd, t
 step, tilecraft's operator wrappers and dispatch, and each kernel's generated host code.
 Outputs of stubbed kernels hold garbage; the step runs the same host path all the same.
 
-Reported, per step (median of `--steps` steps timed with `time.perf_counter`, no profiler):
+`--compile` runs both models under `torch.compile(fullgraph=True)` (aot_eager backend: the
+graph runs as Python, calling the operators through the dispatcher, as inductor's does).
+
+Reported, per step (median of `--steps` steps timed with the thread's CPU time,
+`time.thread_time`, or `--clock wall`; no profiler):
 the phases (zero_grad, forward, backward, Adam) and, by timing wrappers, the time inside
 tilecraft's operator calls (`TorchOp.__call__`, outermost only), inside `Kernel.run` (the
 dispatch that `Kernel.__call__` and operators call) and inside the generated launchers
@@ -53,6 +57,10 @@ from tilecraft.runtime.fast_launch import FastKernel  # noqa: E402
 from tilecraft.runtime.kernel import Kernel  # noqa: E402
 from tilecraft.torch.ops import TorchOp  # noqa: E402
 
+# what times a step: the thread's CPU time by default (on a loaded, shared machine the time
+# spent descheduled is left out), or the wall clock (`--clock wall`)
+CLOCKS = {"thread": time.thread_time, "wall": time.perf_counter}
+CLOCK = [CLOCKS["thread"]]
 SIZES = {"batch": 2, "seq": 16, "dim": 64, "heads": 4, "vocab": 64}
 
 
@@ -116,11 +124,11 @@ class Timer:
             if self.depth:
                 return fn(*args, **kwargs)
             self.depth += 1
-            start = time.perf_counter()
+            start = CLOCK[0]()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - start
+                self.seconds += CLOCK[0]() - start
                 self.calls += 1
                 self.depth -= 1
 
@@ -132,9 +140,11 @@ class Timer:
 
 @contextmanager
 def timed_layers(timers: dict[str, Timer]) -> Iterator[None]:
-    """Time `TorchOp.__call__`, `Kernel.run` and every selected launcher."""
+    """Time `TorchOp.__call__` (where `timers` has "operator calls"), `Kernel.run` and every
+    selected launcher."""
     saved = (TorchOp.__call__, Kernel.run)
-    TorchOp.__call__ = timers["operator calls"].wrap(saved[0])  # type: ignore[method-assign]
+    if "operator calls" in timers:  # not under torch.compile: a new wrapper would recompile
+        TorchOp.__call__ = timers["operator calls"].wrap(saved[0])  # type: ignore[method-assign]
     Kernel.run = timers["kernel calls"].wrap(saved[1])  # type: ignore[method-assign]
     bounds = [bound for _, bound in launchers()]
     originals = [bound.launcher for bound in bounds]
@@ -150,15 +160,15 @@ def timed_layers(timers: dict[str, Timer]) -> Iterator[None]:
 
 def phased_step(model: Any, optimizer: Any, data: tuple, phases: dict[str, list]) -> None:
     """One training step, appending each phase's seconds to `phases`."""
-    marks = [time.perf_counter()]
+    marks = [CLOCK[0]()]
     optimizer.zero_grad(set_to_none=True)
-    marks.append(time.perf_counter())
+    marks.append(CLOCK[0]())
     loss = model(*data)
-    marks.append(time.perf_counter())
+    marks.append(CLOCK[0]())
     loss.backward()
-    marks.append(time.perf_counter())
+    marks.append(CLOCK[0]())
     optimizer.step()
-    marks.append(time.perf_counter())
+    marks.append(CLOCK[0]())
     names = ("zero_grad", "forward", "backward", "adam")
     for name, a, b in zip(names, marks, marks[1:], strict=False):
         phases.setdefault(name, []).append(b - a)
@@ -167,23 +177,27 @@ def phased_step(model: Any, optimizer: Any, data: tuple, phases: dict[str, list]
 def measure(args: argparse.Namespace) -> dict:
     """Warm up for real, stub the launches, then time and profile steps."""
     device = torch.device("cpu")
-    model = bench_model.build("tilecraft eager", args.sizes, device, torch.float32)
+    model = bench_model.build("tilecraft eager", args.sizes, device, args.dtype)
     data = bench_model.batch(args.sizes, device)
     # foreach: what Adam does by default on a GPU (one multi-tensor op per update)
     optimizer = torch.optim.Adam(model.parameters(), lr=bench_model.LR, foreach=True)
+    if args.compile:  # the graph calls the operators through PyTorch's dispatcher
+        model = bench_model.compiled(model, "aot_eager")
     step = bench_model.train_step(model, optimizer, data)
     losses = [step().item() for _ in range(2)]  # compiles everything, for real
     counts: Counter = Counter()
     stubbed = stub_launches(counts)
     step()
     specializations = sum(1 for _ in launchers())
-    result: dict[str, Any] = {"sizes": args.sizes, "losses": losses, "stubbed_kernels": stubbed}
+    result: dict[str, Any] = {"sizes": args.sizes, "dtype": str(args.dtype), "losses": losses}
+    result["compile"] = args.compile
+    result["stubbed_kernels"] = stubbed
     result["torch_step_us_median"] = torch_step_us(args)
     counts.clear()
     result["steps"] = per_step_times(model, optimizer, data, args.steps)
     result["launches_per_step"] = {k: v / args.steps for k, v in sorted(counts.items())}
     result["launches"] = sum(counts.values()) / args.steps
-    result["layers"] = layer_times(model, optimizer, data, args.steps)
+    result["layers"] = layer_times(model, optimizer, data, args.steps, not args.compile)
     result["profile"] = bench_model.host_profile(step, device, args.steps, top=args.top)
     result["launch_path"] = launch_path_us(iters=max(200, args.steps * 200))
     if sum(1 for _ in launchers()) != specializations:
@@ -195,9 +209,11 @@ def torch_step_us(args: argparse.Namespace) -> float:
     """For scale: the plain PyTorch block's step on the CPU at the same sizes (which
     computes for real, so it is an upper bound on its host time)."""
     device = torch.device("cpu")
-    model = bench_model.build("torch eager", args.sizes, device, torch.float32)
+    model = bench_model.build("torch eager", args.sizes, device, args.dtype)
     data = bench_model.batch(args.sizes, device)
     optimizer = torch.optim.Adam(model.parameters(), lr=bench_model.LR, foreach=True)
+    if args.compile:
+        model = bench_model.compiled(model, "aot_eager")
     step = bench_model.train_step(model, optimizer, data)
     for _ in range(3):
         step()
@@ -209,18 +225,21 @@ def per_step_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
     totals: list[float] = []
     phases: dict[str, list] = {}
     for _ in range(steps):
-        start = time.perf_counter()
+        start = CLOCK[0]()
         phased_step(model, optimizer, data, phases)
-        totals.append(time.perf_counter() - start)
-    out = {"step_us_median": statistics.median(totals) * 1e6}
+        totals.append(CLOCK[0]() - start)
+    out = {"step_us_median": statistics.median(totals) * 1e6, "step_us_min": min(totals) * 1e6}
     out.update({f"{k}_us": statistics.median(v) * 1e6 for k, v in phases.items()})
     return out
 
 
-def layer_times(model: Any, optimizer: Any, data: tuple, steps: int) -> dict:
+def layer_times(model: Any, optimizer: Any, data: tuple, steps: int, ops: bool = True) -> dict:
     """Microseconds per step inside operator calls, kernel calls and launchers (medians
-    over the steps, as the step's own time)."""
-    timers = {name: Timer() for name in ("operator calls", "kernel calls", "launchers")}
+    over the steps, as the step's own time); operator calls only if `ops`."""
+    names = (
+        ("operator calls", "kernel calls", "launchers") if ops else ("kernel calls", "launchers")
+    )
+    timers = {name: Timer() for name in names}
     samples: dict[str, list[float]] = {name: [] for name in timers}
     with timed_layers(timers):
         for _ in range(steps):
@@ -301,10 +320,10 @@ def launch_path_us(iters: int = 20000) -> dict:
         times = {name: [] for name in rows}
         for _ in range(5):
             for name, fn in rows.items():
-                start = time.perf_counter()
+                start = CLOCK[0]()
                 for _ in range(iters):
                     fn()
-                times[name].append((time.perf_counter() - start) / iters * 1e6)
+                times[name].append((CLOCK[0]() - start) / iters * 1e6)
         result = {f"{name}_us": statistics.median(t) for name, t in times.items()}
         return {**result, "fast_status": fast.status}
     finally:
@@ -315,7 +334,12 @@ def report(result: dict) -> str:
     """The breakdown as text."""
     s, layers = result["steps"], result["layers"]
     lines = [f"CPU host time per eager step (launches stubbed), sizes {result['sizes']}"]
-    lines.append(f"  step (median)          {s['step_us_median']:9.1f} us")
+    lines[0] += f", {result['dtype']}" + (
+        ", torch.compile (aot_eager)" if result["compile"] else ""
+    )
+    lines.append(
+        f"  step (median)          {s['step_us_median']:9.1f} us (min {s['step_us_min']:.1f})"
+    )
     for phase in ("zero_grad", "forward", "backward", "adam"):
         lines.append(f"    {phase:20s} {s[phase + '_us']:9.1f} us")
     torch_us = result["torch_step_us_median"]
@@ -323,7 +347,9 @@ def report(result: dict) -> str:
     lines.append(f"  tilecraft launches     {result['launches']:9.1f} per step")
     for name, row in layers.items():
         us, calls = row["us_per_step"], row["calls_per_step"]
-        lines.append(f"  in {name:19s} {us:9.1f} us ({calls:.1f} calls, {us / calls:.1f} us each)")
+        lines.append(
+            f"  in {name:19s} {us:9.1f} us ({calls:.1f} calls, {us / max(calls, 1):.1f} us each)"
+        )
     launch = result["launch_path"]
     lines.append(
         f"  per launch, launcher a no-op: Triton's JITFunction.run {launch['triton_us']:.2f} us,"
@@ -342,16 +368,31 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=50, help="timed steps")
     p.add_argument("--top", type=int, default=30, help="cProfile rows")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="both models under torch.compile(fullgraph=True) with the aot_eager backend",
+    )
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="thread", help="what times steps")
+    p.add_argument(
+        "--dtype",
+        choices=sorted(bench_model.DTYPES),
+        default="float32",
+        help="the model's dtype (bf16: Triton's interpreter computes it wrongly, which only"
+        " changes the warm-up's values: host times are what count here)",
+    )
     default_out = ROOT / "benchmarks" / "results" / "profile_host.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
     args.sizes = dict(SIZES)
+    args.dtype = getattr(torch, bench_model.DTYPES[args.dtype])
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
     """Measure, print, write the JSON; returns what was written."""
     args = parse(argv)
+    CLOCK[0] = CLOCKS[args.clock]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: more threads only contend
     try:

@@ -11,8 +11,15 @@ Two settings, as the tuner would meet them:
 - held-out kernel: the model is trained without any trial of this kernel, and there are
   no seeds of it.
 
+`--budget quick` runs each search under the quick effort's budget as tuning gives it to
+the search on a GPU (40 configs; 90% of 10 s, the rest re-times the leaders) instead of
+60 configs or 120 s; each table then also says, per strategy, in how many cases the
+search ended at the landscape's best ("hit best") and within 1% of it, and after how many
+trials it first came within 1% (median over the cases that did).
+
 Usage: python benchmarks/search_eval.py [--landscapes DIR] [--seeds 3] [--out FILE]
-         [--strategies fast,classifier,...] [--cases softmax,matmul]
+         [--strategies fast,classifier,...] [--cases softmax,matmul] [--budget quick]
+         [--per-case]
 """
 
 from __future__ import annotations
@@ -38,11 +45,13 @@ from tilecraft.autotune.search.common import normalize  # noqa: E402
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests  # noqa: E402
 from tilecraft.autotune.space import ConfigSpace  # noqa: E402
 from tilecraft.autotune.trial import Budget  # noqa: E402
+from tilecraft.autotune.tune import EFFORTS, RETIME_SHARE  # noqa: E402
 
 STRATEGIES = ("random", "pattern", "de", "classifier", "quick", "fast")
 AFTER_N = (5, 10, 20, 50)
 AFTER_S = (5.0, 15.0, 60.0)
 MAX_CONFIGS, MAX_SECONDS = 60, 120.0
+LIMITS: tuple[int, float] = (MAX_CONFIGS, MAX_SECONDS)  # the searches' budget (see --budget)
 
 
 @dataclass
@@ -79,10 +88,19 @@ def seeds_for(target: Prepared, known: list[Prepared]) -> list[Any]:
     return [c for c in found if c is not None] + heuristic_seeds(target.space)
 
 
-def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, seed: int) -> dict:
+def quick_budget() -> tuple[int, float]:
+    """The quick effort's budget as tuning on a GPU hands it to the search: its configs,
+    and its seconds less the re-timing's share."""
+    preset = EFFORTS["quick"]
+    return preset.max_configs, preset.max_seconds * (1 - RETIME_SHARE)
+
+
+def run(
+    strategy: str, target: Prepared, model: CostModel | None, seeds: list, seed: int, tuned: int
+) -> dict:
     """One search on one landscape: the best relative time after N trials and T seconds."""
     replay = Replay(target.land, target.space)
-    budget = Budget(MAX_CONFIGS, MAX_SECONDS, clock=replay.clock)
+    budget = Budget(*LIMITS, clock=replay.clock)
     search = make_search(
         strategy,
         target.space,
@@ -92,6 +110,7 @@ def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, s
         seeds=seeds,
         model=model,
         description=target.desc,
+        tuned_seeds=tuned,
     )
     search.run()
     best = target.land.best_ms
@@ -101,8 +120,14 @@ def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, s
         "trials": len(replay.history),
         "seconds": replay.now,
         "final": (replay.best_ms() or float("inf")) / best,
+        "to_1pct": _first_within(replay.trace, best * 1.01),
         "imputed": replay.imputed / max(len(replay.history), 1),
     }
+
+
+def _first_within(trace: list[tuple[int, float, float]], limit_ms: float) -> int | None:
+    """The trials spent when the best time first came within `limit_ms` (None: never)."""
+    return next((row[0] for row in trace if row[2] <= limit_ms), None)
 
 
 def _at(trace: list[tuple[int, float, float]], axis: int, limit: float) -> float:
@@ -120,13 +145,14 @@ def evaluate(
     kernel_models = {k: train([p for p in cases if p.kernel != k]) for k in kernels}
     for target in targets:
         others = [p for p in cases if p is not target]
+        tuned = len({p.spec_key for p in others if p.kernel == target.kernel})
         settings = {
-            "shape": (train(others), seeds_for(target, others)),
-            "kernel": (kernel_models[target.kernel], heuristic_seeds(target.space)),
+            "shape": (train(others), seeds_for(target, others), tuned),
+            "kernel": (kernel_models[target.kernel], heuristic_seeds(target.space), 0),
         }
-        for mode, (model, start) in settings.items():
+        for mode, (model, start, known) in settings.items():
             for strategy in strategies:
-                runs = [run(strategy, target, model, start, s) for s in range(seeds)]
+                runs = [run(strategy, target, model, start, s, known) for s in range(seeds)]
                 results[mode].setdefault(strategy, []).append(_median_run(runs, target))
         print(f"{target.land.case.name}: done", flush=True)
     return results
@@ -142,14 +168,46 @@ def table(results: dict) -> str:
     for mode, by_strategy in results.items():
         lines.append(f"\nheld-out {mode}: median over cases of best time / landscape best")
         head = " | ".join([f"{n} trials" for n in AFTER_N] + [f"{s:.0f} s" for s in AFTER_S])
-        lines.append(f"| strategy | {head} | trials used | sim. seconds |")
-        lines.append("|---" * (len(AFTER_N) + len(AFTER_S) + 3) + "|")
+        lines.append(
+            f"| strategy | {head} | final mean | hit best | within 1% | trials to 1%"
+            " | trials used | sim. seconds |"
+        )
+        lines.append("|---" * (len(AFTER_N) + len(AFTER_S) + 7) + "|")
         for strategy, rows in by_strategy.items():
             cells = [_median(rows, "after_n", n) for n in AFTER_N]
             cells += [_median(rows, "after_s", s) for s in AFTER_S]
+            cells += _hits(rows)
             used = statistics.median(r["trials"] for r in rows)
             secs = statistics.median(r["seconds"] for r in rows)
             lines.append(f"| {strategy} | {' | '.join(cells)} | {used:.0f} | {secs:.1f} |")
+    return "\n".join(lines)
+
+
+def _hits(rows: list[dict]) -> list[str]:
+    """The mean final result, how many cases ended at the best and within 1% of it, and
+    the median trials to come within 1% (over the cases that did)."""
+    finals = [r["final"] for r in rows]
+    reached = [r["to_1pct"] for r in rows if r.get("to_1pct") is not None]
+    mean = statistics.fmean(f for f in finals if f != float("inf")) if rows else float("nan")
+    return [
+        f"{mean:.3f}",
+        f"{sum(f <= 1.0005 for f in finals)}/{len(rows)}",
+        f"{sum(f <= 1.01 for f in finals)}/{len(rows)}",
+        f"{statistics.median(reached):.0f}" if reached else "none",
+    ]
+
+
+def per_case(results: dict) -> str:
+    """Each case's final result (the median run), per held-out mode and strategy."""
+    lines = []
+    for mode, by_strategy in results.items():
+        names = [r["case"] for r in next(iter(by_strategy.values()), [])]
+        lines.append(f"\nheld-out {mode}: final best / landscape best, per case")
+        lines.append(f"| case | {' | '.join(by_strategy)} |")
+        lines.append("|---" * (len(by_strategy) + 1) + "|")
+        for i, name in enumerate(names):
+            cells = [f"{rows[i]['final']:.3f}" for rows in by_strategy.values()]
+            lines.append(f"| {name} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 
@@ -165,13 +223,24 @@ def main() -> int:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--cases", default="", help="only these kernels (function names)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_eval.json"))
+    parser.add_argument(
+        "--budget",
+        choices=("long", "quick"),
+        default="long",
+        help="long: 60 configs or 120 s; quick: the quick effort's (as tuning on a GPU)",
+    )
+    parser.add_argument("--per-case", action="store_true", help="also each case's result")
     args = parser.parse_args()
+    global LIMITS
+    LIMITS = quick_budget() if args.budget == "quick" else (MAX_CONFIGS, MAX_SECONDS)
     started = time.monotonic()
     cases = [prepare(land) for land in load_all(args.landscapes)]
     wanted = set(filter(None, args.cases.split(",")))
     targets = [p for p in cases if not wanted or p.kernel in wanted]
     results = evaluate(cases, targets, tuple(args.strategies.split(",")), args.seeds)
     print(table(results))
+    if args.per_case:
+        print(per_case(results))
     Path(args.out).write_text(json.dumps(results, indent=1, default=str))
     print(f"\n{len(cases)} landscapes, {time.monotonic() - started:.0f} s")
     return 0

@@ -32,6 +32,7 @@ KNOBS = {
     "range_unroll": ({"range_unroll_factors": [2]}, "loop_unroll_factor=2"),
     "range_flatten": ({"range_flattens": [True]}, "flatten=True"),
     "range_multi_buffer": ({"range_multi_buffers": [False]}, "disallow_acc_multi_buffer=True"),
+    "range_warp_specialize": ({"range_warp_specializes": [True]}, "warp_specialize=True"),
     "warps_stages": ({"num_warps": 2, "num_stages": 2}, "num_warps=2, num_stages=2"),
     "tensor_descriptor": ({"indexing": "tensor_descriptor"}, "tl.make_tensor_descriptor("),
     "block_ptr": ({"indexing": "block_ptr"}, "tl.make_block_ptr("),

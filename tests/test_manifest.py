@@ -75,6 +75,19 @@ def test_record_a_model(tmp_path: Path) -> None:
     )
 
 
+def test_record_sees_calls_through_torch_operators() -> None:
+    """An operator's eager call (and its backward's) runs its kernel without `__call__`."""
+    from transformer_block import matmul_op
+
+    a = torch.randn(5, 7, requires_grad=True)
+    b = torch.randn(7, 3)
+    with tc.record() as manifest:
+        matmul_op(a, b).sum().backward()
+    entries = [(e.name, e.spec_key) for e in manifest]
+    assert entries[0] == ("matmul", "float32[5, 7],float32[7, 3]")
+    assert len(entries) == 3 and {name for name, _ in entries} == {"matmul"}  # and backward
+
+
 def test_record_cli_and_bad_entries(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     script = tmp_path / "step.py"
     script.write_text(
@@ -121,6 +134,29 @@ def test_tune_over_two_workers_one_killed(tmp_path: Path) -> None:
     assert [(o.status, o.worker) for o in again] == [("skipped", "-")] * 3  # no worker ran
     assert db.count() == len(after)
     db.close()
+
+
+def test_a_worker_tunes_two_entries_at_once(tmp_path: Path) -> None:
+    """One worker process, two entries at once (each with a benchmark worker of its own):
+    every entry is tuned, every trial stored, each outcome the stored winner."""
+    manifest = recorded()
+    options = TuneOptions(cache_dir=str(tmp_path), compile_workers=1, concurrent=2)
+    options.max_configs, options.budget_s = 3, 120.0  # none skipped: every trial is stored
+    at_once: list[int] = []
+
+    def watch(state: RunState) -> None:
+        at_once.append(max(len(s.jobs) for s in state.slots))
+
+    outcomes = tune_manifest(
+        manifest, options, workers=1, cpu=True, progress=False, on_update=watch
+    )
+    assert [o.status for o in outcomes] == ["tuned"] * 3, [o.error for o in outcomes]
+    assert max(at_once) == 2
+    with TuningDB(tmp_path / DB_NAME) as db:
+        assert db.count() == sum(o.trials for o in outcomes)
+        for entry, outcome in zip(manifest, outcomes, strict=True):
+            (best,) = db.best_rows(kernel=entry.fingerprint, spec_key=entry.spec_key)
+            assert Config.from_json(best["config"]) == Config.from_json(outcome.config or "")
 
 
 def test_export_import_then_first_call_does_not_tune(

@@ -199,6 +199,9 @@ class ReplayBench:
     def retime(self, configs: list[Any], rounds: int = 2) -> dict[Any, float]:
         return {}
 
+    def samples(self, configs: list[Any], rounds: int = 2) -> dict[Any, list[float]]:
+        return {}
+
 
 @pytest.mark.parametrize("effort", ["quick", "predict"])
 def test_same_seed_and_database_same_configs(

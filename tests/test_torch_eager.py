@@ -56,17 +56,30 @@ class OpLog(TorchDispatchMode):
 def test_eager_calls_match_the_registered_operator(shape: tuple[int, int]) -> None:
     op = rms_op()
     grad_out, x, w = leaves(shape)
-    first = op(x, w)  # through the registered operator, which checks its outputs
-    assert backward_name(first).startswith("GeneratedBackwardFor")
+    with OpLog():  # a mode: the operator's generic autograd path, as custom_op's
+        first = op(x, w)
+    assert backward_name(first) == f"{op.name.replace('::', '_')}_genericBackward"
     first.backward(grad_out)
     grads = (x.grad, w.grad)
-    x.grad = w.grad = None
-    second = op(x, w)  # the eager path: an autograd.Function of the same backward
-    assert backward_name(second) == f"{op.name.replace('::', '_')}_eagerBackward"
-    second.backward(grad_out)
-    assert_close(second, first)
-    assert_close((x.grad, w.grad), grads)
+    eager_name = f"{op.name.replace('::', '_')}_eagerBackward"
+    for call in (op, op.op):  # the eager path; the operator called in plain eager mode
+        x.grad = w.grad = None
+        second = call(x, w)  # an autograd.Function of the same backward
+        assert backward_name(second) == eager_name
+        second.backward(grad_out)
+        assert_close(second, first)
+        assert_close((x.grad, w.grad), grads)
     assert_close(grads, backward_example.reference(grad_out, x, w))
+
+
+def test_operators_refuse_outputs_that_alias_inputs() -> None:
+    from tilecraft.torch.dispatch import check_no_alias
+
+    x, y = torch.randn(3), torch.randn(3)
+    check_no_alias("t::ok", (x,), (y, torch.empty(0)))
+    for args, out in [((x,), x[1:]), ((x,), (y, y.view(3)))]:
+        with pytest.raises(RuntimeError, match="shares memory"):
+            check_no_alias("t::bad", args, out)
 
 
 def test_eager_calls_without_grad_run_the_kernel() -> None:

@@ -3,6 +3,7 @@ workers exiting, failures still confined to their candidate; and where tuning ti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import subprocess
@@ -19,8 +20,8 @@ import torch
 
 import tilecraft as tc
 from tilecraft.autotune import reference as reference_module
-from tilecraft.autotune import tune, workers
-from tilecraft.autotune.bench import Benchmarker
+from tilecraft.autotune import runner, tune, workers
+from tilecraft.autotune.bench import RETIME_JOB, Benchmarker
 from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.workers import SKIPPED_RESULT
@@ -31,7 +32,7 @@ from tilecraft.runtime.settings import Settings
 @tc.kernel
 def flaky(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4))
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4, 5))
     real = x.device.type != "meta"  # bind time runs host code on meta tensors
     while real and mode == 1:  # hangs
         pass
@@ -41,12 +42,16 @@ def flaky(x: torch.Tensor) -> torch.Tensor:
         os.write(1, b"noise on the worker's stdout\n")
     if real and mode == 4:  # says it ran
         open(os.environ["TILECRAFT_TEST_MARK"], "w").close()
+    if real and mode == 5 and sys.argv[0].endswith("worker.py"):  # crashes a worker only
+        os._exit(4)
     for tile in tc.tile(x.size(0)):
         out[tile] = x[tile] + 1.0
     return out
 
 
-OK, HANG, CRASH, NOISY, MARKS = (tc.Config(block_sizes=[16], mode=m) for m in range(5))
+OK, HANG, CRASH, NOISY, MARKS, CRASHES_WORKERS = (
+    tc.Config(block_sizes=[16], mode=m) for m in range(6)
+)
 
 
 @pytest.fixture
@@ -79,11 +84,11 @@ def gone(pid: int, within_s: float = 20.0) -> bool:
 def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     cold: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started_first: list[bool] = []
+    computed_here: list[bool] = []
     reference = Benchmarker._reference
 
     def spying(self: Benchmarker, *how: Any) -> list[torch.Tensor]:
-        started_first.append(self.pool is not None and all(w.alive() for w in self.pool.workers))
+        computed_here.append(True)
         return reference(self, *how)
 
     monkeypatch.setattr(Benchmarker, "_reference", spying)
@@ -91,7 +96,7 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as first:
         assert first([OK])[0].ok
         used = pids(first)
-    assert started_first == [True]  # the workers started while the reference was computed
+    assert computed_here == []  # the reference came from the worker, not compiled here
     assert first.phases["workers_ready"] > 0 and first.phases["load"] > 0
     y = torch.randn(70)  # another run, other arguments: loaded at its first job
     with Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as second:
@@ -102,34 +107,90 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     assert second.phases["load"] > 0
 
 
-@pytest.mark.slow
-def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
-    x = torch.randn(30)
-    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as outer:
-        with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as inner:
-            assert inner.pool is not outer.pool
-            assert inner([OK])[0].ok and outer([OK])[0].ok
-            private = pids(inner)
-        assert all(gone(pid, 5) for pid in private)  # a private pool stops with its run
-        shared = pids(outer)
-    assert not any(gone(pid, 0.5) for pid in shared)  # the warm pool stays
+class Jobs:
+    """Counts the jobs a pool runs, by config, and which of them computed the reference."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[tuple[str, bool, bool]] = []  # (config, publishes, is timed)
+        run = workers.WorkerPool.run
+
+        def counting(pool: workers.WorkerPool, jobs: list[dict], *a: Any, **k: Any) -> Any:
+            self.sent += [(j["config"], "publish" in j, j.get("time", True)) for j in jobs]
+            return run(pool, jobs, *a, **k)
+
+        monkeypatch.setattr(workers.WorkerPool, "run", counting)
+
+    def of(self, config: tc.Config) -> list[tuple[str, bool, bool]]:
+        return [s for s in self.sent if s[0] == config.to_json()]
 
 
-def test_an_interrupted_run_leaves_no_job_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    x = torch.randn(30)
-    collect = workers.WorkerPool._collect
+def test_the_reference_config_is_compiled_once_in_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = Jobs(monkeypatch)
+    compiled_here = []
+    monkeypatch.setattr(Benchmarker, "_compiled_in_time", lambda *a: compiled_here.append(a))
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    default, other = bound.default_config, tc.Config(block_sizes=[32], mode=0)
+    with Benchmarker(bound, (x,), workers=2, timeout_s=30) as bench:
+        first = bench([other, default])  # the default's job computes the reference too
+        again = bench([other])  # the reference is there: no job computes it again
+    assert [t.status for t in first + again] == ["ok"] * 3
+    assert jobs.of(default) == [(default.to_json(), True, True)] and not compiled_here
+    assert bench.phases["reference"] > 0
+    assert [publishes for _, publishes, _ in jobs.of(other)] == [False, False]
 
-    def interrupted(self: workers.WorkerPool, *args: object) -> None:
-        raise KeyboardInterrupt
 
-    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
-        monkeypatch.setattr(workers.WorkerPool, "_collect", interrupted)
-        with pytest.raises(KeyboardInterrupt):
-            bench([HANG])
-        monkeypatch.setattr(workers.WorkerPool, "_collect", collect)
-        start = time.monotonic()
-        assert bench([OK])[0].ok  # not the hung job's answer, nor a wait for it
-        assert time.monotonic() - start < 25
+def test_each_config_is_generated_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    generated: list[tc.Config] = []
+    code_file = bound.code_file
+
+    def counting(config: tc.Config | None = None) -> Any:
+        generated.append(config)
+        return code_file(config)
+
+    monkeypatch.setattr(bound, "code_file", counting)
+    other = tc.Config(block_sizes=[32], mode=0)
+    with Benchmarker(bound, (x,), workers=0) as bench:
+        assert all(t.ok for t in bench([bound.default_config, other]))
+        assert set(bench.retime([bound.default_config, other], rounds=2)) == {
+            bound.default_config,
+            other,
+        }
+    assert sorted(map(str, generated)) == sorted(map(str, [bound.default_config, other]))
+
+
+def test_a_batch_without_the_reference_config_computes_it_in_one_more_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = Jobs(monkeypatch)
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    with Benchmarker(bound, (x,), workers=1, timeout_s=30) as bench:
+        (trial,) = bench([tc.Config(block_sizes=[32], mode=0)])
+    assert trial.ok
+    assert jobs.of(bound.default_config) == [(bound.default_config.to_json(), True, False)]
+
+
+def test_a_reference_config_that_crashes_its_worker_falls_back_to_eager() -> None:
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    with Benchmarker(bound, (x,), workers=2, timeout_s=30, reference=CRASHES_WORKERS) as bench:
+        assert bench.reference is None  # none computed here unless the worker fails
+        statuses = [t.status for t in bench([CRASHES_WORKERS, OK])]
+        assert bench.reference is not None and bench.reference.expected is not None
+    assert statuses == ["runtime_error", "ok"]
+
+
+def unfit_default(x: torch.Tensor, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`flaky` bound to `x` with a default config whose code does not generate: its
+    reference is computed eagerly in the tuning process, as when a worker cannot."""
+    bound = flaky.bind((x,))
+    monkeypatch.setattr(bound, "default_config", tc.Config(block_sizes=[16, 16]))
+    return bound
 
 
 def test_candidates_run_before_the_reference_exists(
@@ -148,13 +209,13 @@ def test_candidates_run_before_the_reference_exists(
 
     monkeypatch.setattr(Benchmarker, "_reference", after_a_candidate)
     x = torch.randn(30)
-    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=5) as bench:
+    with Benchmarker(unfit_default(x, monkeypatch), (x,), workers=1, timeout_s=5) as bench:
         (trial,) = bench([MARKS])  # waits past its timeout for the reference, then passes
     assert trial.ok and bench.phases["reference"] > 0
 
 
 def test_reference_that_cannot_be_saved_runs_candidates_here(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def full_disk(expected: list[torch.Tensor], path: Path) -> None:
         raise OSError(28, "No space left on device")
@@ -162,6 +223,7 @@ def test_reference_that_cannot_be_saved_runs_candidates_here(
     monkeypatch.setattr(reference_module, "save", full_disk)
     x = torch.randn(30)
     with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
+        bench.ref_path = tmp_path / "missing" / "expected.pt"  # nor can the worker save it
         with pytest.warns(UserWarning, match="no benchmark workers"):
             ok, again = bench([OK, tc.Config(block_sizes=[32], mode=0)])
         assert ok.ok and again.ok and bench.pool is None
@@ -175,7 +237,7 @@ def test_reference_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> 
     x = torch.randn(30)
     with (
         pytest.raises(RuntimeError, match="raises on these arguments"),
-        Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench,
+        Benchmarker(unfit_default(x, monkeypatch), (x,), workers=1, timeout_s=30) as bench,
     ):
         bench([OK])
 
@@ -187,8 +249,7 @@ def test_tuning_starts_its_workers_before_its_set_up(
     meter = tune.default_meter
 
     def spying(args: tuple) -> Any:
-        pool = workers._Shared.pool
-        seen.append(pool is not None and any(w.alive() for w in pool.workers))
+        seen.append(any(w.alive() for pool in workers.warm_pools() for w in pool.workers))
         return meter(args)
 
     monkeypatch.setattr(tune, "default_meter", spying)
@@ -197,6 +258,40 @@ def test_tuning_starts_its_workers_before_its_set_up(
     x = torch.randn(20)
     kernel.autotune((x,))
     assert seen == [True] and kernel.bind((x,)).tuning["ok"] == 1
+
+
+def test_runs_at_once_keep_warm_pools_and_time_in_turns(cold: None) -> None:
+    workers.keep_warm(2, workers.IDLE_S)
+    try:
+        x, y = torch.randn(30), torch.randn(40)
+        with (
+            Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as one,
+            Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as two,
+        ):
+            assert one.pool is not two.pool
+            pools = {id(one.pool), id(two.pool)}
+            assert one._job(OK)["lock"] == two._job(OK)["lock"]  # one GPU, one timing at once
+            assert one([OK])[0].ok and two([OK])[0].ok
+        assert {id(p) for p in workers.warm_pools()} == pools  # both stay for the next runs
+    finally:
+        workers.keep_warm(1, 0.0)
+
+
+def test_a_wait_for_the_gpu_does_not_count_against_a_job(cold: None) -> None:
+    import fcntl
+    import threading
+
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=3) as bench:
+        assert bench([OK])[0].ok  # the worker is started (its start-up has its own clock)
+        lock = bench._job(OK)["lock"]
+        with open(lock, "a") as held:  # another run's timings take the GPU for 5 s
+            fcntl.flock(held, fcntl.LOCK_EX)
+            threading.Timer(5.0, fcntl.flock, (held, fcntl.LOCK_UN)).start()
+            start = time.monotonic()
+            (trial,) = bench([tc.Config(block_sizes=[32], mode=0)])
+            waited = time.monotonic() - start
+    assert trial.ok and waited > 4.5, (trial, waited)
 
 
 def test_missing_data_fails_the_job_not_the_worker() -> None:
@@ -282,6 +377,10 @@ class Retimer:
         self.calls.append((configs, rounds))
         return {c: 1.0 - 0.01 * i for i, c in enumerate(configs)}
 
+    def samples(self, configs: list[tc.Config], rounds: int = 2) -> dict[tc.Config, list[float]]:
+        self.calls.append((configs, rounds))
+        return {c: [1.0 - 0.01 * i] * rounds for i, c in enumerate(configs)}
+
 
 def test_predict_retimes_only_leaders_within_the_noise_once() -> None:
     a, b, c = (tc.Config(block_sizes=[s]) for s in (16, 32, 64))
@@ -292,8 +391,8 @@ def test_predict_retimes_only_leaders_within_the_noise_once() -> None:
     close = [Trial(a, "ok", 1.0), Trial(b, "ok", 1.02), Trial(c, "ok", 1.5)]
     assert tune._choose(bench, close, a, quick=True).config == b  # type: ignore[arg-type]
     assert bench.calls == [([a, b], 1)]
-    tune._choose(bench, clear, a)  # type: ignore[arg-type]
-    assert bench.calls[-1] == ([a, b, c], tune.RETIME_ROUNDS)  # other searches: the top 3
+    assert tune._choose(bench, clear, a).config == c  # type: ignore[arg-type]
+    assert bench.calls[-1] == ([a, b, c], tune.RETIME_ROUNDS)  # other searches: the leaders
 
 
 def test_phases_are_recorded_and_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -321,6 +420,7 @@ def _retimer(rounds: list[dict]) -> SimpleNamespace:
 
     fake._run = run
     fake._job = lambda config, energy=True: {"config": config}
+    fake.samples = lambda configs, rounds: Benchmarker.samples(fake, configs, rounds)  # type: ignore[arg-type]
     return fake
 
 
@@ -334,3 +434,55 @@ def test_retime_keeps_the_median_and_drops_a_round_the_deadline_cut() -> None:
     assert fake.deadlines == [None, 123.0, 123.0]  # the first round always runs in full
     cut = [{a: ms(1.0), b: ms(1.2)}, {a: ms(0.5), b: SKIPPED_RESULT}]
     assert Benchmarker.retime(_retimer(cut), [a, b], rounds=3) == {a: 1.0, b: 1.2}  # type: ignore[arg-type]
+
+
+def test_retime_rounds_turn_and_drop_a_config_that_failed() -> None:
+    a, b, c = (tc.Config(block_sizes=[s]) for s in (16, 32, 64))
+    ms = lambda t: {"status": "ok", "time_ms": t}  # noqa: E731
+    failed = {"status": "runtime_error"}
+    rounds = [{a: ms(1.0), b: ms(1.1), c: failed}, {a: ms(1.2), b: ms(1.3)}]
+    rounds.append({a: ms(1.4), b: ms(1.5)})
+    fake = _retimer(rounds)
+    sent: list[list[dict]] = []
+    run = fake._run
+    fake._run = lambda jobs, deadline: sent.append(jobs) or run(jobs, deadline)
+    samples = Benchmarker.samples(fake, [a, b, c], rounds=3)  # type: ignore[arg-type]
+    assert samples == {a: [1.0, 1.2, 1.4], b: [1.1, 1.3, 1.5]}  # aligned by round
+    order = [[j["config"] for j in jobs] for jobs in sent]
+    assert order == [[a, b, c], [b, a], [a, b]]  # each round starts one further on
+    assert all(j["rep_ms"] == RETIME_JOB["rep_ms"] and not j["check"] for j in sent[0])
+
+
+def test_gpu_timing_gives_the_gpu_a_head_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timing loop's control flow, with CUDA's events and sleep faked on the CPU: the
+    head start comes once, after the warm-up and before the timed launches, which are
+    each timed and number about `rep_ms` worth."""
+    log: list[str] = []
+    clock = [0.0]
+
+    class Event:
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.at = 0.0
+
+        def record(self) -> None:
+            self.at = clock[0]
+
+        def elapsed_time(self, other: Event) -> float:
+            return other.at - self.at
+
+    def launch() -> None:
+        clock[0] += 0.125  # each launch takes 1/8 ms
+        log.append("launch")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(f"sleep {cycles}"))
+    props = SimpleNamespace(clock_rate=1000)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    monkeypatch.setattr(runner, "FLUSH_BYTES", 16)
+    ms = runner.gpu_median_ms(launch, torch.device("cpu"), warmup_ms=1.0, rep_ms=4.0)
+    assert ms == 0.125
+    sleep = log.index(f"sleep {int(runner.HEAD_START_MS * 1000)}")
+    assert sleep == 1 + 5 + 8  # after the first run, the estimate's 5 and the warm-up's 8
+    assert log[sleep + 1 :] == ["launch"] * 32

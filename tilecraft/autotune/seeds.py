@@ -14,14 +14,19 @@ from tilecraft.autotune.space import ConfigSpace
 from tilecraft.runtime.config import Config
 
 # (block_m, block_n, block_k, warps, stages): classic tiles for matrix products on GPUs
+# (the first two win the H200's bf16 landscapes and Helion's quick effort at 4096^3)
 DOT_TILES = [
     (128, 256, 64, 8, 3),
+    (256, 128, 64, 8, 3),
+    (128, 256, 64, 8, 4),
     (128, 128, 64, 4, 4),
     (64, 128, 64, 4, 4),
     (128, 64, 32, 4, 4),
     (64, 64, 32, 4, 3),
 ]
-ROW_SHAPES = [(1, 4), (1, 8), (2, 4), (2, 8), (4, 8), (1, 16)]  # (rows per program, warps)
+# (rows per program, warps): one or two rows and many warps win on the H200 (Helion's
+# rms_norm: 2 rows, 32 warps; the landscapes' layer_norm and sum_rows: 1 row, 16-32)
+ROW_SHAPES = [(1, 4), (1, 8), (2, 4), (2, 8), (4, 8), (1, 16), (2, 16), (1, 32)]
 # (inner block, rows per program, warps) for kernels that loop over a long dim: long
 # chunks with few rows stream best (Helion's quick effort lands on 2048-8192 wide chunks
 # for two-pass softmax, KL divergence and row sums; the default's 1024 x 8 rows trails).
@@ -53,6 +58,8 @@ def _dot_seeds(space: ConfigSpace, base: dict[str, Any]) -> list[dict[str, Any]]
         out.append(values)
         if "l2_groupings[0]" in base:
             out.append({**values, "l2_groupings[0]": 8})
+    if out:  # the top tile on persistent programs too (Helion's pick at 4096^3 on the H200)
+        out.insert(2, {**out[0], "pid_type": "persistent_blocked", "num_stages": 4})
     return out
 
 

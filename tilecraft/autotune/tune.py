@@ -7,6 +7,7 @@ import functools
 import hashlib
 import math
 import sqlite3
+import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
 from tilecraft.autotune.phases import Phases
+from tilecraft.autotune.pick import pick
 from tilecraft.autotune.predict import TOP
 from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import SEARCHES, make_search
@@ -57,16 +59,18 @@ class Effort:
 
 
 EFFORTS = {
-    "quick": Effort("fast", 10.0, 40),  # once the tuning database has taught a cost model
+    # once the tuning database has taught a cost model; the configs do not cap it before the
+    # time does (40 ended it after 6.5 s of its 10 on short kernels)
+    "quick": Effort("fast", 10.0, 64),
     "full": Effort("classifier", 300.0, 600),
     # the cost model's top 3 only (the default alone without a model); see predict.py
     "predict": Effort("predict", 10.0, 4),
 }
-RETIME_SHARE = 0.1  # of a GPU tuning budget kept for re-timing the leaders at the end
+RETIME_SHARE = 0.12  # of a GPU tuning budget kept for re-timing the leaders at the end
 COLD_START = Effort("quick", 30.0, 60)  # "quick" before that: the classifier-guided climb
 NOISE = 0.03  # timing noise between two runs of one kernel (relative): leads beyond it count
-LEADERS = 3  # configs re-timed at the end of a search
-RETIME_ROUNDS = 3  # re-timings of each leader; the median decides
+LEADERS = 4  # configs re-timed at the end of a search
+RETIME_ROUNDS = 5  # interleaved re-timings of each leader (see pick.py)
 
 
 # Winners this process could not store (full disk, unusable cache): (db path, key) -> config
@@ -288,12 +292,21 @@ def _search(run: _Run, budget: Budget, seed: int, learned: dict[str, Any]) -> An
     model and the kernel's description)."""
     bound, bench, db, key = run.bound, run.bench, run.db, run.key
     space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
-    seeds = _readable(lambda: _seeds(db, key, space)) + heuristic_seeds(space)
+    tuned = _readable(lambda: _seeds(db, key, space))
+    seeds = tuned + heuristic_seeds(space)
     retime = bench.retime if bench.on_gpu else None
     entries = _readable(lambda: closest_entries(db, key))
     context = LLMContext(bound, run.settings, entries, retime=retime)
     return make_search(
-        run.search, space, run.evaluate, budget, seed=seed, seeds=seeds, context=context, **learned
+        run.search,
+        space,
+        run.evaluate,
+        budget,
+        seed=seed,
+        seeds=seeds,
+        context=context,
+        tuned_seeds=len(tuned),
+        **learned,
     )
 
 
@@ -463,32 +476,49 @@ def _choose(
     *,
     quick: bool = False,
 ) -> Trial:
-    """The best trial under `objective`; for time, the `LEADERS` re-timed together,
+    """The best trial under `objective`; for time, the `LEADERS` re-timed together in
     `RETIME_ROUNDS` interleaved rounds (as many as the benchmarker's deadline allows, one
-    at least), and the one of lowest median kept (energy is measured over windows long
-    enough to need no second look). The default if nothing worked. `quick` (a few configs
-    measured at once): only the leaders within `NOISE` of the fastest are re-timed, in one
-    round, each keeping the best of its two timings; none when the fastest leads by more."""
+    at least) and the winner chosen by `pick.pick` (the fastest relative to its rounds,
+    ties within the noise going to the search's own ranking); energy is measured over
+    windows long enough to need no second look. The default if nothing worked. `quick` (a
+    few configs measured at once): only the leaders within `NOISE` of the fastest are
+    re-timed, in one round, each keeping the best of its two timings; none when the
+    fastest leads by more."""
     ranked = sorted((t for t in trials if t.ok), key=lambda t: (cost(t), t.time_ms or 0.0))
     if not ranked:
         return Trial(default, "ok", None, objective=objective)
     if objective != "time":
         return ranked[0]
-    leaders = ranked[:LEADERS]
+    leaders = _distinct(ranked)[:LEADERS]
     if quick:
         fastest = ranked[0].time_ms or 0.0
         leaders = [t for t in leaders if (t.time_ms or 0.0) <= fastest * (1 + NOISE)]
     if not bench.on_gpu or len(leaders) < 2:
         return ranked[0]
-    times = bench.retime([t.config for t in leaders], rounds=1 if quick else RETIME_ROUNDS)
     if quick:
+        times = bench.retime([t.config for t in leaders], rounds=1)
         times = {
             t.config: min(times.get(t.config, math.inf), t.time_ms or math.inf) for t in leaders
         }
-    if not times:
+        winner = min(times, key=lambda c: times[c])
+        return Trial(winner, "ok", times[winner])
+    order = [t.config for t in leaders]
+    samples = bench.samples(order, rounds=RETIME_ROUNDS)
+    chosen = pick(samples, order)
+    if chosen is None:
         return ranked[0]
-    winner = min(times, key=lambda c: times[c])
-    return Trial(winner, "ok", times[winner])
+    return Trial(chosen, "ok", statistics.median(samples[chosen]))
+
+
+def _distinct(ranked: list[Trial]) -> list[Trial]:
+    """`ranked` without repeats of a config (a search may measure one twice)."""
+    seen: set[Config] = set()
+    out = []
+    for trial in ranked:
+        if trial.config not in seen:
+            seen.add(trial.config)
+            out.append(trial)
+    return out
 
 
 def status_counts(trials: list[Trial]) -> dict[str, Any]:

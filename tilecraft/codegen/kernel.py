@@ -33,6 +33,7 @@ RANGE_KNOBS = (
     ("range_unroll_factors", "loop_unroll_factor"),
     ("range_flattens", "flatten"),
     ("range_multi_buffers", "disallow_acc_multi_buffer"),
+    ("range_warp_specializes", "warp_specialize"),
 )
 
 
@@ -279,6 +280,11 @@ class KernelWriter:
             self.assign(op, f"{x.name} != 0")
         else:
             self.assign(op, convert(x.name, x.type.dtype, target))
+
+    def op_bitcast(self, op: Op) -> None:
+        assert op.out is not None
+        (x,) = op.args
+        self.assign(op, f"{x.name}.to({tl_dtype(op.out.type.dtype)}, bitcast=True)")
 
     def op_where(self, op: Op) -> None:
         assert op.out is not None

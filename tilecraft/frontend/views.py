@@ -121,10 +121,21 @@ def reshape(b: Builder, x: Value, *shape: Any) -> Value:
     """`x.reshape(...)`/`x.view(...)`: adds or removes size-1 dims anywhere, merges or
     splits static dims; a tile's dim must stay whole and in order."""
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-        raise UnsupportedOperation("x.view(dtype) (a bit cast) is not supported on tiles", b.loc)
+        return bitcast(b, x, shape[0])
     targets = [_target_unit(b, item) for item in shape_items(shape)]
     dims = _reshape_dims(b, x, targets)
     return reshape_to(b, x, dims)
+
+
+def bitcast(b: Builder, x: Value, dtype: torch.dtype) -> Value:
+    """`x.view(dtype)`: the same bits as `dtype`, whose elements must have `x`'s size."""
+    if dtype.itemsize != x.type.dtype.itemsize or torch.bool in (dtype, x.type.dtype):
+        raise UnsupportedOperation(
+            f"x.view(dtype) on tiles keeps the element size: {x.type.dtype} -> {dtype}", b.loc
+        )
+    if dtype == x.type.dtype:
+        return x
+    return b.op("bitcast", (x,), dtype, x.type.dims)
 
 
 def reshape_to(b: Builder, x: Value, dims: tuple[Dim, ...]) -> Value:

@@ -311,6 +311,9 @@ for _name, (_emit, _eager) in TRANSCENDENTAL.items():
 
 # -- ops the code generator writes itself ----------------------------------------------------
 define("cast", E, eager=lambda x, dtype: x.to(dtype))
+# `x.view(dtype)`: the same bits read as another dtype of the same size (attrs none: the
+# result's dtype says which)
+define("bitcast", E, eager=lambda x, dtype: x.view(dtype))
 define("reduce", Kind.REDUCE, category="reduce")
 define("scan", Kind.SCAN, category="reduce")  # one op per output of a (tuple) scan
 define("rand", Kind.RANDOM, arity=2, category="transcendental")

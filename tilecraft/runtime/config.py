@@ -16,6 +16,7 @@ FIELDS = {
     "range_unroll_factors": list,
     "range_flattens": list,
     "range_multi_buffers": list,
+    "range_warp_specializes": list,  # Hopper/Blackwell: producer warps feed the loop's loads
     "load_eviction_policies": list,
     "indexing": (str, list),
     "pid_type": str,
@@ -29,7 +30,6 @@ FIELDS = {
 HELION_ONLY = {
     "flatten_loops": list,
     "static_ranges": list,
-    "range_warp_specializes": list,
     "advanced_controls_file": str,
 }
 PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")

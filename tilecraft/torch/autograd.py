@@ -13,7 +13,8 @@ from tilecraft.torch.ops import OpRegistrationError, TorchOp, num_outputs, torch
 def register_backward(
     op: TorchOp, backward: Callable[..., Any], setup_context: Callable[..., Any] | None = None
 ) -> None:
-    """Make `op` differentiable through `torch.library.register_autograd`.
+    """Make `op` differentiable: through its own Autograd kernel (dispatch.py), or, for an
+    operator defined by `custom_op`, through `torch.library.register_autograd`.
 
     `backward` is either a tilecraft kernel, called as `backward(*grad_outputs, *inputs)`
     and returning one gradient per tensor input of `op` (the inputs are saved for it), or a
@@ -29,7 +30,10 @@ def register_backward(
     else:
         run_backward = _checked_backward(op, backward)
     setup = setup_context or _save_inputs
-    op.op.register_autograd(run_backward, setup_context=setup)
+    if op.direct is not None:  # its Autograd kernel reads these (tilecraft/torch/dispatch.py)
+        op.direct.backward, op.direct.setup_context = run_backward, setup
+    else:
+        op.op.register_autograd(run_backward, setup_context=setup)
     op.function = eager_function(op, run_backward, setup)
 
 

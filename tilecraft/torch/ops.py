@@ -25,6 +25,13 @@ from tilecraft.exc import TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.host import capture_stmt, compile_function, rewrite_host
 from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.torch.dispatch import (
+    DirectOp,
+    available,
+    check_no_alias,
+    plain_eager,
+    signature_impl,
+)
 
 if TYPE_CHECKING:
     from tilecraft.runtime.kernel import Kernel
@@ -47,8 +54,10 @@ class TorchOp:
         self.kernel, self.name = kernel, name
         self.signature = torch_signature(kernel)
         self.mutates_args = tuple(mutates_args)
-        self.op = _define(kernel, name, self.signature, self.mutates_args)
-        self.op.register_fake(fake_impl(kernel))
+        # a DirectOp (dispatch.py) unless the op mutates its arguments: those keep custom_op
+        self.direct: DirectOp | None = None
+        self.op = _define(self, self.signature)
+        (self.direct or self.op).register_fake(fake_impl(kernel))
         self.function = None
         # whether calls may skip the operator in eager mode: not for mutating ops, nor for
         # the first call, which goes through the operator, whose checks (outputs must not
@@ -66,8 +75,11 @@ class TorchOp:
                 return self._apply(*inputs)
         if torch.compiler.is_compiling():
             return self.op(*args, **kwargs)
+        result = self.op(*args, **kwargs)
+        if self.direct is not None and not self._eager and plain_eager(args, kwargs):
+            check_no_alias(self.name, (*args, *kwargs.values()), result)  # as custom_op would
         self._eager = not self.mutates_args  # after a first call through the operator
-        return self.op(*args, **kwargs)
+        return result
 
     @property
     def function(self) -> type[torch.autograd.Function] | None:
@@ -78,6 +90,8 @@ class TorchOp:
     def function(self, function: type[torch.autograd.Function] | None) -> None:
         self._function = function
         self._apply = None if function is None else fast_apply(function)
+        if self.direct is not None:
+            self.direct.eager_apply = self._apply
 
     @property
     def num_outputs(self) -> int:
@@ -92,23 +106,6 @@ class TorchOp:
 
         register_backward(self, backward, setup_context)
         return self
-
-
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
-
-
-def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
-    """Whether a call runs in plain eager PyTorch on plain tensors with data (not meta
-    tensors, which get the fake implementation), with nothing tracing or intercepting it
-    (see the module's docstring); where unsure, False."""
-    if torch.compiler.is_compiling() or _tracing():  # first: torch.compile folds it
-        return False
-    if _dispatch_modes() or _function_modes() or _transforms():
-        return False
-    for a in (*args, *kwargs.values()) if kwargs else args:
-        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN_TENSORS or a.is_meta):
-            return False
-    return True
 
 
 def fast_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
@@ -137,16 +134,6 @@ def _has_setup_context(function: type[torch.autograd.Function]) -> bool:
     return base is None or function.setup_context is not base.setup_context
 
 
-def _active() -> bool:
-    return True
-
-
-# PyTorch has no public query for dispatch modes, torch function modes and functorch
-# transforms; where its private ones are missing, every call takes the registered operator.
-_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", _active)
-_function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", _active)
-_transforms = getattr(torch._C, "_are_functorch_transforms_active", _active)
-_tracing = getattr(torch._C, "_is_tracing", torch.jit.is_tracing)  # less its is_scripting
 _grad_enabled = torch.is_grad_enabled
 
 
@@ -215,19 +202,18 @@ def _error(kernel: Kernel, message: str) -> OpRegistrationError:
     return OpRegistrationError(f"kernel `{src.tree.name}`: {message}", src.loc(src.tree))
 
 
-def _define(kernel: Kernel, name: str, sig: inspect.Signature, mutates: tuple) -> Any:
+def _define(op: TorchOp, sig: inspect.Signature) -> Any:
+    kernel, name = op.kernel, op.name
     if name in _registered or _exists(name):
         raise _error(kernel, f"an operator named {name!r} is already registered")
     if name.count("::") != 1:
         raise _error(kernel, f"operator name {name!r} must look like 'namespace::name'")
-
-    def impl(*args: Any) -> Any:
-        return kernel(*args)
-
-    impl.__signature__ = sig  # type: ignore[attr-defined]
-    impl.__name__ = kernel.source.tree.name
+    impl = signature_impl(kernel, sig)
     try:
-        return torch.library.custom_op(name, impl, mutates_args=mutates)
+        if not op.mutates_args and available():
+            op.direct = DirectOp(kernel, name, impl)
+            return op.direct.overload
+        return torch.library.custom_op(name, impl, mutates_args=op.mutates_args)
     except (RuntimeError, ValueError) as e:
         raise _error(kernel, f"torch.library refused {name!r}: {e}") from None
 

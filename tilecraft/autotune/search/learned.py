@@ -24,23 +24,36 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     the rest of the budget up to the finishing share goes to `look_further`.
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
-    the classifier-guided pattern search.
+    the classifier-guided pattern search. `tuned_seeds`: how many of `seeds` (the first)
+    are the database's best configs of this kernel; with none (a kernel never tuned here),
+    the first `untuned_first` seeds (the heuristics') are all measured, whatever the model
+    says: it only knows other kernels.
 
     The last `finish_share` of the time budget (or once the climb stalls) goes to the
     knobs the model cannot see (`blind`: cache eviction hints, ...), which its ranking
     would never pick: each other value of each such knob of the best config is measured,
-    then the changes that helped, together.
+    then the changes that helped, together. Whatever budget is left after that goes on as
+    `look_further` does, its picks carrying the blind knobs' values of the best config
+    (the search used to end there, with 1-3 s of a 10 s budget unspent).
     """
 
     name = "fast"
+    options = (*ModelSearch.options, "tuned_seeds")
     first = 7  # model picks: with the default and the nearest seeds, a first batch of 10
     nearest = 2  # seeds measured whatever the model says of them
+    untuned_first = 5  # the same, for a kernel the database has no best config of
     pool = 1500
     per_round = 4
     patience = 2
     wide = 6  # long moves measured once the climb first stalls
     explore_pool = 500  # random configs the model rates per exploring round
     finish_share = 0.35  # of the time budget, kept for the knobs the model cannot see
+    blind_values: dict[str, Any] | None = None  # the best's blind knobs, once measured
+
+    def __init__(self, *args: Any, tuned_seeds: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if tuned_seeds == 0:
+            self.nearest = self.untuned_first
 
     def search(self) -> None:
         if self.model is None or self.description is None:
@@ -49,6 +62,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         self.climb_model()
         self.look_further()
         self.finish()
+        self.look_further(to_end=True)
 
     def climb_model(self) -> None:
         """The model's first batch, then rounds of its favourite neighbours until the
@@ -74,12 +88,13 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
             stalls = 0 if new < best * (1 - self.threshold) else stalls + 1
             best = min(best, new)
 
-    def look_further(self) -> None:
-        """Until the finishing share of the budget: rounds of the model's favourites among
-        fresh random configs and among the leaders' neighbours. (The climb ends at its first
-        local optimum, in replay on the landscapes after 3-4 s of a 10 s budget; going on
-        this way brought the mean held-out result from 1.10x the best to 1.04x.)"""
-        while not self.done() and not self.finishing():
+    def look_further(self, to_end: bool = False) -> None:
+        """Until the finishing share of the budget (or its end, `to_end`): rounds of the
+        model's favourites among fresh random configs and among the leaders' neighbours.
+        (The climb ends at its first local optimum, in replay on the landscapes after 3-4 s
+        of a 10 s budget; going on this way brought the mean held-out result from 1.10x the
+        best to 1.04x.)"""
+        while not self.done() and (to_end or not self.finishing()):
             leaders = self.ranked()[: self.leaders]
             near = self.unseen(n for t in leaders for n in self.space.neighbors(t.config))
             fresh = self.best_rated(self.unseen(self.draw(self.explore_pool)))
@@ -106,17 +121,22 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     def best_rated(self, configs: list[Config], n: int | None = None) -> list[Config]:
         """The `n` (default `per_round`) configs the model ranks best, one per distinct
-        feature vector, with the knobs it cannot see at their defaults (a random register
-        cap must not ride along on a pick the model made for other reasons)."""
+        feature vector, with the knobs it cannot see at their defaults, or once measured
+        (`finish`) at the best config's values (a random register cap must not ride along
+        on a pick the model made for other reasons)."""
         assert self.model is not None and self.description is not None
         plain = self.unseen(self.plain(c) for c in configs)
         return self.model.rank(self.description, plain, distinct=True)[: n or self.per_round]
 
     def plain(self, config: Config) -> Config:
-        """`config` with its blind knobs at their defaults."""
+        """`config` with its blind knobs at their defaults (after `finish`: the best's)."""
         if not self.blind_knobs:
             return config
-        return self.space.config({**self.space.values(config), **self.blind_knobs})
+        values = {**self.space.values(config), **(self.blind_values or self.blind_knobs)}
+        carried = self.space.config(values)
+        if self.blind_values and not self.space.is_valid(carried):  # e.g. a register cap
+            return self.space.config({**self.space.values(config), **self.blind_knobs})
+        return carried
 
     @functools.cached_property
     def blind_knobs(self) -> dict[str, Any]:
@@ -144,9 +164,11 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     def reserve(self) -> int:
         """Configs the finishing stage needs: the best config's blind variants, and one
-        that combines those that help."""
+        that combines those that help (none once it ran)."""
         leader = self.best()
-        return 0 if leader is None else len(self.blind(leader.config)) + 1
+        if leader is None or self.blind_values is not None:
+            return 0
+        return len(self.blind(leader.config)) + 1
 
     def spend(self, picked: list[Config]) -> list[Trial]:
         """Measure `picked`, as many as leave the finishing stage its configs."""
@@ -154,10 +176,17 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         return self.measure(picked[:room]) if room > 0 else []
 
     def finish(self) -> None:
-        """Measure the best config's blind variants, then its improving ones combined."""
+        """Measure the best config's blind variants, then its improving ones combined;
+        later picks carry the blind values of the best config then."""
         leader = self.best()
         if leader is None or self.done():
             return
+        self.combine(leader)
+        values = self.space.values((self.best() or leader).config)
+        self.blind_values = {name: values[name] for name in self.blind_knobs}
+
+    def combine(self, leader: Trial) -> None:
+        """Measure `leader`'s blind variants, then those that helped, together."""
         tried = self.measure(self.blind(leader.config))
         better = [t for t in tried if cost(t) < cost(leader)]
         if len(better) >= 2:
