@@ -19,7 +19,11 @@ weighted 10x (`Replay(tile_weight=...)`, closer to the truth on recorded configs
 since top-1 moves by 0.05-0.15 when unrelated landscapes change, `--drop SEED` trains
 without a random fifth of the other kernels' landscapes: run a few seeds to see the noise.
 
+`--model rank` evaluates the LambdaMART-like ranker (`CostModel.fit(kind="rank")`)
+instead of the default blend.
+
 Usage: python benchmarks/predict_eval.py [--landscapes DIR] [--out FILE] [--drop SEED]
+         [--model blend|rank]
 """
 
 from __future__ import annotations
@@ -38,10 +42,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from search_eval import Prepared, prepare, seeds_for, train  # noqa: E402
+from search_eval import Prepared, prepare, seeds_for  # noqa: E402
 
 from tilecraft.autotune.landscape import load_all  # noqa: E402
-from tilecraft.autotune.model import CostModel  # noqa: E402
+from tilecraft.autotune.model import KINDS, CostModel  # noqa: E402
 from tilecraft.autotune.predict import judge, top_picks  # noqa: E402
 from tilecraft.autotune.replay import Replay  # noqa: E402
 from tilecraft.autotune.search import make_search  # noqa: E402
@@ -51,6 +55,13 @@ from tilecraft.autotune.trial import Budget  # noqa: E402
 COLUMNS = ("top1", "top3", "default", "untuned", "top1_w", "top3_w")
 TILE_WEIGHT = 10.0  # the second lookup's weight on the tile knobs (replay.py says why)
 DROPPED = 0.2  # share of the other kernels' landscapes `--drop` leaves out of training
+
+
+KIND = "blend"  # the cost model fitted (`--model`)
+
+
+def train(cases: list[Prepared]) -> CostModel | None:
+    return CostModel.fit([(p.desc, p.land.trials) for p in cases], kind=KIND)
 
 
 def case_result(
@@ -189,7 +200,10 @@ def main() -> int:
     parser.add_argument(
         "--drop", type=int, default=None, help="train without a random fifth (this seed)"
     )
+    parser.add_argument("--model", choices=KINDS, default=KIND, help="the cost model's kind")
     args = parser.parse_args()
+    global KIND
+    KIND = args.model
     started = time.monotonic()
     cases = [prepare(land) for land in load_all(args.landscapes)]
     results = evaluate(cases, args.drop)

@@ -365,3 +365,21 @@ def test_weighted_lookup_follows_the_tile() -> None:
     recorded = land.trials[0]
     assert weighted.lookup(recorded.config).time_ms == recorded.time_ms
     assert weighted.imputed == 1  # a recorded config is looked up, not imputed
+
+
+def test_cost_model_of_kind_rank() -> None:
+    """`CostModel.fit(kind="rank")`: the ranker as arrays, predicting per config; an
+    unknown kind is refused."""
+    groups = [
+        (prepared(n)[2], prepared(n)[0].trials) for n in ("sum_rows-4096x4096", "add-4096x4096")
+    ]
+    model = CostModel.fit(groups, kind="rank")
+    assert model is not None and model.groups == 2
+    assert isinstance(model.regressor, TreeEnsemble)
+    land, space, desc = prepared("sum_rows-1024x16384")
+    configs = [space.default(), *heuristic_seeds(space)]
+    scores = model.predict(desc, configs)
+    assert len(scores) == len(configs) and len(set(scores)) > 1
+    assert model.rank(desc, configs)[0] == configs[scores.index(min(scores))]
+    with pytest.raises(ValueError, match="kind"):
+        CostModel.fit(groups, kind="guess")

@@ -1,17 +1,24 @@
 """A cost model learned from every trial: which configs of a kernel will be fast.
 
-Trials are grouped by kernel and shape; each trial's time is taken relative to the best
-of its group, as log2 (0 for the best; failures get `FAILED`), so that groups of very
-different speeds teach the same lesson. Boosted trees (`ranker.py`, LambdaMART-like,
-on `features.features`) learn the order of each group's trials, the fastest ones
-weighing most, and their scores are scaled to predict that log2 relative time. For a
-kernel or shape never timed the model ranks candidate configs.
+Trials are grouped by kernel and shape. Each trial's target is its time relative to the
+best of its group, as log2 (0 for the best; failures get `FAILED`), so that groups of
+very different speeds teach the same lesson. A gradient-boosted tree ensemble
+(scikit-learn) learns it from `features.features`, and a second one learns each trial's
+rank in its group (0 for the best, below 1 for the slowest, `RANK_FAILED` for failures),
+which weighs the order among the fast configs as much as the gaps to the slow ones. Their
+predictions are blended (the rank model's scaled to the spread of the log2 times) into
+one set of trees; for a kernel or shape never timed it ranks candidate configs by the
+blend. On the recorded landscapes (held-out shapes, `benchmarks/predict_eval.py`) the
+blend's top pick came within 5% of the best in 13 of 38 cases, against 9 for the log2
+model alone; re-measured on later versions of the landscapes, 8 against 11, then 12
+against 10: top-1 differences of that size are noise (benchmarks/RESULTS.md).
 
-Before (model version 3) a regressor of the log2 time was blended with one of each
-trial's rank in its group. On the recorded landscapes (`benchmarks/predict_eval.py`,
-held-out shapes) the ranker's top pick is closer to the best in the median and, more
-clearly, in the geometric mean (fewer picks several times slower), on each of three
-training sets; on held-out kernels it is no better (benchmarks/RESULTS.md).
+`CostModel.fit(groups, kind="rank")` fits a LambdaMART-like ranker instead (`ranker.py`:
+the order among each group's fastest trials weighs most; its scores scaled to log2 time).
+On the landscapes its top pick was closer to the best on held-out shapes in the
+geometric mean (1.24 against 1.54) and as close in the median, but worse on held-out
+kernels (three failed picks), and it changes the fast search's steps, so it is not the
+default (benchmarks/RESULTS.md; `predict_eval.py --model rank`).
 
 Example::
 
@@ -21,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import importlib.metadata
 import math
@@ -43,28 +51,33 @@ from tilecraft.runtime.config import Config
 FAILED = 4.0  # log2 penalty of a failed trial: as bad as 16x slower than the best
 MIN_OK = 5  # a group teaches only with this many ok trials
 MIN_GROUPS = 1
-# the model's settings, part of a cached model's stamp (2: leaves of 5 trials, 3: a second
-# model learns each trial's rank in its group, blended; 4: a LambdaMART-like ranker)
-MODEL_VERSION = 4
+RANK_FAILED = 1.5  # rank target of a failed trial (ok trials rank from 0, the best, to 1)
+# the regressors' settings, part of a cached model's stamp (2: leaves of 5 trials, 3: a
+# second model learns each trial's rank in its group; their predictions are blended)
+MODEL_VERSION = 3
+KINDS = ("blend", "rank")  # what `CostModel.fit` can fit (the cached model is a blend)
 
 Group = tuple[dict[str, Any], Sequence[Trial]]  # (describe(...) of a kernel/shape, its trials)
 
 
 @dataclass
 class CostModel:
-    """Fitted trees predicting log2(time / best of the same kernel and shape), roughly:
-    a ranking scaled to that (see the module's docstring)."""
+    """A fitted regressor of log2(time / best of the same kernel and shape), roughly: a
+    blend of two models (see the module's docstring)."""
 
     regressor: Any
     groups: int
     rows: int
 
     @classmethod
-    def fit(cls, groups: Sequence[Group], seed: int = 0) -> CostModel | None:
+    def fit(cls, groups: Sequence[Group], seed: int = 0, kind: str = "blend") -> CostModel | None:
         """Train on the groups that are usable (current feature version, enough ok trials);
-        None when none is."""
+        None when none is. `kind`: "blend" (the two regressors) or "rank" (`ranker.py`)."""
+        if kind not in KINDS:
+            raise ValueError(f"no cost model kind {kind!r}: one of {', '.join(KINDS)}")
         x: list[list[float]] = []
         y: list[float] = []
+        ranks: list[float] = []
         bounds: list[tuple[int, int]] = []
         for desc, trials in groups:
             if desc.get("version") != VERSION:
@@ -72,32 +85,57 @@ class CostModel:
             times = sorted(t.time_ms for t in trials if t.ok and t.time_ms)
             if len(times) < MIN_OK:
                 continue
-            start = len(y)
+            bounds.append((len(y), len(y) + len(trials)))
             for t in trials:
                 x.append(features(desc, t.config))
-                y.append(math.log2(t.time_ms / times[0]) if t.ok and t.time_ms else FAILED)
-            bounds.append((start, len(y)))
-        if len(bounds) < MIN_GROUPS:
+                if t.ok and t.time_ms:
+                    y.append(math.log2(t.time_ms / times[0]))
+                    ranks.append(bisect.bisect_left(times, t.time_ms) / len(times))
+                else:
+                    y.append(FAILED)
+                    ranks.append(RANK_FAILED)
+        used = len(bounds)
+        if used < MIN_GROUPS:
             return None
+        if kind == "rank":
+            return cls._ranked(np.asarray(x), np.asarray(y), bounds, seed)
+        from threadpoolctl import threadpool_limits  # comes with scikit-learn
+
+        with threadpool_limits(1):  # small data: threads cost more than they save
+            fitted = [_regressor(seed).fit(np.asarray(x), np.asarray(t)) for t in (y, ranks)]
+        # the rank model's predictions scaled to the spread of log2 times, so the blend
+        # reads as log2(time / best) (the untuned path's margin is judged on that scale)
+        weights = (0.5, 0.5 * float(np.std(y)) / max(float(np.std(ranks)), 1e-9))
+        regressor: Any = _Blend(list(zip(fitted, weights, strict=True)))
+        # plain arrays predict alike and are cached without pickle; a scikit-learn whose
+        # internals moved keeps its own models, uncached
+        with suppress(AttributeError, KeyError, TypeError, ValueError):
+            parts = [(TreeEnsemble.from_regressor(r), w) for r, w in regressor.parts]
+            regressor = TreeEnsemble.blend(parts, extra=(used, len(y)))
+        return cls(regressor, used, len(y))
+
+    @classmethod
+    def _ranked(
+        cls, x: np.ndarray, y: np.ndarray, bounds: list[tuple[int, int]], seed: int
+    ) -> CostModel:
+        """The ranker's model (kind "rank"), as arrays where scikit-learn allows."""
         from threadpoolctl import threadpool_limits  # comes with scikit-learn
 
         try:
             from tilecraft.autotune.ranker import fit_ranker
         except ImportError as e:
             raise ImportError("the learned cost model needs scikit-learn") from e
-        with threadpool_limits(1):  # small data: threads cost more than they save
-            trees, weight = fit_ranker(np.asarray(x), np.asarray(y), bounds, seed)
+        with threadpool_limits(1):
+            trees, weight = fit_ranker(x, y, bounds, seed)
         regressor: Any = _Sum(trees, weight)
-        # plain arrays predict alike and are cached without pickle; a scikit-learn whose
-        # internals moved keeps its own trees, uncached
         with suppress(AttributeError, KeyError, TypeError, ValueError):
             extra = (len(bounds), len(y))
             regressor = TreeEnsemble.from_decision_trees(trees, weight, extra=extra)
         return cls(regressor, len(bounds), len(y))
 
     def predict(self, desc: dict[str, Any], configs: Sequence[Config]) -> list[float]:
-        """Predicted log2(time / best time of this kernel and shape) of each config, up
-        to a constant per kernel and shape (differences are what it is good for)."""
+        """Predicted log2(time / best time of this kernel and shape) of each config (up to
+        a constant per kernel and shape for kind "rank": differences are what it gives)."""
         if not configs:
             return []
         vectors = np.asarray([features(desc, c) for c in configs])
@@ -123,6 +161,16 @@ class CostModel:
 
 
 @dataclass
+class _Blend:
+    """Weighted sum of fitted regressors' predictions (when they cannot become arrays)."""
+
+    parts: list[tuple[Any, float]]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return sum(w * r.predict(x) for r, w in self.parts)
+
+
+@dataclass
 class _Sum:
     """`weight` times the summed predictions of fitted trees (when they cannot become
     arrays)."""
@@ -132,6 +180,19 @@ class _Sum:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.weight * sum(t.predict(x) for t in self.trees)
+
+
+def _regressor(seed: int) -> Any:
+    try:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+    except ImportError as e:
+        raise ImportError("the learned cost model needs scikit-learn") from e
+    # leaves of 5 trials, not 10: the configs worth running differ by a few percent, and
+    # finer leaves tell them apart (on the 38 landscapes, held-out shapes, with the diverse
+    # top 3 of `predict.top_picks`: best of 3 within 3% of the best in 21 cases, not 16)
+    return HistGradientBoostingRegressor(
+        max_iter=100, learning_rate=0.15, max_leaf_nodes=31, min_samples_leaf=5, random_state=seed
+    )
 
 
 # per database and machine: (what the model was fitted on, the model), the latest only
