@@ -57,11 +57,9 @@ TILE_WEIGHT = 10.0  # the second lookup's weight on the tile knobs (replay.py sa
 DROPPED = 0.2  # share of the other kernels' landscapes `--drop` leaves out of training
 
 
-KIND = "blend"  # the cost model fitted (`--model`)
-
-
-def train(cases: list[Prepared]) -> CostModel | None:
-    return CostModel.fit([(p.desc, p.land.trials) for p in cases], kind=KIND)
+def train(cases: list[Prepared], kind: str = "blend") -> CostModel | None:
+    """The cost model of kind `kind` (`--model`) fitted on `cases`."""
+    return CostModel.fit([(p.desc, p.land.trials) for p in cases], kind=kind)
 
 
 def case_result(
@@ -117,7 +115,9 @@ def case_result(
     }
 
 
-def evaluate(cases: list[Prepared], drop: int | None = None) -> dict[str, list[dict[str, Any]]]:
+def evaluate(
+    cases: list[Prepared], drop: int | None = None, kind: str = "blend"
+) -> dict[str, list[dict[str, Any]]]:
     """Every landscape, held out by shape and by kernel; with `drop`, each model learns
     without a random `DROPPED` share of the other kernels' landscapes (seeded by `drop`)."""
     results: dict[str, list[dict[str, Any]]] = {"shape": [], "kernel": []}
@@ -125,13 +125,14 @@ def evaluate(cases: list[Prepared], drop: int | None = None) -> dict[str, list[d
     dropped = {id(p) for p in cases if drop is not None and rng.random() < DROPPED}
     kernels = sorted({p.kernel for p in cases})
     kernel_models = {
-        k: train([p for p in cases if p.kernel != k and id(p) not in dropped]) for k in kernels
+        k: train([p for p in cases if p.kernel != k and id(p) not in dropped], kind)
+        for k in kernels
     }
     for target in cases:
         others = [p for p in cases if p is not target]
         same_kernel = [p for p in others if p.kernel == target.kernel]
         learned = [p for p in others if p.kernel == target.kernel or id(p) not in dropped]
-        shape = case_result(target, train(learned), seeds_for(target, others), same_kernel)
+        shape = case_result(target, train(learned, kind), seeds_for(target, others), same_kernel)
         kernel = case_result(
             target, kernel_models[target.kernel], heuristic_seeds(target.space), []
         )
@@ -200,13 +201,11 @@ def main() -> int:
     parser.add_argument(
         "--drop", type=int, default=None, help="train without a random fifth (this seed)"
     )
-    parser.add_argument("--model", choices=KINDS, default=KIND, help="the cost model's kind")
+    parser.add_argument("--model", choices=KINDS, default="blend", help="the cost model's kind")
     args = parser.parse_args()
-    global KIND
-    KIND = args.model
     started = time.monotonic()
     cases = [prepare(land) for land in load_all(args.landscapes)]
-    results = evaluate(cases, args.drop)
+    results = evaluate(cases, args.drop, args.model)
     summaries = {mode: summary(rows) for mode, rows in results.items()}
     print(table(summaries))
     for mode, s in summaries.items():
