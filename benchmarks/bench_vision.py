@@ -15,6 +15,9 @@ and torchvision v2 under `torch.compile`.
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --out $OUT/variants.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only normalize,nv12 \
         --out $OUT/variants.json   # only the cases whose names contain these
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only \
+        "nv12,normalize,resize bilinear u8,preprocess bilinear" --out $OUT/words.json
+        # the word kernels (NV12, normalize), taps of weight 0 skipped, and before
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --sizes 1080p \
         --only "preprocess antialiased" --out $OUT/aa.json   # with its peers, and copy
 
