@@ -142,6 +142,27 @@ def test_the_reference_config_is_compiled_once_in_a_worker(
     assert [publishes for _, publishes, _ in jobs.of(other)] == [False, False]
 
 
+def test_each_config_is_generated_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    generated: list[tc.Config] = []
+    code_file = bound.code_file
+
+    def counting(config: tc.Config | None = None) -> Any:
+        generated.append(config)
+        return code_file(config)
+
+    monkeypatch.setattr(bound, "code_file", counting)
+    other = tc.Config(block_sizes=[32], mode=0)
+    with Benchmarker(bound, (x,), workers=0) as bench:
+        assert all(t.ok for t in bench([bound.default_config, other]))
+        assert set(bench.retime([bound.default_config, other], rounds=2)) == {
+            bound.default_config,
+            other,
+        }
+    assert sorted(map(str, generated)) == sorted(map(str, [bound.default_config, other]))
+
+
 def test_a_batch_without_the_reference_config_computes_it_in_one_more_job(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -254,6 +275,23 @@ def test_runs_at_once_keep_warm_pools_and_time_in_turns(cold: None) -> None:
         assert {id(p) for p in workers.warm_pools()} == pools  # both stay for the next runs
     finally:
         workers.keep_warm(1, 0.0)
+
+
+def test_a_wait_for_the_gpu_does_not_count_against_a_job(cold: None) -> None:
+    import fcntl
+    import threading
+
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=3) as bench:
+        assert bench([OK])[0].ok  # the worker is started (its start-up has its own clock)
+        lock = bench._job(OK)["lock"]
+        with open(lock, "a") as held:  # another run's timings take the GPU for 5 s
+            fcntl.flock(held, fcntl.LOCK_EX)
+            threading.Timer(5.0, fcntl.flock, (held, fcntl.LOCK_UN)).start()
+            start = time.monotonic()
+            (trial,) = bench([tc.Config(block_sizes=[32], mode=0)])
+            waited = time.monotonic() - start
+    assert trial.ok and waited > 4.5, (trial, waited)
 
 
 def test_missing_data_fails_the_job_not_the_worker() -> None:

@@ -1,7 +1,9 @@
 """The benchmarking engine: check and time candidates in parallel isolated workers.
 
-Workers compile and check concurrently; timing takes a lock, so one candidate at a time
-runs on the GPU while the others compile.
+Workers compile and check concurrently; timing takes a lock (one per GPU for the whole
+process, see `workers.gpu_lock`), so one candidate at a time runs on the GPU while the
+others compile. The worker that runs the reference config saves its outputs as the
+reference for the others, so that config is compiled once.
 
 A candidate that fails to compile, raises, hangs past the timeout or computes a wrong
 result becomes a failed Trial; nothing a candidate does stops the search.
@@ -89,6 +91,7 @@ class Benchmarker:
         self.ref_path = Path()  # where the workers find the reference outputs
         self.ref_job: dict | None = None  # the job that computes them in a worker
         self.publisher: dict | None = None  # that job, sent and not answered yet
+        self._codes: dict[Config, tuple[Path, str]] = {}  # generated modules, by config
         try:
             self._prepare(reference)
         except BaseException:
@@ -214,8 +217,7 @@ class Benchmarker:
         warnings.warn(message, stacklevel=4)
 
     def _job(self, config: Config, energy: bool = True) -> dict:
-        with self.phases.timed("codegen"):
-            path, code = self.bound.code_file(config)
+        path, code = self._code(config)
         job = {
             "code_path": str(path),
             "code": code,  # sent, not read back from the cache dir
@@ -229,6 +231,15 @@ class Benchmarker:
             job["args"], job["ref"] = str(self.dir / "args.pt"), str(self.dir / "expected.pt")
             job["lock"] = gpu_lock(device_of(self.args))
         return job
+
+    def _code(self, config: Config) -> tuple[Path, str]:
+        """The generated module of `config` (its path and code), generated once per run:
+        the reference, a batch and each round of re-timing need it again."""
+        found = self._codes.get(config)
+        if found is None:
+            with self.phases.timed("codegen"):
+                found = self._codes[config] = self.bound.code_file(config)
+        return found
 
     @functools.cached_property
     def _globals_used(self) -> dict[str, Any]:
