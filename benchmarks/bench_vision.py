@@ -463,20 +463,22 @@ def variant_configs() -> dict[str, tuple]:
         convert: str = "bits",
         stages: int = 0,
         regs: int = 0,
+        **packed: str,
     ) -> Config:
         """A config of the antialiased kernels walking `group` frames (antialias_batch.py):
         output tiles of `hw` (for every channel), `step` input columns (planes) or samples
         (packed) per step, uint8 -> float16 by `convert`; with `stages`, the loop over
         frames software-pipelined (the next frames' loads in flight); with `regs`, at most
         that many registers a thread (more programs an SM: 920 programs of 16 x 16 fit one
-        wave of 7 an SM at 72)."""
+        wave of 7 an SM at 72); `packed`: the packed kernel's `stage` and `order`."""
         rows, cols = hw
-        tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert)
+        tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert, **packed)
         pipelined = dict(range_num_stages=[stages]) if stages else {}
         capped = dict(maxnreg=regs) if regs else {}
         return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
     read = {"zero_taps": "read"}
+    both = dict(stage="halves", order="lanes")  # the packed antialiased kernel's new paths
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -625,16 +627,25 @@ def variant_configs() -> dict[str, tuple]:
         "preprocess antialiased u8 NHWC -> f16 NCHW": (
             "antialias_batch._packed_frames",
             [
-                ("packed 16x16 s64 f16 w4", frames([16, 16], 64, 16, 4)),
-                ("packed 16x16 s64 f16 w4 stages 2", frames([16, 16], 64, 16, 4, stages=2)),
                 ("packed 16x16 s64 f8 w4 stages 2", frames([16, 16], 64, 8, 4, stages=2)),
-                ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
-                ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
-                ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
-                ("packed 16x16 s64 f8 w4 maxnreg 72", frames([16, 16], 64, 8, 4, regs=72)),
-                ("packed 16x16 s64 f16 w4 maxnreg 64", frames([16, 16], 64, 16, 4, regs=64)),
-                ("packed 16x8 s64 f16 w4 maxnreg 64", frames([16, 8], 64, 16, 4, regs=64)),
-                ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),
+                ("packed 16x16 w4 lanes", frames([16, 16], 64, 16, 4, order="lanes")),
+                ("packed 16x16 w4 halves", frames([16, 16], 64, 16, 4, stage="halves")),
+                ("packed 16x16 w4 lanes halves", frames([16, 16], 64, 16, 4, **both)),
+                ("packed 16x16 w8 lanes halves", frames([16, 16], 64, 16, 8, **both)),
+                (
+                    "packed 16x16 w4 lanes halves maxnreg 72",
+                    frames([16, 16], 64, 16, 4, regs=72, **both),
+                ),
+                ("packed 16x16 f8 w4 lanes halves", frames([16, 16], 64, 8, 4, **both)),
+                (
+                    "packed 16x16 w4 lanes halves stages 2",
+                    frames([16, 16], 64, 16, 4, stages=2, **both),
+                ),
+                ("packed 16x8 w4 lanes halves", frames([16, 8], 64, 16, 4, **both)),
+                (
+                    "packed 16x16 w4 halves stages 2",
+                    frames([16, 16], 64, 16, 4, stages=2, stage="halves"),
+                ),
             ],
             {"KERNEL": "packed"},
         ),
@@ -643,7 +654,6 @@ def variant_configs() -> dict[str, tuple]:
             [
                 ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
                 ("planes 16x32 s32 f16 w4 stages 2", frames([16, 32], 32, 16, 4, stages=2)),
-                ("planes 16x32 s32 f16 w4 direct", frames([16, 32], 32, 16, 4, "direct")),
             ],
             {"KERNEL": "planes"},
         ),

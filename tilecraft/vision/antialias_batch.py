@@ -58,6 +58,15 @@ PACKED_COLS = Choice(8, 16, 32)
 # the slow pipe at an eighth of the float32 rate).
 CONVERT = Choice("bits", "direct")
 OFFSET = 1024.0
+# How the packed kernel stages a step's samples for the row sums: as the bytes loaded
+# ("bytes": each operand element then read back from shared memory on its own), or
+# converted to float16 first ("halves": read back as 8x8 matrices, twice the bytes staged).
+STAGE = Choice("bytes", "halves")
+# Which operand of the column sums the packed kernel's column weights are: "rows" (acc[rows,
+# lanes] += partial @ Wc: the weights the second operand, which the compiler reloads from
+# shared memory every frame) or "lanes" (acc[lanes, rows] += Wc^T @ partial^T: the first
+# operand, which it keeps in registers through the frames).
+ORDER = Choice("rows", "lanes")
 
 
 def operand(pixels: torch.Tensor, convert: str) -> torch.Tensor:
@@ -68,6 +77,18 @@ def operand(pixels: torch.Tensor, convert: str) -> torch.Tensor:
     else:
         pixels = pixels.to(torch.float16)
     return pixels
+
+
+def staged(block: torch.Tensor, mask: torch.Tensor, convert: str, stage: str) -> torch.Tensor:
+    """The loaded uint8 `block` (read where `mask`) as row-sum operands (`operand`), with
+    `stage="halves"` and "bits" converted where the compiler cannot move the conversion
+    past the staging in shared memory (the OFFSET only where read: elsewhere the operand is
+    0.0, whose weights are 0 too); a device helper."""
+    if stage == "halves" and convert == "bits":
+        block = (block.to(torch.int16) | (mask.to(torch.int16) * 0x6400)).view(torch.float16)
+    else:
+        block = operand(block, convert)
+    return block
 
 
 def row_sums_start(w_rows: torch.Tensor, tile: tc.Tile, step: int, convert: str) -> torch.Tensor:
@@ -305,6 +326,8 @@ def _packed_frames(
     step = tc.register_tunable("step", SAMPLES)
     frames = tc.register_tunable("frames", FRAMES)
     convert = tc.register_tunable("convert", CONVERT)
+    stage = tc.register_tunable("stage", STAGE)
+    order = tc.register_tunable("order", ORDER)
     sh, sw = h / box_height, w / box_width
     window = window_rows(rows, sh)
     lanes, step, steps = _lane_plan(c, cols, sw, step)
@@ -321,16 +344,28 @@ def _packed_frames(
         taps_of_lanes = taps_of(col - box_left, scale_w, reach_w, inv_w, w, taps_w)
         divide = (divider(c, row + steps * step + ALIGN), inv_w)
         runs, end, w_cols = lane_steps((channel, col), c, taps_of_lanes, divide, step, steps)
+        if order == "lanes":
+            w_lanes = []
+            for s in range(steps):
+                w_lanes = w_lanes + [w_cols[s].permute(1, 0)]
         box = inside(tile_h.index - box_top, col - box_left, box_height, box_width)
         scale, shift = lane_stats(mean, std, channel, peak)
         for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-            acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
+            if order == "lanes":
+                acc = tc.zeros([lanes, tile_h], dtype=torch.float32)
+            else:
+                acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
             for s in range(steps):
                 where = [tile_n.begin, source_rows[:, None], runs[s][None, :]]
                 mask = needed[:, None] & (runs[s] < end)[None, :]
-                block = operand(tc.load(samples, where, extra_mask=mask), convert)
+                block = staged(tc.load(samples, where, extra_mask=mask), mask, convert, stage)
                 partial = torch.addmm(start, w_rows, block).to(torch.float16)
-                acc = torch.addmm(acc, partial, w_cols[s])
+                if order == "lanes":
+                    acc = torch.addmm(acc, w_lanes[s], partial.permute(1, 0))
+                else:
+                    acc = torch.addmm(acc, partial, w_cols[s])
+            if order == "lanes":
+                acc = acc.permute(1, 0)
             value = torch.where(box, acc, pad) * scale[None, :] - shift[None, :]
             index = [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]]
             tc.store(out, index, value.to(out.dtype), extra_mask=(channel < c)[None, :])
