@@ -5,10 +5,14 @@ calls), then tunes that manifest from an empty tuning database with 1 and with 2
 processes (one per GPU), and once more on 2 with one worker killed mid-run. Reports wall
 time, trials, each entry's best kernel time, and whether any finished trial was lost.
 
-    python benchmarks/bench_manifest.py                  # on a 2-GPU machine
-    python benchmarks/bench_manifest.py --cpu --budget-s 2 --dim 16   # a CPU dry run
+    python benchmarks/bench_manifest.py --budget-s 60 --max-configs 10 --runs 1,2
+                                                        # on a 2-GPU machine (RESULTS.md)
+    python benchmarks/bench_manifest.py --smoke         # a CPU dry run, tiny sizes
 
-JSON goes to $OUT/bench_manifest.json (or benchmarks/results/).
+JSON goes to --out (default $OUT/bench_manifest.json, or benchmarks/results/). A table
+says where each run's time went: compiling (summed over compiles, and the longest compile
+of each batch, which the batch waits for), timing on the GPUs (first timings and
+re-timings), and the share of the GPUs' time left idle.
 """
 
 from __future__ import annotations
@@ -57,7 +61,11 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
     # workers inherit this environment)
     os.environ["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
     options = TuneOptions(
-        effort=args.effort, budget_s=args.budget_s, max_configs=args.max_configs, cache_dir=cache
+        effort=args.effort,
+        budget_s=args.budget_s,
+        max_configs=args.max_configs,
+        cache_dir=cache,
+        concurrent=args.concurrent,
     )
     db = TuningDB(Path(cache) / DB_NAME)
     killed: dict[str, Any] = {}
@@ -86,6 +94,7 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
         "per_entry": [[o.entry.qualname, o.worker, o.phases.get("total")] for o in outcomes],
         "trials_by_kernel": by_kernel(after),
     }
+    result["time_s"] = where_time_went(result["phases_s"], wall, workers)
     if args.keep and workers == 2 and not kill:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
         with (
@@ -110,6 +119,37 @@ def summed(phases: list[dict[str, float]]) -> dict[str, float]:
     return total
 
 
+def where_time_went(phases: dict[str, float], wall: float, gpus: int) -> dict[str, float]:
+    """A run's time by kind: compiling (CPU seconds summed over compiles; the longest
+    compile of each batch summed, which the batches waited for), timing (the GPUs busy:
+    first timings and re-timings), the tuning process's own work (planning, searching,
+    code generation), and the share of the GPUs' time (wall x GPUs) left idle."""
+    busy = phases.get("timing", 0.0) + phases.get("retime", 0.0)
+    return {
+        "compile_cpu_s": phases.get("compile_sum", 0.0),
+        "compile_waited_s": phases.get("compile_max", 0.0),
+        "timing_s": round(busy, 2),
+        "host_s": round(sum(phases.get(k, 0.0) for k in ("plan", "search", "codegen")), 2),
+        "workers_ready_s": phases.get("workers_ready", 0.0),
+        "gpu_idle_share": round(max(0.0, 1 - busy / max(wall * gpus, 1e-9)), 3),
+    }
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    """The runs as a markdown table: wall time, trials, and where the time went."""
+    head = "| run | wall s | trials | compile cpu s | compile waited s | timing s | host s"
+    rows = [head + " | workers ready s | GPU idle |", "|---" * 9 + "|"]
+    for run in runs:
+        t = run["time_s"]
+        name = f"{run['workers']} GPU" + (" (one killed)" if "killed" in run else "")
+        rows.append(
+            f"| {name} | {run['wall_s']} | {run['trials']} | {t['compile_cpu_s']} |"
+            f" {t['compile_waited_s']} | {t['timing_s']} | {t['host_s']} |"
+            f" {t['workers_ready_s']} | {t['gpu_idle_share']:.0%} |"
+        )
+    return "\n".join(rows)
+
+
 def by_kernel(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per kernel: trials by status, and the first error of a failed one."""
     out: dict[str, dict[str, Any]] = {}
@@ -121,12 +161,18 @@ def by_kernel(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def main() -> None:
+SMOKE = ["--cpu", "--budget-s", "20", "--max-configs", "2", "--dim", "16", "--seq", "8"]
+SMOKE += ["--batch", "2", "--heads", "2", "--vocab", "32"]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu", action="store_true", help="worker processes under the interpreter")
+    p.add_argument("--smoke", action="store_true", help="a CPU dry run on tiny sizes")
     p.add_argument("--effort", default="quick")
     p.add_argument("--budget-s", type=float, default=15.0, help="seconds per entry")
     p.add_argument("--max-configs", type=int, default=None, help="configs per entry")
+    p.add_argument("--concurrent", type=int, default=None, help="entries per GPU at once")
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
@@ -134,12 +180,15 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=4096)
     p.add_argument("--keep", default="", help="copy the 2-worker run's database here")
     p.add_argument("--runs", default="1,2,kill", help="which runs, in order: 1, 2, kill")
-    args = p.parse_args()
+    p.add_argument("--out", default="", help="the JSON file")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = p.parse_args(SMOKE + argv if "--smoke" in argv else argv)
     device = "cpu" if args.cpu else "cuda"
     manifest = record_step(device, args)
     print(f"manifest: {len(manifest)} entries", file=sys.stderr)
-    out = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
-    out.mkdir(parents=True, exist_ok=True)
+    default_out = Path(os.environ.get("OUT") or ROOT / "benchmarks" / "results")
+    out = Path(args.out) if args.out else default_out / "bench_manifest.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         "budget_s": args.budget_s,
@@ -152,8 +201,12 @@ def main() -> None:
         walls = {r["workers"]: r["wall_s"] for r in report["runs"] if "killed" not in r}
         if 1 in walls and 2 in walls:
             report["speedup_2_over_1"] = round(walls[1] / max(walls[2], 1e-9), 2)
-        (out / "bench_manifest.json").write_text(json.dumps(report, indent=1))
+        out.write_text(json.dumps(report, indent=1))
     print(json.dumps({k: v for k, v in report.items() if k != "entries"}, indent=1))
+    print(table(report["runs"]))
+    if "speedup_2_over_1" in report:
+        print(f"\n2 GPUs over 1: {report['speedup_2_over_1']}x (goal 1.8x)")
+    return report
 
 
 if __name__ == "__main__":

@@ -415,13 +415,17 @@ def variant_configs() -> dict[str, tuple]:
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
-    def frames(hw: list[int], step: int, group: int, warps: int, convert: str = "bits"):
+    def frames(
+        hw: list[int], step: int, group: int, warps: int, convert: str = "bits", stages: int = 0
+    ) -> Config:
         """A config of the antialiased kernels walking `group` frames (antialias_batch.py):
         output tiles of `hw` (for every channel), `step` input columns (planes) or samples
-        (packed) per step, uint8 -> float16 by `convert`."""
+        (packed) per step, uint8 -> float16 by `convert`; with `stages`, the loop over
+        frames software-pipelined (the next frames' loads in flight)."""
         rows, cols = hw
         tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert)
-        return Config(num_warps=warps, **tunables)
+        pipelined = dict(range_num_stages=[stages]) if stages else {}
+        return Config(num_warps=warps, **tunables, **pipelined)
 
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
@@ -530,14 +534,17 @@ def variant_configs() -> dict[str, tuple]:
         "preprocess antialiased u8 NHWC -> f16 NCHW": (
             "antialias_batch._packed_frames",
             [
-                ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
-                ("packed 16x8 s64 f4 w4", frames([16, 8], 64, 4, 4)),
                 ("packed 16x16 s64 f16 w4", frames([16, 16], 64, 16, 4)),
-                ("packed 32x16 s64 f16 w8", frames([32, 16], 64, 16, 8)),
-                ("packed 16x16 s64 f8 w8", frames([16, 16], 64, 8, 8)),
-                ("packed 16x8 s128 f16 w4", frames([16, 8], 128, 16, 4)),
-                ("packed 16x8 s64 f16 w2", frames([16, 8], 64, 16, 2)),
-                ("packed 16x8 s64 f16 w4 direct", frames([16, 8], 64, 16, 4, "direct")),
+                ("packed 16x16 s64 f16 w4 stages 2", frames([16, 16], 64, 16, 4, stages=2)),
+                ("packed 16x16 s64 f8 w4 stages 2", frames([16, 16], 64, 8, 4, stages=2)),
+                ("packed 16x16 s64 f4 w4 stages 2", frames([16, 16], 64, 4, 4, stages=2)),
+                ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
+                ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
+                ("packed 16x8 s64 f8 w2 stages 2", frames([16, 8], 64, 8, 2, stages=2)),
+                ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
+                ("packed 16x16 s128 f16 w4 stages 2", frames([16, 16], 128, 16, 4, stages=2)),
+                ("packed 16x16 s64 f16 w4 stages 3", frames([16, 16], 64, 16, 4, stages=3)),
+                ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),
             ],
             {"KERNEL": "packed"},
         ),
@@ -545,6 +552,7 @@ def variant_configs() -> dict[str, tuple]:
             "antialias_batch._planes_frames",
             [
                 ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
+                ("planes 16x32 s32 f16 w4 stages 2", frames([16, 32], 32, 16, 4, stages=2)),
                 ("planes 16x32 s64 f16 w4", frames([16, 32], 64, 16, 4)),
                 ("planes 16x64 s32 f16 w8", frames([16, 64], 32, 16, 8)),
                 ("planes 16x32 s32 f16 w4 direct", frames([16, 32], 32, 16, 4, "direct")),

@@ -95,7 +95,9 @@ def quick_budget() -> tuple[int, float]:
     return preset.max_configs, preset.max_seconds * (1 - RETIME_SHARE)
 
 
-def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, seed: int) -> dict:
+def run(
+    strategy: str, target: Prepared, model: CostModel | None, seeds: list, seed: int, tuned: int
+) -> dict:
     """One search on one landscape: the best relative time after N trials and T seconds."""
     replay = Replay(target.land, target.space)
     budget = Budget(*LIMITS, clock=replay.clock)
@@ -108,6 +110,7 @@ def run(strategy: str, target: Prepared, model: CostModel | None, seeds: list, s
         seeds=seeds,
         model=model,
         description=target.desc,
+        tuned_seeds=tuned,
     )
     search.run()
     best = target.land.best_ms
@@ -142,13 +145,14 @@ def evaluate(
     kernel_models = {k: train([p for p in cases if p.kernel != k]) for k in kernels}
     for target in targets:
         others = [p for p in cases if p is not target]
+        tuned = len({p.spec_key for p in others if p.kernel == target.kernel})
         settings = {
-            "shape": (train(others), seeds_for(target, others)),
-            "kernel": (kernel_models[target.kernel], heuristic_seeds(target.space)),
+            "shape": (train(others), seeds_for(target, others), tuned),
+            "kernel": (kernel_models[target.kernel], heuristic_seeds(target.space), 0),
         }
-        for mode, (model, start) in settings.items():
+        for mode, (model, start, known) in settings.items():
             for strategy in strategies:
-                runs = [run(strategy, target, model, start, s) for s in range(seeds)]
+                runs = [run(strategy, target, model, start, s, known) for s in range(seeds)]
                 results[mode].setdefault(strategy, []).append(_median_run(runs, target))
         print(f"{target.land.case.name}: done", flush=True)
     return results

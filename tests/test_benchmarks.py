@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -306,6 +308,29 @@ def test_micro_host_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     ops.add("add op through the dispatcher, no grad (as compiled graphs call it)")
     assert set(result) == kernels | ops
     assert all(us > 0 for us in result.values())
+
+
+def test_bench_manifest_says_where_the_time_went(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_manifest", monkeypatch)
+    phases = {"compile_sum": 30.0, "compile_max": 9.0, "timing": 4.0, "retime": 2.0, "plan": 1.0}
+    time_s = script.where_time_went(phases, wall=10.0, gpus=2)
+    assert time_s["timing_s"] == 6.0 and time_s["gpu_idle_share"] == 0.7
+    assert time_s["compile_cpu_s"] == 30.0 and time_s["host_s"] == 1.0
+    run = {"workers": 2, "wall_s": 10.0, "trials": 7, "time_s": time_s}
+    assert "| 2 GPU | 10.0 | 7 | 30.0 | 9.0 | 6.0 | 1.0 | 0.0 | 70% |" in script.table([run])
+
+
+@pytest.mark.slow
+@CPU_ONLY
+def test_bench_manifest_smoke(tmp_path: Path) -> None:
+    """In a process of its own: recording needs kernels no earlier test has bound."""
+    out = tmp_path / "manifest.json"
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path), "OUT": str(tmp_path)}
+    command = [sys.executable, str(BENCHMARKS / "bench_manifest.py"), "--smoke", "--runs", "1"]
+    done = subprocess.run(command + ["--out", str(out)], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["failed_entries"] == 0 and run["trials"] > 0 and "| 1 GPU |" in done.stdout
 
 
 def test_vision_library_peers_attach_by_case_name(monkeypatch: pytest.MonkeyPatch) -> None:

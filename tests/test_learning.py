@@ -21,7 +21,7 @@ from tilecraft.autotune.features import describe, features
 from tilecraft.autotune.landscape import Landscape, import_landscapes
 from tilecraft.autotune.model import CostModel, database_groups, from_database
 from tilecraft.autotune.replay import Replay
-from tilecraft.autotune.search import make_search
+from tilecraft.autotune.search import LearnedSearch, make_search
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests, spec_distance
 from tilecraft.autotune.trial import Budget, Trial
 
@@ -303,3 +303,26 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
         assert db.count() == 1 and not db.in_memory
         db.save_description("k", "s", "cpu", {"version": 1})
         assert db.descriptions("cpu") == {("k", "s"): {"version": 1}}
+
+
+def test_a_kernel_never_tuned_measures_its_heuristic_seeds_first() -> None:
+    """Without a best config of the kernel in the database (`tuned_seeds=0`) the model only
+    knows other kernels: the first batch measures the first heuristic seeds, whatever it
+    rates them; with some, only the two nearest seeds are sure to be measured."""
+    target = "sum_rows-1024x16384"
+    land, space, desc = prepared(target)
+    seeds = heuristic_seeds(space)
+    firsts = []
+    for tuned in (0, 3):
+        replay = Replay(land, space)
+        search = make_search(
+            "fast", space, replay, Budget(12, 60.0, clock=replay.clock), seeds=seeds,
+            model=model_without(target), description=desc, tuned_seeds=tuned,
+        )  # fmt: skip
+        search.budget.start()
+        firsts.append(search.first_batch())
+    untuned, tuned_first = firsts
+    heuristic = seeds[: LearnedSearch.untuned_first]
+    assert all(s in untuned for s in heuristic)
+    assert all(s in tuned_first for s in seeds[:2])
+    assert not all(s in tuned_first for s in heuristic)  # the model passed over some

@@ -123,6 +123,29 @@ def test_tune_over_two_workers_one_killed(tmp_path: Path) -> None:
     db.close()
 
 
+def test_a_worker_tunes_two_entries_at_once(tmp_path: Path) -> None:
+    """One worker process, two entries at once (each with a benchmark worker of its own):
+    every entry is tuned, every trial stored, each outcome the stored winner."""
+    manifest = recorded()
+    options = TuneOptions(cache_dir=str(tmp_path), compile_workers=1, concurrent=2)
+    options.max_configs, options.budget_s = 3, 120.0  # none skipped: every trial is stored
+    at_once: list[int] = []
+
+    def watch(state: RunState) -> None:
+        at_once.append(max(len(s.jobs) for s in state.slots))
+
+    outcomes = tune_manifest(
+        manifest, options, workers=1, cpu=True, progress=False, on_update=watch
+    )
+    assert [o.status for o in outcomes] == ["tuned"] * 3, [o.error for o in outcomes]
+    assert max(at_once) == 2
+    with TuningDB(tmp_path / DB_NAME) as db:
+        assert db.count() == sum(o.trials for o in outcomes)
+        for entry, outcome in zip(manifest, outcomes, strict=True):
+            (best,) = db.best_rows(kernel=entry.fingerprint, spec_key=entry.spec_key)
+            assert Config.from_json(best["config"]) == Config.from_json(outcome.config or "")
+
+
 def test_export_import_then_first_call_does_not_tune(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

@@ -119,3 +119,19 @@ def test_planar_frames_take_the_planes_kernel(monkeypatch):
         got.float(), reference(x, (7, 10), False, (MEAN, STD)), atol=0.25 / 255 / 0.224, rtol=0
     )
     assert not calls
+
+
+@pytest.mark.parametrize("c, limit", [(3, 20000), (4, 70000), (1, 100), (3, 1)])
+def test_divider_divides_exactly(c, limit):
+    magic, shift = antialias_batch.divider(c, limit)
+    x = torch.arange(limit, dtype=torch.int64)
+    assert torch.equal((x * magic) >> shift, x // c)
+    assert (limit - 1) * magic < 2**31  # no int32 overflow
+
+
+def test_packed_default_narrows_for_far_shrinks():
+    out = torch.empty(1, 3, 360, 640, dtype=torch.float16)
+    for width, cols in [(1920, 16), (3840, 8)]:  # 1080p: 16 columns; 4K: 8
+        samples = torch.empty(1, 4, width * 3, dtype=torch.uint8)
+        config = antialias_batch._packed_default((samples, None, None, out, 0, 0, 360, 640))
+        assert config.tunables["cols"] == cols and config.tunables["frames"] == 16

@@ -32,7 +32,7 @@ from tilecraft.runtime.settings import Settings
 @tc.kernel
 def flaky(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4))
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4, 5))
     real = x.device.type != "meta"  # bind time runs host code on meta tensors
     while real and mode == 1:  # hangs
         pass
@@ -42,12 +42,16 @@ def flaky(x: torch.Tensor) -> torch.Tensor:
         os.write(1, b"noise on the worker's stdout\n")
     if real and mode == 4:  # says it ran
         open(os.environ["TILECRAFT_TEST_MARK"], "w").close()
+    if real and mode == 5 and sys.argv[0].endswith("worker.py"):  # crashes a worker only
+        os._exit(4)
     for tile in tc.tile(x.size(0)):
         out[tile] = x[tile] + 1.0
     return out
 
 
-OK, HANG, CRASH, NOISY, MARKS = (tc.Config(block_sizes=[16], mode=m) for m in range(5))
+OK, HANG, CRASH, NOISY, MARKS, CRASHES_WORKERS = (
+    tc.Config(block_sizes=[16], mode=m) for m in range(6)
+)
 
 
 @pytest.fixture
@@ -80,11 +84,11 @@ def gone(pid: int, within_s: float = 20.0) -> bool:
 def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     cold: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started_first: list[bool] = []
+    computed_here: list[bool] = []
     reference = Benchmarker._reference
 
     def spying(self: Benchmarker, *how: Any) -> list[torch.Tensor]:
-        started_first.append(self.pool is not None and all(w.alive() for w in self.pool.workers))
+        computed_here.append(True)
         return reference(self, *how)
 
     monkeypatch.setattr(Benchmarker, "_reference", spying)
@@ -92,7 +96,7 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as first:
         assert first([OK])[0].ok
         used = pids(first)
-    assert started_first == [True]  # the workers started while the reference was computed
+    assert computed_here == []  # the reference came from the worker, not compiled here
     assert first.phases["workers_ready"] > 0 and first.phases["load"] > 0
     y = torch.randn(70)  # another run, other arguments: loaded at its first job
     with Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as second:
@@ -103,34 +107,69 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
     assert second.phases["load"] > 0
 
 
-@pytest.mark.slow
-def test_a_run_while_the_pool_is_held_gets_its_own(cold: None) -> None:
-    x = torch.randn(30)
-    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as outer:
-        with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as inner:
-            assert inner.pool is not outer.pool
-            assert inner([OK])[0].ok and outer([OK])[0].ok
-            private = pids(inner)
-        assert all(gone(pid, 5) for pid in private)  # a private pool stops with its run
-        shared = pids(outer)
-    assert not any(gone(pid, 0.5) for pid in shared)  # the warm pool stays
+class Jobs:
+    """Counts the jobs a pool runs, by config, and which of them computed the reference."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[tuple[str, bool, bool]] = []  # (config, publishes, is timed)
+        run = workers.WorkerPool.run
+
+        def counting(pool: workers.WorkerPool, jobs: list[dict], *a: Any, **k: Any) -> Any:
+            self.sent += [(j["config"], "publish" in j, j.get("time", True)) for j in jobs]
+            return run(pool, jobs, *a, **k)
+
+        monkeypatch.setattr(workers.WorkerPool, "run", counting)
+
+    def of(self, config: tc.Config) -> list[tuple[str, bool, bool]]:
+        return [s for s in self.sent if s[0] == config.to_json()]
 
 
-def test_an_interrupted_run_leaves_no_job_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    x = torch.randn(30)
-    collect = workers.WorkerPool._collect
+def test_the_reference_config_is_compiled_once_in_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = Jobs(monkeypatch)
+    compiled_here = []
+    monkeypatch.setattr(Benchmarker, "_compiled_in_time", lambda *a: compiled_here.append(a))
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    default, other = bound.default_config, tc.Config(block_sizes=[32], mode=0)
+    with Benchmarker(bound, (x,), workers=2, timeout_s=30) as bench:
+        first = bench([other, default])  # the default's job computes the reference too
+        again = bench([other])  # the reference is there: no job computes it again
+    assert [t.status for t in first + again] == ["ok"] * 3
+    assert jobs.of(default) == [(default.to_json(), True, True)] and not compiled_here
+    assert bench.phases["reference"] > 0
+    assert [publishes for _, publishes, _ in jobs.of(other)] == [False, False]
 
-    def interrupted(self: workers.WorkerPool, *args: object) -> None:
-        raise KeyboardInterrupt
 
-    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
-        monkeypatch.setattr(workers.WorkerPool, "_collect", interrupted)
-        with pytest.raises(KeyboardInterrupt):
-            bench([HANG])
-        monkeypatch.setattr(workers.WorkerPool, "_collect", collect)
-        start = time.monotonic()
-        assert bench([OK])[0].ok  # not the hung job's answer, nor a wait for it
-        assert time.monotonic() - start < 25
+def test_a_batch_without_the_reference_config_computes_it_in_one_more_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    jobs = Jobs(monkeypatch)
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    with Benchmarker(bound, (x,), workers=1, timeout_s=30) as bench:
+        (trial,) = bench([tc.Config(block_sizes=[32], mode=0)])
+    assert trial.ok
+    assert jobs.of(bound.default_config) == [(bound.default_config.to_json(), True, False)]
+
+
+def test_a_reference_config_that_crashes_its_worker_falls_back_to_eager() -> None:
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    with Benchmarker(bound, (x,), workers=2, timeout_s=30, reference=CRASHES_WORKERS) as bench:
+        assert bench.reference is None  # none computed here unless the worker fails
+        statuses = [t.status for t in bench([CRASHES_WORKERS, OK])]
+        assert bench.reference is not None and bench.reference.expected is not None
+    assert statuses == ["runtime_error", "ok"]
+
+
+def unfit_default(x: torch.Tensor, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`flaky` bound to `x` with a default config whose code does not generate: its
+    reference is computed eagerly in the tuning process, as when a worker cannot."""
+    bound = flaky.bind((x,))
+    monkeypatch.setattr(bound, "default_config", tc.Config(block_sizes=[16, 16]))
+    return bound
 
 
 def test_candidates_run_before_the_reference_exists(
@@ -149,13 +188,13 @@ def test_candidates_run_before_the_reference_exists(
 
     monkeypatch.setattr(Benchmarker, "_reference", after_a_candidate)
     x = torch.randn(30)
-    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=5) as bench:
+    with Benchmarker(unfit_default(x, monkeypatch), (x,), workers=1, timeout_s=5) as bench:
         (trial,) = bench([MARKS])  # waits past its timeout for the reference, then passes
     assert trial.ok and bench.phases["reference"] > 0
 
 
 def test_reference_that_cannot_be_saved_runs_candidates_here(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def full_disk(expected: list[torch.Tensor], path: Path) -> None:
         raise OSError(28, "No space left on device")
@@ -163,6 +202,7 @@ def test_reference_that_cannot_be_saved_runs_candidates_here(
     monkeypatch.setattr(reference_module, "save", full_disk)
     x = torch.randn(30)
     with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
+        bench.ref_path = tmp_path / "missing" / "expected.pt"  # nor can the worker save it
         with pytest.warns(UserWarning, match="no benchmark workers"):
             ok, again = bench([OK, tc.Config(block_sizes=[32], mode=0)])
         assert ok.ok and again.ok and bench.pool is None
@@ -176,7 +216,7 @@ def test_reference_that_fails_fails_the_run(monkeypatch: pytest.MonkeyPatch) -> 
     x = torch.randn(30)
     with (
         pytest.raises(RuntimeError, match="raises on these arguments"),
-        Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench,
+        Benchmarker(unfit_default(x, monkeypatch), (x,), workers=1, timeout_s=30) as bench,
     ):
         bench([OK])
 
@@ -188,8 +228,7 @@ def test_tuning_starts_its_workers_before_its_set_up(
     meter = tune.default_meter
 
     def spying(args: tuple) -> Any:
-        pool = workers._Shared.pool
-        seen.append(pool is not None and any(w.alive() for w in pool.workers))
+        seen.append(any(w.alive() for pool in workers.warm_pools() for w in pool.workers))
         return meter(args)
 
     monkeypatch.setattr(tune, "default_meter", spying)
@@ -198,6 +237,23 @@ def test_tuning_starts_its_workers_before_its_set_up(
     x = torch.randn(20)
     kernel.autotune((x,))
     assert seen == [True] and kernel.bind((x,)).tuning["ok"] == 1
+
+
+def test_runs_at_once_keep_warm_pools_and_time_in_turns(cold: None) -> None:
+    workers.keep_warm(2, workers.IDLE_S)
+    try:
+        x, y = torch.randn(30), torch.randn(40)
+        with (
+            Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as one,
+            Benchmarker(flaky.bind((y,)), (y,), workers=1, timeout_s=30) as two,
+        ):
+            assert one.pool is not two.pool
+            pools = {id(one.pool), id(two.pool)}
+            assert one._job(OK)["lock"] == two._job(OK)["lock"]  # one GPU, one timing at once
+            assert one([OK])[0].ok and two([OK])[0].ok
+        assert {id(p) for p in workers.warm_pools()} == pools  # both stay for the next runs
+    finally:
+        workers.keep_warm(1, 0.0)
 
 
 def test_missing_data_fails_the_job_not_the_worker() -> None:

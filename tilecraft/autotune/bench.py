@@ -36,6 +36,7 @@ from tilecraft.autotune.workers import (
     acquire,
     capped_workers,
     give_back,
+    gpu_lock,
     past,
     remove_stale_dirs,
     start_early,
@@ -83,7 +84,11 @@ class Benchmarker:
         if workers > 0:
             self.pool = acquire(workers, timeout_s, **pool_kind(args))
         self.expected: list[torch.Tensor] = []  # the reference outputs, in this process
-        self.reference: Reference | None = None  # or computed for the workers meanwhile
+        self.reference: Reference | None = None  # computed here for the workers, if need be
+        self.ref_config: Config = bound.default_config
+        self.ref_path = Path()  # where the workers find the reference outputs
+        self.ref_job: dict | None = None  # the job that computes them in a worker
+        self.publisher: dict | None = None  # that job, sent and not answered yet
         try:
             self._prepare(reference)
         except BaseException:
@@ -91,8 +96,10 @@ class Benchmarker:
             raise
 
     def _prepare(self, config: Config | None) -> None:
-        """The reference outputs: computed for the workers in the background, while they
-        compile their first candidates (see reference.py); else here and now."""
+        """The reference outputs: with workers, the worker that runs the reference config
+        first saves its outputs for the others (`publish`), so that config is compiled once,
+        in a worker, while the other candidates compile; else here and now."""
+        self.ref_config = config or self.bound.default_config
         if self.pool is not None:
             with self.phases.timed("save"):
                 self._save()
@@ -100,14 +107,59 @@ class Benchmarker:
             with self.phases.timed("reference"):
                 self.expected = self._reference(config)
             return
+        self.ref_path = self.dir / "expected.pt"
         try:
-            self.bound.compile(config)  # its code generated here, not beside the candidates'
-            generated = True
-        except Exception:  # noqa: BLE001 - the reference then runs eagerly
-            generated = False
-        compute = lambda: self._reference(config, generated)  # noqa: E731
-        path = self.dir / "expected.pt"
-        self.reference = Reference(compute, path, self.phases, device_of(self.args))
+            self.ref_job = self._job(self.ref_config, energy=False)
+        except TilecraftError:  # its code does not generate: the reference runs eagerly
+            self.ref_job = None
+            self._fall_back()
+
+    def _fall_back(self) -> None:
+        """The reference computed eagerly, in this process, in the background: the worker
+        could not compute it (a config that fails or hangs, a full disk)."""
+        if self.reference is None and self.dir is not None:
+            compute = lambda: self._reference(self.ref_config, False)  # noqa: E731
+            self.reference = Reference(compute, self.ref_path, self.phases, device_of(self.args))
+
+    def _reference_pending(self) -> bool:
+        """Whether candidates still wait for the reference outputs (raises ReferenceFailed
+        once computing them here failed)."""
+        if self.reference is not None:
+            return self.reference.pending()
+        return self.publisher is not None and not self.ref_path.exists()
+
+    def _heard(self, job: dict, result: dict) -> None:
+        """A job's result came: the reference's publisher's tells whether it is there."""
+        if job is not self.publisher:
+            return
+        self.publisher = None
+        if result.get("published"):
+            self.phases.add("reference", float(result.get("compile_s", 0.0)))
+        elif not self.ref_path.exists():
+            self._fall_back()
+
+    def _publishing(self, jobs: list[dict]) -> tuple[list[dict], list[int]]:
+        """The jobs to send, the first computing the reference while it is not there (the
+        reference config's own job, or one more when the batch lacks that config); and
+        where each of `jobs`' results is among theirs."""
+        where = list(range(len(jobs)))
+        if self.ref_job is None or self.reference is not None or self.ref_path.exists():
+            return jobs, where
+        publish = str(self.ref_path)
+        ref = [k for k, j in enumerate(jobs) if self._is_reference(j)][:1]
+        if ref:
+            sent = [{**jobs[ref[0]], "publish": publish}]
+            sent += [j for k, j in enumerate(jobs) if k != ref[0]]
+            where = [0 if k == ref[0] else k + (k < ref[0]) for k in where]
+        else:
+            sent = [{**self.ref_job, "publish": publish, "time": False}, *jobs]
+            where = [k + 1 for k in where]
+        self.publisher = sent[0]
+        return sent, where
+
+    def _is_reference(self, job: dict) -> bool:
+        """Whether `job` checks (so runs to the end) the reference config."""
+        return job.get("check", True) and Config.from_json(job["config"]) == self.ref_config
 
     def _reference(self, config: Config | None, generated: bool = True) -> list[torch.Tensor]:
         """The outputs every candidate must match: `config` (default: the default config)
@@ -175,7 +227,7 @@ class Benchmarker:
         }
         if self.pool is not None and self.dir is not None:
             job["args"], job["ref"] = str(self.dir / "args.pt"), str(self.dir / "expected.pt")
-            job["lock"] = str(self.dir / "gpu.lock")
+            job["lock"] = gpu_lock(device_of(self.args))
         return job
 
     @functools.cached_property
@@ -218,17 +270,28 @@ class Benchmarker:
                 results.append(SKIPPED_RESULT if cut else run_job(job, self.args, self.expected))
             self.measured += sum(map(timed, results))
             return results
-        hold = self.reference.pending if self.reference else None
+        sent, where = self._publishing(jobs)
+        heard = lambda i, result: self._heard(sent[i], result)  # noqa: E731
         try:
-            results = self.pool.run(jobs, deadline, self.timeout_s, hold=hold, wait_for_one=first)
+            results = self.pool.run(
+                sent,
+                deadline,
+                self.timeout_s,
+                hold=self._reference_pending,
+                wait_for_one=first,
+                on_result=heard,
+            )
         except ReferenceFailed as e:
             self._without_workers(e)
             here = [{k: v for k, v in j.items() if k not in WORKER_KEYS} for j in jobs]
             return self._run(here, deadline)
-        self.measured += sum(map(timed, results))
+        finally:  # interrupted, its publisher was stopped: the next batch sends another
+            self.publisher = None
         self.phases.most("workers_ready", self.pool.started_since(self.started))
         for result in results:
             self.phases.most("load", float(result.get("load_s", 0.0)))
+        results = [results[k] for k in where]
+        self.measured += sum(map(timed, results))
         return results
 
     def __call__(self, configs: list[Config]) -> list[Trial]:
@@ -301,7 +364,7 @@ class Benchmarker:
 # Re-timing's jobs: shorter samples than a search's (more rounds of them fit the budget,
 # and rounds, not long samples, are what averages out the GPU's drift)
 RETIME_JOB = {"warmup_ms": 5, "rep_ms": 25}
-WORKER_KEYS = ("args", "ref", "lock")  # the parts of a job that name the workers' files
+WORKER_KEYS = ("args", "ref", "lock", "publish")  # the parts of a job for workers only
 
 
 def device_of(args: tuple) -> str:

@@ -22,9 +22,11 @@ import random
 import select
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -51,6 +53,9 @@ class TuneOptions:
     # GPU workers (compiling overlaps timing); 0 benchmarks inside the worker itself.
     compile_workers: int | None = None
     cache_dir: str | None = None  # default: Settings().cache_dir of the process running
+    # Entries each local worker tunes at once, so that one's candidates compile while
+    # another's are timed (the GPU takes timings in turns). None: 2 on a GPU, 1 on a CPU.
+    concurrent: int | None = None
     retune: bool = False  # tune entries that have a stored best config too
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,33 +147,55 @@ def safe_tune_entry(entry: Entry, options: TuneOptions) -> dict[str, Any]:
 # -- local worker processes --------------------------------------------------------------
 @dataclass
 class Slot:
-    """One tuning worker process and the entry it is on."""
+    """One tuning worker process and the entries it is on (several at once: one entry's
+    candidates compile while another's are timed)."""
 
     name: str
     env: dict[str, str]
-    proc: subprocess.Popen[str] | None = None
-    job: tuple[int, Entry, int] | None = None  # (index, entry, attempt)
+    proc: subprocess.Popen[Any] | None = None
+    # index -> (entry, attempt, when its worker is taken for hung and killed)
+    jobs: dict[int, tuple[Entry, int, float]] = field(default_factory=dict)
     done: int = 0
-    deadline: float = 0.0  # when the entry's worker is taken for hung and killed
+    unread: bytes = b""  # the start of a line it is writing
+
+    @property
+    def job(self) -> tuple[int, Entry, int] | None:
+        """The first entry it is on, (index, entry, attempt); None when idle."""
+        for index, (entry, attempt, _) in self.jobs.items():
+            return index, entry, attempt
+        return None
 
     def start(self) -> None:
         command = [sys.executable, "-m", "tilecraft.autotune.fleet"]
         self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env
         )
+        self.unread = b""
 
     def submit(self, index: int, entry: Entry, attempt: int, options: TuneOptions) -> None:
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
-        self.job = (index, entry, attempt)
-        self.deadline = time.monotonic() + entry_timeout(options)
-        line = json.dumps({"entry": entry.to_dict(), "options": options.to_dict()})
+        # entries tuned at once share the worker: each may take as long as all of them
+        hung = time.monotonic() + entry_timeout(options) * at_once(options)
+        self.jobs[index] = (entry, attempt, hung)
+        job = {"index": index, "entry": entry.to_dict(), "options": options.to_dict()}
+        data = (json.dumps(job) + "\n").encode()
         try:
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died: its stdout ends, and the entry is retried
+            while data:
+                data = data[os.write(self.proc.stdin.fileno(), data) :]
+        except OSError:
+            pass  # it died: its stdout ends, and its entries are retried
+
+    def messages(self) -> list[dict] | None:
+        """The answers it wrote since the last call (None once its output has ended);
+        read unbuffered, so that two answers at once both wake `select`."""
+        assert self.proc is not None and self.proc.stdout is not None
+        data = os.read(self.proc.stdout.fileno(), 1 << 16)
+        if not data:
+            return None
+        *lines, self.unread = (self.unread + data).split(b"\n")
+        return [json.loads(line) for line in lines if line.strip()]
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -176,6 +203,11 @@ class Slot:
                 self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+
+def at_once(options: TuneOptions) -> int:
+    """How many entries each local worker tunes at once."""
+    return max(1, options.concurrent or 1)
 
 
 def local_slots(workers: int | None = None, cpu: bool | None = None) -> list[Slot]:
@@ -226,10 +258,11 @@ def run_local(
     todo = [i for i in heaviest_first(entries) if i not in state.outcomes]
     pending = deque((i, entries[i], 1) for i in todo)
     try:
-        while pending or any(s.job is not None for s in slots):
-            for slot in slots:
-                if slot.job is None and pending:
-                    slot.submit(*pending.popleft(), options)
+        while pending or any(s.jobs for s in slots):
+            for _ in range(at_once(options)):  # one entry each first, then a second
+                for slot in slots:
+                    if len(slot.jobs) <= _ and pending:
+                        slot.submit(*pending.popleft(), options)
             _collect(state, pending)
             if on_update is not None:
                 on_update(state)
@@ -265,29 +298,40 @@ def entry_timeout(options: TuneOptions) -> float:
 
 
 def _collect(state: RunState, pending: deque[tuple[int, Entry, int]]) -> None:
-    busy = {s.proc.stdout.fileno(): s for s in state.slots if s.job and s.proc and s.proc.stdout}
+    busy = {s.proc.stdout.fileno(): s for s in state.slots if s.jobs and s.proc and s.proc.stdout}
     for slot in busy.values():
-        if time.monotonic() > slot.deadline and slot.proc is not None:
-            slot.proc.kill()  # its stdout ends: read below as a death, the entry is retried
+        hung = any(time.monotonic() > deadline for _, _, deadline in slot.jobs.values())
+        if hung and slot.proc is not None:
+            slot.proc.kill()  # its stdout ends: read below as a death, its entries retried
     ready, _, _ = select.select(list(busy), [], [], 0.1)
     for fd in ready:
         slot = busy[fd]
-        assert slot.proc is not None and slot.proc.stdout is not None and slot.job is not None
-        index, entry, attempt = slot.job
-        line = slot.proc.stdout.readline()
-        slot.job = None
-        if line:
-            state.outcomes[index] = outcome_from(entry, json.loads(line), slot.name)
-            slot.done += 1
+        assert slot.proc is not None
+        messages = slot.messages()
+        if messages is None:
+            _died(state, slot, pending)
             continue
-        code = slot.proc.wait()  # died: the trials it stored stay, the entry goes back
-        slot.proc = None
+        for message in messages:
+            index = message.pop("index", None)
+            if index in slot.jobs:
+                entry, _, _ = slot.jobs.pop(index)
+                state.outcomes[index] = outcome_from(entry, message, slot.name)
+                slot.done += 1
+
+
+def _died(state: RunState, slot: Slot, pending: deque[tuple[int, Entry, int]]) -> None:
+    """The slot's worker died: the trials it stored stay, its entries go back."""
+    assert slot.proc is not None
+    code = slot.proc.wait()
+    slot.proc = None
+    for index, (entry, attempt, _) in slot.jobs.items():
         if attempt < MAX_ATTEMPTS:
             state.retries += 1
             pending.append((index, entry, attempt + 1))
         else:
             error = f"its worker died {attempt} times (last exit {code})"
             state.outcomes[index] = Outcome(entry, "failed", error=error, worker=slot.name)
+    slot.jobs = {}
 
 
 def outcome_from(entry: Entry, result: dict[str, Any], worker: str) -> Outcome:
@@ -343,6 +387,8 @@ def tune_manifest(
             raise ManifestError("no GPU to tune on: tune under the interpreter with --cpu")
         if options.compile_workers is None:
             options.compile_workers = compile_workers(slots)
+        if options.concurrent is None:
+            options.concurrent = 1 if slots[0].name.startswith("cpu") else 2
         known = already_tuned(entries, options, _local_hardware(slots))
         return run_local(entries, options, slots, update, known)
 
@@ -388,13 +434,43 @@ def compile_workers(slots: list[Slot]) -> int:
 
 
 def serve(stdin: IO[str], protocol: IO[str]) -> None:
-    """A worker's loop: one JSON job a line in, one JSON outcome a line out."""
-    for line in stdin:
-        job = json.loads(line)
-        entry = Entry.from_dict(job["entry"])
-        result = safe_tune_entry(entry, TuneOptions(**job["options"]))
-        protocol.write(json.dumps(result) + "\n")
-        protocol.flush()
+    """A worker's loop: one JSON job a line in (tuned in a thread of its own, as many at
+    once as the options say), one JSON outcome a line out, naming the job's index."""
+    lock = threading.Lock()
+    started = False
+
+    def tune(job: dict[str, Any], options: TuneOptions) -> None:
+        result = safe_tune_entry(Entry.from_dict(job["entry"]), options)
+        with lock:
+            protocol.write(json.dumps({**result, "index": job.get("index")}) + "\n")
+            protocol.flush()
+
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="tilecraft-entry") as pool:
+        for line in stdin:
+            job = json.loads(line)
+            options = TuneOptions(**job["options"])
+            if not started:
+                started = True
+                warm_start(Entry.from_dict(job["entry"]), options)
+            pool.submit(tune, job, options)
+
+
+def warm_start(entry: Entry, options: TuneOptions) -> None:
+    """Start the benchmark workers of every entry this worker will tune at once, now,
+    while the first entry is being set up; they stay for the whole run."""
+    from tilecraft.autotune import workers
+
+    concurrent = at_once(options)
+    workers.keep_warm(concurrent, entry_timeout(options))
+    size = options.compile_workers or 0
+    if options.max_configs:
+        size = min(size, options.max_configs)
+    if size <= 0 or _device(entry) != "cuda":
+        return
+    timeout = Settings().autotune_timeout_s
+    pools = [workers.acquire(size, timeout, device="cuda:0") for _ in range(concurrent)]
+    for pool in pools:
+        workers.give_back(pool)
 
 
 def main() -> None:

@@ -102,9 +102,13 @@ def synchronize(args: tuple) -> None:
 Expected = list[torch.Tensor] | Callable[[], list[torch.Tensor]]  # or how to get them
 
 
-def check(launcher: Callable[..., Any], args: tuple, expected: Expected) -> dict:
+def check(
+    launcher: Callable[..., Any], args: tuple, expected: Expected, publish: str | None = None
+) -> dict:
     """Run once (this compiles) and compare with the reference outputs (`expected()` is
-    asked for them only then: a worker may compile before they exist)."""
+    asked for them only then: a worker may compile before they exist). With `publish` (a
+    path), this run's outputs are the reference: saved there for the other candidates,
+    not compared, so the reference config is compiled once, here, not again by the parent."""
     run_args = fresh(args)
     start = time.perf_counter()
     try:
@@ -114,10 +118,23 @@ def check(launcher: Callable[..., Any], args: tuple, expected: Expected) -> dict
         status = "compile_error" if _is_compile_error(e) else "runtime_error"
         return {"status": status, "error": _short(e)}
     compile_s = time.perf_counter() - start
+    if publish is not None:
+        return _published(outputs(result, run_args), publish, compile_s)
     why = mismatch(outputs(result, run_args), expected() if callable(expected) else expected)
     if why:
         return {"status": "wrong_result", "error": why, "compile_s": compile_s}
     return {"status": "ok", "compile_s": compile_s}
+
+
+def _published(produced: list[torch.Tensor], path: str, compile_s: float) -> dict:
+    """Save `produced` as the reference outputs at `path` (atomically)."""
+    from tilecraft.autotune.reference import save
+
+    try:
+        save([t.detach().clone() for t in produced], Path(path))
+    except Exception as e:  # noqa: BLE001 - a full disk: the parent computes it instead
+        return {"status": "runtime_error", "error": f"cannot save the reference: {_short(e)}"}
+    return {"status": "ok", "compile_s": compile_s, "published": True}
 
 
 def measure(
@@ -261,13 +278,17 @@ def run_job(job: dict, args: tuple, expected: Expected) -> dict:
 
     The result has `status`, `error`, `compile_s` (the first run, which compiles), and
     for ok candidates `time_ms` and `bench_s` (wall time spent timing, waiting excluded),
-    and `energy_j` (joules per call) when the job names an energy meter (`energy`)."""
+    and `energy_j` (joules per call) when the job names an energy meter (`energy`).
+    A job with `publish` (a path) saves its outputs there as the reference instead of
+    checking them; with `time` false it is not timed (the reference alone)."""
     try:
         launcher = load_launcher(
             job["code_path"], job["name"], job["imports"], job.get("code"), job.get("constants")
         )
-        result = check(launcher, args, expected) if job.get("check", True) else {"status": "ok"}
-        if result["status"] == "ok":
+        publish = job.get("publish")
+        checked = job.get("check", True)
+        result = check(launcher, args, expected, publish) if checked else {"status": "ok"}
+        if result["status"] == "ok" and job.get("time", True):
             with exclusive(job.get("lock")):
                 start = time.perf_counter()
                 warmup_ms, rep_ms = _timing(job)

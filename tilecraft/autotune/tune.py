@@ -292,12 +292,21 @@ def _search(run: _Run, budget: Budget, seed: int, learned: dict[str, Any]) -> An
     model and the kernel's description)."""
     bound, bench, db, key = run.bound, run.bench, run.db, run.key
     space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
-    seeds = _readable(lambda: _seeds(db, key, space)) + heuristic_seeds(space)
+    tuned = _readable(lambda: _seeds(db, key, space))
+    seeds = tuned + heuristic_seeds(space)
     retime = bench.retime if bench.on_gpu else None
     entries = _readable(lambda: closest_entries(db, key))
     context = LLMContext(bound, run.settings, entries, retime=retime)
     return make_search(
-        run.search, space, run.evaluate, budget, seed=seed, seeds=seeds, context=context, **learned
+        run.search,
+        space,
+        run.evaluate,
+        budget,
+        seed=seed,
+        seeds=seeds,
+        context=context,
+        tuned_seeds=len(tuned),
+        **learned,
     )
 
 

@@ -166,19 +166,24 @@ class WorkerPool:
         timeout_s: float | None = None,
         hold: Callable[[], bool] | None = None,
         wait_for_one: bool = False,
+        on_result: Callable[[int, dict], None] | None = None,
     ) -> list[dict]:
         """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
         Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
         results are SKIPPED_RESULT; with `wait_for_one`, only once one job has been timed
         (or none is left).
         While `hold()` is true, running jobs' clocks stop (they wait for the reference
-        outputs); what it raises stops the run."""
+        outputs), but for a job that `publish`es the reference; what it raises stops the
+        run. `on_result(index, result)` hears of each result as it comes."""
         timeout_s = self.timeout_s if timeout_s is None else timeout_s
         results: dict[int, dict] = {}
         pending = list(enumerate(jobs))
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
+        heard: set[int] = set()
         try:
             while pending or any(w.job is not None for w in self.workers):
+                if on_result is not None:
+                    _report(results, heard, on_result)
                 if past(deadline) and (not wait_for_one or any(map(timed, results.values()))):
                     results.update((i, SKIPPED_RESULT) for i, _ in pending)
                     pending = []
@@ -193,6 +198,8 @@ class WorkerPool:
                 if hold is not None and hold():
                     self._hold(timeout_s)
                 self._collect(results, timeout_s)
+            if on_result is not None:
+                _report(results, heard, on_result)
         finally:  # interrupted (Ctrl-C): a job left running would answer the next run
             for w in self.workers:
                 if w.job is not None:
@@ -201,7 +208,7 @@ class WorkerPool:
 
     def _hold(self, timeout_s: float) -> None:
         for w in self.workers:
-            if w.job is not None:
+            if w.job is not None and not w.job.get("publish"):  # it computes the reference
                 w.deadline = max(w.deadline, time.monotonic() + timeout_s)
 
     def _stop_running(self, results: dict[int, dict]) -> None:
@@ -266,62 +273,94 @@ class WorkerPool:
             self.dir = None
 
 
+def _report(results: dict[int, dict], heard: set[int], on_result: Callable) -> None:
+    """Tell `on_result` of the results it has not heard of yet."""
+    for i in sorted(results.keys() - heard):
+        heard.add(i)
+        on_result(i, results[i])
+
+
 class _Shared:
-    """The process's warm pool and whether a tuning run holds it."""
+    """The process's warm pools: those idle, and those a tuning run holds."""
 
     lock = threading.Lock()
-    pool: WorkerPool | None = None
-    busy = False
+    idle: list[WorkerPool] = []
+    held: list[WorkerPool] = []
+    most = 1  # warm pools kept: one per tuning run this process runs at once
+    idle_s = 0.0  # how long their workers may idle (0: IDLE_S)
+
+
+def keep_warm(pools: int, idle_s: float) -> None:
+    """Keep up to `pools` warm pools (for as many tuning runs at once, in threads), whose
+    workers idle up to `idle_s` seconds: a process tuning entry after entry (a manifest
+    run's worker) must not restart them between entries."""
+    with _Shared.lock:
+        _Shared.most, _Shared.idle_s = max(1, pools), idle_s
+
+
+def _idle_s() -> float:
+    return _Shared.idle_s or IDLE_S
 
 
 def acquire(
     size: int, timeout_s: float = 60.0, *, interpret: bool = False, device: str = ""
 ) -> WorkerPool:
-    """The process's warm pool, grown to `size` workers, for one tuning run; a private
-    pool when another run holds it. Hand it back with `give_back`."""
+    """An idle warm pool, grown to `size` workers, for one tuning run (a new one while
+    fewer than `keep_warm`'s number exist; a private pool otherwise). Hand it back with
+    `give_back`."""
+    idle_s = _idle_s()
+    wanted = _key(_command(interpret, device, idle_s), _environment())
     with _Shared.lock:
-        if _Shared.busy:
+        for stale in [p for p in _Shared.idle if p.owner != os.getpid() or p.key != wanted]:
+            _Shared.idle.remove(stale)  # started for other arguments or another environment
+            stale.close()
+        if _Shared.idle:
+            pool = max(_Shared.idle, key=lambda p: len(p.workers))
+            _Shared.idle.remove(pool)
+        elif len(_Shared.held) < _Shared.most:
+            pool = WorkerPool(size, timeout_s, interpret=interpret, device=device, idle_s=idle_s)
+        else:
             return WorkerPool(size, timeout_s, interpret=interpret, device=device)
-        pool = _Shared.pool
-        wanted = _key(_command(interpret, device, IDLE_S), _environment())
-        if pool is not None and (pool.owner != os.getpid() or pool.key != wanted):
-            pool.close()  # started for other arguments or another environment
-            pool = None
-        if pool is None:
-            pool = WorkerPool(size, timeout_s, interpret=interpret, device=device, idle_s=IDLE_S)
         pool.timeout_s = timeout_s
         pool.grow(size)
-        _Shared.pool, _Shared.busy = pool, True
+        _Shared.held.append(pool)
         return pool
+
+
+def warm_pools() -> list[WorkerPool]:
+    """The process's warm pools, held or idle."""
+    with _Shared.lock:
+        return _Shared.held + _Shared.idle
 
 
 def start_early(
     size: int, timeout_s: float = 60.0, *, interpret: bool = False, device: str = ""
 ) -> None:
-    """Start the warm pool's workers now for a run about to `acquire` them (nothing when
-    another run holds it)."""
+    """Start a warm pool's workers now for a run about to `acquire` them (nothing when
+    every warm pool is held)."""
     with _Shared.lock:
-        if _Shared.busy:
+        if not _Shared.idle and len(_Shared.held) >= _Shared.most:
             return
     give_back(acquire(size, timeout_s, interpret=interpret, device=device))
 
 
 def give_back(pool: WorkerPool) -> None:
-    """End a tuning run's use of `pool`: the warm pool stays, its workers drop what they
+    """End a tuning run's use of `pool`: a warm pool stays, its workers drop what they
     loaded; a private pool stops."""
     with _Shared.lock:
-        if pool is _Shared.pool and _Shared.busy:
+        if pool in _Shared.held:
+            _Shared.held.remove(pool)
             pool.release()
-            _Shared.busy = False
+            _Shared.idle.append(pool)
             return
     pool.close()
 
 
 def shutdown() -> None:
-    """Stop the warm pool's workers now (they also stop with this process, or idle)."""
+    """Stop the warm pools' workers now (they also stop with this process, or idle)."""
     with _Shared.lock:
-        pool, _Shared.pool, _Shared.busy = _Shared.pool, None, False
-    if pool is not None:
+        pools, _Shared.idle, _Shared.held = _Shared.idle + _Shared.held, [], []
+    for pool in pools:
         pool.close()
 
 
@@ -369,6 +408,32 @@ def _environment() -> dict[str, str]:
 DIR_PREFIX = "tilecraft-bench-"  # + the owner's pid + "-": a dead owner's dir is stale
 POOL_PREFIX = "tilecraft-pool-"  # the same, for a pool's log
 WORKER_BYTES = 1 << 30  # what one worker (Python, torch, Triton, a compile) may hold
+
+
+class _Locks:
+    """This process's directory of GPU lock files (made at the first use)."""
+
+    lock = threading.Lock()
+    dir: Path | None = None
+
+
+def gpu_lock(device: str) -> str | None:
+    """The lock file that workers take to time a candidate on `device`: one for every
+    tuning run of this process (runs in threads share the GPU, so they time in turns);
+    None where no file can be made."""
+    with _Locks.lock:
+        if _Locks.dir is None or not _Locks.dir.is_dir():
+            try:
+                _Locks.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-locks-"))
+            except OSError:
+                return None
+            atexit.register(_remove_own, _Locks.dir, os.getpid())
+        return str(_Locks.dir / f"{device or 'cpu'}.lock".replace(":", "-"))
+
+
+def _remove_own(path: Path, owner: int) -> None:
+    if os.getpid() == owner:  # not a forked child's copy of this process
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def capped_workers(requested: int, args: tuple) -> int:

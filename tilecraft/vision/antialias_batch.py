@@ -22,6 +22,8 @@ output, computed once per tile too).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 import tilecraft as tc
@@ -156,14 +158,29 @@ def column_steps(
     return columns, used, weights
 
 
+@functools.lru_cache(maxsize=64)
+def divider(c: int, limit: int) -> tuple[int, int]:
+    """(magic, shift) with `(x * magic) >> shift == x // c` for 0 <= x < limit, in int32
+    without overflow: a division by a constant in two instructions, where the compiler
+    emits a dozen for Python's flooring `//` (it cannot tell that x >= 0)."""
+    x = torch.arange(limit, dtype=torch.int64)
+    for shift in range(30, 0, -1):
+        magic = -(-(1 << shift) // c)
+        if (limit - 1) * magic < 2**31 and torch.equal((x * magic) >> shift, x // c):
+            return magic, shift
+    raise ValueError(f"no int32 division by {c} below {limit}")
+
+
 def lane_steps(
-    lanes: tuple, c: int, taps: tuple, inv_reach: float, step: int, steps: int
+    lanes: tuple, c: int, taps: tuple, divide: tuple, step: int, steps: int
 ) -> tuple[list, torch.Tensor, list]:
     """A packed program's runs of `step` samples from the first its lanes (`lanes`: each
     lane's channel and output column) read, the end of the samples read, and each run's
     [step, lanes] float16 column weights: each sample's weight in the outputs of the lanes
-    of its channel (`taps`: `taps_of` the lanes' columns); a device helper."""
+    of its channel (`taps`: `taps_of` the lanes' columns; `divide`: `divider(c, ...)` for
+    every sample read, and 1 / support); a device helper."""
     channel, _ = lanes
+    (magic, shift), inv_reach = divide
     first = torch.amin(taps[0]) * c // ALIGN * ALIGN
     end = (torch.amax(taps[1]) * c + ALIGN - 1) // ALIGN * ALIGN
     ends = (taps[0][None, :], taps[1][None, :], taps[2][None, :], taps[3][None, :])
@@ -171,8 +188,9 @@ def lane_steps(
     weights = []
     for s in range(steps):
         sample = first + s * step + tc.arange(step)
-        weight = triangles((sample // c)[:, None], ends, inv_reach)
-        weight = torch.where((sample % c)[:, None] == channel[None, :], weight, 0.0)
+        pixel = (sample * magic) >> shift  # sample // c
+        weight = triangles(pixel[:, None], ends, inv_reach)
+        weight = torch.where((sample - pixel * c)[:, None] == channel[None, :], weight, 0.0)
         runs = runs + [sample]
         weights = weights + [weight.to(torch.float16)]
     return runs, end, weights
@@ -245,7 +263,17 @@ def lane_stats(mean: torch.Tensor, std: torch.Tensor, channel: torch.Tensor, pea
     return 1.0 / (spread * peak), shift / spread
 
 
-@tc.kernel(default_config=tc.Config(rows=16, cols=8, step=64, frames=16, num_warps=4))
+def _packed_default(args: tuple) -> tc.Config:
+    """16 x 16 output tiles (8 columns past a shrink of 4: the column weights, held in
+    registers, grow with the scale), walking 16 frames, the frames loop software-pipelined
+    (the next frame's samples load while this one's sums run)."""
+    samples, out, width = args[0], args[3], args[7]
+    scale = samples.shape[-1] * samples.element_size() / out.shape[1] / width
+    cols = 16 if scale <= 4 else 8
+    return tc.Config(rows=16, cols=cols, step=64, frames=16, num_warps=4, range_num_stages=[2])
+
+
+@tc.kernel(default_config=_packed_default)
 def _packed_frames(
     samples: torch.Tensor,
     mean: torch.Tensor,
@@ -286,7 +314,8 @@ def _packed_frames(
         channel = lane // cols
         col = tile_w.begin + lane % cols
         taps_of_lanes = taps_of(col - box_left, scale_w, reach_w, inv_w, w, taps_w)
-        runs, end, w_cols = lane_steps((channel, col), c, taps_of_lanes, inv_w, step, steps)
+        divide = (divider(c, row + steps * step + ALIGN), inv_w)
+        runs, end, w_cols = lane_steps((channel, col), c, taps_of_lanes, divide, step, steps)
         box = inside(tile_h.index - box_top, col - box_left, box_height, box_width)
         scale, shift = lane_stats(mean, std, channel, peak)
         for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):

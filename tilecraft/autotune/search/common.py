@@ -78,7 +78,7 @@ def unique(configs: Iterable[Config]) -> list[Config]:
 class ModelSearch(SeededSearch):
     """A seeded search that also takes the cost model and the kernel's description."""
 
-    options = ("model", "description")
+    options: tuple[str, ...] = ("model", "description")
 
     def __init__(
         self,

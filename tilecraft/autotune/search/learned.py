@@ -24,7 +24,10 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     the rest of the budget up to the finishing share goes to `look_further`.
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
-    the classifier-guided pattern search.
+    the classifier-guided pattern search. `tuned_seeds`: how many of `seeds` (the first)
+    are the database's best configs of this kernel; with none (a kernel never tuned here),
+    the first `untuned_first` seeds (the heuristics') are all measured, whatever the model
+    says: it only knows other kernels.
 
     The last `finish_share` of the time budget (or once the climb stalls) goes to the
     knobs the model cannot see (`blind`: cache eviction hints, ...), which its ranking
@@ -35,8 +38,10 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     """
 
     name = "fast"
+    options = (*ModelSearch.options, "tuned_seeds")
     first = 7  # model picks: with the default and the nearest seeds, a first batch of 10
     nearest = 2  # seeds measured whatever the model says of them
+    untuned_first = 5  # the same, for a kernel the database has no best config of
     pool = 1500
     per_round = 4
     patience = 2
@@ -44,6 +49,11 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     explore_pool = 500  # random configs the model rates per exploring round
     finish_share = 0.35  # of the time budget, kept for the knobs the model cannot see
     blind_values: dict[str, Any] | None = None  # the best's blind knobs, once measured
+
+    def __init__(self, *args: Any, tuned_seeds: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if tuned_seeds == 0:
+            self.nearest = self.untuned_first
 
     def search(self) -> None:
         if self.model is None or self.description is None:
