@@ -170,17 +170,17 @@ def describe_arg(arg: Any) -> dict[str, Any]:
 # -- recording -------------------------------------------------------------------------
 _recording: list[Manifest] = []
 _lock = threading.Lock()
-_original_call = Kernel.__call__
+# `Kernel.run` is what every call reaches: direct calls, operators' eager calls and the
+# calls operators get through PyTorch's dispatcher (tilecraft/torch/dispatch.py)
+_original_run = Kernel.run
 
 
-def _recording_call(self: Kernel, *args: Any, **kwargs: Any) -> Any:
+def _recording_run(self: Kernel, args: tuple) -> Any:
     with _lock:
         manifests = list(_recording)
-    if manifests:
-        normalized = self.normalize(args, kwargs)
-        for manifest in manifests:
-            manifest.add(self, normalized)
-    return _original_call(self, *args, **kwargs)
+    for manifest in manifests:
+        manifest.add(self, args)  # complete and positional, as `run` takes them
+    return _original_run(self, args)
 
 
 @contextmanager
@@ -196,14 +196,14 @@ def record() -> Iterator[Manifest]:
     manifest = Manifest()
     with _lock:
         _recording.append(manifest)
-        Kernel.__call__ = _recording_call  # type: ignore[method-assign]
+        Kernel.run = _recording_run  # type: ignore[method-assign]
     try:
         yield manifest
     finally:
         with _lock:
             _recording.remove(manifest)
             if not _recording:
-                Kernel.__call__ = _original_call  # type: ignore[method-assign]
+                Kernel.run = _original_run  # type: ignore[method-assign]
 
 
 def record_script(script: Path | str, argv: list[str] | None = None) -> Manifest:
