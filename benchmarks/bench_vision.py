@@ -646,7 +646,7 @@ def variant_configs() -> dict[str, tuple]:
                 ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
                 ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
                 ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
-                ("packed 16x16 s64 f16 w4 maxnreg 72", frames([16, 16], 64, 16, 4, regs=72)),
+                ("packed 16x16 s64 f8 w4 maxnreg 72", frames([16, 16], 64, 8, 4, regs=72)),
                 ("packed 16x16 s64 f16 w4 maxnreg 64", frames([16, 16], 64, 16, 4, regs=64)),
                 ("packed 16x8 s64 f16 w4 maxnreg 64", frames([16, 8], 64, 16, 4, regs=64)),
                 ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),
