@@ -411,7 +411,7 @@ def _retimer(rounds: list[dict]) -> SimpleNamespace:
     """A stand-in Benchmarker whose successive `_run` calls give `rounds` (config -> ms or
     a skip), recording the deadline each was given."""
     answers = iter(rounds)
-    fake = SimpleNamespace(deadline=123.0, phases=Phases(), deadlines=[])
+    fake = SimpleNamespace(deadline=time.monotonic() + 3600, phases=Phases(), deadlines=[])
 
     def run(jobs: list[dict], deadline: float | None) -> list[dict]:
         fake.deadlines.append(deadline)
@@ -431,9 +431,22 @@ def test_retime_keeps_the_median_and_drops_a_round_the_deadline_cut() -> None:
     fake = _retimer(lucky)
     times = Benchmarker.retime(fake, [a, b], rounds=3)  # type: ignore[arg-type]
     assert times == {a: 1.5, b: 1.2}  # one lucky round of `a` does not make it the winner
-    assert fake.deadlines == [None, 123.0, 123.0]  # the first round always runs in full
+    assert fake.deadlines == [None, fake.deadline, fake.deadline]  # the first runs in full
     cut = [{a: ms(1.0), b: ms(1.2)}, {a: ms(0.5), b: SKIPPED_RESULT}]
     assert Benchmarker.retime(_retimer(cut), [a, b], rounds=3) == {a: 1.0, b: 1.2}  # type: ignore[arg-type]
+
+
+def test_retime_starts_no_round_that_would_end_past_the_deadline() -> None:
+    """A round cut by the deadline stops its workers (the next run must restart them): a
+    round as long as the first would end past it, so none starts."""
+    a, b = tc.Config(block_sizes=[16]), tc.Config(block_sizes=[32])
+    ms = lambda t: {"status": "ok", "time_ms": t}  # noqa: E731
+    fake = _retimer([{a: ms(1.0), b: ms(1.2)}] * 3)
+    run = fake._run
+    fake._run = lambda jobs, deadline: time.sleep(0.3) or run(jobs, deadline)
+    fake.deadline = time.monotonic() + 0.5
+    assert Benchmarker.samples(fake, [a, b], rounds=3) == {a: [1.0], b: [1.2]}  # type: ignore[arg-type]
+    assert fake.deadlines == [None]
 
 
 def test_retime_rounds_turn_and_drop_a_config_that_failed() -> None:
