@@ -15,6 +15,11 @@ and torchvision v2 under `torch.compile`.
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --out $OUT/variants.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only normalize,nv12 \
         --out $OUT/variants.json   # only the cases whose names contain these
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only \
+        "nv12,normalize,resize bilinear u8,preprocess bilinear" --out $OUT/words.json
+        # the word kernels (NV12, normalize), taps of weight 0 skipped, and before
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --sizes 1080p \
+        --only "preprocess antialiased" --out $OUT/aa.json   # with its peers, and copy
 
 Kernels run with their heuristic configs, or with `--tune` each kernel is tuned first for
 each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
@@ -181,6 +186,35 @@ def color_cases(frames: torch.Tensor, tvf) -> list[Case]:
             list(STD),
         ).half()
     return [gray, nv12, norm]
+
+
+def before_cases(frames: torch.Tensor) -> list[Case]:
+    """Kernels a faster one replaced where it applies, to time against it (`--variants`)."""
+    from tilecraft.vision import color, preprocessing
+    from tilecraft.vision.memory import constant
+
+    n, h, w, _ = frames.shape
+    y = frames[..., 0].contiguous()
+    uv = frames[:, : (h + 1) // 2, : (w + 1) // 2, 1:].contiguous()
+    out = torch.empty(n, 3, h, w, dtype=torch.uint8, device=frames.device)
+    mean, std = constant(MEAN, frames.device), constant(STD, frames.device)
+    floats = torch.empty(n, 3, h, w, dtype=torch.float16, device=frames.device)
+    return [
+        Case(
+            "nv12_to_rgb per-pixel gathers (before)",
+            lambda: color._yuv420_to_rgb(y, uv[..., 0], uv[..., 1], out),
+            lambda: yuv_peer(y, uv),
+            4.5 * n * h * w,
+            1,
+        ),
+        Case(
+            "normalize NHWC u8 -> NCHW f16 per-channel bytes (before)",
+            lambda: preprocessing._normalize(frames.permute(0, 3, 1, 2), mean, std, floats, 255.0),
+            lambda: normalized(frames.permute(0, 3, 1, 2).float()),
+            9 * n * h * w,
+            1e-2,
+        ),
+    ]
 
 
 def geometry_cases(frames: torch.Tensor, tvf) -> list[Case]:
@@ -355,7 +389,8 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
             vision_peers.attach(cases, vision_peers.kornia_peers(frames, out_size), "kornia")
             vision_peers.attach(cases, vision_peers.opencv_peers(frames, out_size), "opencv cpu")
         for case in cases:
-            rows.append({"frames": resolution, **run_case(case, time_ms)})
+            if case is copy or not args.only or any(part in case.name for part in args.only):
+                rows.append({"frames": resolution, **run_case(case, time_ms)})
     return rows
 
 
@@ -370,19 +405,19 @@ def variant_configs() -> dict[str, tuple]:
     """
     from tilecraft import Config
 
-    def resize(planes: str, hw: list[int], warps: int, **more) -> Config:
+    def resize(planes: str, hw: list[int], warps: int, more: dict | None = None) -> Config:
         blocks = [64, 64, 1, 64, 1, 64]  # the loops of the other `planes` do not launch
         at = {"one": 0, "channels": 2, "all": 4}[planes]
         blocks[at : at + 2] = hw
-        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **more)
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **(more or {}))
 
     def blur(one_pass: bool, rows: list[int], cols: list[int], warps: int) -> Config:
         taps = 25 if one_pass else 0
         return Config(block_sizes=rows + cols + [64], num_warps=warps, one_pass_taps=taps)
 
-    def preprocess(planes: str, hw: list[int], warps: int) -> Config:
+    def preprocess(planes: str, hw: list[int], warps: int, more: dict | None = None) -> Config:
         blocks = hw + [1, 64] if planes == "channels" else [64, 64] + hw
-        return Config(block_sizes=blocks, num_warps=warps, planes=planes)
+        return Config(block_sizes=blocks, num_warps=warps, planes=planes, **(more or {}))
 
     def by_pass(rows: list[int], row_warps: int, cols: list[int], col_warps: int):
         """Configs for `_average_rows` by pass: the row pass reads along its tiles' last
@@ -409,24 +444,45 @@ def variant_configs() -> dict[str, tuple]:
         blocks[at : at + 2] = hw
         return Config(block_sizes=blocks, num_warps=warps, channels=channels)
 
-    def plane(hw: list[int], warps: int) -> Config:
-        return Config(block_sizes=hw, num_warps=warps)
+    def words(
+        hw: list[int],
+        warps: int,
+        stores: str = "stacked",
+        arithmetic: str = "divide",
+        convert: str = "float",
+    ) -> Config:
+        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert)
+        return Config(block_sizes=hw, num_warps=warps, **knobs)
+
+    def plane(hw: list[int], warps: int, more: dict | None = None) -> Config:
+        return Config(block_sizes=hw, num_warps=warps, **(more or {}))
 
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
 
     def frames(
-        hw: list[int], step: int, group: int, warps: int, convert: str = "bits", stages: int = 0
+        hw: list[int],
+        step: int,
+        group: int,
+        warps: int,
+        convert: str = "bits",
+        stages: int = 0,
+        regs: int = 0,
     ) -> Config:
         """A config of the antialiased kernels walking `group` frames (antialias_batch.py):
         output tiles of `hw` (for every channel), `step` input columns (planes) or samples
         (packed) per step, uint8 -> float16 by `convert`; with `stages`, the loop over
-        frames software-pipelined (the next frames' loads in flight)."""
+        frames software-pipelined (the next frames' loads in flight); with `regs`, at most
+        that many registers a thread (more programs an SM: 920 programs of 16 x 16 fit one
+        wave of 7 an SM at 72)."""
         rows, cols = hw
         tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert)
         pipelined = dict(range_num_stages=[stages]) if stages else {}
-        return Config(num_warps=warps, **tunables, **pipelined)
+        capped = dict(maxnreg=regs) if regs else {}
+        return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
+    read = {"zero_taps": "read"}
+    bits = {"levels": "bits"}
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -435,13 +491,28 @@ def variant_configs() -> dict[str, tuple]:
         ("channels 2x128 w8", resize("channels", [2, 128], 8)),
         ("all 1x128 w4", resize("all", [1, 128], 4)),
         ("all 2x128 w8", resize("all", [2, 128], 8)),
-        ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, range_unroll_factors=[2])),
+        ("all 2x128 w8 unroll 2", resize("all", [2, 128], 8, {"range_unroll_factors": [2]})),
     ]
     return {
         "resize bilinear f32 half-size": ("geometry._resize_bilinear", resizes),
+        # zero_taps "skip" (the default now): taps of weight 0 are not read, at 1080p ->
+        # 360p three in four (a third of the rows); "read" as before
         "resize bilinear u8 NHWC -> {w}x{h}": (
             "geometry._resize_bilinear",
-            resizes[:1] + resizes[3:],
+            [
+                ("channels 2x128 w8 read (old default)", resize("channels", [2, 128], 8, read)),
+                ("all 2x128 w8 read", resize("all", [2, 128], 8, read)),
+                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
+                ("channels 1x64 w2", resize("channels", [1, 64], 2)),
+                ("channels 1x256 w8", resize("channels", [1, 256], 8)),
+                ("channels 2x64 w4", resize("channels", [2, 64], 4)),
+                ("channels 4x64 w8", resize("channels", [4, 64], 8)),
+                ("channels 4x128 w16", resize("channels", [4, 128], 16)),
+                ("channels 8x32 w8", resize("channels", [8, 32], 8)),
+                ("channels 1x512 w4", resize("channels", [1, 512], 4)),
+                ("all 1x128 w4", resize("all", [1, 128], 4)),
+                ("all 2x128 w8", resize("all", [2, 128], 8)),
+            ],
         ),
         "gaussian_blur 5x5 f32": (
             "filters._separable",
@@ -492,31 +563,66 @@ def variant_configs() -> dict[str, tuple]:
                 ("rows 2x64 w4, columns 128x16 w8", by_stride([2, 64], 4, [128, 16], 8)),
             ],
         ),
+        # 32-bit words of NHWC rows (four pixels of three channels: three words), each
+        # channel's four values stored together ("stacked") or apart; the formula's two
+        # divisions or one multiply-add per value ("multiply")
         "normalize NHWC u8 -> NCHW f16": (
+            "preprocessing._normalize_words",
+            [
+                ("words 1x128 w4", words([1, 128], 4)),
+                ("words 1x256 w4", words([1, 256], 4)),
+                ("words 1x128 w4 strided", words([1, 128], 4, "strided")),
+                ("words 1x128 w4 multiply", words([1, 128], 4, arithmetic="multiply")),
+                ("words 1x256 w4 multiply", words([1, 256], 4, arithmetic="multiply")),
+                ("words 1x256 w8 multiply", words([1, 256], 8, arithmetic="multiply")),
+                ("words 1x512 w8 multiply", words([1, 512], 8, arithmetic="multiply")),
+                ("words 2x128 w8 multiply", words([2, 128], 8, arithmetic="multiply")),
+                ("words 1x64 w2 multiply", words([1, 64], 2, arithmetic="multiply")),
+                ("words 1x32 w1 multiply", words([1, 32], 1, arithmetic="multiply")),
+                ("words 4x64 w8 multiply", words([4, 64], 8, arithmetic="multiply")),
+                ("words 1x128 w4 strided multiply", words([1, 128], 4, "strided", "multiply")),
+                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", "multiply", "bits")),
+                ("words 1x256 w4 multiply bits", words([1, 256], 4, "stacked", "multiply", "bits")),
+                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", "multiply", "bits")),
+                ("words 1x128 w4 bits", words([1, 128], 4, "stacked", "divide", "bits")),
+            ],
+        ),
+        # the kernel before: each channel's bytes loaded apart (now for other layouts)
+        "normalize NHWC u8 -> NCHW f16 per-channel bytes (before)": (
             "preprocessing._normalize",
             [
                 ("loop 1x128 w4", norm("loop", [1, 128], 4)),
                 ("tile 64x64 w4", norm("tile", [64, 64], 4)),
-                ("tile 4 channels x 1x32 w4", norm("tile", [1, 32], 4)),
-                ("loop 2x128 w8", norm("loop", [2, 128], 8)),
-                ("loop 1x256 w4", norm("loop", [1, 256], 4)),
-                ("loop 1x512 w4", norm("loop", [1, 512], 4)),
-                ("loop 4x128 w4", norm("loop", [4, 128], 4)),
-                ("loop 64x64 w8", norm("loop", [64, 64], 8)),
+                ("loop 1x1024 w4", norm("loop", [1, 1024], 4)),
+                ("loop 1x512 w8", norm("loop", [1, 512], 8)),
             ],
         ),
+        # 16-bit words: tiles of chroma rows x words (two pixels each); a thread holds
+        # block_w * block_h / (32 * num_warps) words, 8 per 16-byte access
         "nv12_to_rgb": (
-            "color._yuv420_to_rgb",
+            "color._yuv420_words",
             [
-                ("1x128 w4", plane([1, 128], 4)),
-                ("2x128 w8", plane([2, 128], 8)),
-                ("2x64 w4", plane([2, 64], 4)),
-                ("1x256 w4", plane([1, 256], 4)),
-                ("2x256 w4", plane([2, 256], 4)),
-                ("4x128 w4", plane([4, 128], 4)),
-                ("2x512 w8", plane([2, 512], 8)),
-                ("8x256 w8", plane([8, 256], 8)),
+                ("words 1x256 w2", plane([1, 256], 2)),
+                ("words 1x512 w4", plane([1, 512], 4)),
+                ("words 1x1024 w4", plane([1, 1024], 4)),
+                ("words 1x1024 w8", plane([1, 1024], 8)),
+                ("words 2x512 w4", plane([2, 512], 4)),
+                ("words 2x512 w8", plane([2, 512], 8)),
+                ("words 1x2048 w8", plane([1, 2048], 8)),
+                ("words 2x1024 w8", plane([2, 1024], 8)),
+                ("words 4x256 w4", plane([4, 256], 4)),
+                ("words 4x512 w8", plane([4, 512], 8)),
+                ("words 1x512 w4 bits", plane([1, 512], 4, bits)),
+                ("words 1x1024 w4 bits", plane([1, 1024], 4, bits)),
+                ("words 1x1024 w8 bits", plane([1, 1024], 8, bits)),
+                ("words 2x512 w8 bits", plane([2, 512], 8, bits)),
+                ("words 1x2048 w8 bits", plane([1, 2048], 8, bits)),
             ],
+        ),
+        # the kernel before: each output gathers its chroma bytes (now for odd widths)
+        "nv12_to_rgb per-pixel gathers (before)": (
+            "color._yuv420_to_rgb",
+            [("4x128 w4 (old default)", plane([4, 128], 4)), ("1x256 w4", plane([1, 256], 4))],
         ),
         "rgb_to_gray uint8": (
             "color._gray",
@@ -537,13 +643,12 @@ def variant_configs() -> dict[str, tuple]:
                 ("packed 16x16 s64 f16 w4", frames([16, 16], 64, 16, 4)),
                 ("packed 16x16 s64 f16 w4 stages 2", frames([16, 16], 64, 16, 4, stages=2)),
                 ("packed 16x16 s64 f8 w4 stages 2", frames([16, 16], 64, 8, 4, stages=2)),
-                ("packed 16x16 s64 f4 w4 stages 2", frames([16, 16], 64, 4, 4, stages=2)),
                 ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
                 ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
-                ("packed 16x8 s64 f8 w2 stages 2", frames([16, 8], 64, 8, 2, stages=2)),
                 ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
-                ("packed 16x16 s128 f16 w4 stages 2", frames([16, 16], 128, 16, 4, stages=2)),
-                ("packed 16x16 s64 f16 w4 stages 3", frames([16, 16], 64, 16, 4, stages=3)),
+                ("packed 16x16 s64 f8 w4 maxnreg 72", frames([16, 16], 64, 8, 4, regs=72)),
+                ("packed 16x16 s64 f16 w4 maxnreg 64", frames([16, 16], 64, 16, 4, regs=64)),
+                ("packed 16x8 s64 f16 w4 maxnreg 64", frames([16, 8], 64, 16, 4, regs=64)),
                 ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),
             ],
             {"KERNEL": "packed"},
@@ -553,8 +658,6 @@ def variant_configs() -> dict[str, tuple]:
             [
                 ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
                 ("planes 16x32 s32 f16 w4 stages 2", frames([16, 32], 32, 16, 4, stages=2)),
-                ("planes 16x32 s64 f16 w4", frames([16, 32], 64, 16, 4)),
-                ("planes 16x64 s32 f16 w8", frames([16, 64], 32, 16, 8)),
                 ("planes 16x32 s32 f16 w4 direct", frames([16, 32], 32, 16, 4, "direct")),
             ],
             {"KERNEL": "planes"},
@@ -570,6 +673,7 @@ def variant_configs() -> dict[str, tuple]:
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
             [
+                ("1x128 w4 read (old default)", preprocess("channels", [1, 128], 4, read)),
                 ("64x64 w4", preprocess("channels", [64, 64], 4)),
                 ("1x128 w4", preprocess("channels", [1, 128], 4)),
                 ("2x128 w8", preprocess("channels", [2, 128], 8)),
@@ -632,6 +736,7 @@ def measure_variants(device: torch.device, args: argparse.Namespace) -> list[dic
     cases.update({c.name: c for c in geometry_cases(frames, None)})
     cases.update({c.name: c for c in frame_resize_cases(frames, out_size, None)})
     cases.update({c.name: c for c in pipeline_cases(frames, out_size, None, False)})
+    cases.update({c.name: c for c in before_cases(frames)})
     rows = []
     for name, (path, variants, *route) in variant_configs().items():
         name = name.format(w=out_size[1], h=out_size[0])
@@ -709,8 +814,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--only",
         type=lambda text: [part for part in text.split(",") if part],
         default=[],
-        help="with --variants: time only the cases whose names contain one of these "
-        "comma-separated parts (e.g. normalize,nv12,gray,'resize antialiased u8')",
+        help="time only the cases whose names contain one of these comma-separated parts "
+        "(e.g. normalize,nv12,gray,'resize antialiased u8'; without --variants the copy "
+        "ceiling too)",
     )
     p.add_argument("--tune-budget", type=float, default=2.0, help="seconds per kernel tuned")
     p.add_argument(

@@ -75,6 +75,19 @@ def test_record_a_model(tmp_path: Path) -> None:
     )
 
 
+def test_record_sees_calls_through_torch_operators() -> None:
+    """An operator's eager call (and its backward's) runs its kernel without `__call__`."""
+    from transformer_block import matmul_op
+
+    a = torch.randn(5, 7, requires_grad=True)
+    b = torch.randn(7, 3)
+    with tc.record() as manifest:
+        matmul_op(a, b).sum().backward()
+    entries = [(e.name, e.spec_key) for e in manifest]
+    assert entries[0] == ("matmul", "float32[5, 7],float32[7, 3]")
+    assert len(entries) == 3 and {name for name, _ in entries} == {"matmul"}  # and backward
+
+
 def test_record_cli_and_bad_entries(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     script = tmp_path / "step.py"
     script.write_text(

@@ -22,6 +22,7 @@ from tilecraft.vision import (
     preprocessing,
     statistics,
 )
+from tilecraft.vision._device import uint8_levels
 from tilecraft.vision.color import B_U, G_U, G_V, R_V, Y_SCALE
 
 # the GPU contracts a*b + c into one fused multiply-add, which can move a value across a
@@ -107,6 +108,56 @@ def test_yuv420(vmode):
     one = [vision.i420_to_rgb(*(p.view(1, 1) for p in row)).flatten() for row in yuv]
     assert [t.tolist() for t in one[:2]] == [[255, 255, 255], [0, 0, 0]]
     assert (one[2].cpu().int() - torch.tensor([255, 0, 0])).abs().max() <= 1
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_yuv420_words(vmode, layout, monkeypatch):
+    """Even widths go through `_yuv420_words` (16-bit words, one program per tile of chroma
+    samples): an odd height (the last chroma row covers one luma row), rows of words that
+    are no multiple of a block, one frame; both formats, both layouts, equal to the
+    reference, as the per-pixel kernel's results are."""
+    for n, h, w in [(2, 5, 14), (1, 1, 2), (1, 6, 1030)]:
+        y = torch.randint(0, 256, (n, h, w), dtype=torch.uint8, device=DEVICE)
+        uv = torch.randint(0, 256, (n, (h + 1) // 2, w // 2, 2), dtype=torch.uint8, device=DEVICE)
+        expected = yuv_reference(y, uv[..., 0], uv[..., 1])
+        with monkeypatch.context() as patch:  # the words kernel, or a TypeError
+            patch.setattr(color, "_yuv420_to_rgb", None)
+            nv12 = nchw(vision.nv12_to_rgb(y, uv, layout), layout)
+            u, v = uv[..., 0].contiguous(), uv[..., 1].contiguous()
+            planar = vision.i420_to_rgb(y, u, v, layout)
+        assert_levels(nv12, expected, EXACT)
+        assert_levels(nchw(planar, layout), expected, EXACT)
+        # unbatched, and planes at odd offsets (no word view): the per-pixel kernel
+        one = nchw(vision.nv12_to_rgb(y[0], uv[0], layout)[None], layout)
+        assert_levels(one, expected[:1], EXACT)
+        shifted = torch.empty(y.numel() + 1, dtype=torch.uint8, device=DEVICE)
+        shifted[1:] = y.flatten()
+        odd = vision.nv12_to_rgb(shifted[1:].view(y.shape), uv, layout)
+        assert_levels(nchw(odd, layout), expected, EXACT)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_yuv420_words_bits(vmode, layout, monkeypatch):
+    """`levels="bits"`: integers and floats converted through 2**23's exponent, the same
+    levels (every Y, U and V agree in eager mode on the CPU; checked once, too slow here):
+    every luma over chroma at the edges of the range, on 2 x 4 word tiles."""
+    config = tc.Config(block_sizes=[2, 4], levels="bits")
+    kernel = vmode(tc.kernel(color._yuv420_words.fn, config=config))
+    monkeypatch.setattr(color, "_yuv420_words", kernel)
+    y = torch.arange(256, dtype=torch.uint8, device=DEVICE).view(1, 4, 64)
+    edges = torch.tensor([0, 16, 127, 128, 129, 235, 240, 255], dtype=torch.uint8)
+    grid = torch.stack(torch.meshgrid(edges, edges, indexing="ij"), -1).view(2, 32, 2)
+    uv = grid.to(DEVICE)[None]
+    expected = yuv_reference(y, uv[..., 0], uv[..., 1])
+    assert_levels(nchw(vision.nv12_to_rgb(y, uv, layout), layout), expected, EXACT)
+    u, v = uv[..., 0].contiguous(), uv[..., 1].contiguous()
+    assert_levels(nchw(vision.i420_to_rgb(y, u, v, layout), layout), expected, EXACT)
+
+
+def test_uint8_levels_round_half_to_even():
+    values = torch.tensor([-300.0, -0.5, 0.5, 1.5, 2.5, 2.4999, 254.5, 255.5, 1e9, -1e9])
+    expected = torch.clamp(torch.round(values), 0, 255)
+    assert torch.equal(uint8_levels(values), expected)
 
 
 def test_split_nv12():
@@ -206,6 +257,27 @@ def test_letterbox(vmode):
     expected = F.pad(inner, (left, 8 - left - w, top, 8 - top - h), value=114.0)
     assert_levels(nchw(vision.letterbox(xl, (8, 8), layout="NHWC"), "NHWC"), expected.round(), 1)
     torch.testing.assert_close(vision.letterbox(x.float(), (8, 8)), expected)
+
+
+@pytest.mark.parametrize("zero_taps", ["skip", "read"])
+def test_resize_zero_taps(vmode, monkeypatch, zero_taps):
+    # a uint8 NHWC resize by whole factors (every second tap has weight 0, which "skip"
+    # does not read) and by others, on 2 x 8 tiles of every channel; float images read
+    # every tap whatever the knob: a NaN there still spreads, as in F.interpolate
+    config = tc.Config(block_sizes=[4, 8, 2, 8, 4, 8], planes="channels", zero_taps=zero_taps)
+    kernel = vmode(tc.kernel(geometry._resize_bilinear.fn, config=config))
+    monkeypatch.setattr(geometry, "_resize_bilinear", kernel)
+    x, xl = images(shape=(2, 3, 12, 33), layout="NHWC")
+    for size in ((4, 11), (4, 3), (5, 7)):
+        expected = F.interpolate(x.float(), size, mode="bilinear", align_corners=False)
+        assert_levels(nchw(vision.resize(xl, size, layout="NHWC"), "NHWC"), expected.round(), 1)
+    floats = x.float()
+    floats[:, :, 2, 5] = float("nan")  # weight 0 at a third of the size
+    expected = F.interpolate(floats, (4, 11), mode="bilinear", align_corners=False)
+    assert expected.isnan().any()
+    torch.testing.assert_close(vision.resize(floats, (4, 11)), expected, equal_nan=True)
+    code = kernel.bind((x, x, 0, 0, 4, 11, 3.0, 3.0, 0.0, True)).to_triton_code(config)
+    assert ("!= 0.0" in code) == (zero_taps == "skip")
 
 
 @pytest.mark.parametrize("planes", ["one", "channels", "all"])
@@ -381,6 +453,17 @@ def test_preprocess_nv12(vmode, letterbox):
     one = vision.preprocess_nv12(y[0], uv[0], (4, 9), MEAN, STD, letterbox=letterbox, out=got[1])
     assert one.data_ptr() == got[1].data_ptr()
     torch.testing.assert_close(got[1], expected[0])
+    # a UV plane with gaps (no 16-bit words: U and V read apart), shrunk by whole factors
+    # (taps of weight 0, not read), the same as converting first
+    y = torch.randint(0, 256, (1, 6, 12), dtype=torch.uint8, device=DEVICE)
+    planes = torch.randint(0, 256, (1, 2, 3, 6), dtype=torch.uint8, device=DEVICE)
+    uv = planes.permute(0, 2, 3, 1)
+    assert color.words(uv) is None
+    for chroma in (uv, uv.contiguous()):
+        got = vision.preprocess_nv12(y, chroma, (2, 4), MEAN, STD, letterbox=letterbox)
+        rgb = vision.nv12_to_rgb(y, chroma)
+        expected = vision.preprocess(rgb, (2, 4), MEAN, STD, layout="NCHW", letterbox=letterbox)
+        torch.testing.assert_close(got, expected)
 
 
 def test_errors():
@@ -527,10 +610,49 @@ def test_normalize_channels(vmode, monkeypatch, channels):
     torch.testing.assert_close(got, ((floats - 0.5) / 2).permute(0, 2, 3, 1))
 
 
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        ("stacked", "divide", "float"),
+        ("strided", "multiply", "bits"),
+        ("stacked", "divide", "bits"),
+    ],
+)
+def test_normalize_words(vmode, monkeypatch, knobs):
+    # NHWC uint8 rows as 32-bit words (widths that are multiples of 4), on tiles of 2 rows
+    # x 2 groups of 4 pixels that do not divide the image: 3, 1 and 4 channels
+    stores, arithmetic, convert = knobs
+    knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert)
+    config = tc.Config(block_sizes=[2, 2], **knobs)
+    monkeypatch.setattr(
+        preprocessing,
+        "_normalize_words",
+        vmode(tc.kernel(preprocessing._normalize_words.fn, config=config)),
+    )
+    for shape in [(2, 3, 5, 12), (1, 1, 3, 8), (1, 4, 1, 4)]:
+        x, xl = images(shape=shape, layout="NHWC")
+        mean, std = torch.rand(shape[1]) + 0.1, torch.rand(shape[1]) + 0.1
+        with monkeypatch.context() as patch:  # the words kernel, or a TypeError
+            patch.setattr(preprocessing, "_normalize", None)
+            got = vision.normalize(xl, mean, std, dtype=torch.float32, layout="NHWC")
+        expected = (x.float() / 255 - mean[:, None, None]) / std[:, None, None]
+        if arithmetic == "divide":  # the formula's own operations: equal
+            assert torch.equal(got, expected)
+        torch.testing.assert_close(got, expected)
+        half = vision.normalize(xl, mean, std, dtype=torch.float16, layout="NHWC")
+        torch.testing.assert_close(half, expected.half())
+    # a width not a multiple of 4, and an NHWC view with gaps: the per-channel kernel
+    x, xl = images(shape=(1, 3, 2, 6), layout="NHWC")
+    for image in (xl, xl[:, :, :4]):
+        got = vision.normalize(image, 0.5, 0.25, layout="NHWC")
+        expected = (nchw(image, "NHWC").float() / 255 - 0.5) / 0.25
+        torch.testing.assert_close(got, expected)
+
+
 def test_color_narrow_tiles(vmode, monkeypatch):
     # gray and NV12 on tiles of 2 x 8 (the narrow shapes `--variants` times), ragged
     config = tc.Config(block_sizes=[2, 8], num_warps=1)
-    for name in ("_gray", "_yuv420_to_rgb"):
+    for name in ("_gray", "_yuv420_to_rgb", "_yuv420_words"):
         kernel = vmode(tc.kernel(getattr(color, name).fn, config=config))
         monkeypatch.setattr(color, name, kernel)
     x, xl = images(shape=(2, 3, 5, 11), layout="NHWC")
@@ -542,6 +664,9 @@ def test_color_narrow_tiles(vmode, monkeypatch):
     uv = x[:, 1:, :3, :6].permute(0, 2, 3, 1).contiguous()
     expected = yuv_reference(y, uv[..., 0], uv[..., 1])
     assert_levels(vision.nv12_to_rgb(y, uv), expected, EXACT)
+    # an even width: words, 2 chroma rows x 8 words per tile over 3 x 5
+    y, uv = y[..., :10].contiguous(), uv[:, :, :5].contiguous()
+    assert_levels(vision.nv12_to_rgb(y, uv), expected[..., :10], EXACT)
 
 
 def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
@@ -562,7 +687,11 @@ def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     assert [(k.config, k._bound) for k in kernels] == before  # configs restored
     assert "| resize bilinear f32 half-size | 1x128 w4 | yes |" in script.variants_table(rows)
     only = script.main([*argv, "--only", "normalize,gray"])["rows"]
-    assert {row["kernel"] for row in only} == {"normalize NHWC u8 -> NCHW f16", "rgb_to_gray uint8"}
+    assert {row["kernel"] for row in only} == {
+        "normalize NHWC u8 -> NCHW f16",
+        "normalize NHWC u8 -> NCHW f16 per-channel bytes (before)",
+        "rgb_to_gray uint8",
+    }
     broken = {"gaussian_blur 5x5 f32": ("filters._separable", [("bad", tc.Config(nope=1))])}
     monkeypatch.setattr(script, "variant_configs", lambda: broken)
     rows = script.main(argv)["rows"]  # a config that fails is reported, and the run goes on

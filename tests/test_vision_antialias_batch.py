@@ -135,3 +135,16 @@ def test_packed_default_narrows_for_far_shrinks():
         samples = torch.empty(1, 4, width * 3, dtype=torch.uint8)
         config = antialias_batch._packed_default((samples, None, None, out, 0, 0, 360, 640))
         assert config.tunables["cols"] == cols and config.tunables["frames"] == 16
+
+
+def test_bench_vision_times_only_the_cases_asked(tmp_path, monkeypatch):
+    from test_benchmarks import load_script
+
+    script = load_script("bench_vision", monkeypatch)
+    monkeypatch.setattr(script, "torchvision_functional", lambda: None)
+    argv = ["--device", "cpu", "--smoke", "--batch", "1", "--sizes", "1080p"]
+    argv += ["--only", "preprocess antialiased", "--out", str(tmp_path / "aa.json")]
+    rows = script.main(argv)["rows"]
+    kernels = [row["kernel"] for row in rows]
+    assert kernels == ["copy (ceiling)", "preprocess antialiased u8 NHWC -> f16 NCHW"]
+    assert all(row["matches"] for row in rows), rows

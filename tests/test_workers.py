@@ -142,6 +142,27 @@ def test_the_reference_config_is_compiled_once_in_a_worker(
     assert [publishes for _, publishes, _ in jobs.of(other)] == [False, False]
 
 
+def test_each_config_is_generated_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(40)
+    bound = flaky.bind((x,))
+    generated: list[tc.Config] = []
+    code_file = bound.code_file
+
+    def counting(config: tc.Config | None = None) -> Any:
+        generated.append(config)
+        return code_file(config)
+
+    monkeypatch.setattr(bound, "code_file", counting)
+    other = tc.Config(block_sizes=[32], mode=0)
+    with Benchmarker(bound, (x,), workers=0) as bench:
+        assert all(t.ok for t in bench([bound.default_config, other]))
+        assert set(bench.retime([bound.default_config, other], rounds=2)) == {
+            bound.default_config,
+            other,
+        }
+    assert sorted(map(str, generated)) == sorted(map(str, [bound.default_config, other]))
+
+
 def test_a_batch_without_the_reference_config_computes_it_in_one_more_job(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -254,6 +275,23 @@ def test_runs_at_once_keep_warm_pools_and_time_in_turns(cold: None) -> None:
         assert {id(p) for p in workers.warm_pools()} == pools  # both stay for the next runs
     finally:
         workers.keep_warm(1, 0.0)
+
+
+def test_a_wait_for_the_gpu_does_not_count_against_a_job(cold: None) -> None:
+    import fcntl
+    import threading
+
+    x = torch.randn(30)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=3) as bench:
+        assert bench([OK])[0].ok  # the worker is started (its start-up has its own clock)
+        lock = bench._job(OK)["lock"]
+        with open(lock, "a") as held:  # another run's timings take the GPU for 5 s
+            fcntl.flock(held, fcntl.LOCK_EX)
+            threading.Timer(5.0, fcntl.flock, (held, fcntl.LOCK_UN)).start()
+            start = time.monotonic()
+            (trial,) = bench([tc.Config(block_sizes=[32], mode=0)])
+            waited = time.monotonic() - start
+    assert trial.ok and waited > 4.5, (trial, waited)
 
 
 def test_missing_data_fails_the_job_not_the_worker() -> None:
@@ -373,7 +411,7 @@ def _retimer(rounds: list[dict]) -> SimpleNamespace:
     """A stand-in Benchmarker whose successive `_run` calls give `rounds` (config -> ms or
     a skip), recording the deadline each was given."""
     answers = iter(rounds)
-    fake = SimpleNamespace(deadline=123.0, phases=Phases(), deadlines=[])
+    fake = SimpleNamespace(deadline=time.monotonic() + 3600, phases=Phases(), deadlines=[])
 
     def run(jobs: list[dict], deadline: float | None) -> list[dict]:
         fake.deadlines.append(deadline)
@@ -393,9 +431,22 @@ def test_retime_keeps_the_median_and_drops_a_round_the_deadline_cut() -> None:
     fake = _retimer(lucky)
     times = Benchmarker.retime(fake, [a, b], rounds=3)  # type: ignore[arg-type]
     assert times == {a: 1.5, b: 1.2}  # one lucky round of `a` does not make it the winner
-    assert fake.deadlines == [None, 123.0, 123.0]  # the first round always runs in full
+    assert fake.deadlines == [None, fake.deadline, fake.deadline]  # the first runs in full
     cut = [{a: ms(1.0), b: ms(1.2)}, {a: ms(0.5), b: SKIPPED_RESULT}]
     assert Benchmarker.retime(_retimer(cut), [a, b], rounds=3) == {a: 1.0, b: 1.2}  # type: ignore[arg-type]
+
+
+def test_retime_starts_no_round_that_would_end_past_the_deadline() -> None:
+    """A round cut by the deadline stops its workers (the next run must restart them): a
+    round as long as the first would end past it, so none starts."""
+    a, b = tc.Config(block_sizes=[16]), tc.Config(block_sizes=[32])
+    ms = lambda t: {"status": "ok", "time_ms": t}  # noqa: E731
+    fake = _retimer([{a: ms(1.0), b: ms(1.2)}] * 3)
+    run = fake._run
+    fake._run = lambda jobs, deadline: time.sleep(0.3) or run(jobs, deadline)
+    fake.deadline = time.monotonic() + 0.5
+    assert Benchmarker.samples(fake, [a, b], rounds=3) == {a: [1.0], b: [1.2]}  # type: ignore[arg-type]
+    assert fake.deadlines == [None]
 
 
 def test_retime_rounds_turn_and_drop_a_config_that_failed() -> None:

@@ -1,7 +1,9 @@
 """The benchmarking engine: check and time candidates in parallel isolated workers.
 
-Workers compile and check concurrently; timing takes a lock, so one candidate at a time
-runs on the GPU while the others compile.
+Workers compile and check concurrently; timing takes a lock (one per GPU for the whole
+process, see `workers.gpu_lock`), so one candidate at a time runs on the GPU while the
+others compile. The worker that runs the reference config saves its outputs as the
+reference for the others, so that config is compiled once.
 
 A candidate that fails to compile, raises, hangs past the timeout or computes a wrong
 result becomes a failed Trial; nothing a candidate does stops the search.
@@ -89,6 +91,7 @@ class Benchmarker:
         self.ref_path = Path()  # where the workers find the reference outputs
         self.ref_job: dict | None = None  # the job that computes them in a worker
         self.publisher: dict | None = None  # that job, sent and not answered yet
+        self._codes: dict[Config, tuple[Path, str]] = {}  # generated modules, by config
         try:
             self._prepare(reference)
         except BaseException:
@@ -214,8 +217,7 @@ class Benchmarker:
         warnings.warn(message, stacklevel=4)
 
     def _job(self, config: Config, energy: bool = True) -> dict:
-        with self.phases.timed("codegen"):
-            path, code = self.bound.code_file(config)
+        path, code = self._code(config)
         job = {
             "code_path": str(path),
             "code": code,  # sent, not read back from the cache dir
@@ -229,6 +231,15 @@ class Benchmarker:
             job["args"], job["ref"] = str(self.dir / "args.pt"), str(self.dir / "expected.pt")
             job["lock"] = gpu_lock(device_of(self.args))
         return job
+
+    def _code(self, config: Config) -> tuple[Path, str]:
+        """The generated module of `config` (its path and code), generated once per run:
+        the reference, a batch and each round of re-timing need it again."""
+        found = self._codes.get(config)
+        if found is None:
+            with self.phases.timed("codegen"):
+                found = self._codes[config] = self.bound.code_file(config)
+        return found
 
     @functools.cached_property
     def _globals_used(self) -> dict[str, Any]:
@@ -322,20 +333,25 @@ class Benchmarker:
     def samples(self, configs: list[Config], rounds: int = 2) -> dict[Config, list[float]]:
         """Each config's times over `rounds` interleaved rounds (each round times every
         config once; its order turns by one each round, so no config always goes first),
-        aligned by round. The first round always runs in full; a later round cut by
-        `self.deadline`, or in which a config failed, is dropped whole, so that every
-        config is judged on the same rounds. A config that fails in the first round is
-        left out."""
+        aligned by round. The first round always runs in full; a later one starts only if
+        it should end by `self.deadline` (as long as the longest round so far: one cut
+        there would stop its workers, which the next tuning run must then restart), and a
+        round cut all the same, or in which a config failed, is dropped whole, so that
+        every config is judged on the same rounds. A config that fails in the first round
+        is left out."""
         samples: dict[Config, list[float]] = {c: [] for c in configs}
         with self.phases.timed("retime"):
             job = lambda c: {**self._job(c, energy=False), "check": False, **RETIME_JOB}  # noqa: E731
             jobs = {c: job(c) for c in configs}
+            longest = 0.0
             for i in range(rounds):
                 turn = [c for c in configs if i == 0 or samples[c]]
-                if len(turn) < (1 if i == 0 else 2):
+                if len(turn) < (1 if i == 0 else 2) or (i and past_by(self.deadline, longest)):
                     break
                 turn = turn[i % len(turn) :] + turn[: i % len(turn)]
+                started = time.monotonic()
                 results = self._run([jobs[c] for c in turn], self.deadline if i else None)
+                longest = max(longest, time.monotonic() - started)
                 times = {c: r.get("time_ms") for c, r in zip(turn, results, strict=True)}
                 if i and any(t is None for t in times.values()):
                     break
@@ -365,6 +381,11 @@ class Benchmarker:
 # and rounds, not long samples, are what averages out the GPU's drift)
 RETIME_JOB = {"warmup_ms": 5, "rep_ms": 25}
 WORKER_KEYS = ("args", "ref", "lock", "publish")  # the parts of a job for workers only
+
+
+def past_by(deadline: float | None, seconds: float) -> bool:
+    """Whether `seconds` from now is past `deadline` (time.monotonic; None: never)."""
+    return deadline is not None and time.monotonic() + seconds > deadline
 
 
 def device_of(args: tuple) -> str:

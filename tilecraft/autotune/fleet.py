@@ -5,7 +5,9 @@ Local workers tune straight into the tuning database of this machine (SQLite, sa
 concurrent writers), so every trial lands there the moment its batch is measured: a
 worker that dies loses no finished trial, and its entry goes back to the queue for
 another worker. Entries whose best config is stored already are skipped, so a stopped
-run resumes where it was.
+run resumes where it was. A GPU worker tunes two entries at once (`concurrent`), each
+with a warm pool of benchmark processes: one entry's candidates compile on the CPU
+cores while the other's are timed on the GPU (timings take turns, never sharing it).
 
 Example::
 

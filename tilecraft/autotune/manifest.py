@@ -170,16 +170,16 @@ def describe_arg(arg: Any) -> dict[str, Any]:
 # -- recording -------------------------------------------------------------------------
 _recording: list[Manifest] = []
 _lock = threading.Lock()
-# `Kernel.run` is what every call reaches: direct calls, operators' eager calls and the
-# calls operators get through PyTorch's dispatcher (tilecraft/torch/dispatch.py)
 _original_run = Kernel.run
 
 
 def _recording_run(self: Kernel, args: tuple) -> Any:
+    """`Kernel.run`, where every call ends (a direct call after normalizing its arguments,
+    and the operators' calls, which skip `__call__`), counting the call first."""
     with _lock:
         manifests = list(_recording)
     for manifest in manifests:
-        manifest.add(self, args)  # complete and positional, as `run` takes them
+        manifest.add(self, args)
     return _original_run(self, args)
 
 

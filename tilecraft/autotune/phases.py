@@ -4,8 +4,9 @@ The fixed costs of a short tuning run (starting workers, the reference outputs, 
 arguments) can dominate its few benchmarks; this breakdown shows them. Phases, in seconds:
 
 - `plan`: reading the tuning database and the cost model, choosing the search;
-- `reference`: computing the reference outputs in this process (compile included); with
-  workers, in a background thread while they compile their first candidates;
+- `reference`: computing the reference outputs (compile included): with workers, by the
+  worker that runs the reference config first, while the others compile their candidates
+  (or, when it fails, eagerly in a background thread of this process); else here;
 - `save`: writing the arguments and the reference for the worker processes;
 - `workers_ready`: the longest start-up (spawn to ready) of the workers that were still
   starting when this run began (0 when a warm pool served it); it overlaps `reference`,

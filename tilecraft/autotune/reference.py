@@ -1,10 +1,12 @@
-"""The reference outputs of a tuning run, computed while the candidates compile.
+"""The reference outputs of a tuning run, when this process must compute them.
 
-Every candidate's outputs are compared with the reference (the default config's, see
-`Benchmarker._reference`). With worker processes, computing it (a compile of its own on
-a GPU) need not delay them: a `Reference` computes it in a background thread and saves it
-atomically; a worker compiles and runs its candidate, then waits for the file to compare
-(`wait_for`). Jobs' timeouts are held while it is pending (`WorkerPool.run(hold=...)`).
+Every candidate's outputs are compared with the reference (the default config's). With
+worker processes, the worker that runs the reference config computes it and saves it
+(`runner.check(publish=...)`), so that config compiles once; only when that worker fails
+does this process compute it, eagerly (see `Benchmarker._fall_back`): a `Reference`
+computes it in a background thread and saves it atomically, while the workers compile
+and run their candidates, then wait for the file to compare (`wait_for`). Jobs' timeouts
+are held while it is pending (`WorkerPool.run(hold=...)`).
 """
 
 from __future__ import annotations

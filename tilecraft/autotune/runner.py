@@ -258,22 +258,34 @@ def _short(e: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def exclusive(lock_path: str | None) -> Iterator[None]:
+def exclusive(lock_path: str | None, notify: Notify | None = None) -> Iterator[None]:
     """Hold the file lock at `lock_path` (none if None): workers compile and check in
     parallel but time one at a time, so timings never share the GPU. The OS drops the
-    lock of a worker that dies."""
+    lock of a worker that dies. A wait for it is told to `notify` (`{"waiting": true}`,
+    then `{"timing": true}` once it is held): the pool stops the job's clock meanwhile,
+    since other candidates' timings, not this one, take that time."""
     if lock_path is None:
         yield
         return
     with open(lock_path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if notify is not None:
+                notify({"waiting": True})
+            fcntl.flock(f, fcntl.LOCK_EX)
+            if notify is not None:
+                notify({"timing": True})
         try:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def run_job(job: dict, args: tuple, expected: Expected) -> dict:
+Notify = Callable[[dict], None]  # how a worker tells its pool what it is doing
+
+
+def run_job(job: dict, args: tuple, expected: Expected, notify: Notify | None = None) -> dict:
     """Check (unless `check` is false) and time the candidate a job names; never raises.
 
     The result has `status`, `error`, `compile_s` (the first run, which compiles), and
@@ -289,7 +301,7 @@ def run_job(job: dict, args: tuple, expected: Expected) -> dict:
         checked = job.get("check", True)
         result = check(launcher, args, expected, publish) if checked else {"status": "ok"}
         if result["status"] == "ok" and job.get("time", True):
-            with exclusive(job.get("lock")):
+            with exclusive(job.get("lock"), notify):
                 start = time.perf_counter()
                 warmup_ms, rep_ms = _timing(job)
                 ms = measure(launcher, args, warmup_ms=warmup_ms, rep_ms=rep_ms)

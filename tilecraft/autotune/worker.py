@@ -101,8 +101,9 @@ def warm_triton_driver() -> None:
         pass
 
 
-def answer(state: State, message: dict) -> dict | None:
-    """The reply to one message (None for a release, which has none)."""
+def answer(state: State, message: dict, notify: Any = None) -> dict | None:
+    """The reply to one message (None for a release, which has none); `notify` sends a
+    message before it (that the job waits for the GPU)."""
     from tilecraft.autotune.runner import run_job
 
     if message.get("release"):
@@ -112,7 +113,7 @@ def answer(state: State, message: dict) -> dict | None:
         load_s = state.load(message)
     except Exception as e:  # noqa: BLE001 - a lost file fails this job, not the process
         return {"status": "runtime_error", "error": f"cannot load the arguments: {e}"}
-    result = run_job(message, state.args, state.reference)
+    result = run_job(message, state.args, state.reference, notify)
     return {**result, "load_s": load_s} if load_s else result
 
 
@@ -129,15 +130,18 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     start_up(options)
-    out.write(json.dumps({"ready": True, "at": time.monotonic()}) + "\n")
-    out.flush()
+
+    def send(message: dict) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    send({"ready": True, "at": time.monotonic()})
     state.idle_since = time.monotonic()
     for line in sys.stdin:
         state.idle_since = None
-        reply = answer(state, json.loads(line))
+        reply = answer(state, json.loads(line), send)
         if reply is not None:
-            out.write(json.dumps(reply) + "\n")
-            out.flush()
+            send(reply)
         state.idle_since = time.monotonic()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import select
 import shutil
@@ -247,6 +248,10 @@ class WorkerPool:
                 w.ready, w.deadline = True, time.monotonic() + timeout_s  # the job's clock
                 w.ready_at = float(message.get("at", time.monotonic()))
                 w.ready_s = w.ready_at - w.spawned
+            elif message.get("waiting"):  # for other jobs' timings: its clock stops
+                w.deadline = math.inf
+            elif message.get("timing"):  # its own timing gets a whole timeout
+                w.deadline = time.monotonic() + timeout_s
             elif w.job is not None:
                 results[w.job["_index"]] = message
                 w.job, w.last_used = None, time.monotonic()

@@ -43,9 +43,14 @@ def bilinear_taps(
     return low, high, src - low.to(torch.float32)
 
 
-def bilinear(image: torch.Tensor, n: Any, c: Any, rows: tuple, cols: tuple) -> torch.Tensor:
+def bilinear(
+    image: torch.Tensor, n: Any, c: Any, rows: tuple, cols: tuple, skip: bool
+) -> torch.Tensor:
     """`image[n, c]` interpolated in float32 on the grid of `rows` x `cols`, each the
-    `bilinear_taps` of one axis."""
+    `bilinear_taps` of one axis. With `skip`, a second tap of weight 0 is not read (its
+    lanes are masked off, so they ask memory for nothing): at whole scales (1080p ->
+    360p samples at pixel centres) all of them. Only for images without NaN or infinity
+    (uint8), whose product with that weight 0 would not be 0."""
     top, bottom, wy = rows
     left, right, wx = cols
     top, bottom, wy = top[:, None], bottom[:, None], wy[:, None]
@@ -54,11 +59,18 @@ def bilinear(image: torch.Tensor, n: Any, c: Any, rows: tuple, cols: tuple) -> t
     # subscript is not bounded as in the kernel's own body (a letterbox's border computes
     # rows past the image, which must read 0, not raise)
     p00 = tc.load(image, [n, c, top, left]).to(torch.float32)
-    p01 = tc.load(image, [n, c, top, right]).to(torch.float32)
-    p10 = tc.load(image, [n, c, bottom, left]).to(torch.float32)
-    p11 = tc.load(image, [n, c, bottom, right]).to(torch.float32)
-    upper = (1.0 - wx) * p00 + wx * p01
-    lower = (1.0 - wx) * p10 + wx * p11
+    if skip:
+        right_read = wx != 0.0
+        bottom_read = wy != 0.0
+        p01 = tc.load(image, [n, c, top, right], extra_mask=right_read)
+        p10 = tc.load(image, [n, c, bottom, left], extra_mask=bottom_read)
+        p11 = tc.load(image, [n, c, bottom, right], extra_mask=right_read & bottom_read)
+    else:
+        p01 = tc.load(image, [n, c, top, right])
+        p10 = tc.load(image, [n, c, bottom, left])
+        p11 = tc.load(image, [n, c, bottom, right])
+    upper = (1.0 - wx) * p00 + wx * p01.to(torch.float32)
+    lower = (1.0 - wx) * p10.to(torch.float32) + wx * p11.to(torch.float32)
     return (1.0 - wy) * upper + wy * lower
 
 
@@ -71,5 +83,16 @@ def inside(rows: torch.Tensor, cols: torch.Tensor, height: int, width: int) -> t
 
 def uint8_levels(value: torch.Tensor) -> torch.Tensor:
     """`value` rounded half to even and saturated to 0..255 (still float), as torchvision
-    rounds a float32 result into a uint8 image."""
-    return torch.clamp(torch.round(value), 0.0, 255.0)
+    rounds a float32 result into a uint8 image (NaN gives 0, a uint8 has none).
+
+    Saturated first, then rounded by adding and subtracting 2**23: the same levels as
+    `torch.clamp(torch.round(value), 0, 255)` (rounding is monotone and 0 and 255 are
+    integers) in four instructions on a GPU instead of about twenty (`torch.round` is
+    written there with floors, compares and a float remainder, Triton having no `rint`
+    outside libdevice), which the color conversions spend on every pixel."""
+    value = torch.where(value > 0.0, value, 0.0)
+    value = torch.where(value < 255.0, value, 255.0)
+    # 2**23 + value (0..255) keeps no bits below the units: the addition itself rounds
+    # half to even, and the subtraction is exact (a literal: a module float would be a
+    # kernel argument)
+    return (value + 8388608.0) - 8388608.0

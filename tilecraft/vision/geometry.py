@@ -74,6 +74,11 @@ def _resize_nearest(
 # block_w = 32 * num_warps): Triton gives each thread as many adjacent outputs as a store
 # writes at once (4 float32), so with more, the lanes of a warp gather 4 outputs apart.
 PLANES = Choice("one", "channels", "all")
+# Whether `_resize_bilinear` reads the second tap of an axis where its weight is 0 (uint8
+# images only: see `_device.bilinear`): "skip" masks those lanes off, so a resize by a
+# whole factor (1080p -> 360p: every sample at a pixel centre) reads one tap in four and
+# a third of the rows; "read" reads every tap. A knob until timed on the H200.
+ZERO_TAPS = Choice("skip", "read")
 # Measured on the H200 (16 frames of 1080p, `bench_vision.py --variants`): every channel of
 # a pixel per program, over 2 x 128 output tiles with 8 warps, ran a half-size float resize
 # in 0.128 ms (0.424 for 64 x 64 tiles of one plane) and uint8 NHWC to 640x360 in 0.042
@@ -98,6 +103,8 @@ def _resize_bilinear(
     _, _, h, w = image.size()
     n, c, out_h, out_w = out.size()
     planes = tc.register_tunable("planes", PLANES)
+    zero_taps = tc.register_tunable("zero_taps", ZERO_TAPS)
+    skip = is_uint8 and zero_taps == "skip"
     # only the loop of the chosen `planes` has rows, so only it launches
     size = [n, c, out_h if planes == "one" else 0, out_w]
     for tile_n, tile_c, tile_h, tile_w in tc.tile(size, block_size=[1, 1, None, None]):
@@ -105,7 +112,7 @@ def _resize_bilinear(
         dst_w = tile_w.index - box_left
         rows = bilinear_taps(dst_h, scale_h, h)
         cols = bilinear_taps(dst_w, scale_w, w)
-        value = bilinear(image, tile_n, tile_c, rows, cols)
+        value = bilinear(image, tile_n, tile_c, rows, cols, skip)
         value = torch.where(inside(dst_h, dst_w, box_height, box_width), value, pad)
         if is_uint8:
             value = uint8_levels(value)
@@ -115,13 +122,14 @@ def _resize_bilinear(
         rows, cols, box = _resize_taps(
             tile_h, tile_w, box_top, box_left, box_height, box_width, scale_h, scale_w, h, w
         )
-        _resize_channels(image, out, tile_n, tile_h, tile_w, rows, cols, box, pad, is_uint8)
+        _resize_channels(image, out, (tile_n, tile_h, tile_w), rows, cols, box, pad, is_uint8, skip)
     for tile_h, tile_w in tc.tile([out_h if planes == "all" else 0, out_w]):
         rows, cols, box = _resize_taps(
             tile_h, tile_w, box_top, box_left, box_height, box_width, scale_h, scale_w, h, w
         )
         for tile_n in tc.tile(n, block_size=1):
-            _resize_channels(image, out, tile_n, tile_h, tile_w, rows, cols, box, pad, is_uint8)
+            at = (tile_n, tile_h, tile_w)
+            _resize_channels(image, out, at, rows, cols, box, pad, is_uint8, skip)
     return out
 
 
@@ -150,18 +158,18 @@ def _resize_taps(
 def _resize_channels(
     image: torch.Tensor,
     out: torch.Tensor,
-    n: Any,
-    tile_h: Any,
-    tile_w: Any,
+    where: tuple,
     rows: tuple,
     cols: tuple,
     box: torch.Tensor,
     pad: float,
     is_uint8: bool,
+    skip: bool,
 ) -> None:
-    """Store every channel of image `n`'s tile, resized (`pad` outside `box`); a device
-    helper."""
-    values = gather_channels(image, n, rows, cols, box, pad)
+    """Store every channel of the tile `where` (image, rows, columns), resized (`pad`
+    outside `box`); `skip`: see `_device.bilinear`; a device helper."""
+    n, tile_h, tile_w = where
+    values = gather_channels(image, n, rows, cols, box, pad, skip)
     for k in range(image.size(1)):
         value = values[k]
         if is_uint8:
@@ -170,14 +178,22 @@ def _resize_channels(
 
 
 def gather_channels(
-    image: torch.Tensor, n: Any, rows: tuple, cols: tuple, box: torch.Tensor, pad: float
+    image: torch.Tensor,
+    n: Any,
+    rows: tuple,
+    cols: tuple,
+    box: torch.Tensor,
+    pad: float,
+    skip: bool,
 ) -> list:
     """Every channel of image `n` interpolated on the grid of `rows` x `cols` (`pad` outside
     `box`), all loaded before the caller stores any (a store between them would hold the
-    next channel's loads back, as they might read what it wrote); a device helper."""
+    next channel's loads back, as they might read what it wrote); `skip`: see
+    `_device.bilinear`; a device helper."""
     values = []
     for k in range(image.size(1)):
-        values = values + [torch.where(box, bilinear(image, n, k, rows, cols), pad)]
+        value = bilinear(image, n, k, rows, cols, skip)
+        values = values + [torch.where(box, value, pad)]
     return values
 
 

@@ -17,6 +17,7 @@ outputs each gather their four source pixels.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -24,10 +25,16 @@ import tilecraft as tc
 from tilecraft.language import Choice
 from tilecraft.vision import antialias_batch
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
-from tilecraft.vision.antialias import bilinear_normalize, fits
-from tilecraft.vision.color import check_yuv420, yuv_to_rgb
+from tilecraft.vision.antialias import bilinear_normalize, fits, packed_rows
+from tilecraft.vision.color import byte_float, check_yuv420, words, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
-from tilecraft.vision.geometry import _resize_taps, _scale, gather_channels, letterbox_box
+from tilecraft.vision.geometry import (
+    ZERO_TAPS,
+    _resize_taps,
+    _scale,
+    gather_channels,
+    letterbox_box,
+)
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 from tilecraft.vision.memory import constant, empty
 
@@ -81,6 +88,77 @@ def _normalize(
     return out
 
 
+# How `_normalize_words` stores the four pixels of a group per channel: "stacked" (a
+# [rows, groups, 4] tile whose last dim is 4 adjacent outputs: 8-byte float16 stores) or
+# "strided" (four stores, each every fourth output). A knob until timed on the H200.
+STORES = Choice("stacked", "strided")
+# How `_normalize_words` normalizes: "divide" as the formula reads (`(x / peak - mean) /
+# std`, two float32 divisions: the results of the other kernels, bit for bit), or
+# "multiply": `x * scale + shift`, with `scale = 1 / (peak * std)` and `shift = -mean / std`
+# computed once per program: one fused multiply-add instead of two divisions (each about
+# ten instructions on a GPU) per value, within a few float32 ulps (a float16 result
+# within one ulp). A knob until timed on the H200.
+ARITHMETIC = Choice("divide", "multiply")
+# How `_normalize_words` makes floats of bytes: "float" converts (`.to()`), "bits" puts the
+# byte under 2**23's exponent and subtracts 2**23 (exact; an integer operation where the
+# GPU converts at a quarter of the rate it adds; see color.LEVELS). A knob until timed.
+CONVERT = Choice("float", "bits")
+
+
+# NHWC uint8 rows read as 32-bit words: four pixels of C channels are C words (4 C bytes),
+# loaded whole (a load per word every C words, where reading each channel's bytes
+# separately takes 4 C one-byte loads), their bytes picked out by shifts (all static).
+# A knob until timed on the H200 (`bench_vision.py --variants --only normalize`).
+@tc.kernel(default_config=tc.Config(block_sizes=[1, 128], num_warps=4))
+def _normalize_words(
+    words: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, out: torch.Tensor, peak: float
+) -> torch.Tensor:
+    # words: (N, H, C * W / 4) int32, the NHWC uint8 rows; out: (N, C, H, W) float
+    n, c, h, w = out.size()
+    stores = tc.register_tunable("stores", STORES)
+    arithmetic = tc.register_tunable("arithmetic", ARITHMETIC)
+    bits = tc.register_tunable("convert", CONVERT) == "bits"
+    for tile_n, tile_h, tile_g in tc.tile([n, h, w // 4], block_size=[1, None, None]):
+        means, stds = _channel_stats(mean, std)
+        scales = []
+        shifts = []
+        for k in range(c):
+            scales = scales + [1.0 / (peak * stds[k])]
+            shifts = shifts + [-means[k] / stds[k]]
+        rows = tile_h.index[:, None]
+        first = tile_g.index[None, :] * c
+        group = []
+        for k in range(c):
+            group = group + [words[tile_n, rows, first + k].to(torch.int32)]
+        for k in range(c):
+            pixels = []
+            for j in range(4):
+                byte = (group[(j * c + k) // 4] >> (8 * ((j * c + k) % 4))) & 255
+                byte = byte_float(byte, 0.0, bits)
+                if arithmetic == "divide":
+                    value = (byte / peak - means[k]) / stds[k]
+                else:
+                    value = byte * scales[k] + shifts[k]
+                pixels = pixels + [value.to(out.dtype)]
+            _store_group(out, tile_n, k, tile_h, tile_g, pixels, stores == "stacked")
+    return out
+
+
+def _store_group(
+    out: torch.Tensor, n: Any, k: int, tile_h: Any, tile_g: Any, pixels: list, stacked: bool
+) -> None:
+    """Store channel `k` of groups of four pixels (`pixels`: the first of each group, the
+    second, ...) at rows `tile_h` and groups `tile_g` of `out`; a device helper."""
+    if stacked:
+        rows = tile_h.index[:, None, None]
+        cols = tile_g.index[None, :, None] * 4 + tc.arange(4)[None, None, :]
+        out[n, k, rows, cols] = torch.stack(pixels, dim=-1)
+    else:
+        rows = tile_h.index[:, None]
+        for j in range(4):
+            out[n, k, rows, tile_g.index[None, :] * 4 + j] = pixels[j]
+
+
 # Measured on the H200 (uint8 NHWC 1080p -> 640x360 float16 NCHW, 16 frames): 1 x 128
 # output tiles with 4 warps, 0.041 ms, against 0.212 for 64 x 64 (`bench_vision.py
 # --variants`).
@@ -101,6 +179,7 @@ def _resize_normalize(
     scale_w: float,
     pad: float,
     peak: float,
+    is_uint8: bool,
 ) -> torch.Tensor:
     # geometry.py's _resize_bilinear, with normalization instead of uint8 rounding; one
     # program does every channel (frames have 1 to 4), so the source positions and weights
@@ -110,6 +189,8 @@ def _resize_normalize(
     _, c, h, w = image.size()
     n, _, out_h, out_w = out.size()
     planes = tc.register_tunable("planes", BATCH_PLANES)
+    zero_taps = tc.register_tunable("zero_taps", ZERO_TAPS)
+    skip = is_uint8 and zero_taps == "skip"  # (see geometry.ZERO_TAPS)
     size = [n, out_h if planes == "channels" else 0, out_w]
     for tile_n, tile_h, tile_w in tc.tile(size, block_size=[1, None, None]):
         dst_h = tile_h.index - box_top
@@ -118,7 +199,7 @@ def _resize_normalize(
         cols = bilinear_taps(dst_w, scale_w, w)
         box = inside(dst_h, dst_w, box_height, box_width)
         for k in range(c):
-            value = torch.where(box, bilinear(image, tile_n, k, rows, cols), pad) / peak
+            value = torch.where(box, bilinear(image, tile_n, k, rows, cols, skip), pad) / peak
             out[tile_n, k, tile_h, tile_w] = ((value - mean[k]) / std[k]).to(out.dtype)
     for tile_h, tile_w in tc.tile([out_h if planes == "all" else 0, out_w]):
         rows, cols, box = _resize_taps(
@@ -127,7 +208,7 @@ def _resize_normalize(
         means, stds = _channel_stats(mean, std)
         for tile_n in tc.tile(n, block_size=1):
             # every channel's loads before any store: stores in between would hold them back
-            values = gather_channels(image, tile_n, rows, cols, box, pad)
+            values = gather_channels(image, tile_n, rows, cols, box, pad, skip)
             for k in range(c):
                 normalized = (values[k] / peak - means[k]) / stds[k]
                 out[tile_n, k, tile_h, tile_w] = normalized.to(out.dtype)
@@ -159,9 +240,13 @@ def _nv12_resize_normalize(
     scale_h: float,
     scale_w: float,
     pad: float,
+    interleaved: bool,
 ) -> torch.Tensor:
     # Each of the four bilinear taps is converted to RGB and rounded to uint8 levels, as
     # `nv12_to_rgb` would store it, then blended: equal to converting first, in one pass.
+    # With `interleaved`, `u` is NV12's UV plane as 16-bit words (U low; `v` is not read):
+    # one gather per tap for both chroma samples. A tap of weight 0 is not read (its lanes
+    # are masked off; the planes are uint8, without NaN): at whole scales three in four.
     _, h, w = y.size()
     n, _, out_h, out_w = out.size()
     for tile_n, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[1, None, None]):
@@ -186,9 +271,9 @@ def _nv12_resize_normalize(
                 if dx == 1:
                     cols = x1[None, :]
                     weight = weight_y * wx
-                luma = y[tile_n, rows, cols]
-                cb = u[tile_n, rows // 2, cols // 2]
-                cr = v[tile_n, rows // 2, cols // 2]
+                read = weight != 0.0
+                luma = tc.load(y, [tile_n, rows, cols], extra_mask=read)
+                cb, cr = _tap_chroma(u, v, tile_n, rows >> 1, cols >> 1, read, interleaved)
                 tap_r, tap_g, tap_b = yuv_to_rgb(luma, cb, cr)
                 red = red + weight * tap_r
                 green = green + weight * tap_g
@@ -201,6 +286,28 @@ def _nv12_resize_normalize(
         out[tile_n, 1, tile_h, tile_w] = ((green - mean[1]) / std[1]).to(out.dtype)
         out[tile_n, 2, tile_h, tile_w] = ((blue - mean[2]) / std[2]).to(out.dtype)
     return out
+
+
+def _tap_chroma(
+    u: torch.Tensor,
+    v: torch.Tensor,
+    n: Any,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    read: torch.Tensor,
+    interleaved: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The U and V samples (uint8 levels, int32) at chroma `rows` x `cols` where `read`
+    (0 elsewhere): one word of NV12's interleaved plane (`interleaved`) or a byte of each
+    planar one; a device helper."""
+    if interleaved:
+        word = tc.load(u, [n, rows, cols], extra_mask=read).to(torch.int32)
+        cb = word & 255
+        cr = (word >> 8) & 255
+    else:
+        cb = tc.load(u, [n, rows, cols], extra_mask=read).to(torch.int32)
+        cr = tc.load(v, [n, rows, cols], extra_mask=read).to(torch.int32)
+    return cb, cr
 
 
 def _stats(values: Sequence[float] | torch.Tensor, channels: int, device: torch.device):
@@ -259,7 +366,24 @@ def normalize(
     out = new_image(n, c, h, w, dtype, image.device, check_layout(out_layout))
     peak = 255.0 if image.dtype == torch.uint8 else 1.0
     mean_t, std_t = _stats(mean, c, image.device), _stats(std, c, image.device)
+    packed = _word_rows(img.view) if out_layout == "NCHW" else None
+    if packed is not None:
+        return img.restore(_normalize_words(packed, mean_t, std_t, out, peak), out_layout)
     return img.restore(_normalize(img.view, mean_t, std_t, out, peak), out_layout)
+
+
+def _word_rows(image: torch.Tensor) -> torch.Tensor | None:
+    """The uint8 NCHW view `image` of NHWC memory without gaps as (N, H, C * W / 4) int32
+    words (a view), for `_normalize_words`; None for other images, widths not a multiple
+    of 4, or more than 4 channels."""
+    n, c, h, w = image.shape
+    rows = packed_rows(image) if image.dtype == torch.uint8 and c <= 4 else None
+    if rows is None or w % 4 or rows.numel() == 0:
+        return None
+    try:
+        return rows.view(torch.int32)
+    except RuntimeError:  # an offset or a row not aligned to a word
+        return None
 
 
 def preprocess(
@@ -302,9 +426,8 @@ def preprocess(
     else:
         packed = bilinear_normalize(img.view, mean_t, std_t, out, box, float(pad), peak)
         if packed is None:
-            packed = _resize_normalize(
-                img.view, mean_t, std_t, out, *box, *scales, float(pad), peak
-            )
+            args = (*box, *scales, float(pad), peak, frames.dtype == torch.uint8)
+            packed = _resize_normalize(img.view, mean_t, std_t, out, *args)
         out = packed
     return img.restore(out, "NCHW")
 
@@ -327,7 +450,7 @@ def _antialiased(
     inner = empty([n, c, box[2], box[3]], torch.float32, image.device)
     inner = average_resize(image, inner, area=False)
     # bilinear at scale 1 samples each pixel exactly: a copy into the box, with the border
-    return _resize_normalize(inner, mean, std, out, *box, 1.0, 1.0, pad, peak)
+    return _resize_normalize(inner, mean, std, out, *box, 1.0, 1.0, pad, peak, False)
 
 
 def preprocess_nv12(
@@ -361,5 +484,8 @@ def preprocess_nv12(
     scales = (_scale(h, box[2]), _scale(w, box[3]))
     out = _destination(out, (n, 3, *size), dtype, y.device, batched)
     mean_t, std_t = _stats(mean, 3, y.device), _stats(std, 3, y.device)
-    out = _nv12_resize_normalize(y, u, v, mean_t, std_t, out, *box, *scales, float(pad))
+    chroma = words(uv)
+    planes = (u, v) if chroma is None else (chroma[..., 0], chroma[..., 0])
+    args = (*box, *scales, float(pad), chroma is not None)
+    out = _nv12_resize_normalize(y, *planes, mean_t, std_t, out, *args)
     return out if batched else out[0]
