@@ -450,8 +450,9 @@ def variant_configs() -> dict[str, tuple]:
         stores: str = "stacked",
         arithmetic: str = "divide",
         convert: str = "float",
+        group: int = 4,
     ) -> Config:
-        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert)
+        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert, group=group)
         return Config(block_sizes=hw, num_warps=warps, **knobs)
 
     def plane(hw: list[int], warps: int, more: dict | None = None) -> Config:
@@ -483,6 +484,7 @@ def variant_configs() -> dict[str, tuple]:
 
     read = {"zero_taps": "read"}
     bits = {"levels": "bits"}
+    fast = ("multiply", "bits")  # normalize by one multiply-add, bytes to floats by bits
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -570,21 +572,19 @@ def variant_configs() -> dict[str, tuple]:
             "preprocessing._normalize_words",
             [
                 ("words 1x128 w4", words([1, 128], 4)),
-                ("words 1x256 w4", words([1, 256], 4)),
                 ("words 1x128 w4 strided", words([1, 128], 4, "strided")),
                 ("words 1x128 w4 multiply", words([1, 128], 4, arithmetic="multiply")),
-                ("words 1x256 w4 multiply", words([1, 256], 4, arithmetic="multiply")),
-                ("words 1x256 w8 multiply", words([1, 256], 8, arithmetic="multiply")),
-                ("words 1x512 w8 multiply", words([1, 512], 8, arithmetic="multiply")),
                 ("words 2x128 w8 multiply", words([2, 128], 8, arithmetic="multiply")),
                 ("words 1x64 w2 multiply", words([1, 64], 2, arithmetic="multiply")),
-                ("words 1x32 w1 multiply", words([1, 32], 1, arithmetic="multiply")),
-                ("words 4x64 w8 multiply", words([4, 64], 8, arithmetic="multiply")),
-                ("words 1x128 w4 strided multiply", words([1, 128], 4, "strided", "multiply")),
-                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", "multiply", "bits")),
-                ("words 1x256 w4 multiply bits", words([1, 256], 4, "stacked", "multiply", "bits")),
-                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", "multiply", "bits")),
-                ("words 1x128 w4 bits", words([1, 128], 4, "stacked", "divide", "bits")),
+                ("words 1x128 w4 bits", words([1, 128], 4, convert="bits")),
+                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", *fast)),
+                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", *fast)),
+                ("words 1x128 w4 strided multiply bits", words([1, 128], 4, "strided", *fast)),
+                ("words g8 1x128 w4", words([1, 128], 4, group=8)),
+                ("words g8 1x128 w4 multiply bits", words([1, 128], 4, "stacked", *fast, 8)),
+                ("words g8 1x64 w2 multiply bits", words([1, 64], 2, "stacked", *fast, 8)),
+                ("words g8 1x256 w8 multiply bits", words([1, 256], 8, "stacked", *fast, 8)),
+                ("words g8 2x128 w8 multiply bits", words([2, 128], 8, "stacked", *fast, 8)),
             ],
         ),
         # the kernel before: each channel's bytes loaded apart (now for other layouts)
