@@ -445,12 +445,17 @@ def variant_configs() -> dict[str, tuple]:
         return Config(block_sizes=blocks, num_warps=warps, channels=channels)
 
     def words(
-        hw: list[int], warps: int, stores: str = "stacked", arithmetic: str = "divide"
+        hw: list[int],
+        warps: int,
+        stores: str = "stacked",
+        arithmetic: str = "divide",
+        convert: str = "float",
     ) -> Config:
-        return Config(block_sizes=hw, num_warps=warps, stores=stores, arithmetic=arithmetic)
+        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert)
+        return Config(block_sizes=hw, num_warps=warps, **knobs)
 
-    def plane(hw: list[int], warps: int) -> Config:
-        return Config(block_sizes=hw, num_warps=warps)
+    def plane(hw: list[int], warps: int, more: dict | None = None) -> Config:
+        return Config(block_sizes=hw, num_warps=warps, **(more or {}))
 
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
@@ -477,6 +482,7 @@ def variant_configs() -> dict[str, tuple]:
         return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
     read = {"zero_taps": "read"}
+    bits = {"levels": "bits"}
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -575,6 +581,10 @@ def variant_configs() -> dict[str, tuple]:
                 ("words 1x32 w1 multiply", words([1, 32], 1, arithmetic="multiply")),
                 ("words 4x64 w8 multiply", words([4, 64], 8, arithmetic="multiply")),
                 ("words 1x128 w4 strided multiply", words([1, 128], 4, "strided", "multiply")),
+                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", "multiply", "bits")),
+                ("words 1x256 w4 multiply bits", words([1, 256], 4, "stacked", "multiply", "bits")),
+                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", "multiply", "bits")),
+                ("words 1x128 w4 bits", words([1, 128], 4, "stacked", "divide", "bits")),
             ],
         ),
         # the kernel before: each channel's bytes loaded apart (now for other layouts)
@@ -602,6 +612,11 @@ def variant_configs() -> dict[str, tuple]:
                 ("words 2x1024 w8", plane([2, 1024], 8)),
                 ("words 4x256 w4", plane([4, 256], 4)),
                 ("words 4x512 w8", plane([4, 512], 8)),
+                ("words 1x512 w4 bits", plane([1, 512], 4, bits)),
+                ("words 1x1024 w4 bits", plane([1, 1024], 4, bits)),
+                ("words 1x1024 w8 bits", plane([1, 1024], 8, bits)),
+                ("words 2x512 w8 bits", plane([2, 512], 8, bits)),
+                ("words 1x2048 w8 bits", plane([1, 2048], 8, bits)),
             ],
         ),
         # the kernel before: each output gathers its chroma bytes (now for odd widths)
@@ -631,7 +646,7 @@ def variant_configs() -> dict[str, tuple]:
                 ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
                 ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
                 ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
-                ("packed 16x16 s64 f16 w4 maxnreg 72", frames([16, 16], 64, 16, 4, regs=72)),
+                ("packed 16x16 s64 f8 w4 maxnreg 72", frames([16, 16], 64, 8, 4, regs=72)),
                 ("packed 16x16 s64 f16 w4 maxnreg 64", frames([16, 16], 64, 16, 4, regs=64)),
                 ("packed 16x8 s64 f16 w4 maxnreg 64", frames([16, 8], 64, 16, 4, regs=64)),
                 ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),

@@ -196,10 +196,11 @@ def lane_steps(
     return runs, end, weights
 
 
-# Not measured yet: the configs `bench_vision.py --variants --only antialias` times. Read
-# from the SASS (sm_90, 16 frames of 1080p -> 640x360): the packed kernel's loop over frames
-# runs about 100 instructions per output, 16-byte loads; the planes kernel's about 180
-# (each sample its own load, address and shared-memory store).
+# Not measured yet: the configs `bench_vision.py --variants --only "preprocess antialiased"`
+# times. Read from the SASS (sm_90, 16 frames of 1080p -> 640x360, lane-instructions per
+# output): the packed kernel's loop over frames about 80 (16-byte loads) and its weights
+# about 35 more; the planes kernel's loop about 180 (each sample its own load, address
+# and shared-memory store).
 @tc.kernel(default_config=tc.Config(rows=16, cols=32, step=32, frames=16, num_warps=4))
 def _planes_frames(
     image: torch.Tensor,
@@ -264,13 +265,17 @@ def lane_stats(mean: torch.Tensor, std: torch.Tensor, channel: torch.Tensor, pea
 
 
 def _packed_default(args: tuple) -> tc.Config:
-    """16 x 16 output tiles (8 columns past a shrink of 4: the column weights, held in
-    registers, grow with the scale), walking 16 frames, the frames loop software-pipelined
-    (the next frame's samples load while this one's sums run)."""
+    """16 x 16 output tiles walking 16 frames, at most 72 registers a thread: 7 programs an
+    SM, so 1080p -> 640x360 (920 programs) runs in one wave on 132 SMs, where 96 registers
+    (5 an SM) take two, the second 40% full (read from the SASS, not yet timed). Past a
+    shrink of 4 (4K frames), 8 columns (the column weights, held in registers, grow with
+    the scale) and the frames loop software-pipelined (the next frame's samples load
+    while this one's sums run)."""
     samples, out, width = args[0], args[3], args[7]
     scale = samples.shape[-1] * samples.element_size() / out.shape[1] / width
-    cols = 16 if scale <= 4 else 8
-    return tc.Config(rows=16, cols=cols, step=64, frames=16, num_warps=4, range_num_stages=[2])
+    if scale <= 4:
+        return tc.Config(rows=16, cols=16, step=64, frames=16, num_warps=4, maxnreg=72)
+    return tc.Config(rows=16, cols=8, step=64, frames=16, num_warps=4, range_num_stages=[2])
 
 
 @tc.kernel(default_config=_packed_default)

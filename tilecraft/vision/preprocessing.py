@@ -26,7 +26,7 @@ from tilecraft.language import Choice
 from tilecraft.vision import antialias_batch
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import bilinear_normalize, fits, packed_rows
-from tilecraft.vision.color import check_yuv420, words, yuv_to_rgb
+from tilecraft.vision.color import byte_float, check_yuv420, words, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.geometry import (
     ZERO_TAPS,
@@ -99,6 +99,10 @@ STORES = Choice("stacked", "strided")
 # ten instructions on a GPU) per value, within a few float32 ulps (a float16 result
 # within one ulp). A knob until timed on the H200.
 ARITHMETIC = Choice("divide", "multiply")
+# How `_normalize_words` makes floats of bytes: "float" converts (`.to()`), "bits" puts the
+# byte under 2**23's exponent and subtracts 2**23 (exact; an integer operation where the
+# GPU converts at a quarter of the rate it adds; see color.LEVELS). A knob until timed.
+CONVERT = Choice("float", "bits")
 
 
 # NHWC uint8 rows read as 32-bit words: four pixels of C channels are C words (4 C bytes),
@@ -113,6 +117,7 @@ def _normalize_words(
     n, c, h, w = out.size()
     stores = tc.register_tunable("stores", STORES)
     arithmetic = tc.register_tunable("arithmetic", ARITHMETIC)
+    bits = tc.register_tunable("convert", CONVERT) == "bits"
     for tile_n, tile_h, tile_g in tc.tile([n, h, w // 4], block_size=[1, None, None]):
         means, stds = _channel_stats(mean, std)
         scales = []
@@ -128,9 +133,8 @@ def _normalize_words(
         for k in range(c):
             pixels = []
             for j in range(4):
-                byte = ((group[(j * c + k) // 4] >> (8 * ((j * c + k) % 4))) & 255).to(
-                    torch.float32
-                )
+                byte = (group[(j * c + k) // 4] >> (8 * ((j * c + k) % 4))) & 255
+                byte = byte_float(byte, 0.0, bits)
                 if arithmetic == "divide":
                     value = (byte / peak - means[k]) / stds[k]
                 else:
