@@ -450,8 +450,9 @@ def variant_configs() -> dict[str, tuple]:
         stores: str = "stacked",
         arithmetic: str = "divide",
         convert: str = "float",
+        group: int = 4,
     ) -> Config:
-        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert)
+        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert, group=group)
         return Config(block_sizes=hw, num_warps=warps, **knobs)
 
     def plane(hw: list[int], warps: int, more: dict | None = None) -> Config:
@@ -483,6 +484,7 @@ def variant_configs() -> dict[str, tuple]:
 
     read = {"zero_taps": "read"}
     bits = {"levels": "bits"}
+    fast = ("multiply", "bits")  # normalize by one multiply-add, bytes to floats by bits
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -501,17 +503,18 @@ def variant_configs() -> dict[str, tuple]:
             "geometry._resize_bilinear",
             [
                 ("channels 2x128 w8 read (old default)", resize("channels", [2, 128], 8, read)),
-                ("all 2x128 w8 read", resize("all", [2, 128], 8, read)),
-                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
-                ("channels 1x64 w2", resize("channels", [1, 64], 2)),
-                ("channels 1x256 w8", resize("channels", [1, 256], 8)),
                 ("channels 2x64 w4", resize("channels", [2, 64], 4)),
                 ("channels 4x64 w8", resize("channels", [4, 64], 8)),
-                ("channels 4x128 w16", resize("channels", [4, 128], 16)),
-                ("channels 8x32 w8", resize("channels", [8, 32], 8)),
-                ("channels 1x512 w4", resize("channels", [1, 512], 4)),
                 ("all 1x128 w4", resize("all", [1, 128], 4)),
                 ("all 2x128 w8", resize("all", [2, 128], 8)),
+                ("all 2x64 w4", resize("all", [2, 64], 4)),
+                ("all 4x64 w8", resize("all", [4, 64], 8)),
+                ("all 4x128 w16", resize("all", [4, 128], 16)),
+                ("all 1x256 w8", resize("all", [1, 256], 8)),
+                (
+                    "all 2x128 w8 unroll 2",
+                    resize("all", [2, 128], 8, {"range_unroll_factors": [2]}),
+                ),
             ],
         ),
         "gaussian_blur 5x5 f32": (
@@ -570,21 +573,19 @@ def variant_configs() -> dict[str, tuple]:
             "preprocessing._normalize_words",
             [
                 ("words 1x128 w4", words([1, 128], 4)),
-                ("words 1x256 w4", words([1, 256], 4)),
                 ("words 1x128 w4 strided", words([1, 128], 4, "strided")),
                 ("words 1x128 w4 multiply", words([1, 128], 4, arithmetic="multiply")),
-                ("words 1x256 w4 multiply", words([1, 256], 4, arithmetic="multiply")),
-                ("words 1x256 w8 multiply", words([1, 256], 8, arithmetic="multiply")),
-                ("words 1x512 w8 multiply", words([1, 512], 8, arithmetic="multiply")),
                 ("words 2x128 w8 multiply", words([2, 128], 8, arithmetic="multiply")),
                 ("words 1x64 w2 multiply", words([1, 64], 2, arithmetic="multiply")),
-                ("words 1x32 w1 multiply", words([1, 32], 1, arithmetic="multiply")),
-                ("words 4x64 w8 multiply", words([4, 64], 8, arithmetic="multiply")),
-                ("words 1x128 w4 strided multiply", words([1, 128], 4, "strided", "multiply")),
-                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", "multiply", "bits")),
-                ("words 1x256 w4 multiply bits", words([1, 256], 4, "stacked", "multiply", "bits")),
-                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", "multiply", "bits")),
-                ("words 1x128 w4 bits", words([1, 128], 4, "stacked", "divide", "bits")),
+                ("words 1x128 w4 bits", words([1, 128], 4, convert="bits")),
+                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", *fast)),
+                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", *fast)),
+                ("words 1x128 w4 strided multiply bits", words([1, 128], 4, "strided", *fast)),
+                ("words g8 1x128 w4", words([1, 128], 4, group=8)),
+                ("words g8 1x128 w4 multiply bits", words([1, 128], 4, "stacked", *fast, 8)),
+                ("words g8 1x64 w2 multiply bits", words([1, 64], 2, "stacked", *fast, 8)),
+                ("words g8 1x256 w8 multiply bits", words([1, 256], 8, "stacked", *fast, 8)),
+                ("words g8 2x128 w8 multiply bits", words([2, 128], 8, "stacked", *fast, 8)),
             ],
         ),
         # the kernel before: each channel's bytes loaded apart (now for other layouts)
@@ -602,21 +603,17 @@ def variant_configs() -> dict[str, tuple]:
         "nv12_to_rgb": (
             "color._yuv420_words",
             [
-                ("words 1x256 w2", plane([1, 256], 2)),
                 ("words 1x512 w4", plane([1, 512], 4)),
                 ("words 1x1024 w4", plane([1, 1024], 4)),
-                ("words 1x1024 w8", plane([1, 1024], 8)),
                 ("words 2x512 w4", plane([2, 512], 4)),
-                ("words 2x512 w8", plane([2, 512], 8)),
-                ("words 1x2048 w8", plane([1, 2048], 8)),
                 ("words 2x1024 w8", plane([2, 1024], 8)),
-                ("words 4x256 w4", plane([4, 256], 4)),
-                ("words 4x512 w8", plane([4, 512], 8)),
                 ("words 1x512 w4 bits", plane([1, 512], 4, bits)),
                 ("words 1x1024 w4 bits", plane([1, 1024], 4, bits)),
                 ("words 1x1024 w8 bits", plane([1, 1024], 8, bits)),
+                ("words 2x512 w4 bits", plane([2, 512], 4, bits)),
                 ("words 2x512 w8 bits", plane([2, 512], 8, bits)),
-                ("words 1x2048 w8 bits", plane([1, 2048], 8, bits)),
+                ("words 2x1024 w8 bits", plane([2, 1024], 8, bits)),
+                ("words 4x256 w4 bits", plane([4, 256], 4, bits)),
             ],
         ),
         # the kernel before: each output gathers its chroma bytes (now for odd widths)

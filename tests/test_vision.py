@@ -613,16 +613,17 @@ def test_normalize_channels(vmode, monkeypatch, channels):
 @pytest.mark.parametrize(
     "knobs",
     [
-        ("stacked", "divide", "float"),
-        ("strided", "multiply", "bits"),
-        ("stacked", "divide", "bits"),
+        ("stacked", "divide", "float", 4),
+        ("strided", "multiply", "bits", 8),
+        ("stacked", "divide", "bits", 8),
     ],
 )
 def test_normalize_words(vmode, monkeypatch, knobs):
     # NHWC uint8 rows as 32-bit words (widths that are multiples of 4), on tiles of 2 rows
-    # x 2 groups of 4 pixels that do not divide the image: 3, 1 and 4 channels
-    stores, arithmetic, convert = knobs
-    knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert)
+    # x 2 groups of 4 or 8 pixels that do not divide the image (nor do the groups, of 8,
+    # always divide its rows): 3, 1 and 4 channels
+    stores, arithmetic, convert, group = knobs
+    knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert, group=group)
     config = tc.Config(block_sizes=[2, 2], **knobs)
     monkeypatch.setattr(
         preprocessing,

@@ -412,6 +412,7 @@ def _environment() -> dict[str, str]:
 
 DIR_PREFIX = "tilecraft-bench-"  # + the owner's pid + "-": a dead owner's dir is stale
 POOL_PREFIX = "tilecraft-pool-"  # the same, for a pool's log
+LOCKS_PREFIX = "tilecraft-locks-"  # the same, for the GPU lock files (kept while it lives)
 WORKER_BYTES = 1 << 30  # what one worker (Python, torch, Triton, a compile) may hold
 
 
@@ -429,7 +430,7 @@ def gpu_lock(device: str) -> str | None:
     with _Locks.lock:
         if _Locks.dir is None or not _Locks.dir.is_dir():
             try:
-                _Locks.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-locks-"))
+                _Locks.dir = Path(tempfile.mkdtemp(prefix=f"{LOCKS_PREFIX}{os.getpid()}-"))
             except OSError:
                 return None
             atexit.register(_remove_own, _Locks.dir, os.getpid())
@@ -470,11 +471,12 @@ def remove_stale_dirs(root: Path | None = None) -> None:
     without cleaning up (killed, or the machine lost power)."""
     try:
         root = Path(root or tempfile.gettempdir())
-        found = [p for prefix in (DIR_PREFIX, POOL_PREFIX) for p in root.glob(f"{prefix}*-*")]
+        prefixes = (DIR_PREFIX, POOL_PREFIX, LOCKS_PREFIX)
+        found = [(p, p.name[len(x) :]) for x in prefixes for p in root.glob(f"{x}*-*")]
     except OSError:  # no usable temporary directory at all (a full disk)
         return
-    for path in found:
-        pid = path.name.removeprefix(DIR_PREFIX).removeprefix(POOL_PREFIX).split("-", 1)[0]
+    for path, rest in found:
+        pid = rest.split("-", 1)[0]
         if pid.isdigit() and _is_ours(path) and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 
