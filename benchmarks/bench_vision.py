@@ -485,6 +485,7 @@ def variant_configs() -> dict[str, tuple]:
 
     read = {"zero_taps": "read"}
     both = dict(stage="halves", order="lanes")  # the packed antialiased kernel's new paths
+    wgmma = dict(stage="halves", order="samples")
     bits = {"levels": "bits"}
     fast = ("multiply", "bits")  # normalize by one multiply-add, bytes to floats by bits
     resizes = [
@@ -643,7 +644,6 @@ def variant_configs() -> dict[str, tuple]:
                 ("packed 16x16 w4 lanes", frames([16, 16], 64, 16, 4, order="lanes")),
                 ("packed 16x16 w4 halves", frames([16, 16], 64, 16, 4, stage="halves")),
                 ("packed 16x16 w4 lanes halves", frames([16, 16], 64, 16, 4, **both)),
-                ("packed 16x16 w8 lanes halves", frames([16, 16], 64, 16, 8, **both)),
                 (
                     "packed 16x16 w4 lanes halves maxnreg 72",
                     frames([16, 16], 64, 16, 4, regs=72, **both),
@@ -653,11 +653,13 @@ def variant_configs() -> dict[str, tuple]:
                     "packed 16x16 w4 lanes halves stages 2",
                     frames([16, 16], 64, 16, 4, stages=2, **both),
                 ),
-                ("packed 16x8 w4 lanes halves", frames([16, 8], 64, 16, 4, **both)),
+                ("packed 16x16 w4 samples halves", frames([16, 16], 64, 16, 4, **wgmma)),
+                ("packed 16x16 w4 samples bytes", frames([16, 16], 64, 16, 4, order="samples")),
                 (
-                    "packed 16x16 w4 halves stages 2",
-                    frames([16, 16], 64, 16, 4, stages=2, stage="halves"),
+                    "packed 16x16 w4 samples halves stages 2",
+                    frames([16, 16], 64, 16, 4, stages=2, **wgmma),
                 ),
+                ("packed 16x16 f8 w4 samples halves", frames([16, 16], 64, 8, 4, **wgmma)),
             ],
             {"KERNEL": "packed"},
         ),

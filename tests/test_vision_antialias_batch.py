@@ -156,6 +156,8 @@ def test_bench_vision_times_only_the_cases_asked(tmp_path, monkeypatch):
         ("halves", "rows", (3, 3, 37, 53), (11, 19), False),
         ("bytes", "lanes", (3, 3, 37, 53), (11, 19), False),
         ("halves", "lanes", (2, 4, 9, 13), (6, 5), True),  # RGBA, letterboxed
+        ("halves", "samples", (3, 3, 37, 53), (11, 19), False),
+        ("bytes", "samples", (1, 3, 37, 53), (12, 9), True),
     ],
 )
 def test_packed_staging_and_operand_order(mode, monkeypatch, stage, order, shape, size, letterbox):

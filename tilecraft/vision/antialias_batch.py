@@ -65,8 +65,10 @@ STAGE = Choice("bytes", "halves")
 # Which operand of the column sums the packed kernel's column weights are: "rows" (acc[rows,
 # lanes] += partial @ Wc: the weights the second operand, which the compiler reloads from
 # shared memory every frame) or "lanes" (acc[lanes, rows] += Wc^T @ partial^T: the first
-# operand, which it keeps in registers through the frames).
-ORDER = Choice("rows", "lanes")
+# operand, which it keeps in registers through the frames); "samples" also transposes the
+# row sums (partial^T = X^T @ Wv^T): both products then have 64-row first operands, which
+# on Hopper the compiler gives to warpgroup MMAs reading shared memory directly.
+ORDER = Choice("rows", "lanes", "samples")
 
 
 def operand(pixels: torch.Tensor, convert: str) -> torch.Tensor:
@@ -344,14 +346,16 @@ def _packed_frames(
         taps_of_lanes = taps_of(col - box_left, scale_w, reach_w, inv_w, w, taps_w)
         divide = (divider(c, row + steps * step + ALIGN), inv_w)
         runs, end, w_cols = lane_steps((channel, col), c, taps_of_lanes, divide, step, steps)
-        if order == "lanes":
+        if order != "rows":
             w_lanes = []
             for s in range(steps):
                 w_lanes = w_lanes + [w_cols[s].permute(1, 0)]
+            w_rows_t = w_rows.permute(1, 0)
+            start_t = start.permute(1, 0)
         box = inside(tile_h.index - box_top, col - box_left, box_height, box_width)
         scale, shift = lane_stats(mean, std, channel, peak)
         for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-            if order == "lanes":
+            if order != "rows":
                 acc = tc.zeros([lanes, tile_h], dtype=torch.float32)
             else:
                 acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
@@ -359,12 +363,16 @@ def _packed_frames(
                 where = [tile_n.begin, source_rows[:, None], runs[s][None, :]]
                 mask = needed[:, None] & (runs[s] < end)[None, :]
                 block = staged(tc.load(samples, where, extra_mask=mask), mask, convert, stage)
-                partial = torch.addmm(start, w_rows, block).to(torch.float16)
-                if order == "lanes":
-                    acc = torch.addmm(acc, w_lanes[s], partial.permute(1, 0))
+                if order == "samples":  # both products with 64-row first operands
+                    partial_t = torch.addmm(start_t, block.permute(1, 0), w_rows_t)
+                    acc = torch.addmm(acc, w_lanes[s], partial_t.to(torch.float16))
                 else:
-                    acc = torch.addmm(acc, partial, w_cols[s])
-            if order == "lanes":
+                    partial = torch.addmm(start, w_rows, block).to(torch.float16)
+                    if order == "lanes":
+                        acc = torch.addmm(acc, w_lanes[s], partial.permute(1, 0))
+                    else:
+                        acc = torch.addmm(acc, partial, w_cols[s])
+            if order != "rows":
                 acc = acc.permute(1, 0)
             value = torch.where(box, acc, pad) * scale[None, :] - shift[None, :]
             index = [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]]
