@@ -86,6 +86,7 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
     after = db.trial_rows()
     result = {
         "workers": workers,
+        "concurrent": args.concurrent or (1 if args.cpu else 2),  # entries per worker at once
         "wall_s": round(wall, 1),
         "trials": len(after),
         "failed_entries": sum(o.status == "failed" for o in outcomes),

@@ -14,8 +14,9 @@ each step) is measured:
 - torch eager, torch compile, torch graph: the same block in plain PyTorch
 
 Kernels never tune during the run (TILECRAFT_AUTOTUNE_EFFORT=none) unless `--tune` is given.
-`--profile N` also runs N more steps of each eager mode under cProfile and records (and
-prints) the functions that take the most host time per step, to see where an eager step goes.
+`--profile N` also runs N more steps of each eager and compile mode under cProfile and
+records (and prints) the functions that take the most host time per step, to see where a
+step's host time goes.
 
     PYTHONPATH=$PWD python benchmarks/bench_model.py [--dtype bf16] [--out PATH]
     TRITON_INTERPRET=1 PYTHONPATH=$PWD python benchmarks/bench_model.py --device cpu --tiny
@@ -167,7 +168,7 @@ def run_mode(mode: str, args: argparse.Namespace, reference: list[float] | None)
     for _ in range(args.warmup_steps):
         step()
     result["ms_per_step"] = step_ms(step, device, args.steps)
-    if args.profile and mode.endswith("eager"):
+    if args.profile and not mode.endswith("graph"):  # eager and compiled steps
         result["profile"] = host_profile(step, device, args.profile)
     return result
 
@@ -298,7 +299,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--tiny", action="store_true", help="the example's tiny sizes, few steps")
     p.add_argument("--tune", action="store_true", help="let kernels tune on their first call")
     p.add_argument(
-        "--profile", type=int, default=0, metavar="N", help="cProfile N steps of each eager mode"
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="cProfile N steps of each eager and compile mode",
     )
     p.add_argument(
         "--modes",

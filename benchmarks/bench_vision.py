@@ -15,6 +15,9 @@ and torchvision v2 under `torch.compile`.
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --out $OUT/variants.json
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only normalize,nv12 \
         --out $OUT/variants.json   # only the cases whose names contain these
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants --only \
+        "nv12,normalize,resize bilinear u8,preprocess bilinear" --out $OUT/words.json
+        # the word kernels (NV12, normalize), taps of weight 0 skipped, and before
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --sizes 1080p \
         --only "preprocess antialiased" --out $OUT/aa.json   # with its peers, and copy
 
@@ -442,12 +445,18 @@ def variant_configs() -> dict[str, tuple]:
         return Config(block_sizes=blocks, num_warps=warps, channels=channels)
 
     def words(
-        hw: list[int], warps: int, stores: str = "stacked", arithmetic: str = "divide"
+        hw: list[int],
+        warps: int,
+        stores: str = "stacked",
+        arithmetic: str = "divide",
+        convert: str = "float",
+        group: int = 4,
     ) -> Config:
-        return Config(block_sizes=hw, num_warps=warps, stores=stores, arithmetic=arithmetic)
+        knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert, group=group)
+        return Config(block_sizes=hw, num_warps=warps, **knobs)
 
-    def plane(hw: list[int], warps: int) -> Config:
-        return Config(block_sizes=hw, num_warps=warps)
+    def plane(hw: list[int], warps: int, more: dict | None = None) -> Config:
+        return Config(block_sizes=hw, num_warps=warps, **(more or {}))
 
     def window(rows: int, strip: int, warps: int) -> Config:
         return Config(block_sizes=[64, 64, 64, 64, strip], num_warps=warps, window_rows=rows)
@@ -460,20 +469,25 @@ def variant_configs() -> dict[str, tuple]:
         convert: str = "bits",
         stages: int = 0,
         regs: int = 0,
+        **packed: str,
     ) -> Config:
         """A config of the antialiased kernels walking `group` frames (antialias_batch.py):
         output tiles of `hw` (for every channel), `step` input columns (planes) or samples
         (packed) per step, uint8 -> float16 by `convert`; with `stages`, the loop over
         frames software-pipelined (the next frames' loads in flight); with `regs`, at most
         that many registers a thread (more programs an SM: 920 programs of 16 x 16 fit one
-        wave of 7 an SM at 72)."""
+        wave of 7 an SM at 72); `packed`: the packed kernel's `stage` and `order`."""
         rows, cols = hw
-        tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert)
+        tunables = dict(rows=rows, cols=cols, step=step, frames=group, convert=convert, **packed)
         pipelined = dict(range_num_stages=[stages]) if stages else {}
         capped = dict(maxnreg=regs) if regs else {}
         return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
     read = {"zero_taps": "read"}
+    both = dict(stage="halves", order="lanes")  # the packed antialiased kernel's new paths
+    wgmma = dict(stage="halves", order="samples")
+    bits = {"levels": "bits"}
+    fast = ("multiply", "bits")  # normalize by one multiply-add, bytes to floats by bits
     resizes = [
         ("64x64 w4 (old default)", resize("one", [64, 64], 4)),
         ("1x128 w4", resize("one", [1, 128], 4)),
@@ -492,17 +506,18 @@ def variant_configs() -> dict[str, tuple]:
             "geometry._resize_bilinear",
             [
                 ("channels 2x128 w8 read (old default)", resize("channels", [2, 128], 8, read)),
-                ("all 2x128 w8 read", resize("all", [2, 128], 8, read)),
-                ("channels 1x128 w4", resize("channels", [1, 128], 4)),
-                ("channels 1x64 w2", resize("channels", [1, 64], 2)),
-                ("channels 1x256 w8", resize("channels", [1, 256], 8)),
                 ("channels 2x64 w4", resize("channels", [2, 64], 4)),
                 ("channels 4x64 w8", resize("channels", [4, 64], 8)),
-                ("channels 4x128 w16", resize("channels", [4, 128], 16)),
-                ("channels 8x32 w8", resize("channels", [8, 32], 8)),
-                ("channels 1x512 w4", resize("channels", [1, 512], 4)),
                 ("all 1x128 w4", resize("all", [1, 128], 4)),
                 ("all 2x128 w8", resize("all", [2, 128], 8)),
+                ("all 2x64 w4", resize("all", [2, 64], 4)),
+                ("all 4x64 w8", resize("all", [4, 64], 8)),
+                ("all 4x128 w16", resize("all", [4, 128], 16)),
+                ("all 1x256 w8", resize("all", [1, 256], 8)),
+                (
+                    "all 2x128 w8 unroll 2",
+                    resize("all", [2, 128], 8, {"range_unroll_factors": [2]}),
+                ),
             ],
         ),
         "gaussian_blur 5x5 f32": (
@@ -561,17 +576,19 @@ def variant_configs() -> dict[str, tuple]:
             "preprocessing._normalize_words",
             [
                 ("words 1x128 w4", words([1, 128], 4)),
-                ("words 1x256 w4", words([1, 256], 4)),
                 ("words 1x128 w4 strided", words([1, 128], 4, "strided")),
                 ("words 1x128 w4 multiply", words([1, 128], 4, arithmetic="multiply")),
-                ("words 1x256 w4 multiply", words([1, 256], 4, arithmetic="multiply")),
-                ("words 1x256 w8 multiply", words([1, 256], 8, arithmetic="multiply")),
-                ("words 1x512 w8 multiply", words([1, 512], 8, arithmetic="multiply")),
                 ("words 2x128 w8 multiply", words([2, 128], 8, arithmetic="multiply")),
                 ("words 1x64 w2 multiply", words([1, 64], 2, arithmetic="multiply")),
-                ("words 1x32 w1 multiply", words([1, 32], 1, arithmetic="multiply")),
-                ("words 4x64 w8 multiply", words([4, 64], 8, arithmetic="multiply")),
-                ("words 1x128 w4 strided multiply", words([1, 128], 4, "strided", "multiply")),
+                ("words 1x128 w4 bits", words([1, 128], 4, convert="bits")),
+                ("words 1x128 w4 multiply bits", words([1, 128], 4, "stacked", *fast)),
+                ("words 1x256 w8 multiply bits", words([1, 256], 8, "stacked", *fast)),
+                ("words 1x128 w4 strided multiply bits", words([1, 128], 4, "strided", *fast)),
+                ("words g8 1x128 w4", words([1, 128], 4, group=8)),
+                ("words g8 1x128 w4 multiply bits", words([1, 128], 4, "stacked", *fast, 8)),
+                ("words g8 1x64 w2 multiply bits", words([1, 64], 2, "stacked", *fast, 8)),
+                ("words g8 1x256 w8 multiply bits", words([1, 256], 8, "stacked", *fast, 8)),
+                ("words g8 2x128 w8 multiply bits", words([2, 128], 8, "stacked", *fast, 8)),
             ],
         ),
         # the kernel before: each channel's bytes loaded apart (now for other layouts)
@@ -589,16 +606,17 @@ def variant_configs() -> dict[str, tuple]:
         "nv12_to_rgb": (
             "color._yuv420_words",
             [
-                ("words 1x256 w2", plane([1, 256], 2)),
                 ("words 1x512 w4", plane([1, 512], 4)),
                 ("words 1x1024 w4", plane([1, 1024], 4)),
-                ("words 1x1024 w8", plane([1, 1024], 8)),
                 ("words 2x512 w4", plane([2, 512], 4)),
-                ("words 2x512 w8", plane([2, 512], 8)),
-                ("words 1x2048 w8", plane([1, 2048], 8)),
                 ("words 2x1024 w8", plane([2, 1024], 8)),
-                ("words 4x256 w4", plane([4, 256], 4)),
-                ("words 4x512 w8", plane([4, 512], 8)),
+                ("words 1x512 w4 bits", plane([1, 512], 4, bits)),
+                ("words 1x1024 w4 bits", plane([1, 1024], 4, bits)),
+                ("words 1x1024 w8 bits", plane([1, 1024], 8, bits)),
+                ("words 2x512 w4 bits", plane([2, 512], 4, bits)),
+                ("words 2x512 w8 bits", plane([2, 512], 8, bits)),
+                ("words 2x1024 w8 bits", plane([2, 1024], 8, bits)),
+                ("words 4x256 w4 bits", plane([4, 256], 4, bits)),
             ],
         ),
         # the kernel before: each output gathers its chroma bytes (now for odd widths)
@@ -622,16 +640,26 @@ def variant_configs() -> dict[str, tuple]:
         "preprocess antialiased u8 NHWC -> f16 NCHW": (
             "antialias_batch._packed_frames",
             [
-                ("packed 16x16 s64 f16 w4", frames([16, 16], 64, 16, 4)),
-                ("packed 16x16 s64 f16 w4 stages 2", frames([16, 16], 64, 16, 4, stages=2)),
                 ("packed 16x16 s64 f8 w4 stages 2", frames([16, 16], 64, 8, 4, stages=2)),
-                ("packed 16x8 s64 f16 w4", frames([16, 8], 64, 16, 4)),
-                ("packed 16x8 s64 f16 w4 stages 2", frames([16, 8], 64, 16, 4, stages=2)),
-                ("packed 32x16 s64 f16 w8 stages 2", frames([32, 16], 64, 16, 8, stages=2)),
-                ("packed 16x16 s64 f16 w4 maxnreg 72", frames([16, 16], 64, 16, 4, regs=72)),
-                ("packed 16x16 s64 f16 w4 maxnreg 64", frames([16, 16], 64, 16, 4, regs=64)),
-                ("packed 16x8 s64 f16 w4 maxnreg 64", frames([16, 8], 64, 16, 4, regs=64)),
-                ("packed 16x16 s64 f16 w4 direct", frames([16, 16], 64, 16, 4, "direct")),
+                ("packed 16x16 w4 lanes", frames([16, 16], 64, 16, 4, order="lanes")),
+                ("packed 16x16 w4 halves", frames([16, 16], 64, 16, 4, stage="halves")),
+                ("packed 16x16 w4 lanes halves", frames([16, 16], 64, 16, 4, **both)),
+                (
+                    "packed 16x16 w4 lanes halves maxnreg 72",
+                    frames([16, 16], 64, 16, 4, regs=72, **both),
+                ),
+                ("packed 16x16 f8 w4 lanes halves", frames([16, 16], 64, 8, 4, **both)),
+                (
+                    "packed 16x16 w4 lanes halves stages 2",
+                    frames([16, 16], 64, 16, 4, stages=2, **both),
+                ),
+                ("packed 16x16 w4 samples halves", frames([16, 16], 64, 16, 4, **wgmma)),
+                ("packed 16x16 w4 samples bytes", frames([16, 16], 64, 16, 4, order="samples")),
+                (
+                    "packed 16x16 w4 samples halves stages 2",
+                    frames([16, 16], 64, 16, 4, stages=2, **wgmma),
+                ),
+                ("packed 16x16 f8 w4 samples halves", frames([16, 16], 64, 8, 4, **wgmma)),
             ],
             {"KERNEL": "packed"},
         ),
@@ -640,7 +668,6 @@ def variant_configs() -> dict[str, tuple]:
             [
                 ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
                 ("planes 16x32 s32 f16 w4 stages 2", frames([16, 32], 32, 16, 4, stages=2)),
-                ("planes 16x32 s32 f16 w4 direct", frames([16, 32], 32, 16, 4, "direct")),
             ],
             {"KERNEL": "planes"},
         ),

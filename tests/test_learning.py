@@ -307,13 +307,14 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
 
 def test_a_kernel_never_tuned_measures_its_heuristic_seeds_first() -> None:
     """Without a best config of the kernel in the database (`tuned_seeds=0`) the model only
-    knows other kernels: the first batch measures the first heuristic seeds, whatever it
-    rates them; with some, only the two nearest seeds are sure to be measured."""
-    target = "sum_rows-1024x16384"
-    land, space, desc = prepared(target)
-    seeds = heuristic_seeds(space)
+    knows other kernels: a kernel with device loops (here a matrix product) measures its
+    first heuristic seeds in its first batch, whatever the model rates them; with tuned
+    seeds, only the two nearest are sure to be measured. A kernel without device loops
+    keeps to the two."""
     firsts = []
-    for tuned in (0, 3):
+    for target, tuned in (("matmul-1024x1024x1024", 0), ("matmul-1024x1024x1024", 3)):
+        land, space, desc = prepared(target)
+        seeds = heuristic_seeds(space)
         replay = Replay(land, space)
         search = make_search(
             "fast", space, replay, Budget(12, 60.0, clock=replay.clock), seeds=seeds,
@@ -326,3 +327,9 @@ def test_a_kernel_never_tuned_measures_its_heuristic_seeds_first() -> None:
     assert all(s in untuned for s in heuristic)
     assert all(s in tuned_first for s in seeds[:2])
     assert not all(s in tuned_first for s in heuristic)  # the model passed over some
+    land, space, desc = prepared("sum_rows-1024x16384")
+    rows = make_search(
+        "fast", space, Replay(land, space), Budget(12), seeds=heuristic_seeds(space),
+        model=model_without("sum_rows-1024x16384"), description=desc, tuned_seeds=0,
+    )  # fmt: skip
+    assert rows.nearest == LearnedSearch.nearest  # type: ignore[attr-defined]

@@ -146,3 +146,15 @@ def test_plain_kernel_with_grad_inputs_warns_once(tmp_path: Path) -> None:
         with torch.no_grad():
             quiet(x)
         quiet(x.detach())
+
+
+def test_stale_lock_dirs_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    """The GPU lock files' directory lives as long as its process; a dead one's goes."""
+    from tilecraft.autotune.workers import LOCKS_PREFIX
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = Path(tempfile.mkdtemp(prefix=f"{LOCKS_PREFIX}{dead.pid}-", dir=tmp_path))
+    live = Path(tempfile.mkdtemp(prefix=f"{LOCKS_PREFIX}{os.getpid()}-", dir=tmp_path))
+    remove_stale_dirs(tmp_path)
+    assert not stale.exists() and live.exists()

@@ -136,6 +136,24 @@ def test_yuv420_words(vmode, layout, monkeypatch):
         assert_levels(nchw(odd, layout), expected, EXACT)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_yuv420_words_bits(vmode, layout, monkeypatch):
+    """`levels="bits"`: integers and floats converted through 2**23's exponent, the same
+    levels (every Y, U and V agree in eager mode on the CPU; checked once, too slow here):
+    every luma over chroma at the edges of the range, on 2 x 4 word tiles."""
+    config = tc.Config(block_sizes=[2, 4], levels="bits")
+    kernel = vmode(tc.kernel(color._yuv420_words.fn, config=config))
+    monkeypatch.setattr(color, "_yuv420_words", kernel)
+    y = torch.arange(256, dtype=torch.uint8, device=DEVICE).view(1, 4, 64)
+    edges = torch.tensor([0, 16, 127, 128, 129, 235, 240, 255], dtype=torch.uint8)
+    grid = torch.stack(torch.meshgrid(edges, edges, indexing="ij"), -1).view(2, 32, 2)
+    uv = grid.to(DEVICE)[None]
+    expected = yuv_reference(y, uv[..., 0], uv[..., 1])
+    assert_levels(nchw(vision.nv12_to_rgb(y, uv, layout), layout), expected, EXACT)
+    u, v = uv[..., 0].contiguous(), uv[..., 1].contiguous()
+    assert_levels(nchw(vision.i420_to_rgb(y, u, v, layout), layout), expected, EXACT)
+
+
 def test_uint8_levels_round_half_to_even():
     values = torch.tensor([-300.0, -0.5, 0.5, 1.5, 2.5, 2.4999, 254.5, 255.5, 1e9, -1e9])
     expected = torch.clamp(torch.round(values), 0, 255)
@@ -592,12 +610,21 @@ def test_normalize_channels(vmode, monkeypatch, channels):
     torch.testing.assert_close(got, ((floats - 0.5) / 2).permute(0, 2, 3, 1))
 
 
-@pytest.mark.parametrize("knobs", [("stacked", "divide"), ("strided", "multiply")])
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        ("stacked", "divide", "float", 4),
+        ("strided", "multiply", "bits", 8),
+        ("stacked", "divide", "bits", 8),
+    ],
+)
 def test_normalize_words(vmode, monkeypatch, knobs):
     # NHWC uint8 rows as 32-bit words (widths that are multiples of 4), on tiles of 2 rows
-    # x 2 groups of 4 pixels that do not divide the image: 3, 1 and 4 channels
-    stores, arithmetic = knobs
-    config = tc.Config(block_sizes=[2, 2], stores=stores, arithmetic=arithmetic)
+    # x 2 groups of 4 or 8 pixels that do not divide the image (nor do the groups, of 8,
+    # always divide its rows): 3, 1 and 4 channels
+    stores, arithmetic, convert, group = knobs
+    knobs = dict(stores=stores, arithmetic=arithmetic, convert=convert, group=group)
+    config = tc.Config(block_sizes=[2, 2], **knobs)
     monkeypatch.setattr(
         preprocessing,
         "_normalize_words",

@@ -148,3 +148,29 @@ def test_bench_vision_times_only_the_cases_asked(tmp_path, monkeypatch):
     kernels = [row["kernel"] for row in rows]
     assert kernels == ["copy (ceiling)", "preprocess antialiased u8 NHWC -> f16 NCHW"]
     assert all(row["matches"] for row in rows), rows
+
+
+@pytest.mark.parametrize(
+    "stage, order, shape, size, letterbox",
+    [
+        ("halves", "rows", (3, 3, 37, 53), (11, 19), False),
+        ("bytes", "lanes", (3, 3, 37, 53), (11, 19), False),
+        ("halves", "lanes", (2, 4, 9, 13), (6, 5), True),  # RGBA, letterboxed
+        ("halves", "samples", (3, 3, 37, 53), (11, 19), False),
+        ("bytes", "samples", (1, 3, 37, 53), (12, 9), True),
+    ],
+)
+def test_packed_staging_and_operand_order(mode, monkeypatch, stage, order, shape, size, letterbox):
+    # the samples staged as float16 or as bytes; the column weights the first or the second
+    # operand of the column sums (the result transposed back before the store)
+    config = tc.Config(**CONFIGS["packed"], stage=stage, order=order)
+    kernel = mode(tc.kernel(antialias_batch._packed_frames.fn, config=config))
+    monkeypatch.setattr(antialias_batch, "_packed_frames", kernel)
+    monkeypatch.setattr(antialias_batch, "KERNEL", "packed")
+    x = torch.randint(0, 256, shape, dtype=torch.uint8, device=DEVICE)
+    c = shape[1]
+    stats = (MEAN, STD) if c == 3 else ([0.5] * c, [0.224] * c)
+    frames = x.permute(0, 2, 3, 1).contiguous()
+    got = vision.preprocess(frames, size, *stats, letterbox=letterbox, antialias=True)
+    expected = reference(x, size, letterbox, stats)
+    torch.testing.assert_close(got.float(), expected, atol=0.25 / 255 / 0.224, rtol=0)

@@ -32,7 +32,7 @@ from tilecraft.runtime.settings import Settings
 @tc.kernel
 def flaky(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4, 5))
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4, 5, 6))
     real = x.device.type != "meta"  # bind time runs host code on meta tensors
     while real and mode == 1:  # hangs
         pass
@@ -44,13 +44,15 @@ def flaky(x: torch.Tensor) -> torch.Tensor:
         open(os.environ["TILECRAFT_TEST_MARK"], "w").close()
     if real and mode == 5 and sys.argv[0].endswith("worker.py"):  # crashes a worker only
         os._exit(4)
+    if real and mode == 6 and sys.argv[0].endswith("worker.py"):  # slow in a worker
+        time.sleep(4.0)
     for tile in tc.tile(x.size(0)):
         out[tile] = x[tile] + 1.0
     return out
 
 
-OK, HANG, CRASH, NOISY, MARKS, CRASHES_WORKERS = (
-    tc.Config(block_sizes=[16], mode=m) for m in range(6)
+OK, HANG, CRASH, NOISY, MARKS, CRASHES_WORKERS, SLOW = (
+    tc.Config(block_sizes=[16], mode=m) for m in range(7)
 )
 
 
@@ -105,6 +107,24 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
         assert statuses == ["ok", "runtime_error", "ok"]
         assert second([OK])[0].ok  # the crashed worker was replaced
     assert second.phases["load"] > 0
+
+
+def test_a_job_cut_by_the_deadline_keeps_its_worker_and_its_late_answer_is_dropped(
+    cold: None,
+) -> None:
+    """Past the deadline a running job is abandoned, not killed: its worker stays warm for
+    the next run (no restart), and what it answers later is not taken for a new job's."""
+    x = torch.randn(40)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=2, timeout_s=30) as bench:
+        assert [t.ok for t in bench([OK, OK])] == [True, True]  # both workers warm
+        started = pids(bench)
+        bench.deadline = time.monotonic() + 1.5
+        assert [t.status for t in bench([OK, SLOW])][0] == "ok"  # SLOW: skipped at 1.5 s
+        bench.deadline = None
+        assert [t.ok for t in bench([OK, OK])] == [True, True]  # on the free worker
+        time.sleep(4.0)  # SLOW answers now, to a run that did not ask
+        assert [t.ok for t in bench([OK, OK])] == [True, True]
+        assert pids(bench) == started
 
 
 class Jobs:
@@ -411,7 +431,7 @@ def _retimer(rounds: list[dict]) -> SimpleNamespace:
     """A stand-in Benchmarker whose successive `_run` calls give `rounds` (config -> ms or
     a skip), recording the deadline each was given."""
     answers = iter(rounds)
-    fake = SimpleNamespace(deadline=123.0, phases=Phases(), deadlines=[])
+    fake = SimpleNamespace(deadline=time.monotonic() + 3600, phases=Phases(), deadlines=[])
 
     def run(jobs: list[dict], deadline: float | None) -> list[dict]:
         fake.deadlines.append(deadline)
@@ -431,9 +451,22 @@ def test_retime_keeps_the_median_and_drops_a_round_the_deadline_cut() -> None:
     fake = _retimer(lucky)
     times = Benchmarker.retime(fake, [a, b], rounds=3)  # type: ignore[arg-type]
     assert times == {a: 1.5, b: 1.2}  # one lucky round of `a` does not make it the winner
-    assert fake.deadlines == [None, 123.0, 123.0]  # the first round always runs in full
+    assert fake.deadlines == [None, fake.deadline, fake.deadline]  # the first runs in full
     cut = [{a: ms(1.0), b: ms(1.2)}, {a: ms(0.5), b: SKIPPED_RESULT}]
     assert Benchmarker.retime(_retimer(cut), [a, b], rounds=3) == {a: 1.0, b: 1.2}  # type: ignore[arg-type]
+
+
+def test_retime_starts_no_round_that_would_end_past_the_deadline() -> None:
+    """A round cut by the deadline is wasted (its jobs are abandoned, their workers busy): a
+    round as long as the first would end past it, so none starts."""
+    a, b = tc.Config(block_sizes=[16]), tc.Config(block_sizes=[32])
+    ms = lambda t: {"status": "ok", "time_ms": t}  # noqa: E731
+    fake = _retimer([{a: ms(1.0), b: ms(1.2)}] * 3)
+    run = fake._run
+    fake._run = lambda jobs, deadline: time.sleep(0.3) or run(jobs, deadline)
+    fake.deadline = time.monotonic() + 0.5
+    assert Benchmarker.samples(fake, [a, b], rounds=3) == {a: [1.0], b: [1.2]}  # type: ignore[arg-type]
+    assert fake.deadlines == [None]
 
 
 def test_retime_rounds_turn_and_drop_a_config_that_failed() -> None:

@@ -333,20 +333,25 @@ class Benchmarker:
     def samples(self, configs: list[Config], rounds: int = 2) -> dict[Config, list[float]]:
         """Each config's times over `rounds` interleaved rounds (each round times every
         config once; its order turns by one each round, so no config always goes first),
-        aligned by round. The first round always runs in full; a later round cut by
-        `self.deadline`, or in which a config failed, is dropped whole, so that every
-        config is judged on the same rounds. A config that fails in the first round is
-        left out."""
+        aligned by round. The first round always runs in full; a later one starts only if
+        it should end by `self.deadline` (as long as the longest round so far: one cut
+        there would stop its workers, which the next tuning run must then restart), and a
+        round cut all the same, or in which a config failed, is dropped whole, so that
+        every config is judged on the same rounds. A config that fails in the first round
+        is left out."""
         samples: dict[Config, list[float]] = {c: [] for c in configs}
         with self.phases.timed("retime"):
             job = lambda c: {**self._job(c, energy=False), "check": False, **RETIME_JOB}  # noqa: E731
             jobs = {c: job(c) for c in configs}
+            longest = 0.0
             for i in range(rounds):
                 turn = [c for c in configs if i == 0 or samples[c]]
-                if len(turn) < (1 if i == 0 else 2):
+                if len(turn) < (1 if i == 0 else 2) or (i and past_by(self.deadline, longest)):
                     break
                 turn = turn[i % len(turn) :] + turn[: i % len(turn)]
+                started = time.monotonic()
                 results = self._run([jobs[c] for c in turn], self.deadline if i else None)
+                longest = max(longest, time.monotonic() - started)
                 times = {c: r.get("time_ms") for c, r in zip(turn, results, strict=True)}
                 if i and any(t is None for t in times.values()):
                     break
@@ -376,6 +381,11 @@ class Benchmarker:
 # and rounds, not long samples, are what averages out the GPU's drift)
 RETIME_JOB = {"warmup_ms": 5, "rep_ms": 25}
 WORKER_KEYS = ("args", "ref", "lock", "publish")  # the parts of a job for workers only
+
+
+def past_by(deadline: float | None, seconds: float) -> bool:
+    """Whether `seconds` from now is past `deadline` (time.monotonic; None: never)."""
+    return deadline is not None and time.monotonic() + seconds > deadline
 
 
 def device_of(args: tuple) -> str:

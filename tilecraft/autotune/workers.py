@@ -170,9 +170,10 @@ class WorkerPool:
         on_result: Callable[[int, dict], None] | None = None,
     ) -> list[dict]:
         """Results in the order of `jobs`, each job given `timeout_s` (default: the pool's).
-        Past `deadline` (time.monotonic) no job starts and running ones are stopped: their
-        results are SKIPPED_RESULT; with `wait_for_one`, only once one job has been timed
-        (or none is left).
+        Past `deadline` (time.monotonic) no job starts and running ones are abandoned: their
+        results are SKIPPED_RESULT, and what their workers answer later is dropped (they
+        stay warm for the next run; one that overruns its timeout is killed then); with
+        `wait_for_one`, only once one job has been timed (or none is left).
         While `hold()` is true, running jobs' clocks stop (they wait for the reference
         outputs), but for a job that `publish`es the reference; what it raises stops the
         run. `on_result(index, result)` hears of each result as it comes."""
@@ -182,7 +183,7 @@ class WorkerPool:
         order = sorted(self.workers, key=lambda w: not (w.ready and w.alive()))
         heard: set[int] = set()
         try:
-            while pending or any(w.job is not None for w in self.workers):
+            while pending or any(_running(w) for w in self.workers):
                 if on_result is not None:
                     _report(results, heard, on_result)
                 if past(deadline) and (not wait_for_one or any(map(timed, results.values()))):
@@ -203,20 +204,20 @@ class WorkerPool:
                 _report(results, heard, on_result)
         finally:  # interrupted (Ctrl-C): a job left running would answer the next run
             for w in self.workers:
-                if w.job is not None:
+                if _running(w):
                     w.kill()
         return [results[i] for i in range(len(jobs))]
 
     def _hold(self, timeout_s: float) -> None:
         for w in self.workers:
-            if w.job is not None and not w.job.get("publish"):  # it computes the reference
+            if _running(w) and not w.job.get("publish"):  # type: ignore[union-attr]
                 w.deadline = max(w.deadline, time.monotonic() + timeout_s)
 
     def _stop_running(self, results: dict[int, dict]) -> None:
         for w in self.workers:
-            if w.job is not None:
-                results[w.job["_index"]] = SKIPPED_RESULT
-                w.kill()
+            if _running(w):
+                results[w.job["_index"]] = SKIPPED_RESULT  # type: ignore[index]
+                w.job["_abandoned"] = True  # type: ignore[index]
 
     def _collect(self, results: dict[int, dict], timeout_s: float) -> None:
         busy = [w for w in self.workers if w.job is not None and w.proc and w.proc.stdout]
@@ -226,10 +227,9 @@ class WorkerPool:
             self._read(streams[fd], results, timeout_s)
         for w in busy:
             if w.job is not None and time.monotonic() > w.deadline:
-                results[w.job["_index"]] = {
-                    "status": "timeout",
-                    "error": f"no answer in {timeout_s:.0f} s",
-                }
+                _answer(
+                    w, results, {"status": "timeout", "error": f"no answer in {timeout_s:.0f} s"}
+                )
                 w.kill()
 
     def _read(self, w: Worker, results: dict[int, dict], timeout_s: float) -> None:
@@ -237,10 +237,7 @@ class WorkerPool:
         messages = w.messages()
         if messages is None:
             code = w.proc.wait()
-            results[w.job["_index"]] = {
-                "status": "runtime_error",
-                "error": f"worker died (exit {code})",
-            }
+            _answer(w, results, {"status": "runtime_error", "error": f"worker died (exit {code})"})
             w.kill()
             return
         for message in messages:
@@ -253,7 +250,7 @@ class WorkerPool:
             elif message.get("timing"):  # its own timing gets a whole timeout
                 w.deadline = time.monotonic() + timeout_s
             elif w.job is not None:
-                results[w.job["_index"]] = message
+                _answer(w, results, message)
                 w.job, w.last_used = None, time.monotonic()
 
     def started_since(self, since: float) -> float:
@@ -276,6 +273,17 @@ class WorkerPool:
         if self.dir is not None and self.owner == os.getpid():
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+
+def _running(w: Worker) -> bool:
+    """Whether `w` runs a job of the current run (not one a past deadline abandoned)."""
+    return w.job is not None and not w.job.get("_abandoned")
+
+
+def _answer(w: Worker, results: dict[int, dict], result: dict) -> None:
+    """Record `w`'s answer to its job, unless the job was abandoned (an earlier run's)."""
+    if w.job is not None and not w.job.get("_abandoned"):
+        results[w.job["_index"]] = result
 
 
 def _report(results: dict[int, dict], heard: set[int], on_result: Callable) -> None:
@@ -412,6 +420,7 @@ def _environment() -> dict[str, str]:
 
 DIR_PREFIX = "tilecraft-bench-"  # + the owner's pid + "-": a dead owner's dir is stale
 POOL_PREFIX = "tilecraft-pool-"  # the same, for a pool's log
+LOCKS_PREFIX = "tilecraft-locks-"  # the same, for the GPU lock files (kept while it lives)
 WORKER_BYTES = 1 << 30  # what one worker (Python, torch, Triton, a compile) may hold
 
 
@@ -429,7 +438,7 @@ def gpu_lock(device: str) -> str | None:
     with _Locks.lock:
         if _Locks.dir is None or not _Locks.dir.is_dir():
             try:
-                _Locks.dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-locks-"))
+                _Locks.dir = Path(tempfile.mkdtemp(prefix=f"{LOCKS_PREFIX}{os.getpid()}-"))
             except OSError:
                 return None
             atexit.register(_remove_own, _Locks.dir, os.getpid())
@@ -470,11 +479,12 @@ def remove_stale_dirs(root: Path | None = None) -> None:
     without cleaning up (killed, or the machine lost power)."""
     try:
         root = Path(root or tempfile.gettempdir())
-        found = [p for prefix in (DIR_PREFIX, POOL_PREFIX) for p in root.glob(f"{prefix}*-*")]
+        prefixes = (DIR_PREFIX, POOL_PREFIX, LOCKS_PREFIX)
+        found = [(p, p.name[len(x) :]) for x in prefixes for p in root.glob(f"{x}*-*")]
     except OSError:  # no usable temporary directory at all (a full disk)
         return
-    for path in found:
-        pid = path.name.removeprefix(DIR_PREFIX).removeprefix(POOL_PREFIX).split("-", 1)[0]
+    for path, rest in found:
+        pid = rest.split("-", 1)[0]
         if pid.isdigit() and _is_ours(path) and not _alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
 

@@ -44,6 +44,7 @@ class DirectOp:
     def __init__(self, kernel: Kernel, name: str, impl: Callable[..., Any]) -> None:
         namespace, self.opname = name.split("::")
         self.kernel, self.name = kernel, name
+        self.arity = len(inspect.signature(impl).parameters)
         self.lib = torch.library.Library(namespace, "FRAGMENT")
         self.lib.define(self.opname + torch.library.infer_schema(impl, mutates_args=()))
         self.overload = getattr(getattr(torch.ops, namespace), self.opname).default
@@ -67,8 +68,9 @@ class DirectOp:
         return result
 
     def _autograd(self, keyset: Any, *args: Any) -> Any:
-        args = self.kernel.normalize(args, {})
-        grad = torch.is_grad_enabled() and _requires_grad(args)
+        if len(args) != self.arity:  # the dispatcher left out trailing defaults
+            args = self.kernel.normalize(args, {})
+        grad = torch.is_grad_enabled() and requires_grad(args)
         if plain_eager(args):
             if not grad:
                 return self.kernel.run(args)
@@ -141,8 +143,12 @@ _transforms = getattr(torch._C, "_are_functorch_transforms_active", _active)
 _tracing = getattr(torch._C, "_is_tracing", torch.jit.is_tracing)  # less its is_scripting
 
 
-def _requires_grad(args: tuple) -> bool:
-    return any([isinstance(a, torch.Tensor) and a.requires_grad for a in args])
+def requires_grad(args: tuple) -> bool:
+    """Whether a tensor among `args` requires grad."""
+    for a in args:  # noqa: SIM110 - a loop: cheaper than any() over a generator or a list
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            return True
+    return False
 
 
 def check_no_alias(name: str, args: tuple, result: Any) -> None:

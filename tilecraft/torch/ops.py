@@ -30,6 +30,7 @@ from tilecraft.torch.dispatch import (
     available,
     check_no_alias,
     plain_eager,
+    requires_grad,
     signature_impl,
 )
 
@@ -53,6 +54,7 @@ class TorchOp:
     def __init__(self, kernel: Kernel, name: str, mutates_args: Iterable[str] = ()) -> None:
         self.kernel, self.name = kernel, name
         self.signature = torch_signature(kernel)
+        self._arity = len(self.signature.parameters)  # calls with every argument, positional
         self.mutates_args = tuple(mutates_args)
         # a DirectOp (dispatch.py) unless the op mutates its arguments: those keep custom_op
         self.direct: DirectOp | None = None
@@ -68,8 +70,10 @@ class TorchOp:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # plain_eager is False under torch.compile, which then traces only the op
         if self._eager and plain_eager(args, kwargs):
-            inputs = self.kernel.normalize(args, kwargs)  # as the operator's setup_context sees
-            if not (_grad_enabled() and _requires_grad(inputs)):
+            inputs = args  # complete, or normalized as the operator's setup_context sees them
+            if kwargs or len(args) != self._arity:
+                inputs = self.kernel.normalize(args, kwargs)
+            if not (_grad_enabled() and requires_grad(inputs)):
                 return self.kernel.run(inputs)
             if self._apply is not None:  # else not differentiable: as the operator says
                 return self._apply(*inputs)
@@ -135,10 +139,6 @@ def _has_setup_context(function: type[torch.autograd.Function]) -> bool:
 
 
 _grad_enabled = torch.is_grad_enabled
-
-
-def _requires_grad(args: tuple) -> bool:
-    return any([isinstance(a, torch.Tensor) and a.requires_grad for a in args])
 
 
 def as_torch_op(

@@ -58,6 +58,17 @@ PACKED_COLS = Choice(8, 16, 32)
 # the slow pipe at an eighth of the float32 rate).
 CONVERT = Choice("bits", "direct")
 OFFSET = 1024.0
+# How the packed kernel stages a step's samples for the row sums: as the bytes loaded
+# ("bytes": each operand element then read back from shared memory on its own), or
+# converted to float16 first ("halves": read back as 8x8 matrices, twice the bytes staged).
+STAGE = Choice("bytes", "halves")
+# Which operand of the column sums the packed kernel's column weights are: "rows" (acc[rows,
+# lanes] += partial @ Wc: the weights the second operand, which the compiler reloads from
+# shared memory every frame) or "lanes" (acc[lanes, rows] += Wc^T @ partial^T: the first
+# operand, which it keeps in registers through the frames); "samples" also transposes the
+# row sums (partial^T = X^T @ Wv^T): both products then have 64-row first operands, which
+# on Hopper the compiler gives to warpgroup MMAs reading shared memory directly.
+ORDER = Choice("rows", "lanes", "samples")
 
 
 def operand(pixels: torch.Tensor, convert: str) -> torch.Tensor:
@@ -68,6 +79,18 @@ def operand(pixels: torch.Tensor, convert: str) -> torch.Tensor:
     else:
         pixels = pixels.to(torch.float16)
     return pixels
+
+
+def staged(block: torch.Tensor, mask: torch.Tensor, convert: str, stage: str) -> torch.Tensor:
+    """The loaded uint8 `block` (read where `mask`) as row-sum operands (`operand`), with
+    `stage="halves"` and "bits" converted where the compiler cannot move the conversion
+    past the staging in shared memory (the OFFSET only where read: elsewhere the operand is
+    0.0, whose weights are 0 too); a device helper."""
+    if stage == "halves" and convert == "bits":
+        block = (block.to(torch.int16) | (mask.to(torch.int16) * 0x6400)).view(torch.float16)
+    else:
+        block = operand(block, convert)
+    return block
 
 
 def row_sums_start(w_rows: torch.Tensor, tile: tc.Tile, step: int, convert: str) -> torch.Tensor:
@@ -196,10 +219,11 @@ def lane_steps(
     return runs, end, weights
 
 
-# Not measured yet: the configs `bench_vision.py --variants --only antialias` times. Read
-# from the SASS (sm_90, 16 frames of 1080p -> 640x360): the packed kernel's loop over frames
-# runs about 100 instructions per output, 16-byte loads; the planes kernel's about 180
-# (each sample its own load, address and shared-memory store).
+# Not measured yet: the configs `bench_vision.py --variants --only "preprocess antialiased"`
+# times. Read from the SASS (sm_90, 16 frames of 1080p -> 640x360, lane-instructions per
+# output): the packed kernel's loop over frames about 80 (16-byte loads) and its weights
+# about 35 more; the planes kernel's loop about 180 (each sample its own load, address
+# and shared-memory store).
 @tc.kernel(default_config=tc.Config(rows=16, cols=32, step=32, frames=16, num_warps=4))
 def _planes_frames(
     image: torch.Tensor,
@@ -264,13 +288,17 @@ def lane_stats(mean: torch.Tensor, std: torch.Tensor, channel: torch.Tensor, pea
 
 
 def _packed_default(args: tuple) -> tc.Config:
-    """16 x 16 output tiles (8 columns past a shrink of 4: the column weights, held in
-    registers, grow with the scale), walking 16 frames, the frames loop software-pipelined
-    (the next frame's samples load while this one's sums run)."""
+    """16 x 16 output tiles walking 16 frames, at most 72 registers a thread: 7 programs an
+    SM, so 1080p -> 640x360 (920 programs) runs in one wave on 132 SMs, where 96 registers
+    (5 an SM) take two, the second 40% full (read from the SASS, not yet timed). Past a
+    shrink of 4 (4K frames), 8 columns (the column weights, held in registers, grow with
+    the scale) and the frames loop software-pipelined (the next frame's samples load
+    while this one's sums run)."""
     samples, out, width = args[0], args[3], args[7]
     scale = samples.shape[-1] * samples.element_size() / out.shape[1] / width
-    cols = 16 if scale <= 4 else 8
-    return tc.Config(rows=16, cols=cols, step=64, frames=16, num_warps=4, range_num_stages=[2])
+    if scale <= 4:
+        return tc.Config(rows=16, cols=16, step=64, frames=16, num_warps=4, maxnreg=72)
+    return tc.Config(rows=16, cols=8, step=64, frames=16, num_warps=4, range_num_stages=[2])
 
 
 @tc.kernel(default_config=_packed_default)
@@ -300,6 +328,8 @@ def _packed_frames(
     step = tc.register_tunable("step", SAMPLES)
     frames = tc.register_tunable("frames", FRAMES)
     convert = tc.register_tunable("convert", CONVERT)
+    stage = tc.register_tunable("stage", STAGE)
+    order = tc.register_tunable("order", ORDER)
     sh, sw = h / box_height, w / box_width
     window = window_rows(rows, sh)
     lanes, step, steps = _lane_plan(c, cols, sw, step)
@@ -316,16 +346,34 @@ def _packed_frames(
         taps_of_lanes = taps_of(col - box_left, scale_w, reach_w, inv_w, w, taps_w)
         divide = (divider(c, row + steps * step + ALIGN), inv_w)
         runs, end, w_cols = lane_steps((channel, col), c, taps_of_lanes, divide, step, steps)
+        if order != "rows":
+            w_lanes = []
+            for s in range(steps):
+                w_lanes = w_lanes + [w_cols[s].permute(1, 0)]
+            w_rows_t = w_rows.permute(1, 0)
+            start_t = start.permute(1, 0)
         box = inside(tile_h.index - box_top, col - box_left, box_height, box_width)
         scale, shift = lane_stats(mean, std, channel, peak)
         for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-            acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
+            if order != "rows":
+                acc = tc.zeros([lanes, tile_h], dtype=torch.float32)
+            else:
+                acc = tc.zeros([tile_h, lanes], dtype=torch.float32)
             for s in range(steps):
                 where = [tile_n.begin, source_rows[:, None], runs[s][None, :]]
                 mask = needed[:, None] & (runs[s] < end)[None, :]
-                block = operand(tc.load(samples, where, extra_mask=mask), convert)
-                partial = torch.addmm(start, w_rows, block).to(torch.float16)
-                acc = torch.addmm(acc, partial, w_cols[s])
+                block = staged(tc.load(samples, where, extra_mask=mask), mask, convert, stage)
+                if order == "samples":  # both products with 64-row first operands
+                    partial_t = torch.addmm(start_t, block.permute(1, 0), w_rows_t)
+                    acc = torch.addmm(acc, w_lanes[s], partial_t.to(torch.float16))
+                else:
+                    partial = torch.addmm(start, w_rows, block).to(torch.float16)
+                    if order == "lanes":
+                        acc = torch.addmm(acc, w_lanes[s], partial.permute(1, 0))
+                    else:
+                        acc = torch.addmm(acc, partial, w_cols[s])
+            if order != "rows":
+                acc = acc.permute(1, 0)
             value = torch.where(box, acc, pad) * scale[None, :] - shift[None, :]
             index = [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]]
             tc.store(out, index, value.to(out.dtype), extra_mask=(channel < c)[None, :])

@@ -1,6 +1,7 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
-# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
-# mypy: disable-error-code="index,list-item,misc"
+# (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
+# device code builds lists with `[]`, as annotated assignments are host-only syntax).
+# mypy: disable-error-code="index,list-item,misc,var-annotated"
 """Color conversions: RGB <-> BGR, RGB -> gray, YUV 4:2:0 (NV12, I420) -> RGB.
 
 Uint8 results are computed in float32, rounded half to even, clamped to 0..255 and stored,
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 import tilecraft as tc
+from tilecraft.language import Choice
 from tilecraft.vision._device import uint8_levels
 from tilecraft.vision.layout import as_nchw, check_channels, new_image
 
@@ -91,15 +93,27 @@ def _yuv420_to_rgb(
     return out
 
 
+# How `_yuv420_words` converts between integers and floats: "float" with conversion
+# instructions (`.to()`), or "bits": a byte b under the exponent of 2**23 is the float
+# 2**23 + b, and a float v (|v| < 2**22) plus 1.5 * 2**23 holds round(v) (half to even)
+# in its low bits, so both ways are an integer operation and a bit cast. The GPU converts
+# at a quarter of the rate it adds, four times a pixel here. The same levels either way.
+# A knob until timed on the H200.
+LEVELS = Choice("float", "bits")
+TWO_23 = 0x4B000000  # the bits of 2.0**23
+ROUNDER = 0x4B400000  # the bits of 1.5 * 2.0**23
+
+
 # YUV 4:2:0 as 16-bit words: a word of luma is two neighbouring pixels, which share one
 # chroma sample (NV12's UV word, or one byte of each I420 plane), and a word of an output
 # channel is the same two pixels. A program covers a tile of chroma samples (rows of
 # chroma x words) and both luma rows under it: every load and store is a contiguous run
 # of whole words along a row (wide vector accesses, no gathers), and the chroma products
 # are computed once per 2x2 pixels. Words are little-endian (the left pixel in the low
-# byte), as on every GPU and CPU PyTorch runs on. A knob until timed on the H200
-# (`bench_vision.py --variants --only nv12`).
-@tc.kernel(default_config=tc.Config(block_sizes=[1, 512], num_warps=4))
+# byte), as on every GPU and CPU PyTorch runs on. Timed on the H200 (16 frames of 1080p,
+# `bench_vision.py --variants --only nv12`): 1 x 1024 words with 4 warps 0.048 ms (82% of
+# a copy's bandwidth), 1 x 512 0.051, the per-pixel gathers before 0.090.
+@tc.kernel(default_config=tc.Config(block_sizes=[1, 1024], num_warps=4))
 def _yuv420_words(
     y: torch.Tensor,
     u: torch.Tensor,
@@ -113,8 +127,9 @@ def _yuv420_words(
     # (N, 3, H, W/2) int16 words of NCHW planes, or with `channels_last` (N, H, 3 * W/2),
     # the words of NHWC rows (three per pair of pixels: R0 G0, B0 R1, G1 B1)
     n, _, pairs = y.size()
+    bits = tc.register_tunable("levels", LEVELS) == "bits"
     for tile_n, tile_r, tile_w in tc.tile([n, u.size(1), pairs], block_size=[1, None, None]):
-        cb, cr = _chroma(u, v, tile_n, tile_r, tile_w, interleaved)
+        cb, cr = _chroma(u, v, tile_n, tile_r, tile_w, interleaved, bits)
         top = tile_r.index[:, None] * 2
         cols = tile_w.index[None, :]
         # both luma rows before any store (a store in between would hold the second
@@ -122,46 +137,74 @@ def _yuv420_words(
         # second row is masked off
         upper = y[tile_n, top, cols].to(torch.int32)
         lower = y[tile_n, top + 1, cols].to(torch.int32)
-        _store_words(out, tile_n, top, cols, _pair_levels(upper, cb, cr), channels_last)
-        _store_words(out, tile_n, top + 1, cols, _pair_levels(lower, cb, cr), channels_last)
+        rgb = _pair_levels(upper, cb, cr, bits)
+        _store_words(out, tile_n, top, cols, rgb, channels_last)
+        rgb = _pair_levels(lower, cb, cr, bits)
+        _store_words(out, tile_n, top + 1, cols, rgb, channels_last)
     return out
 
 
 def _chroma(
-    u: torch.Tensor, v: torch.Tensor, n: Any, rows: Any, cols: Any, interleaved: bool
+    u: torch.Tensor, v: torch.Tensor, n: Any, rows: Any, cols: Any, interleaved: bool, bits: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The centred chroma (Cb, Cr: U - 128, V - 128, float32) of a tile of chroma samples;
     a device helper."""
     if interleaved:
         word = u[n, rows, cols].to(torch.int32)
-        cb = (word & 255).to(torch.float32) - 128.0
-        cr = ((word >> 8) & 255).to(torch.float32) - 128.0
+        cb = byte_float(word & 255, 128.0, bits)
+        cr = byte_float((word >> 8) & 255, 128.0, bits)
     else:
-        cb = u[n, rows, cols].to(torch.float32) - 128.0
-        cr = v[n, rows, cols].to(torch.float32) - 128.0
+        cb = byte_float(u[n, rows, cols].to(torch.int32), 128.0, bits)
+        cr = byte_float(v[n, rows, cols].to(torch.int32), 128.0, bits)
     return cb, cr
 
 
-def _pair_levels(word: torch.Tensor, cb: torch.Tensor, cr: torch.Tensor) -> list:
+def byte_float(byte: torch.Tensor, offset: float, bits: bool) -> torch.Tensor:
+    """`byte - offset` in float32 (exact) for int32 bytes, converted or, with `bits`,
+    through 2**23's exponent; a device helper."""
+    if bits:
+        value = (byte | TWO_23).view(torch.float32) - (8388608.0 + offset)
+    else:
+        value = byte.to(torch.float32) - offset
+    return value
+
+
+def _level(value: torch.Tensor, bits: bool) -> torch.Tensor:
+    """The uint8 level of float32 `value` (rounded half to even, saturated) as int32: the
+    level itself, or with `bits` ROUNDER + the level (|value| < 2**22); a device helper."""
+    if bits:
+        level = torch.clamp((value + 12582912.0).view(torch.int32), ROUNDER, ROUNDER + 255)
+    else:
+        level = uint8_levels(value).to(torch.int32)
+    return level
+
+
+def _pair_levels(word: torch.Tensor, cb: torch.Tensor, cr: torch.Tensor, bits: bool) -> list:
     """R, G and B words (int32, two uint8 levels each, the left pixel low) of luma words
     (int32 holding two uint8 samples) over chroma `cb`, `cr`; a device helper."""
     _, r_v, g_u, g_v, b_u = BT601
     # once per chroma sample; each pixel adds them in the order `yuv_to_rgb` does
     products = (r_v * cr, g_u * cb, g_v * cr, b_u * cb)
-    left = _levels(word & 255, products)
-    right = _levels((word >> 8) & 255, products)
-    return [left[0] | (right[0] << 8), left[1] | (right[1] << 8), left[2] | (right[2] << 8)]
+    left = _levels(word & 255, products, bits)
+    right = _levels((word >> 8) & 255, products, bits)
+    packed = []
+    for k in range(3):
+        if bits:  # ROUNDER's low 16 bits are 0: the low byte is the level
+            packed = packed + [(left[k] & 255) | ((right[k] & 255) << 8)]
+        else:
+            packed = packed + [left[k] | (right[k] << 8)]
+    return packed
 
 
-def _levels(sample: torch.Tensor, products: tuple) -> list:
-    """R, G, B levels (int32) of luma `sample` (int32 0..255) plus the chroma `products`
-    of `_pair_levels`, the sums `yuv_to_rgb` makes; a device helper."""
+def _levels(sample: torch.Tensor, products: tuple, bits: bool) -> list:
+    """R, G, B levels (`_level`s) of luma `sample` (int32 0..255) plus the chroma
+    `products` of `_pair_levels`, the sums `yuv_to_rgb` makes; a device helper."""
     red_v, green_u, green_v, blue_u = products
     y_scale, _, _, _, _ = BT601
-    luma = (sample.to(torch.float32) - 16.0) * y_scale
-    red = uint8_levels(luma + red_v).to(torch.int32)
-    green = uint8_levels(luma + green_u + green_v).to(torch.int32)
-    blue = uint8_levels(luma + blue_u).to(torch.int32)
+    luma = byte_float(sample, 16.0, bits) * y_scale
+    red = _level(luma + red_v, bits)
+    green = _level(luma + green_u + green_v, bits)
+    blue = _level(luma + blue_u, bits)
     return [red, green, blue]
 
 

@@ -1,7 +1,8 @@
 # Kernel bodies index tensors with tiles, which the DSL's stubs do not type for mypy
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors;
-# device code builds lists with `[]`, as annotated assignments are host-only syntax).
-# mypy: disable-error-code="index,list-item,misc,var-annotated"
+# device code builds lists with `[]`, as annotated assignments are host-only syntax;
+# `register_tunable` returns an object, the int its Choice picks).
+# mypy: disable-error-code="index,list-item,misc,var-annotated,operator,call-overload"
 """Normalization, and the fused preprocessing kernel a detector or classifier needs.
 
 `normalize` computes `(x / max - mean) / std` in float32 (max = 255 for uint8 images,
@@ -26,7 +27,7 @@ from tilecraft.language import Choice
 from tilecraft.vision import antialias_batch
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import bilinear_normalize, fits, packed_rows
-from tilecraft.vision.color import check_yuv420, words, yuv_to_rgb
+from tilecraft.vision.color import byte_float, check_yuv420, words, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.geometry import (
     ZERO_TAPS,
@@ -99,6 +100,13 @@ STORES = Choice("stacked", "strided")
 # ten instructions on a GPU) per value, within a few float32 ulps (a float16 result
 # within one ulp). A knob until timed on the H200.
 ARITHMETIC = Choice("divide", "multiply")
+# How `_normalize_words` makes floats of bytes: "float" converts (`.to()`), "bits" puts the
+# byte under 2**23's exponent and subtracts 2**23 (exact; an integer operation where the
+# GPU converts at a quarter of the rate it adds; see color.LEVELS). A knob until timed.
+CONVERT = Choice("float", "bits")
+# Pixels per group of `_normalize_words`: 4 (C words; float16 stores of 8 bytes) or 8 (2 C
+# words; 16-byte stores). A knob until timed on the H200.
+GROUP = Choice(4, 8)
 
 
 # NHWC uint8 rows read as 32-bit words: four pixels of C channels are C words (4 C bytes),
@@ -113,7 +121,10 @@ def _normalize_words(
     n, c, h, w = out.size()
     stores = tc.register_tunable("stores", STORES)
     arithmetic = tc.register_tunable("arithmetic", ARITHMETIC)
-    for tile_n, tile_h, tile_g in tc.tile([n, h, w // 4], block_size=[1, None, None]):
+    bits = tc.register_tunable("convert", CONVERT) == "bits"
+    size = tc.register_tunable("group", GROUP)
+    groups = (w + size - 1) // size  # (past the last pixel, loads and stores are masked)
+    for tile_n, tile_h, tile_g in tc.tile([n, h, groups], block_size=[1, None, None]):
         means, stds = _channel_stats(mean, std)
         scales = []
         shifts = []
@@ -121,38 +132,38 @@ def _normalize_words(
             scales = scales + [1.0 / (peak * stds[k])]
             shifts = shifts + [-means[k] / stds[k]]
         rows = tile_h.index[:, None]
-        first = tile_g.index[None, :] * c
+        first = tile_g.index[None, :] * (c * size // 4)
         group = []
-        for k in range(c):
+        for k in range(c * size // 4):
             group = group + [words[tile_n, rows, first + k].to(torch.int32)]
         for k in range(c):
             pixels = []
-            for j in range(4):
-                byte = ((group[(j * c + k) // 4] >> (8 * ((j * c + k) % 4))) & 255).to(
-                    torch.float32
-                )
+            for j in range(size):
+                byte = (group[(j * c + k) // 4] >> (8 * ((j * c + k) % 4))) & 255
+                byte = byte_float(byte, 0.0, bits)
                 if arithmetic == "divide":
                     value = (byte / peak - means[k]) / stds[k]
                 else:
                     value = byte * scales[k] + shifts[k]
                 pixels = pixels + [value.to(out.dtype)]
-            _store_group(out, tile_n, k, tile_h, tile_g, pixels, stores == "stacked")
+            where = (tile_n, k, tile_h, tile_g)
+            _store_group(out, where, pixels, stores == "stacked")
     return out
 
 
-def _store_group(
-    out: torch.Tensor, n: Any, k: int, tile_h: Any, tile_g: Any, pixels: list, stacked: bool
-) -> None:
-    """Store channel `k` of groups of four pixels (`pixels`: the first of each group, the
-    second, ...) at rows `tile_h` and groups `tile_g` of `out`; a device helper."""
+def _store_group(out: torch.Tensor, where: tuple, pixels: list, stacked: bool) -> None:
+    """Store channel `k` of groups of pixels (`pixels`: the first of each group, the
+    second, ...) at `where` = (image, k, rows, groups) of `out`; a device helper."""
+    n, k, tile_h, tile_g = where
+    size = len(pixels)
     if stacked:
         rows = tile_h.index[:, None, None]
-        cols = tile_g.index[None, :, None] * 4 + tc.arange(4)[None, None, :]
+        cols = tile_g.index[None, :, None] * size + tc.arange(size)[None, None, :]
         out[n, k, rows, cols] = torch.stack(pixels, dim=-1)
     else:
         rows = tile_h.index[:, None]
-        for j in range(4):
-            out[n, k, rows, tile_g.index[None, :] * 4 + j] = pixels[j]
+        for j in range(size):
+            out[n, k, rows, tile_g.index[None, :] * size + j] = pixels[j]
 
 
 # Measured on the H200 (uint8 NHWC 1080p -> 640x360 float16 NCHW, 16 frames): 1 x 128

@@ -25,9 +25,13 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     Without a model (`model=None`: nothing relevant in the tuning database yet) it is
     the classifier-guided pattern search. `tuned_seeds`: how many of `seeds` (the first)
-    are the database's best configs of this kernel; with none (a kernel never tuned here),
-    the first `untuned_first` seeds (the heuristics') are all measured, whatever the model
-    says: it only knows other kernels.
+    are the database's best configs of this kernel; with none (a kernel never tuned here)
+    that has device loops, the first `untuned_first` seeds (the heuristics': long chunks of
+    few rows, classic matrix tiles) are all measured, whatever the model says: it only
+    knows other kernels, and on the H200 it kept kernels that stream long rows near the
+    default's short chunks (kl_div, two-pass softmax). In replay on the landscapes, doing
+    so for the kernels without loops (one row per program, seeded with rows and warps)
+    only made the first batch longer.
 
     The last `finish_share` of the time budget (or once the climb stalls) goes to the
     knobs the model cannot see (`blind`: cache eviction hints, ...), which its ranking
@@ -52,7 +56,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     def __init__(self, *args: Any, tuned_seeds: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if tuned_seeds == 0:
+        if tuned_seeds == 0 and self.space.spec.device_loops:
             self.nearest = self.untuned_first
 
     def search(self) -> None:
