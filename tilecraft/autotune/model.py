@@ -15,10 +15,11 @@ against 10: top-1 differences of that size are noise (benchmarks/RESULTS.md).
 
 `CostModel.fit(groups, kind="rank")` fits a LambdaMART-like ranker instead (`ranker.py`:
 the order among each group's fastest trials weighs most; its scores scaled to log2 time).
-On the landscapes its top pick was closer to the best on held-out shapes in the
-geometric mean (1.24 against 1.54) and as close in the median, but worse on held-out
-kernels (three failed picks), and it changes the fast search's steps, so it is not the
-default (benchmarks/RESULTS.md; `predict_eval.py --model rank`).
+On the landscapes (six training sets) its top pick on held-out shapes was no closer to
+the best beyond the noise (better median in 2, worse in 2), its best of 3 a little
+closer in all six, its picks on held-out kernels worse, and it would change the fast
+search's steps: it is not the default (benchmarks/RESULTS.md; `predict_eval.py --model
+rank`).
 
 Example::
 
