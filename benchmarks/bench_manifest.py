@@ -55,7 +55,8 @@ def record_step(device: str, args: argparse.Namespace) -> Manifest:
 
 def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool) -> dict:
     """One run from an empty database; with `kill`, one worker is killed once trials land.
-    With `--keep DIR`, the two-worker run's database is copied to DIR."""
+    With `--keep DIR`, the database of each run that kills nothing is copied to DIR (the last
+    such run's stays there)."""
     cache = tempfile.mkdtemp(prefix="bench-manifest-")
     # Triton's compile cache too: a later run must not find the earlier run's binaries (the
     # workers inherit this environment)
@@ -96,7 +97,7 @@ def tune(manifest: Manifest, workers: int, args: argparse.Namespace, kill: bool)
         "trials_by_kernel": by_kernel(after),
     }
     result["time_s"] = where_time_went(result["phases_s"], wall, workers)
-    if args.keep and workers == 2 and not kill:
+    if args.keep and not kill:
         Path(args.keep).mkdir(parents=True, exist_ok=True)
         with (
             sqlite3.connect(Path(cache) / DB_NAME) as src,
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--vocab", type=int, default=4096)
-    p.add_argument("--keep", default="", help="copy the 2-worker run's database here")
+    p.add_argument("--keep", default="", help="copy the last run's database here")
     p.add_argument("--runs", default="1,2,kill", help="which runs, in order: 1, 2, kill")
     p.add_argument("--out", default="", help="the JSON file")
     argv = list(sys.argv[1:] if argv is None else argv)
