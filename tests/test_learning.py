@@ -6,20 +6,23 @@ Uses the landscapes recorded on the H200 (benchmarks/landscapes/h200), replayed 
 from __future__ import annotations
 
 import dataclasses
+import math
 import sqlite3
+import statistics
 import warnings
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 import tilecraft as tc
 from tilecraft.autotune import model as model_module
 from tilecraft.autotune.db import TuningDB, TuningDBWarning
-from tilecraft.autotune.features import describe, features
+from tilecraft.autotune.features import describe, features, kernel_numbers
 from tilecraft.autotune.landscape import Landscape, import_landscapes
-from tilecraft.autotune.model import CostModel, database_groups, from_database
+from tilecraft.autotune.model import CostModel, charged_seconds, database_groups, from_database
 from tilecraft.autotune.replay import Replay
 from tilecraft.autotune.search import LearnedSearch, make_search
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests, spec_distance
@@ -203,6 +206,85 @@ def test_fast_search_tries_the_knobs_the_model_cannot_see() -> None:
     hints = [t.config.get("load_eviction_policies") for t in search.trials[1:]]
     assert ["first"] in hints and ["last"] in hints
     assert search.best().config.get("load_eviction_policies") == ["first"]
+
+
+def test_the_model_predicts_which_configs_compile_slowly() -> None:
+    """Trained without this shape, the compile-time regressor rates the configs whose
+    compile timed out (huge tiles on one or two warps) 10x slower than quick ones."""
+    land, _, desc = prepared("softmax-4096x4096")
+    model = model_without("softmax-4096x4096")
+    timeouts = [t.config for t in land.trials if t.status == "timeout"]
+    quick = [t.config for t in land.trials if t.ok and t.compile_s < 0.5]
+    assert len(timeouts) >= 5
+    slow_s, quick_s = (model.compile_seconds(desc, c) for c in (timeouts, quick))
+    assert statistics.median(slow_s) > 10 * statistics.median(quick_s)
+
+
+def test_a_trial_is_charged_its_compile_and_timing() -> None:
+    config = tc.Config(num_warps=4)
+    assert charged_seconds(Trial(config, "ok", 1.0, compile_s=1.5, bench_s=0.5)) == 2.0
+    assert charged_seconds(Trial(config, "timeout", compile_s=0.0)) == 10.0  # at least
+    assert charged_seconds(Trial(config, "compile_error", compile_s=0.0)) is None  # unknown
+    assert charged_seconds(Trial(config, "runtime_error", compile_s=3.0)) == 3.0
+
+
+def _many_warps(config: tc.Config) -> bool:
+    return (config.get("num_warps") or 4) >= 8
+
+
+class _SlowWithManyWarps(Replay):
+    """A landscape where every config of 8 warps or more takes 4 s to compile."""
+
+    def lookup(self, config: tc.Config) -> Trial:
+        trial = super().lookup(config)
+        return dataclasses.replace(trial, compile_s=4.0 if _many_warps(config) else trial.compile_s)
+
+
+@dataclasses.dataclass
+class _PlantedSeconds:
+    """A compile-time regressor that knows the rule above: log(4 s) for configs of 8 warps
+    or more (log2 warps >= 3 in `column` of the features), else log(0.2 s); `all_slow`
+    rates every config 4 s."""
+
+    column: int
+    all_slow: bool = False
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        slow = np.asarray(x)[:, self.column] >= 3 if not self.all_slow else np.ones(len(x), bool)
+        return np.where(slow, math.log(4.0), math.log(0.2))
+
+
+def test_fast_search_passes_over_configs_predicted_to_compile_slowly() -> None:
+    """Under a short budget, picks predicted to compile longer than a share of the time left
+    are passed over: on a landscape where configs of 8+ warps compile for 4 s, the search
+    measures 64 configs in 8.8 s instead of 17, 2 slow ones (seeds) instead of 13, and
+    finds the best; when every config looks slow, none is passed over."""
+    target = "softmax-4096x4096"
+    land, space, desc = prepared(target)
+    model = dataclasses.replace(
+        model_without(target), seconds=_PlantedSeconds(len(kernel_numbers(desc)))
+    )
+    runs = []
+    for share in (math.inf, LearnedSearch.slow_share):
+        replay = _SlowWithManyWarps(land, space)
+        search = make_search(
+            "fast", space, replay, Budget(64, 8.8, clock=replay.clock),
+            seeds=heuristic_seeds(space), model=model, description=desc,
+        )  # fmt: skip
+        search.slow_share = share  # type: ignore[attr-defined]
+        search.run()
+        slow = sum(_many_warps(t.config) for t in replay.history)
+        runs.append((len(replay.history), slow, replay.best_ms() or math.inf))
+    (blind_n, blind_slow, blind_ms), (aware_n, aware_slow, aware_ms) = runs
+    assert aware_n >= 2 * blind_n and aware_slow <= blind_slow / 4 and aware_ms <= blind_ms
+    everything_slow = dataclasses.replace(model, seconds=_PlantedSeconds(0, all_slow=True))
+    search = make_search(
+        "fast", space, replay, Budget(64, 8.8, clock=replay.clock),
+        model=everything_slow, description=desc,
+    )  # fmt: skip
+    search.budget.start()
+    configs = search.draw(20)
+    assert search.affordable(configs) == configs  # type: ignore[attr-defined]
 
 
 def test_nearest_shapes_come_first() -> None:

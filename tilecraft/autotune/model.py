@@ -13,6 +13,12 @@ blend's top pick came within 5% of the best in 13 of 38 cases, against 9 for the
 model alone; re-measured on later versions of the landscapes, 8 against 11, then 12
 against 10: top-1 differences of that size are noise (benchmarks/RESULTS.md).
 
+A third regressor learns how long each config holds a benchmarking worker (its compile and
+timing, `charged_seconds`; a compile that timed out at least `TIMEOUT_S`), as log seconds:
+the fast search skips the picks it predicts to eat a large share of a short budget. On the
+landscapes, trained without the kernel, its predictions order a kernel's configs by that
+time with a rank correlation of 0.4-0.8 (row kernels 0.7-0.8), not attention's (-0.2).
+
 `CostModel.fit(groups, kind="rank")` fits a LambdaMART-like ranker instead (`ranker.py`:
 the order among each group's fastest trials weighs most; its scores scaled to log2 time).
 On the landscapes (six training sets) its top pick on held-out shapes was no closer to
@@ -25,6 +31,7 @@ Example::
 
     model = CostModel.fit([(desc, trials), ...])        # None with too little data
     ranked = model.rank(desc_of_new_shape, candidates)  # fastest predicted first
+    seconds = model.compile_seconds(desc_of_new_shape, candidates)  # each one's compile
 """
 
 from __future__ import annotations
@@ -54,10 +61,13 @@ MIN_OK = 5  # a group teaches only with this many ok trials
 MIN_GROUPS = 1
 RANK_FAILED = 1.5  # rank target of a failed trial (ok trials rank from 0, the best, to 1)
 # the regressors' settings, part of a cached model's stamp (2: leaves of 5 trials, 3: a
-# second model learns each trial's rank in its group; their predictions are blended)
-MODEL_VERSION = 3
+# second model learns each trial's rank in its group; their predictions are blended; 4: a
+# third learns each trial's compile time)
+MODEL_VERSION = 4
 KINDS = ("blend", "rank")  # what `CostModel.fit` can fit (the cached model is a blend)
 
+TIMEOUT_S = 10.0  # what a timed-out trial cost at least: the landscapes' shortest timeout
+MIN_SECONDS = 0.01  # a floor under recorded times, for their log
 Group = tuple[dict[str, Any], Sequence[Trial]]  # (describe(...) of a kernel/shape, its trials)
 
 
@@ -69,6 +79,7 @@ class CostModel:
     regressor: Any
     groups: int
     rows: int
+    seconds: Any = None  # a regressor of log(charged_seconds); None: compiles all alike
 
     @classmethod
     def fit(cls, groups: Sequence[Group], seed: int = 0, kind: str = "blend") -> CostModel | None:
@@ -99,11 +110,21 @@ class CostModel:
         if used < MIN_GROUPS:
             return None
         if kind == "rank":
-            return cls._ranked(np.asarray(x), np.asarray(y), bounds, seed)
+            model = cls._ranked(np.asarray(x), np.asarray(y), bounds, seed)
+        else:
+            model = cls._blended(np.asarray(x), y, ranks, used, seed)
+        model.seconds = _seconds_model(groups, seed)
+        return model
+
+    @classmethod
+    def _blended(
+        cls, x: np.ndarray, y: list[float], ranks: list[float], used: int, seed: int
+    ) -> CostModel:
+        """The blend of the log2-time and rank regressors (kind "blend")."""
         from threadpoolctl import threadpool_limits  # comes with scikit-learn
 
         with threadpool_limits(1):  # small data: threads cost more than they save
-            fitted = [_regressor(seed).fit(np.asarray(x), np.asarray(t)) for t in (y, ranks)]
+            fitted = [_regressor(seed).fit(x, np.asarray(t)) for t in (y, ranks)]
         # the rank model's predictions scaled to the spread of log2 times, so the blend
         # reads as log2(time / best) (the untuned path's margin is judged on that scale)
         weights = (0.5, 0.5 * float(np.std(y)) / max(float(np.std(ranks)), 1e-9))
@@ -141,6 +162,14 @@ class CostModel:
             return []
         vectors = np.asarray([features(desc, c) for c in configs])
         return [float(v) for v in self.regressor.predict(vectors)]
+
+    def compile_seconds(self, desc: dict[str, Any], configs: Sequence[Config]) -> list[float]:
+        """Predicted seconds each config would hold a benchmarking worker (its compile and
+        timing, see `charged_seconds`); zeros without that regressor."""
+        if self.seconds is None or not configs:
+            return [0.0] * len(configs)
+        vectors = np.asarray([features(desc, c) for c in configs])
+        return [math.exp(float(v)) for v in self.seconds.predict(vectors)]
 
     def rank(
         self, desc: dict[str, Any], configs: Sequence[Config], distinct: bool = False
@@ -181,6 +210,39 @@ class _Sum:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.weight * sum(t.predict(x) for t in self.trees)
+
+
+def charged_seconds(trial: Trial) -> float | None:
+    """The seconds `trial` held a benchmarking worker: its compile and timing, at least
+    `TIMEOUT_S` for a compile that timed out; None for a failure whose compile time was
+    not recorded (0: shared memory or codegen refused it before any compile was timed)."""
+    spent = trial.compile_s + trial.bench_s
+    if trial.status == "timeout":
+        return max(spent, TIMEOUT_S)
+    return spent if trial.ok or trial.compile_s > 0 else None
+
+
+def _seconds_model(groups: Sequence[Group], seed: int) -> Any:
+    """A regressor of log(`charged_seconds`) over the trials of the current feature
+    version that have one, as arrays where scikit-learn allows (None without trials)."""
+    x, y = [], []
+    for desc, trials in groups:
+        if desc.get("version") != VERSION:
+            continue
+        for t in trials:
+            seconds = charged_seconds(t)
+            if seconds is not None:
+                x.append(features(desc, t.config))
+                y.append(math.log(max(seconds, MIN_SECONDS)))
+    if not y:
+        return None
+    from threadpoolctl import threadpool_limits  # comes with scikit-learn
+
+    with threadpool_limits(1):
+        fitted = _regressor(seed).fit(np.asarray(x), np.asarray(y))
+    with suppress(AttributeError, KeyError, TypeError, ValueError):
+        return TreeEnsemble.from_regressor(fitted)
+    return fitted
 
 
 def _regressor(seed: int) -> Any:
@@ -229,28 +291,37 @@ def database_groups(db: TuningDB, hardware: str) -> list[Group]:
 
 
 def _read(path: Path, stamp: str) -> CostModel | None:
-    """The cached model, if it was fitted on what `stamp` describes. The file is numbers
+    """The cached model, if it was fitted on what `stamp` describes. The files are numbers
     only (see `trees`): a planted or damaged one is refused and the model refitted."""
     if not path.exists():
         return None
     try:
         trees = TreeEnsemble.load(path, stamp)
-    except Exception as e:  # whatever the file holds, it is refitted, never fatal
+        seconds = trees and TreeEnsemble.load(_seconds_path(path), stamp)
+    except Exception as e:  # whatever the files hold, it is refitted, never fatal
         warnings.warn(f"tilecraft: ignoring cached cost model {path}: {e}", stacklevel=3)
         return None
-    if trees is None:
+    if trees is None or seconds is None:
         return None
     groups, rows = (trees.extra + (0, 0))[:2]
-    return CostModel(trees, groups=groups, rows=rows)
+    return CostModel(trees, groups=groups, rows=rows, seconds=seconds)
 
 
 def _write(path: Path, stamp: str, model: CostModel | None) -> None:
-    if model is None or not isinstance(model.regressor, TreeEnsemble):
+    if model is None or not all(
+        isinstance(r, TreeEnsemble) for r in (model.regressor, model.seconds)
+    ):
         return
     try:
-        model.regressor.save(path, stamp)
+        model.seconds.save(_seconds_path(path), stamp)
+        model.regressor.save(path, stamp)  # last: its file is what `_read` looks for first
     except OSError as e:
         warnings.warn(f"tilecraft: cost model not cached: {e}", stacklevel=3)
+
+
+def _seconds_path(path: Path) -> Path:
+    """Where the compile-time regressor of the model cached at `path` is kept."""
+    return path.with_name(path.stem + "-seconds.npz")
 
 
 def _sklearn_version() -> str:
