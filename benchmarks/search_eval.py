@@ -21,7 +21,7 @@ timed out (a compile past the timeout: 10 s of the clock).
 
 Usage: python benchmarks/search_eval.py [--landscapes DIR] [--seeds 3] [--out FILE]
          [--strategies fast,classifier,...] [--cases softmax,matmul] [--budget quick]
-         [--per-case]
+         [--per-case] [--slow-share 0.25]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from tilecraft.autotune.model import CostModel  # noqa: E402
 from tilecraft.autotune.replay import Replay  # noqa: E402
 from tilecraft.autotune.search import make_search  # noqa: E402
 from tilecraft.autotune.search.common import normalize  # noqa: E402
+from tilecraft.autotune.search.learned import LearnedSearch  # noqa: E402
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests  # noqa: E402
 from tilecraft.autotune.space import ConfigSpace  # noqa: E402
 from tilecraft.autotune.trial import Budget  # noqa: E402
@@ -237,8 +238,16 @@ def main() -> int:
         help="long: 60 configs or 120 s; quick: the quick effort's (as tuning on a GPU)",
     )
     parser.add_argument("--per-case", action="store_true", help="also each case's result")
+    parser.add_argument(
+        "--slow-share",
+        type=float,
+        default=LearnedSearch.slow_share,
+        help="fast: skip picks predicted to compile longer than this share of the time left"
+        " (inf: never)",
+    )
     args = parser.parse_args()
     global LIMITS
+    LearnedSearch.slow_share = args.slow_share
     LIMITS = quick_budget() if args.budget == "quick" else (MAX_CONFIGS, MAX_SECONDS)
     started = time.monotonic()
     cases = [prepare(land) for land in load_all(args.landscapes)]
