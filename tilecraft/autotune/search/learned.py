@@ -42,8 +42,8 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
 
     Under a time budget, the model's picks pass over the configs it predicts to compile
     longer than `slow_share` of the time left (`affordable`): in replay on the landscapes,
-    held-out kernels then measured more configs where compiles are slow (attention: 21 ->
-    52) and ended a little closer to the best (mean 1.019 -> 1.018, benchmarks/RESULTS.md).
+    held-out kernels then measured more configs where compiles are slow (attention) and
+    ended closer to the best (mean of three seed sets 1.022 -> 1.018, benchmarks/RESULTS.md).
     """
 
     name = "fast"
