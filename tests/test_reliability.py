@@ -149,6 +149,7 @@ def test_planted_pickle_cost_model_never_runs(
         fitted = from_database(db, "cpu", tmp_path)
         assert fitted is not None
         [saved] = (tmp_path / "models").glob("cost-*.npz")
+        [seconds] = (tmp_path / "models").glob("compile-*.npz")  # the compile-time model
         monkeypatch.setattr(model_module, "_LOADED", {})  # as in a new process
         again = from_database(db, "cpu", tmp_path)  # read back from the file
         assert again is not None and (again.groups, again.rows) == (fitted.groups, fitted.rows)
@@ -156,7 +157,8 @@ def test_planted_pickle_cost_model_never_runs(
         configs = [t.config for t in land.trials[:40]]
         first = next(iter(desc.values()))
         assert again.rank(first, configs) == fitted.rank(first, configs)
-        for planted in (saved, saved.with_suffix(".pkl")):  # the file, and the old name
+        assert again.compile_seconds(first, configs) == fitted.compile_seconds(first, configs)
+        for planted in (saved, saved.with_suffix(".pkl"), seconds):  # and the old name
             planted.write_bytes(pickle.dumps(Planted(marker)))
         monkeypatch.setattr(model_module, "_LOADED", {})
         with pytest.warns(UserWarning, match="ignoring cached cost model"):

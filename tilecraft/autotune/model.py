@@ -321,7 +321,7 @@ def _write(path: Path, stamp: str, model: CostModel | None) -> None:
 
 def _seconds_path(path: Path) -> Path:
     """Where the compile-time regressor of the model cached at `path` is kept."""
-    return path.with_name(path.stem + "-seconds.npz")
+    return path.with_name(path.name.replace("cost-", "compile-", 1))
 
 
 def _sklearn_version() -> str:
