@@ -259,6 +259,55 @@ def test_signature_follows_triton_specialization() -> None:
     assert signature(("text",)) == [None]
 
 
+def test_the_per_launch_check_is_signature_equality(env: SimpleNamespace) -> None:
+    """`FastPath.matches` (what each fast launch checks) agrees with comparing signatures,
+    on arguments that differ in each way Triton specializes on."""
+    jit = FakeJit(env)
+    kernel = FastKernel(jit)
+    call(kernel, n=32)
+    path = kernel.fast
+    assert path is not None
+    x = torch.randn(40)
+    half = x[:32].to(torch.float16)
+    variants = [
+        (x, x, x, 32),
+        (x[1:], x, x, 32),  # misaligned
+        (x, x, x[4:], 32),  # aligned again (16 bytes in)
+        (x, half, x, 32),  # another dtype
+        (x, x, x, 33),
+        (x, x, x, 1),
+        (x, x, x, 2**40),
+        (x, x, x, 32.0),
+        (x, x, x, x),  # a tensor for the int
+        (32, x, x, 32),  # an int for a tensor
+        (x, x, x),
+        (x, x, x, 32, 1),
+    ]
+    for args in variants:
+        assert path.matches(args) == (signature(args) == path.signature), args
+
+
+def test_grids_reuse_their_launch_and_change_it(env: SimpleNamespace) -> None:
+    """A constant grid gets the same launch callable each time; another grid, its own dims."""
+    grids: list[tuple] = []
+    jit = FakeJit(env)
+    launcher = jit.launcher
+
+    def record(*call: Any) -> None:
+        grids.append(call[:3])
+        launcher(*call)
+
+    jit.launcher = record  # type: ignore[method-assign]
+    kernel = FastKernel(jit)
+    grid = (2,)
+    assert kernel[grid] is kernel[grid]
+    x, out = torch.randn(8), torch.zeros(8)
+    for g in (grid, grid, (3, 2), (3, 2, 5), grid):
+        kernel[g](out, x, x, 8)
+    assert kernel.fast is not None and jit.runs == 2  # one setup, then the fast path
+    assert grids == [(2, 1, 1), (2, 1, 1), (3, 2, 1), (3, 2, 5), (2, 1, 1)]
+
+
 def test_install_wraps_only_launched_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     class Jit:
         def __getitem__(self, grid: Any) -> Any:
