@@ -105,12 +105,18 @@ def env(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     return env
 
 
-def call(kernel: FastKernel, n: int = 20, offset: int = 0, **kwargs: Any) -> torch.Tensor:
-    """Launch the add on fresh tensors and check the result."""
-    x, y = torch.randn(n + offset)[offset:], torch.randn(n)
+def call(
+    kernel: FastKernel,
+    n: int = 20,
+    offset: int = 0,
+    dtype: torch.dtype = torch.float32,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """Launch the add on fresh tensors (`x` of `dtype`) and check the result."""
+    x, y = torch.randn(n + offset, dtype=dtype)[offset:], torch.randn(n)
     out = torch.zeros(n)
     kernel[(2,)](out, x, y, n, **kwargs)
-    torch.testing.assert_close(out, x + y)
+    torch.testing.assert_close(out, (x + y).to(out.dtype))
     return out
 
 
@@ -127,7 +133,17 @@ def test_later_launches_skip_triton_and_add_correctly(env: SimpleNamespace) -> N
 
 @pytest.mark.parametrize(
     "change",
-    ["misaligned", "n=1", "n=17", "kwargs", "enter hook", "debug", "device", "pre-run hook"],
+    [
+        "misaligned",
+        "dtype",
+        "n=1",
+        "n=17",
+        "kwargs",
+        "enter hook",
+        "debug",
+        "device",
+        "pre-run hook",
+    ],
 )
 def test_what_triton_keys_on_takes_its_path(env: SimpleNamespace, change: str) -> None:
     jit = FakeJit(env)
@@ -139,6 +155,8 @@ def test_what_triton_keys_on_takes_its_path(env: SimpleNamespace, change: str) -
     options: dict[str, Any] = {"n": 32}
     if change == "misaligned":
         options["offset"] = 1  # a float32 view one element in: not 16-byte aligned
+    elif change == "dtype":
+        options["dtype"] = torch.float64
     elif change.startswith("n="):
         options["n"] = int(change[2:])
     elif change == "kwargs":
