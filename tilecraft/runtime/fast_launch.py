@@ -105,10 +105,9 @@ class FastKernel:
         self.setups = 0
         self.disabled = False  # a setup failed in a way that would fail again
         self.why_not = "not launched yet"  # why the last launch took Triton's path
-        # the last grid launched on and its launch: a generated launcher's grid is a
-        # constant, so each call of it reuses one
-        self.last_grid: Any = None
-        self.last_call: Callable[..., Any] | None = None
+        # the last grid launched on and its launch, one tuple (set at once: threads may race):
+        # a generated launcher's grid is a constant, so each call of it reuses the launch
+        self.last: tuple[Any, Callable[..., Any]] | None = None
 
     @property
     def fast(self) -> FastPath | None:
@@ -131,10 +130,12 @@ class FastKernel:
         return f"FastKernel({self.jit_fn!r})"
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        if grid is self.last_grid and self.last_call is not None:
-            return self.last_call
-        self.last_call, self.last_grid = functools.partial(self.launch, grid), grid
-        return self.last_call
+        last = self.last
+        if last is not None and last[0] is grid:
+            return last[1]
+        call = functools.partial(self.launch, grid)
+        self.last = (grid, call)
+        return call
 
     def launch(self, grid: Any, *args: Any, **kwargs: Any) -> Any:
         """Launch on `grid`: directly where the verified path holds, else through Triton."""
