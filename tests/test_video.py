@@ -138,3 +138,13 @@ def test_unsupported_codecs(clip: Path, tmp_path: Path, capsys: pytest.CaptureFi
         video.process(clip, "gray", out, codec="no-such-codec", device="cpu").run()
     with pytest.raises(VideoError, match="only uint8 frames"):
         video.process(clip, "normalize", tmp_path / "f.mp4", device="cpu").run()
+
+
+def test_demo_without_pyav_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hint keeps its "[vision]" (rich would read it as markup and drop it)."""
+    from rich.console import Console
+
+    console = Console(record=True, width=120)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert demo.video_section(console)
+    assert 'pip install "tilecraft[vision]"' in console.export_text()

@@ -284,7 +284,9 @@ def video_section(console: Any) -> bool:
     """The demo's last part: a generated clip through the vision kernels (see
     `run_video_demo`), when PyAV is installed; whether it went well."""
     if importlib.util.find_spec("av") is None:
-        console.print('video: skipped, PyAV is not installed (pip install "tilecraft[vision]")')
+        console.print(
+            'video: skipped, PyAV is not installed (pip install "tilecraft[vision]")', markup=False
+        )
         return True
     from tilecraft.exc import TilecraftError
 
