@@ -3,7 +3,9 @@
 Times, with Triton's launch replaced by a no-op (so what is left is tilecraft's host
 work and PyTorch's allocations), a matmul-shaped kernel and `add` (its host code:
 `broadcast_tensors`, `promote_types`, an allocation) called as a plain kernel, as a
-differentiable operator without grad, and as one recording autograd (forward only).
+differentiable operator without grad, and as one recording autograd (forward only); and
+one launch on the fast launch path with Triton's compiled kernel faked (as profile_host.py
+times it; median of 5 rounds).
 Best of `--repeats` rounds of `--iters` calls, timed by the thread's CPU time
 (`time.thread_time`: on a loaded shared machine, time spent descheduled is left out);
 compare runs made back to back all the same.
@@ -28,10 +30,13 @@ os.environ.setdefault("TILECRAFT_AUTOTUNE_EFFORT", "none")
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "examples")) if p not in sys.path]
+sys.path[:0] = [
+    p for p in (str(ROOT), str(ROOT / "examples"), str(ROOT / "benchmarks")) if p not in sys.path
+]
 
 import add  # noqa: E402
 import matmul  # noqa: E402
+from profile_host import launch_path_us  # noqa: E402
 
 import tilecraft as tc  # noqa: E402
 from tilecraft.runtime.kernel import Kernel  # noqa: E402
@@ -108,6 +113,9 @@ def rows(iters: int, repeats: int) -> dict[str, float]:
     with torch.no_grad():  # as a compiled graph's forward calls operators
         row = per_call_us(lambda: dispatched(a, b), iters, repeats)
     rows["add op through the dispatcher, no grad (as compiled graphs call it)"] = round(row, 2)
+    # Triton's launch faked, on tilecraft's fast path (profile_host.py's stand-in)
+    fast = launch_path_us(iters)["fast_us"]
+    rows["fast launch, launcher a no-op (3 tensors, an int, a constexpr)"] = round(fast, 2)
     return rows
 
 

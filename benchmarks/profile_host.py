@@ -8,7 +8,8 @@ step, tilecraft's operator wrappers and dispatch, and each kernel's generated ho
 Outputs of stubbed kernels hold garbage; the step runs the same host path all the same.
 
 `--compile` runs both models under `torch.compile(fullgraph=True)` (aot_eager backend: the
-graph runs as Python, calling the operators through the dispatcher, as inductor's does).
+graph runs as Python, calling the operators through the dispatcher, as inductor's does;
+`--backend inductor` compiles the glue into C++ kernels, as on a GPU into Triton's).
 
 Reported, per step (median of `--steps` steps timed with the thread's CPU time,
 `time.thread_time`, or `--clock wall`; no profiler):
@@ -182,7 +183,7 @@ def measure(args: argparse.Namespace) -> dict:
     # foreach: what Adam does by default on a GPU (one multi-tensor op per update)
     optimizer = torch.optim.Adam(model.parameters(), lr=bench_model.LR, foreach=True)
     if args.compile:  # the graph calls the operators through PyTorch's dispatcher
-        model = bench_model.compiled(model, "aot_eager")
+        model = bench_model.compiled(model, args.backend)
     step = bench_model.train_step(model, optimizer, data)
     losses = [step().item() for _ in range(2)]  # compiles everything, for real
     counts: Counter = Counter()
@@ -190,7 +191,7 @@ def measure(args: argparse.Namespace) -> dict:
     step()
     specializations = sum(1 for _ in launchers())
     result: dict[str, Any] = {"sizes": args.sizes, "dtype": str(args.dtype), "losses": losses}
-    result["compile"] = args.compile
+    result["compile"] = args.backend if args.compile else False
     result["stubbed_kernels"] = stubbed
     result["torch_step_us_median"] = torch_step_us(args)
     counts.clear()
@@ -213,7 +214,7 @@ def torch_step_us(args: argparse.Namespace) -> float:
     data = bench_model.batch(args.sizes, device)
     optimizer = torch.optim.Adam(model.parameters(), lr=bench_model.LR, foreach=True)
     if args.compile:
-        model = bench_model.compiled(model, "aot_eager")
+        model = bench_model.compiled(model, args.backend)
     step = bench_model.train_step(model, optimizer, data)
     for _ in range(3):
         step()
@@ -335,7 +336,7 @@ def report(result: dict) -> str:
     s, layers = result["steps"], result["layers"]
     lines = [f"CPU host time per eager step (launches stubbed), sizes {result['sizes']}"]
     lines[0] += f", {result['dtype']}" + (
-        ", torch.compile (aot_eager)" if result["compile"] else ""
+        f", torch.compile ({result['compile']})" if result["compile"] else ""
     )
     lines.append(
         f"  step (median)          {s['step_us_median']:9.1f} us (min {s['step_us_min']:.1f})"
@@ -371,7 +372,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="both models under torch.compile(fullgraph=True) with the aot_eager backend",
+        help="both models under torch.compile(fullgraph=True) (see --backend)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("aot_eager", "inductor"),
+        default="aot_eager",
+        help="torch.compile's backend with --compile",
     )
     p.add_argument("--clock", choices=sorted(CLOCKS), default="thread", help="what times steps")
     p.add_argument(

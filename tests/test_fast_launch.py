@@ -105,12 +105,18 @@ def env(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
     return env
 
 
-def call(kernel: FastKernel, n: int = 20, offset: int = 0, **kwargs: Any) -> torch.Tensor:
-    """Launch the add on fresh tensors and check the result."""
-    x, y = torch.randn(n + offset)[offset:], torch.randn(n)
+def call(
+    kernel: FastKernel,
+    n: int = 20,
+    offset: int = 0,
+    dtype: torch.dtype = torch.float32,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """Launch the add on fresh tensors (`x` of `dtype`) and check the result."""
+    x, y = torch.randn(n + offset, dtype=dtype)[offset:], torch.randn(n)
     out = torch.zeros(n)
     kernel[(2,)](out, x, y, n, **kwargs)
-    torch.testing.assert_close(out, x + y)
+    torch.testing.assert_close(out, (x + y).to(out.dtype))
     return out
 
 
@@ -127,7 +133,17 @@ def test_later_launches_skip_triton_and_add_correctly(env: SimpleNamespace) -> N
 
 @pytest.mark.parametrize(
     "change",
-    ["misaligned", "n=1", "n=17", "kwargs", "enter hook", "debug", "device", "pre-run hook"],
+    [
+        "misaligned",
+        "dtype",
+        "n=1",
+        "n=17",
+        "kwargs",
+        "enter hook",
+        "debug",
+        "device",
+        "pre-run hook",
+    ],
 )
 def test_what_triton_keys_on_takes_its_path(env: SimpleNamespace, change: str) -> None:
     jit = FakeJit(env)
@@ -139,6 +155,8 @@ def test_what_triton_keys_on_takes_its_path(env: SimpleNamespace, change: str) -
     options: dict[str, Any] = {"n": 32}
     if change == "misaligned":
         options["offset"] = 1  # a float32 view one element in: not 16-byte aligned
+    elif change == "dtype":
+        options["dtype"] = torch.float64
     elif change.startswith("n="):
         options["n"] = int(change[2:])
     elif change == "kwargs":
@@ -257,6 +275,55 @@ def test_signature_follows_triton_specialization() -> None:
     assert signature((2**31,)) != signature((2**31 - 1,))
     assert signature((1.5, True, None)) == [(float,), (bool,), (type(None),)]
     assert signature(("text",)) == [None]
+
+
+def test_the_per_launch_check_is_signature_equality(env: SimpleNamespace) -> None:
+    """`FastPath.matches` (what each fast launch checks) agrees with comparing signatures,
+    on arguments that differ in each way Triton specializes on."""
+    jit = FakeJit(env)
+    kernel = FastKernel(jit)
+    call(kernel, n=32)
+    path = kernel.fast
+    assert path is not None
+    x = torch.randn(40)
+    half = x[:32].to(torch.float16)
+    variants = [
+        (x, x, x, 32),
+        (x[1:], x, x, 32),  # misaligned
+        (x, x, x[4:], 32),  # aligned again (16 bytes in)
+        (x, half, x, 32),  # another dtype
+        (x, x, x, 33),
+        (x, x, x, 1),
+        (x, x, x, 2**40),
+        (x, x, x, 32.0),
+        (x, x, x, x),  # a tensor for the int
+        (32, x, x, 32),  # an int for a tensor
+        (x, x, x),
+        (x, x, x, 32, 1),
+    ]
+    for args in variants:
+        assert path.matches(args) == (signature(args) == path.signature), args
+
+
+def test_grids_reuse_their_launch_and_change_it(env: SimpleNamespace) -> None:
+    """A constant grid gets the same launch callable each time; another grid, its own dims."""
+    grids: list[tuple] = []
+    jit = FakeJit(env)
+    launcher = jit.launcher
+
+    def record(*call: Any) -> None:
+        grids.append(call[:3])
+        launcher(*call)
+
+    jit.launcher = record  # type: ignore[method-assign]
+    kernel = FastKernel(jit)
+    grid = (2,)
+    assert kernel[grid] is kernel[grid]
+    x, out = torch.randn(8), torch.zeros(8)
+    for g in (grid, grid, (3, 2), (3, 2, 5), grid):
+        kernel[g](out, x, x, 8)
+    assert kernel.fast is not None and jit.runs == 2  # one setup, then the fast path
+    assert grids == [(2, 1, 1), (2, 1, 1), (3, 2, 1), (3, 2, 5), (2, 1, 1)]
 
 
 def test_install_wraps_only_launched_kernels(monkeypatch: pytest.MonkeyPatch) -> None:

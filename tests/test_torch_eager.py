@@ -145,11 +145,13 @@ def test_meta_and_subclass_tensors_take_the_operator() -> None:
     x = torch.randn(3, 4)
     assert plain_eager((x, torch.nn.Parameter(x), 1.0, None))
     assert not plain_eager((x.to("meta"),))
+    assert not plain_eager((x, torch.nn.Parameter(x.to("meta"))))
 
     class Sub(torch.Tensor):
         pass
 
     assert not plain_eager((x.as_subclass(Sub),))
+    assert not plain_eager((x,), {"w": x.as_subclass(Sub)})
     op = rms_op()
     op(*rms_norm_example.inputs((5, 16)))
     out = op(torch.empty(5, 16, device="meta"), torch.empty(16, device="meta"))

@@ -105,6 +105,9 @@ class FastKernel:
         self.setups = 0
         self.disabled = False  # a setup failed in a way that would fail again
         self.why_not = "not launched yet"  # why the last launch took Triton's path
+        # the last grid launched on and its launch, one tuple (set at once: threads may race):
+        # a generated launcher's grid is a constant, so each call of it reuses the launch
+        self.last: tuple[Any, Callable[..., Any]] | None = None
 
     @property
     def fast(self) -> FastPath | None:
@@ -127,7 +130,12 @@ class FastKernel:
         return f"FastKernel({self.jit_fn!r})"
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return functools.partial(self.launch, grid)
+        last = self.last
+        if last is not None and last[0] is grid:
+            return last[1]
+        call = functools.partial(self.launch, grid)
+        self.last = (grid, call)
+        return call
 
     def launch(self, grid: Any, *args: Any, **kwargs: Any) -> Any:
         """Launch on `grid`: directly where the verified path holds, else through Triton."""
@@ -262,6 +270,7 @@ class FastPath:
         self.kwargs, self.signature, self.tail = setup.kwargs, setup.signature, setup.tail
         self.launcher, self.function = setup.launcher, setup.kernel.function
         self.metadata = setup.kernel.packed_metadata
+        self.grid, self.dims = setup.grid, grid_dims(setup.grid)  # as `launch` will see them
         self.get_device = setup.driver.get_current_device
         self.get_stream = setup.driver.get_current_stream
         self.device = self.get_device()
@@ -271,6 +280,16 @@ class FastPath:
         self.enter, self.exit = runtime.launch_enter_hook, runtime.launch_exit_hook
         self.enter_calls = getattr(self.enter, "calls", ())
         self.exit_calls = getattr(self.exit, "calls", ())
+        # the signature as `matches` checks it: each tensor's position, dtype and alignment,
+        # each other argument's position and signature
+        self.count = len(setup.args)
+        self.tensors: list[tuple[int, Any, bool]] = []
+        self.scalars: list[tuple[int, tuple | None]] = []
+        for i, (arg, kind) in enumerate(zip(setup.args, self.signature, strict=True)):
+            if isinstance(arg, torch.Tensor) and kind is not None:
+                self.tensors.append((i, kind[0], kind[1]))
+            else:
+                self.scalars.append((i, kind))
 
     def holds(self, args: tuple) -> bool:
         """Whether Triton would pick this compiled kernel for `args` now (on its device),
@@ -284,13 +303,30 @@ class FastPath:
             and runtime.debug == self.debug
             and not jit_fn.pre_run_hooks
             and (not jit_fn.used_global_vals or _globals_unchanged(jit_fn))
-            and signature(args) == self.signature
+            and self.matches(args)
         )
+
+    def matches(self, args: tuple) -> bool:
+        """`signature(args) == self.signature`, without building the signature (this runs on
+        every fast launch): the same reads of each argument, compared as they are made."""
+        if len(args) != self.count:
+            return False
+        tensor = torch.Tensor
+        for i, dtype, aligned in self.tensors:
+            a = args[i]
+            if not isinstance(a, tensor) or a.dtype is not dtype:
+                return False
+            if (a.data_ptr() % 16 == 0) is not aligned:
+                return False
+        for i, expected in self.scalars:  # noqa: SIM110 - a loop: cheaper than all()
+            if _scalar_signature(args[i]) != expected:
+                return False
+        return True
 
     def launch(self, grid: Any, args: tuple) -> None:
         """What Triton's launch does once it has found the kernel, without the hooks (which
         call nothing: `holds` checked)."""
-        g0, g1, g2 = grid_dims(grid)
+        g0, g1, g2 = self.dims if grid is self.grid else grid_dims(grid)
         stream = self.get_stream(self.device)
         self.launcher(
             g0, g1, g2, stream, self.function, self.metadata, None, None, None, *args, *self.tail

@@ -114,7 +114,7 @@ def _generic_function(op: DirectOp) -> type[torch.autograd.Function]:
     return type(name, (torch.autograd.Function,), methods)
 
 
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+_TENSOR, _PARAMETER = torch.Tensor, torch.nn.Parameter  # the plain tensors
 
 
 def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
@@ -126,7 +126,11 @@ def plain_eager(args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
     if _dispatch_modes() or _function_modes() or _transforms():
         return False
     for a in (*args, *kwargs.values()) if kwargs else args:
-        if isinstance(a, torch.Tensor) and (type(a) not in _PLAIN_TENSORS or a.is_meta):
+        kind = type(a)  # the exact types first: cheaper than isinstance for tensors
+        if kind is _TENSOR or kind is _PARAMETER:
+            if a.is_meta:
+                return False
+        elif isinstance(a, _TENSOR):  # a subclass (fake tensors, ...)
             return False
     return True
 
