@@ -172,16 +172,25 @@ class CostModel:
         return [math.exp(float(v)) for v in self.seconds.predict(vectors)]
 
     def rank(
-        self, desc: dict[str, Any], configs: Sequence[Config], distinct: bool = False
+        self,
+        desc: dict[str, Any],
+        configs: Sequence[Config],
+        distinct: bool = False,
+        max_seconds: float | None = None,
     ) -> list[Config]:
         """`configs`, the fastest predicted first (ties keep their order). `distinct`
         keeps one config per feature vector: knobs that change nothing the model sees
-        are not worth a trial."""
+        are not worth a trial. `max_seconds` leaves out the configs predicted to hold a
+        worker longer (`compile_seconds`), unless that leaves none."""
         if not configs:
             return []
         vectors = [tuple(features(desc, c)) for c in configs]
-        scores = self.regressor.predict(np.asarray(vectors))
+        x = np.asarray(vectors)
+        scores = self.regressor.predict(x)
         order = sorted(range(len(configs)), key=lambda i: (scores[i], i))
+        if max_seconds is not None and self.seconds is not None:
+            quick = np.exp(self.seconds.predict(x)) <= max_seconds
+            order = [i for i in order if quick[i]] if quick.any() else order
         if distinct:
             first: dict[tuple[float, ...], int] = {}  # feature vector -> best-ranked config
             for i in order:

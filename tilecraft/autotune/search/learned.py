@@ -41,7 +41,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     (the search used to end there, with 1-3 s of a 10 s budget unspent).
 
     Under a time budget, the model's picks pass over the configs it predicts to compile
-    longer than `slow_share` of the time left (`affordable`): in replay on the landscapes,
+    longer than `slow_share` of the time left (`compile_limit`): in replay on the landscapes,
     held-out kernels then measured more configs where compiles are slow (attention) and
     ended closer to the best (mean of three seed sets 1.022 -> 1.018, benchmarks/RESULTS.md).
     """
@@ -135,20 +135,17 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
         (`finish`) at the best config's values (a random register cap must not ride along
         on a pick the model made for other reasons)."""
         assert self.model is not None and self.description is not None
-        plain = self.affordable(self.unseen(self.plain(c) for c in configs))
-        return self.model.rank(self.description, plain, distinct=True)[: n or self.per_round]
+        plain = self.unseen(self.plain(c) for c in configs)
+        ranked = self.model.rank(self.description, plain, True, self.compile_limit())
+        return ranked[: n or self.per_round]
 
-    def affordable(self, configs: list[Config]) -> list[Config]:
-        """`configs` but those the model predicts to compile for longer than `slow_share`
-        of the time left, unless that leaves none: a batch waits for its slowest compile,
-        and one that times out ends a 10 s budget."""
-        assert self.model is not None and self.description is not None
+    def compile_limit(self) -> float | None:
+        """The longest a pick may be predicted to compile: `slow_share` of the time left (a
+        batch waits for its slowest compile, and one that times out ends a 10 s budget);
+        None without a time budget."""
         if self.budget.max_seconds is None:
-            return configs
-        limit = self.slow_share * (self.budget.max_seconds - self.budget.elapsed())
-        seconds = self.model.compile_seconds(self.description, configs)
-        quick = [c for c, s in zip(configs, seconds, strict=True) if s <= limit]
-        return quick or configs
+            return None
+        return self.slow_share * (self.budget.max_seconds - self.budget.elapsed())
 
     def plain(self, config: Config) -> Config:
         """`config` with its blind knobs at their defaults (after `finish`: the best's)."""
