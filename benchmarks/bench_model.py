@@ -128,12 +128,20 @@ def graph_steps(model: torch.nn.Module, data: tuple, warmup: int) -> tuple:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         static_loss = step()
+    return GraphStep(graph, static_loss, step), losses
 
-    def replay() -> torch.Tensor:
-        graph.replay()
-        return static_loss
 
-    return replay, losses
+class GraphStep:
+    """Replays a captured training step; holds `step`, whose batch and optimizer state the
+    graph reads where they were captured (modes are timed after all are built: freed,
+    that memory would go to the next mode's tensors)."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph, loss: torch.Tensor, step: Step) -> None:
+        self.graph, self.loss, self.step = graph, loss, step
+
+    def __call__(self) -> torch.Tensor:
+        self.graph.replay()
+        return self.loss
 
 
 def step_times(step: Step, device: torch.device, steps: int) -> list[float]:
