@@ -142,3 +142,25 @@ def test_expanded_and_offset_views() -> None:
     x = torch.randn(9, 14, device=DEVICE)[2:, 3:]  # an offset view
     w = torch.randn(7, 1, device=DEVICE).expand(7, 11)  # stride 0 along dim 1
     check_modes(scale_rows, (x, w), torch.mul)
+
+
+@tc.kernel
+def shifted_rows(x: torch.Tensor, out: torch.Tensor) -> None:
+    m, n = out.size()
+    for tile_m, tile_n in tc.tile([m, n], block_size=[2, 4]):
+        for r in range(2):
+            i = tile_m.begin + r + 1  # past the last row in the last program
+            row = tc.load(x, [i, tile_n.index], other=-2.0)
+            tc.store(out, [i, tile_n.index], row + 1.0)
+
+
+def test_an_int_index_past_the_end_is_masked_in_both_modes() -> None:
+    """`tile.begin + 1` is an int in eager mode and a device value in compiled code: past
+    the end of its dim, both read `other` and write nothing (eager mode once wrote such a
+    store's values to row 0)."""
+
+    def reference(x: torch.Tensor, out: torch.Tensor) -> None:
+        out[1:] = x[1:] + 1.0
+
+    x = torch.randn(3, 5, device=DEVICE)
+    check_modes(shifted_rows, (x, torch.full((3, 5), -1.0, device=DEVICE)), reference)

@@ -113,6 +113,8 @@ def bounded(tensor: torch.Tensor, key: Key) -> tuple[Key, torch.Tensor | None]:
     from the end when negative, as in PyTorch, and is out of range outside
     `[-size, size)`: as compiled kernels mask it (codegen/access.py `scalar_expr`)."""
     normal = _normalize(key, tensor.dim())
+    if normal is not None:
+        normal = _ints_past_ends(normal, tensor)
     if normal is None or not any(is_vector(i) or is_device_scalar(i) for i in normal):
         return key, None
     dims = _dims(normal)
@@ -134,6 +136,19 @@ def bounded(tensor: torch.Tensor, key: Key) -> tuple[Key, torch.Tensor | None]:
             ok = _validity(normal, tensor.dim(), k, dim, slot, size)
             valid = ok if valid is None else valid & ok
     return tuple(safe), valid
+
+
+def _ints_past_ends(key: Key, tensor: torch.Tensor) -> Key:
+    """`key` with each int outside its dim's `[-size, size)` as a 0-d tensor, so it is
+    bounded as a device scalar is: in eager mode `tile.begin + 1` is an int, where compiled
+    code computes it on the device and masks it."""
+    items = list(key)
+    for k, (item, dim) in enumerate(zip(key, _dims(key), strict=True)):
+        if type(item) is int and dim is not None:
+            size = tensor.shape[dim]
+            if not -size <= item < size:
+                items[k] = torch.tensor(item, device=tensor.device)
+    return tuple(items)
 
 
 def _validity(key: Key, rank: int, k: int, dim: int, slot: torch.Tensor, size: int) -> torch.Tensor:
