@@ -24,7 +24,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision import antialias_batch
+from tilecraft.vision import antialias_batch, antialias_whole
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import bilinear_normalize, fits, packed_rows
 from tilecraft.vision.color import byte_float, check_yuv420, words, yuv_to_rgb
@@ -448,8 +448,12 @@ def _antialiased(
     pad: float,
     peak: float,
 ) -> torch.Tensor:
-    """The antialiased resize into `box` of `out`, normalized: one kernel, or, for shrinking
-    too far for its windows, the two averaging passes and then a copy into the box."""
+    """The antialiased resize into `box` of `out`, normalized: one kernel (for shrinks by
+    whole factors, one without weights to compute), or, for shrinking too far for its
+    windows, the two averaging passes and then a copy into the box."""
+    whole = antialias_whole.resize_normalize(image, mean, std, out, box, pad, peak)
+    if whole is not None:
+        return whole
     # float16 products of uint8 samples; float frames (of any range) take the passes
     if image.dtype == torch.uint8 and fits(tuple(image.shape[2:]), box):
         return antialias_batch.resize_normalize(image, mean, std, out, box, pad, peak)
