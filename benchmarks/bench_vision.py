@@ -497,11 +497,15 @@ def variant_configs() -> dict[str, tuple]:
         capped = dict(maxnreg=regs) if regs else {}
         return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
-    def whole(hw: list[int], group: int, warps: int, order: str = "pixels") -> Config:
-        """A config of the whole-factor antialiased kernel (antialias_whole.py): output
-        tiles of `hw` (every channel), `group` frames a program, lanes in `order`."""
+    def whole(
+        hw: list[int], warps: int, group: int = 1, order: str = "pixels", rows_by: str = "strip"
+    ) -> Config:
+        """A config of the whole-factor antialiased kernel (antialias_whole.py): `hw` output
+        rows and columns (every channel) a program, in a strip of rows or a tile, `group`
+        frames a program, lanes in `order`."""
         rows, cols = hw
-        return Config(num_warps=warps, rows=rows, cols=cols, frames=group, order=order)
+        knobs = dict(rows=rows, cols=cols, frames=group, order=order, rows_by=rows_by)
+        return Config(num_warps=warps, **knobs)
 
     read = {"zero_taps": "read"}
     batch = {"antialias_whole.ENABLED": False}  # the kernels whole factors took before
@@ -661,17 +665,17 @@ def variant_configs() -> dict[str, tuple]:
         "preprocess antialiased u8 NHWC -> f16 NCHW [whole]": (
             "antialias_whole._whole_frames",
             [
-                ("whole 16x16 f1 w4 channels", whole([16, 16], 1, 4, "channels")),
-                ("whole 8x16 f1 w4", whole([8, 16], 1, 4)),
-                ("whole 8x8 f1 w2", whole([8, 8], 1, 2)),
-                ("whole 4x32 f1 w4", whole([4, 32], 1, 4)),
-                ("whole 16x32 f1 w4", whole([16, 32], 1, 4)),
-                ("whole 16x32 f1 w8", whole([16, 32], 1, 8)),
-                ("whole 32x16 f1 w8", whole([32, 16], 1, 8)),
-                ("whole 16x64 f1 w8 channels", whole([16, 64], 1, 8, "channels")),
-                ("whole 16x16 f4 w4", whole([16, 16], 4, 4)),
-                ("whole 16x16 f16 w4", whole([16, 16], 16, 4)),
-                ("whole 8x16 f2 w2", whole([8, 16], 2, 2)),
+                ("strip 8x32 w2 channels", whole([8, 32], 2, order="channels")),
+                ("strip 8x32 w4", whole([8, 32], 4)),
+                ("strip 8x64 w4", whole([8, 64], 4)),
+                ("strip 8x16 w2", whole([8, 16], 2)),
+                ("strip 16x32 w2", whole([16, 32], 2)),
+                ("strip 4x32 w2", whole([4, 32], 2)),
+                ("strip 4x64 w2", whole([4, 64], 2)),
+                ("strip 8x32 w2 f2", whole([8, 32], 2, group=2)),
+                ("tile 8x32 w2", whole([8, 32], 2, rows_by="tile")),
+                ("tile 16x16 w4", whole([16, 16], 4, rows_by="tile")),
+                ("tile 8x16 w2 channels", whole([8, 16], 2, order="channels", rows_by="tile")),
             ],
             {"antialias_whole.ENABLED": True},
         ),

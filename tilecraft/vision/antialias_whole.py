@@ -7,41 +7,48 @@
 
 When the frames are `f_h` and `f_w` times the box (1080p -> 640x360: 3; 4K -> 1080p: 2),
 every output reads the same taps, with the same triangle weights: for a factor `f`, output
-`j` reads inputs `f * j + d` with weight `2f - |2d + 1 - f|` (d from `-f // 2` to
-`f + (f - 1) // 2`, e.g. 1 2 3 2 1 for f = 3), normalized by their sum, which is smaller
+`j` reads inputs `f * j + d` with weight `2f - |2d + 1 - f|` (`2f - f % 2` taps from
+`d = -(f // 2)`: 2 4 6 4 2 for f = 3), normalized by their sum, which is smaller
 only at the image's first and last outputs, whose taps past the edge are dropped. So this
 kernel computes no weights: it sums each output's taps with small integer weights, exact
 in int32 (at most 255 * 32 * 32), and divides once by the total (per row and column,
 computed once per program), where `antialias_batch`'s kernels spend most of their
 instructions making float16 weight matrices and the products that apply them.
 
-A program covers a tile of output rows x columns, every channel of each column in its
-lanes, and walks `frames` frames. Taps past the image's edges read the edge pixel (their
-index clamped: no mask in the loop) with weight 0. Shrinks past MAX_FACTOR (more than 8 x 8
-taps, unrolled) and frames not NHWC uint8 without gaps take `antialias_batch`'s kernels.
+A program covers output rows x columns, every channel of each column in its lanes: a strip
+of rows one after another, each input row's column sums made once and shared by the output
+rows that read it ("strip"), or a tile whose outputs each read all their taps ("tile").
+Taps past the image's edges read the edge pixel (their index clamped: no mask in the
+loop) with weight 0. Shrinks past MAX_FACTOR (more than 8 x 8 taps, unrolled) and frames
+not NHWC uint8 without gaps take `antialias_batch`'s kernels.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision._device import inside
 from tilecraft.vision.antialias import packed_rows
 from tilecraft.vision.antialias_batch import lane_stats
 
 # the largest factor taken (8 taps per axis); beyond, the tap loops would unroll too far
 MAX_FACTOR = 4
-WHOLE_ROWS = Choice(16, 8, 32, 4)  # output rows per program
+WHOLE_ROWS = Choice(8, 4, 16, 32)  # output rows per program
 WHOLE_COLS = Choice(16, 8, 32, 64)  # output columns per program, each for every channel
 WHOLE_FRAMES = Choice(1, 2, 4, 8, 16)  # frames a program walks
 # How lanes hold a tile's outputs: "pixels" (a pixel's channels next to each other: a
 # warp's tap loads read one short run of bytes) or "channels" (a channel's columns next to
 # each other: its stores write runs of each output plane).
 LANE_ORDER = Choice("pixels", "channels")
+# How a program covers its rows: "strip" (output rows one after another, unrolled: each input
+# row's column sums made once and used by every output row that reads it, 16 byte loads an
+# output for a factor of 3) or "tile" (output rows along the tiles' first axis, each reading
+# all its taps: 25 byte loads an output).
+ROWS_BY = Choice("strip", "tile")
 # Whether whole-factor shrinks take this kernel (False: `antialias_batch`'s, to compare).
 ENABLED = True
 
@@ -87,10 +94,45 @@ def axis_taps(
     return inputs, taps, total
 
 
+def line_taps(dst: Any, factor: int, size: int, first: int, weights: tuple) -> tuple[list, Any]:
+    """`axis_taps`' weights and total for one output at `dst` (inside the image): a scalar on
+    the device, an int in eager mode, through min and max, which both understand; a device
+    helper."""
+    taps = []
+    total = 0
+    for t in range(len(weights)):
+        weight = weights[t]
+        if first + t < 0 or first + t >= factor:  # 1 where the tap lies inside, else 0
+            source = factor * dst + first + t
+            weight = min(max(source + 1, 0), 1) * min(max(size - source, 0), 1) * weights[t]
+        taps = taps + [weight]
+        total = total + weight
+    return taps, total
+
+
+def row_sums(samples: torch.Tensor, where: tuple, sample_of: list, w_cols: list) -> torch.Tensor:
+    """The int32 sums of the column taps (`sample_of`, weighted by `w_cols`) of frame
+    `where[0]`'s input rows `where[1]` (a scalar, or [rows, 1]): [1 or rows, lanes]; a device
+    helper."""
+    frame, source = where
+    part = tc.load(samples, [frame, source, sample_of[0]]).to(torch.int32) * w_cols[0]
+    for t in range(1, len(w_cols)):
+        part = part + tc.load(samples, [frame, source, sample_of[t]]).to(torch.int32) * w_cols[t]
+    return part
+
+
 def _default(args: tuple) -> tc.Config:
-    """16 x 16 outputs (every channel) a program, one frame: nothing to share between frames
-    but a few indices (not yet timed: `bench_vision.py --variants`)."""
-    return tc.Config(rows=16, cols=16, frames=1, order="pixels", num_warps=4)
+    """Strips of 8 output rows by 32 columns (every channel), 2 warps, one frame a program.
+    Read from the SASS (sm_90, Triton 3.9; not yet timed: `bench_vision.py --variants`):
+    1080p -> 640x360 (factor 3) makes each input row's column sums once, 16 byte loads and
+    about 60 instructions an output, where 8 x 32 tiles read all 25 taps of each output in
+    about 100 (64 registers either way); walking frames recomputes the addresses each frame
+    (about twice the instructions). A factor of 4 (64 taps) takes strips of 4 rows: 96
+    registers, where 8 rows take 255."""
+    samples, box_height, box_width = args[0], args[6], args[7]
+    factor = max(samples.shape[1] // box_height, samples.shape[2] // args[3].shape[1] // box_width)
+    rows = 4 if factor >= 4 else 8
+    return tc.Config(rows=rows, cols=32, frames=1, order="pixels", rows_by="strip", num_warps=2)
 
 
 @tc.kernel(default_config=_default)
@@ -114,6 +156,7 @@ def _whole_frames(
     cols = tc.register_tunable("cols", WHOLE_COLS)
     frames = tc.register_tunable("frames", WHOLE_FRAMES)
     order = tc.register_tunable("order", LANE_ORDER)
+    rows_by = tc.register_tunable("rows_by", ROWS_BY)
     fh, fw = h // box_height, w // box_width
     first_h, weights_h = tap_weights(fh)
     first_w, weights_w = tap_weights(fw)
@@ -124,32 +167,57 @@ def _whole_frames(
             channel, col = lane % depth, tile_w.begin + lane // depth
         else:
             channel, col = lane // cols, tile_w.begin + lane % cols
-        # rows along the first axis, lanes along the second: every tap's index and weight
+        # lanes along the second axis (rows along the first): every index and weight
         # broadcasts
-        dst_rows = (tile_h.index - box_top)[:, None]
-        at_rows, w_rows, total_rows = axis_taps(dst_rows, fh, h, first_h, weights_h)
-        dst_cols = (col - box_left)[None, :]
-        at_cols, w_cols, total_cols = axis_taps(dst_cols, fw, w, first_w, weights_w)
+        at_cols, w_cols, total_cols = axis_taps(
+            (col - box_left)[None, :], fw, w, first_w, weights_w
+        )
         sample_of = []
         for t in range(len(weights_w)):
             sample_of = sample_of + [at_cols[t] * c + torch.clamp(channel, max=c - 1)[None, :]]
         scale, shift = lane_stats(mean, std, channel, peak)
-        total = total_rows.to(torch.float32) * total_cols.to(torch.float32)
-        norm = scale[None, :] / total
-        box = inside(tile_h.index - box_top, col - box_left, box_height, box_width)
-        border = pad * scale - shift
-        for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-            acc = tc.zeros([tile_h, cols * depth], dtype=torch.int32)
-            for v in range(len(weights_h)):
-                part = tc.zeros([tile_h, cols * depth], dtype=torch.int32)
-                for t in range(len(weights_w)):
-                    where = [tile_n.begin, at_rows[v], sample_of[t]]
-                    part = part + tc.load(samples, where).to(torch.int32) * w_cols[t]
-                acc = acc + part * w_rows[v]
-            value = torch.where(box, acc.to(torch.float32) * norm - shift[None, :], border)
-            index = [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]]
-            mask = (channel < c)[None, :] & (col < out_w)[None, :]
-            tc.store(out, index, value.to(out.dtype), extra_mask=mask)
+        norm = scale[None, :] / total_cols.to(torch.float32)
+        cols_in = ((col >= box_left) & (col - box_left < box_width))[None, :]
+        border = (pad * scale - shift)[None, :]
+        mask = (channel < c)[None, :] & (col < out_w)[None, :]
+        if rows_by == "strip":
+            # each output row's tap weights and total (scalars), its rows read from the strip
+            w_strip = []
+            inverses = []
+            for r in range(rows):
+                w_r, total_r = line_taps(tile_h.begin + r - box_top, fh, h, first_h, weights_h)
+                w_strip = w_strip + w_r
+                inverses = inverses + [1.0 / max(total_r, 1)]  # (0 outside the image)
+            top = fh * (tile_h.begin - box_top) + first_h  # the strip's first input row
+            for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
+                sums = []  # each input row of the strip: its column sums, made once
+                for q in range(fh * (rows - 1) + len(weights_h)):
+                    source = min(max(top + q, 0), h - 1)
+                    sums = sums + [row_sums(samples, (tile_n.begin, source), sample_of, w_cols)]
+                for r in range(rows):
+                    acc = sums[fh * r] * w_strip[r * len(weights_h)]
+                    for t in range(1, len(weights_h)):
+                        acc = acc + sums[fh * r + t] * w_strip[r * len(weights_h) + t]
+                    i = tile_h.begin + r
+                    box = cols_in & (i >= box_top) & (i - box_top < box_height)
+                    value = acc.to(torch.float32) * (norm * inverses[r]) - shift[None, :]
+                    value = torch.where(box, value, border)
+                    index = [tile_n.begin, channel[None, :], i, col[None, :]]
+                    tc.store(out, index, value.to(out.dtype), extra_mask=mask & (i < out_h))
+        else:
+            dst_rows = (tile_h.index - box_top)[:, None]
+            at_rows, w_rows, total_rows = axis_taps(dst_rows, fh, h, first_h, weights_h)
+            norm_tile = norm / total_rows.to(torch.float32)
+            rows_in = (tile_h.index >= box_top) & (tile_h.index - box_top < box_height)
+            box = rows_in[:, None] & cols_in
+            for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
+                acc = row_sums(samples, (tile_n.begin, at_rows[0]), sample_of, w_cols) * w_rows[0]
+                for v in range(1, len(weights_h)):
+                    part = row_sums(samples, (tile_n.begin, at_rows[v]), sample_of, w_cols)
+                    acc = acc + part * w_rows[v]
+                value = torch.where(box, acc.to(torch.float32) * norm_tile - shift[None, :], border)
+                index = [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]]
+                tc.store(out, index, value.to(out.dtype), extra_mask=mask)
     return out
 
 
