@@ -3,7 +3,9 @@
 Each mode trains its own copy of the model from the same initial weights with Adam on one
 batch; its first losses are checked against plain PyTorch eager's, then the median wall
 time of a training step (forward, backward, optimizer step; the device synchronized around
-each step) is measured:
+each step) is measured. The modes' steps are timed in interleaved rounds (a few steps of
+each mode, then again), so that a host that speeds up or slows down during the run, as the
+GPU machines' hosts do by 30% from one second to the next, weighs on every mode alike:
 
 - tilecraft eager: the block on tilecraft operators
 - tilecraft (Triton launch) eager: the same with tilecraft's fast launch off (every kernel
@@ -65,6 +67,9 @@ TRITON_LAUNCH = "tilecraft (Triton launch) eager"  # the fast launch off, to com
 MODES = ("tilecraft eager", TRITON_LAUNCH, "tilecraft compile", "tilecraft graph")
 MODES += ("torch eager", "torch compile", "torch graph")
 
+# each tilecraft mode's PyTorch counterpart, for the per-round ratios
+PEERS = {"tilecraft eager": "torch eager", "tilecraft compile": "torch compile"}
+PEERS["tilecraft graph"] = "torch graph"
 Step = Callable[[], torch.Tensor]  # one training step; returns the loss tensor
 
 
@@ -123,16 +128,24 @@ def graph_steps(model: torch.nn.Module, data: tuple, warmup: int) -> tuple:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         static_loss = step()
-
-    def replay() -> torch.Tensor:
-        graph.replay()
-        return static_loss
-
-    return replay, losses
+    return GraphStep(graph, static_loss, step), losses
 
 
-def step_ms(step: Step, device: torch.device, steps: int) -> float:
-    """Median wall-clock milliseconds of one step, the device synchronized around each."""
+class GraphStep:
+    """Replays a captured training step; holds `step`, whose batch and optimizer state the
+    graph reads where they were captured (modes are timed after all are built: freed,
+    that memory would go to the next mode's tensors)."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph, loss: torch.Tensor, step: Step) -> None:
+        self.graph, self.loss, self.step = graph, loss, step
+
+    def __call__(self) -> torch.Tensor:
+        self.graph.replay()
+        return self.loss
+
+
+def step_times(step: Step, device: torch.device, steps: int) -> list[float]:
+    """Wall-clock milliseconds of `steps` steps, the device synchronized around each."""
     times = []
     for _ in range(steps):
         synchronize(device)
@@ -140,7 +153,7 @@ def step_ms(step: Step, device: torch.device, steps: int) -> float:
         step()
         synchronize(device)
         times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    return times
 
 
 def synchronize(device: torch.device) -> None:
@@ -149,9 +162,14 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run_mode(mode: str, args: argparse.Namespace, reference: list[float] | None) -> dict:
-    """Check one mode's first losses against `reference` (None: they are the reference),
-    then time its steps."""
+def launches(mode: str) -> Any:
+    """The context a mode's steps run in: Triton's own launch for `TRITON_LAUNCH`."""
+    return fast_launch.triton_launches_only() if mode == TRITON_LAUNCH else nullcontext()
+
+
+def prepare_mode(mode: str, args: argparse.Namespace, reference: list[float] | None) -> tuple:
+    """Build one mode's step, check its first losses against `reference` (None: they are
+    the reference) and warm it up; returns its result so far and its step."""
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     model, data = build(mode, args.sizes, device, dtype), batch(args.sizes, device)
     if mode.endswith("graph"):
@@ -167,10 +185,19 @@ def run_mode(mode: str, args: argparse.Namespace, reference: list[float] | None)
         result["matches_torch"] = max(diffs) <= REL_TOL[dtype]
     for _ in range(args.warmup_steps):
         step()
-    result["ms_per_step"] = step_ms(step, device, args.steps)
-    if args.profile and not mode.endswith("graph"):  # eager and compiled steps
-        result["profile"] = host_profile(step, device, args.profile)
-    return result
+    return result, step
+
+
+def time_rounds(steps: dict[str, Step], args: argparse.Namespace) -> dict[str, list[float]]:
+    """Each mode's step times: `args.rounds` rounds of `args.steps` steps of every mode in
+    turn."""
+    device = torch.device(args.device)
+    times: dict[str, list[float]] = {mode: [] for mode in steps}
+    for _ in range(args.rounds):
+        for mode, step in steps.items():
+            with launches(mode):
+                times[mode] += step_times(step, device, args.steps)
+    return times
 
 
 def host_profile(step: Step, device: torch.device, steps: int, top: int = 25) -> list[dict]:
@@ -222,8 +249,46 @@ def unselected(mode: str, modes: list[str] | None) -> str | None:
 
 def run_all(args: argparse.Namespace) -> dict[str, dict]:
     """Every mode; a failure is recorded (and its traceback printed), never raised."""
+    results, steps = prepare_all(args)
+    try:
+        times = time_rounds(steps, args)
+    except Exception as e:
+        traceback.print_exc()
+        error = f"timing: {type(e).__name__}: {e}".splitlines()[0][:300]
+        return {**results, **{mode: {**results[mode], "error": error} for mode in steps}}
+    device = torch.device(args.device)
+    for mode, step in steps.items():
+        results[mode]["ms_per_step"] = statistics.median(times[mode])
+        results[mode]["step_ms"] = [round(t, 4) for t in times[mode]]
+        if args.profile and not mode.endswith("graph"):  # eager and compiled steps
+            with launches(mode):
+                results[mode]["profile"] = host_profile(step, device, args.profile)
+        print(f"{mode}: {summary(results[mode])}", flush=True)
+    for mode, peer in PEERS.items():
+        if mode in times and peer in times:
+            ratio = paired_ratio(times[mode], times[peer], args.steps)
+            results[mode]["vs_" + peer.replace(" ", "_")] = ratio
+            print(f"{mode} / {peer}: {ratio:.3f} (median of the rounds' ratios)")
+    return results
+
+
+def paired_ratio(ours: list[float], peer: list[float], steps: int) -> float:
+    """The median over rounds of the ratio of the two modes' median steps in that round:
+    each ratio taken over the same stretch of the run, so the host's drift cancels."""
+    rounds = range(0, len(ours), steps)
+    ratios = [
+        statistics.median(ours[i : i + steps]) / statistics.median(peer[i : i + steps])
+        for i in rounds
+    ]
+    return statistics.median(ratios)
+
+
+def prepare_all(args: argparse.Namespace) -> tuple[dict[str, dict], dict[str, Step]]:
+    """Each selected mode's checked, warmed-up step (torch eager first: the reference),
+    and every mode's result so far (why it was skipped, or its error)."""
     device = torch.device(args.device)
     results: dict[str, dict] = {}
+    steps: dict[str, Step] = {}
     reference = None
     for mode in ["torch eager", *[m for m in MODES if m != "torch eager"]]:
         reason = skip_reason(mode, device) or unselected(mode, args.modes)
@@ -232,15 +297,15 @@ def run_all(args: argparse.Namespace) -> dict[str, dict]:
             print(f"{mode}: skipped ({reason})")
             continue
         try:
-            with fast_launch.triton_launches_only() if mode == TRITON_LAUNCH else nullcontext():
-                results[mode] = run_mode(mode, args, reference)
+            with launches(mode):
+                results[mode], steps[mode] = prepare_mode(mode, args, reference)
         except Exception as e:
             traceback.print_exc()
             results[mode] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+            print(f"{mode}: {summary(results[mode])}", flush=True)
         if mode == "torch eager":
             reference = results[mode].get("losses")
-        print(f"{mode}: {summary(results[mode])}", flush=True)
-    return results
+    return results, steps
 
 
 def summary(result: dict) -> str:
@@ -287,7 +352,11 @@ def environment(args: argparse.Namespace) -> dict:
         "dtype": args.dtype,
         "compile_backend": args.compile_backend,
         "graph_captures": "forward, backward and Adam step (capturable=True)",
-        "steps": {"checked": args.check_steps, "warmup": args.warmup_steps, "timed": args.steps},
+        "steps": {
+            "checked": args.check_steps,
+            "warmup": args.warmup_steps,
+            "timed": f"{args.rounds} interleaved rounds of {args.steps} steps of each mode",
+        },
     }
 
 
@@ -311,6 +380,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help=f"comma-separated modes to run (torch eager always runs); of: {', '.join(MODES)}",
     )
+    p.add_argument("--rounds", type=int, default=10, help="interleaved rounds of 5 steps a mode")
     default_out = ROOT / "benchmarks" / "results" / "bench_model.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
@@ -320,7 +390,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args.dtype = DTYPES[args.dtype]
     on_gpu = torch.device(args.device).type == "cuda"
     args.sizes = TINY_SIZES if args.tiny else GPU_SIZES
-    args.check_steps, args.warmup_steps, args.steps = (2, 0, 1) if args.tiny else (5, 3, 20)
+    args.check_steps, args.warmup_steps = (2, 0) if args.tiny else (5, 3)
+    args.rounds, args.steps = (1, 1) if args.tiny else (args.rounds, 5)
     args.compile_backend = "inductor" if on_gpu else "aot_eager"
     return args
 

@@ -357,3 +357,21 @@ def test_vision_library_peers_attach_by_case_name(monkeypatch: pytest.MonkeyPatc
     frames = torch.zeros(1, 4, 6, 3, dtype=torch.uint8)
     assert vision_peers.kornia_peers(frames, (2, 3)) == {}
     assert vision_peers.opencv_peers(frames, (2, 3)) == {}
+
+
+def test_bench_model_paired_ratio(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_model", monkeypatch)
+    # the host slows down 3x in the second round, both modes alike: rounds of 2.1, 2.0, 2.0
+    ours, peer = [2.0, 2.2, 6.0, 6.6, 2.0, 2.0], [1.0, 1.0, 3.0, 3.3, 1.0, 1.0]
+    assert script.paired_ratio(ours, peer, steps=2) == pytest.approx(2.0)
+    assert script.statistics.median(ours) / script.statistics.median(peer) == pytest.approx(2.1)
+
+
+def test_bench_model_times_modes_in_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = load_script("bench_model", monkeypatch)
+    order: list[str] = []
+    steps = {m: (lambda m=m: order.append(m)) for m in ("torch eager", "tilecraft eager")}
+    args = script.parse(["--device", "cpu", "--rounds", "3"])
+    times = script.time_rounds(steps, args)
+    assert order == (["torch eager"] * 5 + ["tilecraft eager"] * 5) * 3
+    assert all(len(t) == 15 for t in times.values())

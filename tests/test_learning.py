@@ -419,3 +419,31 @@ def test_a_kernel_never_tuned_measures_its_heuristic_seeds_first() -> None:
         model=model_without("sum_rows-1024x16384"), description=desc, tuned_seeds=0,
     )  # fmt: skip
     assert rows.nearest == LearnedSearch.nearest  # type: ignore[attr-defined]
+
+
+@tc.kernel
+def chunked_kl(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    rows, vocab = log_q.shape
+    loss = torch.zeros([rows], dtype=torch.float32, device=log_q.device)
+    block_v = tc.register_block_size(vocab)
+    for tile_r in tc.tile(rows):
+        acc = tc.zeros([tile_r, block_v], dtype=torch.float32)
+        for tile_v in tc.tile(vocab, block_size=block_v):
+            acc += p[tile_r, tile_v] * (torch.log(p[tile_r, tile_v]) - log_q[tile_r, tile_v])
+        loss[tile_r] = acc.sum(dim=-1)
+    return loss
+
+
+def test_looped_seeds_include_short_chunks_unrolled() -> None:
+    """A kernel streaming long rows through a device loop is seeded with long chunks and
+    with short chunks whose loop is unrolled (Helion's pick for KL divergence on the H200),
+    and the untuned first batch measures that seed."""
+    from tilecraft.autotune.space import ConfigSpace
+
+    x = torch.rand(64, 8192)
+    bound = chunked_kl.bind((x.log(), x))
+    seeds = heuristic_seeds(ConfigSpace(bound.spec, bound.default_config))
+    unrolled = [s for s in seeds if s.get("range_unroll_factors") == [4]]
+    assert [(s.block_sizes, s.num_warps) for s in unrolled] == [([512, 4], 16)]
+    assert seeds.index(unrolled[0]) < LearnedSearch.untuned_first
+    assert [s.block_sizes[0] for s in seeds[:2]] == [4096, 8192]  # long chunks stay first

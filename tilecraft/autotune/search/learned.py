@@ -50,7 +50,7 @@ class LearnedSearch(ModelSearch, ClassifierPatternSearch):
     options = (*ModelSearch.options, "tuned_seeds")
     first = 7  # model picks: with the default and the nearest seeds, a first batch of 10
     nearest = 2  # seeds measured whatever the model says of them
-    untuned_first = 5  # the same, for a kernel the database has no best config of
+    untuned_first = 6  # the same, for a kernel the database has no best config of
     pool = 1500
     per_round = 4
     patience = 2
