@@ -416,7 +416,9 @@ def preprocess(
     With `antialias=True` the resize averages every pixel an output covers, as torchvision's
     `resize` does by default (`F.interpolate(..., antialias=True)`), as two small matrix
     products per tile on the tensor cores (`tilecraft/vision/antialias.py`): float16 weights,
-    within about 0.2 of a uint8 level of the float32 reference before normalizing.
+    within about 0.2 of a uint8 level of the float32 reference before normalizing. NHWC
+    uint8 frames shrunk by whole factors (1080p -> 640x360) sum their taps with integer
+    weights instead (`antialias_whole.py`), exact until the float16 store.
     """
     _check_dtype(dtype)
     img = as_nchw(frames, layout)
