@@ -37,7 +37,9 @@ def test_tap_weights_are_torchvisions(factor):
         torch.testing.assert_close(got, torch.tensor(weight / sum(weights)))
 
 
-@pytest.mark.parametrize("rows_by, order", [("strip", "pixels"), ("tile", "channels")])
+@pytest.mark.parametrize(
+    "rows_by, order", [("strip", "pixels"), ("tile", "channels"), ("strip", "loop")]
+)
 @pytest.mark.parametrize(
     "shape, size, letterbox",
     [

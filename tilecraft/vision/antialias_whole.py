@@ -41,9 +41,10 @@ WHOLE_ROWS = Choice(8, 4, 16, 32)  # output rows per program
 WHOLE_COLS = Choice(16, 8, 32, 64)  # output columns per program, each for every channel
 WHOLE_FRAMES = Choice(1, 2, 4, 8, 16)  # frames a program walks
 # How lanes hold a tile's outputs: "pixels" (a pixel's channels next to each other: a
-# warp's tap loads read one short run of bytes) or "channels" (a channel's columns next to
-# each other: its stores write runs of each output plane).
-LANE_ORDER = Choice("pixels", "channels")
+# warp's tap loads read one short run of bytes), "channels" (a channel's columns next to
+# each other: its stores write runs of each output plane), or "loop" (a lane per column,
+# the channels one after another: no idle lanes where 3 channels take 4).
+LANE_ORDER = Choice("pixels", "channels", "loop")
 # How a program covers its rows: "strip" (output rows one after another, unrolled: each input
 # row's column sums made once and used by every output row that reads it, 16 byte loads an
 # output for a factor of 3) or "tile" (output rows along the tiles' first axis, each reading
@@ -160,26 +161,23 @@ def _whole_frames(
     fh, fw = h // box_height, w // box_width
     first_h, weights_h = tap_weights(fh)
     first_w, weights_w = tap_weights(fw)
-    depth = 1 << (c - 1).bit_length()  # lanes per column: channels, to a power of two
+    # lanes per column: every channel (their count to a power of two), or one ("loop": the
+    # program's channels one after another)
+    depth = 1 if order == "loop" else 1 << (c - 1).bit_length()
     for tile_g, tile_h, tile_w in tc.tile([n, out_h, out_w], block_size=[frames, rows, cols]):
         lane = tc.arange(cols * depth)
         if order == "pixels":
             channel, col = lane % depth, tile_w.begin + lane // depth
-        else:
+        elif order == "channels":
             channel, col = lane // cols, tile_w.begin + lane % cols
+        else:
+            channel, col = lane * 0, tile_w.begin + lane
         # lanes along the second axis (rows along the first): every index and weight
         # broadcasts
         at_cols, w_cols, total_cols = axis_taps(
             (col - box_left)[None, :], fw, w, first_w, weights_w
         )
-        sample_of = []
-        for t in range(len(weights_w)):
-            sample_of = sample_of + [at_cols[t] * c + torch.clamp(channel, max=c - 1)[None, :]]
-        scale, shift = lane_stats(mean, std, channel, peak)
-        norm = scale[None, :] / total_cols.to(torch.float32)
         cols_in = ((col >= box_left) & (col - box_left < box_width))[None, :]
-        border = (pad * scale - shift)[None, :]
-        mask = (channel < c)[None, :] & (col < out_w)[None, :]
         if rows_by == "strip":
             # each output row's tap weights and total (scalars), its rows read from the strip
             w_strip = []
@@ -189,35 +187,49 @@ def _whole_frames(
                 w_strip = w_strip + w_r
                 inverses = inverses + [1.0 / max(total_r, 1)]  # (0 outside the image)
             top = fh * (tile_h.begin - box_top) + first_h  # the strip's first input row
-            for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-                sums = []  # each input row of the strip: its column sums, made once
-                for q in range(fh * (rows - 1) + len(weights_h)):
-                    source = min(max(top + q, 0), h - 1)
-                    sums = sums + [row_sums(samples, (tile_n.begin, source), sample_of, w_cols)]
-                for r in range(rows):
-                    acc = sums[fh * r] * w_strip[r * len(weights_h)]
-                    for t in range(1, len(weights_h)):
-                        acc = acc + sums[fh * r + t] * w_strip[r * len(weights_h) + t]
-                    i = tile_h.begin + r
-                    box = cols_in & (i >= box_top) & (i - box_top < box_height)
-                    value = acc.to(torch.float32) * (norm * inverses[r]) - shift[None, :]
-                    value = torch.where(box, value, border)
-                    index = [tile_n.begin, channel[None, :], i, col[None, :]]
-                    tc.store(out, index, value.to(out.dtype), extra_mask=mask & (i < out_h))
         else:
             dst_rows = (tile_h.index - box_top)[:, None]
             at_rows, w_rows, total_rows = axis_taps(dst_rows, fh, h, first_h, weights_h)
-            norm_tile = norm / total_rows.to(torch.float32)
             rows_in = (tile_h.index >= box_top) & (tile_h.index - box_top < box_height)
-            box = rows_in[:, None] & cols_in
-            for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-                acc = row_sums(samples, (tile_n.begin, at_rows[0]), sample_of, w_cols) * w_rows[0]
-                for v in range(1, len(weights_h)):
-                    part = row_sums(samples, (tile_n.begin, at_rows[v]), sample_of, w_cols)
-                    acc = acc + part * w_rows[v]
-                value = torch.where(box, acc.to(torch.float32) * norm_tile - shift[None, :], border)
-                index = [tile_n.begin, channel[None, :], tile_h.index[:, None], col[None, :]]
-                tc.store(out, index, value.to(out.dtype), extra_mask=mask)
+        for k in range(c if order == "loop" else 1):
+            plane = channel + k
+            sample_of = []
+            for t in range(len(weights_w)):
+                sample_of = sample_of + [at_cols[t] * c + torch.clamp(plane, max=c - 1)[None, :]]
+            scale, shift = lane_stats(mean, std, plane, peak)
+            norm = scale[None, :] / total_cols.to(torch.float32)
+            border = (pad * scale - shift)[None, :]
+            mask = (plane < c)[None, :] & (col < out_w)[None, :]
+            if rows_by == "strip":
+                for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
+                    sums = []  # each input row of the strip: its column sums, made once
+                    for q in range(fh * (rows - 1) + len(weights_h)):
+                        source = min(max(top + q, 0), h - 1)
+                        where = (tile_n.begin, source)
+                        sums = sums + [row_sums(samples, where, sample_of, w_cols)]
+                    for r in range(rows):
+                        acc = sums[fh * r] * w_strip[r * len(weights_h)]
+                        for t in range(1, len(weights_h)):
+                            acc = acc + sums[fh * r + t] * w_strip[r * len(weights_h) + t]
+                        i = tile_h.begin + r
+                        box = cols_in & (i >= box_top) & (i - box_top < box_height)
+                        value = acc.to(torch.float32) * (norm * inverses[r]) - shift[None, :]
+                        value = torch.where(box, value, border)
+                        index = [tile_n.begin, plane[None, :], i, col[None, :]]
+                        tc.store(out, index, value.to(out.dtype), extra_mask=mask & (i < out_h))
+            else:
+                norm_tile = norm / total_rows.to(torch.float32)
+                box = rows_in[:, None] & cols_in
+                for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
+                    where = (tile_n.begin, at_rows[0])
+                    acc = row_sums(samples, where, sample_of, w_cols) * w_rows[0]
+                    for v in range(1, len(weights_h)):
+                        part = row_sums(samples, (tile_n.begin, at_rows[v]), sample_of, w_cols)
+                        acc = acc + part * w_rows[v]
+                    value = acc.to(torch.float32) * norm_tile - shift[None, :]
+                    value = torch.where(box, value, border)
+                    index = [tile_n.begin, plane[None, :], tile_h.index[:, None], col[None, :]]
+                    tc.store(out, index, value.to(out.dtype), extra_mask=mask)
     return out
 
 
