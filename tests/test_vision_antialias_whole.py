@@ -49,6 +49,7 @@ def test_tap_weights_are_torchvisions(factor):
         ((1, 4, 14, 21), (7, 7), False),  # RGBA, factors 2 and 3
         ((2, 3, 5, 24), (5, 6), False),  # rows kept (factor 1), columns by 4
         ((1, 3, 12, 30), (10, 10), True),  # letterboxed into a 4 x 10 box: factor 3
+        ((2, 3, 30, 12), (10, 10), True),  # into a 10 x 4 box, 3 columns from the left
     ],
 )
 def test_whole_factors(mode, monkeypatch, rows_by, order, shape, size, letterbox):
