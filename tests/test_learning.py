@@ -426,7 +426,8 @@ def chunked_kl(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     rows, vocab = log_q.shape
     loss = torch.zeros([rows], dtype=torch.float32, device=log_q.device)
     block_v = tc.register_block_size(vocab)
-    for tile_r in tc.tile(rows):
+    block_r = tc.register_block_size(rows)  # Helion's kl_div registers its rows' tile too
+    for tile_r in tc.tile(rows, block_size=block_r):
         acc = tc.zeros([tile_r, block_v], dtype=torch.float32)
         for tile_v in tc.tile(vocab, block_size=block_v):
             acc += p[tile_r, tile_v] * (torch.log(p[tile_r, tile_v]) - log_q[tile_r, tile_v])
@@ -437,11 +438,13 @@ def chunked_kl(log_q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
 def test_looped_seeds_include_short_chunks_unrolled() -> None:
     """A kernel streaming long rows through a device loop is seeded with long chunks and
     with short chunks whose loop is unrolled (Helion's pick for KL divergence on the H200),
-    and the untuned first batch measures that seed."""
+    and the untuned first batch measures that seed. A registered block size that tiles the
+    grid (here the rows) is a grid block, not a device loop's chunk."""
     from tilecraft.autotune.space import ConfigSpace
 
     x = torch.rand(64, 8192)
     bound = chunked_kl.bind((x.log(), x))
+    assert [b.inner for b in bound.spec.blocks] == [True, False]
     seeds = heuristic_seeds(ConfigSpace(bound.spec, bound.default_config))
     unrolled = [s for s in seeds if s.get("range_unroll_factors") == [4]]
     assert [(s.block_sizes, s.num_warps) for s in unrolled] == [([512, 4], 16)]

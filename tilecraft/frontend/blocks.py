@@ -109,6 +109,9 @@ class BlockTable:
             return self._dynamic_tile(begin, end, block_size, facts)
         extent = max(end - begin, 0)
         if isinstance(block_size, BlockSizeInt):
+            if not inner:  # a registered size that tiles the grid: rows, not a loop's chunk
+                spec = self.tile_specs[block_size.index]
+                self.tile_specs[block_size.index] = dataclasses.replace(spec, inner=False)
             return self.registered_block(block_size, begin, extent)
         if block_size is not None:
             _check_power_of_two(block_size, "tc.tile(..., block_size=)")
