@@ -20,6 +20,9 @@ and torchvision v2 under `torch.compile`.
         # the word kernels (NV12, normalize), taps of weight 0 skipped, and before
     PYTHONPATH=$PWD python benchmarks/bench_vision.py --sizes 1080p \
         --only "preprocess antialiased" --out $OUT/aa.json   # with its peers, and copy
+    PYTHONPATH=$PWD python benchmarks/bench_vision.py --variants \
+        --only "preprocess antialiased" --out $OUT/aa-variants.json
+        # whole-factor shrinks (1080p -> 640x360) by their kernel and by those before
 
 Kernels run with their heuristic configs, or with `--tune` each kernel is tuned first for
 each shape (effort quick, `--tune-budget` seconds; the tuned configs are reported and
@@ -54,8 +57,9 @@ from benchmarks import vision_peers  # noqa: E402
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 SIZES = {"1080p": (1080, 1920), "4k": (2160, 3840)}
-SMOKE_SIZES = {"1080p": (9, 16), "4k": (18, 32)}  # the same shapes of work, tiny
-OUT_SIZE, SMOKE_OUT_SIZE = (360, 640), (4, 7)
+# the same shapes of work, tiny: 1080p shrinks by 3 (whole factors), 4K by 6
+SMOKE_SIZES = {"1080p": (9, 15), "4k": (18, 30)}
+OUT_SIZE, SMOKE_OUT_SIZE = (360, 640), (3, 5)
 Fn = Callable[[], object]
 
 
@@ -313,6 +317,7 @@ def vision_kernels() -> list:
     from tilecraft.vision import (
         antialias,
         antialias_batch,
+        antialias_whole,
         color,
         downscale,
         filters,
@@ -320,7 +325,16 @@ def vision_kernels() -> list:
         preprocessing,
     )
 
-    modules = (antialias, antialias_batch, color, downscale, filters, geometry, preprocessing)
+    modules = (
+        antialias,
+        antialias_batch,
+        antialias_whole,
+        color,
+        downscale,
+        filters,
+        geometry,
+        preprocessing,
+    )
     return [k for m in modules for k in vars(m).values() if isinstance(k, tc.Kernel)]
 
 
@@ -396,7 +410,7 @@ def measure(device: torch.device, args: argparse.Namespace) -> list[dict]:
 
 def variant_configs() -> dict[str, tuple]:
     """Per case: the kernel (module attribute) and the labelled configs `--variants` times,
-    and optionally attributes of `antialias_batch` set meanwhile (which kernel the
+    and optionally attributes of `tilecraft.vision` modules set meanwhile (which kernel the
     preprocess runs); a name's " [...]" suffix tells apart entries of one case.
 
     A gather reads coalesced only where a tile holds one output per thread (block_h *
@@ -483,7 +497,18 @@ def variant_configs() -> dict[str, tuple]:
         capped = dict(maxnreg=regs) if regs else {}
         return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
+    def whole(
+        hw: list[int], warps: int, group: int = 1, order: str = "pixels", rows_by: str = "strip"
+    ) -> Config:
+        """A config of the whole-factor antialiased kernel (antialias_whole.py): `hw` output
+        rows and columns (every channel) a program, in a strip of rows or a tile, `group`
+        frames a program, lanes in `order`."""
+        rows, cols = hw
+        knobs = dict(rows=rows, cols=cols, frames=group, order=order, rows_by=rows_by)
+        return Config(num_warps=warps, **knobs)
+
     read = {"zero_taps": "read"}
+    batch = {"antialias_whole.ENABLED": False}  # the kernels whole factors took before
     both = dict(stage="halves", order="lanes")  # the packed antialiased kernel's new paths
     wgmma = dict(stage="halves", order="samples")
     bits = {"levels": "bits"}
@@ -637,6 +662,27 @@ def variant_configs() -> dict[str, tuple]:
                 ("1x512 w4", plane([1, 512], 4)),
             ],
         ),
+        "preprocess antialiased u8 NHWC -> f16 NCHW [whole]": (
+            "antialias_whole._whole_frames",
+            [
+                ("strip 8x32 w2 channels", whole([8, 32], 2, order="channels")),
+                ("strip 8x32 w4", whole([8, 32], 4)),
+                ("strip 8x64 w4", whole([8, 64], 4)),
+                ("strip 8x16 w2", whole([8, 16], 2)),
+                ("strip 16x32 w2", whole([16, 32], 2)),
+                ("strip 4x32 w2", whole([4, 32], 2)),
+                ("strip 4x64 w2", whole([4, 64], 2)),
+                ("strip 8x32 w2 f2", whole([8, 32], 2, group=2)),
+                ("strip 8x64 w2 loop", whole([8, 64], 2, order="loop")),
+                ("strip 8x128 w4 loop", whole([8, 128], 4, order="loop")),
+                ("strip 4x128 w4 loop", whole([4, 128], 4, order="loop")),
+                ("tile 8x64 w4 loop", whole([8, 64], 4, order="loop", rows_by="tile")),
+                ("tile 8x32 w2", whole([8, 32], 2, rows_by="tile")),
+                ("tile 16x16 w4", whole([16, 16], 4, rows_by="tile")),
+                ("tile 8x16 w2 channels", whole([8, 16], 2, order="channels", rows_by="tile")),
+            ],
+            {"antialias_whole.ENABLED": True},
+        ),
         "preprocess antialiased u8 NHWC -> f16 NCHW": (
             "antialias_batch._packed_frames",
             [
@@ -661,7 +707,7 @@ def variant_configs() -> dict[str, tuple]:
                 ),
                 ("packed 16x16 f8 w4 samples halves", frames([16, 16], 64, 8, 4, **wgmma)),
             ],
-            {"KERNEL": "packed"},
+            {**batch, "antialias_batch.KERNEL": "packed"},
         ),
         "preprocess antialiased u8 NHWC -> f16 NCHW [planes]": (
             "antialias_batch._planes_frames",
@@ -669,7 +715,7 @@ def variant_configs() -> dict[str, tuple]:
                 ("planes 16x32 s32 f16 w4", frames([16, 32], 32, 16, 4)),
                 ("planes 16x32 s32 f16 w4 stages 2", frames([16, 32], 32, 16, 4, stages=2)),
             ],
-            {"KERNEL": "planes"},
+            {**batch, "antialias_batch.KERNEL": "planes"},
         ),
         "preprocess antialiased u8 NHWC -> f16 NCHW [tile]": (
             "antialias._antialias_normalize",
@@ -677,7 +723,7 @@ def variant_configs() -> dict[str, tuple]:
                 ("16x32 s32 (before)", Config(rows=16, cols=32, step=32)),
                 ("32x32 s32", Config(rows=32, cols=32, step=32)),
             ],
-            {"KERNEL": "tile"},
+            {**batch, "antialias_batch.KERNEL": "tile"},
         ),
         "preprocess bilinear u8 NHWC -> f16 NCHW": (
             "preprocessing._resize_normalize",
@@ -714,17 +760,22 @@ def forced(kernel, config) -> Iterator[None]:
 
 @contextlib.contextmanager
 def routed(settings: dict | None = None) -> Iterator[None]:
-    """Within it, `tilecraft.vision.antialias_batch` has the attributes `settings` gives."""
-    from tilecraft.vision import antialias_batch
+    """Within it, the `tilecraft.vision` modules have the attributes `settings` gives (keyed
+    "module.NAME": which kernel the antialiased preprocess runs)."""
+    import importlib
 
-    saved = {key: getattr(antialias_batch, key) for key in settings or {}}
+    places = {}
+    for key in settings or {}:
+        module, name = key.split(".")
+        places[key] = (importlib.import_module(f"tilecraft.vision.{module}"), name)
+    saved = {key: getattr(module, name) for key, (module, name) in places.items()}
     for key, value in (settings or {}).items():
-        setattr(antialias_batch, key, value)
+        setattr(*places[key], value)
     try:
         yield
     finally:
         for key, value in saved.items():
-            setattr(antialias_batch, key, value)
+            setattr(*places[key], value)
 
 
 def kernel_at(path: str):

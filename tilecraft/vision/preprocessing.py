@@ -24,7 +24,7 @@ import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
-from tilecraft.vision import antialias_batch
+from tilecraft.vision import antialias_batch, antialias_whole
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import bilinear_normalize, fits, packed_rows
 from tilecraft.vision.color import byte_float, check_yuv420, words, yuv_to_rgb
@@ -416,7 +416,9 @@ def preprocess(
     With `antialias=True` the resize averages every pixel an output covers, as torchvision's
     `resize` does by default (`F.interpolate(..., antialias=True)`), as two small matrix
     products per tile on the tensor cores (`tilecraft/vision/antialias.py`): float16 weights,
-    within about 0.2 of a uint8 level of the float32 reference before normalizing.
+    within about 0.2 of a uint8 level of the float32 reference before normalizing. NHWC
+    uint8 frames shrunk by whole factors (1080p -> 640x360) sum their taps with integer
+    weights instead (`antialias_whole.py`), exact until the float16 store.
     """
     _check_dtype(dtype)
     img = as_nchw(frames, layout)
@@ -448,8 +450,12 @@ def _antialiased(
     pad: float,
     peak: float,
 ) -> torch.Tensor:
-    """The antialiased resize into `box` of `out`, normalized: one kernel, or, for shrinking
-    too far for its windows, the two averaging passes and then a copy into the box."""
+    """The antialiased resize into `box` of `out`, normalized: one kernel (for shrinks by
+    whole factors, one without weights to compute), or, for shrinking too far for its
+    windows, the two averaging passes and then a copy into the box."""
+    whole = antialias_whole.resize_normalize(image, mean, std, out, box, pad, peak)
+    if whole is not None:
+        return whole
     # float16 products of uint8 samples; float frames (of any range) take the passes
     if image.dtype == torch.uint8 and fits(tuple(image.shape[2:]), box):
         return antialias_batch.resize_normalize(image, mean, std, out, box, pad, peak)
