@@ -497,14 +497,12 @@ def variant_configs() -> dict[str, tuple]:
         capped = dict(maxnreg=regs) if regs else {}
         return Config(num_warps=warps, **tunables, **pipelined, **capped)
 
-    def whole(
-        hw: list[int], warps: int, group: int = 1, order: str = "pixels", rows_by: str = "strip"
-    ) -> Config:
+    def whole(hw: list[int], warps: int, group: int = 1, order: str = "pixels") -> Config:
         """A config of the whole-factor antialiased kernel (antialias_whole.py): `hw` output
-        rows and columns (every channel) a program, in a strip of rows or a tile, `group`
+        rows and columns (every channel) a program, a strip of rows, `group`
         frames a program, lanes in `order`."""
         rows, cols = hw
-        knobs = dict(rows=rows, cols=cols, frames=group, order=order, rows_by=rows_by)
+        knobs = dict(rows=rows, cols=cols, frames=group, order=order)
         return Config(num_warps=warps, **knobs)
 
     read = {"zero_taps": "read"}
@@ -676,10 +674,6 @@ def variant_configs() -> dict[str, tuple]:
                 ("strip 8x64 w2 loop", whole([8, 64], 2, order="loop")),
                 ("strip 8x128 w4 loop", whole([8, 128], 4, order="loop")),
                 ("strip 4x128 w4 loop", whole([4, 128], 4, order="loop")),
-                ("tile 8x64 w4 loop", whole([8, 64], 4, order="loop", rows_by="tile")),
-                ("tile 8x32 w2", whole([8, 32], 2, rows_by="tile")),
-                ("tile 16x16 w4", whole([16, 16], 4, rows_by="tile")),
-                ("tile 8x16 w2 channels", whole([8, 16], 2, order="channels", rows_by="tile")),
             ],
             {"antialias_whole.ENABLED": True},
         ),

@@ -37,9 +37,7 @@ def test_tap_weights_are_torchvisions(factor):
         torch.testing.assert_close(got, torch.tensor(weight / sum(weights)))
 
 
-@pytest.mark.parametrize(
-    "rows_by, order", [("strip", "pixels"), ("tile", "channels"), ("strip", "loop")]
-)
+@pytest.mark.parametrize("order", ["pixels", "channels", "loop"])
 @pytest.mark.parametrize(
     "shape, size, letterbox",
     [
@@ -52,8 +50,8 @@ def test_tap_weights_are_torchvisions(factor):
         ((2, 3, 30, 12), (10, 10), True),  # into a 10 x 4 box, 3 columns from the left
     ],
 )
-def test_whole_factors(mode, monkeypatch, rows_by, order, shape, size, letterbox):
-    config = tc.Config(rows=4, cols=8, frames=2, order=order, rows_by=rows_by)
+def test_whole_factors(mode, monkeypatch, order, shape, size, letterbox):
+    config = tc.Config(rows=4, cols=8, frames=2, order=order)
     kernel = mode(tc.kernel(antialias_whole._whole_frames.fn, config=config))
     monkeypatch.setattr(antialias_whole, "_whole_frames", kernel)
     x, frames = _frames(*shape)
@@ -92,20 +90,19 @@ def test_other_shrinks_take_the_batch_kernels(monkeypatch, shape, size, layout):
     )
 
 
-@pytest.mark.parametrize("rows_by, loads", [("strip", (3 * 7 + 5) * 5), ("tile", 5 * 5)])
-def test_the_loop_sums_integers(rows_by, loads):
+def test_the_loop_sums_integers():
     # 1080p -> 640x360 (factor 3), 8 output rows a program: a strip loads each of its 26
-    # input rows' 5 column taps once, a tile each output's 5 x 5 taps; byte loads, integer
-    # products and sums, and one conversion to float32 an output (the normalizing multiply)
+    # input rows' 5 column taps once; byte loads, integer products and sums, and one
+    # conversion to float32 an output (the normalizing multiply)
     samples = torch.empty(16, 1080, 1920 * 3, dtype=torch.uint8)
     out = torch.empty(16, 3, 360, 640, dtype=torch.float16)
     stats = torch.zeros(3), torch.ones(3)
     args = (samples, *stats, out, 0, 0, 360, 640, 114.0, 255.0)
-    config = tc.Config(rows=8, cols=32, frames=1, order="pixels", rows_by=rows_by)
+    config = tc.Config(rows=8, cols=32, frames=1, order="pixels")
     code = antialias_whole._whole_frames.bind(args).to_triton_code(config)
     loop = code.split("for offset_")[1].split("\ndef ")[0]
-    assert loop.count("tl.load(samples") == loads
-    assert loop.count(".to(tl.float32)") == (8 if rows_by == "strip" else 1)  # a row each
+    assert loop.count("tl.load(samples") == (3 * 7 + 5) * 5
+    assert loop.count(".to(tl.float32)") == 8  # a row each
     assert "tl.int32" in loop
 
 

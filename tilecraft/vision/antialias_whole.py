@@ -15,9 +15,10 @@ in int32 (at most 255 * 32 * 32), and divides once by the total (per row and col
 computed once per program), where `antialias_batch`'s kernels spend most of their
 instructions making float16 weight matrices and the products that apply them.
 
-A program covers output rows x columns, every channel of each column in its lanes: a strip
-of rows one after another, each input row's column sums made once and shared by the output
-rows that read it ("strip"), or a tile whose outputs each read all their taps ("tile").
+A program covers a strip of output rows x columns, every channel of each column in its
+lanes, the rows one after another: each input row's column sums are made once and shared
+by the output rows that read it (16.5 byte loads an output for a factor of 3, where reading
+each output's 5 x 5 taps takes 25 and ran 4-12x slower on the H200).
 Taps past the image's edges read the edge pixel (their index clamped: no mask in the
 loop) with weight 0. Shrinks past MAX_FACTOR (more than 8 x 8 taps, unrolled) and frames
 not NHWC uint8 without gaps take `antialias_batch`'s kernels.
@@ -45,11 +46,6 @@ WHOLE_FRAMES = Choice(1, 2, 4, 8, 16)  # frames a program walks
 # each other: its stores write runs of each output plane), or "loop" (a lane per column,
 # the channels one after another: no idle lanes where 3 channels take 4).
 LANE_ORDER = Choice("pixels", "channels", "loop")
-# How a program covers its rows: "strip" (output rows one after another, unrolled: each input
-# row's column sums made once and used by every output row that reads it, 16 byte loads an
-# output for a factor of 3) or "tile" (output rows along the tiles' first axis, each reading
-# all its taps: 25 byte loads an output).
-ROWS_BY = Choice("strip", "tile")
 # Whether whole-factor shrinks take this kernel (False: `antialias_batch`'s, to compare).
 ENABLED = True
 
@@ -126,9 +122,8 @@ def _default(args: tuple) -> tc.Config:
     """Strips of 4 output rows by 128 columns, a lane per column with the channels one after
     another (`order="loop"`), 4 warps, one frame a program: the fastest of 16 layouts timed
     on the H200 (1080p -> 640x360, 16 frames: 0.067 ms, against 0.091 for 8 x 32 strips with
-    a pixel's channels in neighbouring lanes, 0.30-0.84 for tiles that read all 25 taps of
-    each output, and 0.14 for two frames a program)."""
-    return tc.Config(rows=4, cols=128, frames=1, order="loop", rows_by="strip", num_warps=4)
+    a pixel's channels in neighbouring lanes, and 0.14 for two frames a program)."""
+    return tc.Config(rows=4, cols=128, frames=1, order="loop", num_warps=4)
 
 
 @tc.kernel(default_config=_default)
@@ -152,7 +147,6 @@ def _whole_frames(
     cols = tc.register_tunable("cols", WHOLE_COLS)
     frames = tc.register_tunable("frames", WHOLE_FRAMES)
     order = tc.register_tunable("order", LANE_ORDER)
-    rows_by = tc.register_tunable("rows_by", ROWS_BY)
     fh, fw = h // box_height, w // box_width
     first_h, weights_h = tap_weights(fh)
     first_w, weights_w = tap_weights(fw)
@@ -173,19 +167,14 @@ def _whole_frames(
             (col - box_left)[None, :], fw, w, first_w, weights_w
         )
         cols_in = ((col >= box_left) & (col - box_left < box_width))[None, :]
-        if rows_by == "strip":
-            # each output row's tap weights and total (scalars), its rows read from the strip
-            w_strip = []
-            inverses = []
-            for r in range(rows):
-                w_r, total_r = line_taps(tile_h.begin + r - box_top, fh, h, first_h, weights_h)
-                w_strip = w_strip + w_r
-                inverses = inverses + [1.0 / max(total_r, 1)]  # (0 outside the image)
-            top = fh * (tile_h.begin - box_top) + first_h  # the strip's first input row
-        else:
-            dst_rows = (tile_h.index - box_top)[:, None]
-            at_rows, w_rows, total_rows = axis_taps(dst_rows, fh, h, first_h, weights_h)
-            rows_in = (tile_h.index >= box_top) & (tile_h.index - box_top < box_height)
+        # each output row's tap weights and total (scalars), its rows read from the strip
+        w_strip = []
+        inverses = []
+        for r in range(rows):
+            w_r, total_r = line_taps(tile_h.begin + r - box_top, fh, h, first_h, weights_h)
+            w_strip = w_strip + w_r
+            inverses = inverses + [1.0 / max(total_r, 1)]  # (0 outside the image)
+        top = fh * (tile_h.begin - box_top) + first_h  # the strip's first input row
         for k in range(c if order == "loop" else 1):
             plane = channel + k
             sample_of = []
@@ -195,35 +184,20 @@ def _whole_frames(
             norm = scale[None, :] / total_cols.to(torch.float32)
             border = (pad * scale - shift)[None, :]
             mask = (plane < c)[None, :] & (col < out_w)[None, :]
-            if rows_by == "strip":
-                for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-                    sums = []  # each input row of the strip: its column sums, made once
-                    for q in range(fh * (rows - 1) + len(weights_h)):
-                        source = min(max(top + q, 0), h - 1)
-                        where = (tile_n.begin, source)
-                        sums = sums + [row_sums(samples, where, sample_of, w_cols)]
-                    for r in range(rows):
-                        acc = sums[fh * r] * w_strip[r * len(weights_h)]
-                        for t in range(1, len(weights_h)):
-                            acc = acc + sums[fh * r + t] * w_strip[r * len(weights_h) + t]
-                        i = tile_h.begin + r
-                        box = cols_in & (i >= box_top) & (i - box_top < box_height)
-                        value = acc.to(torch.float32) * (norm * inverses[r]) - shift[None, :]
-                        value = torch.where(box, value, border)
-                        index = [tile_n.begin, plane[None, :], i, col[None, :]]
-                        tc.store(out, index, value.to(out.dtype), extra_mask=mask & (i < out_h))
-            else:
-                norm_tile = norm / total_rows.to(torch.float32)
-                box = rows_in[:, None] & cols_in
-                for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
-                    where = (tile_n.begin, at_rows[0])
-                    acc = row_sums(samples, where, sample_of, w_cols) * w_rows[0]
-                    for v in range(1, len(weights_h)):
-                        part = row_sums(samples, (tile_n.begin, at_rows[v]), sample_of, w_cols)
-                        acc = acc + part * w_rows[v]
-                    value = acc.to(torch.float32) * norm_tile - shift[None, :]
+            for tile_n in tc.tile(tile_g.begin, tile_g.end, block_size=1):
+                sums = []  # each input row of the strip: its column sums, made once
+                for q in range(fh * (rows - 1) + len(weights_h)):
+                    source = min(max(top + q, 0), h - 1)
+                    sums = sums + [row_sums(samples, (tile_n.begin, source), sample_of, w_cols)]
+                for r in range(rows):
+                    acc = sums[fh * r] * w_strip[r * len(weights_h)]
+                    for t in range(1, len(weights_h)):
+                        acc = acc + sums[fh * r + t] * w_strip[r * len(weights_h) + t]
+                    i = tile_h.begin + r  # rows past out_h are not written
+                    box = cols_in & (i >= box_top) & (i - box_top < box_height)
+                    value = acc.to(torch.float32) * (norm * inverses[r]) - shift[None, :]
                     value = torch.where(box, value, border)
-                    index = [tile_n.begin, plane[None, :], tile_h.index[:, None], col[None, :]]
+                    index = [tile_n.begin, plane[None, :], i, col[None, :]]
                     tc.store(out, index, value.to(out.dtype), extra_mask=mask)
     return out
 
