@@ -229,7 +229,7 @@ class BoundKernel:
     def first_call(self, config: Config | None, args: tuple) -> Any:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls.
         On a GPU a Triton compile past `compile_timeout_s` gives way to a small config."""
-        config, launcher = self._compiled_in_time(config, args)
+        config, launcher = self.compile_in_time(config, args)
         try:
             result = launcher(*args)
         except Exception as e:
@@ -246,7 +246,7 @@ class BoundKernel:
         self.launcher = launcher
         return result
 
-    def _compiled_in_time(
+    def compile_in_time(
         self, config: Config | None, args: tuple
     ) -> tuple[Config | None, Callable[..., Any]]:
         """`config` and its launcher, its Triton compile done within the deadline (see

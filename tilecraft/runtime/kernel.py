@@ -103,14 +103,15 @@ class Kernel:
     def chosen_config(self) -> Config | None:
         return self.config or (self.configs[0] if self.configs else None)
 
-    def config_for(self, bound: BoundKernel, args: tuple) -> Config | None:
+    def config_for(self, bound: BoundKernel, args: tuple, tune: bool = True) -> Config | None:
         """The config a first call runs: fixed, cached from an earlier tuning (or imported),
         or tuned now.
 
         Tuning on a first call happens only on a GPU (on a CPU times mean nothing), unless
         the effort is "none" (then a stored tuned config runs if there is one, else the cost
         model's pick where it is confident, see autotune/predict.py); `configs=[...]` are
-        compared against each other.
+        compared against each other. With `tune` False, a call that would tune raises
+        `TuningNeeded` instead.
         """
         if self.config is not None:
             return self.config
@@ -131,7 +132,32 @@ class Kernel:
             return self.chosen_config()
         if not on_gpu:
             return self.chosen_config()
+        if not tune:
+            raise TuningNeeded
         return autotune(bound, args, self.settings, configs=self.configs or None)
+
+    def settled_launcher(self, args: tuple) -> Callable[..., Any] | None:
+        """The generated launcher that calls with `args` run, its Triton compile done (within
+        the deadline, as a first call's), without tuning or launching anything; None where
+        such calls would tune first, run eagerly, or read tensor values in host code (for
+        tracing ahead of any call, see tilecraft/torch/inline.py; `args` may hold
+        uninitialized tensors of the right metadata)."""
+        if self.settings.interpret or self.value_reads:
+            return None
+        key = self.key(args)
+        bound = self._bound.get(key) or self.bind(args)
+        if bound.values:  # read from `args`, which hold no values: forget that binding
+            self._bound.pop(self.key(args), None)
+            return None
+        if bound.cpu_mode is not None:
+            return None
+        if bound.launcher is not None:
+            return bound.launcher
+        try:
+            config = self.config_for(bound, args, tune=False)
+        except TuningNeeded:
+            return None
+        return bound.compile_in_time(config, args)[1]
 
     def autotune(self, args: Sequence[Any], **options: Any) -> Config:
         """Tune for these arguments now; later calls with the same specialization use it.
@@ -242,6 +268,10 @@ class Kernel:
         config = self.chosen_config()
         tunables = config.tunables if config else {}
         return run_eagerly(self._eager, args, tunables, self.settings.check)
+
+
+class TuningNeeded(Exception):
+    """`config_for` would tune, and was asked not to."""
 
 
 def positional_defaults(sig: inspect.Signature) -> dict[int, tuple]:

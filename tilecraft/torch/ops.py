@@ -25,6 +25,7 @@ from tilecraft.exc import TilecraftError
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.host import capture_stmt, compile_function, rewrite_host
 from tilecraft.language.tunables import Fragment, fragment_default
+from tilecraft.torch import inline
 from tilecraft.torch.dispatch import (
     DirectOp,
     available,
@@ -60,6 +61,8 @@ class TorchOp:
         self.direct: DirectOp | None = None
         self.op = _define(self, self.signature)
         (self.direct or self.op).register_fake(fake_impl(kernel))
+        if not self.mutates_args:  # under torch.compile: its Triton kernels, not a call
+            inline.install(name, kernel, self.direct.lib if self.direct else None)
         self.function = None
         # whether calls may skip the operator in eager mode: not for mutating ops, nor for
         # the first call, which goes through the operator, whose checks (outputs must not

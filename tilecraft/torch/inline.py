@@ -1,0 +1,112 @@
+"""Under `torch.compile`, an operator's Triton kernels in the graph instead of a call.
+
+A compiled graph calls an opaque operator through the dispatcher, a Python kernel,
+tilecraft's specialization key and its launch: about 30 us of host time a call on an H200
+host, where inductor launches the kernels it generates for a few. So each operator gets,
+as `torch.library.triton_op` gives its operators, a rule for functionalization, the stage
+of AOTAutograd through which every `torch.compile` backend traces a graph: the rule runs
+the call's generated host launcher (its output allocation and launches) with each Triton
+kernel wrapped by `torch.library.wrap_triton`. The graph then holds the launcher's PyTorch
+ops and the kernels themselves, which inductor compiles and launches from its own code.
+
+A call stays an operator call (which runs as in eager mode) where its launcher is not known
+ahead of a real call: symbolic shapes, CPU tensors (Triton's interpreter cannot be traced),
+host code that reads tensor values, a GPU kernel that would tune on its first call (tune
+it first, or give it a config, or set the effort to "none"); under `torch.export`, which
+keeps operators as they are; and wherever this PyTorch lacks the pieces.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tilecraft.runtime import fast_launch
+
+if TYPE_CHECKING:
+    from tilecraft.runtime.kernel import Kernel
+
+log = logging.getLogger(__name__)
+
+
+def _functional_mode() -> Any:
+    """PyTorch's FunctionalTensorMode (what triton_op registers its rule for), or None."""
+    try:
+        from torch._subclasses.functional_tensor import FunctionalTensorMode
+        from torch.utils._python_dispatch import _disable_current_modes  # noqa: F401
+    except ImportError:
+        return None
+    return FunctionalTensorMode if hasattr(torch.library, "wrap_triton") else None
+
+
+def install(name: str, kernel: Kernel, lib: Any = None) -> bool:
+    """Give the operator `name` the functionalization rule that traces `kernel`'s launches;
+    whether this PyTorch could."""
+    mode_type = _functional_mode()
+    if mode_type is None:
+        return False
+
+    def rule(mode: Any, func: Any, types_: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        launcher = None if kwargs or _exporting() else traceable_launcher(kernel, args)
+        if launcher is None:
+            return mode.__torch_dispatch__(func, types_, args, kwargs)
+        with mode:
+            return launcher(*args)
+
+    torch.library.register_torch_dispatch(name, mode_type, rule, lib=lib)
+    return True
+
+
+def traceable_launcher(kernel: Kernel, args: tuple) -> Callable[..., Any] | None:
+    """The launcher calls with `args` (functional or fake tensors) run, its Triton kernels
+    wrapped to be traced; None where there is none to trace (see the module docstring)."""
+    if not all(_static_cuda(a) for a in args):
+        return None
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    try:
+        with _disable_current_modes():  # stand-ins and tilecraft's analysis, not traced
+            launcher = kernel.settled_launcher(tuple(_stand_in(a) for a in args))
+    except Exception as e:  # noqa: BLE001 - the call stays an operator call, which reports it
+        log.debug("tilecraft: %s stays an operator call: %s", kernel.__name__, e)
+        return None
+    return None if launcher is None else _wrapped(launcher)
+
+
+def _static_cuda(arg: Any) -> bool:
+    """A CUDA tensor of static shape and strides, or a plain Python scalar."""
+    if isinstance(arg, torch.Tensor):
+        sizes = (*arg.shape, *arg.stride(), arg.storage_offset())
+        return arg.device.type == "cuda" and all(type(s) is int for s in sizes)
+    return isinstance(arg, (int, float, bool)) or arg is None
+
+
+def _stand_in(arg: Any) -> Any:
+    """An uninitialized tensor with `arg`'s metadata on its device (for a fake one)."""
+    if not isinstance(arg, torch.Tensor):
+        return arg
+    span = 1 + sum((n - 1) * s for n, s in zip(arg.shape, arg.stride(), strict=True)) if arg.numel() else 0
+    base = torch.empty(arg.storage_offset() + span, dtype=arg.dtype, device=arg.device)
+    return base.as_strided(arg.shape, arg.stride(), arg.storage_offset())
+
+
+def _wrapped(launcher: Callable[..., Any]) -> Callable[..., Any]:
+    """`launcher` with the Triton kernels it launches wrapped by `wrap_triton`."""
+    from triton.runtime.jit import JITFunction
+
+    namespace = dict(launcher.__globals__)  # type: ignore[attr-defined]
+    for name in fast_launch.launched_names(launcher.__code__):  # type: ignore[attr-defined]
+        value = fast_launch.unwrap(namespace.get(name))
+        if isinstance(value, JITFunction):
+            namespace[name] = torch.library.wrap_triton(value)
+    code = launcher.__code__  # type: ignore[attr-defined]
+    return types.FunctionType(code, namespace, code.co_name, launcher.__defaults__)  # type: ignore[attr-defined]
+
+
+def _exporting() -> bool:
+    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    return bool(is_exporting and is_exporting())
