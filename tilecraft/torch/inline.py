@@ -89,7 +89,8 @@ def _stand_in(arg: Any) -> Any:
     """An uninitialized tensor with `arg`'s metadata on its device (for a fake one)."""
     if not isinstance(arg, torch.Tensor):
         return arg
-    span = 1 + sum((n - 1) * s for n, s in zip(arg.shape, arg.stride(), strict=True)) if arg.numel() else 0
+    last = sum((n - 1) * s for n, s in zip(arg.shape, arg.stride(), strict=True))
+    span = last + 1 if arg.numel() else 0
     base = torch.empty(arg.storage_offset() + span, dtype=arg.dtype, device=arg.device)
     return base.as_strided(arg.shape, arg.stride(), arg.storage_offset())
 
