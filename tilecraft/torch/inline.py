@@ -72,7 +72,7 @@ def traceable_launcher(kernel: Kernel, args: tuple) -> Callable[..., Any] | None
         with _disable_current_modes():  # stand-ins and tilecraft's analysis, not traced
             launcher = kernel.settled_launcher(tuple(_stand_in(a) for a in args))
     except Exception as e:  # noqa: BLE001 - the call stays an operator call, which reports it
-        log.debug("tilecraft: %s stays an operator call: %s", kernel.__name__, e)
+        log.debug("tilecraft: %s stays an operator call: %s", kernel.fn.__name__, e)
         return None
     return None if launcher is None else _wrapped(launcher)
 
