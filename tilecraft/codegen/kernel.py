@@ -89,7 +89,8 @@ class KernelWriter:
 
     def doubles(self) -> set[str]:
         """Host floats: passed as the bits of a double (Triton reads a Python float
-        argument as a float32), to keep their full precision as PyTorch does."""
+        argument as a float32), to keep their full precision as PyTorch does, in two int32
+        halves (inductor cannot launch a kernel on an int beyond int32 in torch 2.11)."""
         return {p.name for p in self.kernel.params if not p.is_tensor and p.dtype == torch.float64}
 
     # -- flat values (codegen/flat.py) -----------------------------------------------------
@@ -113,7 +114,8 @@ class KernelWriter:
     def write(self) -> str:
         self.flat = plan_flat(self)
         for name in sorted(self.doubles()):
-            self.line(f"{name} = tl.full((), {name}_bits, tl.int64).to(tl.float64, bitcast=True)")
+            hi, lo = (f"tl.full((), {name}_{half}, tl.int64)" for half in ("hi", "lo"))
+            self.line(f"{name} = (({hi} << 32) | ({lo} & 0xFFFFFFFF)).to(tl.float64, bitcast=True)")
         self.grid_prologue()
         for block in self.kernel.blocks.values():
             if block.kind == "reduction" and not is_rolled(block):
@@ -127,9 +129,9 @@ class KernelWriter:
         params = ["_tc_check"] * self.check + [p.name for p in self.kernel.params if p.is_tensor]
         params += list(self.strides)
         doubles = self.doubles()
-        params += [
-            p.name + "_bits" * (p.name in doubles) for p in self.kernel.params if not p.is_tensor
-        ]
+        for p in self.kernel.params:
+            if not p.is_tensor:
+                params += [f"{p.name}_hi", f"{p.name}_lo"] if p.name in doubles else [p.name]
         params += [f"{c}: tl.constexpr" for c in self.constexprs]
         return f"@triton.jit\ndef {self.kernel.name}({', '.join(params)}):\n"
 

@@ -78,13 +78,15 @@ class Launch:
 
 def _scalar_arg(param: Param) -> str:
     if param.dtype == torch.float64:  # Triton takes Python floats as float32: pass the bits
-        return f"_tc_double_bits({param.host_expr})"
+        return f"*_tc_double_halves({param.host_expr})"
     return param.host_expr
 
 
-def double_bits(value: float) -> int:
-    """The bits of `value` as a float64, as a signed int64 (a host float's kernel argument)."""
-    return int(struct.unpack("<q", struct.pack("<d", float(value)))[0])
+def double_halves(value: float) -> tuple[int, int]:
+    """The bits of `value` as a float64, as two signed int32 (a host float's kernel
+    arguments: the high half, then the low)."""
+    low, high = struct.unpack("<ii", struct.pack("<d", float(value)))
+    return high, low
 
 
 def stale_host_values(
@@ -113,8 +115,8 @@ def module_source(
     if "_tc_check" in body:
         head += "from tilecraft.runtime.checks import checked_launch as _tc_checked\n"
     launcher = ast.unparse(host)
-    if "_tc_double_bits(" in launcher:
-        head += "from tilecraft.codegen.module import double_bits as _tc_double_bits\n"
+    if "_tc_double_halves(" in launcher:
+        head += "from tilecraft.codegen.module import double_halves as _tc_double_halves\n"
     if "_tc_stale(" in launcher:
         head += "from tilecraft.codegen.module import stale_host_values as _tc_stale\n"
     if constants:

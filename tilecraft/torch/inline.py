@@ -12,8 +12,10 @@ ops and the kernels themselves, which inductor compiles and launches from its ow
 A call stays an operator call (which runs as in eager mode) where its launcher is not known
 ahead of a real call: symbolic shapes, CPU tensors (Triton's interpreter cannot be traced),
 host code that reads tensor values, a GPU kernel that would tune on its first call (tune
-it first, or give it a config, or set the effort to "none"); under `torch.export`, which
-keeps operators as they are; and wherever this PyTorch lacks the pieces.
+it first, or give it a config, or set the effort to "none"), checked launches
+(TILECRAFT_CHECK), launches inductor cannot make (an int argument beyond int32, a register
+limit); under `torch.export`, which keeps operators as they are; and wherever this
+PyTorch lacks the pieces.
 """
 
 from __future__ import annotations
@@ -52,10 +54,13 @@ def install(name: str, kernel: Kernel, lib: Any = None) -> bool:
 
     def rule(mode: Any, func: Any, types_: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         launcher = None if kwargs or _exporting() else traceable_launcher(kernel, args)
-        if launcher is None:
-            return mode.__torch_dispatch__(func, types_, args, kwargs)
-        with mode:
-            return launcher(*args)
+        if launcher is not None:
+            try:
+                with mode:
+                    return launcher(*args)
+            except NotTraceable as e:  # what it traced so far is dead code: inductor drops it
+                log.debug("tilecraft: %s stays an operator call: %s", kernel.fn.__name__, e)
+        return mode.__torch_dispatch__(func, types_, args, kwargs)
 
     torch.library.register_torch_dispatch(name, mode_type, rule, lib=lib)
     return True
@@ -64,8 +69,8 @@ def install(name: str, kernel: Kernel, lib: Any = None) -> bool:
 def traceable_launcher(kernel: Kernel, args: tuple) -> Callable[..., Any] | None:
     """The launcher calls with `args` (functional or fake tensors) run, its Triton kernels
     wrapped to be traced; None where there is none to trace (see the module docstring)."""
-    if not all(_static_cuda(a) for a in args):
-        return None
+    if kernel.settings.check or not all(_static_cuda(a) for a in args):
+        return None  # (a checked launch reads its flags back: not traceable)
     from torch.utils._python_dispatch import _disable_current_modes
 
     try:
@@ -75,6 +80,29 @@ def traceable_launcher(kernel: Kernel, args: tuple) -> Callable[..., Any] | None
         log.debug("tilecraft: %s stays an operator call: %s", kernel.fn.__name__, e)
         return None
     return None if launcher is None else _wrapped(launcher)
+
+
+class NotTraceable(Exception):
+    """A launch that inductor would not take."""
+
+
+class _Traced:
+    """A Triton kernel as `wrap_triton` wraps it, refusing launches that inductor cannot
+    make: ints beyond int32 (torch 2.11 fails on them) and register limits."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = torch.library.wrap_triton(kernel)
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            if "maxnreg" in kwargs:
+                raise NotTraceable("a launch with maxnreg")
+            for a in (*args, *kwargs.values()):
+                if type(a) is int and not -(2**31) <= a < 2**31:
+                    raise NotTraceable(f"an int argument beyond int32 ({a})")
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
 
 
 def _static_cuda(arg: Any) -> bool:
@@ -103,7 +131,7 @@ def _wrapped(launcher: Callable[..., Any]) -> Callable[..., Any]:
     for name in fast_launch.launched_names(launcher.__code__):  # type: ignore[attr-defined]
         value = fast_launch.unwrap(namespace.get(name))
         if isinstance(value, JITFunction):
-            namespace[name] = torch.library.wrap_triton(value)
+            namespace[name] = _Traced(value)
     code = launcher.__code__  # type: ignore[attr-defined]
     return types.FunctionType(code, namespace, code.co_name, launcher.__defaults__)  # type: ignore[attr-defined]
 
