@@ -74,7 +74,7 @@ def test_traced_launches_refuse_what_inductor_cannot_take(monkeypatch) -> None:
 
 def test_cpu_calls_stay_operator_calls() -> None:
     x, w = torch.randn(9, 33), torch.randn(33)
-    assert inline.traceable_launcher(rms_example.rms_norm, (x, w, 1e-5)) is None
+    assert inline.traceable_launcher(rms_example.rms_norm_op.kernel, (x, w, 1e-5)) is None
 
 
 def test_stand_ins_have_the_metadata() -> None:
