@@ -89,37 +89,48 @@ def test_stand_ins_have_the_metadata() -> None:
         )
 
 
-def _kernel_runs(monkeypatch, kernel: tc.Kernel) -> list[int]:
-    """Counts the kernel's Python calls from now on."""
-    calls: list[int] = []
+def _kernel_runs(monkeypatch, *kernels: tc.Kernel) -> list[str]:
+    """The kernels' Python calls from now on, by name."""
+    calls: list[str] = []
+    for kernel in kernels:
+        monkeypatch.setattr(kernel, "run", _counted(kernel, calls))
+    return calls
+
+
+def _counted(kernel: tc.Kernel, calls: list[str]) -> object:
     run = kernel.run
 
     def counted(args: tuple) -> object:
-        calls.append(1)
+        calls.append(kernel.fn.__name__)
         return run(args)
 
-    monkeypatch.setattr(kernel, "run", counted)
-    return calls
+    return counted
 
 
 @cuda
 def test_compiled_graph_launches_the_kernels(monkeypatch) -> None:
     monkeypatch.setenv("TILECRAFT_AUTOTUNE_EFFORT", "none")
     op = rms_example.rms_norm_op
-    x = torch.randn(301, 257, device="cuda", requires_grad=True)
-    w = torch.randn(257, device="cuda", requires_grad=True)
 
-    def step(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        y = op(x, w)
-        return (y, *torch.autograd.grad((y * y).sum(), (x, w)))
+    def step(compiled: bool) -> list[torch.Tensor]:
+        x = torch.linspace(-3, 3, 301 * 257, device="cuda").view(301, 257).requires_grad_()
+        w = torch.linspace(0.5, 2, 257, device="cuda").requires_grad_()
+        forward = torch.compile(_loss, fullgraph=True) if compiled else _loss
+        y, loss = forward(op, x, w)
+        loss.backward()
+        return [y, x.grad, w.grad]
 
-    expected = step(x, w)
-    compiled = torch.compile(step, fullgraph=True)
-    compiled(x, w)  # traced and compiled here
-    calls = _kernel_runs(monkeypatch, op.kernel)
-    for actual, want in zip(compiled(x, w), expected, strict=True):
+    expected = step(compiled=False)
+    step(compiled=True)  # traced and compiled here
+    calls = _kernel_runs(monkeypatch, op.kernel, rms_example.rms_norm_backward)
+    for actual, want in zip(step(compiled=True), expected, strict=True):
         assert_close(actual, want, atol=1e-4, rtol=1e-4)
-    assert calls == []  # no tilecraft call at run time: inductor launched the kernel
+    assert calls == []  # no tilecraft call at run time: inductor launched the kernels
+
+
+def _loss(op: tc.torch.TorchOp, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    y = op(x, w)
+    return y, (y * y).sum()
 
 
 @cuda
