@@ -134,13 +134,36 @@ def _loss(op: tc.torch.TorchOp, x: torch.Tensor, w: torch.Tensor) -> tuple[torch
     return y, (y * y).sum()
 
 
+@tc.kernel
+def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(index, dtype=x.dtype)
+    for t in tc.tile(index.size(0)):
+        out[t] = x[index[t]]
+    return out
+
+
 @cuda
-def test_a_kernel_that_would_tune_stays_an_operator_call(monkeypatch) -> None:
+def test_a_kernel_that_would_tune_tunes_while_traced(monkeypatch) -> None:
     kernel = tc.kernel(_scale.fn, autotune_effort="quick")
     op = kernel.as_torch_op(f"tctest::inline_scale_{next(_ids)}")
+    tuned: list[tuple] = []
+    monkeypatch.setattr(tune, "autotune", lambda bound, args, *a, **k: tuned.append(args))
     x = torch.randn(64, device="cuda")
-    assert inline.traceable_launcher(kernel, (x, 2.0)) is None
+    compiled = torch.compile(lambda x: op(x, 2.0), fullgraph=True)
+    assert_close(compiled(x), x * 2)
+    assert len(tuned) == 1 and tuned[0][0].shape == x.shape  # on a stand-in of x
+    calls = _kernel_runs(monkeypatch, kernel)
+    assert_close(compiled(x), x * 2)
+    assert calls == []
+
+
+@cuda
+def test_a_kernel_of_indices_that_would_tune_stays_an_operator_call(monkeypatch) -> None:
+    kernel = tc.kernel(_gather.fn, autotune_effort="quick")
+    op = kernel.as_torch_op(f"tctest::inline_gather_{next(_ids)}")
+    x, index = torch.randn(50, device="cuda"), torch.randint(50, (70,), device="cuda")
+    assert inline.traceable_launcher(kernel, (x, index)) is None
     calls = _kernel_runs(monkeypatch, kernel)
     monkeypatch.setattr(tune, "autotune", lambda *args, **options: None)  # the default runs
-    assert_close(torch.compile(lambda x: op(x, 2.0), fullgraph=True)(x), x * 2)
+    assert_close(torch.compile(op, fullgraph=True)(x, index), x[index])
     assert calls  # the compiled graph called the operator

@@ -136,12 +136,12 @@ class Kernel:
             raise TuningNeeded
         return autotune(bound, args, self.settings, configs=self.configs or None)
 
-    def settled_launcher(self, args: tuple) -> Callable[..., Any] | None:
+    def settled_launcher(self, args: tuple, tune: bool = False) -> Callable[..., Any] | None:
         """The generated launcher that calls with `args` run, its Triton compile done (within
-        the deadline, as a first call's), without tuning or launching anything; None where
-        such calls would tune first, run eagerly, or read tensor values in host code (for
-        tracing ahead of any call, see tilecraft/torch/inline.py; `args` may hold
-        uninitialized tensors of the right metadata)."""
+        the deadline, as a first call's), without launching it; None where such calls run
+        eagerly, read tensor values in host code, or would tune first and `tune` is False
+        (for tracing ahead of any call, see tilecraft/torch/inline.py: `args` are stand-ins
+        with the right metadata, which tuning runs on)."""
         if self.settings.interpret or self.value_reads:
             return None
         key = self.key(args)
@@ -154,7 +154,7 @@ class Kernel:
         if bound.launcher is not None:
             return bound.launcher
         try:
-            config = self.config_for(bound, args, tune=False)
+            config = self.config_for(bound, args, tune=tune)
         except TuningNeeded:
             return None
         return bound.compile_in_time(config, args)[1]

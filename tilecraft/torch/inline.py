@@ -9,13 +9,16 @@ the call's generated host launcher (its output allocation and launches) with eac
 kernel wrapped by `torch.library.wrap_triton`. The graph then holds the launcher's PyTorch
 ops and the kernels themselves, which inductor compiles and launches from its own code.
 
-A call stays an operator call (which runs as in eager mode) where its launcher is not known
-ahead of a real call: symbolic shapes, CPU tensors (Triton's interpreter cannot be traced),
-host code that reads tensor values, a GPU kernel that would tune on its first call (tune
-it first, or give it a config, or set the effort to "none"), checked launches
-(TILECRAFT_CHECK), launches inductor cannot make (an int argument beyond int32, a register
-limit); under `torch.export`, which keeps operators as they are; and wherever this
-PyTorch lacks the pieces.
+A kernel that would tune on its first call tunes while the graph is traced, on stand-ins
+of the call's tensors (random normal floats); not one with a tensor of ints or bools among
+its arguments (they may hold indices, which stand-ins cannot), which stays an operator call
+and tunes on its first real call (tune it first, give it a config, or set the effort to
+"none" to have it inlined). A call stays an operator call too where its launcher is not
+known ahead of a real call: symbolic shapes, CPU tensors (Triton's interpreter cannot be
+traced), host code that reads tensor values, checked launches (TILECRAFT_CHECK), launches
+inductor cannot make (an int argument beyond int32, a register limit); under
+`torch.export`, which keeps operators as they are; and wherever this PyTorch lacks the
+pieces.
 """
 
 from __future__ import annotations
@@ -73,9 +76,11 @@ def traceable_launcher(kernel: Kernel, args: tuple) -> Callable[..., Any] | None
         return None  # (a checked launch reads its flags back: not traceable)
     from torch.utils._python_dispatch import _disable_current_modes
 
+    # tuning on stand-ins: random floats; not where a tensor of ints may hold indices
+    tune = all(a.dtype.is_floating_point for a in args if isinstance(a, torch.Tensor))
     try:
-        with _disable_current_modes():  # stand-ins and tilecraft's analysis, not traced
-            launcher = kernel.settled_launcher(tuple(_stand_in(a) for a in args))
+        with _disable_current_modes():  # stand-ins, tilecraft's analysis and tuning: untraced
+            launcher = kernel.settled_launcher(tuple(_stand_in(a) for a in args), tune)
     except Exception as e:  # noqa: BLE001 - the call stays an operator call, which reports it
         log.debug("tilecraft: %s stays an operator call: %s", kernel.fn.__name__, e)
         return None
@@ -114,12 +119,14 @@ def _static_cuda(arg: Any) -> bool:
 
 
 def _stand_in(arg: Any) -> Any:
-    """An uninitialized tensor with `arg`'s metadata on its device (for a fake one)."""
+    """A tensor with `arg`'s metadata on its device (for a fake one): random normal floats,
+    else zeros."""
     if not isinstance(arg, torch.Tensor):
         return arg
     last = sum((n - 1) * s for n, s in zip(arg.shape, arg.stride(), strict=True))
-    span = last + 1 if arg.numel() else 0
-    base = torch.empty(arg.storage_offset() + span, dtype=arg.dtype, device=arg.device)
+    size = arg.storage_offset() + (last + 1 if arg.numel() else 0)
+    make = torch.randn if arg.dtype.is_floating_point else torch.zeros
+    base = make(size, dtype=arg.dtype, device=arg.device)
     return base.as_strided(arg.shape, arg.stride(), arg.storage_offset())
 
 
