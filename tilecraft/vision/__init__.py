@@ -22,6 +22,7 @@ Uint8 results are computed in float32, rounded half to even and saturated to 0..
 
 from __future__ import annotations
 
+from tilecraft.vision.boxes import letterbox_box
 from tilecraft.vision.color import (
     bgr_to_rgb,
     i420_to_rgb,
@@ -31,7 +32,7 @@ from tilecraft.vision.color import (
     split_nv12,
 )
 from tilecraft.vision.filters import box_blur, gaussian_blur, sobel, unsharp_mask
-from tilecraft.vision.geometry import crop, hflip, letterbox, letterbox_box, resize, vflip
+from tilecraft.vision.geometry import crop, hflip, letterbox, resize, vflip
 from tilecraft.vision.memory import BufferPool
 from tilecraft.vision.pipeline import Pipeline
 from tilecraft.vision.preprocessing import normalize, preprocess, preprocess_nv12

@@ -32,6 +32,7 @@ import torch
 import tilecraft as tc
 from tilecraft.language import Choice
 from tilecraft.vision._device import bilinear_taps, inside, uint8_levels
+from tilecraft.vision.boxes import box_scales, float32_ratio
 from tilecraft.vision.memory import constant
 
 # rows of outputs, columns of outputs, and input columns per step of a program's tile
@@ -376,8 +377,16 @@ def _packed_resize_normalize(
 PACKED = False
 
 
-def _inverse_support(scale: float) -> float:
-    return float(1.0 / torch.tensor(support(scale), dtype=torch.float32))
+def inverse_support(scale: float) -> float:
+    """`1 / support(scale)` rounded to float32, as PyTorch's antialiased kernels take it."""
+    return float32_ratio(1.0, support(scale))
+
+
+def scales_and_inverses(in_size: Sequence[int], box: list[int]) -> tuple[float, ...]:
+    """The kernels' `scale_h, scale_w, inv_h, inv_w` for resizing `in_size` (height,
+    width) into `box`."""
+    scales = box_scales(in_size, box)
+    return (*scales, *(inverse_support(s) for s in scales))
 
 
 def fits(in_size: Sequence[int], box: list[int]) -> bool:
@@ -398,10 +407,7 @@ def antialias_normalize(
 ) -> torch.Tensor:
     """NCHW view `image` resized (antialiased bilinear) into `box` = [top, left, height,
     width] of the NCHW `out`, normalized, `pad` around; `fits(...)` must hold."""
-    h, w = image.shape[2:]
-    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
-    inverses = [_inverse_support(s) for s in scales]
-    args = (mean, std, out, *box, *scales, *inverses, pad, peak)
+    args = (mean, std, out, *box, *scales_and_inverses(image.shape[2:], box), pad, peak)
     samples = packed_rows(image) if PACKED else None
     if samples is not None:
         return _packed_resize_normalize(samples, *args, True, False, False)
@@ -423,11 +429,10 @@ def bilinear_normalize(
     samples = packed_rows(image) if PACKED and image.dtype == torch.uint8 else None
     if samples is None or not fits(image.shape[2:], box):
         return None
-    h, w = image.shape[2:]
-    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
+    scales = box_scales(image.shape[2:], box)
     # weights in eighths (integer and half scales: 1080p -> 360p) are exact in float16, and
     # so are the row sums of uint8 samples they give: one product per step suffices
-    exact = not (eighths(h, box[2]) and eighths(w, box[3]))
+    exact = not in_eighths(image.shape[2:], box)
     args = (mean, std, out, *box, *scales, 1.0, 1.0, pad, peak, False, exact, False)
     return _packed_resize_normalize(samples, *args)
 
@@ -441,18 +446,17 @@ def resize_levels(image: torch.Tensor, out: torch.Tensor, antialias: bool) -> to
     box = [0, 0, *out.shape[2:]]
     if samples is None or not fits(image.shape[2:], box):
         return None
-    h, w = image.shape[2:]
-    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
-    exact = antialias or not (eighths(h, box[2]) and eighths(w, box[3]))
+    exact = antialias or not in_eighths(image.shape[2:], box)
     c = image.shape[1]
     stats = (constant([0.0] * c, image.device), constant([1.0] * c, image.device))
-    inverses = [_inverse_support(s) for s in scales]
-    args = (*stats, out, *box, *scales, *inverses, 0.0, 1.0, antialias, exact, True)
+    geometry = scales_and_inverses(image.shape[2:], box)
+    args = (*stats, out, *box, *geometry, 0.0, 1.0, antialias, exact, True)
     return _packed_resize_normalize(samples, *args)
 
 
-def _float32_ratio(size: int, length: int) -> float:
-    return float(torch.tensor(size, dtype=torch.float32) / length)
+def in_eighths(in_size: Sequence[int], box: list[int]) -> bool:
+    """Whether every bilinear weight of resizing `in_size` into `box` is in eighths."""
+    return eighths(in_size[0], box[2]) and eighths(in_size[1], box[3])
 
 
 @functools.lru_cache(maxsize=64)
@@ -460,7 +464,7 @@ def eighths(size: int, length: int) -> bool:
     """Whether every bilinear weight of resizing `size` inputs to `length` outputs (as
     float32 computes them) is a multiple of 1/8."""
     dst = torch.arange(length, dtype=torch.float32)
-    src = torch.clamp((dst + 0.5) * _float32_ratio(size, length) - 0.5, min=0.0)
+    src = torch.clamp((dst + 0.5) * float32_ratio(size, length) - 0.5, min=0.0)
     frac = src - src.floor()
     return bool(torch.equal(frac * 8, (frac * 8).floor()))
 

@@ -35,12 +35,11 @@ from tilecraft.vision.antialias import (
     ROWS,
     SAMPLES,
     STEP,
-    _float32_ratio,
-    _inverse_support,
     _lane_plan,
     antialias_normalize,
     bounds,
     packed_rows,
+    scales_and_inverses,
     span,
     support,
     taps,
@@ -400,10 +399,7 @@ def resize_normalize(
     names; `antialias.fits(...)` must hold."""
     if KERNEL == "tile":
         return antialias_normalize(image, mean, std, out, box, pad, peak)
-    h, w = image.shape[2:]
-    scales = [_float32_ratio(h, box[2]), _float32_ratio(w, box[3])]
-    inverses = [_inverse_support(s) for s in scales]
-    args = (mean, std, out, *box, *scales, *inverses, pad, peak)
+    args = (mean, std, out, *box, *scales_and_inverses(image.shape[2:], box), pad, peak)
     samples = packed_rows(image) if KERNEL == "packed" else None
     if samples is not None:
         return _packed_frames(samples, *args)

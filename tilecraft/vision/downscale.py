@@ -14,13 +14,13 @@ adaptive average pooling): output `i` is the mean of inputs `floor(i * in / out)
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 import tilecraft as tc
 from tilecraft.language import Choice
+from tilecraft.vision import antialias
 from tilecraft.vision._device import uint8_levels
+from tilecraft.vision.boxes import float32_ratio
 from tilecraft.vision.memory import empty
 
 
@@ -146,13 +146,12 @@ def _axis(
 ) -> torch.Tensor:
     """`image` (N, C, H, W) resampled along W to `size`, into float32 (or `out`)."""
     n, c, h, w = image.shape
-    scale = float(torch.tensor(w, dtype=torch.float32) / size)
-    support = max(scale, 1.0)
-    inv_scale = float(1.0 / torch.tensor(support, dtype=torch.float32))
-    taps = -(-w // size) + 1 if area else math.ceil(support) * 2 + 1
+    scale = float32_ratio(w, size)
+    taps = -(-w // size) + 1 if area else antialias.taps(scale)
     if out is None:
         out = empty([n, c, h, size], torch.float32, image.device)
-    return _average_rows(image, out, area, taps, scale, support, inv_scale)
+    reach = antialias.support(scale)
+    return _average_rows(image, out, area, taps, scale, reach, antialias.inverse_support(scale))
 
 
 def average_resize(image: torch.Tensor, out: torch.Tensor, area: bool) -> torch.Tensor:

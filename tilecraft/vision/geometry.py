@@ -20,6 +20,7 @@ import tilecraft as tc
 from tilecraft.language import Choice
 from tilecraft.vision._device import bilinear, bilinear_taps, inside, uint8_levels
 from tilecraft.vision.antialias import resize_levels
+from tilecraft.vision.boxes import box_scales, check_size, letterbox_box
 from tilecraft.vision.downscale import average_resize
 from tilecraft.vision.layout import Image, as_nchw, dims, new_image
 
@@ -225,14 +226,8 @@ def crop(
     return img.restore(_crop(img.view, out, top, left))
 
 
-def _scale(size_in: int, size_out: int) -> float:
-    """`in / out` rounded to float32, as PyTorch's kernels compute it."""
-    return float(torch.tensor(size_in, dtype=torch.float32) / size_out)
-
-
 def _output(img: Image, size: tuple[int, int]) -> torch.Tensor:
-    if min(size) < 1:
-        raise ValueError(f"an output size is at least 1x1, not {size}")
+    check_size(size)
     n, c = img.view.shape[:2]
     return new_image(n, c, size[0], size[1], img.view.dtype, img.view.device, img.layout)
 
@@ -259,23 +254,14 @@ def resize(
             return img.restore(packed)
     if interpolation == "area" or (antialias and interpolation == "bilinear"):
         return img.restore(average_resize(img.view, out, interpolation == "area"))
-    _, _, h, w = img.view.shape
-    scales = (_scale(h, size[0]), _scale(w, size[1]))
+    box = (0, 0, size[0], size[1])
+    scales = box_scales(img.view.shape[2:], box)
     if interpolation == "nearest":
         return img.restore(_resize_nearest(img.view, out, *scales))
     if interpolation != "bilinear":
         raise ValueError(f"interpolation is nearest, bilinear or area, not {interpolation!r}")
-    box = (0, 0, size[0], size[1])
     is_uint8 = image.dtype == torch.uint8
     return img.restore(_resize_bilinear(img.view, out, *box, *scales, 0.0, is_uint8))
-
-
-def letterbox_box(in_size: tuple[int, int], size: tuple[int, int]) -> list[int]:
-    """[top, left, height, width] of an `in_size` image fitted, centred, into `size`."""
-    ratio = min(size[0] / in_size[0], size[1] / in_size[1])
-    height = min(size[0], max(1, round(in_size[0] * ratio)))
-    width = min(size[1], max(1, round(in_size[1] * ratio)))
-    return [(size[0] - height) // 2, (size[1] - width) // 2, height, width]
 
 
 def letterbox(
@@ -290,6 +276,6 @@ def letterbox(
     out = _output(img, size)
     _, _, h, w = img.view.shape
     box = letterbox_box((h, w), size)
-    scales = (_scale(h, box[2]), _scale(w, box[3]))
+    scales = box_scales((h, w), box)
     is_uint8 = image.dtype == torch.uint8
     return img.restore(_resize_bilinear(img.view, out, *box, *scales, float(pad), is_uint8))

@@ -27,15 +27,10 @@ from tilecraft.language import Choice
 from tilecraft.vision import antialias_batch, antialias_whole
 from tilecraft.vision._device import bilinear, bilinear_taps, inside
 from tilecraft.vision.antialias import bilinear_normalize, fits, packed_rows
+from tilecraft.vision.boxes import box_scales, target_box
 from tilecraft.vision.color import byte_float, check_yuv420, words, yuv_to_rgb
 from tilecraft.vision.downscale import average_resize
-from tilecraft.vision.geometry import (
-    ZERO_TAPS,
-    _resize_taps,
-    _scale,
-    gather_channels,
-    letterbox_box,
-)
+from tilecraft.vision.geometry import ZERO_TAPS, _resize_taps, gather_channels
 from tilecraft.vision.layout import as_nchw, check_layout, new_image
 from tilecraft.vision.memory import constant, empty
 
@@ -423,10 +418,8 @@ def preprocess(
     _check_dtype(dtype)
     img = as_nchw(frames, layout)
     n, c, h, w = img.view.shape
-    if min(size) < 1:
-        raise ValueError(f"an output size is at least 1x1, not {size}")
-    box = letterbox_box((h, w), size) if letterbox else [0, 0, size[0], size[1]]
-    scales = (_scale(h, box[2]), _scale(w, box[3]))
+    box = target_box((h, w), size, letterbox)
+    scales = box_scales((h, w), box)
     out = _destination(out, (n, c, *size), dtype, frames.device, img.batched)
     peak = 255.0 if frames.dtype == torch.uint8 else 1.0
     mean_t, std_t = _stats(mean, c, frames.device), _stats(std, c, frames.device)
@@ -490,11 +483,9 @@ def preprocess_nv12(
     y, uv = (y, uv) if batched else (y[None], uv[None])
     u, v = uv[..., 0], uv[..., 1]
     check_yuv420(y, u, v)
-    if min(size) < 1:
-        raise ValueError(f"an output size is at least 1x1, not {size}")
     n, h, w = y.shape
-    box = letterbox_box((h, w), size) if letterbox else [0, 0, size[0], size[1]]
-    scales = (_scale(h, box[2]), _scale(w, box[3]))
+    box = target_box((h, w), size, letterbox)
+    scales = box_scales((h, w), box)
     out = _destination(out, (n, 3, *size), dtype, y.device, batched)
     mean_t, std_t = _stats(mean, 3, y.device), _stats(std, 3, y.device)
     chroma = words(uv)
