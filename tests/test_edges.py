@@ -154,7 +154,13 @@ def shifted_rows(x: torch.Tensor, out: torch.Tensor) -> None:
             tc.store(out, [i, tile_n.index], row + 1.0)
 
 
-def test_an_int_index_past_the_end_is_masked_in_both_modes() -> None:
+# (rows, cols): with 4 columns the column tile needs no mask, so the row's bound is the
+# access's only mask, a scalar (Triton's interpreter once rejected it as int32)
+ROW_SHAPES = [(3, 5), (3, 4), (1, 4), (0, 4), (3, 0)]
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_an_int_index_past_the_end_is_masked_in_both_modes(shape) -> None:
     """`tile.begin + 1` is an int in eager mode and a device value in compiled code: past
     the end of its dim, both read `other` and write nothing (eager mode once wrote such a
     store's values to row 0)."""
@@ -162,5 +168,59 @@ def test_an_int_index_past_the_end_is_masked_in_both_modes() -> None:
     def reference(x: torch.Tensor, out: torch.Tensor) -> None:
         out[1:] = x[1:] + 1.0
 
-    x = torch.randn(3, 5, device=DEVICE)
-    check_modes(shifted_rows, (x, torch.full((3, 5), -1.0, device=DEVICE)), reference)
+    x = torch.randn(shape, device=DEVICE)
+    check_modes(shifted_rows, (x, torch.full(shape, -1.0, device=DEVICE)), reference)
+
+
+@tc.kernel
+def next_row(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m, tile_n in tc.tile([m, n], block_size=[1, 4]):
+        row = tc.load(x, [tile_m.begin + 1, tile_n.index], other=-2.0)
+        out[tile_m.begin, tile_n] = row
+    return out
+
+
+@tc.kernel
+def add_next_row(x: torch.Tensor, out: torch.Tensor) -> None:
+    m, n = out.size()
+    for tile_m, tile_n in tc.tile([m, n], block_size=[1, 4]):
+        tc.atomic_add(out, [tile_m.begin + 1, tile_n.index], x[tile_m.begin, tile_n])
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_a_scalar_row_bound_alone_masks_loads_and_atomics(shape) -> None:
+    """A load and an atomic add whose only mask is a scalar row's bound (the next row,
+    past the end in the last program) read `other` and add nothing there."""
+
+    def next_reference(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x[1:], torch.full_like(x[:1], -2.0)])[: len(x)]
+
+    def add_reference(x: torch.Tensor, out: torch.Tensor) -> None:
+        out[1:] += x[:-1]
+
+    x = torch.randn(shape, device=DEVICE)
+    check_modes(next_row, (x,), next_reference)
+    check_modes(add_next_row, (x, torch.randn(shape, device=DEVICE)), add_reference)
+
+
+@tc.kernel
+def copy_flagged_rows(x: torch.Tensor, flags: torch.Tensor, out: torch.Tensor) -> None:
+    m, n = out.size()
+    for tile_m, tile_n in tc.tile([m, n], block_size=[1, 4]):
+        keep = flags[tile_m.begin] > 0
+        tc.store(out, [tile_m.begin, tile_n.index], x[tile_m.begin, tile_n], extra_mask=keep)
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (3, 5), (1, 4)], ids=["3x4", "3x5", "1x4"])
+def test_a_scalar_extra_mask_alone(shape) -> None:
+    """A scalar `extra_mask` on a store of a tile is a scalar mask like a row's bound."""
+
+    def reference(x: torch.Tensor, flags: torch.Tensor, out: torch.Tensor) -> None:
+        out[flags > 0] = x[flags > 0]
+
+    x, flags = torch.randn(shape, device=DEVICE), torch.tensor([1, 0, 1][: shape[0]])
+    check_modes(
+        copy_flagged_rows, (x, flags.to(DEVICE), torch.zeros(shape, device=DEVICE)), reference
+    )

@@ -279,16 +279,30 @@ def scalar_expr(index: Index, size: int, masks: list[str]) -> str:
 
 
 def full_mask(
-    w: KernelWriter, access: Access, masks: list[str], scalars: list[str], extra: Value | None
+    w: KernelWriter,
+    access: Access,
+    masks: list[str],
+    scalars: list[str],
+    extra: Value | None,
+    drop: int = 0,
 ) -> str | None:
-    """The mask of a pointer access: its tiles', its scalar indices' and the user's."""
-    parts = masks + ([] if extra is None else [w.operand(extra, access.dims, None)])
-    mask = " & ".join(parts) or None
-    if scalars:
-        # Triton's interpreter types `scalar & tile` as int32 (a rejected mask): select
-        ok = " & ".join(scalars)
-        mask = ok if mask is None else f"tl.where({ok}, {mask}, False)"
-    return mask
+    """The mask of a pointer access (on its tile without its first `drop` dims, as in
+    `pointer`): its tiles', its scalar indices' and the user's.
+
+    Scalar masks select over a tile mask, never stand alone on a tile: Triton's
+    interpreter broadcasts a scalar comparison (and types `scalar & tile`) as int32, a
+    mask it rejects."""
+    user = [] if extra is None else [w.operand(extra, access.dims, None)]
+    if extra is not None and extra.type.rank == 0:
+        scalars, user = scalars + user, []
+    mask = " & ".join(masks + user) or None
+    if not scalars:
+        return mask
+    ok = " & ".join(scalars)
+    dims = access.dims[drop:]
+    if mask is None and dims:
+        mask = f"tl.full({w.shape(dims)}, True, tl.int1)"
+    return ok if mask is None else f"tl.where({ok}, {mask}, False)"
 
 
 def tuned_eviction(w: KernelWriter, op: Op) -> str | None:
@@ -314,9 +328,10 @@ def load(w: KernelWriter, op: Op) -> None:
         pad = ', padding_option="zero"' if check else ""
         w.assign(op, f"tl.load({block_pointer(w, access)}{check}{pad}{hint})")
         return
-    ptr, masks, scalars = pointer(w, access, int(op.out in w.flat))
+    drop = int(op.out in w.flat)
+    ptr, masks, scalars = pointer(w, access, drop)
     masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
-    mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
+    mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"), drop)
     other = op.attrs.get("other")
     fill = "0" if other is None else w.operand(other, access.dims, access.param.dtype)
     if access.param.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) and fill == "0":
@@ -353,7 +368,7 @@ def flat_store(w: KernelWriter, op: Op, fn: str) -> None:
     access, value = op.args
     text = w.operand(value, access.dims[1:], access.param.dtype)
     ptr, masks, scalars = pointer(w, access, 1)
-    mask = full_mask(w, access, masks, scalars, None)
+    mask = full_mask(w, access, masks, scalars, None, 1)
     sem = op.attrs.get("sem")
     order = f", sem={sem!r}" if sem else ""
     w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
