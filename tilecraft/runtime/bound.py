@@ -111,7 +111,9 @@ class BoundKernel:
         self._run_host(fn)
         kernels = []
         for i, loop in enumerate(self.loops):
-            name = f"_{self.src.tree.name}_kernel{'' if i == 0 else i}"
+            # one leading underscore: inductor calls a kernel it launches from a class body,
+            # where Python would mangle a name that starts with two
+            name = f"_{self.src.tree.name.lstrip('_')}_kernel{'' if i == 0 else i}"
             compiler = DeviceCompiler(self.src, captured.get(i, {}), table, name)
             kernels.append(verify(compiler.compile(loop)))
         return Analysis(kernels, table, tunables, config)
