@@ -151,7 +151,8 @@ def test_a_kernel_that_would_tune_tunes_while_traced(monkeypatch) -> None:
     x = torch.randn(64, device="cuda")
     compiled = torch.compile(lambda x: op(x, 2.0), fullgraph=True)
     assert_close(compiled(x), x * 2)
-    assert len(tuned) == 1 and tuned[0][0].shape == x.shape  # on a stand-in of x
+    # on stand-ins of x (AOTAutograd traces twice; a real tuning's cached config ends it)
+    assert tuned and all(args[0].shape == x.shape and args[0] is not x for args in tuned)
     calls = _kernel_runs(monkeypatch, kernel)
     assert_close(compiled(x), x * 2)
     assert calls == []
