@@ -143,12 +143,15 @@ def _gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 @cuda
-def test_a_kernel_that_would_tune_tunes_while_traced(monkeypatch) -> None:
+def test_a_kernel_that_would_tune_tunes_while_traced(monkeypatch, tmp_path) -> None:
     kernel = tc.kernel(_scale.fn, autotune_effort="quick")
+    monkeypatch.setattr(kernel.settings, "cache_dir", tmp_path)  # nothing tuned before
     op = kernel.as_torch_op(f"tctest::inline_scale_{next(_ids)}")
     tuned: list[tuple] = []
     monkeypatch.setattr(tune, "autotune", lambda bound, args, *a, **k: tuned.append(args))
     x = torch.randn(64, device="cuda")
+    assert inline.traceable_launcher(kernel, (x, 2.0)) is not None
+    assert tuned
     compiled = torch.compile(lambda x: op(x, 2.0), fullgraph=True)
     assert_close(compiled(x), x * 2)
     # on stand-ins of x (AOTAutograd traces twice; a real tuning's cached config ends it)
