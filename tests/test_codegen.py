@@ -95,7 +95,7 @@ def test_reduction_loops_chunk_the_row(chunk, looped) -> None:
 @pytest.mark.parametrize(("dtype", "upcast"), [(torch.bfloat16, True), (torch.float32, False)])
 def test_bf16_math_is_done_in_float32(dtype, upcast) -> None:
     code = device_part(code_of(add, (37, 19), (37, 19), dtype=dtype))
-    assert (".to(tl.float32)" in code) == upcast
+    assert ("tl.float32" in code) == upcast  # a plain `.to`, or bits widened (interpreter)
 
 
 def test_block_sizes_are_constexprs_passed_by_the_launcher() -> None:

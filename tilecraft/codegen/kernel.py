@@ -278,8 +278,11 @@ class KernelWriter:
         assert op.out is not None
         (x,) = op.args
         target = op.out.type.dtype
-        if target == torch.bool:
-            self.assign(op, f"{x.name} != 0")
+        if target == torch.bool:  # bfloat16 widened first: the interpreter compares its bits
+            text = x.name
+            if x.type.dtype == torch.bfloat16:
+                text = convert(text, torch.bfloat16, torch.float32)
+            self.assign(op, f"{text} != 0")
         else:
             self.assign(op, convert(x.name, x.type.dtype, target))
 

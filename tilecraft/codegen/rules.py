@@ -48,7 +48,13 @@ def triton_interpret() -> bool:
 def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     """`text`, of dtype `src`, converted to `dst`. Triton's interpreter truncates float ->
     bfloat16 (and cannot convert ints to it): there, round to nearest even by hand, as
-    PyTorch and the GPU do."""
+    PyTorch and the GPU do. It also misreads bfloat16 subnormals (3e-39 became 3.7e-40,
+    1e-40 became 0): there, widen a bfloat16 by its bits (its bits are a float32's top half)."""
+    if src == torch.bfloat16 and triton_interpret():
+        wide = (
+            f"({text}.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)"
+        )
+        return wide if dst == torch.float32 else f"{wide}.to({tl_dtype(dst)})"
     if dst != torch.bfloat16 or src == torch.bfloat16:
         return f"{text}.to({tl_dtype(dst)})"
     wide = text if src == torch.float32 else f"{text}.to(tl.float32)"

@@ -1,0 +1,250 @@
+"""Differential test of the two CPU modes: each op users write in `tc.tile` loops, run
+eagerly (PyTorch) and compiled (Triton's interpreter), against PyTorch, in float32, half,
+bfloat16 and int32, on NaN, infinities, signed zeros, subnormals, huge and tiny values,
+lengths that are not multiples of the block (and 1 and 0).
+
+Where PyTorch's CPU kernels disagree with its own CUDA kernels, inputs are left out and
+the reason is written beside them (tilecraft follows the CUDA results there)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft.testing import check_modes
+
+INF, NAN = float("inf"), float("nan")
+SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, -7.0, 0.7, -0.7]
+SPECIAL += [1e-30, 1e30, 88.0, 1e-40, 3e-39, 65504.0, 70000.0, -3.5, 0.35, 1.4]  # 1e-40: subnormal
+INTS = [-7, -3, -1, 0, 1, 2, 3, 5, 31, 100, -(2**31), 2**31 - 1]
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+ALL = [*FLOATS, torch.int32]
+LENGTH = 37  # ragged against the block of 16
+
+UNARY = {
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "abs": torch.abs,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "round": torch.round,
+    "sign": torch.sign,
+    "pow2": lambda x: x**2,
+    "pow3": lambda x: torch.pow(x, 3),
+    "pow0": lambda x: x**0,
+    "pow-1": lambda x: x**-1.0,
+    "pow0.5": lambda x: x**0.5,
+    "pow-0.5": lambda x: x**-0.5,
+    "rpow": lambda x: 2.0**x,
+    "rpow_int": lambda x: 2**x,
+    "clamp": lambda x: torch.clamp(x, -1.0, 2.0),
+    "clamp_inverted": lambda x: torch.clamp(x, 2.0, 1.0),
+    "where": lambda x: torch.where(x > 0, x, 0.5),
+    "add": lambda x: x + 0.7,
+    "rsub": lambda x: 0.7 - x,
+    "mul": lambda x: x * 0.1,
+    "div": lambda x: x / 3,
+    "floordiv": lambda x: x // 0.7,
+    "floordiv_int": lambda x: x // -3,
+    "mod_int": lambda x: x % -3,
+    "to_bool": lambda x: x.bool(),
+    "to_int": lambda x: x.int(),
+    "to_half": lambda x: x.half(),
+    "to_bfloat16": lambda x: x.bfloat16(),
+}
+# int32 inputs only for ops where PyTorch allows them and they stay exact
+INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "clamp", "where", "add", "div"}
+INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt"}
+
+
+def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
+    """The special values of `dtype`, then random ones, `length` in all."""
+    special = torch.tensor(SPECIAL if dtype.is_floating_point else INTS, dtype=torch.float64)
+    noise = torch.randn(max(length - len(special), 0), dtype=torch.float64) * 5
+    full = torch.cat([special, noise])[:length]
+    return full.to(dtype) if dtype.is_floating_point else full.round().to(dtype)
+
+
+def defined(name: str, x: torch.Tensor) -> torch.Tensor:
+    """Inputs where PyTorch defines the result the same way on every device."""
+    if name == "to_int" and x.is_floating_point():  # C leaves NaN, inf, overflow undefined
+        return x[x.isfinite() & (x.abs() < 2**31)]
+    if name in ("mod", "fmod", "rmod") and x.is_floating_point():
+        wide = x.double()
+        return x[exact_quotients(0.7 / wide if name == "rmod" else wide / 0.7)]
+    if name in ("pow0.5", "pow-0.5") and x.dtype == torch.float16:
+        # PyTorch's CPU half kernel takes std::pow (pow(-inf, 0.5) = inf); its float32,
+        # bfloat16 and CUDA kernels take sqrt/rsqrt (NaN, and -inf at -0.0): tilecraft
+        # follows those
+        return x[(x != -INF) & ~((x == 0) & x.signbit())]
+    return x
+
+
+def exact_quotients(quotient: torch.Tensor) -> torch.Tensor:
+    """Where PyTorch's CPU fmod and remainder agree with C's fmod: its vectorized kernel
+    computes a - trunc(a / b) * b, NaN or inexact for quotients past 2**24 (fmod(1e30,
+    1e-30)); C's fmod, which Triton and PyTorch's CUDA kernels use, is exact."""
+    return ~quotient.isfinite() | (quotient.abs() <= 2**24)
+
+
+def tolerance(out: torch.Tensor) -> torch.dtype | None:
+    return out.dtype if out.dtype.is_floating_point else None
+
+
+@tc.kernel(config=tc.Config(block_sizes=[16]))
+def unary(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = UNARY[name]
+    out = torch.empty(x.shape, dtype=fn(x[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = fn(x[tile])
+    return out
+
+
+def unary_cases() -> list:
+    return [
+        pytest.param(n, d, id=f"{n}-{str(d)[6:]}")
+        for n in UNARY
+        for d in ALL
+        if d.is_floating_point or n in INTEGER_OPS
+    ]
+
+
+@pytest.mark.parametrize("name,dtype", unary_cases())
+def test_unary_ops_agree_with_pytorch(name: str, dtype: torch.dtype) -> None:
+    x = defined(name, values(dtype)).to(DEVICE)
+    check_modes(unary, (x, name), lambda x, n: UNARY[n](x), tolerance(UNARY[name](x)))
+
+
+BINARY = {
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+    "div": torch.div,
+    "floordiv": lambda x, y: x // y,
+    "remainder": torch.remainder,
+    "fmod": torch.fmod,
+    "pow": torch.pow,
+    "eq": torch.eq,
+    "where": lambda x, y: torch.where(x > y, x, y),
+}
+FLOAT_ONLY = {"pow"}
+
+
+@tc.kernel(config=tc.Config(block_sizes=[16]))
+def binary(x: torch.Tensor, y: torch.Tensor, name: str) -> torch.Tensor:
+    fn = BINARY[name]
+    out = torch.empty(x.shape, dtype=fn(x[:1], y[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = fn(x[tile], y[tile])
+    return out
+
+
+def pairs(name: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every pair of special values, less those PyTorch leaves undefined or computes
+    differently on its CPU."""
+    v = values(dtype, len(SPECIAL) if dtype.is_floating_point else len(INTS))
+    index = torch.tensor(list(itertools.product(range(len(v)), repeat=2)))
+    x, y = v[index[:, 0]], v[index[:, 1]]
+    if not dtype.is_floating_point and name in ("div", "floordiv", "remainder", "fmod"):
+        keep = y != 0  # PyTorch raises; a kernel cannot
+        if name != "div":  # -2**31 // -1 overflows: undefined in C
+            keep &= (x != -(2**31)) | (y != -1)
+        x, y = x[keep], y[keep]
+    if name in ("fmod", "remainder") and dtype.is_floating_point:
+        keep = exact_quotients(x.double() / y.double())
+        x, y = x[keep], y[keep]
+    return x.to(DEVICE), y.to(DEVICE)
+
+
+def binary_cases() -> list:
+    return [
+        pytest.param(n, d, id=f"{n}-{str(d)[6:]}")
+        for n in BINARY
+        for d in ALL
+        if d.is_floating_point or n not in FLOAT_ONLY
+    ]
+
+
+@pytest.mark.parametrize("name,dtype", binary_cases())
+def test_binary_ops_agree_with_pytorch(name: str, dtype: torch.dtype) -> None:
+    x, y = pairs(name, dtype)
+    fn = BINARY[name]
+    check_modes(binary, (x, y, name), lambda x, y, n: BINARY[n](x, y), tolerance(fn(x, y)))
+
+
+REDUCTIONS = {
+    "sum": lambda r: r.sum(1),
+    "amax": lambda r: r.amax(1),
+    "amin": lambda r: torch.amin(r, 1),
+    "max": lambda r: torch.max(r, 1).indices,
+    "argmax": lambda r: r.argmax(1),
+    "argmin": lambda r: torch.argmin(r, dim=1),
+    "mean": lambda r: r.mean(1),
+    "prod": lambda r: r.prod(1),
+    "cumsum": lambda r: r.cumsum(1),
+    "cumprod": lambda r: torch.cumprod(r, 1),
+}
+REDUCED = {  # the dtypes each runs in, besides float32
+    "sum": [torch.float16, torch.bfloat16, torch.int32],
+    "amax": [torch.bfloat16, torch.int32],
+    "amin": [torch.float16],
+    "argmax": [torch.float16, torch.int32],
+    "argmin": [torch.bfloat16],
+    "mean": [torch.float16, torch.bfloat16],
+    "prod": [torch.int32],
+    "cumsum": [torch.float16, torch.int32],
+}
+
+
+@tc.kernel(config=tc.Config(block_sizes=[4]))
+def rows(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = REDUCTIONS[name]
+    m, n = x.shape
+    out = torch.empty([m, *fn(x[:1]).shape[1:]], dtype=fn(x[:1]).dtype, device=x.device)
+    for tile in tc.tile(m):
+        out[tile] = fn(x[tile, :])
+    return out
+
+
+def matrix(shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """Random rows, and where there is room: a NaN, a row of NaN, a row of -inf, both
+    infinities in one row, a tie for the max, signed zeros."""
+    x = torch.randn(shape, dtype=torch.float64) * 3
+    if shape[0] > 5 and shape[1] > 2:
+        x[1, 2], x[4, :], x[2, :] = NAN, NAN, -INF
+        x[3, 0], x[3, -1] = INF, -INF
+        x[0, 1] = x[0, 5] = x[0].max()
+        x[5, :2] = torch.tensor([0.0, -0.0])
+    if not dtype.is_floating_point:
+        return x.nan_to_num(0, 9, -9).round().to(dtype)
+    return x.to(dtype)
+
+
+def reduction_cases() -> list:
+    return [
+        pytest.param(n, d, id=f"{n}-{str(d)[6:]}")
+        for n in REDUCTIONS
+        for d in [torch.float32, *REDUCED.get(n, [])]
+    ]
+
+
+@pytest.mark.parametrize("name,dtype", reduction_cases())
+def test_reductions_and_scans_agree_with_pytorch(name: str, dtype: torch.dtype) -> None:
+    for shape in [(7, 37), (1, 1)]:
+        x = matrix(shape, dtype).to(DEVICE)
+        expected = REDUCTIONS[name](x)
+        check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x), tolerance(expected))
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "cumsum"])
+def test_reductions_of_empty_rows_and_no_rows(name: str) -> None:
+    for shape in [(4, 0), (0, 5)]:
+        x = torch.randn(shape, device=DEVICE)
+        check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x))
