@@ -15,6 +15,7 @@ import torch
 from conftest import DEVICE
 
 import tilecraft as tc
+from tilecraft.exc import UnsupportedOperation
 from tilecraft.testing import check_modes
 
 INF, NAN = float("inf"), float("nan")
@@ -40,6 +41,7 @@ UNARY = {
     "pow2": lambda x: x**2,
     "pow3": lambda x: torch.pow(x, 3),
     "pow0": lambda x: x**0,
+    "pow100": lambda x: x**100,
     "pow-1": lambda x: x**-1.0,
     "pow0.5": lambda x: x**0.5,
     "pow-0.5": lambda x: x**-0.5,
@@ -61,7 +63,7 @@ UNARY = {
     "to_bfloat16": lambda x: x.bfloat16(),
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
-INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "clamp", "where", "add", "div"}
+INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
 INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt"}
 
 
@@ -248,3 +250,12 @@ def test_reductions_of_empty_rows_and_no_rows(name: str) -> None:
     for shape in [(4, 0), (0, 5)]:
         x = torch.randn(shape, device=DEVICE)
         check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x))
+
+
+def test_integer_powers_stay_integers() -> None:
+    """`x ** 100` of an int tile wraps as PyTorch's does (it went through float32: a float
+    result, saturated); `2 ** tile` of an int tile, an integer in PyTorch, is refused."""
+    x = values(torch.int32).to(DEVICE)
+    assert unary(x, "pow100").dtype == torch.int32
+    with pytest.raises(UnsupportedOperation, match="integer power"):
+        unary(x, "rpow_int")

@@ -141,7 +141,8 @@ def _pow(b: Builder, x: Operand, y: Operand) -> Value:
             raise UnsupportedOperation("a tile exponent needs float tiles: cast with .float()")
         out = b.elementwise("pow", x, y, dtype=promote(x, y))
         return _scalar_special_cases(b, x, y, out) if y.type.rank == 0 else out
-    if float(y).is_integer() and abs(y) <= 64:
+    integers = isinstance(y, int) and not x.type.dtype.is_floating_point  # exact, wrapping
+    if integers or (float(y).is_integer() and abs(y) <= 64):
         return _integer_pow(b, x, int(y), float_exponent=isinstance(y, float))
     if y == 0.5:
         return OPS["sqrt"](b, x)
@@ -187,9 +188,16 @@ def _integer_pow(b: Builder, x: Value, n: int, float_exponent: bool) -> Value:
 
 
 def _scalar_pow(b: Builder, base: Operand, y: Operand) -> Value:
-    """`c ** tile`: exp2(y * log2(c)) for a positive constant base."""
+    """`c ** tile`: exp2(y * log2(c)) for a positive constant base. An int to the power of
+    an integer tile is an integer in PyTorch (wrapping): refused, not rounded through floats."""
     if not isinstance(y, Value) or not isinstance(base, (int, float)) or base <= 0:
         raise UnsupportedOperation("`c ** tile` needs a positive constant base c", b.loc)
+    if not isinstance(base, float) and not y.type.dtype.is_floating_point:
+        raise UnsupportedOperation(
+            f"`{base} ** tile` of an integer tile is an integer power: write the base as a"
+            f" float ({float(base)!r}) or cast the tile with .float()",
+            b.loc,
+        )
     yf = b.cast(y, compute_dtype(promote(y, 1.0)))
     out = OPS["exp2"](b, b.elementwise("mul", yf, math.log2(base)))
     return b.cast(out, promote(y, 1.0))  # type: ignore[return-value]
