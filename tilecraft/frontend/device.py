@@ -32,6 +32,7 @@ from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.operators import BINOPS, Operators
 from tilecraft.frontend.ops import OPS, lookup, unsupported
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
+from tilecraft.frontend.signatures import check_arguments
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel, Param, Value
 from tilecraft.ir.types import TileType, broadcast_dims
@@ -425,6 +426,7 @@ class DeviceCompiler(Loops, Operators):
             raise UnsupportedOperation(unsupported(name))
         args = [self._argument(a) for a in args]
         kwargs = {k: self._argument(v) for k, v in kwargs.items()}
+        check_arguments(name, OPS[name], args, kwargs)
         return OPS[name](self.b, *args, **kwargs)
 
     # -- host values as operands ----------------------------------------------------

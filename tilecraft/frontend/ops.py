@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
-from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.builder import LOW_PRECISION, Builder, Operand, compute_dtype, promote
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.ops import OPDEFS, OpDef, Result, is_elementwise
 
@@ -123,11 +123,61 @@ def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
     return b.cast(b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x.type.dtype)  # type: ignore[return-value]
 
 
-@op("div", "true_divide")
-def _div(b: Builder, x: Operand, y: Operand) -> Value:
+@op("true_divide")
+def _true_divide(b: Builder, x: Operand, y: Operand) -> Value:
     if promote(x, y).is_floating_point:
         return b.elementwise("truediv", x, y)
     return b.elementwise("truediv", x, y, dtype=torch.float32, compute=torch.float32)
+
+
+ROUNDING_MODES = (None, "trunc", "floor")
+
+
+@op("div", "divide")
+def _div(b: Builder, x: Operand, y: Operand, *, rounding_mode: str | None = None) -> Value:
+    """`torch.div`: true division, or its quotient rounded toward zero ("trunc") or down
+    ("floor", which is `x // y`), integers staying integers."""
+    if rounding_mode not in ROUNDING_MODES:
+        raise UnsupportedOperation(
+            f"div(rounding_mode={rounding_mode!r}): PyTorch takes 'trunc', 'floor' or None", b.loc
+        )
+    if rounding_mode is None:
+        return _true_divide(b, x, y)
+    if promote(x, y) == torch.bool:
+        raise DtypeError(
+            f"div(rounding_mode={rounding_mode!r}) of bools (PyTorch refuses too)", b.loc
+        )
+    if rounding_mode == "floor":
+        return OPS["floordiv"](b, x, y)  # type: ignore[no-any-return]
+    if promote(x, y) in LOW_PRECISION:  # its quotient rounded to 16 bits, then truncated
+        return OPS["trunc"](b, _true_divide(b, x, y))  # type: ignore[no-any-return]
+    return OPS["truncdiv"](b, x, y)  # type: ignore[no-any-return]
+
+
+@op("round")
+def _round(b: Builder, x: Value, *, decimals: int = 0) -> Value:
+    """`torch.round(x, decimals=n)` as PyTorch computes it, in float32 for 16-bit floats:
+    round(x * 10**n) / 10**n, or round(x / 10**-n) * 10**-n for a negative n (halves to
+    even, and what the scaling overflows or rounds away, too)."""
+    if type(decimals) is not int:
+        raise UnsupportedOperation(f"round(decimals={decimals!r}) needs a constant int", b.loc)
+    if decimals == 0 or not isinstance(x, Value):
+        return b.elementwise("round", x)
+    if not x.type.dtype.is_floating_point:
+        raise DtypeError(
+            f"round(decimals=...) of a {x.type.dtype} tile (PyTorch refuses too)", b.loc
+        )
+    scale = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
+    wide = b.cast(x, compute_dtype(x.type.dtype))
+    if decimals > 0:
+        out = b.elementwise(
+            "truediv", b.elementwise("round", b.elementwise("mul", wide, scale)), scale
+        )
+    else:
+        out = b.elementwise(
+            "mul", b.elementwise("round", b.elementwise("truediv", wide, scale)), scale
+        )
+    return b.cast(out, x.type.dtype)  # type: ignore[return-value]
 
 
 @op("pow", "float_power")
@@ -301,9 +351,11 @@ def reduce_dims(b: Builder, kind: str, x: Value, dim: Any, keepdim: bool) -> Val
 
 
 def _reducer(kind: str) -> Handler:
-    def handler(b: Builder, x: Value, dim: Any = None, keepdim: bool = False, **kw: Any) -> Any:
-        if kw.get("dtype") is not None:
-            x = b.cast(x, kw["dtype"])  # type: ignore[assignment]
+    def handler(
+        b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+    ) -> Any:
+        if dtype is not None:
+            x = b.cast(x, dtype)  # type: ignore[assignment]
         for axis in axes_of(b, x, dim):
             _check_not_empty(b, kind, x, axis)
         return reduce_dims(b, kind, x, dim, keepdim)
@@ -367,7 +419,12 @@ def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) ->
 
 @op("softmax")
 def _softmax(
-    b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None, **_: Any
+    b: Builder,
+    x: Value,
+    dim: int = -1,
+    dtype: torch.dtype | None = None,
+    *,
+    _stacklevel: int = 3,
 ) -> Value:
     _, exp, total = _softmax_parts(b, x, dim, dtype)
     return b.cast(b.elementwise("truediv", exp, total), dtype or x.type.dtype)  # type: ignore[return-value]
@@ -375,7 +432,12 @@ def _softmax(
 
 @op("log_softmax")
 def _log_softmax(
-    b: Builder, x: Value, dim: int = -1, dtype: torch.dtype | None = None, **_: Any
+    b: Builder,
+    x: Value,
+    dim: int = -1,
+    dtype: torch.dtype | None = None,
+    *,
+    _stacklevel: int = 3,
 ) -> Value:
     shifted, _, total = _softmax_parts(b, x, dim, dtype)
     out = b.elementwise("sub", shifted, OPS["log"](b, total))

@@ -104,8 +104,9 @@ def _divide(b: Builder, total: Value, n: Operand) -> Value:
 
 
 @op("mean")
-def _mean(b: Builder, x: Value, dim: Any = None, keepdim: bool = False, **kw: Any) -> Value:
-    dtype = kw.get("dtype")
+def _mean(
+    b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Value:
     if not (dtype or x.type.dtype).is_floating_point:
         raise UnsupportedOperation(
             f"mean of a {x.type.dtype} tile: give dtype= or cast it with .float()", b.loc
@@ -152,16 +153,31 @@ def _var(
 
 
 @op("var_mean")
-def _var_mean(b: Builder, x: Value, *args: Any, **kw: Any) -> tuple[Value, Value]:
+def _var_mean(
+    b: Builder,
+    x: Value,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: float | None = None,
+) -> tuple[Value, Value]:
     """`(var, mean)`, as torch.var_mean."""
-    dim = args[0] if args else kw.get("dim")
-    keepdim = kw.get("keepdim", args[2] if len(args) > 2 else False)
-    return _var(b, x, *args, **kw), _mean(b, _float(b, x), dim, keepdim)
+    if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # var_mean(x, 1)
+        dim, unbiased = unbiased, None
+    var = _var(b, x, dim, unbiased, keepdim, correction)
+    return var, _mean(b, _float(b, x), dim, keepdim)
 
 
 @op("std")
-def _std(b: Builder, x: Value, *args: Any, **kw: Any) -> Value:
-    out = _var(b, _float(b, x), *args, **kw)
+def _std(
+    b: Builder,
+    x: Value,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: float | None = None,
+) -> Value:
+    out = _var(b, _float(b, x), dim, unbiased, keepdim, correction)
     return b.cast(OPS["sqrt"](b, out), _result_dtype(x, None))  # type: ignore[return-value]
 
 

@@ -114,14 +114,24 @@ def _trunc(a: str) -> str:
     return f"tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))"
 
 
-def _round(d: torch.dtype, a: str) -> str:
-    """Round half to even (torch.round); floats this large are integers already."""
+FLOAT_ROUND = """def {name}(a):
+    # round half to even (torch.round), exact: a - floor(a) is exact below 2**mantissa,
+    # where floats are integers already; a zero result keeps a's sign (round(-0.3) = -0.0)
+    low = tl.floor(a)
+    fraction = a - low
+    up = (fraction > 0.5) | ((fraction == 0.5) & (low % 2 != 0))
+    rounded = tl.where(up, low + 1, low)
+    rounded = tl.where(rounded == 0, a * 0.0, rounded)
+    return tl.where(tl.abs(a) >= {exact}, a, rounded)
+"""
+
+
+def _round_helper(d: torch.dtype) -> str | None:
+    """Round half to even for floats (integers are their own rounding: no helper)."""
     if not is_float(d):
-        return a
+        return None
     exact = 2.0**52 if d == torch.float64 else 2.0**23
-    r = f"tl.floor({a} + 0.5)"
-    even = f"tl.where(({r} - {a} == 0.5) & ({r} % 2 != 0), {r} - 1, {r})"
-    return f"tl.where(tl.abs({a}) >= {exact}, {a}, {even})"
+    return FLOAT_ROUND.replace("{exact}", repr(exact))
 
 
 def _sign(d: torch.dtype, a: str) -> str:
@@ -229,6 +239,27 @@ define(
     eager=torch.floor_divide,
     helper=lambda d: FLOAT_FLOORDIV if is_float(d) else None,
 )
+
+
+def _truncdiv(d: torch.dtype, a: str, b: str) -> str:
+    """`torch.div(a, b, rounding_mode="trunc")`. Integers: Triton's `//`, which truncates as
+    C's division does (by zero: what `//` gives, 0 under Triton's interpreter, undefined
+    on a GPU; PyTorch raises). Floats: the correctly rounded quotient (Triton's `/` may be
+    off by an ulp on a GPU, which would move a quotient across an integer), truncated."""
+    if not is_float(d):
+        return f"{a} // {b}"
+    return _trunc(f"tl.div_rn({a}, {b})")
+
+
+# 16-bit floats are not divided by this op but by `truediv` then `trunc` (the frontend's
+# `div`): PyTorch's CUDA kernel rounds their quotient to 16 bits before truncating it
+define(
+    "truncdiv",
+    E,
+    arity=2,
+    emit=_truncdiv,
+    eager=lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+)
 define("mod", E, arity=2, emit=_remainder, eager=torch.remainder)
 define("fmod", E, arity=2, emit=_fmod, eager=torch.fmod, torch_names=("fmod",))
 define(
@@ -277,7 +308,14 @@ define(
     eager=torch.trunc,
     torch_names=("trunc", "fix"),
 )
-define("round", E, emit=_round, eager=torch.round, torch_names=("round",))
+define(
+    "round",
+    E,
+    emit=lambda d, a: a,
+    eager=torch.round,
+    torch_names=("round",),
+    helper=_round_helper,
+)
 
 TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
     "exp": (_call("tl.exp"), torch.exp),
