@@ -57,6 +57,15 @@ UNARY = {
     "floordiv": lambda x: x // 0.7,
     "floordiv_int": lambda x: x // -3,
     "mod_int": lambda x: x % -3,
+    "div_trunc": lambda x: torch.div(x, -0.5, rounding_mode="trunc"),
+    "div_trunc_int": lambda x: torch.div(x, -3, rounding_mode="trunc"),
+    "div_floor": lambda x: x.div(0.25, rounding_mode="floor"),
+    "div_floor_int": lambda x: x.div(3, rounding_mode="floor"),
+    "round1": lambda x: torch.round(x, decimals=1),
+    "round3": lambda x: x.round(decimals=3),
+    "round-1": lambda x: torch.round(x, decimals=-1),
+    "round-2": lambda x: torch.round(x, decimals=-2),
+    "round50": lambda x: torch.round(x, decimals=50),  # 10**50 overflows float32: NaN
     "to_bool": lambda x: x.bool(),
     "to_int": lambda x: x.int(),
     "to_half": lambda x: x.half(),
@@ -65,6 +74,7 @@ UNARY = {
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
 INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt"}
+INTEGER_OPS |= {"div_trunc_int", "div_floor_int"}
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
@@ -130,6 +140,10 @@ BINARY = {
     "minimum": torch.minimum,
     "div": torch.div,
     "floordiv": lambda x, y: x // y,
+    "div_trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+    "div_floor": lambda x, y: x.div(y, rounding_mode="floor"),
+    "floor_divide": torch.floor_divide,
+    "true_divide": torch.true_divide,
     "remainder": torch.remainder,
     "fmod": torch.fmod,
     "pow": torch.pow,
@@ -137,6 +151,8 @@ BINARY = {
     "where": lambda x, y: torch.where(x > y, x, y),
 }
 FLOAT_ONLY = {"pow"}
+INT64 = {"div_trunc", "div_floor", "floor_divide", "true_divide"}  # also run in int64
+DIVISIONS = {"div", "floordiv", "remainder", "fmod", *INT64}
 
 
 @tc.kernel(config=tc.Config(block_sizes=[16]))
@@ -154,22 +170,34 @@ def pairs(name: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     v = values(dtype, len(SPECIAL) if dtype.is_floating_point else len(INTS))
     index = torch.tensor(list(itertools.product(range(len(v)), repeat=2)))
     x, y = v[index[:, 0]], v[index[:, 1]]
-    if not dtype.is_floating_point and name in ("div", "floordiv", "remainder", "fmod"):
+    if not dtype.is_floating_point and name in DIVISIONS:
         keep = y != 0  # PyTorch raises; a kernel cannot
-        if name != "div":  # -2**31 // -1 overflows: undefined in C
+        if name not in ("div", "true_divide"):  # -2**31 // -1 overflows: undefined in C
             keep &= (x != -(2**31)) | (y != -1)
         x, y = x[keep], y[keep]
     if name in ("fmod", "remainder") and dtype.is_floating_point:
         keep = exact_quotients(x.double() / y.double())
         x, y = x[keep], y[keep]
+    if name == "div_trunc" and dtype in (torch.float16, torch.bfloat16):
+        keep = rounded_first(x, y)
+        x, y = x[keep], y[keep]
     return x.to(DEVICE), y.to(DEVICE)
+
+
+def rounded_first(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Where PyTorch's CPU and CUDA kernels agree on a 16-bit trunc division: the CPU
+    truncates the float32 quotient, CUDA that quotient rounded to 16 bits (2.9995 in half
+    is 3), which tilecraft follows."""
+    quotient = x.float() / y.float()
+    cpu, cuda = quotient.trunc().to(x.dtype), quotient.to(x.dtype).trunc()
+    return (cpu == cuda) | (cpu.isnan() & cuda.isnan())
 
 
 def binary_cases() -> list:
     return [
         pytest.param(n, d, id=f"{n}-{str(d)[6:]}")
         for n in BINARY
-        for d in ALL
+        for d in [*ALL, *([torch.int64] if n in INT64 else [])]
         if d.is_floating_point or n not in FLOAT_ONLY
     ]
 
