@@ -216,3 +216,13 @@ def test_bad_rounding_arguments_are_clean_errors() -> None:
     assert type(error) is exc.UnsupportedOperation and "`round`" in str(error)
     error = raised(divide_up, x)
     assert type(error) is exc.UnsupportedOperation and "rounding_mode='up'" in str(error)
+
+
+@pytest.mark.parametrize("decimals", [39, -40, 400])
+def test_scales_past_float32_overflow_as_in_pytorch(decimals: int) -> None:
+    """10**39 is inf in float32, so PyTorch's float32 round(x, decimals=39) is NaN: the
+    generated code multiplies by inf, not by a constant Triton would read as a float64."""
+    x = torch.tensor([1.25, -0.0, 3e30, float("nan")], device=DEVICE)
+    check_modes(round_to, (x, decimals), lambda x, n: torch.round(x, decimals=n))
+    code = round_to.bind((x, decimals)).to_triton_code()
+    assert 'float("inf")' in code and "e+" not in code

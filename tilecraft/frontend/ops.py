@@ -167,8 +167,8 @@ def _round(b: Builder, x: Value, *, decimals: int = 0) -> Value:
         raise DtypeError(
             f"round(decimals=...) of a {x.type.dtype} tile (PyTorch refuses too)", b.loc
         )
-    scale = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
     wide = b.cast(x, compute_dtype(x.type.dtype))
+    scale = _power_of_ten(abs(decimals), wide.type.dtype)  # type: ignore[union-attr]
     if decimals > 0:
         out = b.elementwise(
             "truediv", b.elementwise("round", b.elementwise("mul", wide, scale)), scale
@@ -178,6 +178,14 @@ def _round(b: Builder, x: Value, *, decimals: int = 0) -> Value:
             "mul", b.elementwise("round", b.elementwise("truediv", wide, scale)), scale
         )
     return b.cast(out, x.type.dtype)  # type: ignore[return-value]
+
+
+def _power_of_ten(n: int, dtype: torch.dtype) -> float:
+    """10**n as PyTorch holds it in `dtype` (float32: inf past 10**38). Rounded here: Triton
+    reads a Python float beyond float32's range as a float64, whose product would not
+    overflow as PyTorch's does."""
+    exact = 10.0**n if n <= 308 else math.inf
+    return float(torch.tensor(exact, dtype=torch.float64).to(dtype).item())
 
 
 @op("pow", "float_power")

@@ -13,9 +13,7 @@ from typing import Any
 
 from tilecraft.exc import UnsupportedOperation
 
-# a handler's own parameters that no user passes: the builder, and bound defaults
-# (`lambda b, x, _d=torch.float16: ...`)
-HIDDEN = "b"
+HIDDEN = "b"  # the builder, every handler's first parameter, which no user passes
 KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
 
 
