@@ -190,7 +190,6 @@ def _norm(
     keepdim: bool = False,
     dtype: torch.dtype | None = None,
     ord: Any = None,
-    **_: Any,
 ) -> Value:
     """The vector p-norm: p = 2 ("fro"), 1, inf, -inf, 0 or any other number."""
     p = ord if ord is not None else p
