@@ -189,6 +189,7 @@ POW = """def {name}(a, b):
     # C's pow (as torch.pow): |a|^b, negated for an odd integer b and a negative a (-0.0
     # too), NaN for a fractional b of a finite negative a; 1 where b == 0, a == 1, or
     # a == -1 and b is infinite
+    b = b * 1.0  # a float exponent of integral value can reach here as an int constant
     mag = tl.exp2(tl.log2(tl.abs(a)) * b)
     whole = tl.where(tl.floor(b * 0.5) * 2 != b, -mag, mag)
     fraction = tl.where((a == -float("inf")) | (a == 0), mag, float("nan"))
