@@ -97,12 +97,26 @@ def defined(name: str, x: torch.Tensor) -> torch.Tensor:
         # bfloat16 and CUDA kernels take sqrt/rsqrt (NaN, and -inf at -0.0): tilecraft
         # follows those
         return x[(x != -INF) & ~((x == 0) & x.signbit())]
+    if DEVICE == "cuda" and name in DEVICE_DEPENDENT:
+        x = x[same_on_cpu_and_cuda(UNARY[name], x)]
     if DEVICE == "cuda" and x.is_floating_point():
         # Triton's compiled code flushes float32 subnormals to zero (as Inductor's does);
         # PyTorch's CUDA kernels keep them: a known GPU difference, left out here
         tiny = torch.finfo(torch.float32).tiny
         return x[(x == 0) | ~(x.float().abs() < tiny)]
     return x
+
+
+# PyTorch's CPU kernels scale by 10**n in wider precision than its CUDA kernels (0.35
+# rounds to 0.3 on the CPU, 0.4 on CUDA; 16-bit values past 6550 overflow only on CUDA),
+# and its CPU and CUDA remainders of 16-bit values near 1e30 differ: tilecraft follows the
+# CPU, and on CUDA these ops are checked where PyTorch's two devices agree
+DEVICE_DEPENDENT = {"round1", "round3", "round-1", "round-2", "mod_int"}
+
+
+def same_on_cpu_and_cuda(fn, x: torch.Tensor) -> torch.Tensor:
+    cpu, cuda = fn(x.cpu()), fn(x.cuda()).cpu()
+    return (cpu == cuda) | (cpu.isnan() & cuda.isnan())
 
 
 def exact_quotients(quotient: torch.Tensor) -> torch.Tensor:
@@ -275,7 +289,10 @@ def test_reductions_and_scans_agree_with_pytorch(name: str, dtype: torch.dtype) 
     for shape in [(7, 37), (1, 1)]:
         x = matrix(shape, dtype).to(DEVICE)
         expected = REDUCTIONS[name](x)
-        check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x), tolerance(expected))
+        # a scan's rounding error scales with its running sum, not with each output: a
+        # half cumsum crossing zero is held to bfloat16's absolute tolerance
+        tol = torch.bfloat16 if (name, dtype) == ("cumsum", torch.float16) else tolerance(expected)
+        check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x), tol)
 
 
 @pytest.mark.parametrize("name", ["sum", "mean", "prod", "cumsum"])
