@@ -171,11 +171,18 @@ FLOAT_FLOORDIV = """def {name}(a, b):
 """
 
 
+HALF_NAMES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
+
+
 def _fmod(d: torch.dtype, a: str, b: str) -> str:
     """C's fmod (torch.fmod): Triton's `%`, exact, but on an NVIDIA GPU it gave a number
-    for an infinite dividend, where fmod is NaN."""
+    for an infinite dividend, where fmod is NaN; its 16-bit `%` there divides approximately
+    (1e30 % -3 in bfloat16 came out near 4e22), so 16-bit operands take float32's."""
     if not d.is_floating_point:
         return f"{a} % {b}"
+    if d in HALF_NAMES:
+        wide = _fmod(torch.float32, f"tl.cast({a}, tl.float32)", f"tl.cast({b}, tl.float32)")
+        return f"({wide}).to({HALF_NAMES[d]})"
     return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
 
 
