@@ -32,11 +32,12 @@ def _inputs(x_shape, kernel, dtype=torch.float32):
     return x, w.to(dtype), torch.randn(channels, device=DEVICE).to(dtype)
 
 
-def _run(mode, x, w, b, stream, activation=None, residual=None, **options):
-    """conv2d's depthwise kernel with `stream_rows=stream`: (output, pre-activation)."""
+def _run(mode, x, w, b, stream, activation=None, residual=None, ahead=None, **options):
+    """conv2d's depthwise kernel with `stream_rows=stream` (and `stream_ahead=ahead`):
+    (output, pre-activation)."""
     _, args = plan(x, w, b, groups=x.size(1), activation=activation, residual=residual,
                    **options)  # fmt: skip
-    config = tc.Config(block_sizes=BLOCKS, stream_rows=stream, num_warps=2)
+    config = tc.Config(block_sizes=BLOCKS, stream_rows=stream, stream_ahead=ahead, num_warps=2)
     return mode(tc.kernel(dw.conv2d_depthwise.fn, config=config))(*args)
 
 
@@ -74,6 +75,17 @@ def test_stream_rows_epilogue(mode, stream) -> None:
     out, pre = _run(mode, x, w, b, stream, activation="silu", residual=r, padding=1)
     torch.testing.assert_close(pre, ref + r, **TOLERANCES[torch.float32])
     torch.testing.assert_close(out, F.silu(ref + r), **TOLERANCES[torch.float32])
+
+
+@pytest.mark.parametrize(("stream", "ahead"), [(4, 0), (4, 2), (8, 2)])
+def test_stream_ahead(mode, stream, ahead) -> None:
+    """Input rows loaded 0 or 2 rows ahead of the row being summed (1 by default): the
+    same sums, dilated rows too (whose window spans more rows), ragged last runs."""
+    for options in ({"padding": 1}, {"padding": (2, 1), "dilation": (2, 1)}):
+        x, w, b = _inputs((2, 5, 9, 6), (3, 3))
+        out, _ = _run(mode, x, w, b, stream, ahead=ahead, **options)
+        want = _reference(x, w, b, **options)
+        torch.testing.assert_close(out, want, **TOLERANCES[torch.float32])
 
 
 @pytest.mark.parametrize("stream", STREAMS)
@@ -122,8 +134,9 @@ def test_stream_rows_reads_each_input_row_once() -> None:
 
 
 def test_stream_rows_refused_configs() -> None:
-    """Strided convolutions (either direction) and streaming with row tiles are refused
-    (InvalidConfig: the tuner skips the config); the other tilings still run them."""
+    """Strided convolutions (either direction), streaming with row tiles and rows ahead
+    without streaming are refused (InvalidConfig: the tuner skips the config); the other
+    tilings still run strided convolutions."""
     x, w, b = _inputs((1, 4, 7, 5), (3, 3))
     for stride in (2, (2, 1), (1, 2)):
         _, args = plan(x, w, b, stride=stride, padding=1, groups=4)
@@ -131,9 +144,11 @@ def test_stream_rows_refused_configs() -> None:
         with pytest.raises(InvalidConfig, match="stride 1"):
             bound.to_triton_code(tc.Config(block_sizes=BLOCKS, stream_rows=4))
         bound.to_triton_code(tc.Config(block_sizes=BLOCKS, tile_rows=2))
-    _, args = plan(x, w, b, padding=1, groups=4)
+    bound = dw.conv2d_depthwise.bind(plan(x, w, b, padding=1, groups=4)[1])
     with pytest.raises(InvalidConfig, match="exclude"):
-        dw.conv2d_depthwise.bind(args).to_triton_code(tc.Config(stream_rows=4, tile_rows=2))
+        bound.to_triton_code(tc.Config(stream_rows=4, tile_rows=2))
+    with pytest.raises(InvalidConfig, match="stream_ahead=2 needs"):
+        bound.to_triton_code(tc.Config(stream_ahead=2))
 
 
 def test_stream_rows_refused_in_eager_mode(mode) -> None:

@@ -10,7 +10,7 @@ only) a block of columns that walks down `stream_rows` output rows, keeping the 
 has read: each output row then reads one new input row (its `kernel_w` shifted tiles) instead
 of `kernel_h`, so a program reads each pixel once per column shift rather than `kernel_h`
 times. The walk is unrolled while compiling: the rolling window of input rows is a list of
-tiles that lives in registers.
+tiles that lives in registers, loaded `stream_ahead` rows ahead of the row being summed.
 """
 
 from __future__ import annotations
@@ -34,11 +34,18 @@ from tilecraft.nn.conv2d_kernels import (
 DEPTHWISE_ROWS = Choice(1, 2, 4, 8)
 # output rows a streaming program walks down (0: no streaming, the default)
 STREAM_ROWS = Choice(0, 4, 8, 16)
+# input rows a streaming program loads ahead of the output row it sums: their loads are in
+# flight while it sums and stores that row (stores end the reordering of loads, which might
+# read what they write); each costs kernel_w tiles of registers
+STREAM_AHEAD = Choice(1, 0, 2)
 
 
-def check_stream(stream: int, rows: int, strides: tuple[int, int]) -> None:
+def check_stream(stream: int, ahead: int, rows: int, strides: tuple[int, int]) -> None:
     """Streaming rows needs stride 1 (one new input row per output row), and replaces the
-    tiles of rows: a config asking for more is refused, so the tuner skips it."""
+    tiles of rows; `stream_ahead` means nothing without it. A config asking for more is
+    refused, so the tuner skips it."""
+    if not stream and ahead != STREAM_AHEAD.values[0]:
+        raise InvalidConfig(f"stream_ahead={ahead} needs stream_rows > 0")
     if stream and strides != (1, 1):
         raise InvalidConfig(f"stream_rows={stream} needs stride 1, not {strides}")
     if stream and rows > 1:
@@ -108,8 +115,9 @@ def conv2d_depthwise(
     rows by a block of columns, whose taps read a smaller halo of pixels around the tile
     (fewer pixels re-read from L2 by neighbouring tiles, no per-position division).
     `stream_rows` > 0 (stride 1) has each program walk that many output rows of a block of
-    columns, one row at a time, reading each input row once (see the module's docstring);
-    its blocks of columns and channels are the last two `block_sizes`."""
+    columns, one row at a time, reading each input row once (see the module's docstring),
+    `stream_ahead` input rows ahead of the row it sums; its blocks of columns and channels
+    are the last two `block_sizes`."""
     batch, channels, height, width = x.size()
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
@@ -118,7 +126,8 @@ def conv2d_depthwise(
     flags = (act, has_bias, has_residual)
     rows = tc.register_tunable("tile_rows", DEPTHWISE_ROWS)
     stream = tc.register_tunable("stream_rows", STREAM_ROWS)
-    check_stream(stream, rows, (stride_h, stride_w))
+    ahead = tc.register_tunable("stream_ahead", STREAM_AHEAD)
+    check_stream(stream, ahead, rows, (stride_h, stride_w))
     flat = batch * out_h * out_w if rows == 1 and stream == 0 else 0  # (no programs if not)
     for tile_m, tile_c in tc.tile([flat, channels]):
         image, oh, ow = _positions(tile_m.index, out_h, out_w)
@@ -158,10 +167,12 @@ def conv2d_depthwise(
         weights = _tap_weights(filters, tile_c, kernel_h * kernel_w)
         shifts = (tile_w.index, kernel_w, (stride_w, dil_w, pad_w))
         window: list[Any] = []  # window[k]: the shifted tiles of input row `top + k`
-        for k in range(reach + stream):  # each output row reads one more input row
-            window = window + [_row_taps(x, (image, top + k, channel), *shifts)]
-            if k >= reach:  # (unrolled: decided while compiling)
-                acc = _row_sum(window, weights, k - reach, dil_h, kernel_w)
-                where = [image, channel, first + (k - reach), tile_w.index[:, None]]
+        for k in range(reach + stream + ahead):  # one more input row per output row
+            if k < reach + stream:  # (unrolled: decided while compiling)
+                window = window + [_row_taps(x, (image, top + k, channel), *shifts)]
+            r = k - reach - ahead  # the output row whose taps are all loaded
+            if r >= 0:
+                acc = _row_sum(window, weights, r, dil_h, kernel_w)
+                where = [image, channel, first + r, tile_w.index[:, None]]
                 _epilogue(acc, where, channel, out, pre, bias, residual, flags)
     return out, pre
