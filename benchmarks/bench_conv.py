@@ -9,7 +9,8 @@ against cuDNN's output before it is timed) and keeps the fastest; the NCHW input
 same kernel, specialized to NCHW strides (no transposed copy), with that winner and the
 sweep's first two configs (depthwise filters: a stencil over planes, swept on its own; NCHW
 1x1 filters: a GEMM over planes, swept on its own). The channels-last depthwise stencil
-also tries tiles of output rows by columns (`tile_rows`) after its tiles of positions. Deep
+also tries tiles of output rows by columns (`tile_rows`) after its tiles of positions, then
+(stride 1) programs that stream down runs of output rows (`stream_rows`). Deep
 layers (fewer output tiles than the GPU has multiprocessors) also try split-K configs. The
 sweeps stop early when `--budget-s` is spent: later layers then try only the first config
 of each list. `--search fast` tunes with tilecraft's own search instead (`budget` seconds
@@ -143,6 +144,22 @@ DEPTHWISE_SWEEP += [(128, 16, 4), (256, 16, 8), (64, 32, 2), (128, 64, 8), (256,
 # (rows, block of columns, block of channels, warps)
 DEPTHWISE_ROWS_SWEEP = [(4, 16, 64, 4), (2, 32, 64, 4), (8, 8, 64, 4), (4, 16, 32, 4)]
 DEPTHWISE_ROWS_SWEEP += [(4, 32, 16, 4), (8, 16, 16, 4), (4, 32, 32, 8), (2, 64, 16, 4)]
+
+
+def _stream(rows: int, cols: int, channels: int, warps: int, ahead: int = 1) -> dict[str, int]:
+    """A streaming depthwise config (`stream_rows`): its own blocks, the kernel's last two."""
+    knobs = {"stream_rows": rows, "block_sizes[4]": cols, "block_sizes[5]": channels}
+    return {**knobs, "num_warps": warps, "stream_ahead": ahead}
+
+
+# its programs walking down runs of output rows (stride 1 only), tried last: (rows, block
+# of columns, block of channels, warps[, input rows loaded ahead]); channel blocks of 64, 32
+# and 16 give each thread 8, 4 or 2 bfloat16 channels at 16 columns and 4 warps (128-, 64-
+# and 32-bit loads; 168, 87 and 48 registers on sm_90 with one row ahead, none spilled)
+DEPTHWISE_STREAM_SWEEP = [_stream(8, 16, 32, 4), _stream(8, 16, 64, 4), _stream(8, 32, 16, 4)]
+DEPTHWISE_STREAM_SWEEP += [_stream(8, 16, 16, 4), _stream(8, 32, 32, 8), _stream(4, 16, 32, 4)]
+DEPTHWISE_STREAM_SWEEP += [_stream(16, 16, 32, 4), _stream(16, 8, 64, 2)]
+DEPTHWISE_STREAM_SWEEP += [_stream(8, 16, 32, 4, 0), _stream(8, 16, 32, 4, 2)]
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
@@ -164,8 +181,10 @@ BLOCK_ORDERS = {
 }
 
 
-def _block_knobs(kernel_name: str, entry: tuple) -> dict[str, Any]:
-    """Knob values of a sweep entry for one of conv2d's kernels."""
+def _block_knobs(kernel_name: str, entry: tuple | dict) -> dict[str, Any]:
+    """Knob values of a sweep entry for one of conv2d's kernels (a dict: those knobs)."""
+    if isinstance(entry, dict):
+        return entry
     if len(entry) == 3:  # a depthwise entry
         sizes, extra = {"m": entry[0], "c": entry[1]}, {"num_warps": entry[2]}
     elif len(entry) == 4:  # a depthwise entry in tiles of rows: its own blocks, after m, c
@@ -180,7 +199,7 @@ def _block_knobs(kernel_name: str, entry: tuple) -> dict[str, Any]:
     return {**{f"block_sizes[{i}]": sizes[d] for i, d in enumerate(order)}, **extra}
 
 
-def sweep_configs(kernel: tc.Kernel, args: tuple, sweep: list[tuple]) -> list[tc.Config]:
+def sweep_configs(kernel: tc.Kernel, args: tuple, sweep: list[Any]) -> list[tc.Config]:
     """The sweep's configs for this kernel and shape, snapped to its space (a block larger
     than its dimension shrinks to fit), without repeats."""
     bound = kernel.bind(args)
@@ -274,6 +293,8 @@ def _sweep(kernel: tc.Kernel, args: tuple, deadline: float) -> list[tc.Config]:
     entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
     if kernel.__name__ == "conv2d_depthwise":
         entries = entries + DEPTHWISE_ROWS_SWEEP
+        if tuple(args[4:6]) == (1, 1):  # streaming rows: stride 1 only
+            entries = entries + DEPTHWISE_STREAM_SWEEP
     if wants_split(kernel, args):  # (the others unsplit: the default may split)
         entries = [(*entries[0], 1), *SPLIT_SWEEP, *[(*e, 1) for e in entries[1:]]]
     configs = sweep_configs(kernel, args, entries)

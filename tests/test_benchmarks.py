@@ -242,17 +242,27 @@ def test_bench_conv_smoke_nchw_pointwise(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """The channels-last depthwise stencil tries tiles of rows (`tile_rows` > 1) after its
-    tiles of positions; the NCHW planes stencil has no such knob. Bound on meta tensors."""
+    tiles of positions, then (stride 1) streaming runs of rows (`stream_rows`); the NCHW
+    planes stencil has no such knobs. Bound on meta tensors."""
     from tilecraft.nn.conv2d import plan
 
     script = load_script("bench_conv", monkeypatch)
     x = torch.empty(32, 144, 56, 56, dtype=torch.bfloat16, device="meta")
     w = torch.empty(144, 1, 3, 3, dtype=torch.bfloat16, device="meta")
-    op, args = plan(x.contiguous(memory_format=torch.channels_last), w, padding=1, groups=144)
+    nhwc = x.contiguous(memory_format=torch.channels_last)
+    op, args = plan(nhwc, w, padding=1, groups=144)
     configs = script._sweep(op.kernel, args, deadline=float("inf"))
     flat, rows = len(script.DEPTHWISE_SWEEP), script.DEPTHWISE_ROWS_SWEEP
-    assert [c.to_dict()["tile_rows"] for c in configs] == [1] * flat + [r[0] for r in rows]
-    assert configs[flat].to_dict()["block_sizes"][2:] == [16, 64]
+    streams = [e["stream_rows"] for e in script.DEPTHWISE_STREAM_SWEEP]
+    tiled = [r[0] for r in rows] + [1] * len(streams)
+    assert [c.to_dict()["tile_rows"] for c in configs] == [1] * flat + tiled
+    assert [c.to_dict()["stream_rows"] for c in configs] == [0] * (flat + len(rows)) + streams
+    assert configs[flat].to_dict()["block_sizes"][2:4] == [16, 64]
+    assert configs[-1].to_dict()["block_sizes"][4:] == [16, 32]
+    assert [c.to_dict()["stream_ahead"] for c in configs[-3:]] == [1, 0, 2]
+    op, args = plan(nhwc, w, stride=2, padding=1, groups=144)  # strided: no streaming
+    strided = script._sweep(op.kernel, args, deadline=float("inf"))
+    assert len(strided) == flat + len(rows) and all(not c.get("stream_rows") for c in strided)
     op, args = plan(x, w, padding=1, groups=144)
     assert all("tile_rows" not in c.to_dict() for c in script._sweep(op.kernel, args, 0.0))
 

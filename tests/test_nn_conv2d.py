@@ -10,13 +10,14 @@ import torch.nn.functional as F
 from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d
 from tilecraft.nn import conv2d_backward as bwd
+from tilecraft.nn import conv2d_depthwise as dw
 from tilecraft.nn import conv2d_kernels as fwd
 from tilecraft.nn import conv2d_planes as planes
 
 KERNELS = [
     fwd.conv2d_gemm,
     fwd.conv2d_pointwise,
-    fwd.conv2d_depthwise,
+    dw.conv2d_depthwise,
     fwd.conv2d_depthwise_planes,
     planes.conv2d_pointwise_planes,
     planes.pointwise_planes_input_grad,
@@ -374,7 +375,7 @@ def test_conv2d_depthwise_in_tiles_of_rows(mode, rows: int) -> None:
     r = torch.randn_like(F.conv2d(x, w, b, **options))
     ref = F.conv2d(x, w, b, **options) + r  # 5 rows an image: a tile straddles the two
     op, args = plan(x, w, b, activation="silu", residual=r, **options)
-    assert op.kernel is fwd.conv2d_depthwise
+    assert op.kernel is dw.conv2d_depthwise
     config = tc.Config(block_sizes=[16, 16, 8, 16], tile_rows=rows, num_warps=2)
     out, pre = mode(tc.kernel(op.kernel.fn, config=config))(*args)
     torch.testing.assert_close(pre, ref, atol=1e-4, rtol=1e-4)

@@ -1,15 +1,15 @@
 """`tilecraft.nn.conv2d`: `torch.nn.functional.conv2d` with a fused epilogue, differentiable.
 
 The forward picks one of five kernels: a direct stencil for depthwise filters (groups ==
-in channels == out channels; over positions by channels for channels-last images, over
-planes for NCHW ones; `conv2d_kernels`), a plain GEMM for 1x1 filters (stride 1, no
-padding, one group: over pixels by channels for channels-last images, `conv2d_kernels`,
-and `W @ x[n]` over each NCHW image's planes, `conv2d_planes`), and an implicit GEMM for
-everything else. The backward (`conv2d_backward`, `conv2d_planes`) takes the activation's
-gradient, then the input and weight gradients (implicit GEMMs, plain GEMMs over NCHW
-planes for the 1x1 filters that run over them, or stencils for depthwise filters); the
-bias gradient is a sum of the pre-activation gradient and the residual's is that gradient
-itself.
+in channels == out channels; over positions by channels for channels-last images,
+`conv2d_depthwise`, which can also stream down rows at stride 1; over planes for NCHW
+ones, `conv2d_kernels`), a plain GEMM for 1x1 filters (stride 1, no padding, one group:
+over pixels by channels for channels-last images, `conv2d_kernels`, and `W @ x[n]` over
+each NCHW image's planes, `conv2d_planes`), and an implicit GEMM for everything else.
+The backward (`conv2d_backward`, `conv2d_planes`) takes the activation's gradient, then
+the input and weight gradients (implicit GEMMs, plain GEMMs over NCHW planes for the 1x1
+filters that run over them, or stencils for depthwise filters); the bias gradient is a sum
+of the pre-activation gradient and the residual's is that gradient itself.
 
 All forward kernels are PyTorch operators (`torch.ops.tilecraft_nn.conv2d_gemm`,
 `conv2d_pointwise`, `conv2d_pointwise_planes`, `conv2d_depthwise`,
@@ -25,6 +25,7 @@ import torch
 
 from tilecraft.exc import UnsupportedOperation
 from tilecraft.nn import conv2d_backward as bwd
+from tilecraft.nn import conv2d_depthwise as depthwise
 from tilecraft.nn import conv2d_kernels as fwd
 from tilecraft.nn import conv2d_planes as planes
 
@@ -307,7 +308,7 @@ conv2d_pointwise_op = _forward_op(fwd.conv2d_pointwise, "tilecraft_nn::conv2d_po
 conv2d_pointwise_planes_op = _forward_op(
     planes.conv2d_pointwise_planes, "tilecraft_nn::conv2d_pointwise_planes"
 )
-conv2d_depthwise_op = _forward_op(fwd.conv2d_depthwise, "tilecraft_nn::conv2d_depthwise")
+conv2d_depthwise_op = _forward_op(depthwise.conv2d_depthwise, "tilecraft_nn::conv2d_depthwise")
 conv2d_depthwise_planes_op = _forward_op(
     fwd.conv2d_depthwise_planes, "tilecraft_nn::conv2d_depthwise_planes"
 )

@@ -2,8 +2,8 @@
 # (`tc.tile` over a list yields tuples, block sizes may be None, tiles index tensors).
 # mypy: disable-error-code="index,list-item,misc,arg-type,operator,union-attr,call-overload"
 """The forward kernels of `tilecraft.nn.conv2d`: an implicit GEMM, a plain GEMM for 1x1
-filters and a direct stencil for depthwise filters, each with the fused epilogue
-`activation(conv + bias + residual)`.
+filters and a direct stencil for depthwise filters over NCHW planes (the channels-last one is
+`conv2d_depthwise`'s), each with the fused epilogue `activation(conv + bias + residual)`.
 
 Every kernel reads the image through its 4-D `(batch, channels, height, width)` subscripts,
 so one body serves NCHW and channels-last memory: the generated code has the strides baked
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 import tilecraft as tc
 from tilecraft.exc import InvalidConfig
-from tilecraft.language.tunables import Choice, PowerOfTwo
+from tilecraft.language.tunables import PowerOfTwo
 
 # activation codes (PyTorch operators take ints, not strings)
 NONE, RELU, SILU, GELU = 0, 1, 2, 3
@@ -36,9 +36,6 @@ ACTIVATIONS = {None: NONE, "relu": RELU, "silu": SILU, "gelu": GELU}
 MIN_SPAN = 32  # the smallest padded channel count: eager mode's block size
 MAX_K_SPLITS = 16  # split-K: at most this many chunks of a reduction
 MIN_SPLIT_STEPS = 4  # blocks of 64 per chunk, at least (a pipelined loop needs a few)
-# depthwise stencils over channels-last images: output rows per tile (1: tiles of
-# consecutive positions, the default; more: rows by a block of columns)
-DEPTHWISE_ROWS = Choice(1, 2, 4, 8)
 SUM_ROWS = SUM_COLS = 64  # split-K's second pass (memory-bound): fixed tiles, no more knobs
 
 
@@ -368,71 +365,6 @@ def conv2d_pointwise(
             acc = acc + parts[s, tile_b.begin, tile_m, tile_n]
         where = [tile_b.begin, tile_m, tile_n]
         _epilogue(acc, where, tile_n.index[None, :], out_rows, pre_rows, bias, res_rows, flags)
-    return out, pre
-
-
-@tc.kernel
-def conv2d_depthwise(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor,
-    residual: torch.Tensor,
-    stride_h: int,
-    stride_w: int,
-    pad_h: int,
-    pad_w: int,
-    dil_h: int,
-    dil_w: int,
-    groups: int,
-    out_h: int,
-    out_w: int,
-    act: int,
-    has_bias: bool,
-    has_residual: bool,
-    channels_last: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """A depthwise convolution (one filter per channel) as a direct stencil: each output
-    tile of positions by channels sums its taps, each a shifted image tile times a vector of
-    per-channel weights; no GEMM. It takes `conv2d_gemm`'s arguments (groups == channels).
-
-    The tunable `tile_rows` shapes the tiles: 1 (the default) runs consecutive positions
-    (a tile's rows of the image run on into each other), more runs tiles of that many
-    output rows by a block of columns, whose taps read a smaller halo of pixels around
-    the tile (fewer pixels re-read from L2 by neighbouring tiles, no per-position
-    division)."""
-    batch, channels, height, width = x.size()
-    kernel_h = tc.specialize(weight.size(2))
-    kernel_w = tc.specialize(weight.size(3))
-    filters = weight.reshape(channels, kernel_h * kernel_w)  # a view: no copy per call
-    out, pre = _outputs(x, channels, out_h, out_w, channels_last, act)
-    flags = (act, has_bias, has_residual)
-    rows = tc.register_tunable("tile_rows", DEPTHWISE_ROWS)
-    for tile_m, tile_c in tc.tile([batch * out_h * out_w if rows == 1 else 0, channels]):
-        image, oh, ow = _positions(tile_m.index, out_h, out_w)
-        acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
-        for i in range(kernel_h):
-            ih = input_at(oh, i, stride_h, dil_h, pad_h)
-            for j in range(kernel_w):
-                iw = input_at(ow, j, stride_w, dil_w, pad_w)
-                shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
-                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
-                acc = acc + shifted.to(torch.float32) * taps_w[None, :]
-        where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
-        _epilogue(acc, where, tile_c.index[None, :], out, pre, bias, residual, flags)
-    size = [batch * out_h if rows > 1 else 0, out_w, channels]  # (no programs when flat)
-    for tile_r, tile_w, tile_c in tc.tile(size, block_size=[rows, None, None]):
-        image, oh = tile_r.index // out_h, tile_r.index % out_h
-        acc = tc.zeros([tile_r, tile_w, tile_c], dtype=torch.float32)
-        for i in range(kernel_h):
-            ih = input_at(oh, i, stride_h, dil_h, pad_h)[:, None, None]
-            for j in range(kernel_w):
-                iw = input_at(tile_w.index, j, stride_w, dil_w, pad_w)[None, :, None]
-                shifted = x[image[:, None, None], tile_c.index[None, None, :], ih, iw]
-                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
-                acc = acc + shifted.to(torch.float32) * taps_w[None, None, :]
-        channel = tile_c.index[None, None, :]
-        where = [image[:, None, None], channel, oh[:, None, None], tile_w.index[None, :, None]]
-        _epilogue(acc, where, channel, out, pre, bias, residual, flags)
     return out, pre
 
 
