@@ -288,13 +288,17 @@ def wants_split(kernel: tc.Kernel, args: tuple) -> bool:
     return -(-rows // 128) * -(-cols // 128) < 132  # output tiles against the H200's SMs
 
 
-def _sweep(kernel: tc.Kernel, args: tuple, deadline: float) -> list[tc.Config]:
-    """The sweep for a kernel, cut to its first config once the budget is spent."""
+def _sweep(
+    kernel: tc.Kernel, args: tuple, deadline: float, stream_only: bool = False
+) -> list[tc.Config]:
+    """The sweep for a kernel, cut to its first config once the budget is spent; with
+    `stream_only`, a stride-1 depthwise layer's is its first config and the streaming ones."""
     entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
     if kernel.__name__ == "conv2d_depthwise":
-        entries = entries + DEPTHWISE_ROWS_SWEEP
-        if tuple(args[4:6]) == (1, 1):  # streaming rows: stride 1 only
-            entries = entries + DEPTHWISE_STREAM_SWEEP
+        streams = tuple(args[4:6]) == (1, 1)  # streaming rows: stride 1 only
+        rows = [] if stream_only and streams else DEPTHWISE_ROWS_SWEEP
+        entries = (entries[:1] if rows == [] else entries) + rows
+        entries = entries + (DEPTHWISE_STREAM_SWEEP if streams else [])
     if wants_split(kernel, args):  # (the others unsplit: the default may split)
         entries = [(*entries[0], 1), *SPLIT_SWEEP, *[(*e, 1) for e in entries[1:]]]
     configs = sweep_configs(kernel, args, entries)
@@ -330,7 +334,8 @@ def tilecraft_times(case: Case, args: argparse.Namespace, deadline: float) -> di
     result["nhwc"], _ = run_sweep(case, case.kernel, configs, case.args)
     best = result["nhwc"]["best"]
     if case.kernel_nchw is not case.kernel:  # a kernel of its own: its own sweep
-        nchw_configs = _sweep(case.kernel_nchw, case.args_nchw, deadline)
+        nchw_deadline = 0.0 if args.stream_only else deadline  # stream-only: its first config
+        nchw_configs = _sweep(case.kernel_nchw, case.args_nchw, nchw_deadline)
     else:  # the NHWC winner, and while the budget lasts the sweep's first two
         nchw_configs = [tc.Config(**best["config"])] if best else []
         more = configs[:2] if time.monotonic() < deadline else configs[:1]
@@ -344,7 +349,7 @@ def _configs(case: Case, args: argparse.Namespace, deadline: float, nchw: bool) 
     kernel, kernel_args = (case.kernel_nchw, case.args_nchw) if nchw else (case.kernel, case.args)
     if args.search == "fast":
         return [kernel.autotune(kernel_args, budget_s=args.tune_s)]
-    return _sweep(kernel, kernel_args, deadline)
+    return _sweep(kernel, kernel_args, deadline, args.stream_only)
 
 
 def gradient_runs(case: Case, grad: torch.Tensor, want: tuple, nchw: bool) -> list[tuple]:
@@ -508,6 +513,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--search", choices=["sweep", "fast"], default="sweep")
     p.add_argument("--tune-s", type=float, default=8.0, help="per layer, with --search fast")
     p.add_argument("--no-compile", dest="compile", action="store_false")
+    p.add_argument(
+        "--stream-only",
+        action="store_true",
+        help="stride-1 depthwise layers try their first config and the streaming ones",
+    )
     p.add_argument("--backward", action="store_true", help="also the input and weight gradients")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_conv.json")
     args = p.parse_args(argv)

@@ -112,6 +112,8 @@ def module_source(
     head = HEADER.format(name=name, where=where)
     if "tl.make_tensor_descriptor" in body:
         head += ALLOCATOR
+    if "libdevice." in body:
+        head += "from triton.language.extra import libdevice\n"
     if "_tc_check" in body:
         head += "from tilecraft.runtime.checks import checked_launch as _tc_checked\n"
     launcher = ast.unparse(host)

@@ -5,9 +5,11 @@ Elementwise ops are emitted from their entries in the op table (`tilecraft.ir.op
 from __future__ import annotations
 
 import math
-import os
 
 import torch
+
+# whether Triton's CPU interpreter will run the generated code (TRITON_INTERPRET=1)
+from tilecraft.runtime.cpu import interpreter_set as triton_interpret
 
 TL_DTYPES = {
     torch.float32: "tl.float32",
@@ -38,11 +40,6 @@ def literal(value: object) -> str:
         if math.isnan(value):
             return 'float("nan")'
     return repr(value)
-
-
-def triton_interpret() -> bool:
-    """Whether Triton's CPU interpreter will run the generated code (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:

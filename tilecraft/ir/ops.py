@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from tilecraft.runtime.cpu import interpreter_set as interpreted
+
 
 class Kind(enum.Enum):
     """What an op does to shapes: the verifier's and the code generator's first question."""
@@ -117,9 +119,11 @@ def _trunc(a: str) -> str:
 FLOAT_ROUND = """def {name}(a):
     # round half to even (torch.round), exact: a - floor(a) is exact below 2**mantissa,
     # where floats are integers already; a zero result keeps a's sign (round(-0.3) = -0.0)
+    # (compared with low + 0.5, not a - low: a GPU compiler fuses a - low with the product
+    # that made a, as in round(x * 10), into one exact FMA, and 3.4999999 is no longer 3.5)
     low = tl.floor(a)
-    fraction = a - low
-    up = (fraction > 0.5) | ((fraction == 0.5) & (low % 2 != 0))
+    half = low + 0.5
+    up = (a > half) | ((a == half) & (low % 2 != 0))
     rounded = tl.where(up, low + 1, low)
     rounded = tl.where(rounded == 0, a * 0.0, rounded)
     return tl.where(tl.abs(a) >= {exact}, a, rounded)
@@ -161,7 +165,7 @@ def _floordiv(d: torch.dtype, a: str, b: str) -> str:
 
 FLOAT_FLOORDIV = """def {name}(a, b):
     # PyTorch's recipe: from C's fmod, corrected toward -inf (so inf // x is NaN)
-    mod = a % b
+    mod = {fmod}
     div = (a - mod) / b
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     floor = tl.floor(div)
@@ -172,24 +176,41 @@ FLOAT_FLOORDIV = """def {name}(a, b):
 
 
 HALF_NAMES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
+WIDE_NAMES = {torch.float32: "tl.float32", torch.float64: "tl.float64"}
 
 
 def _fmod(d: torch.dtype, a: str, b: str) -> str:
-    """C's fmod (torch.fmod): Triton's `%`, exact, but on an NVIDIA GPU it gave a number
-    for an infinite dividend, where fmod is NaN; its 16-bit `%` there divides approximately
-    (1e30 % -3 in bfloat16 came out near 4e22), so 16-bit operands take float32's."""
+    """C's fmod (torch.fmod), exact. Triton's float `%` is exact in its interpreter; on an
+    NVIDIA GPU it divides approximately (1e30 % -3 came out near 4e22) and gave a number for
+    an infinite dividend, so the GPU takes libdevice's fmod (CUDA's, as PyTorch's kernels
+    do), 16-bit operands in float32."""
     if not d.is_floating_point:
         return f"{a} % {b}"
     if d in HALF_NAMES:
         wide = _fmod(torch.float32, f"tl.cast({a}, tl.float32)", f"tl.cast({b}, tl.float32)")
         return f"({wide}).to({HALF_NAMES[d]})"
+    if not interpreted():
+        t = WIDE_NAMES[d]  # libdevice takes no int constants
+        return f"libdevice.fmod(tl.cast({a}, {t}), tl.cast({b}, {t}))"
     return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
 
 
 def _remainder(d: torch.dtype, a: str, b: str) -> str:
-    """PyTorch's remainder, which takes the sign of the divisor (from C's fmod)."""
-    r = f"({_fmod(d, a, b)})"
+    """PyTorch's remainder of integers, which takes the sign of the divisor."""
+    r = f"({a} % {b})"
     return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
+
+
+FLOAT_REMAINDER = """def {name}(a, b):
+    # PyTorch's remainder: C's fmod, moved to the divisor's sign
+    r = {fmod}
+    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+"""
+
+
+def _with_fmod(template: str) -> Callable[[torch.dtype], str | None]:
+    """A float helper built on C's fmod of `a` and `b` (none for integers)."""
+    return lambda d: template.replace("{fmod}", _fmod(d, "a", "b")) if is_float(d) else None
 
 
 POW = """def {name}(a, b):
@@ -245,7 +266,7 @@ define(
     arity=2,
     emit=_floordiv,
     eager=torch.floor_divide,
-    helper=lambda d: FLOAT_FLOORDIV if is_float(d) else None,
+    helper=_with_fmod(FLOAT_FLOORDIV),
 )
 
 
@@ -268,7 +289,9 @@ define(
     emit=_truncdiv,
     eager=lambda a, b: torch.div(a, b, rounding_mode="trunc"),
 )
-define("mod", E, arity=2, emit=_remainder, eager=torch.remainder)
+define(
+    "mod", E, arity=2, emit=_remainder, eager=torch.remainder, helper=_with_fmod(FLOAT_REMAINDER)
+)
 define("fmod", E, arity=2, emit=_fmod, eager=torch.fmod, torch_names=("fmod",))
 define(
     "pow",
