@@ -175,22 +175,15 @@ FLOAT_FLOORDIV = """def {name}(a, b):
 """
 
 
-HALF_NAMES = {torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16"}
-WIDE_NAMES = {torch.float32: "tl.float32", torch.float64: "tl.float64"}
-
-
 def _fmod(d: torch.dtype, a: str, b: str) -> str:
     """C's fmod (torch.fmod), exact. Triton's float `%` is exact in its interpreter; on an
     NVIDIA GPU it divides approximately (1e30 % -3 came out near 4e22) and gave a number for
     an infinite dividend, so the GPU takes libdevice's fmod (CUDA's, as PyTorch's kernels
-    do), 16-bit operands in float32."""
+    do; it takes no int constants, hence the casts)."""
     if not d.is_floating_point:
         return f"{a} % {b}"
-    if d in HALF_NAMES:
-        wide = _fmod(torch.float32, f"tl.cast({a}, tl.float32)", f"tl.cast({b}, tl.float32)")
-        return f"({wide}).to({HALF_NAMES[d]})"
     if not interpreted():
-        t = WIDE_NAMES[d]  # libdevice takes no int constants
+        t = "tl.float64" if d == torch.float64 else "tl.float32"  # (16-bit floats compute in 32)
         return f"libdevice.fmod(tl.cast({a}, {t}), tl.cast({b}, {t}))"
     return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
 
