@@ -173,3 +173,33 @@ def test_config_json_round_trips(config) -> None:
 def test_invalid_config(values) -> None:
     with pytest.raises(InvalidConfig):
         tc.Config(**values)
+
+
+def test_float_remainders_take_libdevice_fmod_on_a_gpu(monkeypatch) -> None:
+    """Triton's float `%` divides approximately on NVIDIA GPUs (1e30 % -3 came out near
+    4e22): compiled for a GPU, fmod, remainder and floor division call libdevice's exact
+    fmod, with int constants cast to floats; the interpreter keeps `%` (exact there)."""
+    from tilecraft.codegen.module import module_source
+    from tilecraft.ir.ops import lookup
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    fmod = lookup("fmod").emit(torch.float32, "x", "-3")
+    assert fmod == "libdevice.fmod(tl.cast(x, tl.float32), tl.cast(-3, tl.float32))"
+    for name in ("mod", "floordiv"):
+        assert "libdevice.fmod(tl.cast(a, tl.float64)" in lookup(name).helper(torch.float64)
+    assert lookup("mod").helper(torch.int32) is None  # integers keep Triton's `%`
+    head = module_source("k", "here", [f"    v = {fmod}"], ast.parse("pass"), {})
+    assert "from triton.language.extra import libdevice" in head
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "libdevice" not in lookup("fmod").emit(torch.float32, "x", "-3")
+
+
+def test_round_half_to_even_compares_with_the_half() -> None:
+    """`round(x * 10)` on a GPU: the compiler fuses `x * 10 - floor(x * 10)` into an exact
+    FMA (0.35 * 10 is 3.5 in float32, that FMA 0.49999994), so the helper compares x with
+    floor(x) + 0.5 and never subtracts."""
+    from tilecraft.ir.ops import lookup
+
+    code = [line.split("#")[0] for line in lookup("round").helper(torch.float32).splitlines()]
+    assert any("half = low + 0.5" in line for line in code)
+    assert not any("a - low" in line for line in code)
