@@ -147,8 +147,8 @@ DEPTHWISE_ROWS_SWEEP += [(4, 32, 16, 4), (8, 16, 16, 4), (4, 32, 32, 8), (2, 64,
 
 
 def _stream(rows: int, cols: int, channels: int, warps: int, ahead: int = 1) -> dict[str, int]:
-    """A streaming depthwise config (`stream_rows`): its own blocks, the kernel's last two."""
-    knobs = {"stream_rows": rows, "block_sizes[4]": cols, "block_sizes[5]": channels}
+    """A streaming depthwise config (`stream_rows`) with its blocks of columns and channels."""
+    knobs = {"stream_rows": rows, "stream_cols": cols, "stream_channels": channels}
     return {**knobs, "num_warps": warps, "stream_ahead": ahead}
 
 
@@ -185,10 +185,12 @@ def _block_knobs(kernel_name: str, entry: tuple | dict) -> dict[str, Any]:
     """Knob values of a sweep entry for one of conv2d's kernels (a dict: those knobs)."""
     if isinstance(entry, dict):
         return entry
+    # (the channels-last stencil streams rows at stride 1 by default: these tilings do not)
+    unstreamed = {"stream_rows": 0} if kernel_name == "conv2d_depthwise" else {}
     if len(entry) == 3:  # a depthwise entry
-        sizes, extra = {"m": entry[0], "c": entry[1]}, {"num_warps": entry[2]}
+        sizes, extra = {"m": entry[0], "c": entry[1]}, {"num_warps": entry[2], **unstreamed}
     elif len(entry) == 4:  # a depthwise entry in tiles of rows: its own blocks, after m, c
-        knobs = {"block_sizes[2]": entry[1], "block_sizes[3]": entry[2]}
+        knobs = {"block_sizes[2]": entry[1], "block_sizes[3]": entry[2], **unstreamed}
         return {**knobs, "tile_rows": entry[0], "num_warps": entry[3]}
     else:
         sizes = dict(zip("mnk", entry[:3], strict=True))

@@ -258,7 +258,8 @@ def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPat
     assert [c.to_dict()["tile_rows"] for c in configs] == [1] * flat + tiled
     assert [c.to_dict()["stream_rows"] for c in configs] == [0] * (flat + len(rows)) + streams
     assert configs[flat].to_dict()["block_sizes"][2:4] == [16, 64]
-    assert configs[-1].to_dict()["block_sizes"][4:] == [16, 32]
+    last = configs[-1].to_dict()
+    assert [last["stream_cols"], last["stream_channels"]] == [16, 32]
     assert [c.to_dict()["stream_ahead"] for c in configs[-3:]] == [1, 0, 2]
     op, args = plan(nhwc, w, stride=2, padding=1, groups=144)  # strided: no streaming
     strided = script._sweep(op.kernel, args, deadline=float("inf"))

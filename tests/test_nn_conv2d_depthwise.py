@@ -17,7 +17,8 @@ from tilecraft.nn.conv2d import plan
 
 STREAMS = [0, 4, 8, 16]
 # ragged everywhere: 5 or 7 columns against blocks of 4, 20 channels against 16
-BLOCKS = [16, 16, 8, 16, 4, 16]
+BLOCKS = [16, 16, 8, 16]
+STREAM_BLOCKS = {"stream_cols": 4, "stream_channels": 16}
 TOLERANCES = {
     torch.float32: {"atol": 1e-4, "rtol": 1e-4},
     torch.bfloat16: {"atol": 1e-1, "rtol": 2e-2},
@@ -37,7 +38,9 @@ def _run(mode, x, w, b, stream, activation=None, residual=None, ahead=None, **op
     (output, pre-activation)."""
     _, args = plan(x, w, b, groups=x.size(1), activation=activation, residual=residual,
                    **options)  # fmt: skip
-    config = tc.Config(block_sizes=BLOCKS, stream_rows=stream, stream_ahead=ahead, num_warps=2)
+    config = tc.Config(
+        block_sizes=BLOCKS, stream_rows=stream, stream_ahead=ahead, num_warps=2, **STREAM_BLOCKS
+    )
     return mode(tc.kernel(dw.conv2d_depthwise.fn, config=config))(*args)
 
 
@@ -112,12 +115,22 @@ def test_stream_rows_nan_and_inf(mode, stream) -> None:
 
 
 def test_channels_last_depthwise_dispatch() -> None:
-    """conv2d runs channels-last depthwise filters through this kernel, not streaming by
-    default (the tuner or a config turns it on)."""
+    """conv2d runs channels-last depthwise filters through this kernel, streaming 4 rows of
+    16 columns by 32 channels by default at stride 1 (tiles of positions at stride 2, where
+    streaming is no choice)."""
     x, w, b = _inputs((2, 8, 7, 5), (3, 3))
     op, args = plan(x, w, b, padding=1, groups=8)
     assert op.kernel is dw.conv2d_depthwise
-    assert op.kernel.bind(args).default_config.get("stream_rows") == 0
+    default = op.kernel.bind(args).default_config
+    assert [default.get(k) for k in ("stream_rows", "stream_cols", "stream_channels")] == [
+        4,
+        16,
+        32,
+    ]
+    _, strided = plan(x, w, b, stride=2, padding=1, groups=8)
+    bound = op.kernel.bind(strided)
+    assert bound.default_config.get("stream_rows") == 0
+    assert bound.spec.tunables["stream_rows"].values == (0,)
 
 
 def test_stream_rows_reads_each_input_row_once() -> None:
@@ -126,7 +139,7 @@ def test_stream_rows_reads_each_input_row_once() -> None:
     x, w, b = _inputs((2, 8, 7, 5), (3, 3))
     _, args = plan(x, w, b, padding=1, groups=8)
     bound = dw.conv2d_depthwise.bind(args)
-    code = bound.to_triton_code(tc.Config(block_sizes=BLOCKS, stream_rows=8))
+    code = bound.to_triton_code(tc.Config(block_sizes=BLOCKS, stream_rows=8, **STREAM_BLOCKS))
     kernels = code.split("\ndef ")  # the three tilings' device functions, then the launcher
     streaming = next(k for k in kernels if k.startswith("_conv2d_depthwise_kernel2("))
     assert streaming.count("tl.load(x + ") == (8 + 2) * 3
@@ -143,12 +156,13 @@ def test_stream_rows_refused_configs() -> None:
         bound = dw.conv2d_depthwise.bind(args)
         with pytest.raises(InvalidConfig, match="stride 1"):
             bound.to_triton_code(tc.Config(block_sizes=BLOCKS, stream_rows=4))
-        bound.to_triton_code(tc.Config(block_sizes=BLOCKS, tile_rows=2))
+        bound.to_triton_code(tc.Config(block_sizes=BLOCKS, tile_rows=2))  # streams no rows
     bound = dw.conv2d_depthwise.bind(plan(x, w, b, padding=1, groups=4)[1])
     with pytest.raises(InvalidConfig, match="exclude"):
         bound.to_triton_code(tc.Config(stream_rows=4, tile_rows=2))
     with pytest.raises(InvalidConfig, match="stream_ahead=2 needs"):
-        bound.to_triton_code(tc.Config(stream_ahead=2))
+        bound.to_triton_code(tc.Config(stream_rows=0, stream_ahead=2))
+    bound.to_triton_code(tc.Config(stream_rows=0, tile_rows=2))
 
 
 def test_stream_rows_refused_in_eager_mode(mode) -> None:

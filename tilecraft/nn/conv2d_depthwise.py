@@ -5,9 +5,10 @@
 channels-last images; NCHW ones run over planes, `conv2d_kernels.conv2d_depthwise_planes`).
 
 It tiles the output three ways, one tunable each: tiles of consecutive positions (the
-default), tiles of `tile_rows` output rows by a block of columns, or (`stream_rows`, stride 1
-only) a block of columns that walks down `stream_rows` output rows, keeping the input rows it
-has read: each output row then reads one new input row (its `kernel_w` shifted tiles) instead
+default at strides above 1), tiles of `tile_rows` output rows by a block of columns, or
+(`stream_rows`, stride 1 only, the default there) a block of `stream_cols` columns by
+`stream_channels` channels that walks down `stream_rows` output rows, keeping the input rows
+it has read: each output row then reads one new input row (its `kernel_w` shifted tiles) instead
 of `kernel_h`, so a program reads each pixel once per column shift rather than `kernel_h`
 times. The walk is unrolled while compiling: the rolling window of input rows is a list of
 tiles that lives in registers, loaded `stream_ahead` rows ahead of the row being summed.
@@ -28,12 +29,17 @@ from tilecraft.nn.conv2d_kernels import (
     _positions,
     input_at,
 )
+from tilecraft.runtime.budget import pow2_ceil
 
 # output rows per tile (1: tiles of consecutive positions, the default; more: rows by a
 # block of columns)
 DEPTHWISE_ROWS = Choice(1, 2, 4, 8)
-# output rows a streaming program walks down (0: no streaming, the default)
-STREAM_ROWS = Choice(0, 4, 8, 16)
+# output rows a streaming program walks down at stride 1 (0: no streaming), and its block
+# of columns by channels: 4 rows of 16 x 32 came within 14% of the best streaming config on
+# MobileNetV2's stride-1 layers on an H200 (bf16, batch 32), and 1.27-1.45x faster than
+# tiles of positions (benchmarks/RESULTS.md); other strides cannot stream
+STREAM_ROWS, NO_STREAM = Choice(4, 0, 8, 16), Choice(0)
+STREAM_COLS, STREAM_CHANNELS = Choice(16, 8, 32, 64), Choice(32, 16, 64)
 # input rows a streaming program loads ahead of the output row it sums: their loads are in
 # flight while it sums and stores that row (stores end the reordering of loads, which might
 # read what they write); each costs kernel_w tiles of registers
@@ -110,14 +116,14 @@ def conv2d_depthwise(
     tile of positions by channels sums its taps, each a shifted image tile times a vector of
     per-channel weights; no GEMM. It takes `conv2d_gemm`'s arguments (groups == channels).
 
-    Three tunables shape the tiles. `tile_rows` 1 (the default) runs consecutive positions
-    (a tile's rows of the image run on into each other); more runs tiles of that many output
-    rows by a block of columns, whose taps read a smaller halo of pixels around the tile
-    (fewer pixels re-read from L2 by neighbouring tiles, no per-position division).
-    `stream_rows` > 0 (stride 1) has each program walk that many output rows of a block of
-    columns, one row at a time, reading each input row once (see the module's docstring),
-    `stream_ahead` input rows ahead of the row it sums; its blocks of columns and channels
-    are the last two `block_sizes`."""
+    Tunables shape the tiles. `stream_rows` > 0 (stride 1; 4 by default there) has each
+    program walk that many output rows of a block of `stream_cols` columns by
+    `stream_channels` channels, one row at a time, reading each input row once (see the
+    module's docstring), `stream_ahead` input rows ahead of the row it sums. Without it,
+    `tile_rows` 1 runs consecutive positions (a tile's rows of the image run on into each
+    other); more runs tiles of that many output rows by a block of columns, whose taps read
+    a smaller halo of pixels around the tile (fewer pixels re-read from L2 by neighbouring
+    tiles, no per-position division)."""
     batch, channels, height, width = x.size()
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
@@ -125,7 +131,10 @@ def conv2d_depthwise(
     out, pre = _outputs(x, channels, out_h, out_w, channels_last, act)
     flags = (act, has_bias, has_residual)
     rows = tc.register_tunable("tile_rows", DEPTHWISE_ROWS)
-    stream = tc.register_tunable("stream_rows", STREAM_ROWS)
+    unit = stride_h == 1 and stride_w == 1
+    stream = tc.register_tunable("stream_rows", STREAM_ROWS if unit else NO_STREAM)
+    cols = tc.register_tunable("stream_cols", STREAM_COLS)
+    chans = tc.register_tunable("stream_channels", STREAM_CHANNELS)
     ahead = tc.register_tunable("stream_ahead", STREAM_AHEAD)
     check_stream(stream, ahead, rows, (stride_h, stride_w))
     flat = batch * out_h * out_w if rows == 1 and stream == 0 else 0  # (no programs if not)
@@ -160,7 +169,8 @@ def conv2d_depthwise(
     runs = -(-out_h // max(stream, 1))
     size = [batch * runs if stream else 0, out_w, channels]
     reach = (kernel_h - 1) * dil_h  # input rows an output row reads past its first
-    for tile_s, tile_w, tile_c in tc.tile(size, block_size=[1, None, None]):
+    blocks = [1, min(cols, pow2_ceil(out_w)), min(chans, pow2_ceil(channels))]  # no more than fit
+    for tile_s, tile_w, tile_c in tc.tile(size, block_size=blocks):
         image, first = tile_s.begin // runs, tile_s.begin % runs * stream
         top = first - pad_h  # the input row the first output row's first taps read
         channel = tile_c.index[None, :]
