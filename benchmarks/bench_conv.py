@@ -293,14 +293,16 @@ def wants_split(kernel: tc.Kernel, args: tuple) -> bool:
 def _sweep(
     kernel: tc.Kernel, args: tuple, deadline: float, stream_only: bool = False
 ) -> list[tc.Config]:
-    """The sweep for a kernel, cut to its first config once the budget is spent; with
-    `stream_only`, a stride-1 depthwise layer's is its first config and the streaming ones."""
+    """The sweep for a kernel, cut to its first config once the budget is spent. At stride
+    1 the channels-last depthwise stencil streams rows by default, and its tiles of
+    positions are not tuned (their loop has no extent in the default): it tries its
+    default, tiles of rows (not with `stream_only`) and streaming configs."""
     entries = DEPTHWISE_SWEEP if "depthwise" in kernel.__name__ else GEMM_SWEEP
     if kernel.__name__ == "conv2d_depthwise":
-        streams = tuple(args[4:6]) == (1, 1)  # streaming rows: stride 1 only
-        rows = [] if stream_only and streams else DEPTHWISE_ROWS_SWEEP
-        entries = (entries[:1] if rows == [] else entries) + rows
-        entries = entries + (DEPTHWISE_STREAM_SWEEP if streams else [])
+        entries = entries + DEPTHWISE_ROWS_SWEEP
+        if tuple(args[4:6]) == (1, 1):  # streaming rows: stride 1 only
+            rows = [] if stream_only else DEPTHWISE_ROWS_SWEEP
+            entries = [{}, *rows, *DEPTHWISE_STREAM_SWEEP]  # {}: the default
     if wants_split(kernel, args):  # (the others unsplit: the default may split)
         entries = [(*entries[0], 1), *SPLIT_SWEEP, *[(*e, 1) for e in entries[1:]]]
     configs = sweep_configs(kernel, args, entries)
@@ -518,7 +520,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--stream-only",
         action="store_true",
-        help="stride-1 depthwise layers try their first config and the streaming ones",
+        help="stride-1 depthwise layers try their default and the streaming configs",
     )
     p.add_argument("--backward", action="store_true", help="also the input and weight gradients")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_conv.json")

@@ -242,8 +242,9 @@ def test_bench_conv_smoke_nchw_pointwise(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """The channels-last depthwise stencil tries tiles of rows (`tile_rows` > 1) after its
-    tiles of positions, then (stride 1) streaming runs of rows (`stream_rows`); the NCHW
-    planes stencil has no such knobs. Bound on meta tensors."""
+    tiles of positions (strided) or after its default (stride 1, where it streams by
+    default), then (stride 1) streaming runs of rows (`stream_rows`); the NCHW planes
+    stencil has no such knobs. Bound on meta tensors."""
     from tilecraft.nn.conv2d import plan
 
     script = load_script("bench_conv", monkeypatch)
@@ -253,11 +254,12 @@ def test_bench_conv_sweeps_depthwise_tiles_of_rows(monkeypatch: pytest.MonkeyPat
     op, args = plan(nhwc, w, padding=1, groups=144)
     configs = script._sweep(op.kernel, args, deadline=float("inf"))
     flat, rows = len(script.DEPTHWISE_SWEEP), script.DEPTHWISE_ROWS_SWEEP
-    streams = [e["stream_rows"] for e in script.DEPTHWISE_STREAM_SWEEP]
+    default = script._stream(4, 16, 32, 4)  # the stencil's default at stride 1: not repeated
+    streams = [e["stream_rows"] for e in script.DEPTHWISE_STREAM_SWEEP if e != default]
     tiled = [r[0] for r in rows] + [1] * len(streams)
-    assert [c.to_dict()["tile_rows"] for c in configs] == [1] * flat + tiled
-    assert [c.to_dict()["stream_rows"] for c in configs] == [0] * (flat + len(rows)) + streams
-    assert configs[flat].to_dict()["block_sizes"][2:4] == [16, 64]
+    assert [c.to_dict()["tile_rows"] for c in configs] == [1, *tiled]
+    assert [c.to_dict()["stream_rows"] for c in configs] == [4] + [0] * len(rows) + streams
+    assert configs[1].to_dict()["block_sizes"][2:4] == [16, 64]
     last = configs[-1].to_dict()
     assert [last["stream_cols"], last["stream_channels"]] == [16, 32]
     assert [c.to_dict()["stream_ahead"] for c in configs[-3:]] == [1, 0, 2]

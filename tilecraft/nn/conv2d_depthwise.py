@@ -123,7 +123,9 @@ def conv2d_depthwise(
     `tile_rows` 1 runs consecutive positions (a tile's rows of the image run on into each
     other); more runs tiles of that many output rows by a block of columns, whose taps read
     a smaller halo of pixels around the tile (fewer pixels re-read from L2 by neighbouring
-    tiles, no per-position division)."""
+    tiles, no per-position division). (At stride 1 the default streams, so the default
+    config sizes the tiles of positions for no programs: a config that turns streaming off
+    there names their block sizes too.)"""
     batch, channels, height, width = x.size()
     kernel_h = tc.specialize(weight.size(2))
     kernel_w = tc.specialize(weight.size(3))
