@@ -3,6 +3,7 @@ time budget holds, and a tuned config is kept per memory layout."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -178,12 +179,26 @@ def test_worker_pool_starts_nothing_past_the_deadline() -> None:
 def test_the_demo_runs_realistic_sizes_on_a_gpu_only() -> None:
     for name, shape in demo.GPU_SHAPES.items():
         module = demo.load_example(demo.find_examples() / f"{name}.py")
-        assert demo.demo_shape(module, gpu=False) == demo.default_shape(module)
+        cpu_shape = demo.CPU_SHAPES.get(name, demo.default_shape(module))
+        assert demo.demo_shape(module, gpu=False) == cpu_shape
         assert demo.demo_shape(module, gpu=True) == shape
         args = module.inputs(shape=shape, dtype=torch.bfloat16, device="meta")
         for _, kernel in demo.example_kernels(module):
             kernel.bind(args)  # the shape suits the example's inputs and its kernels
     assert demo.demo_shape(add, gpu=True) == (4096, 4096)  # 16M elements
+
+
+def test_the_demo_runs_fewer_rows_on_a_cpu() -> None:
+    """CPU_SHAPES cut the rows (the interpreter's programs), not the length of a row: the
+    ragged blocks and reduction loops of the default shape still run."""
+    for name, shape in demo.CPU_SHAPES.items():
+        module = demo.load_example(demo.find_examples() / f"{name}.py")
+        default = demo.default_shape(module)
+        assert demo.demo_shape(module, gpu=False) == shape and len(shape) == len(default)
+        assert shape[-1] == default[-1] and math.prod(shape) < math.prod(default), name
+        args = module.inputs(shape=shape, device="meta")
+        for _, kernel in demo.example_kernels(module):
+            kernel.bind(args)
 
 
 def test_the_first_measurement_completes_past_the_deadline(tmp_path: Path) -> None:
