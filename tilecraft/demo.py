@@ -338,8 +338,9 @@ def run_video_demo(clip: str | Path | None = None, folder: str | Path | None = N
     where = Path(folder or tempfile.mkdtemp(prefix="tilecraft-video-"))
     ops = cli_video.DEFAULT_OPS if on_gpu() else "resize=32x24,blur=3,gray"
     if clip is None:
-        clip = make_clip(where / "clip.mp4", frames=8, size=(48, 64))
-        print(f"tilecraft video demo: generated {clip} (8 frames, 64x48)")
+        frames = 8 if on_gpu() else 4  # about 2 s a frame in the interpreter
+        clip = make_clip(where / "clip.mp4", frames=frames, size=(48, 64))
+        print(f"tilecraft video demo: generated {clip} ({frames} frames, 64x48)")
     out = where / f"{Path(clip).stem}.tilecraft.mp4"
     args = argparse.Namespace(
         input=str(clip),
