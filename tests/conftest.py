@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
@@ -15,6 +16,14 @@ import torch
 # kernel compiles; without a GPU the interpreter is the only way to run Triton code.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from triton.runtime import interpreter
+
+    # Triton's interpreter checks every 32-bit integer add, sub and mul for overflow (an
+    # int64 copy, two compares and an assert per op): half the time of some tests. Compiled
+    # code wraps instead, as PyTorch does, and the tests check results against PyTorch.
+    _builder = interpreter.interpreter_builder
+    _builder.options = dataclasses.replace(_builder.options, sanitize_overflow=False)
 # Keep generated code out of the user's cache (Settings read this when a Kernel is built).
 os.environ.setdefault("TILECRAFT_CACHE_DIR", tempfile.mkdtemp(prefix="tilecraft-tests-"))
 
