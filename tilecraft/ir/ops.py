@@ -158,9 +158,11 @@ def _expm1(a: str) -> str:
     return f"tl.where({u} == 1.0, {a}, tl.where({edge}, {u} - 1.0, {exact}))"
 
 
-def _floordiv(d: torch.dtype, a: str, b: str) -> str:
-    """PyTorch's flooring division of integers (Triton's `//` truncates toward zero)."""
-    return f"{a} // {b} - (({a} % {b} != 0) & (({a} < 0) != ({b} < 0))).to({a}.dtype)"
+INT_FLOORDIV = """def {name}(a, b):
+    # PyTorch's flooring division (Triton's // truncates toward zero, as C's does)
+    quotient = a // b
+    return quotient - ((a % b != 0) & ((a < 0) != (b < 0))).to(quotient.dtype)
+"""
 
 
 FLOAT_FLOORDIV = """def {name}(a, b):
@@ -188,22 +190,20 @@ def _fmod(d: torch.dtype, a: str, b: str) -> str:
     return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
 
 
-def _remainder(d: torch.dtype, a: str, b: str) -> str:
-    """PyTorch's remainder of integers, which takes the sign of the divisor."""
-    r = f"({a} % {b})"
-    return f"tl.where(({r} != 0) & (({r} < 0) != ({b} < 0)), {r} + {b}, {r})"
-
-
-FLOAT_REMAINDER = """def {name}(a, b):
+REMAINDER = """def {name}(a, b):
     # PyTorch's remainder: C's fmod, moved to the divisor's sign
     r = {fmod}
     return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 """
 
 
-def _with_fmod(template: str) -> Callable[[torch.dtype], str | None]:
-    """A float helper built on C's fmod of `a` and `b` (none for integers)."""
-    return lambda d: template.replace("{fmod}", _fmod(d, "a", "b")) if is_float(d) else None
+def _with_fmod(template: str, integers: str | None = None) -> Callable[[torch.dtype], str]:
+    """A helper built on C's fmod of `a` and `b` (`integers` instead for integers, if given)."""
+    return lambda d: (
+        template.replace("{fmod}", _fmod(d, "a", "b"))
+        if is_float(d) or integers is None
+        else integers
+    )
 
 
 POW = """def {name}(a, b):
@@ -257,9 +257,8 @@ define(
     "floordiv",
     E,
     arity=2,
-    emit=_floordiv,
     eager=torch.floor_divide,
-    helper=_with_fmod(FLOAT_FLOORDIV),
+    helper=_with_fmod(FLOAT_FLOORDIV, INT_FLOORDIV),
 )
 
 
@@ -282,9 +281,7 @@ define(
     emit=_truncdiv,
     eager=lambda a, b: torch.div(a, b, rounding_mode="trunc"),
 )
-define(
-    "mod", E, arity=2, emit=_remainder, eager=torch.remainder, helper=_with_fmod(FLOAT_REMAINDER)
-)
+define("mod", E, arity=2, eager=torch.remainder, helper=_with_fmod(REMAINDER))
 define("fmod", E, arity=2, emit=_fmod, eager=torch.fmod, torch_names=("fmod",))
 define(
     "pow",
