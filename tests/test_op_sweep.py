@@ -35,7 +35,7 @@ ELEMENTWISE = sorted(
     for name, opdef in OPDEFS.items()
     if opdef.kind == Kind.ELEMENTWISE
     and opdef.arity in (1, 2)
-    and opdef.emit is not None
+    and (opdef.emit is not None or opdef.helper is not None)
     and torch_function(name) is not None
 )
 
