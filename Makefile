@@ -12,7 +12,7 @@ JOBS   ?= auto
 # ruff errors on paths that do not exist, so only pass the ones that do.
 LINT_PATHS := $(wildcard tilecraft examples tests benchmarks setup.py)
 
-.PHONY: venv demo docs lint test test-slow test-all reliability wheel check-wheel format clean
+.PHONY: venv demo docs lint test test-slow test-all test-gpu reliability wheel check-wheel format clean
 
 venv: $(STAMP)
 
@@ -66,6 +66,14 @@ test-slow: venv
 	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m slow --durations=10
 
 test-all: test test-slow
+
+# The tests on a GPU (TILECRAFT_TEST_DEVICE=cuda: tensors on the GPU, compiled for it and
+# eager on it), each result printed as it comes so that a run cut short still says what
+# failed. No venv: run it with the Python that has the CUDA build of PyTorch, e.g.
+# `make test-gpu PY=python3 TESTS=tests/test_ops.py`.
+TESTS ?= tests
+test-gpu:
+	TILECRAFT_TEST_DEVICE=cuda $(PY) -m pytest -o addopts="" -n $(JOBS) -v -m "not slow" -p no:cacheprovider $(TESTS)
 
 # Every fault of the cache, the database, the LLM search and the settings, injected for
 # real (a tmpfs full disk and a read-only mount where the machine allows mounting).
