@@ -197,12 +197,11 @@ REMAINDER = """def {name}(a, b):
 """
 
 
-def _with_fmod(template: str, integers: str | None = None) -> Callable[[torch.dtype], str]:
-    """A helper built on C's fmod of `a` and `b` (`integers` instead for integers, if given)."""
-    return lambda d: (
-        template.replace("{fmod}", _fmod(d, "a", "b"))
-        if is_float(d) or integers is None
-        else integers
+def _with_fmod(floats: str, integers: str | None = None) -> Callable[[torch.dtype], str]:
+    """A helper whose `{fmod}` is C's fmod of `a` and `b` in the compute dtype (`integers`,
+    where given, is the template for integers)."""
+    return lambda d: (floats if is_float(d) else integers or floats).replace(
+        "{fmod}", _fmod(d, "a", "b")
     )
 
 
