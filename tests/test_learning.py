@@ -68,6 +68,19 @@ def test_features_have_one_length_and_follow_the_config() -> None:
     assert a != b
 
 
+@pytest.mark.parametrize("m,k,n", [(0, 5, 3), (4, 0, 3), (0, 0, 0)])
+def test_features_and_the_model_take_empty_dims(m: int, k: int, n: int) -> None:
+    """A GPU tuning a product with an empty dim recorded trials whose features divided by
+    the empty extent, and every later cost-model fit (any kernel's first call) failed."""
+    _, _, mm = prepared("matmul-2048x2048x2048")
+    desc = {**mm, "blocks": [[m, False, True], [n, False, True], [k, True, True]]}
+    config = tc.Config(block_sizes=[64, 64, 32], num_warps=4)
+    row = features(desc, config)
+    assert len(row) == len(features(mm, config)) and all(math.isfinite(v) for v in row)
+    land, _, _ = prepared("matmul-2048x2048x2048")
+    assert CostModel.fit([(desc, land.trials[:8]), (mm, land.trials)]) is not None
+
+
 def test_landscapes_cover_eight_kernels_at_three_shapes_each() -> None:
     kernels: dict[str, int] = {}
     for path in LANDSCAPES.glob("*.jsonl.gz"):

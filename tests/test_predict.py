@@ -383,3 +383,21 @@ def test_cost_model_of_kind_rank() -> None:
     assert model.rank(desc, configs)[0] == configs[scores.index(min(scores))]
     with pytest.raises(ValueError, match="kind"):
         CostModel.fit(groups, kind="guess")
+
+
+def test_a_model_that_cannot_be_fitted_leaves_tuning_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored trial the features cannot take (a fault, as an empty dim's division was)
+    warns and tunes without the model instead of failing the user's call."""
+    settings = Settings(cache_dir=str(tmp_path))
+    land, _, _ = prepared(CONFIDENT)
+    _, bound, args = land.case.bind("meta")
+
+    def broken(*_: Any) -> None:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(tune, "from_database", broken)
+    with TuningDB(tune.db_path(settings)) as db, pytest.warns(UserWarning, match="no cost model"):
+        model, description = tune._learned(db, tune.tune_key(bound, args), bound, settings)
+    assert model is None and description["blocks"]

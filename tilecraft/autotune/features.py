@@ -76,8 +76,10 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
     programs = math.prod(
         -(-ext // s) for (ext, inner, _), s in zip(blocks, sizes, strict=False) if not inner
     )
+    # the share of masked lanes (an empty dim pads nothing: it runs no program)
     padded = math.prod(
-        -(-ext // s) * s / ext for (ext, _, _), s in zip(blocks, sizes, strict=False)
+        -(-ext // s) * s / ext if ext else 1.0
+        for (ext, _, _), s in zip(blocks, sizes, strict=False)
     )
     dot = [s for (_, _, is_dot), s in zip(blocks, sizes, strict=False) if is_dot][-3:]
     inner = [s for (_, is_inner, _), s in zip(blocks, sizes, strict=False) if is_inner]

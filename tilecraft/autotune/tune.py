@@ -463,8 +463,10 @@ def _learned(
     try:
         db.save_description(key.kernel, key.spec_key, key.hardware, description)
         return from_database(db, key.hardware, Path(settings.cache_dir)), description
-    except (sqlite3.Error, ImportError, ValueError) as e:
-        warnings.warn(f"tilecraft: no cost model ({e}); tuning without one", stacklevel=3)
+    # the model only guides the search: a stored trial or description it cannot read (a
+    # fault of an older version, say) must not fail the call that tunes
+    except (sqlite3.Error, ImportError, ValueError, ArithmeticError, KeyError, TypeError) as e:
+        warnings.warn(f"tilecraft: no cost model ({e!r}); tuning without one", stacklevel=3)
         return None, description
 
 
