@@ -20,8 +20,9 @@ def cross_entropy_backward(
 ) -> torch.Tensor:
     n, v = logits.size()
     grad_logits = torch.empty_like(logits)
-    scale = (grad_out.to(torch.float32) / n).reshape(1)  # d mean / d loss of a row
+    grad = grad_out.reshape(1)  # the loss's gradient (a view: no PyTorch op runs)
     for tile_n in tc.tile(n):
+        scale = grad[0].to(torch.float32) / n  # d mean / d loss of a row
         target = labels[tile_n]
         row_max = tc.full([tile_n], float("-inf"), dtype=torch.float32)
         row_sum = tc.zeros([tile_n], dtype=torch.float32)
@@ -37,8 +38,8 @@ def cross_entropy_backward(
             values = logits[tile_n, tile_v].to(torch.float32)
             probs = torch.exp(values - lse[:, None])
             is_target = tile_v.index[None, :] == target[:, None]
-            grad = torch.where(is_target, probs - 1.0, probs) * scale[0]
-            grad_logits[tile_n, tile_v] = grad.to(grad_logits.dtype)
+            row_grad = torch.where(is_target, probs - 1.0, probs) * scale
+            grad_logits[tile_n, tile_v] = row_grad.to(grad_logits.dtype)
     return grad_logits
 
 

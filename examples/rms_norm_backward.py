@@ -15,8 +15,10 @@ def rms_norm_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     m, n = x.size()
     grad_x = torch.empty_like(x)
-    # per-row terms of the weight gradient, summed over rows on the host
+    # per-row terms of the weight gradient, summed down the rows by the second loop (in
+    # the kernel: two PyTorch ops on the host would cost an eager step more than a launch)
     grad_w_rows = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    grad_w = torch.empty_like(weight)
     for tile_m in tc.tile(m):
         row = x[tile_m, :].to(torch.float32)
         dy = grad_out[tile_m, :].to(torch.float32)
@@ -25,7 +27,9 @@ def rms_norm_backward(
         proj = torch.mean(dy_w * row, dim=-1) * inv_rms * inv_rms
         grad_x[tile_m, :] = ((dy_w - row * proj[:, None]) * inv_rms[:, None]).to(grad_x.dtype)
         grad_w_rows[tile_m, :] = dy * row * inv_rms[:, None]
-    return grad_x, grad_w_rows.sum(0).to(weight.dtype)
+    for tile_n in tc.tile(n):
+        grad_w[tile_n] = torch.sum(grad_w_rows[:, tile_n], dim=0).to(grad_w.dtype)
+    return grad_x, grad_w
 
 
 # rms_norm as a differentiable PyTorch operator: torch.ops.examples.rms_norm

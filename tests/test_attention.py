@@ -81,6 +81,30 @@ def test_attention_shapes(mode, shape: tuple) -> None:
     _check(shape, torch.float32, causal=True, scale=0.3)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kv_heads", [3, 1])
+def test_attention_reads_heads_in_place(mode, causal: bool, kv_heads: int) -> None:
+    """q, k and v as a model's fused projection lays them out ((batch, seq, heads, dim)
+    buffers seen as (batch, heads, seq, dim)): read in place, the output's heads side by
+    side (its transpose back is a view), and the gradients those of SDPA."""
+    _kernels(mode)
+    batch, heads, seq, dim = 2, 3, 37, 16
+    fused = torch.randn(batch, seq, heads + 2 * kv_heads, dim, requires_grad=True)
+    q, k, v = fused.split([heads, kv_heads, kv_heads], dim=2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    assert not q.is_contiguous()
+    out = attention(q, k, v, causal=causal)
+    assert out.transpose(1, 2).is_contiguous()
+    grad_out = torch.randn(batch, seq, heads, dim).transpose(1, 2)  # as the transpose's grad
+    out.backward(grad_out)
+    ref_in = fused.detach().clone().requires_grad_()
+    rq, rk, rv = (t.transpose(1, 2) for t in ref_in.split([heads, kv_heads, kv_heads], dim=2))
+    ref = F.scaled_dot_product_attention(rq, rk, rv, is_causal=causal, enable_gqa=True)
+    ref.backward(grad_out)
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(fused.grad, ref_in.grad, atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.parametrize("window", [1, 7, 40])
 def test_attention_sliding_window(mode, window: int) -> None:
     """Windows shorter than a tile, across tiles, and wider than the sequence."""
@@ -131,7 +155,7 @@ def test_attention_window_with_key_tiles_smaller_than_query_tiles(
     tile holds no key some of its queries see (their running maximum is still -inf)."""
     _kernels(mode)
     monkeypatch.setattr(attention_forward, "config", tc.Config(block_sizes=[32, 16, 16, 16]))
-    backward = tc.Config(block_sizes=[16, 16, 32, 32, 32, 32, 16, 16, 16])
+    backward = tc.Config(block_sizes=[32, 16, 16, 16, 16, 32, 32, 32])
     monkeypatch.setattr(attention_backward, "config", backward)
     _check((1, 1, 1, 50, 50, 16), torch.float32, causal=True, window=3)
 

@@ -23,9 +23,15 @@ divides the query tile (and there are no more queries than keys), which the comp
 descriptors. With a sliding window the keys before the query tile (forward and dQ) split
 once more: the window's lower edge (masked) and the keys every query of the tile sees
 (unmasked); dK and dV's queries past the key tile likewise.
-The backward computes `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
-looping over the query heads of its kv head and their query tiles), then dQ (one program
-per query tile, looping over key tiles), with no atomics.
+The backward computes dQ (one program per query tile, looping over key tiles), each program
+also storing its rows' `delta = rowsum(dO * O)`, then dK and dV (one program per key tile,
+looping over the query heads of its kv head and their query tiles), with no atomics.
+
+q, k, v (and the backward's dO and O) are read in place in any layout: a head of a `(batch,
+seq, heads, head_dim)` buffer, as a model's fused projection leaves it, needs no copy (its
+rows go through pointers; contiguous heads are read as blocks). The output is laid out as
+`(batch, seq, heads, head_dim)` and returned as its `(batch, heads, seq, head_dim)` view, as
+SDPA's flash backend does, so that a model's transpose back to its sequence is a view.
 
 What the tuner may choose (each kernel's ConfigSpace): the query and key tile sizes, warps,
 stages (per kernel and per key loop), tensor-descriptor (TMA) reads through `indexing`
@@ -56,6 +62,30 @@ def _q_rows(kv_rows: Any, heads: int, kv_heads: int, g: int) -> Any:
     """The (batch * heads) rows of query head `g` of (batch * kv_heads) rows' groups."""
     group = heads // kv_heads
     return kv_rows // kv_heads * heads + kv_rows % kv_heads * group + g
+
+
+def _heads_rows(t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """A `(batch, heads, rows, head_dim)` tensor as `_read` takes it: `(batch * heads, rows,
+    head_dim)` rows and 0 where that is a view (a contiguous tensor), else the tensor and its
+    head count (a head of a `(batch, rows, heads, head_dim)` buffer, as a model's fused q, k,
+    v projection makes it: read in place, no copy)."""
+    batch, heads, rows, head_dim = t.size()
+    if batch == 1 or heads == 1 or t.stride(0) == heads * t.stride(1):
+        return t.reshape([batch * heads, rows, head_dim]), 0
+    return t, heads
+
+
+def _read(rows: tuple, row: Any, tile: Any) -> Any:
+    """The rows `tile` of (batch * heads) row `row` of `rows` (`_heads_rows`'s pair), as a
+    [tile, head_dim] tile: `row` is a one-row tile (a plain block, which the `indexing` knob
+    may read through a tensor descriptor) or, always where the pair holds a 4-D tensor, the
+    row's index (read through pointers)."""
+    t, parts = rows
+    if parts == 0:
+        x = t[row, tile, :].squeeze(0)
+    else:
+        x = t[row // parts, row % parts, tile, :].squeeze(0)
+    return x
 
 
 def _mask(
@@ -104,11 +134,11 @@ def _attend(state: tuple, reads: tuple, tile_n: Any, qk_scale: float, *flags: An
     more key tile; `reads`: the query tile, the key, value and bias (or None) rows, the kv
     row, the query row and tile; `flags` as `_mask` takes them."""
     query, k_rows, v_rows, bias_rows, kv, tile_bh, tile_m = reads
-    key = k_rows[kv, tile_n, :].squeeze(0)
+    key = _read(k_rows, kv, tile_n)
     bias_tile = None if bias_rows is None else bias_rows[tile_bh, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
     m_i, l_i, acc = state
-    return _softmax_step(m_i, l_i, acc, scores, v_rows[kv, tile_n, :].squeeze(0))
+    return _softmax_step(m_i, l_i, acc, scores, _read(v_rows, kv, tile_n))
 
 
 def _score_grads(
@@ -162,22 +192,27 @@ def attention_forward(
     batch, heads, m, _ = q.size()
     kv_heads, n = k.size(1), k.size(2)
     head_dim = tc.specialize(q.size(3))
-    q_rows = q.reshape([batch * heads, m, head_dim])
-    k_rows = k.reshape([batch * kv_heads, n, head_dim])
-    v_rows = v.reshape([batch * kv_heads, n, head_dim])
+    q_rows, q_parts = _heads_rows(q)
+    k_rows, k_parts = _heads_rows(k)
+    v_rows, v_parts = _heads_rows(v)
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else bias
-    out = torch.empty_like(q_rows)
+    # the output's heads side by side (SDPA's flash output is laid out so too): a model's
+    # `out.transpose(1, 2).reshape(batch, m, heads * head_dim)` is then a view
+    out = torch.empty([batch, m, heads, head_dim], dtype=q.dtype, device=q.device)
+    out_heads = out.transpose(1, 2)
+    kv_flat = heads == kv_heads and k_parts == 0 and v_parts == 0
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
     masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
+        kv = tile_bh if kv_flat else _kv_rows(tile_bh.index, heads, kv_heads)
         m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
         l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
-        query = q_rows[tile_bh, tile_m, :].squeeze(0)
+        query = _read((q_rows, q_parts), tile_bh if q_parts == 0 else tile_bh.index, tile_m)
         state = (m_i, l_i, acc)
-        reads = (query, k_rows, v_rows, bias_rows if has_bias else None, kv, tile_bh, tile_m)
+        k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
+        reads = (query, k_pair, v_pair, bias_rows if has_bias else None, kv, tile_bh, tile_m)
         end = min(tile_m.end, n) if causal else n
         start = 0
         if causal:
@@ -194,14 +229,12 @@ def attention_forward(
         for tile_n in tc.tile(start, end):
             state = _attend(state, reads, tile_n, qk_scale, *masking)
         m_i, l_i, acc = state
-        out[tile_bh, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[None, :, :]
+        row = tile_bh.index
+        out_heads[row // heads, row % heads, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[
+            None, :, :
+        ]
         lse[tile_bh, tile_m] = (m_i + torch.log2(l_i))[None, :]
-    return out.view(q.size()), lse.view([batch, heads, m])
-
-
-def _flat_heads(head_dim: int, *tensors: torch.Tensor) -> list[torch.Tensor]:
-    """Each `(batch, heads, rows, head_dim)` tensor as `(batch * heads, rows, head_dim)`."""
-    return [t.reshape([t.size(0) * t.size(1), t.size(2), head_dim]) for t in tensors]
+    return out_heads, lse.view([batch, heads, m])
 
 
 def _add_key_grads(
@@ -220,8 +253,7 @@ def _add_key_grads(
     rows `rows`; `reads` holds the query, output-gradient, bias (None without one),
     log-sum-exp and delta rows, `flags` what `_mask` takes."""
     q_rows, do_rows, bias_rows, lse_rows, delta = reads
-    query = q_rows[rows, tile_m, :].squeeze(0)
-    d_o = do_rows[rows, tile_m, :].squeeze(0)
+    query, d_o = _read(q_rows, rows, tile_m), _read(do_rows, rows, tile_m)
     bias_tile = None if bias_rows is None else bias_rows[rows, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
     terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
@@ -246,10 +278,10 @@ def _add_query_grad(
     `reads` the key, bias (None without one), value and bias-gradient rows, `q_row` and `kv`
     the query's and the key's (batch * heads) rows, `flags` what `_mask` takes."""
     k_rows, bias_rows, v_rows, grad_bias = reads
-    key = k_rows[kv, tile_n, :].squeeze(0)
+    key = _read(k_rows, kv, tile_n)
     bias_tile = None if bias_rows is None else bias_rows[q_row, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
-    ds = _score_grads(d_o, v_rows[kv, tile_n, :].squeeze(0), scores, *terms)
+    ds = _score_grads(d_o, _read(v_rows, kv, tile_n), scores, *terms)
     if bias_rows is not None:
         grad_bias[q_row, tile_m, tile_n] = ds[None, :, :]
     return torch.addmm(dq_acc, ds.to(key.dtype), key)
@@ -260,7 +292,7 @@ def _key_program(
     tile_n: Any,
     ins: tuple,
     outs: tuple,
-    sizes: tuple[int, int, int, int],
+    sizes: tuple[int, int, int, int, bool, bool],
     qk_scale: float,
     scale: float,
     *flags: Any,
@@ -268,13 +300,14 @@ def _key_program(
     """One program of the dK, dV pass: key tile `tile_n` of the (batch * kv_heads) row
     `tile_kv`, summed over the queries of every head that reads it, stored into `outs`
     (dK, dV). `ins` holds the key, value, query, output-gradient, bias (None without one),
-    log-sum-exp and delta rows, `sizes` (heads, kv_heads, queries, head_dim), `flags` what
-    `_mask` takes."""
+    log-sum-exp and delta rows, `sizes` (heads, kv_heads, queries, head_dim, whether the
+    query and output-gradient rows are flat, whether the key and value rows are), `flags`
+    what `_mask` takes."""
     k_rows, v_rows, q_rows, do_rows, bias_rows, lse_rows, delta = ins
-    heads, kv_heads, m, head_dim = sizes
+    heads, kv_heads, m, head_dim, q_flat, kv_flat = sizes
     causal, window = flags
-    key = k_rows[tile_kv, tile_n, :].squeeze(0)
-    value = v_rows[tile_kv, tile_n, :].squeeze(0)
+    kv = tile_kv if kv_flat else tile_kv.index
+    key, value = _read(k_rows, kv, tile_n), _read(v_rows, kv, tile_n)
     dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
     dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
     start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
@@ -287,7 +320,8 @@ def _key_program(
     full_end = min(max(tile_n.begin + window, diagonal_end), m) if window > 0 else m
     reads = (q_rows, do_rows, bias_rows, lse_rows, delta)
     for g in range(heads // kv_heads):
-        rows = tile_kv if heads == kv_heads else _q_rows(tile_kv.index, heads, kv_heads, g)
+        same = heads == kv_heads and q_flat
+        rows = tile_kv if same else _q_rows(tile_kv.index, heads, kv_heads, g)
         for tile_m in tc.tile(start, diagonal_end):
             dk_acc, dv_acc = _add_key_grads(
                 dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
@@ -312,24 +346,27 @@ def _query_program(
     tile_m: Any,
     ins: tuple,
     outs: tuple,
-    sizes: tuple[int, int, int, int],
+    sizes: tuple[int, int, int, int, bool, bool],
     qk_scale: float,
     scale: float,
     *flags: Any,
 ) -> None:
     """One program of the dQ pass: query tile `tile_m` of the (batch * heads) row `tile_bh`,
-    over the key tiles it attends to, stored into `outs` (dBias, None without a bias, and
-    dQ). `ins` holds the query, output-gradient, log-sum-exp, delta, key, bias (None without
-    one) and value rows, `sizes` (heads, kv_heads, keys, head_dim), `flags` what `_mask`
-    takes."""
-    q_rows, do_rows, lse_rows, delta, k_rows, bias_rows, v_rows = ins
-    grad_bias, dq = outs
-    heads, kv_heads, n, head_dim = sizes
+    over the key tiles it attends to, stored into `outs` (delta, dBias, None without a bias,
+    and dQ). `ins` holds the query, output-gradient, output, log-sum-exp, key, bias (None
+    without one) and value rows, `sizes` as `_key_program` takes them (with the keys for the
+    queries), `flags` what `_mask` takes. The tile's `delta = rowsum(dO * O)`, the softmax
+    backward's per-row term, is computed here and stored for the dK, dV pass."""
+    q_rows, do_rows, o_rows, lse_rows, k_rows, bias_rows, v_rows = ins
+    delta, grad_bias, dq = outs
+    heads, kv_heads, n, head_dim, q_flat, kv_flat = sizes
     causal, window = flags
-    kv = tile_bh if heads == kv_heads else _kv_rows(tile_bh.index, heads, kv_heads)
-    query = q_rows[tile_bh, tile_m, :].squeeze(0)
-    d_o = do_rows[tile_bh, tile_m, :].squeeze(0)
-    terms = (lse_rows[tile_bh, tile_m].squeeze(0), delta[tile_bh, tile_m].squeeze(0))
+    kv = tile_bh if heads == kv_heads and kv_flat else _kv_rows(tile_bh.index, heads, kv_heads)
+    row = tile_bh if q_flat else tile_bh.index
+    query, d_o = _read(q_rows, row, tile_m), _read(do_rows, row, tile_m)
+    row_delta = torch.sum(d_o.to(torch.float32) * _read(o_rows, row, tile_m).to(torch.float32), -1)
+    delta[tile_bh, tile_m] = row_delta[None, :]
+    terms = (lse_rows[tile_bh, tile_m].squeeze(0), row_delta)
     reads = (k_rows, bias_rows, v_rows, grad_bias)
     dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
     end = min(tile_m.end, n) if causal else n
@@ -375,33 +412,39 @@ def attention_backward(
     batch, heads, m, _ = q.size()
     kv_heads, n = k.size(1), k.size(2)
     head_dim = tc.specialize(q.size(3))
-    q_rows, k_rows, v_rows, do_rows = _flat_heads(head_dim, q, k, v, grad_out)
+    q_rows, q_parts = _heads_rows(q)
+    k_rows, k_parts = _heads_rows(k)
+    v_rows, v_parts = _heads_rows(v)
+    do_rows, do_parts = _heads_rows(grad_out)
+    o_rows, o_parts = _heads_rows(out)
+    q_flat = q_parts == 0 and do_parts == 0 and o_parts == 0
+    kv_flat = k_parts == 0 and v_parts == 0
     lse_rows = lse.reshape([batch * heads, m])
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else None
-    bias_size = [batch * heads, m, n] if has_bias else [0]
-    grad_bias = torch.zeros(bias_size, dtype=torch.float32, device=q.device)
-    # delta = rowsum(dO * O), the softmax backward's per-row term, read by both passes: its
-    # pass runs over all rows at once (flattened), not one (batch, head) per program
-    delta_flat = torch.empty([batch * heads * m], dtype=torch.float32, device=q.device)
-    delta = delta_flat.view(batch * heads, m)
-    do_flat = grad_out.reshape([batch * heads * m, head_dim])
-    o_flat = out.reshape([batch * heads * m, head_dim])
-    dq, dk, dv = (torch.empty_like(t) for t in (q_rows, k_rows, v_rows))
+    if has_bias:  # the dQ pass stores the tiles it visits: the causal mask's others are 0
+        grad_bias = torch.zeros([batch * heads, m, n], dtype=torch.float32, device=q.device)
+    else:
+        grad_bias = torch.empty([0], dtype=torch.float32, device=q.device)
+    delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    dq = torch.empty([batch * heads, m, head_dim], dtype=q.dtype, device=q.device)
+    dk = torch.empty([batch * kv_heads, n, head_dim], dtype=k.dtype, device=k.device)
+    dv = torch.empty([batch * kv_heads, n, head_dim], dtype=v.dtype, device=v.device)
     qk_scale = scale * LOG2E
-    for tile_r in tc.tile(batch * heads * m):
-        d_o = do_flat[tile_r, :].to(torch.float32)
-        delta_flat[tile_r] = torch.sum(d_o * o_flat[tile_r, :].to(torch.float32), -1)
+    # dQ (and each row's delta): a program per query tile, over the key tiles it attends to
+    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
+        q_pair, do_pair, o_pair = (q_rows, q_parts), (do_rows, do_parts), (o_rows, o_parts)
+        k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
+        query_ins = (q_pair, do_pair, o_pair, lse_rows, k_pair, bias_rows, v_pair)
+        outs = (delta, grad_bias if has_bias else None, dq)
+        sizes = (heads, kv_heads, n, head_dim, q_flat, kv_flat)
+        _query_program(tile_bh, tile_m, query_ins, outs, sizes, qk_scale, scale, causal, window)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
-        key_ins = (k_rows, v_rows, q_rows, do_rows, bias_rows, lse_rows, delta)
-        sizes = (heads, kv_heads, m, head_dim)
+        k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
+        q_pair, do_pair = (q_rows, q_parts), (do_rows, do_parts)
+        key_ins = (k_pair, v_pair, q_pair, do_pair, bias_rows, lse_rows, delta)
+        sizes = (heads, kv_heads, m, head_dim, q_flat, kv_flat)
         _key_program(tile_kv, tile_n, key_ins, (dk, dv), sizes, qk_scale, scale, causal, window)
-    # dQ: a program per query tile, over the key tiles it attends to
-    for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        query_ins = (q_rows, do_rows, lse_rows, delta, k_rows, bias_rows, v_rows)
-        outs = (grad_bias if has_bias else None, dq)
-        sizes = (heads, kv_heads, n, head_dim)
-        _query_program(tile_bh, tile_m, query_ins, outs, sizes, qk_scale, scale, causal, window)
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
 
@@ -416,7 +459,7 @@ def _setup_context(ctx: object, inputs: tuple, output: tuple) -> None:
 
 def _backward(ctx: object, grad_out: torch.Tensor, grad_lse: torch.Tensor | None) -> tuple:
     q, k, v, bias, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
-    grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
+    grad_out = torch.zeros_like(out) if grad_out is None else grad_out
     flags = ctx.flags  # type: ignore[attr-defined]
     dq, dk, dv, d_bias = attention_backward_op(grad_out, q, k, v, bias, out, lse, *flags)
     d_bias = d_bias.to(bias.dtype) if flags[3] else None
@@ -463,8 +506,8 @@ def attention(
         raise ValueError(f"bias must be a float tensor added to the scores, not {bias.dtype}")
     else:  # expanded through autograd, so the bias's gradient is summed back to its shape
         bias = bias.expand(q.size(0), q.size(1), q.size(2), k.size(2)).contiguous()
-    tensors = (q.contiguous(), k.contiguous(), v.contiguous(), bias)
-    out, _ = attention_op(*tensors, causal, float(scale), window or 0, has_bias)
+    # q, k, v are read in place, in any layout (a head of a fused projection's output, say)
+    out, _ = attention_op(q, k, v, bias, causal, float(scale), window or 0, has_bias)
     return out
 
 
