@@ -87,7 +87,6 @@ CAUSAL_BACKWARD = [(128, 64, 128, 64, 8, 2, TMA, {"loop_orders": [[1, 0], [1, 0]
 SMOKE_CAUSAL_FORWARD = [(16, 16, 4, 1, TMA, QUERY_TILES_FASTEST)]
 SMOKE_CAUSAL_BACKWARD: list[tuple] = []
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-DELTA_BLOCK = 64  # rows per program of the backward's rowsum(dO * O) pass
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
@@ -102,11 +101,11 @@ def forward_config(entry: tuple, count: int) -> tc.Config:
 
 
 def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Config:
-    """A backward Config: the delta pass, dK/dV (its query loop once per query head of a kv
-    head's `group`, two loops each when causal), then dQ (two key loops when causal)."""
+    """A backward Config: dQ (and delta; two key loops when causal), then dK/dV (its query
+    loop once per query head of a kv head's `group`, two loops each when causal)."""
     kv_n, kv_m, q_m, q_n, warps, stages, indexing, *more = entry
     loops = 2 if causal else 1
-    blocks = [min(DELTA_BLOCK, q_m), kv_n, *[kv_m] * (group * loops), q_m, *[q_n] * loops]
+    blocks = [q_m, *[q_n] * loops, kv_n, *[kv_m] * (group * loops)]
     blocks = (blocks + [blocks[-1]] * count)[:count]  # should the kernel's layout change
     extra = {"indexing": indexing} if indexing else {}
     extra.update(*more)

@@ -88,6 +88,25 @@ def _read(rows: tuple, row: Any, tile: Any) -> Any:
     return x
 
 
+def _own(rows: tuple, tile: Any) -> Any:
+    """How `_read` takes the one-row `tile` of `rows`: the tile itself where they are flat,
+    else its index."""
+    _, parts = rows
+    return tile if parts == 0 else tile.index
+
+
+def _kv_of(pairs: tuple, tile: Any, heads: int, kv_heads: int) -> tuple:
+    """How `_read` takes the key and value rows (`pairs`) that query row `tile` reads: its
+    own rows, or with grouped heads the computed index of its group's (a gather)."""
+    k_pair, v_pair = pairs
+    if heads == kv_heads:
+        rows = (_own(k_pair, tile), _own(v_pair, tile))
+    else:
+        kv = _kv_rows(tile.index, heads, kv_heads)
+        rows = (kv, kv)
+    return rows
+
+
 def _mask(
     scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, causal: bool, window: int
 ) -> torch.Tensor:
@@ -131,14 +150,15 @@ def _softmax_step(
 
 def _attend(state: tuple, reads: tuple, tile_n: Any, qk_scale: float, *flags: Any) -> tuple:
     """The forward's online softmax `state` (row maximum, denominator, output) after one
-    more key tile; `reads`: the query tile, the key, value and bias (or None) rows, the kv
+    more key tile; `reads`: the query tile, the key, value and bias (or None) rows, the key
+    and value rows' (`_kv_of`),
     row, the query row and tile; `flags` as `_mask` takes them."""
     query, k_rows, v_rows, bias_rows, kv, tile_bh, tile_m = reads
-    key = _read(k_rows, kv, tile_n)
+    key = _read(k_rows, kv[0], tile_n)
     bias_tile = None if bias_rows is None else bias_rows[tile_bh, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
     m_i, l_i, acc = state
-    return _softmax_step(m_i, l_i, acc, scores, _read(v_rows, kv, tile_n))
+    return _softmax_step(m_i, l_i, acc, scores, _read(v_rows, kv[1], tile_n))
 
 
 def _score_grads(
@@ -200,18 +220,17 @@ def attention_forward(
     # `out.transpose(1, 2).reshape(batch, m, heads * head_dim)` is then a view
     out = torch.empty([batch, m, heads, head_dim], dtype=q.dtype, device=q.device)
     out_heads = out.transpose(1, 2)
-    kv_flat = heads == kv_heads and k_parts == 0 and v_parts == 0
     lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
     masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
-        kv = tile_bh if kv_flat else _kv_rows(tile_bh.index, heads, kv_heads)
         m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
         l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
-        query = _read((q_rows, q_parts), tile_bh if q_parts == 0 else tile_bh.index, tile_m)
+        q_pair, k_pair, v_pair = (q_rows, q_parts), (k_rows, k_parts), (v_rows, v_parts)
+        query = _read(q_pair, _own(q_pair, tile_bh), tile_m)
+        kv = _kv_of((k_pair, v_pair), tile_bh, heads, kv_heads)
         state = (m_i, l_i, acc)
-        k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
         reads = (query, k_pair, v_pair, bias_rows if has_bias else None, kv, tile_bh, tile_m)
         end = min(tile_m.end, n) if causal else n
         start = 0
@@ -249,14 +268,17 @@ def _add_key_grads(
     qk_scale: float,
     *flags: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A key tile's dK and dV sums after the query tile `tile_m` of the (batch * heads)
-    rows `rows`; `reads` holds the query, output-gradient, bias (None without one),
-    log-sum-exp and delta rows, `flags` what `_mask` takes."""
+    """A key tile's dK and dV sums after the query tile `tile_m` of one (batch * heads)
+    row, which `rows` gives as `_read` takes it for the query and the output-gradient (the
+    first also indexes the flat bias, log-sum-exp and delta); `reads` holds the query,
+    output-gradient, bias (None without one), log-sum-exp and delta rows, `flags` what
+    `_mask` takes."""
     q_rows, do_rows, bias_rows, lse_rows, delta = reads
-    query, d_o = _read(q_rows, rows, tile_m), _read(do_rows, rows, tile_m)
-    bias_tile = None if bias_rows is None else bias_rows[rows, tile_m, tile_n].squeeze(0)
+    row = rows[0]
+    query, d_o = _read(q_rows, row, tile_m), _read(do_rows, rows[1], tile_m)
+    bias_tile = None if bias_rows is None else bias_rows[row, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
-    terms = (lse_rows[rows, tile_m].squeeze(0), delta[rows, tile_m].squeeze(0))
+    terms = (lse_rows[row, tile_m].squeeze(0), delta[row, tile_m].squeeze(0))
     return _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
 
 
@@ -275,13 +297,14 @@ def _add_query_grad(
 ) -> torch.Tensor:
     """A query tile's dQ sum after the key tile `tile_n`, storing the scores' gradient as
     the bias's (this program owns its rows); `terms` are the rows' log-sum-exp and delta,
-    `reads` the key, bias (None without one), value and bias-gradient rows, `q_row` and `kv`
-    the query's and the key's (batch * heads) rows, `flags` what `_mask` takes."""
+    `reads` the key, bias (None without one), value and bias-gradient rows, `q_row` the
+    query's (batch * heads) row, `kv` the key's and value's as `_kv_of` gives them, `flags`
+    what `_mask` takes."""
     k_rows, bias_rows, v_rows, grad_bias = reads
-    key = _read(k_rows, kv, tile_n)
+    key = _read(k_rows, kv[0], tile_n)
     bias_tile = None if bias_rows is None else bias_rows[q_row, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
-    ds = _score_grads(d_o, _read(v_rows, kv, tile_n), scores, *terms)
+    ds = _score_grads(d_o, _read(v_rows, kv[1], tile_n), scores, *terms)
     if bias_rows is not None:
         grad_bias[q_row, tile_m, tile_n] = ds[None, :, :]
     return torch.addmm(dq_acc, ds.to(key.dtype), key)
@@ -292,7 +315,7 @@ def _key_program(
     tile_n: Any,
     ins: tuple,
     outs: tuple,
-    sizes: tuple[int, int, int, int, bool, bool],
+    sizes: tuple[int, int, int, int],
     qk_scale: float,
     scale: float,
     *flags: Any,
@@ -300,14 +323,13 @@ def _key_program(
     """One program of the dK, dV pass: key tile `tile_n` of the (batch * kv_heads) row
     `tile_kv`, summed over the queries of every head that reads it, stored into `outs`
     (dK, dV). `ins` holds the key, value, query, output-gradient, bias (None without one),
-    log-sum-exp and delta rows, `sizes` (heads, kv_heads, queries, head_dim, whether the
-    query and output-gradient rows are flat, whether the key and value rows are), `flags`
-    what `_mask` takes."""
+    log-sum-exp and delta rows, `sizes` (heads, kv_heads, queries, head_dim), `flags` what
+    `_mask` takes."""
     k_rows, v_rows, q_rows, do_rows, bias_rows, lse_rows, delta = ins
-    heads, kv_heads, m, head_dim, q_flat, kv_flat = sizes
+    heads, kv_heads, m, head_dim = sizes
     causal, window = flags
-    kv = tile_kv if kv_flat else tile_kv.index
-    key, value = _read(k_rows, kv, tile_n), _read(v_rows, kv, tile_n)
+    key = _read(k_rows, _own(k_rows, tile_kv), tile_n)
+    value = _read(v_rows, _own(v_rows, tile_kv), tile_n)
     dk_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
     dv_acc = tc.zeros([tile_n, head_dim], dtype=torch.float32)
     start = tile_n.begin if causal else 0  # causal: queries before the tile see none of it
@@ -320,8 +342,11 @@ def _key_program(
     full_end = min(max(tile_n.begin + window, diagonal_end), m) if window > 0 else m
     reads = (q_rows, do_rows, bias_rows, lse_rows, delta)
     for g in range(heads // kv_heads):
-        same = heads == kv_heads and q_flat
-        rows = tile_kv if same else _q_rows(tile_kv.index, heads, kv_heads, g)
+        if heads == kv_heads:
+            rows = (_own(q_rows, tile_kv), _own(do_rows, tile_kv))
+        else:  # query head g of the kv head's group, gathered
+            q_row = _q_rows(tile_kv.index, heads, kv_heads, g)
+            rows = (q_row, q_row)
         for tile_m in tc.tile(start, diagonal_end):
             dk_acc, dv_acc = _add_key_grads(
                 dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
@@ -346,7 +371,7 @@ def _query_program(
     tile_m: Any,
     ins: tuple,
     outs: tuple,
-    sizes: tuple[int, int, int, int, bool, bool],
+    sizes: tuple[int, int, int, int],
     qk_scale: float,
     scale: float,
     *flags: Any,
@@ -359,12 +384,13 @@ def _query_program(
     backward's per-row term, is computed here and stored for the dK, dV pass."""
     q_rows, do_rows, o_rows, lse_rows, k_rows, bias_rows, v_rows = ins
     delta, grad_bias, dq = outs
-    heads, kv_heads, n, head_dim, q_flat, kv_flat = sizes
+    heads, kv_heads, n, head_dim = sizes
     causal, window = flags
-    kv = tile_bh if heads == kv_heads and kv_flat else _kv_rows(tile_bh.index, heads, kv_heads)
-    row = tile_bh if q_flat else tile_bh.index
-    query, d_o = _read(q_rows, row, tile_m), _read(do_rows, row, tile_m)
-    row_delta = torch.sum(d_o.to(torch.float32) * _read(o_rows, row, tile_m).to(torch.float32), -1)
+    kv = _kv_of((k_rows, v_rows), tile_bh, heads, kv_heads)
+    query = _read(q_rows, _own(q_rows, tile_bh), tile_m)
+    d_o = _read(do_rows, _own(do_rows, tile_bh), tile_m)
+    o = _read(o_rows, _own(o_rows, tile_bh), tile_m)
+    row_delta = torch.sum(d_o.to(torch.float32) * o.to(torch.float32), -1)
     delta[tile_bh, tile_m] = row_delta[None, :]
     terms = (lse_rows[tile_bh, tile_m].squeeze(0), row_delta)
     reads = (k_rows, bias_rows, v_rows, grad_bias)
@@ -417,8 +443,6 @@ def attention_backward(
     v_rows, v_parts = _heads_rows(v)
     do_rows, do_parts = _heads_rows(grad_out)
     o_rows, o_parts = _heads_rows(out)
-    q_flat = q_parts == 0 and do_parts == 0 and o_parts == 0
-    kv_flat = k_parts == 0 and v_parts == 0
     lse_rows = lse.reshape([batch * heads, m])
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else None
     if has_bias:  # the dQ pass stores the tiles it visits: the causal mask's others are 0
@@ -436,14 +460,14 @@ def attention_backward(
         k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
         query_ins = (q_pair, do_pair, o_pair, lse_rows, k_pair, bias_rows, v_pair)
         outs = (delta, grad_bias if has_bias else None, dq)
-        sizes = (heads, kv_heads, n, head_dim, q_flat, kv_flat)
+        sizes = (heads, kv_heads, n, head_dim)
         _query_program(tile_bh, tile_m, query_ins, outs, sizes, qk_scale, scale, causal, window)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
         k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
         q_pair, do_pair = (q_rows, q_parts), (do_rows, do_parts)
         key_ins = (k_pair, v_pair, q_pair, do_pair, bias_rows, lse_rows, delta)
-        sizes = (heads, kv_heads, m, head_dim, q_flat, kv_flat)
+        sizes = (heads, kv_heads, m, head_dim)
         _key_program(tile_kv, tile_n, key_ins, (dk, dv), sizes, qk_scale, scale, causal, window)
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
