@@ -2,8 +2,11 @@
 
 The forward runs differentiable tilecraft operators: multi-head causal attention
 (`tilecraft.nn.attention`, flash attention forward and backward), rms_norm and
-cross_entropy from their backward examples, and a linear layer on the tilecraft matmul
-kernel, whose PyTorch-style backward calls the same kernel on transposed views. The same
+cross_entropy from their backward examples, and linear layers on two kernels: the
+tilecraft matmul, whose PyTorch-style backward calls the same kernel on transposed views,
+and `linear_fused` (`examples/linear_fused.py`), which folds the residual adds (after the
+attention's projection and after the MLP) and the MLP's ReLU into its matrix products, in
+the forward and the backward, so no training step runs them as separate ops. The same
 model in plain PyTorch (`scaled_dot_product_attention`), from the same initial weights,
 trains with the same optimizer; the losses match. It trains in float32 or bfloat16 (on a
 GPU; on the CPU bfloat16 needs the eager mode, as Triton's interpreter computes bfloat16
@@ -20,6 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import cross_entropy_backward as ce  # modules, so the example tests only see `matmul` here
+import linear_fused as lf
 import matmul as mm
 import rms_norm_backward as rms
 import torch
@@ -51,8 +55,19 @@ matmul_op = mm.matmul.as_torch_op(
     "examples::matmul", backward=_matmul_backward, setup_context=_save_inputs
 )
 
+
+def _linear_add(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    return lf.linear_fused_op(x, w, residual, lf.absent(x), False)
+
+
+def _relu_linear_add(x: torch.Tensor, w: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    return lf.linear_fused_op(x, w, residual, lf.absent(x), True)
+
+
 TILECRAFT = SimpleNamespace(
     matmul=matmul_op,
+    linear_add=_linear_add,  # x @ w + residual
+    relu_linear_add=_relu_linear_add,  # relu(x) @ w + residual
     rms_norm=rms.rms_norm_op,
     attention=lambda q, k, v: tilecraft.nn.attention(q, k, v, causal=True),
     cross_entropy=ce.cross_entropy_op,
@@ -65,6 +80,8 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5) -> torch
 
 TORCH = SimpleNamespace(
     matmul=torch.matmul,
+    linear_add=lambda x, w, residual: torch.matmul(x, w) + residual,
+    relu_linear_add=lambda x, w, residual: torch.matmul(torch.relu(x), w) + residual,
     rms_norm=_rms_norm,
     attention=lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
     cross_entropy=F.cross_entropy,
@@ -95,20 +112,21 @@ class Block(torch.nn.Module):
         self.up, self.down = weight(dim, 4 * dim), weight(4 * dim, dim)
         self.head = weight(dim, vocab)
 
-    def attention(self, h: torch.Tensor) -> torch.Tensor:
-        ops, dim = self.ops, h.size(-1)
+    def attention(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """`residual` plus the attention over `x`, its projection and the add fused."""
+        ops, dim = self.ops, x.size(-1)
         # (batch * seq, 3 * dim) -> q, k, v of (batch, heads, seq, head_dim)
-        qkv = ops.matmul(h, self.qkv).view(-1, self.seq, 3, self.heads, dim // self.heads)
+        qkv = ops.matmul(x, self.qkv).view(-1, self.seq, 3, self.heads, dim // self.heads)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        out = ops.attention(q, k, v).transpose(1, 2).reshape(h.shape)
-        return ops.matmul(out, self.proj)
+        out = ops.attention(q, k, v).transpose(1, 2).reshape(x.shape)
+        return ops.linear_add(out, self.proj, residual)
 
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         ops = self.ops
         h = self.embed(tokens.flatten())
-        h = h + self.attention(ops.rms_norm(h, self.norms[0]))
+        h = self.attention(ops.rms_norm(h, self.norms[0]), h)
         up = ops.matmul(ops.rms_norm(h, self.norms[1]), self.up)
-        h = h + ops.matmul(torch.relu(up), self.down)
+        h = ops.relu_linear_add(up, self.down, h)
         logits = ops.matmul(ops.rms_norm(h, self.norms[2]), self.head)
         return ops.cross_entropy(logits, targets.flatten())
 

@@ -14,7 +14,7 @@ from tilecraft.nn.attention import attention_backward, attention_forward
 
 def model_kernels() -> list[tc.Kernel]:
     """Every tilecraft kernel the block's forward and backward run."""
-    modules = (tb.mm, tb.rms, tb.rms.forward, tb.ce, tb.ce.forward)
+    modules = (tb.mm, tb.lf, tb.rms, tb.rms.forward, tb.ce, tb.ce.forward)
     found = [k for m in modules for _, k in inspect.getmembers(m, _is_kernel)]
     return [*found, attention_forward, attention_backward]
 

@@ -91,7 +91,7 @@ SYNCS = (".item()", "synchronize", ".cpu()", ".tolist()", ".numpy()")
 # example kernels of training steps (examples/transformer_block.py's, forward and backward,
 # and softmax's); its attention is tilecraft.nn's, checked in test_attention.py
 MODEL_EXAMPLES = ("matmul", "rms_norm", "rms_norm_backward", "softmax", "softmax_backward")
-MODEL_EXAMPLES += ("cross_entropy", "cross_entropy_backward")
+MODEL_EXAMPLES += ("cross_entropy", "cross_entropy_backward", "linear_fused")
 
 
 @pytest.mark.parametrize("example", MODEL_EXAMPLES)
