@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -379,3 +381,38 @@ def test_config_space_holds_what_fast_attention_tunes() -> None:
     code = bound.to_triton_code()
     assert "tl.exp2(" in code and "tl.exp(" not in code
     assert "* qk_scale" in code and "tl.minimum(offset_1 + _BLOCK_SIZE_1, 300)" in code
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_attention_random_configs_agree_with_the_default(fused: bool) -> None:
+    """Configs the tuner may try (random points of both kernels' spaces) compile and give
+    the default config's answers, for flat heads and for a fused projection's strided
+    heads (grouped, causal, windowed): the block structure does not depend on the config."""
+    from tilecraft.autotune.space import ConfigSpace
+    from tilecraft.exc import InvalidConfig
+
+    batch, heads, kv_heads, seq, dim = 1, 4, 2, 37, 16
+    if fused:
+        buffer = torch.randn(batch, seq, heads + 2 * kv_heads, dim)
+        q, k, v = (t.transpose(1, 2) for t in buffer.split([heads, kv_heads, kv_heads], 2))
+    else:
+        q, k, v = _inputs((batch, heads, kv_heads, seq, seq, dim), torch.float32)
+        q, k, v = q.detach(), k.detach(), v.detach()
+    args = (q, k, v, q.new_empty(0), True, 0.25, 20, False)
+    rng = random.Random(0)
+
+    def agree(kernel: tc.Kernel, args: tuple) -> tuple:
+        bound = kernel.bind(args)
+        space = ConfigSpace(bound.spec, bound.default_config)
+        expected = bound.compile(bound.default_config)(*args)
+        for _ in range(4):
+            config = space.random(rng)
+            try:
+                got = bound.compile(config)(*args)
+            except InvalidConfig:
+                continue  # the tuner skips these too
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5, msg=str(config))
+        return expected
+
+    out, lse = agree(attention_forward, args)
+    agree(attention_backward, (torch.randn_like(out), q, k, v, args[3], out, lse, *args[4:]))
