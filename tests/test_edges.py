@@ -224,3 +224,39 @@ def test_a_scalar_extra_mask_alone(shape) -> None:
     check_modes(
         copy_flagged_rows, (x, flags.to(DEVICE), torch.zeros(shape, device=DEVICE)), reference
     )
+
+
+@pytest.mark.parametrize("m,k,n", [(0, 5, 3), (4, 0, 3), (4, 5, 0), (1, 1, 1), (9, 21, 17)])
+@pytest.mark.parametrize(
+    "relu_x,has_residual,has_gate", [(True, True, False), (False, False, True)]
+)
+def test_linear_fused_on_empty_and_non_finite_inputs(
+    m: int, k: int, n: int, relu_x: bool, has_residual: bool, has_gate: bool
+) -> None:
+    """The transformer block's fused product, forward (ReLU on x, residual) and input
+    gradient (the gate) forms: empty dims, one element, NaN and inf where PyTorch puts them
+    (a NaN gate zeroes, as ReLU's backward does), both modes."""
+    import linear_fused
+
+    x, w = torch.randn(m, k, device=DEVICE), torch.randn(k, n, device=DEVICE)
+    residual, gate = torch.randn(m, n, device=DEVICE), torch.randn(m, n, device=DEVICE)
+    if m > 1 and k > 1:
+        x[0, 0], x[1, 1] = float("nan"), float("-inf")
+    if m > 1 and n > 1:
+        residual[1, 0], gate[0, 1], gate[1, 1] = float("inf"), float("nan"), float("inf")
+    none = torch.empty(0, device=DEVICE)
+    args = (x, w, residual if has_residual else none, gate if has_gate else none, relu_x)
+    check_modes(linear_fused.linear_fused, args, linear_fused.reference)
+
+
+@pytest.mark.parametrize("m,n", [(0, 7), (5, 0), (1, 1), (33, 70)])
+def test_rms_norm_backward_sums_the_weight_gradient_in_the_kernel(m: int, n: int) -> None:
+    """Its second loop sums the rows' terms: zeros for no rows, NaN from a NaN row."""
+    import rms_norm_backward
+
+    grad_out, x, weight = rms_norm_backward.inputs((m, n), device=DEVICE)
+    if m > 1 and n > 1:
+        x[1, 1] = float("nan")
+    check_modes(
+        rms_norm_backward.rms_norm_backward, (grad_out, x, weight), rms_norm_backward.reference
+    )
