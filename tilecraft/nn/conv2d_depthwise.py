@@ -92,6 +92,83 @@ def _row_sum(window: list, taps_w: list, first: int, dil_h: int, kernel_w: int) 
     return acc
 
 
+def _positions_program(
+    x: torch.Tensor, filters: torch.Tensor, tiles: tuple, shape: tuple, at: tuple, ends: tuple
+) -> None:
+    """One program of tiles of consecutive positions: the positions `tiles[0]` (flat over
+    images and output rows) by the channels `tiles[1]`. `shape` is (out_h, out_w, kernel_h,
+    kernel_w), `at` `input_at`'s (stride, dilation, padding) of rows and of columns, `ends`
+    what `_epilogue` takes after the columns."""
+    tile_m, tile_c = tiles
+    out_h, out_w, kernel_h, kernel_w = shape
+    image, oh, ow = _positions(tile_m.index, out_h, out_w)
+    acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
+    for i in range(kernel_h):
+        ih = input_at(oh, i, *at[0])
+        for j in range(kernel_w):
+            iw = input_at(ow, j, *at[1])
+            shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
+            taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
+            acc = acc + shifted.to(torch.float32) * taps_w[None, :]
+    where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
+    _epilogue(acc, where, tile_c.index[None, :], *ends)
+
+
+def _rows_program(
+    x: torch.Tensor, filters: torch.Tensor, tiles: tuple, shape: tuple, at: tuple, ends: tuple
+) -> None:
+    """One program of row tiles: the output rows `tiles[0]` (flat over images) by the
+    columns `tiles[1]` by the channels `tiles[2]`; the rest as `_positions_program` takes
+    it."""
+    tile_r, tile_w, tile_c = tiles
+    out_h, _, kernel_h, kernel_w = shape
+    image, oh = tile_r.index // out_h, tile_r.index % out_h
+    acc = tc.zeros([tile_r, tile_w, tile_c], dtype=torch.float32)
+    for i in range(kernel_h):
+        ih = input_at(oh, i, *at[0])[:, None, None]
+        for j in range(kernel_w):
+            iw = input_at(tile_w.index, j, *at[1])[None, :, None]
+            shifted = x[image[:, None, None], tile_c.index[None, None, :], ih, iw]
+            taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
+            acc = acc + shifted.to(torch.float32) * taps_w[None, None, :]
+    channel = tile_c.index[None, None, :]
+    where = [image[:, None, None], channel, oh[:, None, None], tile_w.index[None, :, None]]
+    _epilogue(acc, where, channel, *ends)
+
+
+def _stream_program(
+    x: torch.Tensor,
+    filters: torch.Tensor,
+    tiles: tuple,
+    shape: tuple,
+    at: tuple,
+    walk: tuple[int, int, int],
+    ends: tuple,
+) -> None:
+    """One streaming program: run `tiles[0]` of an image's output rows (`walk`: rows per
+    run, runs per image, rows loaded ahead) by the columns `tiles[1]` by the channels
+    `tiles[2]`; the rest as `_positions_program` takes it (stride 1)."""
+    tile_s, tile_w, tile_c = tiles
+    _, _, kernel_h, kernel_w = shape
+    (_, dil_h, pad_h), cols_at = at
+    stream, runs, ahead = walk
+    image, first = tile_s.begin // runs, tile_s.begin % runs * stream
+    top = first - pad_h  # the input row the first output row's first taps read
+    reach = (kernel_h - 1) * dil_h  # input rows an output row reads past its first
+    channel = tile_c.index[None, :]
+    weights = _tap_weights(filters, tile_c, kernel_h * kernel_w)
+    shifts = (tile_w.index, kernel_w, cols_at)
+    window: list[Any] = []  # window[k]: the shifted tiles of input row `top + k`
+    for k in range(reach + stream + ahead):  # one more input row per output row
+        if k < reach + stream:  # (unrolled: decided while compiling)
+            window = window + [_row_taps(x, (image, top + k, channel), *shifts)]
+        r = k - reach - ahead  # the output row whose taps are all loaded
+        if r >= 0:
+            acc = _row_sum(window, weights, r, dil_h, kernel_w)
+            where = [image, channel, first + r, tile_w.index[:, None]]
+            _epilogue(acc, where, channel, *ends)
+
+
 @tc.kernel
 def conv2d_depthwise(
     x: torch.Tensor,
@@ -139,52 +216,22 @@ def conv2d_depthwise(
     chans = tc.register_tunable("stream_channels", STREAM_CHANNELS)
     ahead = tc.register_tunable("stream_ahead", STREAM_AHEAD)
     check_stream(stream, ahead, rows, (stride_h, stride_w))
+    shape = (out_h, out_w, kernel_h, kernel_w)
+    at = ((stride_h, dil_h, pad_h), (stride_w, dil_w, pad_w))  # input_at's, rows and columns
     flat = batch * out_h * out_w if rows == 1 and stream == 0 else 0  # (no programs if not)
     for tile_m, tile_c in tc.tile([flat, channels]):
-        image, oh, ow = _positions(tile_m.index, out_h, out_w)
-        acc = tc.zeros([tile_m, tile_c], dtype=torch.float32)
-        for i in range(kernel_h):
-            ih = input_at(oh, i, stride_h, dil_h, pad_h)
-            for j in range(kernel_w):
-                iw = input_at(ow, j, stride_w, dil_w, pad_w)
-                shifted = x[image[:, None], tile_c.index[None, :], ih[:, None], iw[:, None]]
-                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
-                acc = acc + shifted.to(torch.float32) * taps_w[None, :]
-        where = [image[:, None], tile_c.index[None, :], oh[:, None], ow[:, None]]
-        _epilogue(acc, where, tile_c.index[None, :], out, pre, bias, residual, flags)
+        ends = (out, pre, bias, residual, flags)  # (tensors: grouped on the device)
+        _positions_program(x, filters, (tile_m, tile_c), shape, at, ends)
     size = [batch * out_h if rows > 1 else 0, out_w, channels]  # (no programs when flat)
     for tile_r, tile_w, tile_c in tc.tile(size, block_size=[rows, None, None]):
-        image, oh = tile_r.index // out_h, tile_r.index % out_h
-        acc = tc.zeros([tile_r, tile_w, tile_c], dtype=torch.float32)
-        for i in range(kernel_h):
-            ih = input_at(oh, i, stride_h, dil_h, pad_h)[:, None, None]
-            for j in range(kernel_w):
-                iw = input_at(tile_w.index, j, stride_w, dil_w, pad_w)[None, :, None]
-                shifted = x[image[:, None, None], tile_c.index[None, None, :], ih, iw]
-                taps_w = filters[tile_c, i * kernel_w + j].to(torch.float32)
-                acc = acc + shifted.to(torch.float32) * taps_w[None, None, :]
-        channel = tile_c.index[None, None, :]
-        where = [image[:, None, None], channel, oh[:, None, None], tile_w.index[None, :, None]]
-        _epilogue(acc, where, channel, out, pre, bias, residual, flags)
+        ends = (out, pre, bias, residual, flags)
+        _rows_program(x, filters, (tile_r, tile_w, tile_c), shape, at, ends)
     # streaming: a program per image, run of `stream` output rows, block of columns and of
     # channels (no programs when off)
     runs = -(-out_h // max(stream, 1))
     size = [batch * runs if stream else 0, out_w, channels]
-    reach = (kernel_h - 1) * dil_h  # input rows an output row reads past its first
     blocks = [1, min(cols, pow2_ceil(out_w)), min(chans, pow2_ceil(channels))]  # no more than fit
     for tile_s, tile_w, tile_c in tc.tile(size, block_size=blocks):
-        image, first = tile_s.begin // runs, tile_s.begin % runs * stream
-        top = first - pad_h  # the input row the first output row's first taps read
-        channel = tile_c.index[None, :]
-        weights = _tap_weights(filters, tile_c, kernel_h * kernel_w)
-        shifts = (tile_w.index, kernel_w, (stride_w, dil_w, pad_w))
-        window: list[Any] = []  # window[k]: the shifted tiles of input row `top + k`
-        for k in range(reach + stream + ahead):  # one more input row per output row
-            if k < reach + stream:  # (unrolled: decided while compiling)
-                window = window + [_row_taps(x, (image, top + k, channel), *shifts)]
-            r = k - reach - ahead  # the output row whose taps are all loaded
-            if r >= 0:
-                acc = _row_sum(window, weights, r, dil_h, kernel_w)
-                where = [image, channel, first + r, tile_w.index[:, None]]
-                _epilogue(acc, where, channel, out, pre, bias, residual, flags)
+        walk, ends = (stream, runs, ahead), (out, pre, bias, residual, flags)
+        _stream_program(x, filters, (tile_s, tile_w, tile_c), shape, at, walk, ends)
     return out, pre
