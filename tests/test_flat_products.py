@@ -201,3 +201,77 @@ def test_products_with_a_broadcast_batch(batch_tile: int) -> None:
     check_modes(shared_weight, (x, w), lambda x, w: x @ w, config=config)
     code = _code(shared_weight, (x, w), config)
     assert ("tl.broadcast_to(load_2, [_BLOCK_SIZE_0, " in code) == (batch_tile > 1)
+
+
+@tc.kernel
+def squeezed_rows(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A key tile's sum over query tiles of (q k^T * w)^T q: the query tile, a squeezed row
+    of a batch tile of one, feeds two products (as the left operand, then the right one), as
+    in an attention backward's dK."""
+    batch, m, d = q.size()
+    n = k.size(1)
+    out = torch.empty([batch, n, d], dtype=torch.float32, device=q.device)
+    for tile_b, tile_n in tc.tile([batch, n], block_size=[1, None]):
+        key = k[tile_b, tile_n, :].squeeze(0)
+        acc = tc.zeros([tile_n, d], dtype=torch.float32)
+        for tile_m in tc.tile(m):
+            query = q[tile_b, tile_m, :].squeeze(0)
+            scores = torch.matmul(query, key.T) * w[tile_b, tile_m].squeeze(0)[:, None]
+            acc = acc + torch.matmul(scores.T.to(query.dtype), query)
+        out[tile_b, tile_n, :] = acc[None, :, :]
+    return out
+
+
+def _squeezed_rows_reference(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    scores = torch.matmul(q, k.transpose(1, 2)) * w[:, :, None]  # rounded as the kernel's
+    return scores.transpose(1, 2).float() @ q.float()
+
+
+def test_squeezed_rows_are_2d_loads() -> None:
+    """Rows of a batch tile of one, squeezed, are loaded as 2-D tiles (no reshape), through
+    pointers at any stage count; tensor descriptors keep their 3-D blocks."""
+    q, k, w = torch.randn(2, 40, 16), torch.randn(2, 24, 16), torch.randn(2, 40)
+    config = tc.Config(block_sizes=[16, 16], num_stages=3)
+    code = _code(squeezed_rows, (q, k, w), config)
+    assert "tl.reshape" not in code and "query = load_" in code
+    assert "tl.load(q + (offset_0 * 640 + indices_3[:, None] * 16 + indices_2[None, :])" in code
+    described = _code(squeezed_rows, (q, k, w), tc.Config(**config.to_dict(),
+                      indexing="tensor_descriptor"))  # fmt: skip
+    assert "tl.reshape" in described
+
+
+@pytest.mark.parametrize("shape", [(2, 40, 24, 16), (1, 1, 1, 16), (3, 0, 5, 16), (2, 7, 0, 16)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_squeezed_rows_match_pytorch(shape: tuple, dtype: torch.dtype) -> None:
+    batch, m, n, d = shape
+    small = lambda *size: torch.randint(-2, 3, size).to(dtype)  # noqa: E731  (sums exact in bf16)
+    q, k, w = small(batch, m, d), small(batch, n, d), small(batch, m) / 2
+    if m > 2:
+        q[0, 1, 3] = float("nan")  # spreads to the keys' whole rows, in every mode alike
+    config = tc.Config(block_sizes=[16, 16], num_stages=3)
+    check_modes(squeezed_rows, (q, k, w), _squeezed_rows_reference, dtype=dtype, config=config)
+
+
+def test_descriptor_launches_give_triton_an_allocator_in_their_thread() -> None:
+    """Triton keeps its scratch allocator per context: a module loaded in one thread (a
+    tuning worker) left launches in another without one ("no allocator was set")."""
+    import threading
+
+    from triton.runtime import _allocation  # the context variable the launches read
+
+    q, k, w = torch.randn(2, 40, 16), torch.randn(2, 24, 16), torch.randn(2, 40)
+    config = tc.Config(block_sizes=[16, 16], indexing="tensor_descriptor")
+    launcher = squeezed_rows.bind((q, k, w)).compile(config)
+    seen = []
+
+    def launch() -> None:  # a fresh thread starts from an empty context
+        before = _allocation._allocator.get()
+        launcher(q, k, w)
+        seen.append((before, _allocation._allocator.get()))
+
+    thread = threading.Thread(target=launch)
+    thread.start()
+    thread.join()
+    [(before, after)] = seen
+    assert isinstance(before, _allocation.NullAllocator)
+    assert not isinstance(after, _allocation.NullAllocator)

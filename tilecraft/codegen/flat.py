@@ -6,7 +6,11 @@ When a config gives the leading dim of a 3-D product one element, the product an
 values joined to it (the accumulator its loop carries, the loads of its operands, the
 elementwise ops, reductions, views and stores around it: an attention's row statistics
 too) are written without that dim ("flat"), so that the loop reads like a plain matrix
-product's. The plan is made per kernel and config, before any code is written:
+product's. So is a load that a squeeze of its leading dim follows (`x[tile_b, tile_m,
+:].squeeze(0)`, a row of a batch tile of one): the flat load is the squeezed tile. (Triton
+3.6 on the H200 miscomputed a 3-D load reshaped to 2-D and pipelined (num_stages >= 2)
+when the tile fed two products, one as the left operand and one as the right: an attention
+backward's dK.) The plan is made per kernel and config, before any code is written:
 
 - a flat value's Triton variable holds the tile without its leading dim (a loop-carried
   variable is flat before, inside and after its loop, or not at all);
@@ -130,6 +134,7 @@ def _wanted(w: KernelWriter, ops: list[Op], carried: list[Carried]) -> set[str]:
         if c.final is not None:
             link(c.param, c.final)
     wanted = {op.out.name for op in ops if op.out is not None and flat_product(w, op)}
+    wanted |= _squeezed_loads(w, ops)
     stack = list(wanted)
     while stack:
         for name in links.get(stack.pop(), ()):
@@ -137,6 +142,30 @@ def _wanted(w: KernelWriter, ops: list[Op], carried: list[Carried]) -> set[str]:
                 wanted.add(name)
                 stack.append(name)
     return wanted
+
+
+def _squeezed_loads(w: KernelWriter, ops: list[Op]) -> set[str]:
+    """The loads of unit-lead tiles whose leading dim a reshape drops (a squeeze)."""
+    loads = {op.out.name for op in ops if op.name == "load" and op.out is not None}
+    found = set()
+    for op in ops:
+        if op.name == "reshape" and op.out is not None and isinstance(op.args[0], Value):
+            x = op.args[0]
+            if x.name in loads and unit_lead(w, x.type.dims) and _drops_lead(x, op.out):
+                found.add(x.name)
+    return found
+
+
+def _drops_lead(x: Value, out: Value) -> bool:
+    return out.type.dims == x.type.dims[1:]
+
+
+def squeezes_flat(w: KernelWriter, op: Op) -> bool:
+    """A reshape that drops a flat value's leading dim: the flat variable is its result."""
+    if op.name != "reshape" or op.out is None or op.out in w.flat:
+        return False
+    x = op.args[0]
+    return x in w.flat and _drops_lead(x, op.out)
 
 
 def _forward(w: KernelWriter, ops: list[Op], wanted: set[str], assumed: set[str]) -> set[str]:
@@ -225,7 +254,7 @@ def writes_flat(w: KernelWriter, op: Op) -> bool:
 def unflatten(w: KernelWriter, op: Op) -> Op:
     """`op` reading full-rank copies of the flat values it takes, unless it writes flat
     itself (the copies are written before it)."""
-    if not w.flat.names or writes_flat(w, op):
+    if not w.flat.names or writes_flat(w, op) or squeezes_flat(w, op):
         return op
     copies: dict[str, Value] = {}
     for v in op.inputs():

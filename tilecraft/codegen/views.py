@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from tilecraft.codegen.common import expand
+from tilecraft.codegen.flat import squeezes_flat
 from tilecraft.codegen.rules import literal, tl_dtype
 from tilecraft.ir.nodes import Op, Value
 
@@ -32,6 +33,9 @@ def _lanes(w: KernelWriter, op: Op, axis: int) -> str:
 def reshape(w: KernelWriter, op: Op) -> None:
     assert op.out is not None
     (x,) = op.args
+    if squeezes_flat(w, op):  # the flat tile is the squeezed one
+        w.assign(op, x.name)
+        return
     if not op.out.type.dims:  # one element: a reduction gives Triton's scalar
         total = f"tl.sum(tl.reshape({_exact(x)}, [1]), 0)"
         w.assign(
