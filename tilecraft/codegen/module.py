@@ -24,11 +24,8 @@ import triton.language as tl
 '''
 
 
-ALLOCATOR = """
-from tilecraft.runtime.launch import use_torch_allocator
-
-use_torch_allocator()  # tensor descriptors need scratch memory on the device
-"""
+# tensor descriptors need scratch memory on the device: each launch gives Triton an allocator
+ALLOCATOR = "from tilecraft.runtime.launch import with_scratch as _tc_scratch\n"
 
 
 @dataclass
@@ -53,7 +50,10 @@ class Launch:
         args += [f"{k}={v}" for k, v in self.writer.constexprs.items()]
         args += [f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"]
         args += [f"maxnreg={self.maxnreg}"] if self.maxnreg else []
-        launch = f"{self.kernel.name}[({grid},)]({', '.join(args)})"
+        kernel = self.kernel.name
+        if self.writer.descriptors:  # scratch for them on the device
+            kernel = f"_tc_scratch({kernel})"
+        launch = f"{kernel}[({grid},)]({', '.join(args)})"
         if self.writer.check:
             like = next(p.host_expr for p in params if p.is_tensor)
             launch = f"_tc_checked(lambda _tc_check: {launch}, {like}, {self.writer.checks!r})"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import functools
+from typing import Any
 
 import torch
 import triton
@@ -13,8 +13,11 @@ def _allocate(size: int, alignment: int, stream: object) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device=device)
 
 
-@functools.cache
-def use_torch_allocator() -> None:
-    """Give Triton a PyTorch allocator for device-side scratch (tensor descriptors)."""
+def with_scratch(kernel: Any) -> Any:
+    """`kernel`, after giving Triton a PyTorch allocator for device-side scratch (tensor
+    descriptors) in this thread's context. Triton keeps the allocator in a context
+    variable: set once, by whichever thread first loaded a module (a tuning worker), it
+    was missing where the kernel ran. Setting it costs a context-variable write."""
     if hasattr(triton, "set_allocator"):
         triton.set_allocator(_allocate)
+    return kernel
