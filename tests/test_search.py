@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 import random
 import statistics
+import zlib
 
 import pytest
 from landscapes import BEST_MS, Landscape
 
 from tilecraft.autotune.search import SEARCHES, Search, make_search
 from tilecraft.autotune.search.classifier import ClassifierPatternSearch
+from tilecraft.autotune.trial import Trial
 from tilecraft.runtime.config import Config
 
 SEEDS = range(5)
@@ -127,6 +129,29 @@ def test_survives_an_all_failing_space(name: str) -> None:
     assert search.run() is None
     assert 0 < len(search.trials) <= 50
     assert all(not t.ok for t in search.trials)
+
+
+@pytest.mark.parametrize("name", BUDGETED)
+@pytest.mark.parametrize("share", [2, 1])
+def test_configs_the_kernel_refuses_are_given_back(name: str, share: int) -> None:
+    """Configs the kernel's own rules refuse ("invalid": no compile, no GPU time; half of a
+    depthwise convolution's random draws) do not use up the budget, up to `max_configs`
+    of them: a space refused in part still gets its measurements, one refused wholly ends."""
+    landscape = Landscape(0)
+
+    def evaluate(configs: list[Config]) -> list[Trial]:
+        refused = [zlib.crc32(repr(c).encode()) % share == 0 for c in configs]
+        trials = landscape([c for c, r in zip(configs, refused, strict=True) if not r])
+        return [
+            Trial(c, "invalid") if r else trials.pop(0)
+            for c, r in zip(configs, refused, strict=True)
+        ]
+
+    search = make_search(name, landscape.space, evaluate, landscape.budget(40), seed=0)
+    search.run()
+    invalid = sum(t.status == "invalid" for t in search.trials)
+    assert invalid > 0 and len(search.trials) - min(invalid, 40) == 40  # 40 given back at most
+    assert share == 2 or invalid == len(search.trials) == 80
 
 
 @pytest.mark.parametrize("name", BUDGETED)

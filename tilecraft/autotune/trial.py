@@ -77,11 +77,12 @@ class Budget:
     clock: Callable[[], float] = time.monotonic
     started: float | None = field(default=None)
     used: int = 0
+    refunded: int = 0
 
     def start(self) -> None:
         if self.started is None:
             self.started = self.clock()
-        self.used = 0
+        self.used = self.refunded = 0
 
     def deadline(self) -> float | None:
         """When the time runs out, on `clock`; None without a time limit."""
@@ -103,3 +104,11 @@ class Budget:
 
     def charge(self, n: int) -> None:
         self.used += n
+
+    def refund(self, n: int) -> None:
+        """Give back `n` configs that cost nothing (the kernel's own rules refused them
+        before any compile), up to `max_configs` in a run: a space the kernel refuses in
+        part still gets its measurements, and one it refuses wholly still ends."""
+        n = min(n, (self.max_configs or 0) - self.refunded)
+        self.used -= n
+        self.refunded += n

@@ -48,6 +48,7 @@ class Search:
             return []
         self.budget.charge(len(fresh))
         trials = self.evaluate(fresh)
+        self.budget.refund(sum(t.status == "invalid" for t in trials))
         self.trials += trials
         return trials
 
