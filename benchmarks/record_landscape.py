@@ -7,7 +7,8 @@ file (`benchmarks/landscapes/h200/<case>.jsonl.gz`) that `search_eval.py` replay
 
 Besides the examples' kernels it records `tilecraft.nn`'s: the attention forward
 (`--cases attention`: head dims 64 and 128, causal and not) and the 2-D convolution's
-implicit and plain GEMMs (`--cases conv2d`: ResNet-50 layers, channels-last, batch 32),
+implicit and plain GEMMs and depthwise stencil (`--cases conv2d`: ResNet-50 and
+MobileNetV2 layers, channels-last, batch 32),
 with the arguments `tilecraft.nn.attention` and `tilecraft.nn.conv2d` pass them
 (`tilecraft.nn.cases`), so a user's call finds the recorded trials under its own key.
 
@@ -54,6 +55,9 @@ ATTENTION = [(4, 16, 4096, 128), (8, 32, 2048, 64)]
 CONV_GEMM = [(32, 128, 28, 128, 3, 1), (32, 256, 14, 256, 3, 1), (32, 512, 7, 512, 3, 1),
              (32, 256, 28, 256, 3, 2)]  # fmt: skip
 CONV_POINTWISE = [(32, 512, 28, 128, 1, 1), (32, 256, 14, 1024, 1, 1), (32, 2048, 7, 512, 1, 1)]
+# MobileNetV2 depthwise 3x3 layers, channels-last: as above, then groups (= channels)
+CONV_DEPTHWISE = [(32, 144, 56, 144, 3, 1, 144), (32, 144, 56, 144, 3, 2, 144),
+                  (32, 384, 14, 384, 3, 1, 384)]  # fmt: skip
 
 
 def nn_cases(tiny: bool = False) -> list[Case]:
@@ -61,13 +65,16 @@ def nn_cases(tiny: bool = False) -> list[Case]:
     float32 ones for a CPU."""
     if tiny:
         attention, gemm, pointwise = [(1, 2, 37, 16)], [(2, 5, 7, 6, 3, 2)], [(2, 6, 5, 7, 1, 1)]
+        depthwise = [(2, 6, 7, 6, 3, 1, 6)]
     else:
         attention, gemm, pointwise = ATTENTION, CONV_GEMM, CONV_POINTWISE
+        depthwise = CONV_DEPTHWISE
     dtype = "float32" if tiny else "bfloat16"
     out = []
     for shape in attention:
         out += [Case(NN, "attention_forward", shape, dtype, flags) for flags in ((), CAUSAL)]
     out += [Case(NN, "conv2d_gemm", shape, dtype) for shape in gemm]
+    out += [Case(NN, "conv2d_depthwise", shape, dtype) for shape in depthwise]
     return out + [Case(NN, "conv2d_pointwise", shape, dtype) for shape in pointwise]
 
 

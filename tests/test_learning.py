@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from landscapes import RECORDED, recorded_names
 
 import tilecraft as tc
 from tilecraft.autotune import model as model_module
@@ -28,7 +29,7 @@ from tilecraft.autotune.search import LearnedSearch, make_search
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests, spec_distance
 from tilecraft.autotune.trial import Budget, Trial
 
-LANDSCAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "landscapes" / "h200"
+LANDSCAPES = RECORDED
 
 
 @cache
@@ -43,8 +44,7 @@ def prepared(name: str) -> tuple[Landscape, object, dict]:
 def model_without(*names: str) -> CostModel:
     """A model trained on every landscape but `names`."""
     groups = []
-    for path in sorted(LANDSCAPES.glob("*.jsonl.gz")):
-        name = path.name.removesuffix("-bfloat16.jsonl.gz")
+    for name in recorded_names():
         if name not in names:
             land, _, desc = prepared(name)
             groups.append((desc, land.trials))

@@ -56,6 +56,13 @@ def test_case_arguments_are_those_of_the_public_functions() -> None:
     assert op.kernel is cases.conv2d_gemm and op.kernel.bind(user_args).spec_key == bound.spec_key
     with pytest.raises(ValueError, match="conv2d_pointwise"):
         Case(cases.__name__, "conv2d_gemm", (2, 8, 9, 4, 1, 1)).bind("meta")
+    _, dw, _ = Case(cases.__name__, "conv2d_depthwise", (2, 6, 9, 6, 3, 1, 6)).bind("meta")
+    weight = torch.empty(6, 1, 3, 3, dtype=torch.bfloat16, device="meta")
+    x = torch.empty(2, 6, 9, 9, dtype=torch.bfloat16, device="meta")
+    x = x.contiguous(memory_format=torch.channels_last)
+    op, user_args = plan(x, weight, padding=1, groups=6)
+    assert op.kernel is cases.conv2d_depthwise
+    assert op.kernel.bind(user_args).spec_key == dw.spec_key
     _, causal, _ = Case(cases.__name__, "attention_forward", (1, 2, 8, 16), "float32",
                         (("causal", True),)).bind("meta")  # fmt: skip
     assert ",True," in causal.spec_key
@@ -67,13 +74,14 @@ def test_recorded_landscapes_feed_the_database_model_and_fast_search(
 ) -> None:
     record = script(monkeypatch)
     folder, db_path = tmp_path / "lands", tmp_path / "tuning.sqlite3"
-    # the convolution's two kernels (the attention cases bind and describe alike: the
+    # the convolution's three kernels (the attention cases bind and describe alike: the
     # recorded H200 landscapes of test_learning.py cover them)
-    options = ["--tiny", "--cases", "conv2d", "--dot-configs", "5", "--workers", "0"]
+    options = ["--tiny", "--cases", "conv2d", "--configs", "5", "--dot-configs", "5"]
+    options += ["--workers", "0"]
     assert record.main([*options, "--out", str(folder), "--db", str(tmp_path / "rec.db")]) == 0
     lands = load_all(folder)
     names = sorted(land.case.function for land in lands)
-    assert names == ["conv2d_gemm", "conv2d_pointwise"]
+    assert names == ["conv2d_depthwise", "conv2d_gemm", "conv2d_pointwise"]
     assert all(any(t.ok for t in land.trials) for land in lands)
     with TuningDB(db_path) as db:
         assert import_landscapes(db, folder) == sum(len(land.trials) for land in lands)

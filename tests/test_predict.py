@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from landscapes import RECORDED, recorded_names
 from landscapes import Landscape as Synthetic
 
 from tilecraft.autotune import predict, tune
@@ -26,7 +27,7 @@ from tilecraft.exc import SettingsError
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.settings import Settings
 
-LANDSCAPES = Path(__file__).resolve().parents[1] / "benchmarks" / "landscapes" / "h200"
+LANDSCAPES = RECORDED
 TARGET = "sum_rows-4096x4096"  # held out; the model learns from the others
 CONFIDENT = "conv2d_gemm-32x256x14x256x3x1"  # held out; the untuned path is confident here
 
@@ -39,7 +40,7 @@ def prepared(name: str) -> tuple[Landscape, Any, dict[str, Any]]:
 
 
 def names() -> list[str]:
-    return sorted(p.name.removesuffix("-bfloat16.jsonl.gz") for p in LANDSCAPES.glob("*.gz"))
+    return recorded_names()
 
 
 @cache

@@ -20,11 +20,14 @@ import torch
 
 from tilecraft.nn.attention import attention_forward
 from tilecraft.nn.conv2d import plan
+from tilecraft.nn.conv2d_depthwise import conv2d_depthwise
 from tilecraft.nn.conv2d_kernels import conv2d_gemm, conv2d_pointwise
 
 __all__ = [
     "attention_forward",
     "attention_forward_inputs",
+    "conv2d_depthwise",
+    "conv2d_depthwise_inputs",
     "conv2d_gemm",
     "conv2d_gemm_inputs",
     "conv2d_pointwise",
@@ -52,15 +55,17 @@ def conv_inputs(
     dtype: torch.dtype = torch.bfloat16,
     device: str | torch.device | None = None,
 ) -> tuple[Any, tuple]:
-    """`conv2d`'s kernel and arguments for `(batch, in_ch, size, out_ch, kernel, stride)`:
-    channels-last square images, `kernel // 2` padding, no bias, activation or residual
-    (a ResNet-50 convolution, followed by a batch norm)."""
-    batch, in_ch, size, out_ch, kernel, stride = shape
+    """`conv2d`'s kernel and arguments for `(batch, in_ch, size, out_ch, kernel, stride)`,
+    with `groups` as a seventh entry if not 1: channels-last square images, `kernel // 2`
+    padding, no bias, activation or residual (a ResNet-50 or MobileNetV2 convolution,
+    followed by a batch norm)."""
+    batch, in_ch, size, out_ch, kernel, stride, *rest = shape
+    groups = rest[0] if rest else 1
     x = torch.randn(batch, in_ch, size, size, dtype=dtype, device=device)
-    w = torch.randn(out_ch, in_ch, kernel, kernel, dtype=dtype, device=device)
+    w = torch.randn(out_ch, in_ch // groups, kernel, kernel, dtype=dtype, device=device)
     x = x.contiguous(memory_format=torch.channels_last)
-    w = w.mul(1.0 / math.sqrt(in_ch * kernel * kernel))  # outputs of unit scale
-    op, args = plan(x, w, stride=stride, padding=kernel // 2)
+    w = w.mul(1.0 / math.sqrt(in_ch // groups * kernel * kernel))  # outputs of unit scale
+    op, args = plan(x, w, stride=stride, padding=kernel // 2, groups=groups)
     return op.kernel, args
 
 
@@ -89,3 +94,13 @@ def conv2d_pointwise_inputs(
     """`conv2d_pointwise`'s arguments: `shape` as `conv_inputs` takes it, a 1x1 filter of
     stride 1."""
     return _conv_for("conv2d_pointwise", shape, dtype, device)
+
+
+def conv2d_depthwise_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+) -> tuple:
+    """`conv2d_depthwise`'s arguments: `shape` as `conv_inputs` takes it, with groups equal
+    to the channels, e.g. `(32, 144, 56, 144, 3, 1, 144)`."""
+    return _conv_for("conv2d_depthwise", shape, dtype, device)
