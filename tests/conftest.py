@@ -54,6 +54,14 @@ def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
     yield apply
 
 
+@pytest.fixture
+def on_test_device() -> Iterator[None]:
+    """Tensors made without a device go to the test device (a module's `pytestmark =
+    pytest.mark.usefixtures("on_test_device")` runs its tests on a GPU there too)."""
+    with torch.device(DEVICE):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -16,12 +15,7 @@ from tilecraft.nn import attention, attention_varlen
 from tilecraft.nn.attention import attention_backward, attention_forward
 from tilecraft.nn.varlen import attention_varlen_backward, attention_varlen_forward
 
-
-@pytest.fixture(autouse=True)
-def _on_test_device() -> Iterator[None]:
-    """Tensors are made on the test device (TILECRAFT_TEST_DEVICE: a GPU runs these too)."""
-    with torch.device(DEVICE):
-        yield
+pytestmark = pytest.mark.usefixtures("on_test_device")  # a GPU runs these too
 
 
 def _kernels(mode) -> None:

@@ -11,6 +11,8 @@ import transformer_block as tb  # from examples/, on the path through conftest
 import tilecraft as tc
 from tilecraft.nn.attention import attention_backward, attention_forward
 
+pytestmark = pytest.mark.usefixtures("on_test_device")  # a GPU runs these too
+
 
 def model_kernels() -> list[tc.Kernel]:
     """Every tilecraft kernel the block's forward and backward run."""

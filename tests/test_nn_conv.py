@@ -14,6 +14,8 @@ from tilecraft.nn.conv import (
     conv2d_nhwc_forward,
 )
 
+pytestmark = pytest.mark.usefixtures("on_test_device")  # a GPU runs these too
+
 
 def _reference(x, weight, bias, silu: bool) -> torch.Tensor:
     width = weight.size(1)

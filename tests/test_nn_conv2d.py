@@ -14,6 +14,8 @@ from tilecraft.nn import conv2d_depthwise as dw
 from tilecraft.nn import conv2d_kernels as fwd
 from tilecraft.nn import conv2d_planes as planes
 
+pytestmark = pytest.mark.usefixtures("on_test_device")  # a GPU runs these too
+
 KERNELS = [
     fwd.conv2d_gemm,
     fwd.conv2d_pointwise,
