@@ -260,3 +260,30 @@ def test_rms_norm_backward_sums_the_weight_gradient_in_the_kernel(m: int, n: int
     check_modes(
         rms_norm_backward.rms_norm_backward, (grad_out, x, weight), rms_norm_backward.reference
     )
+
+
+@tc.kernel
+def reciprocal_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(1 / a) @ b: a computed left operand, whose lanes past a ragged K hold 1 / 0 = inf."""
+    m, k = a.size()
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.float32, device=a.device)
+    for tile_m, tile_n in tc.tile([m, n]):
+        acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in tc.tile(k):
+            acc = acc + torch.matmul(1.0 / a[tile_m, tile_k], b[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+@pytest.mark.parametrize("k", [20, 16, 1])
+def test_products_zero_computed_operands_past_a_ragged_k(k: int) -> None:
+    """Lanes past K's end are 0 in a loaded operand but not in a computed one (inf here):
+    the product zeroes them, or inf * 0 would make every output NaN in the compiled modes
+    (an attention row masked by a huge bias did so). Loads alone get no extra select."""
+    a = torch.rand(19, k, device=DEVICE) + 0.5
+    b = torch.randn(k, 21, device=DEVICE)
+    config = tc.Config(block_sizes=[16, 16, 16])
+    check_modes(reciprocal_matmul, (a, b), lambda a, b: (1.0 / a) @ b, config=config)
+    code = reciprocal_matmul.bind((a, b)).to_triton_code(config)
+    assert code.count("tl.where(mask_2") == (k % 16 != 0)  # the computed operand only

@@ -11,6 +11,7 @@ from tilecraft.codegen import access, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
+from tilecraft.codegen.padding import padded_operand
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import (
     TL_REDUCE,
@@ -59,6 +60,13 @@ class KernelWriter:
     checks: list[str] = field(default_factory=list)  # what each reported check number means
     flat: FlatPlan = field(default_factory=FlatPlan)  # values written as 2-D tiles
     copies: int = 0  # full-rank copies of flat values made so far
+    _producers: dict[str, Op] | None = None
+
+    def producers(self) -> dict[str, Op]:
+        """The op that makes each value of the kernel, by name."""
+        if self._producers is None:
+            self._producers = {op.out.name: op for op in self.kernel.walk() if op.out}
+        return self._producers
 
     # -- helpers ------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -367,6 +375,8 @@ class KernelWriter:
         A flat product (codegen/flat.py) is a 2-D `tl.dot`, which Hopper runs on wgmma."""
         assert op.out is not None
         a, b, acc = op.args
+        k = a.type.dims[-1]
+        a, b = padded_operand(self, a, k, 1), padded_operand(self, b, k, 2)
         flat = op.out in self.flat
         texts = [self.as_flat(v) if flat else self.batched(v, op.out) for v in (a, b)]
         acc_text = None if acc is None else self.as_flat(acc) if flat else acc.name
