@@ -37,6 +37,7 @@ class Launch:
     num_warps: int
     num_stages: int
     maxnreg: int | None = None
+    fp_fusion: bool = True  # False: Triton's enable_fp_fusion=False (no FMA contraction)
 
     def statement(self) -> ast.stmt:
         """`_kernel[(grid,)](args..., CONSTS=..., num_warps=...)`, or `pass` for no work."""
@@ -50,6 +51,7 @@ class Launch:
         args += [f"{k}={v}" for k, v in self.writer.constexprs.items()]
         args += [f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"]
         args += [f"maxnreg={self.maxnreg}"] if self.maxnreg else []
+        args += [] if self.fp_fusion else ["enable_fp_fusion=False"]
         kernel = self.kernel.name
         if self.writer.descriptors:  # scratch for them on the device
             kernel = f"_tc_scratch({kernel})"

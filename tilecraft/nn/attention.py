@@ -193,7 +193,11 @@ def _key_grads(
 # descriptors, TMA on Hopper) and squeezed to 2-D, since Triton lowers only 2-D `tl.dot`s to
 # Hopper's wgmma (a 3-D one, even with a batch of 1, falls back to the older mma). Grouped
 # heads read their kv row through a computed index (a gather, always pointers).
-@tc.kernel
+# Without FMA contraction (`fp_fusion=False`): fused, `exp2(scores * scale - max)` left the
+# product's rounding error at the row's maximum, so huge scores (a row masked by a -1e9 bias,
+# a key of 1e30) gave NaN or wrongly weighted rows on the GPU. The multiply is needed for the
+# maximum anyway, so the count of instructions stays the same.
+@tc.kernel(fp_fusion=False)
 def attention_forward(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -205,7 +205,8 @@ class BoundKernel:
         )
         writer.check = self.settings.check
         maxnreg = config.get("maxnreg")
-        return Launch(kernel, writer, config.num_warps or 4, config.num_stages or 1, maxnreg)
+        warps, stages = config.num_warps or 4, config.num_stages or 1
+        return Launch(kernel, writer, warps, stages, maxnreg, self.settings.fp_fusion)
 
     def compile(self, config: Config | None = None) -> Callable[..., Any]:
         """The launcher for `config`, compiled once and cached."""

@@ -181,6 +181,10 @@ class Settings:
     llm_max_rounds: int = field(default_factory=_env("llm_max_rounds", 4))
     #: TILECRAFT_LLM_MAX_TOKENS: most tokens of one reply of the model.
     llm_max_tokens: int = field(default_factory=_env("llm_max_tokens", 2000))
+    #: Whether the GPU compiler may fuse a multiply and an add into one FMA (Triton's
+    #: `enable_fp_fusion`). Off, each is rounded as PyTorch's separate ops round it: a
+    #: product and the subtraction of its row maximum then give exactly 0 at the maximum.
+    fp_fusion: bool = True
     #: Accepted for Helion compatibility; kernels are currently always compiled per exact
     #: shape (generated code has the sizes in it), whatever this says.
     static_shapes: bool = True
