@@ -263,27 +263,35 @@ def test_rms_norm_backward_sums_the_weight_gradient_in_the_kernel(m: int, n: int
 
 
 @tc.kernel
-def reciprocal_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(1 / a) @ b: a computed left operand, whose lanes past a ragged K hold 1 / 0 = inf."""
+def reciprocal_matmul(a: torch.Tensor, b: torch.Tensor, right: bool) -> torch.Tensor:
+    """(1 / a) @ b, or a @ (1 / b) with `right`: a computed operand, whose lanes past a
+    ragged K hold 1 / 0 = inf."""
     m, k = a.size()
     n = b.size(1)
     out = torch.empty([m, n], dtype=torch.float32, device=a.device)
     for tile_m, tile_n in tc.tile([m, n]):
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
         for tile_k in tc.tile(k):
-            acc = acc + torch.matmul(1.0 / a[tile_m, tile_k], b[tile_k, tile_n])
+            x, y = a[tile_m, tile_k], b[tile_k, tile_n]
+            acc = acc + torch.matmul(x, 1.0 / y) if right else acc + torch.matmul(1.0 / x, y)
         out[tile_m, tile_n] = acc
     return out
 
 
-@pytest.mark.parametrize("k", [20, 16, 1])
-def test_products_zero_computed_operands_past_a_ragged_k(k: int) -> None:
+def _reciprocal_reference(a: torch.Tensor, b: torch.Tensor, right: bool) -> torch.Tensor:
+    return a @ (1.0 / b) if right else (1.0 / a) @ b
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("k", [20, 16, 1, 0])
+def test_products_zero_computed_operands_past_a_ragged_k(k: int, right: bool) -> None:
     """Lanes past K's end are 0 in a loaded operand but not in a computed one (inf here):
     the product zeroes them, or inf * 0 would make every output NaN in the compiled modes
     (an attention row masked by a huge bias did so). Loads alone get no extra select."""
     a = torch.rand(19, k, device=DEVICE) + 0.5
-    b = torch.randn(k, 21, device=DEVICE)
+    b = torch.rand(k, 21, device=DEVICE) + 0.5
     config = tc.Config(block_sizes=[16, 16, 16])
-    check_modes(reciprocal_matmul, (a, b), lambda a, b: (1.0 / a) @ b, config=config)
-    code = reciprocal_matmul.bind((a, b)).to_triton_code(config)
-    assert code.count("tl.where(mask_2") == (k % 16 != 0)  # the computed operand only
+    check_modes(reciprocal_matmul, (a, b, right), _reciprocal_reference, config=config)
+    code = reciprocal_matmul.bind((a, b, right)).to_triton_code(config)
+    ragged = k % 16 != 0 or k == 0  # an empty K's one tile is all past the end
+    assert code.count("tl.where(mask_2") == ragged  # the computed operand only

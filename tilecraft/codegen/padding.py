@@ -23,19 +23,21 @@ if TYPE_CHECKING:
 KEEPS_ZEROS = ("permute", "reshape", "index_view", "cast", "to", "expand")
 
 
-def zero_padded(producers: dict[str, Op], value: Value) -> bool:
-    """Whether `value` is 0 in lanes past its tiles' ends: a load (without another fill
-    value) or one moved or converted (a transpose of a load, a cast of one)."""
+def zero_padded(producers: dict[str, Op], value: Value, k: Dim) -> bool:
+    """Whether `value` is 0 in lanes past block `k`'s end: a load over `k` (masked by it,
+    without another fill value), or one moved or converted (a transpose, a cast)."""
     op = producers.get(value.name)
     while op is not None and op.name in KEEPS_ZEROS and isinstance(op.args[0], Value):
         op = producers.get(op.args[0].name)
-    return op is not None and op.name == "load" and op.attrs.get("other") in (None, 0, 0.0)
+    if op is None or op.out is None or op.name != "load" or k not in op.out.type.dims:
+        return False
+    return op.attrs.get("other") in (None, 0, 0.0)
 
 
 def padded_operand(w: KernelWriter, value: Value, k: Dim, k_from_end: int) -> Value:
     """`value` (an operand of a product over block `k`, at `k_from_end` dims from its last)
     with its lanes past `k`'s end set to 0, unless they are 0 already."""
-    if k is None or not w.has_mask(k) or zero_padded(w.producers(), value):
+    if k is None or not w.has_mask(k) or zero_padded(w.producers(), value, k):
         return value
     rank = len(w.text_dims(value))
     mask = expand(f"mask_{k}", rank, rank - k_from_end)
