@@ -254,7 +254,8 @@ def test_squeezed_rows_match_pytorch(shape: tuple, dtype: torch.dtype) -> None:
 
 def test_descriptor_launches_give_triton_an_allocator_in_their_thread() -> None:
     """Triton keeps its scratch allocator per context: a module loaded in one thread (a
-    tuning worker) left launches in another without one ("no allocator was set")."""
+    tuning worker) left launches in another without one ("no allocator was set"). Its
+    scratch lies beside the tensors: host memory for the interpreter on a GPU machine."""
     import threading
 
     from triton.runtime import _allocation  # the context variable the launches read
@@ -266,12 +267,13 @@ def test_descriptor_launches_give_triton_an_allocator_in_their_thread() -> None:
 
     def launch() -> None:  # a fresh thread starts from an empty context
         before = _allocation._allocator.get()
-        launcher(q, k, w)
-        seen.append((before, _allocation._allocator.get()))
+        out = launcher(q, k, w)
+        seen.append((before, _allocation._allocator.get(), out))
 
     thread = threading.Thread(target=launch)
     thread.start()
     thread.join()
-    [(before, after)] = seen
+    [(before, after, out)] = seen
     assert isinstance(before, _allocation.NullAllocator)
-    assert not isinstance(after, _allocation.NullAllocator)
+    assert after(64, 16, None).device == q.device
+    torch.testing.assert_close(out, _squeezed_rows_reference(q, k, w), atol=1e-4, rtol=1e-4)

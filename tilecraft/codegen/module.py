@@ -48,16 +48,16 @@ class Launch:
         args = ["_tc_check"] * self.writer.check + [p.host_expr for p in params if p.is_tensor]
         args += list(self.writer.strides.values())
         args += [_scalar_arg(p) for p in params if not p.is_tensor]
+        args += ["0"] * self.writer.opaque_zero  # `_tc_zero` (KernelWriter.loop_begin)
         args += [f"{k}={v}" for k, v in self.writer.constexprs.items()]
         args += [f"num_warps={self.num_warps}", f"num_stages={self.num_stages}"]
         args += [f"maxnreg={self.maxnreg}"] if self.maxnreg else []
         args += [] if self.fp_fusion else ["enable_fp_fusion=False"]
-        kernel = self.kernel.name
+        kernel, like = self.kernel.name, next((p.host_expr for p in params if p.is_tensor), "")
         if self.writer.descriptors:  # scratch for them on the device
-            kernel = f"_tc_scratch({kernel})"
+            kernel = f"_tc_scratch({kernel}, {like})"
         launch = f"{kernel}[({grid},)]({', '.join(args)})"
         if self.writer.check:
-            like = next(p.host_expr for p in params if p.is_tensor)
             launch = f"_tc_checked(lambda _tc_check: {launch}, {like}, {self.writer.checks!r})"
         return self.guarded(ast.parse(launch).body[0])
 
