@@ -132,17 +132,19 @@ class Block(torch.nn.Module):
 
 
 def data(batch: int = 2, seq: int = 12, vocab: int = 50, seed: int = 0) -> tuple:
-    """Random tokens and, as targets, the next token of each."""
+    """Random tokens and, as targets, the next token of each, on the default device (the
+    same tokens on every device: drawn on the CPU)."""
     gen = torch.Generator().manual_seed(seed)
-    tokens = torch.randint(vocab, (batch, seq + 1), generator=gen)
+    tokens = torch.randint(vocab, (batch, seq + 1), generator=gen, device="cpu")
+    tokens = tokens.to(torch.get_default_device())
     return tokens[:, :-1], tokens[:, 1:]
 
 
 def models(
-    seed: int = 0, dtype: torch.dtype = torch.float32, device: Any = "cpu", **sizes: int
+    seed: int = 0, dtype: torch.dtype = torch.float32, device: Any = None, **sizes: int
 ) -> tuple[Block, Block]:
     """The tilecraft model and the PyTorch model, from the same initial weights, in `dtype`
-    on `device`.
+    on `device` (None: the default device).
 
     `sizes` (vocab, dim, seq, heads) go to `Block`.
     """
@@ -150,7 +152,7 @@ def models(
     ours = Block(TILECRAFT, **sizes)
     theirs = Block(TORCH, **sizes)
     theirs.load_state_dict(ours.state_dict())
-    return ours.to(device, dtype), theirs.to(device, dtype)
+    return ours.to(device=device, dtype=dtype), theirs.to(device=device, dtype=dtype)
 
 
 def train(model: Block, steps: int = 4, lr: float = 1e-2) -> list[float]:
