@@ -204,3 +204,18 @@ def test_round_half_to_even_compares_with_the_half() -> None:
     code = [line.split("#")[0] for line in lookup("round").helper(torch.float32).splitlines()]
     assert any("half = low + 0.5" in line for line in code)
     assert not any("a - low" in line for line in code)
+
+
+@pytest.mark.parametrize(("block_n", "once"), [(32, True), (8, False)])
+def test_a_loop_that_may_run_once_starts_at_a_zero_from_the_host(block_n: int, once: bool) -> None:
+    """Triton folds a loop of one iteration into code with constant indices, which Triton
+    3.6 miscompiled in some products on the H200: such a loop starts at `_tc_zero`, an
+    argument the launcher passes as 0, so it stays a loop; longer loops are left alone."""
+    x = torch.randn(5, 20, device=DEVICE)
+    bound = looped_row_sums.bind((x,))
+    config = tc.Config(block_sizes=[8, block_n])
+    code = bound.to_triton_code(config)
+    assert ("for offset_1 in tl.range(_tc_zero, 20," in code) is once
+    signature = re.search(r"^def _looped_row_sums_kernel\((.*)\):", code, re.MULTILINE)
+    assert signature is not None and ("_tc_zero" in signature[1]) is once
+    torch.testing.assert_close(bound.compile(config)(x), x.sum(1))

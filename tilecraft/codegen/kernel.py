@@ -60,6 +60,7 @@ class KernelWriter:
     checks: list[str] = field(default_factory=list)  # what each reported check number means
     flat: FlatPlan = field(default_factory=FlatPlan)  # values written as 2-D tiles
     copies: int = 0  # full-rank copies of flat values made so far
+    opaque_zero: bool = False  # the kernel takes `_tc_zero` (see `loop_begin`)
     _producers: dict[str, Op] | None = None
 
     def producers(self) -> dict[str, Op]:
@@ -140,6 +141,7 @@ class KernelWriter:
         for p in self.kernel.params:
             if not p.is_tensor:
                 params += [f"{p.name}_hi", f"{p.name}_lo"] if p.name in doubles else [p.name]
+        params += ["_tc_zero"] * self.opaque_zero
         params += [f"{c}: tl.constexpr" for c in self.constexprs]
         return f"@triton.jit\ndef {self.kernel.name}({', '.join(params)}):\n"
 
@@ -195,7 +197,7 @@ class KernelWriter:
             block = self.kernel.blocks[block_id]
             bs = "1" if block.kind == "grid" else self.size(block_id)
             extra = self.range_options(loop.index) if i == len(loop.blocks) - 1 else ""
-            head = f"tl.range({block.begin_code()}, {block.end_code()}, {bs}{extra})"
+            head = f"tl.range({self.loop_begin(block)}, {block.end_code()}, {bs}{extra})"
             self.line(f"for offset_{block_id} in {head}:")
             self.depth += 1
             if block.kind != "grid":
@@ -206,6 +208,18 @@ class KernelWriter:
             if c.final.name != c.param.name:
                 self.line(f"{c.param.name} = {self.carried_text(c.param, c.final)}")
         self.depth, self.live = outer, live
+
+    def loop_begin(self, block: Block) -> str:
+        """A device loop's start, plus a zero the host passes where the loop may run once.
+        Triton (3.6, H200) folds a loop of one iteration into straight-line code whose
+        indices are constants, and then miscompiled some products at 4 warps (a 3x3
+        convolution of one small image: every output wrong); with the start known only at
+        run time, the loop and its indices stay as they are in loops of more iterations."""
+        once = block.extent <= (1 if block.kind == "grid" else block.fixed_size or 1)
+        if not (block.dynamic or once):
+            return block.begin_code()
+        self.opaque_zero, begin = True, block.begin_code()
+        return "_tc_zero" if begin == "0" else f"{begin} + _tc_zero"
 
     def carried_text(self, param: Value, value: Value) -> str:
         return self.as_flat(value) if param in self.flat else self.as_full(value)
