@@ -14,7 +14,7 @@ import torch
 import tilecraft as tc
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import TuningDB
-from tilecraft.autotune.tune import cached_config, db_path
+from tilecraft.autotune.tune import ReferenceWarning, cached_config, db_path
 from tilecraft.language import Choice
 
 
@@ -89,6 +89,18 @@ def test_in_process_engine_checks_results() -> None:
     with Benchmarker(moody.bind((x,)), (x,), workers=0) as bench:
         ok, wrong = bench([tc.Config(mode=0), tc.Config(mode=1)])
     assert ok.ok and wrong.status == "wrong_result"
+
+
+def test_tuning_warns_when_most_configs_disagree_with_the_default(tmp_path: Path) -> None:
+    """The default config's outputs are the reference: where most configs disagree with
+    them, the default may be the miscompiled one (every config agreeing with it is then
+    wrong too), so the tuning says so."""
+    kernel = tc.kernel(moody.fn, cache_dir=tmp_path, autotune_workers=0)
+    x = torch.randn(70)
+    kernel.configs = [tc.Config(block_sizes=[b], mode=1) for b in (16, 32, 64)]
+    kernel.configs.append(tc.Config(block_sizes=[16], mode=0))
+    with pytest.warns(ReferenceWarning, match=r"3 configs of `moody` .* and 1 agreed"):
+        kernel.autotune((x,))
 
 
 def test_tune_records_trials_caches_the_winner_and_prints_it(

@@ -201,6 +201,7 @@ def autotune(
             tuning_j = used.joules()
             phases["total"] = time.monotonic() - started
             shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
+    _check_reference(bound.src.tree.name, trials)
     bound.tuning = {**_summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
     return best.config
 
@@ -274,6 +275,28 @@ def _trials(
         runner.run()
     run.phases["search"] -= run.phases.get("measure", 0.0)  # its own thinking only
     return runner.trials
+
+
+class ReferenceWarning(UserWarning):
+    """Most configs of a tuning run disagreed with the default config's outputs."""
+
+
+def _check_reference(name: str, trials: list[Trial]) -> None:
+    """Warn where most configs disagreed with the reference (the default config's outputs):
+    a compiler that miscompiles the default config makes every config that agrees with it
+    the wrong one (Triton 3.6 did, at small convolution shapes), and a kernel whose result
+    depends on its config (a race, an output left unwritten) looks the same."""
+    wrong = sum(t.status == "wrong_result" for t in trials)
+    agreed = sum(t.ok for t in trials)
+    if wrong >= 3 and wrong > agreed:
+        warnings.warn(
+            f"tilecraft: {wrong} configs of `{name}` gave outputs that differ from its default "
+            f"config's and {agreed} agreed: the default config may be miscompiled, or the "
+            "kernel's result depends on its config (a race, an output not written "
+            "everywhere); check its output against PyTorch",
+            ReferenceWarning,
+            3,
+        )
 
 
 def _winner(run: _Run, trials: list[Trial]) -> Trial:
