@@ -68,12 +68,17 @@ test-slow: venv
 test-all: test test-slow
 
 # The tests on a GPU (TILECRAFT_TEST_DEVICE=cuda: tensors on the GPU, compiled for it and
-# eager on it), each result printed as it comes so that a run cut short still says what
-# failed. No venv: run it with the Python that has the CUDA build of PyTorch, e.g.
-# `make test-gpu PY=python3 TESTS=tests/test_ops.py`.
+# eager on it), each result printed as it comes and each failure's report appended to
+# FAILURES as it happens, so that a run cut short still says what failed and why. Kernels
+# run their default configs (EFFORT=quick tunes them first, as users' calls do: minutes
+# more). No venv: run it with the Python that has the CUDA build of PyTorch, e.g.
+# `make test-gpu PY=python3 TESTS=tests/test_ops.py FAILURES=$$OUT/failures.txt`.
 TESTS ?= tests
+EFFORT ?= none
+FAILURES ?= gpu-failures.txt
 test-gpu:
-	TILECRAFT_TEST_DEVICE=cuda $(PY) -m pytest -o addopts="" -n $(JOBS) -v -m "not slow" -p no:cacheprovider $(TESTS)
+	TILECRAFT_TEST_DEVICE=cuda TILECRAFT_AUTOTUNE_EFFORT=$(EFFORT) TILECRAFT_TEST_FAILURES=$(FAILURES) \
+		$(PY) -m pytest -o addopts="" -n $(JOBS) -v -m "not slow" -p no:cacheprovider $(TESTS)
 
 # Every fault of the cache, the database, the LLM search and the settings, injected for
 # real (a tmpfs full disk and a read-only mount where the machine allows mounting).

@@ -42,6 +42,16 @@ torch.backends.cudnn.allow_tf32 = False
 ApplyMode = Callable[[object], object]
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With TILECRAFT_TEST_FAILURES set (a path), each failure's report is appended there as
+    it happens: a GPU run cut short by its time limit keeps what it found (written by the
+    main process only, which sees every worker's reports)."""
+    path = os.environ.get("TILECRAFT_TEST_FAILURES")
+    if path and report.failed and "PYTEST_XDIST_WORKER" not in os.environ:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
+
+
 @pytest.fixture(params=["triton", "eager"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApplyMode]:
     """A function that puts a kernel into this mode (Triton or eager interpret) and returns it."""
