@@ -173,8 +173,8 @@ class Case:
     def forward_args(self) -> tuple:
         return (self.q, self.k, self.v, self.bias, *self.flags)
 
-    def backward_args(self, out: torch.Tensor, lse: torch.Tensor) -> tuple:
-        return (self.grad_out, self.q, self.k, self.v, self.bias, out, lse, *self.flags)
+    def backward_args(self, out: torch.Tensor, stats: torch.Tensor) -> tuple:
+        return (self.grad_out, self.q, self.k, self.v, self.bias, out, stats, *self.flags)
 
 
 def sweep(
@@ -205,9 +205,9 @@ def measure_tilecraft(case: Case, forward: list, backward: list) -> dict:
     bound = attention_forward.bind(args)
     configs = [forward_config(e, len(bound.spec.blocks)) for e in forward]
     fwd, launcher = sweep(bound, configs, args, _check_out(case), case)
-    out, lse = (launcher or attention_forward)(*args)
+    out, stats = (launcher or attention_forward)(*args)
     group = case.shape[1] // case.k.size(1)
-    bargs = case.backward_args(out, lse)
+    bargs = case.backward_args(out, stats)
     bound = attention_backward.bind(bargs)
     count = len(bound.spec.blocks)
     configs = [backward_config(e, group, case.causal, count) for e in backward]
@@ -220,10 +220,10 @@ def measure_masked(case: Case, ours: dict) -> dict:
     with the alignment proofs off (every loop with device-computed bounds masked)."""
     found: dict[str, Any] = {}
     args = case.forward_args()
-    out, lse = attention_forward(*args)  # the backward's inputs, from the proven kernel
+    out, stats = attention_forward(*args)  # the backward's inputs, from the proven kernel
     passes = (
         ("forward", attention_forward, args, _check_out(case)),
-        ("backward", attention_backward, case.backward_args(out, lse), _check_grads(case)),
+        ("backward", attention_backward, case.backward_args(out, stats), _check_grads(case)),
     )
     for direction, kernel, pass_args, check in passes:
         best = ours.get(direction, {}).get("best", {})

@@ -126,8 +126,8 @@ def _tiles_of(size: int, shape: tuple, causal: bool, window: int | None, **confi
     forward = tc.Config(block_sizes=[size] * count, **config)
     # binding needs only the shapes: running the kernel here would fix its launcher (the
     # default config's) for these shapes before the test sets `forward`
-    out, lse = torch.empty_like(q), torch.empty(q.shape[:3])
-    count = len(attention_backward.bind((out, *args[:4], out, lse, *args[4:])).spec.blocks)
+    out, stats = torch.empty_like(q), torch.empty(2, *q.shape[:3])
+    count = len(attention_backward.bind((out, *args[:4], out, stats, *args[4:])).spec.blocks)
     return forward, tc.Config(block_sizes=[size] * count, **config)
 
 
@@ -303,7 +303,7 @@ def test_attention_varlen_float16_backward_and_one_kv_head(mode) -> None:
 def test_attention_nan_and_inf_rows_as_sdpa(mode, causal: bool) -> None:
     """A NaN in a query spoils only its own row (as SDPA's math backend says; its CPU flash
     kernel returns 0 there); a huge (inf) key score gives that key all the weight (on a GPU
-    too: the forward is compiled without FMA contraction, which left the rounding error of
+    too: the kernels are compiled without FMA contraction, which left the rounding error of
     the scaled maximum in its exponent)."""
     _kernels(mode)
     q, k, v = (t.detach() for t in _inputs((1, 2, 1, 9, 11, 16), torch.float32))
@@ -318,20 +318,31 @@ def test_attention_nan_and_inf_rows_as_sdpa(mode, causal: bool) -> None:
         (q, k, v, q.new_empty(0), causal, 0.25, 0, False)
     ).to_triton_code()
     assert "enable_fp_fusion=False" in code
+    others = (attention_backward, attention_varlen_forward, attention_varlen_backward)
+    assert not any(kernel.settings.fp_fusion for kernel in others)  # they round as it does
 
 
-def test_attention_rows_masked_by_a_huge_bias_as_sdpa(mode) -> None:
-    """A query row whose every key is biased by -1e9 (a padded query under an additive
-    mask) attends uniformly, as in SDPA: its scores are all alike, so their differences
-    from the row's maximum must be exactly 0."""
+@pytest.mark.parametrize("fill", [-1e9, torch.finfo(torch.float32).min])
+def test_attention_rows_masked_by_a_huge_bias_as_sdpa(mode, fill: float) -> None:
+    """A query row whose every key is biased by -1e9 or `finfo.min` (a padded query under
+    an additive mask, as Hugging Face models build them) attends uniformly, as in SDPA,
+    forward and backward: its scores are all alike, so their differences from the row's
+    maximum must be exactly 0, the bias must not overflow to -inf in base 2, and the
+    backward's probabilities must keep the log of the row's sum (1/11 each, not 1)."""
     _kernels(mode)
-    q, k, v = (t.detach() for t in _inputs((1, 2, 2, 9, 11, 16), torch.float32))
+    q, k, v = _inputs((1, 2, 2, 9, 11, 16), torch.float32)
     bias = torch.zeros(1, 2, 9, 11)
-    bias[:, :, 4:] = -1e9
+    bias[:, :, 4:] = fill
+    bias[:, :, :4, 7:] = fill  # and some keys of the other rows
+    grad_out = torch.randn(1, 2, 9, 16)
     out = attention(q, k, v, bias=bias)
+    got = torch.autograd.grad(out, (q, k, v), grad_out)
     with sdpa_kernel(SDPBackend.MATH):
         ref = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    want = torch.autograd.grad(ref, (q, k, v), grad_out)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_launchers_never_sync_with_the_device() -> None:

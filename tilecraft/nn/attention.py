@@ -50,6 +50,7 @@ import torch
 import tilecraft as tc
 
 LOG2E = 1.4426950408889634
+FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
 def _kv_rows(rows: Any, heads: int, kv_heads: int) -> Any:
@@ -129,8 +130,16 @@ def _scores(
     like them, and masked (`flags`: causal, window as `_mask` takes them)."""
     scores = torch.mm(query, key.T, torch.float32) * qk_scale
     if bias is not None:
-        scores = scores + bias.to(torch.float32) * LOG2E
+        scores = scores + _base2(bias.to(torch.float32))
     return _mask(scores, tile_m.index, tile_n.index, *flags)
+
+
+def _base2(bias: torch.Tensor) -> torch.Tensor:
+    """A (float32) bias in base 2 like the scores, finite where it is: the usual padding
+    mask, `finfo.min`, times log2(e) would overflow to -inf, and a row it masks whole would
+    be NaN where SDPA attends uniformly (its scores all round to `finfo.min`)."""
+    scaled = torch.clamp(bias * LOG2E, -FLOAT32_MAX, FLOAT32_MAX)
+    return torch.where(torch.isinf(bias), bias, scaled)
 
 
 def _softmax_step(
@@ -161,14 +170,30 @@ def _attend(state: tuple, reads: tuple, tile_n: Any, qk_scale: float, *flags: An
     return _softmax_step(m_i, l_i, acc, scores, _read(v_rows, kv[1], tile_n))
 
 
-def _score_grads(
-    d_o: Any, value: Any, scores: torch.Tensor, row_lse: torch.Tensor, row_delta: torch.Tensor
+def _probabilities(
+    scores: torch.Tensor, row_max: torch.Tensor, row_log_sum: torch.Tensor
 ) -> torch.Tensor:
+    """The softmax recomputed from the forward's row statistics (`_row_stats`): scores less
+    their row's maximum first (exact near it), then the log of the denominator. With one
+    log-sum-exp, `exp2(scores - lse)`, huge scores (a -1e9 bias) lost the log of the sum to
+    rounding: every probability of a row masked whole came out 1."""
+    return torch.exp2((scores - row_max[:, None]) - row_log_sum[:, None])
+
+
+def _row_stats(stats: tuple, rows: Any, tile_m: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A query tile's row maxima and base-2 logs of their softmax denominators, read from
+    the forward's two `(batch * heads, queries)` statistics through the tile's row."""
+    row_max, row_log_sum = stats
+    return row_max[rows, tile_m].squeeze(0), row_log_sum[rows, tile_m].squeeze(0)
+
+
+def _score_grads(d_o: Any, value: Any, scores: torch.Tensor, *terms: torch.Tensor) -> torch.Tensor:
     """The gradient of the (scaled) scores of a query tile against a key tile, from the
-    probabilities recomputed with the rows' log-sum-exp and `delta = rowsum(dO * O)`."""
-    p = torch.exp2(scores - row_lse[:, None])
+    probabilities recomputed with the rows' statistics and `delta = rowsum(dO * O)`
+    (`terms`: row maximum, log-sum, delta)."""
+    p = _probabilities(scores, terms[0], terms[1])
     dp = torch.mm(d_o, value.T, torch.float32)
-    return p * (dp - row_delta[:, None])
+    return p * (dp - terms[2][:, None])
 
 
 def _key_grads(
@@ -178,13 +203,13 @@ def _key_grads(
     d_o: Any,
     value: Any,
     scores: torch.Tensor,
-    row_lse: torch.Tensor,
-    row_delta: torch.Tensor,
+    *terms: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A key tile's dK and dV sums after one more query tile (dK not yet scaled)."""
-    p = torch.exp2(scores - row_lse[:, None])
+    """A key tile's dK and dV sums after one more query tile (dK not yet scaled); `terms`
+    as `_score_grads` takes them."""
+    p = _probabilities(scores, terms[0], terms[1])
     dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
-    ds = p * (torch.mm(d_o, value.T, torch.float32) - row_delta[:, None])
+    ds = p * (torch.mm(d_o, value.T, torch.float32) - terms[2][:, None])
     return torch.addmm(dk_acc, ds.to(query.dtype).T, query), dv_acc
 
 
@@ -196,7 +221,9 @@ def _key_grads(
 # Without FMA contraction (`fp_fusion=False`): fused, `exp2(scores * scale - max)` left the
 # product's rounding error at the row's maximum, so huge scores (a row masked by a -1e9 bias,
 # a key of 1e30) gave NaN or wrongly weighted rows on the GPU. The multiply is needed for the
-# maximum anyway, so the count of instructions stays the same.
+# maximum anyway, so the count of instructions stays the same. The backward (and the varlen
+# kernels) are compiled so too: their scores must round as the forward's did, or a row's
+# recomputed maximum misses the stored one by an ulp, which at such magnitudes is huge.
 @tc.kernel(fp_fusion=False)
 def attention_forward(
     q: torch.Tensor,
@@ -208,7 +235,8 @@ def attention_forward(
     window: int,
     has_bias: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention's output and each row's base-2 log-sum-exp of the scaled scores.
+    """Attention's output and each row's softmax statistics `(2, batch, heads, queries)`:
+    the maximum of its scaled base-2 scores, and the base-2 log of its denominator.
 
     `bias` `(batch, heads, queries, keys)` is added to the scaled scores when `has_bias`
     (else it is not read and may be empty).
@@ -224,7 +252,8 @@ def attention_forward(
     # `out.transpose(1, 2).reshape(batch, m, heads * head_dim)` is then a view
     out = torch.empty([batch, m, heads, head_dim], dtype=q.dtype, device=q.device)
     out_heads = out.transpose(1, 2)
-    lse = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
+    stats = torch.empty([2, batch * heads, m], dtype=torch.float32, device=q.device)
+    row_max, row_log_sum = stats.select(0, 0), stats.select(0, 1)
     masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
@@ -256,8 +285,9 @@ def attention_forward(
         out_heads[row // heads, row % heads, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[
             None, :, :
         ]
-        lse[tile_bh, tile_m] = (m_i + torch.log2(l_i))[None, :]
-    return out_heads, lse.view([batch, heads, m])
+        row_max[tile_bh, tile_m] = m_i[None, :]
+        row_log_sum[tile_bh, tile_m] = torch.log2(l_i)[None, :]
+    return out_heads, stats.view([2, batch, heads, m])
 
 
 def _add_key_grads(
@@ -275,14 +305,15 @@ def _add_key_grads(
     """A key tile's dK and dV sums after the query tile `tile_m` of one (batch * heads)
     row, which `rows` gives as `_read` takes it for the query and the output-gradient (the
     first also indexes the flat bias, log-sum-exp and delta); `reads` holds the query,
-    output-gradient, bias (None without one), log-sum-exp and delta rows, `flags` what
-    `_mask` takes."""
-    q_rows, do_rows, bias_rows, lse_rows, delta = reads
+    output-gradient, bias (None without one), row statistics (a pair) and delta rows,
+    `flags` what `_mask` takes."""
+    q_rows, do_rows, bias_rows, stats, delta = reads
     row = rows[0]
     query, d_o = _read(q_rows, row, tile_m), _read(do_rows, rows[1], tile_m)
     bias_tile = None if bias_rows is None else bias_rows[row, tile_m, tile_n].squeeze(0)
     scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
-    terms = (lse_rows[row, tile_m].squeeze(0), delta[row, tile_m].squeeze(0))
+    row_max, row_log_sum = _row_stats(stats, row, tile_m)
+    terms = (row_max, row_log_sum, delta[row, tile_m].squeeze(0))
     return _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
 
 
@@ -300,7 +331,7 @@ def _add_query_grad(
     *flags: Any,
 ) -> torch.Tensor:
     """A query tile's dQ sum after the key tile `tile_n`, storing the scores' gradient as
-    the bias's (this program owns its rows); `terms` are the rows' log-sum-exp and delta,
+    the bias's (this program owns its rows); `terms` are the rows' statistics and delta,
     `reads` the key, bias (None without one), value and bias-gradient rows, `q_row` the
     query's (batch * heads) row, `kv` the key's and value's as `_kv_of` gives them, `flags`
     what `_mask` takes."""
@@ -327,9 +358,9 @@ def _key_program(
     """One program of the dK, dV pass: key tile `tile_n` of the (batch * kv_heads) row
     `tile_kv`, summed over the queries of every head that reads it, stored into `outs`
     (dK, dV). `ins` holds the key, value, query, output-gradient, bias (None without one),
-    log-sum-exp and delta rows, `sizes` (heads, kv_heads, queries, head_dim), `flags` what
-    `_mask` takes."""
-    k_rows, v_rows, q_rows, do_rows, bias_rows, lse_rows, delta = ins
+    row statistics (a pair) and delta rows, `sizes` (heads, kv_heads, queries, head_dim),
+    `flags` what `_mask` takes."""
+    k_rows, v_rows, q_rows, do_rows, bias_rows, stats, delta = ins
     heads, kv_heads, m, head_dim = sizes
     causal, window = flags
     key = _read(k_rows, _own(k_rows, tile_kv), tile_n)
@@ -344,7 +375,7 @@ def _key_program(
     # diagonal (and on the window's edge) loop with the mask
     diagonal_end = min(tile_n.end, m) if causal else stop
     full_end = min(max(tile_n.begin + window, diagonal_end), m) if window > 0 else m
-    reads = (q_rows, do_rows, bias_rows, lse_rows, delta)
+    reads = (q_rows, do_rows, bias_rows, stats, delta)
     for g in range(heads // kv_heads):
         if heads == kv_heads:
             rows = (_own(q_rows, tile_kv), _own(do_rows, tile_kv))
@@ -382,11 +413,11 @@ def _query_program(
 ) -> None:
     """One program of the dQ pass: query tile `tile_m` of the (batch * heads) row `tile_bh`,
     over the key tiles it attends to, stored into `outs` (delta, dBias, None without a bias,
-    and dQ). `ins` holds the query, output-gradient, output, log-sum-exp, key, bias (None
+    and dQ). `ins` holds the query, output-gradient, output, row statistics, key, bias (None
     without one) and value rows, `sizes` as `_key_program` takes them (with the keys for the
     queries), `flags` what `_mask` takes. The tile's `delta = rowsum(dO * O)`, the softmax
     backward's per-row term, is computed here and stored for the dK, dV pass."""
-    q_rows, do_rows, o_rows, lse_rows, k_rows, bias_rows, v_rows = ins
+    q_rows, do_rows, o_rows, stats, k_rows, bias_rows, v_rows = ins
     delta, grad_bias, dq = outs
     heads, kv_heads, n, head_dim = sizes
     causal, window = flags
@@ -396,7 +427,8 @@ def _query_program(
     o = _read(o_rows, _own(o_rows, tile_bh), tile_m)
     row_delta = torch.sum(d_o.to(torch.float32) * o.to(torch.float32), -1)
     delta[tile_bh, tile_m] = row_delta[None, :]
-    terms = (lse_rows[tile_bh, tile_m].squeeze(0), row_delta)
+    row_max, row_log_sum = _row_stats(stats, tile_bh, tile_m)
+    terms = (row_max, row_log_sum, row_delta)
     reads = (k_rows, bias_rows, v_rows, grad_bias)
     dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
     end = min(tile_m.end, n) if causal else n
@@ -422,7 +454,7 @@ def _query_program(
     dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)[None, :, :]
 
 
-@tc.kernel
+@tc.kernel(fp_fusion=False)
 def attention_backward(
     grad_out: torch.Tensor,
     q: torch.Tensor,
@@ -430,14 +462,14 @@ def attention_backward(
     v: torch.Tensor,
     bias: torch.Tensor,
     out: torch.Tensor,
-    lse: torch.Tensor,
+    stats: torch.Tensor,
     causal: bool,
     scale: float,
     window: int,
     has_bias: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV and dBias of attention from the output gradient, the forward's output
-    and its base-2 log-sum-exp (`attention_forward`'s second result); dBias (the scores'
+    and its row statistics (`attention_forward`'s second result); dBias (the scores'
     gradient, float32) is empty without a bias."""
     batch, heads, m, _ = q.size()
     kv_heads, n = k.size(1), k.size(2)
@@ -447,7 +479,8 @@ def attention_backward(
     v_rows, v_parts = _heads_rows(v)
     do_rows, do_parts = _heads_rows(grad_out)
     o_rows, o_parts = _heads_rows(out)
-    lse_rows = lse.reshape([batch * heads, m])
+    stat_rows = stats.reshape([2, batch * heads, m])
+    max_rows, log_sum_rows = stat_rows.select(0, 0), stat_rows.select(0, 1)
     bias_rows = bias.reshape([batch * heads, m, n]) if has_bias else None
     if has_bias:  # the dQ pass stores the tiles it visits: the causal mask's others are 0
         grad_bias = torch.zeros([batch * heads, m, n], dtype=torch.float32, device=q.device)
@@ -462,7 +495,7 @@ def attention_backward(
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
         q_pair, do_pair, o_pair = (q_rows, q_parts), (do_rows, do_parts), (o_rows, o_parts)
         k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
-        query_ins = (q_pair, do_pair, o_pair, lse_rows, k_pair, bias_rows, v_pair)
+        query_ins = (q_pair, do_pair, o_pair, (max_rows, log_sum_rows), k_pair, bias_rows, v_pair)
         outs = (delta, grad_bias if has_bias else None, dq)
         sizes = (heads, kv_heads, n, head_dim)
         _query_program(tile_bh, tile_m, query_ins, outs, sizes, qk_scale, scale, causal, window)
@@ -470,7 +503,7 @@ def attention_backward(
     for tile_kv, tile_n in tc.tile([batch * kv_heads, n], block_size=[1, None]):
         k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
         q_pair, do_pair = (q_rows, q_parts), (do_rows, do_parts)
-        key_ins = (k_pair, v_pair, q_pair, do_pair, bias_rows, lse_rows, delta)
+        key_ins = (k_pair, v_pair, q_pair, do_pair, bias_rows, (max_rows, log_sum_rows), delta)
         sizes = (heads, kv_heads, m, head_dim)
         _key_program(tile_kv, tile_n, key_ins, (dk, dv), sizes, qk_scale, scale, causal, window)
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
@@ -479,17 +512,17 @@ def attention_backward(
 
 def _setup_context(ctx: object, inputs: tuple, output: tuple) -> None:
     q, k, v, bias, causal, scale, window, has_bias = inputs
-    out, lse = output
-    ctx.save_for_backward(q, k, v, bias, out, lse)  # type: ignore[attr-defined]
+    out, stats = output
+    ctx.save_for_backward(q, k, v, bias, out, stats)  # type: ignore[attr-defined]
     ctx.flags = (causal, scale, window, has_bias)  # type: ignore[attr-defined]
-    ctx.mark_non_differentiable(lse)  # type: ignore[attr-defined]
+    ctx.mark_non_differentiable(stats)  # type: ignore[attr-defined]
 
 
-def _backward(ctx: object, grad_out: torch.Tensor, grad_lse: torch.Tensor | None) -> tuple:
-    q, k, v, bias, out, lse = ctx.saved_tensors  # type: ignore[attr-defined]
+def _backward(ctx: object, grad_out: torch.Tensor, grad_stats: torch.Tensor | None) -> tuple:
+    q, k, v, bias, out, stats = ctx.saved_tensors  # type: ignore[attr-defined]
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out
     flags = ctx.flags  # type: ignore[attr-defined]
-    dq, dk, dv, d_bias = attention_backward_op(grad_out, q, k, v, bias, out, lse, *flags)
+    dq, dk, dv, d_bias = attention_backward_op(grad_out, q, k, v, bias, out, stats, *flags)
     d_bias = d_bias.to(bias.dtype) if flags[3] else None
     return dq, dk, dv, d_bias, None, None, None, None
 

@@ -57,7 +57,7 @@ def _scores(
     return torch.where(keep, scores, float("-inf"))
 
 
-@tc.kernel
+@tc.kernel(fp_fusion=False)  # as tilecraft.nn.attention's, which says why
 def attention_varlen_forward(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -69,7 +69,8 @@ def attention_varlen_forward(
     causal: bool,
     scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention over packed sequences, and each row's base-2 log-sum-exp `(total_q, heads)`.
+    """Attention over packed sequences, and each row's softmax statistics `(2, total_q,
+    heads)`: the maximum of its scaled base-2 scores, and the base-2 log of its denominator.
 
     `max_q` bounds every sequence's query count (`max_k`, its key count, is the backward's).
     """
@@ -81,7 +82,8 @@ def attention_varlen_forward(
     q_rows, k_rows, v_rows = _head_rows(head_dim, q, k, v)
     out = torch.empty_like(q)
     out_rows = out.view(total_q * heads, head_dim)
-    lse = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
+    stats = torch.empty([2, total_q * heads], dtype=torch.float32, device=q.device)
+    row_max, row_log_sum = stats.select(0, 0), stats.select(0, 1)
     qk_scale = scale * LOG2E
     for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
         b, kv_head = tile_b.begin, tile_h.begin // group
@@ -104,8 +106,9 @@ def attention_varlen_forward(
             acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
             m_i = m_ij
         out_rows[rows, :] = (acc / l_i[:, None]).to(out.dtype)
-        lse[rows] = m_i + torch.log2(l_i)
-    return out, lse.view(total_q, heads)
+        row_max[rows] = m_i
+        row_log_sum[rows] = torch.log2(l_i)
+    return out, stats.view(2, total_q, heads)
 
 
 def _key_program(
@@ -122,9 +125,10 @@ def _key_program(
     """One program of the dK, dV pass: key tile `tile_n` of sequence `tile_b` and kv head
     `tile_h`, summed over the queries of every head of its group, stored into `outs` (dK
     and its rows, dV and its rows). `ins` holds the key offsets, key and value rows, query
-    offsets, query, output-gradient, log-sum-exp and delta rows; `sizes` (heads, kv_heads,
-    group, head_dim, past_q, past_k)."""
-    cu_k, k_rows, v_rows, cu_q, q_rows, do_rows, lse_rows, delta = ins
+    offsets, query, output-gradient, row statistics (a pair) and delta rows; `sizes`
+    (heads, kv_heads, group, head_dim, past_q, past_k)."""
+    cu_k, k_rows, v_rows, cu_q, q_rows, do_rows, stats, delta = ins
+    row_max, row_log_sum = stats
     heads, kv_heads, group, head_dim, past_q, past_k = sizes
     b = tile_b.begin
     cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, tile_h.begin, past_k)
@@ -141,7 +145,7 @@ def _key_program(
             query = q_rows[rows, :]
             d_o = do_rows[rows, :]
             scores = _scores(query, key, qk_scale, valid, keep_n, tile_m, tile_n, causal)
-            terms = (lse_rows[rows], delta[rows])
+            terms = (row_max[rows], row_log_sum[rows], delta[rows])
             dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
     dk, dk_rows, dv, dv_rows = outs
     dk_rows[cols, :] = (dk_acc * scale).to(dk.dtype)
@@ -161,17 +165,17 @@ def _query_program(
 ) -> None:
     """One program of the dQ pass: query tile `tile_m` of sequence `tile_b` and head
     `tile_h`, over the key tiles it attends to, stored into `outs` (dQ and its rows). `ins`
-    holds the query offsets, query, output-gradient, log-sum-exp and delta rows, key
+    holds the query offsets, query, output-gradient, row statistics (a pair) and delta rows, key
     offsets, key and value rows; `sizes` (heads, kv_heads, group, head_dim, past_q,
     past_k)."""
-    cu_q, q_rows, do_rows, lse_rows, delta, cu_k, k_rows, v_rows = ins
+    cu_q, q_rows, do_rows, stats, delta, cu_k, k_rows, v_rows = ins
+    row_max, row_log_sum = stats
     heads, kv_heads, group, head_dim, past_q, past_k = sizes
     b, kv_head = tile_b.begin, tile_h.begin // group
     rows, valid = _positions(cu_q, b, tile_m, heads, tile_h.begin, past_q)
     query = q_rows[rows, :]
     d_o = do_rows[rows, :]
-    row_lse = lse_rows[rows]
-    row_delta = delta[rows]
+    terms = (row_max[rows], row_log_sum[rows], delta[rows])
     dq_acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
     k_len = cu_k[b + 1] - cu_k[b]
     end = min(tile_m.end, k_len) if causal else k_len
@@ -179,13 +183,13 @@ def _query_program(
         cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, past_k)
         key = k_rows[cols, :]
         scores = _scores(query, key, qk_scale, valid, keep_n, tile_m, tile_n, causal)
-        ds = _score_grads(d_o, v_rows[cols, :], scores, row_lse, row_delta)
+        ds = _score_grads(d_o, v_rows[cols, :], scores, *terms)
         dq_acc = torch.addmm(dq_acc, ds.to(key.dtype), key)
     dq, dq_rows = outs
     dq_rows[rows, :] = (dq_acc * scale).to(dq.dtype)
 
 
-@tc.kernel
+@tc.kernel(fp_fusion=False)  # as tilecraft.nn.attention's, which says why
 def attention_varlen_backward(
     grad_out: torch.Tensor,
     q: torch.Tensor,
@@ -194,21 +198,22 @@ def attention_varlen_backward(
     cu_q: torch.Tensor,
     cu_k: torch.Tensor,
     out: torch.Tensor,
-    lse: torch.Tensor,
+    stats: torch.Tensor,
     max_q: int,
     max_k: int,
     causal: bool,
     scale: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK and dV of packed-sequence attention from the output gradient, the forward's
-    output and its base-2 log-sum-exp; rows outside every sequence get zero gradients."""
+    output and its row statistics; rows outside every sequence get zero gradients."""
     total_q, heads, _ = q.size()
     total_k, kv_heads = k.size(0), k.size(1)
     head_dim = tc.specialize(q.size(2))
     batch = cu_q.size(0) - 1
     group = heads // kv_heads
     q_rows, k_rows, v_rows, do_rows, o_rows = _head_rows(head_dim, q, k, v, grad_out, out)
-    lse_rows = lse.reshape([total_q * heads])
+    stat_rows = stats.reshape([2, total_q * heads])
+    max_rows, log_sum_rows = stat_rows.select(0, 0), stat_rows.select(0, 1)
     delta = torch.empty([total_q * heads], dtype=torch.float32, device=q.device)
     dq, dk, dv = (torch.zeros_like(t) for t in (q, k, v))
     dq_rows, dk_rows, dv_rows = _head_rows(head_dim, dq, dk, dv)
@@ -221,12 +226,12 @@ def attention_varlen_backward(
     sizes = (heads, kv_heads, group, head_dim, past_q, past_k)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
     for tile_b, tile_h, tile_n in tc.tile([batch, kv_heads, max_k], block_size=[1, 1, None]):
-        key_ins = (cu_k, k_rows, v_rows, cu_q, q_rows, do_rows, lse_rows, delta)
+        key_ins = (cu_k, k_rows, v_rows, cu_q, q_rows, do_rows, (max_rows, log_sum_rows), delta)
         key_outs = (dk, dk_rows, dv, dv_rows)
         _key_program(tile_b, tile_h, tile_n, key_ins, key_outs, sizes, qk_scale, scale, causal)
     # dQ: a program per query tile, over the key tiles it attends to
     for tile_b, tile_h, tile_m in tc.tile([batch, heads, max_q], block_size=[1, 1, None]):
-        query_ins = (cu_q, q_rows, do_rows, lse_rows, delta, cu_k, k_rows, v_rows)
+        query_ins = (cu_q, q_rows, do_rows, (max_rows, log_sum_rows), delta, cu_k, k_rows, v_rows)
         query_outs = (dq, dq_rows)
         _query_program(
             tile_b, tile_h, tile_m, query_ins, query_outs, sizes, qk_scale, scale, causal
@@ -241,10 +246,10 @@ def _setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
     ctx.mark_non_differentiable(output[1])
 
 
-def _backward(ctx: Any, grad_out: torch.Tensor | None, grad_lse: torch.Tensor | None) -> tuple:
-    q, k, v, cu_q, cu_k, out, lse = ctx.saved_tensors
+def _backward(ctx: Any, grad_out: torch.Tensor | None, grad_stats: torch.Tensor | None) -> tuple:
+    q, k, v, cu_q, cu_k, out, stats = ctx.saved_tensors
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out.contiguous()
-    dq, dk, dv = attention_varlen_backward_op(grad_out, q, k, v, cu_q, cu_k, out, lse, *ctx.flags)
+    dq, dk, dv = attention_varlen_backward_op(grad_out, q, k, v, cu_q, cu_k, out, stats, *ctx.flags)
     return dq, dk, dv, None, None, None, None, None, None
 
 
