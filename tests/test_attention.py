@@ -258,15 +258,15 @@ def test_attention_varlen(mode, dtype: torch.dtype, causal: bool) -> None:
     [(False, 50), (True, 50), (True, None)],  # None: the backward bounds keys by total_k
 )
 def test_attention_varlen_backward(mode, causal: bool, max_k: int | None) -> None:
-    """Gradients of packed sequences of 5, 1, 37, 0 and 1 queries on 3 (fewer keys than
-    queries: causal rows past the keys see them all), 1, 50, 4 and 1 keys, MQA and GQA
-    heads, against autograd through SDPA on each sequence alone; rows of `q` past the last
-    sequence get zero gradients."""
+    """Gradients of packed sequences of 5, 1, 37, 0, 3 and 1 queries on 3 (fewer keys than
+    queries: causal rows past the keys see them all), 1, 50, 4, 0 (an output of 0, as SDPA
+    gives without keys) and 1 keys, MQA and GQA heads, against autograd through SDPA on
+    each sequence alone; rows of `q` past the last sequence get zero gradients."""
     mode(attention_varlen_forward)
     mode(attention_varlen_backward)
     (q, cu_q), (k, cu_k) = (
-        _packed([5, 1, 37, 0, 1, 2], 4, torch.float32),
-        _packed([3, 1, 50, 4, 1], 2, torch.float32),
+        _packed([5, 1, 37, 0, 3, 1, 2], 4, torch.float32),
+        _packed([3, 1, 50, 4, 0, 1], 2, torch.float32),
     )
     cu_q = cu_q[:-1]  # two rows of `q` belong to no sequence
     v = torch.randn_like(k)
@@ -280,6 +280,20 @@ def test_attention_varlen_backward(mode, causal: bool, max_k: int | None) -> Non
         for got, want in ((q.grad[rows], dq), (k.grad[keys], dk), (v.grad[keys], dv)):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert not q.grad[-2:].any()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_without_keys_is_zero_as_sdpa(mode, causal: bool) -> None:
+    """No keys at all: SDPA's output is an empty sum, 0 (not 0 / 0), and so are the
+    query's gradients."""
+    _kernels(mode)
+    q, k, v = _inputs((1, 2, 1, 5, 0, 16), torch.float32)
+    out = attention(q, k, v, causal=causal)
+    (dq,) = torch.autograd.grad(out, (q,), torch.randn_like(out))
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    torch.testing.assert_close(out, ref)
+    assert not ref.any() and not dq.any()
 
 
 def test_attention_varlen_float16_backward_and_one_kv_head(mode) -> None:

@@ -256,9 +256,10 @@ def attention_forward(
     row_max, row_log_sum = stats.select(0, 0), stats.select(0, 1)
     masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
+    no_keys = 1.0 if n == 0 else 0.0  # the denominator then: SDPA's output is 0, not 0 / 0
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
         m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
-        l_i = tc.zeros([tile_m], dtype=torch.float32)
+        l_i = tc.zeros([tile_m], dtype=torch.float32) + no_keys
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         q_pair, k_pair, v_pair = (q_rows, q_parts), (k_rows, k_parts), (v_rows, v_parts)
         query = _read(q_pair, _own(q_pair, tile_bh), tile_m)

@@ -89,10 +89,11 @@ def attention_varlen_forward(
         b, kv_head = tile_b.begin, tile_h.begin // group
         rows, valid = _positions(cu_q, b, tile_m, heads, tile_h.begin, total_q * heads)
         query = q_rows[rows, :]
-        m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
-        l_i = tc.zeros([tile_m], dtype=torch.float32)
-        acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         k_len = cu_k[b + 1] - cu_k[b]
+        m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
+        # a sequence without keys: its output is 0 (an empty sum, as SDPA's), not 0 / 0
+        l_i = tc.zeros([tile_m], dtype=torch.float32) + (k_len == 0).to(torch.float32)
+        acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         end = min(tile_m.end, k_len) if causal else k_len
         for tile_n in tc.tile(0, end):
             cols, keep_n = _positions(cu_k, b, tile_n, kv_heads, kv_head, total_k * kv_heads)
