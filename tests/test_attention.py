@@ -296,6 +296,28 @@ def test_attention_without_keys_is_zero_as_sdpa(mode, causal: bool) -> None:
     assert not ref.any() and not dq.any()
 
 
+def test_rows_that_see_no_key_are_zero_as_sdpa(mode) -> None:
+    """Rows whose every key is masked (a sliding window past the last key, a bias of -inf
+    over a whole row) get 0 and zero gradients, as SDPA's safe softmax gives them; with a
+    mask of -inf over a row, 0 / 0 was NaN."""
+    _kernels(mode)
+    q, k, v = _inputs((2, 2, 1, 17, 5, 16), torch.float32)
+    rows, cols = torch.arange(17)[:, None], torch.arange(5)[None, :]
+    window = torch.where((cols <= rows) & (cols > rows - 3), 0.0, float("-inf"))
+    bias = torch.randn(2, 2, 17, 5)
+    bias[:, :, 2] = float("-inf")
+    grad_out = torch.randn(2, 2, 17, 16)
+    out = attention(q, k, v, causal=True, window=3, bias=bias)
+    got = torch.autograd.grad(out, (q, k, v), grad_out)
+    with sdpa_kernel(SDPBackend.MATH):
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=window + bias, enable_gqa=True)
+    want = torch.autograd.grad(ref, (q, k, v), grad_out)
+    assert not ref[:, :, 2].any() and not ref[:, :, 7:].any()
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
 def test_attention_varlen_float16_backward_and_one_kv_head(mode) -> None:
     """Half-precision gradients with every query head on one kv head (multi-query)."""
     mode(attention_varlen_forward)

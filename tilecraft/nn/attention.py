@@ -157,6 +157,15 @@ def _softmax_step(
     return m_ij, l_i * alpha + torch.sum(p, -1), acc
 
 
+def _row_totals(m_i: torch.Tensor, l_i: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows' maxima and softmax denominators to save and divide by. A row that saw no
+    key (none at all, a window past the last, a bias of -inf over every key) gets 0 and 1:
+    its output, and the probabilities its backward recomputes, are then 0, as SDPA's safe
+    softmax gives them (0 / 0 was NaN). A NaN row (l_i NaN) stays NaN."""
+    unseen = l_i == 0.0
+    return torch.where(unseen, 0.0, m_i), torch.where(unseen, 1.0, l_i)
+
+
 def _attend(state: tuple, reads: tuple, tile_n: Any, qk_scale: float, *flags: Any) -> tuple:
     """The forward's online softmax `state` (row maximum, denominator, output) after one
     more key tile; `reads`: the query tile, the key, value and bias (or None) rows, the key
@@ -256,10 +265,9 @@ def attention_forward(
     row_max, row_log_sum = stats.select(0, 0), stats.select(0, 1)
     masking = (causal, window)  # what `_mask` needs beyond the tiles
     qk_scale = scale * LOG2E  # exp2(x * log2(e)) == exp(x): one multiply per score
-    no_keys = 1.0 if n == 0 else 0.0  # the denominator then: SDPA's output is 0, not 0 / 0
     for tile_bh, tile_m in tc.tile([batch * heads, m], block_size=[1, None]):
         m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
-        l_i = tc.zeros([tile_m], dtype=torch.float32) + no_keys
+        l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         q_pair, k_pair, v_pair = (q_rows, q_parts), (k_rows, k_parts), (v_rows, v_parts)
         query = _read(q_pair, _own(q_pair, tile_bh), tile_m)
@@ -281,7 +289,8 @@ def attention_forward(
             start = diagonal  # the masked loop covers the diagonal only
         for tile_n in tc.tile(start, end):
             state = _attend(state, reads, tile_n, qk_scale, *masking)
-        m_i, l_i, acc = state
+        m_i, l_i = _row_totals(state[0], state[1])
+        acc = state[2]
         row = tile_bh.index
         out_heads[row // heads, row % heads, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[
             None, :, :

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 import tilecraft as tc
-from tilecraft.nn.attention import LOG2E, _key_grads, _score_grads
+from tilecraft.nn.attention import LOG2E, _key_grads, _row_totals, _score_grads
 
 
 def _positions(cu: torch.Tensor, b: int, tile: Any, width: int, head: Any, past: int) -> Any:
@@ -91,8 +91,7 @@ def attention_varlen_forward(
         query = q_rows[rows, :]
         k_len = cu_k[b + 1] - cu_k[b]
         m_i = tc.full([tile_m], float("-inf"), dtype=torch.float32)
-        # a sequence without keys: its output is 0 (an empty sum, as SDPA's), not 0 / 0
-        l_i = tc.zeros([tile_m], dtype=torch.float32) + (k_len == 0).to(torch.float32)
+        l_i = tc.zeros([tile_m], dtype=torch.float32)
         acc = tc.zeros([tile_m, head_dim], dtype=torch.float32)
         end = min(tile_m.end, k_len) if causal else k_len
         for tile_n in tc.tile(0, end):
@@ -106,6 +105,7 @@ def attention_varlen_forward(
             value = v_rows[cols, :]
             acc = torch.addmm(acc * alpha[:, None], p.to(value.dtype), value)
             m_i = m_ij
+        m_i, l_i = _row_totals(m_i, l_i)  # a sequence without keys: 0, as SDPA's
         out_rows[rows, :] = (acc / l_i[:, None]).to(out.dtype)
         row_max[rows] = m_i
         row_log_sum[rows] = torch.log2(l_i)
