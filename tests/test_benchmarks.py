@@ -13,6 +13,9 @@ from types import ModuleType
 import pytest
 import torch
 
+import tilecraft as tc
+from tilecraft.language import Choice
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
@@ -388,3 +391,29 @@ def test_bench_model_times_modes_in_rounds(monkeypatch: pytest.MonkeyPatch) -> N
     times = script.time_rounds(steps, args)
     assert order == (["torch eager"] * 5 + ["tilecraft eager"] * 5) * 3
     assert all(len(t) == 15 for t in times.values())
+
+
+@CPU_ONLY
+def test_check_configs_finds_configs_that_disagree_with_eager_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every attention and convolution case agrees with eager mode at its default and a
+    random config, the JSON written; a kernel whose output depends on its config (a
+    stand-in for a miscompiled one) gets its disagreeing configs reported."""
+    script = load_script("check_configs", monkeypatch)
+    out = tmp_path / "configs.json"
+    data = script.main(["--smoke", "--configs", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == data
+    assert len(data["results"]) == 10
+    assert all(row["agreed"] >= 1 and not row["wrong"] for row in data["results"])
+    found = script.check(_shifted, (torch.randn(37),), 8)
+    assert found["wrong"] and {w["config"]["shift"] for w in found["wrong"]} == {1}
+
+
+@tc.kernel
+def _shifted(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    shift = tc.register_tunable("shift", Choice(0, 1))  # its default, 0, is the right one
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] + shift
+    return out
