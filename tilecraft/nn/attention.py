@@ -13,8 +13,9 @@ query `i` when `j > i` (top-left aligned, as SDPA's `is_causal`); a sliding `win
 
 The forward walks over key/value tiles keeping the running row maximum and denominator
 (base-2 exponentials with the softmax scale and log2(e) folded into one factor), and saves
-each row's log-sum-exp (base 2) for the backward. Causal programs stop at their last query:
-the key loop's end comes from the query tile, so tiles above the diagonal are never read;
+each row's maximum and the log of its denominator (base 2, apart) for the backward. Causal
+programs stop at their last query: the key loop's end comes from the query tile, so tiles
+above the diagonal are never read;
 and only the tiles on the diagonal pay for the causal mask (a first loop, unmasked, covers
 the keys before the query tile; the backward passes split their loops the same way). That
 first loop's bounds (0 and the query tile's start) are multiples of the key tile when it
@@ -196,13 +197,19 @@ def _row_stats(stats: tuple, rows: Any, tile_m: Any) -> tuple[torch.Tensor, torc
     return row_max[rows, tile_m].squeeze(0), row_log_sum[rows, tile_m].squeeze(0)
 
 
-def _score_grads(d_o: Any, value: Any, scores: torch.Tensor, *terms: torch.Tensor) -> torch.Tensor:
+def _score_grads(
+    d_o: Any,
+    value: Any,
+    scores: torch.Tensor,
+    row_max: torch.Tensor,
+    row_log_sum: torch.Tensor,
+    row_delta: torch.Tensor,
+) -> torch.Tensor:
     """The gradient of the (scaled) scores of a query tile against a key tile, from the
-    probabilities recomputed with the rows' statistics and `delta = rowsum(dO * O)`
-    (`terms`: row maximum, log-sum, delta)."""
-    p = _probabilities(scores, terms[0], terms[1])
+    probabilities recomputed with the rows' statistics and `delta = rowsum(dO * O)`."""
+    p = _probabilities(scores, row_max, row_log_sum)
     dp = torch.mm(d_o, value.T, torch.float32)
-    return p * (dp - terms[2][:, None])
+    return p * (dp - row_delta[:, None])
 
 
 def _key_grads(
@@ -212,13 +219,14 @@ def _key_grads(
     d_o: Any,
     value: Any,
     scores: torch.Tensor,
-    *terms: torch.Tensor,
+    row_max: torch.Tensor,
+    row_log_sum: torch.Tensor,
+    row_delta: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A key tile's dK and dV sums after one more query tile (dK not yet scaled); `terms`
-    as `_score_grads` takes them."""
-    p = _probabilities(scores, terms[0], terms[1])
+    """A key tile's dK and dV sums after one more query tile (dK not yet scaled)."""
+    p = _probabilities(scores, row_max, row_log_sum)
     dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
-    ds = p * (torch.mm(d_o, value.T, torch.float32) - terms[2][:, None])
+    ds = p * (torch.mm(d_o, value.T, torch.float32) - row_delta[:, None])
     return torch.addmm(dk_acc, ds.to(query.dtype).T, query), dv_acc
 
 
@@ -314,7 +322,7 @@ def _add_key_grads(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A key tile's dK and dV sums after the query tile `tile_m` of one (batch * heads)
     row, which `rows` gives as `_read` takes it for the query and the output-gradient (the
-    first also indexes the flat bias, log-sum-exp and delta); `reads` holds the query,
+    first also indexes the flat bias, row statistics and delta); `reads` holds the query,
     output-gradient, bias (None without one), row statistics (a pair) and delta rows,
     `flags` what `_mask` takes."""
     q_rows, do_rows, bias_rows, stats, delta = reads
