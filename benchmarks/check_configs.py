@@ -73,20 +73,21 @@ def conv_cases(randn: Any) -> list[Case]:
 def check(kernel: tc.Kernel, args: tuple, count: int, seed: int = 0) -> dict[str, Any]:
     """The default config and `count` random ones of `kernel` on `args`, each compared with
     the eager run: how many agreed, which disagreed (config and why), how many failed to
-    compile or run (configs the kernel refuses among them)."""
+    compile or run and why (configs the kernel refuses among them)."""
     bound = kernel.bind(args)
     eager_args = fresh(args)
     want = outputs(kernel.run_eagerly(eager_args), eager_args)
     space = ConfigSpace(bound.spec, bound.default_config, torch.cuda.is_available())
     rng = random.Random(seed)
     configs = [bound.default_config] + [space.random(rng) for _ in range(count)]
-    agreed, wrong, failed = 0, [], 0
+    agreed, wrong, failed = 0, [], []
     for config in configs:
         run_args = fresh(args)
         try:
             got = outputs(bound.compile(config)(*run_args), run_args)
-        except Exception:  # noqa: BLE001 - a config that does not compile or run
-            failed += 1
+        except Exception as e:  # noqa: BLE001 - a config that does not compile or run
+            error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+            failed.append({"config": config.to_dict(), "error": error[:300]})
             continue
         why = mismatch(got, want)
         if why:
@@ -120,13 +121,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for name, kernel, kernel_args in attention_cases(seq, head_dim, randn) + conv_cases(randn):
         found = {"case": name, **check(kernel, kernel_args, args.configs, args.seed)}
         print(f"{name}: {found['agreed']} agreed, {len(found['wrong'])} wrong, "
-              f"{found['failed']} failed", flush=True)  # fmt: skip
+              f"{len(found['failed'])} failed", flush=True)  # fmt: skip
         for bad in found["wrong"]:
             print(f"    {bad['why']}: {bad['config']}", flush=True)
+        for error in sorted({bad["error"] for bad in found["failed"]}):
+            print(f"    failed: {error}", flush=True)
         results.append(found)
-    data = {"device": device, "dtype": args.dtype, "configs": args.configs, "results": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=1) + "\n")
+        data = {"device": device, "dtype": args.dtype, "configs": args.configs, "results": results}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(data, indent=1) + "\n")  # each case: a cut run keeps it
     print(f"wrote {args.out}")
     return data
 

@@ -252,7 +252,7 @@ def test_squeezed_rows_match_pytorch(shape: tuple, dtype: torch.dtype) -> None:
     check_modes(squeezed_rows, (q, k, w), _squeezed_rows_reference, dtype=dtype, config=config)
 
 
-def test_descriptor_launches_give_triton_an_allocator_in_their_thread() -> None:
+def test_descriptor_launches_give_triton_an_allocator_in_their_thread(on_test_device: None) -> None:
     """Triton keeps its scratch allocator per context: a module loaded in one thread (a
     tuning worker) left launches in another without one ("no allocator was set"). Its
     scratch lies beside the tensors: host memory for the interpreter on a GPU machine."""

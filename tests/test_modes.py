@@ -474,7 +474,7 @@ def shifted_reads_and_stores(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
 def test_indices_computed_as_ints_read_zero_and_store_nothing_out_of_range() -> None:
     def reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         n = x.size(0)
-        begins = torch.arange(n) // 4 * 4
+        begins = torch.arange(n, device=x.device) // 4 * 4
         ahead = torch.where(begins + 6 < n, x[(begins + 6).clamp(max=n - 1)], 0.0)
         last = torch.zeros(n + 2, dtype=x.dtype, device=x.device)
         last[8] = x[0]  # only the first tile's store lands
