@@ -632,7 +632,7 @@ def test_normalize_words(vmode, monkeypatch, knobs):
     )
     for shape in [(2, 3, 5, 12), (1, 1, 3, 8), (1, 4, 1, 4)]:
         x, xl = images(shape=shape, layout="NHWC")
-        mean, std = torch.rand(shape[1]) + 0.1, torch.rand(shape[1]) + 0.1
+        mean, std = (torch.rand(shape[1], device=x.device) + 0.1 for _ in range(2))
         with monkeypatch.context() as patch:  # the words kernel, or a TypeError
             patch.setattr(preprocessing, "_normalize", None)
             got = vision.normalize(xl, mean, std, dtype=torch.float32, layout="NHWC")
@@ -670,6 +670,7 @@ def test_color_narrow_tiles(vmode, monkeypatch):
     assert_levels(vision.nv12_to_rgb(y, uv), expected[..., :10], EXACT)
 
 
+@pytest.mark.interpreter
 def test_bench_vision_variants_on_the_cpu(tmp_path, monkeypatch):
     from test_benchmarks import load_script
 

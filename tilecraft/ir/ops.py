@@ -293,7 +293,13 @@ define(
 )
 define("where", E, arity=3, emit=lambda d, c, a, b: f"tl.where({c}, {a}, {b})", eager=torch.where)
 
-define("neg", E, emit=lambda d, a: f"-{a}", eager=torch.neg)
+
+def _neg(d: torch.dtype, a: str) -> str:
+    # Triton's `-x` is `0 - x`, +0.0 for +0.0; `-0.0 - x` flips the sign of zeros too
+    return f"-0.0 - {a}" if is_float(d) else f"-{a}"
+
+
+define("neg", E, emit=_neg, eager=torch.neg)
 define("not", E, emit=lambda d, a: f"{a} == 0", eager=torch.logical_not, result=Result.BOOL)
 define("invert", E, emit=lambda d, a: f"~{a}", eager=torch.bitwise_not, result=Result.INT)
 define("abs", E, emit=_call("tl.abs"), eager=torch.abs)
