@@ -234,7 +234,6 @@ INFIX: list[tuple[str, str, Any, Result]] = [
     ("add", "+", torch.add, Result.SAME),
     ("sub", "-", torch.sub, Result.SAME),
     ("mul", "*", torch.mul, Result.SAME),
-    ("truediv", "/", torch.true_divide, Result.SAME),
     ("and", "&", torch.bitwise_and, Result.INT),
     ("or", "|", torch.bitwise_or, Result.INT),
     ("xor", "^", torch.bitwise_xor, Result.INT),
@@ -250,6 +249,15 @@ INFIX: list[tuple[str, str, Any, Result]] = [
 for _name, _symbol, _eager, _result in INFIX:
     define(_name, E, arity=2, emit=_infix(_symbol), eager=_eager, result=_result)
 
+
+def _truediv(d: torch.dtype, a: str, b: str) -> str:
+    # Triton's float32 `/` is the GPU's approximate division (2 ulp); PyTorch rounds it
+    if d in (torch.float32, torch.float64):
+        return f"tl.div_rn({a}, {b})"
+    return f"{a} / {b}"
+
+
+define("truediv", E, arity=2, emit=_truediv, eager=torch.true_divide)
 define("maximum", E, arity=2, emit=_maximum, eager=torch.maximum)
 define("minimum", E, arity=2, emit=_minimum, eager=torch.minimum)
 define(
@@ -295,8 +303,8 @@ define("where", E, arity=3, emit=lambda d, c, a, b: f"tl.where({c}, {a}, {b})", 
 
 
 def _neg(d: torch.dtype, a: str) -> str:
-    # Triton's `-x` is `0 - x`, +0.0 for +0.0; `-0.0 - x` flips the sign of zeros too
-    return f"-0.0 - {a}" if is_float(d) else f"-{a}"
+    # Triton's `-x` is `0 - x`, +0.0 for +0.0 (and it reads a -0.0 constant as 0.0)
+    return f"{a} * -1.0" if is_float(d) else f"-{a}"
 
 
 define("neg", E, emit=_neg, eager=torch.neg)
