@@ -252,7 +252,8 @@ for _name, _symbol, _eager, _result in INFIX:
 
 def _truediv(d: torch.dtype, a: str, b: str) -> str:
     # Triton's float32 `/` is the GPU's approximate division (2 ulp); PyTorch rounds it
-    if d in (torch.float32, torch.float64):
+    # (float64's is rounded already)
+    if d == torch.float32:
         return f"tl.div_rn({a}, {b})"
     return f"{a} / {b}"
 
@@ -351,6 +352,12 @@ define(
     helper=_round_helper,
 )
 
+
+def _sqrt(d: torch.dtype, a: str) -> str:
+    # Triton's float32 tl.sqrt is the GPU's approximate root; PyTorch's is correctly rounded
+    return f"tl.sqrt_rn({a})" if d == torch.float32 else f"tl.sqrt({a})"
+
+
 TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
     "exp": (_call("tl.exp"), torch.exp),
     "exp2": (_call("tl.exp2"), torch.exp2),
@@ -359,7 +366,7 @@ TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
     "log10": (lambda d, a: f"tl.log2({a}) * {1 / math.log2(10)!r}", torch.log10),
     "log1p": (lambda d, a: _log1p(a), torch.log1p),
     "expm1": (lambda d, a: _expm1(a), torch.expm1),
-    "sqrt": (_call("tl.sqrt"), torch.sqrt),
+    "sqrt": (_sqrt, torch.sqrt),
     "rsqrt": (_call("tl.rsqrt"), torch.rsqrt),
     "sigmoid": (_call("tl.sigmoid"), torch.sigmoid),
     # tanh via sigmoid: libdevice's tanh is not available under Triton's interpreter
@@ -368,7 +375,7 @@ TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
     "sin": (_call("tl.sin"), torch.sin),
     "cos": (_call("tl.cos"), torch.cos),
     "tan": (lambda d, a: f"tl.sin({a}) / tl.cos({a})", torch.tan),
-    "reciprocal": (lambda d, a: f"1.0 / {a}", torch.reciprocal),
+    "reciprocal": (lambda d, a: _truediv(d, "1.0", a), torch.reciprocal),
 }
 for _name, (_emit, _eager) in TRANSCENDENTAL.items():
     define(
