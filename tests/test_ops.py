@@ -282,12 +282,16 @@ CASTS = [
     (torch.int32, torch.bfloat16),
     (torch.bool, torch.float32),
     (torch.bool, torch.bfloat16),
+    (torch.float32, torch.uint8),  # through int64, as PyTorch: -1.5 is 255, 300.7 is 44
+    (torch.float16, torch.uint8),
+    (torch.bfloat16, torch.uint8),
 ]
 
 
 @pytest.mark.parametrize(("src", "dst"), CASTS, ids=str)
 def test_cast(src, dst, mode) -> None:
     x = randn((37,), scale=5.0)
+    x[:6] = torch.tensor([-1.5, 255.9, 256.0, 300.7, -200.0, 1e4])
     x = x > 0 if src == torch.bool else x.to(src)
     # the interpreter rounds float32 -> bfloat16 toward zero: compare with a tolerance
     assert_close(mode(cast)(x, dst), x.to(dst), dst)

@@ -46,12 +46,16 @@ def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     """`text`, of dtype `src`, converted to `dst`. Triton's interpreter truncates float ->
     bfloat16 (and cannot convert ints to it): there, round to nearest even by hand, as
     PyTorch and the GPU do. It also misreads bfloat16 subnormals (3e-39 became 3.7e-40,
-    1e-40 became 0): there, widen a bfloat16 by its bits (its bits are a float32's top half)."""
+    1e-40 became 0): there, widen a bfloat16 by its bits (its bits are a float32's top half).
+    Floats go to uint8 through int64, as in PyTorch (wrapping: -1.0 is 255, 300.0 is 44),
+    where the GPU's own conversion would saturate."""
     if src == torch.bfloat16 and triton_interpret():
         wide = (
             f"({text}.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)"
         )
-        return wide if dst == torch.float32 else f"{wide}.to({tl_dtype(dst)})"
+        return wide if dst == torch.float32 else convert(wide, torch.float32, dst)
+    if dst == torch.uint8 and src.is_floating_point:
+        return f"{text}.to(tl.int64).to(tl.uint8)"
     if dst != torch.bfloat16 or src == torch.bfloat16:
         return f"{text}.to({tl_dtype(dst)})"
     wide = text if src == torch.float32 else f"{text}.to(tl.float32)"
