@@ -52,6 +52,39 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             out.write(f"==== {report.nodeid} ({report.when})\n{report.longreprtext}\n\n")
 
 
+# CUDA errors after which the process's CUDA context is unusable: every later test on that
+# worker would error on its first GPU call
+LOST_CONTEXT = (
+    "misaligned address",
+    "illegal memory access",
+    "unspecified launch failure",
+    "device-side assert",
+    "illegal instruction",
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and any(error in report.longreprtext for error in LOST_CONTEXT):
+        item.stash[_CONTEXT_LOST] = True
+
+
+_CONTEXT_LOST = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A test that faulted the GPU (a dead CUDA context) ends its xdist worker once its
+    reports are sent: xdist starts a fresh one for the tests left, which would otherwise
+    all error (779 of them in one run). xdist reports the exit as a second failure of it."""
+    yield
+    if item.stash.get(_CONTEXT_LOST, False) and "PYTEST_XDIST_WORKER" in os.environ:
+        print(f"\n{item.nodeid} lost the CUDA context: this worker exits", file=sys.stderr)
+        os._exit(3)
+
+
 @pytest.fixture(params=["triton", "eager"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApplyMode]:
     """A function that puts a kernel into this mode (Triton or eager interpret) and returns it."""
