@@ -211,7 +211,7 @@ POW = """def {name}(a, b):
     # a == -1 and b is infinite
     b = b * 1.0  # a float exponent of integral value can reach here as an int constant
     mag = tl.exp2(tl.log2(tl.abs(a)) * b)
-    whole = tl.where(tl.floor(b * 0.5) * 2 != b, -mag, mag)
+    whole = tl.where(tl.floor(b * 0.5) * 2 != b, mag * -1.0, mag)  # 0 - mag would lose -0.0
     fraction = tl.where((a == -float("inf")) | (a == 0), mag, float("nan"))
     negative = tl.where(b == tl.floor(b), whole, fraction)
     result = tl.where((a < 0) | (1.0 / a < 0), negative, mag)
