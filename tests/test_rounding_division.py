@@ -18,7 +18,7 @@ from tilecraft.testing import check_modes, run_mode
 
 LINES = Path(__file__).read_text().splitlines()
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
-DTYPES = [*FLOATS, torch.int32, torch.int64]
+DTYPES = [*FLOATS, torch.float64, torch.int32, torch.int64]
 OPS = {
     "trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
     "floor": lambda x, y: torch.divide(x, y, rounding_mode="floor"),

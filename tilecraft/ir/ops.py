@@ -277,7 +277,7 @@ def _truncdiv(d: torch.dtype, a: str, b: str) -> str:
     off by an ulp on a GPU, which would move a quotient across an integer), truncated."""
     if not is_float(d):
         return f"{a} // {b}"
-    return _trunc(f"tl.div_rn({a}, {b})")
+    return _trunc(_truediv(d, a, b))
 
 
 # 16-bit floats are not divided by this op but by `truediv` then `trunc` (the frontend's
