@@ -23,7 +23,7 @@ SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, -7.0
 SPECIAL += [1e-30, 1e30, 88.0, 1e-40, 3e-39, 65504.0, 70000.0, -3.5, 0.35, 1.4]  # 1e-40: subnormal
 INTS = [-7, -3, -1, 0, 1, 2, 3, 5, 31, 100, -(2**31), 2**31 - 1]
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
-ALL = [*FLOATS, torch.int32]
+ALL = [*FLOATS, torch.float64, torch.int32]
 LENGTH = 37  # ragged against the block of 16
 
 UNARY = {
