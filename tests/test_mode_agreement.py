@@ -285,7 +285,7 @@ def reduction_cases() -> list:
     return [
         pytest.param(n, d, id=f"{n}-{str(d)[6:]}")
         for n in REDUCTIONS
-        for d in [torch.float32, *REDUCED.get(n, [])]
+        for d in [torch.float32, torch.float64, *REDUCED.get(n, [])]
     ]
 
 
