@@ -71,7 +71,9 @@ UNARY = [
 
 
 @pytest.mark.parametrize("name", UNARY)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.float64], ids=["f32", "f16", "f64"]
+)
 def test_unary_matches_torch_with_nan_inf_and_ties(mode, name: str, dtype: torch.dtype) -> None:
     x = special_values((13, 37), dtype)
     expected = getattr(torch, name)(x)
