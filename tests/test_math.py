@@ -92,6 +92,14 @@ def test_log1p_expm1_keep_precision_near_zero(mode, name: str) -> None:
     torch.testing.assert_close(actual, getattr(torch, name)(x), rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("name", ["expm1", "tanh"])
+def test_expm1_and_tanh_keep_precision_small_and_large(mode, name: str) -> None:
+    """tanh was 2 * sigmoid(2x) - 1 (0 for |x| < 3e-8: all precision lost) and expm1 took
+    the log of exp(x), subnormal for x near -100 (expm1(-100) was -0.9997)."""
+    x = torch.tensor([[1e-10, -1e-7, 3e-5, 0.3, -2.5, 9.0, -50.0, -100.0, 60.0]], device=DEVICE)
+    torch.testing.assert_close(mode(unary)(x, name), getattr(torch, name)(x), rtol=1e-5, atol=0)
+
+
 @pytest.mark.parametrize("name", ["round", "trunc", "sign", "abs", "neg", "floor"])
 def test_integer_unary(mode, name: str) -> None:
     x = torch.randint(-50, 50, (7, 9), device=DEVICE, dtype=torch.int32)

@@ -151,11 +151,12 @@ def _log1p(a: str) -> str:
 
 
 def _expm1(a: str) -> str:
-    """Accurate for tiny `a`: (u - 1) * a / log(u) with u = exp(a) (Kahan's trick)."""
+    """Accurate for tiny `a`: (u - 1) * a / log(u) with u = exp(a) (Kahan's trick) where
+    u is near 1; u - 1 elsewhere (it cancels nothing there, and the trick took the log of a
+    subnormal u: expm1(-100) came out -0.9997)."""
     u = f"tl.exp({a})"
     exact = f"({u} - 1.0) * ({a} / tl.log({u}))"
-    edge = f"({u} == float('inf')) | ({u} == 0.0)"
-    return f"tl.where({u} == 1.0, {a}, tl.where({edge}, {u} - 1.0, {exact}))"
+    return f"tl.where({u} == 1.0, {a}, tl.where(tl.abs({a}) < 0.5, {exact}, {u} - 1.0))"
 
 
 INT_FLOORDIV = """def {name}(a, b):
@@ -369,8 +370,6 @@ TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
     "sqrt": (_sqrt, torch.sqrt),
     "rsqrt": (_call("tl.rsqrt"), torch.rsqrt),
     "sigmoid": (_call("tl.sigmoid"), torch.sigmoid),
-    # tanh via sigmoid: libdevice's tanh is not available under Triton's interpreter
-    "tanh": (lambda d, a: f"2 * tl.sigmoid(2 * {a}) - 1", torch.tanh),
     "erf": (_call("tl.erf"), torch.erf),
     "sin": (_call("tl.sin"), torch.sin),
     "cos": (_call("tl.cos"), torch.cos),
@@ -387,6 +386,26 @@ for _name, (_emit, _eager) in TRANSCENDENTAL.items():
         torch_names=(_name,),
         category="transcendental",
     )
+
+# tanh: libdevice's on a GPU (CUDA's, as PyTorch's kernels); Triton's interpreter has no
+# libdevice, so there a helper from expm1 (2 * sigmoid(2x) - 1 cancelled small x to 0)
+TANH = f"""def {{name}}(a):
+    # -expm1(-2|a|) / (2 + expm1(-2|a|)), exact near 0; odd, with the sign of a zero kept
+    z = -2.0 * tl.abs(a)
+    t = {_expm1("z")}
+    r = (t * -1.0) / (t + 2.0)
+    return tl.where(a < 0, r * -1.0, tl.where(a == 0, a, r))
+"""
+define(
+    "tanh",
+    E,
+    emit=lambda d, a: f"libdevice.tanh({a})",
+    helper=lambda d: TANH if interpreted() else None,
+    eager=torch.tanh,
+    result=Result.FLOAT,
+    torch_names=("tanh",),
+    category="transcendental",
+)
 
 # -- ops the code generator writes itself ----------------------------------------------------
 define("cast", E, eager=lambda x, dtype: x.to(dtype))
