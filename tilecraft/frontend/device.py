@@ -220,7 +220,7 @@ class DeviceCompiler(Loops, Operators):
         where = self.host_exprs.get(name, name)
         if where is not None and where in self.lifted:
             return self.lifted[where]
-        if isinstance(value, types.FunctionType):
+        if isinstance(value, types.FunctionType) and lookup(value) is None:  # F.silu: an op
             return HostCallable(value, where)
         if isinstance(value, (torch.Tensor, float)) and where is None:
             raise UnsupportedOperation(

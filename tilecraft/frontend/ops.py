@@ -102,27 +102,6 @@ for _name, _ir in (("logical_and", "and"), ("logical_or", "or"), ("logical_xor",
     OPS[_name] = _logical_op(_ir)
 
 
-@op("silu")
-def _silu(b: Builder, x: Value) -> Value:
-    xf = b.cast(x, torch.float32)
-    return b.cast(b.elementwise("mul", xf, OPS["sigmoid"](b, xf)), x.type.dtype)  # type: ignore[return-value]
-
-
-@op("gelu")
-def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
-    xf = b.cast(x, torch.float32)
-    if approximate == "tanh":
-        cube = b.elementwise("mul", b.elementwise("mul", xf, xf), xf)
-        inner = b.elementwise("add", xf, b.elementwise("mul", cube, 0.044715))
-        t = OPS["tanh"](b, b.elementwise("mul", inner, math.sqrt(2.0 / math.pi)))
-    elif approximate == "none":
-        t = OPS["erf"](b, b.elementwise("mul", xf, 1.0 / math.sqrt(2.0)))
-    else:
-        raise UnsupportedOperation(f"gelu(approximate={approximate!r})", b.loc)
-    half = b.elementwise("mul", xf, 0.5)
-    return b.cast(b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x.type.dtype)  # type: ignore[return-value]
-
-
 @op("true_divide")
 def _true_divide(b: Builder, x: Operand, y: Operand) -> Value:
     if promote(x, y).is_floating_point:
@@ -468,6 +447,7 @@ def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
 
 # the other handler modules register their handlers in OPS (before the names below)
 from tilecraft.frontend import (  # noqa: E402, F401
+    activations,
     creation,
     jagged,
     joins,

@@ -1,0 +1,136 @@
+"""Activations and other composite elementwise functions, lowered to the op table's ops.
+
+Each computes as PyTorch's kernels do: 16-bit floats in float32, float64 in float64,
+integers as float32, the result rounded once to the input's float dtype. Eager mode runs
+PyTorch's own functions, so these formulas are held to them by the tests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tilecraft.exc import UnsupportedOperation
+from tilecraft.frontend.builder import Builder, compute_dtype
+from tilecraft.frontend.ops import OPS, op
+from tilecraft.ir.nodes import Value
+
+LN2 = math.log(2.0)
+
+
+def _wide(b: Builder, x: Value) -> Value:
+    """`x` in the dtype PyTorch computes it in (float32 for 16-bit floats and integers)."""
+    dtype = x.type.dtype
+    return b.cast(x, compute_dtype(dtype) if dtype.is_floating_point else torch.float32)  # type: ignore[return-value]
+
+
+def _narrow(b: Builder, y: Value, x: Value) -> Value:
+    """`y` in the result dtype of a float function of `x`."""
+    dtype = x.type.dtype if x.type.dtype.is_floating_point else torch.float32
+    return b.cast(y, dtype)  # type: ignore[return-value]
+
+
+@op("silu")
+def _silu(b: Builder, x: Value) -> Value:
+    xf = _wide(b, x)
+    return _narrow(b, b.elementwise("mul", xf, OPS["sigmoid"](b, xf)), x)
+
+
+@op("gelu")
+def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
+    xf = _wide(b, x)
+    if approximate == "tanh":
+        cube = b.elementwise("mul", b.elementwise("mul", xf, xf), xf)
+        inner = b.elementwise("add", xf, b.elementwise("mul", cube, 0.044715))
+        t = OPS["tanh"](b, b.elementwise("mul", inner, math.sqrt(2.0 / math.pi)))
+    elif approximate == "none":
+        t = OPS["erf"](b, b.elementwise("mul", xf, 1.0 / math.sqrt(2.0)))
+    else:
+        raise UnsupportedOperation(f"gelu(approximate={approximate!r})", b.loc)
+    half = b.elementwise("mul", xf, 0.5)
+    return _narrow(b, b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x)
+
+
+def _softplus_of(b: Builder, xf: Value) -> Value:
+    """log(1 + exp(x)), computed in `xf`'s dtype."""
+    return OPS["log1p"](b, OPS["exp"](b, xf))  # type: ignore[no-any-return]
+
+
+@op("softplus")
+def _softplus(b: Builder, x: Value, beta: float = 1.0, threshold: float = 20.0) -> Value:
+    """PyTorch's: x where x * beta > threshold, else log1p(exp(x * beta)) / beta."""
+    if not isinstance(beta, (int, float)) or not isinstance(threshold, (int, float)):
+        raise UnsupportedOperation("softplus(beta=, threshold=) need constant numbers", b.loc)
+    xf = _wide(b, x)
+    scaled = xf if beta == 1 else b.elementwise("mul", xf, float(beta))
+    soft = _softplus_of(b, scaled)
+    soft = soft if beta == 1 else b.elementwise("truediv", soft, float(beta))
+    above = b.elementwise("gt", scaled, float(threshold), dtype=torch.bool)
+    return _narrow(b, b.elementwise("where", above, xf, soft), x)
+
+
+@op("logsigmoid")
+def _logsigmoid(b: Builder, x: Value) -> Value:
+    """PyTorch's: min(x, 0) - log1p(exp(-|x|)) (no overflow either way)."""
+    xf = _wide(b, x)
+    tail = OPS["log1p"](b, OPS["exp"](b, b.elementwise("mul", OPS["abs"](b, xf), -1.0)))
+    return _narrow(b, b.elementwise("sub", b.elementwise("minimum", xf, 0.0), tail), x)
+
+
+@op("mish")
+def _mish(b: Builder, x: Value) -> Value:
+    """PyTorch's: x * tanh(log1p(exp(x)))."""
+    xf = _wide(b, x)
+    return _narrow(b, b.elementwise("mul", xf, OPS["tanh"](b, _softplus_of(b, xf))), x)
+
+
+def _half_exp(b: Builder, magnitude: Value) -> Value:
+    """exp(|x|) / 2 without overflowing where exp(|x|) alone would (cosh(89) is finite)."""
+    return OPS["exp"](b, b.elementwise("sub", magnitude, LN2))  # type: ignore[no-any-return]
+
+
+@op("sinh")
+def _sinh(b: Builder, x: Value) -> Value:
+    """(expm1(x) - expm1(-x)) / 2: exact near 0; exp(|x| - ln 2) with x's sign far out."""
+    xf = _wide(b, x)
+    near = b.elementwise(
+        "mul",
+        b.elementwise("sub", OPS["expm1"](b, xf), OPS["expm1"](b, b.elementwise("mul", xf, -1.0))),
+        0.5,
+    )
+    magnitude = OPS["abs"](b, xf)
+    far = _half_exp(b, magnitude)
+    far = b.elementwise(
+        "where",
+        b.elementwise("lt", xf, 0.0, dtype=torch.bool),
+        b.elementwise("mul", far, -1.0),
+        far,
+    )
+    large = b.elementwise("gt", magnitude, 20.0, dtype=torch.bool)
+    return _narrow(b, b.elementwise("where", large, far, near), x)
+
+
+@op("cosh")
+def _cosh(b: Builder, x: Value) -> Value:
+    """(exp(x) + exp(-x)) / 2; exp(|x| - ln 2) far out."""
+    xf = _wide(b, x)
+    magnitude = OPS["abs"](b, xf)
+    near = b.elementwise(
+        "mul",
+        b.elementwise(
+            "add", OPS["exp"](b, magnitude), OPS["exp"](b, b.elementwise("mul", magnitude, -1.0))
+        ),
+        0.5,
+    )
+    large = b.elementwise("gt", magnitude, 20.0, dtype=torch.bool)
+    return _narrow(b, b.elementwise("where", large, _half_exp(b, magnitude), near), x)
+
+
+@op("frac")
+def _frac(b: Builder, x: Value) -> Value:
+    """x - trunc(x), with x's sign (NaN for infinities, as PyTorch)."""
+    if not x.type.dtype.is_floating_point:
+        raise UnsupportedOperation(f"frac of a {x.type.dtype} tile (PyTorch refuses too)", b.loc)
+    xf = _wide(b, x)
+    return _narrow(b, b.elementwise("sub", xf, OPS["trunc"](b, xf)), x)
