@@ -81,6 +81,9 @@ UNARY = {
     "sinh": torch.sinh,
     "cosh": lambda x: x.cosh(),
     "frac": torch.frac,
+    "asinh": torch.asinh,
+    "acosh": lambda x: x.arccosh(),
+    "atanh": torch.atanh,
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}

@@ -134,3 +134,56 @@ def _frac(b: Builder, x: Value) -> Value:
         raise UnsupportedOperation(f"frac of a {x.type.dtype} tile (PyTorch refuses too)", b.loc)
     xf = _wide(b, x)
     return _narrow(b, b.elementwise("sub", xf, OPS["trunc"](b, xf)), x)
+
+
+def _odd(b: Builder, x: Value, magnitude_result: Value) -> Value:
+    """f(x) for an odd f from f(|x|): the sign of x put back, zeros' signs too."""
+    negative = b.elementwise("lt", x, 0.0, dtype=torch.bool)
+    zero = b.elementwise("eq", x, 0.0, dtype=torch.bool)
+    signed = b.elementwise(
+        "where", negative, b.elementwise("mul", magnitude_result, -1.0), magnitude_result
+    )
+    return b.elementwise("where", zero, x, signed)
+
+
+def _log_twice(b: Builder, magnitude: Value) -> Value:
+    """log(2|x|): asinh and acosh of |x| past 1e10, where x * x would overflow."""
+    return b.elementwise("add", OPS["log"](b, magnitude), LN2)
+
+
+@op("asinh", "arcsinh")
+def _asinh(b: Builder, x: Value) -> Value:
+    """log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign: exact near 0."""
+    xf = _wide(b, x)
+    a = OPS["abs"](b, xf)
+    square = b.elementwise("mul", a, a)
+    root = OPS["sqrt"](b, b.elementwise("add", square, 1.0))
+    near = OPS["log1p"](
+        b,
+        b.elementwise("add", a, b.elementwise("truediv", square, b.elementwise("add", root, 1.0))),
+    )
+    far = b.elementwise("gt", a, 1e10, dtype=torch.bool)
+    return _narrow(b, _odd(b, xf, b.elementwise("where", far, _log_twice(b, a), near)), x)
+
+
+@op("acosh", "arccosh")
+def _acosh(b: Builder, x: Value) -> Value:
+    """log1p(t + sqrt(2t + t^2)) with t = x - 1 (exact near 1; NaN below 1)."""
+    xf = _wide(b, x)
+    t = b.elementwise("sub", xf, 1.0)
+    root = OPS["sqrt"](
+        b, b.elementwise("add", b.elementwise("mul", t, 2.0), b.elementwise("mul", t, t))
+    )
+    near = OPS["log1p"](b, b.elementwise("add", t, root))
+    far = b.elementwise("gt", xf, 1e10, dtype=torch.bool)
+    result = b.elementwise("where", far, _log_twice(b, xf), near)
+    below = b.elementwise("lt", xf, 1.0, dtype=torch.bool)
+    return _narrow(b, b.elementwise("where", below, math.nan, result), x)
+
+
+@op("atanh", "arctanh")
+def _atanh(b: Builder, x: Value) -> Value:
+    """log1p(2x / (1 - x)) / 2: exact near 0, inf at 1, NaN past it."""
+    xf = _wide(b, x)
+    ratio = b.elementwise("truediv", b.elementwise("mul", xf, 2.0), b.elementwise("sub", 1.0, xf))
+    return _narrow(b, b.elementwise("mul", OPS["log1p"](b, ratio), 0.5), x)
