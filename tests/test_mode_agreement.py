@@ -174,6 +174,13 @@ def test_unary_ops_agree_with_pytorch(name: str, dtype: torch.dtype) -> None:
     check_modes(unary, (x, name), lambda x, n: UNARY[n](x), tolerance(UNARY[name](x)))
 
 
+@pytest.mark.parametrize("name", list(UNARY))
+@pytest.mark.parametrize("given", [[], [-0.7]], ids=["none", "one"])
+def test_unary_ops_of_no_element_and_one(name: str, given: list) -> None:
+    x = torch.tensor(given, device=DEVICE)
+    check_modes(unary, (x, name), lambda x, n: UNARY[n](x), tolerance(UNARY[name](x)))
+
+
 BINARY = {
     "maximum": torch.maximum,
     "minimum": torch.minimum,

@@ -163,8 +163,8 @@ def _check_same(actual: Any, expected: Any, dtype: torch.dtype | None, what: str
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert_close(actual, expected, dtype, equal_nan=True, msg=what)
     if expected.is_floating_point():  # assert_close takes -0.0 for 0.0
-        zeros = (actual == 0) & (expected.to(actual.device) == 0)
-        signs = actual.signbit() != expected.to(actual.device).signbit()
-        assert not (zeros & signs).any(), (
-            f"{what}: zeros of the other sign at {(zeros & signs).nonzero()[:4].tolist()}"
+        expected = expected.to(actual.device)
+        flipped = (actual == 0) & (expected == 0) & (actual.signbit() != expected.signbit())
+        assert not flipped.any(), (
+            f"{what}: zeros of the other sign at {flipped.nonzero()[:4].tolist()}"
         )

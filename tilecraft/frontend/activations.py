@@ -74,7 +74,7 @@ def _softplus(b: Builder, x: Value, beta: float = 1.0, threshold: float = 20.0) 
 def _logsigmoid(b: Builder, x: Value) -> Value:
     """PyTorch's: min(x, 0) - log1p(exp(-|x|)) (no overflow either way)."""
     xf = _wide(b, x)
-    tail = OPS["log1p"](b, OPS["exp"](b, b.elementwise("mul", OPS["abs"](b, xf), -1.0)))
+    tail = _softplus_of(b, OPS["neg"](b, OPS["abs"](b, xf)))
     return _narrow(b, b.elementwise("sub", b.elementwise("minimum", xf, 0.0), tail), x)
 
 
@@ -90,25 +90,23 @@ def _half_exp(b: Builder, magnitude: Value) -> Value:
     return OPS["exp"](b, b.elementwise("sub", magnitude, LN2))  # type: ignore[no-any-return]
 
 
+def _odd(b: Builder, x: Value, magnitude_result: Value) -> Value:
+    """f(x) for an odd f from f(|x|): the sign of x put back, zeros' signs too."""
+    negative = b.elementwise("lt", x, 0.0, dtype=torch.bool)
+    zero = b.elementwise("eq", x, 0.0, dtype=torch.bool)
+    signed = b.elementwise("where", negative, OPS["neg"](b, magnitude_result), magnitude_result)
+    return b.elementwise("where", zero, x, signed)
+
+
 @op("sinh")
 def _sinh(b: Builder, x: Value) -> Value:
-    """(expm1(x) - expm1(-x)) / 2: exact near 0; exp(|x| - ln 2) with x's sign far out."""
+    """(expm1(|x|) - expm1(-|x|)) / 2, exact near 0, or exp(|x| - ln 2) far out; x's sign."""
     xf = _wide(b, x)
-    near = b.elementwise(
-        "mul",
-        b.elementwise("sub", OPS["expm1"](b, xf), OPS["expm1"](b, b.elementwise("mul", xf, -1.0))),
-        0.5,
-    )
-    magnitude = OPS["abs"](b, xf)
-    far = _half_exp(b, magnitude)
-    far = b.elementwise(
-        "where",
-        b.elementwise("lt", xf, 0.0, dtype=torch.bool),
-        b.elementwise("mul", far, -1.0),
-        far,
-    )
-    large = b.elementwise("gt", magnitude, 20.0, dtype=torch.bool)
-    return _narrow(b, b.elementwise("where", large, far, near), x)
+    a = OPS["abs"](b, xf)
+    difference = b.elementwise("sub", OPS["expm1"](b, a), OPS["expm1"](b, OPS["neg"](b, a)))
+    near = b.elementwise("mul", difference, 0.5)
+    large = b.elementwise("gt", a, 20.0, dtype=torch.bool)
+    return _narrow(b, _odd(b, xf, b.elementwise("where", large, _half_exp(b, a), near)), x)
 
 
 @op("cosh")
@@ -116,13 +114,8 @@ def _cosh(b: Builder, x: Value) -> Value:
     """(exp(x) + exp(-x)) / 2; exp(|x| - ln 2) far out."""
     xf = _wide(b, x)
     magnitude = OPS["abs"](b, xf)
-    near = b.elementwise(
-        "mul",
-        b.elementwise(
-            "add", OPS["exp"](b, magnitude), OPS["exp"](b, b.elementwise("mul", magnitude, -1.0))
-        ),
-        0.5,
-    )
+    total = b.elementwise("add", OPS["exp"](b, magnitude), OPS["exp"](b, OPS["neg"](b, magnitude)))
+    near = b.elementwise("mul", total, 0.5)
     large = b.elementwise("gt", magnitude, 20.0, dtype=torch.bool)
     return _narrow(b, b.elementwise("where", large, _half_exp(b, magnitude), near), x)
 
@@ -134,16 +127,6 @@ def _frac(b: Builder, x: Value) -> Value:
         raise UnsupportedOperation(f"frac of a {x.type.dtype} tile (PyTorch refuses too)", b.loc)
     xf = _wide(b, x)
     return _narrow(b, b.elementwise("sub", xf, OPS["trunc"](b, xf)), x)
-
-
-def _odd(b: Builder, x: Value, magnitude_result: Value) -> Value:
-    """f(x) for an odd f from f(|x|): the sign of x put back, zeros' signs too."""
-    negative = b.elementwise("lt", x, 0.0, dtype=torch.bool)
-    zero = b.elementwise("eq", x, 0.0, dtype=torch.bool)
-    signed = b.elementwise(
-        "where", negative, b.elementwise("mul", magnitude_result, -1.0), magnitude_result
-    )
-    return b.elementwise("where", zero, x, signed)
 
 
 def _log_twice(b: Builder, magnitude: Value) -> Value:
