@@ -85,9 +85,15 @@ def _mish(b: Builder, x: Value) -> Value:
     return _narrow(b, b.elementwise("mul", xf, OPS["tanh"](b, _softplus_of(b, xf))), x)
 
 
-def _half_exp(b: Builder, magnitude: Value) -> Value:
-    """exp(|x|) / 2 without overflowing where exp(|x|) alone would (cosh(89) is finite)."""
-    return OPS["exp"](b, b.elementwise("sub", magnitude, LN2))  # type: ignore[no-any-return]
+def _hyperbolic(b: Builder, x: Value, fn: str, combine: str) -> Value:
+    """(fn(|x|) combine fn(-|x|)) / 2, or exp(|x| - ln 2) for |x| past 20, where
+    the other term is below an ulp and exp(|x|) alone would overflow (cosh(89) is finite)."""
+    a = OPS["abs"](b, x)
+    near = b.elementwise(
+        "mul", b.elementwise(combine, OPS[fn](b, a), OPS[fn](b, OPS["neg"](b, a))), 0.5
+    )
+    far = OPS["exp"](b, b.elementwise("sub", a, LN2))
+    return b.elementwise("where", b.elementwise("gt", a, 20.0, dtype=torch.bool), far, near)
 
 
 def _odd(b: Builder, x: Value, magnitude_result: Value) -> Value:
@@ -100,24 +106,15 @@ def _odd(b: Builder, x: Value, magnitude_result: Value) -> Value:
 
 @op("sinh")
 def _sinh(b: Builder, x: Value) -> Value:
-    """(expm1(|x|) - expm1(-|x|)) / 2, exact near 0, or exp(|x| - ln 2) far out; x's sign."""
+    """From expm1 (exact near 0), with x's sign."""
     xf = _wide(b, x)
-    a = OPS["abs"](b, xf)
-    difference = b.elementwise("sub", OPS["expm1"](b, a), OPS["expm1"](b, OPS["neg"](b, a)))
-    near = b.elementwise("mul", difference, 0.5)
-    large = b.elementwise("gt", a, 20.0, dtype=torch.bool)
-    return _narrow(b, _odd(b, xf, b.elementwise("where", large, _half_exp(b, a), near)), x)
+    return _narrow(b, _odd(b, xf, _hyperbolic(b, xf, "expm1", "sub")), x)
 
 
 @op("cosh")
 def _cosh(b: Builder, x: Value) -> Value:
-    """(exp(x) + exp(-x)) / 2; exp(|x| - ln 2) far out."""
     xf = _wide(b, x)
-    magnitude = OPS["abs"](b, xf)
-    total = b.elementwise("add", OPS["exp"](b, magnitude), OPS["exp"](b, OPS["neg"](b, magnitude)))
-    near = b.elementwise("mul", total, 0.5)
-    large = b.elementwise("gt", magnitude, 20.0, dtype=torch.bool)
-    return _narrow(b, b.elementwise("where", large, _half_exp(b, magnitude), near), x)
+    return _narrow(b, _hyperbolic(b, xf, "exp", "add"), x)
 
 
 @op("frac")
