@@ -86,6 +86,8 @@ class KernelWriter:
         if not isinstance(x, Value):
             if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
+            if dtype == torch.float64 and isinstance(x, float):  # a bare 0.7 is a float32
+                return f"tl.full([], {literal(x)}, tl.float64)"  # in a helper's arguments
             return literal(x)
         rank = len(self.text_dims(x))
         text = expand(x.name, len(dims), len(dims) - rank, rank)

@@ -105,8 +105,17 @@ for _name, _ir in (("logical_and", "and"), ("logical_or", "or"), ("logical_xor",
 @op("true_divide")
 def _true_divide(b: Builder, x: Operand, y: Operand) -> Value:
     if promote(x, y).is_floating_point:
+        if isinstance(x, Value) and not x.weak and _host_scalar(y):
+            return b.elementwise("scalar_div", x, float(y) if isinstance(y, int) else y)
         return b.elementwise("truediv", x, y)
     return b.elementwise("truediv", x, y, dtype=torch.float32, compute=torch.float32)
+
+
+def _host_scalar(y: Operand) -> bool:
+    """A Python number, or arithmetic on the host's: PyTorch's "CPU scalar" operand."""
+    return isinstance(y, (int, float)) and not isinstance(y, bool) or (
+        isinstance(y, Value) and y.weak
+    )
 
 
 ROUNDING_MODES = (None, "trunc", "floor")
@@ -414,7 +423,9 @@ def _softmax(
     _stacklevel: int = 3,
 ) -> Value:
     _, exp, total = _softmax_parts(b, x, dim, dtype)
-    return b.cast(b.elementwise("truediv", exp, total), dtype or x.type.dtype)  # type: ignore[return-value]
+    # one division per row, not per element (PyTorch's CPU kernel does the same)
+    out = b.elementwise("mul", exp, b.elementwise("reciprocal", total))
+    return b.cast(out, dtype or x.type.dtype)  # type: ignore[return-value]
 
 
 @op("log_softmax")

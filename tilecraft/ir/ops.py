@@ -260,6 +260,19 @@ def _truediv(d: torch.dtype, a: str, b: str) -> str:
 
 
 define("truediv", E, arity=2, emit=_truediv, eager=torch.true_divide)
+
+
+def _scalar_div(d: torch.dtype, a: str, b: str) -> str:
+    """A tile divided by a host scalar. PyTorch's CUDA kernels multiply by the scalar's
+    reciprocal rounded in the compute dtype (at times an ulp from the quotient); its CPU
+    kernels divide, as the interpreter does here."""
+    if interpreted():
+        return _truediv(d, a, b)
+    one = "tl.full([], 1.0, tl.float32)" if d == torch.float32 else "1.0"
+    return f"{a} * {_truediv(d, one, b)}"
+
+
+define("scalar_div", E, arity=2, emit=_scalar_div, eager=torch.true_divide)
 define("maximum", E, arity=2, emit=_maximum, eager=torch.maximum)
 define("minimum", E, arity=2, emit=_minimum, eager=torch.minimum)
 define(
