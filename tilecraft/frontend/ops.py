@@ -113,8 +113,8 @@ def _true_divide(b: Builder, x: Operand, y: Operand) -> Value:
 
 def _host_scalar(y: Operand) -> bool:
     """A Python number, or arithmetic on the host's: PyTorch's "CPU scalar" operand."""
-    return isinstance(y, (int, float)) and not isinstance(y, bool) or (
-        isinstance(y, Value) and y.weak
+    return (
+        isinstance(y, (int, float)) and not isinstance(y, bool) or (isinstance(y, Value) and y.weak)
     )
 
 
