@@ -93,7 +93,7 @@ def test_descriptor_falls_back_for_a_gather_free_misaligned_view() -> None:
     ],
 )
 def test_invalid_configs_are_rejected(knobs: dict, message: str) -> None:
-    args = matmul.inputs(shape=SHAPE, device="cpu")
+    args = matmul.inputs(shape=SHAPE)
     with pytest.raises(InvalidConfig, match=message):
         tc.kernel(matmul.matmul.fn, config=tc.Config(**knobs))(*args)
 

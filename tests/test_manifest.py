@@ -242,6 +242,7 @@ def test_tune_on_a_dask_cluster(tmp_path: Path) -> None:
         assert db.count() == 9 and len(db.best_rows()) == 3
 
 
+@pytest.mark.interpreter
 def test_tuning_keeps_the_strides_of_views(tmp_path: Path) -> None:
     """Attention's `q @ k.t()` on slices of one qkv buffer: the candidates run on copies
     with the recorded strides (a plain clone would make them contiguous: wrong results)."""

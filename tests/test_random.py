@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import DEVICE
 
 import tilecraft as tc
 from tilecraft.testing import run_mode
@@ -38,7 +39,7 @@ def row_noise(x: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
 
 
 def test_rand_is_the_same_in_both_modes_and_for_any_block_size() -> None:
-    x = torch.empty(13, 37)
+    x = torch.empty(13, 37, device=DEVICE)
     eager = run_mode(uniform, (x, 1234), "eager")
     for sizes in ([4, 8], [16, 64], [1, 32]):
         compiled = run_mode(uniform, (x, 1234), "triton", tc.Config(block_sizes=sizes))
@@ -51,7 +52,7 @@ def test_rand_is_the_same_in_both_modes_and_for_any_block_size() -> None:
 
 @pytest.mark.parametrize("seed", [0, 2**40 + 5])
 def test_randint_is_in_range_and_the_same_in_both_modes(seed: int) -> None:
-    x = torch.empty(1000)
+    x = torch.empty(1000, device=DEVICE)
     eager = run_mode(integers, (x, seed), "eager")
     compiled = run_mode(integers, (x, seed), "triton")
     assert torch.equal(compiled, eager)
@@ -60,8 +61,8 @@ def test_randint_is_in_range_and_the_same_in_both_modes(seed: int) -> None:
 
 
 def test_rand_with_an_int_dim_and_a_tensor_seed() -> None:
-    x = torch.randn(5, 9)
-    seed = torch.tensor(77)
+    x = torch.randn(5, 9, device=DEVICE)
+    seed = torch.tensor(77, device=DEVICE)
     eager = run_mode(row_noise, (x, seed), "eager")
     compiled = run_mode(row_noise, (x, seed), "triton", tc.Config(block_sizes=[2]))
     assert torch.equal(compiled, eager)
@@ -79,6 +80,6 @@ def test_eager_philox_matches_tl_rand_directly() -> None:
         offs = tl.arange(0, N)
         tl.store(out + offs, tl.randint(seed, offs).to(tl.int64) & 0xFFFFFFFF)
 
-    out = torch.empty(64, dtype=torch.int64)
+    out = torch.empty(64, dtype=torch.int64, device=DEVICE)
     bits[(1,)](out, 99, N=64)
-    assert torch.equal(out, philox(99, torch.arange(64)))
+    assert torch.equal(out.cpu(), philox(99, torch.arange(64)))

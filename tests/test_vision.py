@@ -637,8 +637,8 @@ def test_normalize_words(vmode, monkeypatch, knobs):
             patch.setattr(preprocessing, "_normalize", None)
             got = vision.normalize(xl, mean, std, dtype=torch.float32, layout="NHWC")
         expected = (x.float() / 255 - mean[:, None, None]) / std[:, None, None]
-        if arithmetic == "divide":  # the formula's own operations: equal
-            assert torch.equal(got, expected)
+        if arithmetic == "divide" and DEVICE == "cpu":  # the formula's own operations: equal
+            assert torch.equal(got, expected)  # (a GPU may fuse `x * (1 / peak) - mean`)
         torch.testing.assert_close(got, expected)
         half = vision.normalize(xl, mean, std, dtype=torch.float16, layout="NHWC")
         torch.testing.assert_close(half, expected.half())

@@ -99,17 +99,22 @@ def _isnan(a: str) -> str:
     return f"({a} != {a})"
 
 
-def _maximum(d: torch.dtype, a: str, b: str) -> str:
-    # NaN wins, as in torch.maximum (tl.maximum returns the other operand)
-    if not is_float(d):
-        return f"tl.maximum({a}, {b})"
-    return f"tl.where({_isnan(a)} | ({a} > {b}), {a}, {b})"
+def _extremum(fn: str, above: str) -> Emit:
+    """torch.maximum or minimum: NaN wins (tl.maximum returns the other operand). Of two
+    zeros PyTorch's CUDA kernels give +0.0 as the maximum, as the GPU's max does; its CPU
+    kernels the second operand, as the interpreter's `where` does here."""
+
+    def emit(d: torch.dtype, a: str, b: str) -> str:
+        if not is_float(d):
+            return f"{fn}({a}, {b})"
+        if interpreted():
+            return f"tl.where({_isnan(a)} | ({a} {above} {b}), {a}, {b})"
+        return f"tl.where({_isnan(a)} | {_isnan(b)}, {a} + {b}, {fn}({a}, {b}))"
+
+    return emit
 
 
-def _minimum(d: torch.dtype, a: str, b: str) -> str:
-    if not is_float(d):
-        return f"tl.minimum({a}, {b})"
-    return f"tl.where({_isnan(a)} | ({a} < {b}), {a}, {b})"
+_maximum, _minimum = _extremum("tl.maximum", ">"), _extremum("tl.minimum", "<")
 
 
 def _trunc(a: str) -> str:
