@@ -423,8 +423,7 @@ def _softmax(
     _stacklevel: int = 3,
 ) -> Value:
     _, exp, total = _softmax_parts(b, x, dim, dtype)
-    # one division per row, not per element (PyTorch's CPU kernel does the same)
-    out = b.elementwise("mul", exp, b.elementwise("reciprocal", total))
+    out = b.elementwise("div_approx", exp, total)  # see its entry in ir/ops.py
     return b.cast(out, dtype or x.type.dtype)  # type: ignore[return-value]
 
 
