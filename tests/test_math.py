@@ -288,7 +288,7 @@ def test_division_roots_and_negation_are_correctly_rounded(dtype: torch.dtype) -
 
 @tc.kernel(config=tc.Config(block_sizes=[8]))
 def _signed_zeros(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty([5, x.size(0)], dtype=x.dtype, device=x.device)
+    out = torch.empty([7, x.size(0)], dtype=x.dtype, device=x.device)
     for t in tc.tile(x.size(0)):
         z = x[t]
         out[0, t] = -z
@@ -296,15 +296,20 @@ def _signed_zeros(x: torch.Tensor) -> torch.Tensor:
         out[2, t] = torch.pow(z, 2.0)
         out[3, t] = torch.abs(z)
         out[4, t] = z * 2 - 0.0
+        out[5, t] = z + -0.0
+        out[6, t] = torch.full_like(z, -0.0)
     return out
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str
+)
 def test_zeros_keep_the_sign_pytorch_gives_them(dtype: torch.dtype) -> None:
     """assert_close takes -0.0 for 0.0; these compare the sign bits (on the GPU, Triton's
-    `-x` was `0 - x`, so -(+0.0) came out +0.0)."""
+    `-x` was `0 - x`, so -(+0.0) came out +0.0, and a -0.0 constant is made +0.0)."""
     x = torch.tensor([0.0, -0.0, 1.0, -2.0], dtype=dtype, device=DEVICE)
-    want = torch.stack([-x, x**3, torch.pow(x, 2.0), torch.abs(x), x * 2 - 0.0])
+    rows = [-x, x**3, torch.pow(x, 2.0), torch.abs(x), x * 2 - 0.0, x + -0.0]
+    want = torch.stack([*rows, torch.full_like(x, -0.0)])
     for mode in MODES:
         got = run_mode(_signed_zeros, (x,), mode)
         torch.testing.assert_close(got, want, msg=mode)

@@ -20,6 +20,7 @@ from tilecraft.codegen.rules import (
     literal,
     tl_dtype,
     triton_interpret,
+    typed_literal,
 )
 from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
@@ -86,8 +87,8 @@ class KernelWriter:
         if not isinstance(x, Value):
             if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
-            if dtype == torch.float64 and isinstance(x, float):  # a bare 0.7 is a float32
-                return f"tl.full([], {literal(x)}, tl.float64)"  # in a helper's arguments
+            if isinstance(x, float) and dtype is not None and dtype.is_floating_point:
+                return typed_literal(x, dtype)
             return literal(x)
         rank = len(self.text_dims(x))
         text = expand(x.name, len(dims), len(dims) - rank, rank)
@@ -358,9 +359,12 @@ class KernelWriter:
 
     def op_full(self, op: Op) -> None:
         assert op.out is not None
-        dtype = tl_dtype(op.out.type.dtype)
-        value = literal(op.attrs["value"])
-        self.assign(op, f"tl.full({self.shape(self.text_dims(op.out))}, {value}, {dtype})")
+        dtype, value = op.out.type.dtype, op.attrs["value"]
+        shape = self.shape(self.text_dims(op.out))
+        if isinstance(value, float) and dtype.is_floating_point:
+            self.assign(op, typed_literal(value, dtype, shape))
+        else:
+            self.assign(op, f"tl.full({shape}, {literal(value)}, {tl_dtype(dtype)})")
 
     def op_arange(self, op: Op) -> None:
         assert op.out is not None

@@ -42,6 +42,25 @@ def literal(value: object) -> str:
     return repr(value)
 
 
+# The integer of a float's bits, by width: Triton makes a zero of any constant equal to 0,
+# so -0.0 is written as its bits (the sign bit alone) and bitcast.
+_BITS = {1: "tl.int8", 2: "tl.int16", 4: "tl.int32", 8: "tl.int64"}
+
+
+def typed_literal(value: float, dtype: torch.dtype, shape: str = "[]") -> str:
+    """A float constant of `dtype` (a tile of `shape`), exactly: -0.0 keeps its sign, and a
+    float64 keeps its digits (a bare `0.7` is a float32 in Triton, as a helper's argument)."""
+    bits = dtype.itemsize * 8
+    if value == 0 and math.copysign(1.0, value) < 0:
+        sign = -(2 ** (bits - 1))
+        return (
+            f"tl.full({shape}, {sign}, {_BITS[dtype.itemsize]}).to({tl_dtype(dtype)}, bitcast=True)"
+        )
+    if dtype == torch.float64 or shape != "[]":
+        return f"tl.full({shape}, {literal(value)}, {tl_dtype(dtype)})"
+    return literal(value)
+
+
 def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     """`text`, of dtype `src`, converted to `dst`. Triton's interpreter truncates float ->
     bfloat16 (and cannot convert ints to it): there, round to nearest even by hand, as
