@@ -50,6 +50,8 @@ UNARY = {
     "rpow_int": lambda x: 2**x,
     "clamp": lambda x: torch.clamp(x, -1.0, 2.0),
     "clamp_inverted": lambda x: torch.clamp(x, 2.0, 1.0),
+    "clamp_zero": lambda x: torch.clamp(x, -0.0, 0.0),  # ties between zeros
+    "relu": torch.relu,
     "where": lambda x: torch.where(x > 0, x, 0.5),
     "add": lambda x: x + 0.7,
     "rsub": lambda x: 0.7 - x,

@@ -139,6 +139,8 @@ def _quotient(a: Facts, b: Facts) -> Facts:
 RULES = {
     "minimum": _minimum,
     "maximum": _maximum,
+    "clamp_min": _maximum,
+    "clamp_max": _minimum,
     "add": lambda a, b: _sum(a, b, 1),
     "sub": lambda a, b: _sum(a, b, -1),
     "mul": _product,

@@ -83,7 +83,7 @@ for _alias, _name in ALIASES.items():
 
 @op("relu")
 def _relu(b: Builder, x: Value) -> Value:
-    return b.elementwise("maximum", x, 0)
+    return b.elementwise("clamp_min", x, 0)
 
 
 @op("square")
@@ -259,13 +259,27 @@ def _where(b: Builder, cond: Value, x: Operand, y: Operand) -> Value:
     return b.op("where", (cond, x, y), dtype, dims, compute=compute_dtype(dtype))
 
 
+def _bound(side: str) -> Handler:
+    """`clamp_min` / `clamp_max`: of two zeros, PyTorch's CPU kernels keep `x` for a number
+    bound and take the bound for a tensor one (as maximum does)."""
+    tiles = "maximum" if side == "min" else "minimum"
+
+    def handler(b: Builder, x: Value, bound: Operand) -> Value:
+        return b.elementwise(f"clamp_{side}" if _host_scalar(bound) else tiles, x, bound)
+
+    return handler
+
+
+OPS["clamp_min"], OPS["clamp_max"] = _bound("min"), _bound("max")
+
+
 @op("clamp", "clip")
 def _clamp(b: Builder, x: Value, min: Operand | None = None, max: Operand | None = None) -> Value:
     out = x
     if min is not None:
-        out = b.elementwise("maximum", out, min)
+        out = OPS["clamp_min"](b, out, min)
     if max is not None:
-        out = b.elementwise("minimum", out, max)
+        out = OPS["clamp_max"](b, out, max)
     return out
 
 

@@ -100,9 +100,11 @@ def _isnan(a: str) -> str:
 
 
 def _extremum(fn: str, above: str) -> Emit:
-    """torch.maximum or minimum: NaN wins (tl.maximum returns the other operand). Of two
-    zeros PyTorch's CUDA kernels give +0.0 as the maximum, as the GPU's max does; its CPU
-    kernels the second operand, as the interpreter's `where` does here."""
+    """torch.maximum or minimum (and clamp's bounds): NaN wins (tl.maximum returns the other
+    operand). Of two zeros PyTorch's CUDA kernels give +0.0 as the maximum, as the GPU's
+    max does; its CPU kernels, which the interpreter's `where` follows here, the second
+    operand (maximum, in their vector loop) or the first (clamp to a number: relu(-0.0) is
+    -0.0)."""
 
     def emit(d: torch.dtype, a: str, b: str) -> str:
         if not is_float(d):
@@ -115,6 +117,7 @@ def _extremum(fn: str, above: str) -> Emit:
 
 
 _maximum, _minimum = _extremum("tl.maximum", ">"), _extremum("tl.minimum", "<")
+_clamp_min, _clamp_max = _extremum("tl.maximum", ">="), _extremum("tl.minimum", "<=")
 
 
 def _trunc(a: str) -> str:
@@ -285,6 +288,8 @@ define("scalar_div", E, arity=2, emit=_scalar_div, eager=torch.true_divide)
 define("div_approx", E, arity=2, emit=_infix("/"), eager=torch.true_divide)
 define("maximum", E, arity=2, emit=_maximum, eager=torch.maximum)
 define("minimum", E, arity=2, emit=_minimum, eager=torch.minimum)
+define("clamp_min", E, arity=2, emit=_clamp_min, eager=torch.clamp_min)
+define("clamp_max", E, arity=2, emit=_clamp_max, eager=torch.clamp_max)
 define(
     "floordiv",
     E,
