@@ -99,6 +99,16 @@ def _isnan(a: str) -> str:
     return f"({a} != {a})"
 
 
+def _number(a: str) -> bool:
+    """Whether operand text is a finite number's literal (which no NaN test needs)."""
+    if a in ('float("inf")', '-float("inf")'):
+        return True
+    try:
+        return not math.isnan(float(a))
+    except ValueError:
+        return False
+
+
 def _extremum(fn: str, above: str) -> Emit:
     """torch.maximum or minimum (and clamp's bounds): NaN wins (tl.maximum returns the other
     operand). Of two zeros PyTorch's CUDA kernels give +0.0 as the maximum, as the GPU's
@@ -111,7 +121,8 @@ def _extremum(fn: str, above: str) -> Emit:
             return f"{fn}({a}, {b})"
         if interpreted():
             return f"tl.where({_isnan(a)} | ({a} {above} {b}), {a}, {b})"
-        return f"tl.where({_isnan(a)} | {_isnan(b)}, {a} + {b}, {fn}({a}, {b}))"
+        nan = " | ".join(_isnan(x) for x in (a, b) if not _number(x))
+        return f"tl.where({nan}, {a} + {b}, {fn}({a}, {b}))" if nan else f"{fn}({a}, {b})"
 
     return emit
 
