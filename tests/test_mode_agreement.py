@@ -269,6 +269,8 @@ REDUCTIONS = {
     "prod": lambda r: r.prod(1),
     "cumsum": lambda r: r.cumsum(1),
     "cumprod": lambda r: torch.cumprod(r, 1),
+    "softmax": lambda r: torch.softmax(r, 1),
+    "log_softmax": lambda r: torch.log_softmax(r, 1),
 }
 REDUCED = {  # the dtypes each runs in, besides float32
     "sum": [torch.float16, torch.bfloat16, torch.int32],
@@ -279,6 +281,8 @@ REDUCED = {  # the dtypes each runs in, besides float32
     "mean": [torch.float16, torch.bfloat16],
     "prod": [torch.int32],
     "cumsum": [torch.float16, torch.int32],
+    "softmax": [torch.bfloat16],
+    "log_softmax": [torch.float16],
 }
 
 
@@ -325,7 +329,7 @@ def test_reductions_and_scans_agree_with_pytorch(name: str, dtype: torch.dtype) 
         check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x), tol)
 
 
-@pytest.mark.parametrize("name", ["sum", "mean", "prod", "cumsum"])
+@pytest.mark.parametrize("name", ["sum", "mean", "prod", "cumsum", "softmax"])
 def test_reductions_of_empty_rows_and_no_rows(name: str) -> None:
     for shape in [(4, 0), (0, 5)]:
         x = torch.randn(shape, device=DEVICE)

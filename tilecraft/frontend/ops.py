@@ -54,7 +54,7 @@ def _elementwise(opdef: OpDef) -> Handler:
 
 
 for _def in OPDEFS.values():
-    if is_elementwise(_def) and _def.name != "where":
+    if is_elementwise(_def) and _def.name != "where" and not _def.internal:
         for _name in (_def.name, *_def.torch_names):
             OPS[_name] = _elementwise(_def)
 ALIASES = {

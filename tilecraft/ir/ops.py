@@ -68,6 +68,7 @@ class OpDef:
     torch_names: tuple[str, ...] = ()
     category: str = "elementwise"
     helper: Callable[[torch.dtype], str | None] | None = None
+    internal: bool = False  # made by the frontend for a torch op's rules, no name of its own
 
 
 OPDEFS: dict[str, OpDef] = {}
@@ -291,12 +292,12 @@ def _scalar_div(d: torch.dtype, a: str, b: str) -> str:
     return f"{a} * {_truediv(d, one, b)}"
 
 
-define("scalar_div", E, arity=2, emit=_scalar_div, eager=torch.true_divide)
+define("scalar_div", E, arity=2, emit=_scalar_div, eager=torch.true_divide, internal=True)
 # Triton's `/`: on a GPU within 2 ulp of the quotient, a few instructions where the rounded
 # division takes about ten (softmax's, 13% of its time at 8192^2 in bf16). Only for ops
 # that PyTorch itself does not fix to the bit (softmax: its exponentials and sums differ
 # from PyTorch's in the last bits anyway).
-define("div_approx", E, arity=2, emit=_infix("/"), eager=torch.true_divide)
+define("div_approx", E, arity=2, emit=_infix("/"), eager=torch.true_divide, internal=True)
 define("maximum", E, arity=2, emit=_maximum, eager=torch.maximum)
 define("minimum", E, arity=2, emit=_minimum, eager=torch.minimum)
 define("clamp_min", E, arity=2, emit=_clamp_min, eager=torch.clamp_min)
