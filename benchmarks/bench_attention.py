@@ -23,6 +23,12 @@ proofs off (`tilecraft.frontend.facts.unproven`: every loop with device-computed
 masked, as the code was before them; the causal loops off the diagonal are such loops), so
 one run shows what the mask-free loops gain on the same configs.
 
+Each case also runs a flash-attention forward written in Helion's style
+(`benchmarks/helion_kernels.py`: a 3-D batch tile of one row, every key tile visited) on a
+few configs, by Helion 1.5.0 (where it imports, on a GPU) and by tilecraft from the same
+source: Helion's attention example's schedule, and the two compilers on one source and one
+config (`--no-helion` skips it).
+
 `--smoke` runs a tiny shape on the CPU (Triton's interpreter, float32; the cuDNN peer
 records an error there): it checks the script end to end, its numbers mean nothing.
 """
@@ -49,7 +55,9 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
+sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "benchmarks")) if p not in sys.path]
+
+from tune_vs_helion import helion_or_reason, kernels  # noqa: E402
 
 import tilecraft as tc  # noqa: E402
 from tilecraft.frontend.facts import unproven  # noqa: E402
@@ -86,6 +94,20 @@ CAUSAL_FORWARD = [(128, 64, 4, 3, TMA, QUERY_TILES_FASTEST)]
 CAUSAL_BACKWARD = [(128, 64, 128, 64, 8, 2, TMA, {"loop_orders": [[1, 0], [1, 0]]})]
 SMOKE_CAUSAL_FORWARD = [(16, 16, 4, 1, TMA, QUERY_TILES_FASTEST)]
 SMOKE_CAUSAL_BACKWARD: list[tuple] = []
+# causal key loops end at the query tile, so the last query tiles' programs are the longest:
+# launched first (`reversed_launches`), the short ones fill the last wave. Not the dK/dV
+# launch of the backward: its first key tiles are the longest, launched first already.
+REVERSED = {"reversed_launches": [True]}
+CAUSAL_FORWARD += [(128, 128, 8, 3, TMA, REVERSED), (128, 64, 4, 3, TMA, REVERSED)]
+CAUSAL_FORWARD += [(128, 128, 8, 4, None, REVERSED), (128, 64, 8, 3, TMA, REVERSED)]
+CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 2, TMA, {"reversed_launches": [True, False]})]
+CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 3, TMA, {"reversed_launches": [True, False]})]
+SMOKE_CAUSAL_FORWARD += [(16, 16, 4, 1, TMA, REVERSED)]
+# Helion's style of flash attention (benchmarks/helion_kernels.py, one source) run by
+# Helion 1.5.0 and by tilecraft on the same configs: (block_m, block_n, warps, stages,
+# indexing); its batch tile is one (batch * head) row
+HELION_FORWARD = [(128, 64, 4, 3, TMA), (128, 128, 8, 3, TMA), (128, 64, 4, 3, None)]
+SMOKE_HELION_FORWARD = [(16, 16, 4, 1, None)]
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
@@ -110,6 +132,14 @@ def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Co
     extra = {"indexing": indexing} if indexing else {}
     extra.update(*more)
     return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, **extra)
+
+
+def helion_style_config(entry: tuple) -> tc.Config:
+    """A Config of the Helion-style kernel (a batch tile of 1 row, query and key tiles)
+    from (block_m, block_n, warps, stages, indexing)."""
+    block_m, block_n, warps, stages, indexing = entry
+    blocks = [1, block_m, block_n]
+    return tc.Config(block_sizes=blocks, num_warps=warps, num_stages=stages, indexing=indexing)
 
 
 def flops(shape: tuple, causal: bool) -> tuple[float, float]:
@@ -236,6 +266,39 @@ def measure_masked(case: Case, ours: dict) -> dict:
     return found
 
 
+class _HelionBound:
+    """A Helion BoundKernel as `sweep` takes it: `compile(config)` gives the launcher."""
+
+    def __init__(self, bound: Any) -> None:
+        self.bound = bound
+
+    def compile(self, config: Any) -> Callable[..., Any]:
+        import helion
+
+        return self.bound.compile_config(helion.Config(**config.to_dict()))
+
+
+def measure_helion_style(case: Case, entries: list) -> dict:
+    """The Helion-style forward (no backward there) on each config: by Helion 1.5.0
+    (`helion`; where it cannot run, why) and by tilecraft (`helion_port`, the same source)."""
+    args, name = (case.q, case.k, case.v), "causal_attention" if case.causal else "attention"
+    configs = [helion_style_config(entry) for entry in entries]
+    found: dict[str, Any] = {}
+    module, reason = helion_or_reason(case.device.type == "cuda")
+    if module is None:
+        found["helion"] = {"error": reason}
+    else:
+        bound = _HelionBound(getattr(module, name).bind(args))
+        found["helion"], _ = sweep(bound, configs, args, _check_helion_style(case), case)
+    port = getattr(kernels("tilecraft"), name).bind(args)
+    found["helion_port"], _ = sweep(port, configs, args, _check_helion_style(case), case)
+    return found
+
+
+def _check_helion_style(case: Case) -> Callable[[Any], float]:
+    return lambda out: rel_error([out], [case.expected[0]])
+
+
 def _check_out(case: Case) -> Callable[[Any], float]:
     return lambda result: rel_error([result[0]], [case.expected[0]])
 
@@ -261,9 +324,12 @@ def measure_peer(case: Case, backend: SDPBackend) -> dict:
     return result
 
 
-def measure(case: Case, forward: list, backward: list, masked: bool = False) -> dict:
+def measure(
+    case: Case, forward: list, backward: list, masked: bool = False, helion: list | None = None
+) -> dict:
     """One row: tilecraft's sweep (and with `masked`, its best configs without the
-    alignment proofs) and the peers, in ms and TFLOP/s, with ratios."""
+    alignment proofs), the peers, and the Helion-style forward on the `helion` configs, in
+    ms and TFLOP/s, with ratios."""
     row: dict[str, Any] = {"shape": list(case.shape), "causal": case.causal}
     fwd_flops, bwd_flops = flops(case.shape, case.causal)
     try:
@@ -279,6 +345,12 @@ def measure(case: Case, forward: list, backward: list, masked: bool = False) -> 
             traceback.print_exc()
             row["tilecraft_masked"] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
     row["peers"] = {name: measure_peer(case, backend) for name, backend in PEERS.items()}
+    if helion:
+        try:
+            row.update(measure_helion_style(case, helion))
+        except Exception as e:
+            traceback.print_exc()
+            row["helion"] = {"error": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
     row["tflops"] = tflops(row, fwd_flops, bwd_flops)
     return row
 
@@ -287,14 +359,23 @@ def tflops(row: dict, fwd_flops: float, bwd_flops: float) -> dict:
     """TFLOP/s of every measured pass: {who: {"forward": x, "backward": y}}."""
     found: dict[str, dict[str, float]] = {}
     for direction, count in (("forward", fwd_flops), ("backward", bwd_flops)):
-        for who in ("tilecraft", "tilecraft_masked"):
-            best = row.get(who, {}).get(direction, {}).get("best", {})
+        for who in ("tilecraft", "tilecraft_masked", "helion", "helion_port"):
+            best = _best(row, who, direction)
             if "ms" in best:
                 found.setdefault(who, {})[direction] = count / best["ms"] / 1e9
         for name, peer in row["peers"].items():
             if f"{direction}_ms" in peer:
                 found.setdefault(name, {})[direction] = count / peer[f"{direction}_ms"] / 1e9
     return found
+
+
+def _best(row: dict, who: str, direction: str) -> dict:
+    """The fastest trial of `who`'s sweep in `direction` ({} if none): tilecraft's hold a
+    sweep per direction, the Helion-style kernels' a forward sweep alone."""
+    found = row.get(who, {})
+    if who.startswith("helion"):
+        return found.get("best", {}) if direction == "forward" else {}
+    return found.get(direction, {}).get("best", {})
 
 
 def markdown(rows: list[dict]) -> str:
@@ -308,6 +389,10 @@ def markdown(rows: list[dict]) -> str:
     if masked:
         lines[0] += " masked fwd / bwd | vs masked fwd / bwd |"
         lines[1] += "---|---|"
+    helion = any("helion_port" in row for row in rows)
+    if helion:  # forward only
+        lines[0] += " Helion fwd | tilecraft on Helion's source fwd | vs Helion fwd |"
+        lines[1] += "---|---|---|"
     for row in rows:
         t = row["tflops"]
         cells = [str(tuple(row["shape"])), "yes" if row["causal"] else "no"]
@@ -315,18 +400,24 @@ def markdown(rows: list[dict]) -> str:
         cells += [_ratios(t, peer) for peer in ("flash", "cudnn")]
         if masked:
             cells += [_pair(t.get("tilecraft_masked", {})), _ratios(t, "tilecraft_masked")]
+        if helion:
+            cells += [_pair(t.get(who, {}), ("forward",)) for who in ("helion", "helion_port")]
+            cells.append(_ratios(t, "helion", ("forward",)))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _pair(values: dict) -> str:
-    return " / ".join(f"{values[d]:.0f}" if d in values else "-" for d in ("forward", "backward"))
+BOTH = ("forward", "backward")
 
 
-def _ratios(t: dict, peer: str) -> str:
+def _pair(values: dict, directions: tuple = BOTH) -> str:
+    return " / ".join(f"{values[d]:.0f}" if d in values else "-" for d in directions)
+
+
+def _ratios(t: dict, peer: str, directions: tuple = BOTH) -> str:
     ours, theirs = t.get("tilecraft", {}), t.get(peer, {})
     parts = []
-    for d in ("forward", "backward"):
+    for d in directions:
         ok = d in ours and d in theirs and theirs[d] > 0
         parts.append(f"{ours[d] / theirs[d]:.2f}x" if ok else "-")
     return " / ".join(parts)
@@ -347,8 +438,18 @@ def environment(args: argparse.Namespace) -> dict:
         "dtype": str(args.dtype).removeprefix("torch."),
         "budget_s": args.budget_s,
         "masked_baseline": args.masked_baseline,
+        "helion": None if args.no_helion else _version("helion"),
         "flops": "forward 4*b*h*s*s*d (x0.5 causal), backward 2.5x forward",
     }
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -356,10 +457,14 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="a tiny shape on the CPU, float32")
     p.add_argument("--budget-s", type=float, default=180.0, help="seconds for the sweeps")
     p.add_argument("--causal-only", action="store_true", help="only the causal cases")
+    p.add_argument("--plain-only", action="store_true", help="only the cases without a mask")
     p.add_argument(
         "--masked-baseline",
         action="store_true",
         help="also time the best configs with the compiler's alignment proofs off",
+    )
+    p.add_argument(
+        "--no-helion", action="store_true", help="skip the Helion-style kernel (Helion's and ours)"
     )
     default_out = ROOT / "benchmarks" / "results" / "bench_attention.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
@@ -378,7 +483,9 @@ def run(args: argparse.Namespace) -> list[dict]:
     causal_backward = SMOKE_CAUSAL_BACKWARD if smoke else CAUSAL_BACKWARD
     start, rows = time.perf_counter(), []
     for shape in shapes:
-        for causal in (True,) if args.causal_only else (False, True):
+        for causal in (
+            (True,) if args.causal_only else (False,) if args.plain_only else (False, True)
+        ):
             spent = time.perf_counter() - start
             late = spent > args.budget_s
             lists = (forward[:1], backward[:1]) if late else (forward, backward)
@@ -395,7 +502,9 @@ def run_case(shape: tuple, causal: bool, args: argparse.Namespace, *lists: list)
     """One row; a failure (even of the reference) is recorded, never raised."""
     try:
         case = Case(shape, causal, args.dtype, torch.device(args.device))
-        return measure(case, *lists, masked=args.masked_baseline)
+        helion = SMOKE_HELION_FORWARD if args.device == "cpu" else HELION_FORWARD
+        helion = None if args.no_helion else helion
+        return measure(case, *lists, masked=args.masked_baseline, helion=helion)
     except Exception as e:
         traceback.print_exc()
         error = f"{type(e).__name__}: {e}".splitlines()[0][:200]

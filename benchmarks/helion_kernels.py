@@ -144,3 +144,60 @@ def long_sum(x: torch.Tensor) -> torch.Tensor:
             acc += x[tile_m, tile_n]
         out[tile_m] = acc.sum(-1)
     return out
+
+
+# Flash attention forward in Helion's style (bench_attention.py's Helion peer, and the same
+# source under tilecraft): one program per (batch * head, query tile), a 3-D batch tile of
+# one row, every key tile visited (causal ones masked, as Helion's example does).
+@kernel(**QUICK)
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    m, n = q.size(-2), k.size(-2)
+    head_dim = tc.specialize(q.size(-1))
+    q_rows, k_rows = q.reshape([-1, m, head_dim]), k.reshape([-1, n, head_dim])
+    v_rows = v.reshape([-1, n, head_dim])
+    out = torch.empty_like(q_rows)
+    qk_scale = head_dim**-0.5 * 1.4426950408889634  # base-2 exponentials: times log2(e)
+    for tile_b, tile_m in tc.tile([q_rows.size(0), m]):
+        row_max = tc.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
+        row_sum = tc.zeros([tile_b, tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
+        query = q_rows[tile_b, tile_m, :]
+        for tile_n in tc.tile(n):
+            keys = k_rows[tile_b, tile_n, :]
+            scores = torch.bmm(query, keys.transpose(1, 2), torch.float32) * qk_scale
+            new_max = torch.maximum(row_max, torch.amax(scores, -1))
+            p = torch.exp2(scores - new_max[:, :, None])
+            alpha = torch.exp2(row_max - new_max)
+            row_sum = row_sum * alpha + torch.sum(p, -1)
+            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(v.dtype), v_rows[tile_b, tile_n, :])
+            row_max = new_max
+        out[tile_b, tile_m, :] = (acc / row_sum[:, :, None]).to(out.dtype)
+    return out.view(q.size())
+
+
+@kernel(**QUICK)
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    m, n = q.size(-2), k.size(-2)
+    head_dim = tc.specialize(q.size(-1))
+    q_rows, k_rows = q.reshape([-1, m, head_dim]), k.reshape([-1, n, head_dim])
+    v_rows = v.reshape([-1, n, head_dim])
+    out = torch.empty_like(q_rows)
+    qk_scale = head_dim**-0.5 * 1.4426950408889634
+    for tile_b, tile_m in tc.tile([q_rows.size(0), m]):
+        row_max = tc.full([tile_b, tile_m], float("-inf"), dtype=torch.float32)
+        row_sum = tc.zeros([tile_b, tile_m], dtype=torch.float32)
+        acc = tc.zeros([tile_b, tile_m, head_dim], dtype=torch.float32)
+        query = q_rows[tile_b, tile_m, :]
+        for tile_n in tc.tile(n):
+            keys = k_rows[tile_b, tile_n, :]
+            scores = torch.bmm(query, keys.transpose(1, 2), torch.float32) * qk_scale
+            seen = tile_m.index[None, :, None] >= tile_n.index[None, None, :]
+            scores = torch.where(seen, scores, float("-inf"))
+            new_max = torch.maximum(row_max, torch.amax(scores, -1))
+            p = torch.exp2(scores - new_max[:, :, None])
+            alpha = torch.exp2(row_max - new_max)
+            row_sum = row_sum * alpha + torch.sum(p, -1)
+            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(v.dtype), v_rows[tile_b, tile_n, :])
+            row_max = new_max
+        out[tile_b, tile_m, :] = (acc / row_sum[:, :, None]).to(out.dtype)
+    return out.view(q.size())

@@ -117,8 +117,9 @@ def test_bench_energy_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 @CPU_ONLY
 def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tiny shape, causal and not: tilecraft's kernels checked and timed, SDPA's flash
-    backend as the peer (cuDNN's records its error on the CPU), the JSON written."""
+    """A tiny shape, causal and not: tilecraft's kernels checked and timed (causal ones
+    launched longest first too), SDPA's flash backend as the peer (cuDNN's records its
+    error on the CPU), the Helion-style source run by tilecraft, the JSON written."""
     script = load_script("bench_attention", monkeypatch)
     out = tmp_path / "attention.json"
     data = script.main(["--smoke", "--out", str(out)])
@@ -130,7 +131,17 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert row["tflops"]["tilecraft"][direction] > 0
             assert row["tflops"]["flash"][direction] > 0
         assert "error" in row["peers"]["cudnn"]
-    assert script.markdown(data["results"]).count("\n") == 3
+        # the Helion-style source: Helion absent here (its error), tilecraft runs it
+        assert "error" in row["helion"] and row["helion_port"]["best"]["rel_err"] < 1e-4
+        assert row["tflops"]["helion_port"]["forward"] > 0
+    reversed_trials = [
+        t
+        for t in data["results"][1]["tilecraft"]["forward"]["trials"]
+        if t["fields"].get("reversed_launches") == [True]
+    ]
+    assert reversed_trials and reversed_trials[0]["rel_err"] < 1e-4  # longest programs first
+    table = script.markdown(data["results"])
+    assert table.count("\n") == 3 and "Helion fwd" in table
 
 
 @CPU_ONLY

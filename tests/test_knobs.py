@@ -28,6 +28,15 @@ KNOBS = {
         "group_span",
     ),
     "loop_order": ({"loop_orders": [[1, 0]]}, "pid_0 = pid // num_blocks_1"),
+    "reversed": ({"reversed_launches": [True]}, "launch_pid = 8 - pid"),  # 3 x 3 tiles
+    "reversed_xyz": (
+        {"reversed_launches": [True], "pid_type": "xyz"},
+        "pid_1 = 2 - tl.program_id(1)",
+    ),
+    "reversed_grouped": (
+        {"reversed_launches": [True], "l2_groupings": [2], "pid_type": "persistent_blocked"},
+        "launch_pid = 8 - virtual_pid",
+    ),
     "range_num_stages": ({"range_num_stages": [2]}, "num_stages=2)"),
     "range_unroll": ({"range_unroll_factors": [2]}, "loop_unroll_factor=2"),
     "range_flatten": ({"range_flattens": [True]}, "flatten=True"),

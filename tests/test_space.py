@@ -14,6 +14,7 @@ import sum as sums
 import torch
 
 import tilecraft as tc
+from tilecraft.autotune.features import describe, features
 from tilecraft.autotune.seeds import heuristic_seeds
 from tilecraft.autotune.space import MAX_ELEMENTS, ConfigSpace
 
@@ -159,3 +160,44 @@ def test_a_kernel_default_config_is_completed_checked_and_used() -> None:
     assert too_big.bind((x,)).default_config == heuristic  # over the budgets: the heuristic
     with pytest.raises(tc.exc.InvalidConfig, match="has 3 entries"):
         tc.kernel(_scaled, default_config=tc.Config(block_sizes=[1, 2, 4])).bind((x,))
+
+
+@tc.kernel
+def _triangle_then_square(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 1-D launch of even programs, then a 2-D one whose key loop ends at its row tile."""
+    n = x.size(0)
+    rows = torch.empty([n], dtype=torch.float32, device=x.device)
+    prefix = torch.empty([n, n], dtype=torch.float32, device=x.device)
+    for tile in tc.tile(n):
+        rows[tile] = torch.sum(x[tile, :].to(torch.float32), -1)
+    for tile_i, tile_j in tc.tile([n, n]):
+        acc = tc.zeros([tile_i, tile_j], dtype=torch.float32)
+        for tile_k in tc.tile(0, tile_i.end):  # later row tiles do more work
+            seen = tile_k.index[None, :, None] <= tile_i.index[:, None, None]
+            acc = acc + torch.sum(torch.where(seen, x[tile_k, tile_j][None, :, :], 0.0), 1)
+        prefix[tile_i, tile_j] = acc
+    return rows, prefix
+
+
+def test_uneven_launches_may_run_longest_first_and_knobs_keep_their_loop_index() -> None:
+    """`reversed_launches` is offered for the launches whose programs loop over
+    device-computed bounds only, and a list knob missing for some loops (the 1-D launch has
+    no l2_groupings) lands at its loop's index, so the 2-D launch gets it."""
+    x = torch.randn(37, 37)
+    bound = _triangle_then_square.bind((x,))
+    space = ConfigSpace(bound.spec, bound.default_config)
+    names = {k.name for k in space.knobs}
+    assert "reversed_launches[1]" in names and "reversed_launches[0]" not in names
+    assert "l2_groupings[1]" in names and "l2_groupings[0]" not in names
+    values = space.values(space.default())
+    config = space.config({**values, "reversed_launches[1]": True, "l2_groupings[1]": 2})
+    assert config.get("reversed_launches") == [None, True]
+    assert config.get("l2_groupings") == [None, 2]
+    assert space.values(config)["l2_groupings[1]"] == 2
+    assert 1.0 in features(describe(bound), config)  # the cost model reads the grouping (log2)
+    code = bound.to_triton_code(config)
+    assert code.count("launch_pid = ") == 1 and "group_rows" in code
+    want = (x.sum(1), x.cumsum(0))  # rows, and each row the sum of the rows up to it
+    for run in (bound.compile(config), lambda x: _triangle_then_square.run_eagerly((x,))):
+        for got, expected in zip(run(x), want, strict=True):
+            torch.testing.assert_close(got, expected)

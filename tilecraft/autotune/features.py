@@ -101,7 +101,7 @@ def features(desc: dict[str, Any], config: Config) -> list[float]:
         float(any(looped)),
         _log2(min(rows)) if rows else 0.0,
         *(float(d.get("pid_type", "flat") == p) for p in PID_TYPES),
-        _log2(max(d.get("l2_groupings") or [1])),
+        _log2(max([g or 1 for g in d.get("l2_groupings") or []] or [1])),
         *(sum(i == mode for i in indexing) / len(indexing) for mode in INDEXING),
         _mean(d.get("range_num_stages")),
         _mean(d.get("range_unroll_factors")),

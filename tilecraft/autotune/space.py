@@ -106,6 +106,8 @@ class ConfigSpace:
         for i, ndim in enumerate(spec.grids):
             if ndim >= 2:
                 yield Knob("l2_groupings", i, (1, 2, 4, 8, 16, 32, 64), 1)
+        for i in sorted(spec.uneven_grids):  # programs of uneven work: longest first?
+            yield Knob("reversed_launches", i, (False, True), False)
         pid_types = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
         yield Knob("pid_type", None, pid_types, "flat")
         for i in range(spec.memory_ops):
@@ -153,8 +155,10 @@ class ConfigSpace:
             value = list(value) if isinstance(knob, PermutationKnob) else value
             if knob.index is None:
                 fields[knob.field] = value
-            else:
-                fields.setdefault(knob.field, []).append(value)
+            else:  # at its index: some loops have no knob (l2_groupings of a 1-D grid)
+                entries = fields.setdefault(knob.field, [])
+                entries += [None] * (knob.index + 1 - len(entries))
+                entries[knob.index] = value
         if not str(fields.get("pid_type", "flat")).startswith("persistent"):
             fields.pop("num_sm_multiplier", None)  # programs per SM of persistent kernels only
         return Config(**{k: v for k, v in fields.items() if v is not None})

@@ -19,6 +19,7 @@ class GridPlan:
     pid_type: str
     group: int  # l2 grouping of the first two dims (1 = none)
     num_sms: int
+    reverse: bool = False  # launch the last tile first (programs of uneven work: longest first)
 
     def counts(self) -> list[int]:
         return [-(-b.extent // (b.fixed_size or 1)) for b in self.blocks]
@@ -56,7 +57,9 @@ def plan_grid(blocks: list[Block], choices: dict[str, Any], index: int, num_sms:
     groups = choices.get("l2_groupings") or []
     group = groups[index] if index < len(groups) and groups[index] else 1
     programs = num_sms * int(choices.get("num_sm_multiplier") or 1)  # of a persistent kernel
-    plan = GridPlan(blocks, choices.get("pid_type") or "flat", int(group), programs)
+    reverses = choices.get("reversed_launches") or []
+    reverse = bool(reverses[index]) if index < len(reverses) else False
+    plan = GridPlan(blocks, choices.get("pid_type") or "flat", int(group), programs, reverse)
     plan.validate()
     return plan
 
@@ -66,6 +69,9 @@ def pid_lines(plan: GridPlan, pid: str) -> list[str]:
     blocks, counts = plan.blocks, plan.counts()
     needed = blocks if plan.group > 1 else blocks[:-1]  # the slowest dim needs no count
     lines = [f"num_blocks_{b.id} = {c}" for b, c in zip(needed, counts, strict=False)]
+    if plan.reverse:
+        lines.append(f"launch_pid = {plan.total() - 1} - {pid}")
+        pid = "launch_pid"
     start = 0
     if plan.group > 1:
         lines += _grouped(blocks[0].id, blocks[1].id, plan.group, pid)
@@ -92,7 +98,9 @@ def _grouped(m: int, n: int, group: int, pid: str) -> list[str]:
 def program_lines(plan: GridPlan) -> tuple[list[str], bool]:
     """The kernel's first lines; True when the body goes inside a persistent loop."""
     if plan.pid_type == "xyz":
-        return [f"pid_{b.id} = tl.program_id({i})" for i, b in enumerate(plan.blocks)], False
+        last = [f"{c - 1} - " if plan.reverse else "" for c in plan.counts()]
+        ids = [f"pid_{b.id} = {last[i]}tl.program_id({i})" for i, b in enumerate(plan.blocks)]
+        return ids, False
     if plan.pid_type == "flat":
         return ["pid = tl.program_id(0)", *pid_lines(plan, "pid")], False
     total, programs = plan.total(), "tl.num_programs(0)"

@@ -20,6 +20,7 @@ FIELDS = {
     "load_eviction_policies": list,
     "indexing": (str, list),
     "pid_type": str,
+    "reversed_launches": list,  # per top-level loop: its programs launched last tile first
     "num_warps": int,
     "num_stages": int,
     "num_sm_multiplier": int,  # persistent kernels launch this many programs per SM

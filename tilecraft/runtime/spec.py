@@ -55,6 +55,7 @@ class KernelSpec:
     limits: Any = None  # the device's Limits (budget.py), set by the BoundKernel
     # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
     loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
+    uneven_grids: set[int] = field(default_factory=set)  # with loops of device-computed bounds
 
     def value_elements(self, block_sizes: list[int], reduction_sizes: list[int]) -> int:
         """Elements of the largest value a program holds under these sizes."""
@@ -80,6 +81,7 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
         table.memory_ops,
         loads=table.loads,
         loop_order_blocks=list(table.loop_order_blocks),
+        uneven_grids=set(table.uneven_grids),
     )
     for kernel in kernels:
         for op in kernel.walk():
