@@ -98,8 +98,9 @@ SMOKE_CAUSAL_BACKWARD: list[tuple] = []
 # launched first (`reversed_launches`), the short ones fill the last wave. Not the dK/dV
 # launch of the backward: its first key tiles are the longest, launched first already.
 REVERSED = {"reversed_launches": [True]}
-CAUSAL_FORWARD += [(128, 128, 8, 3, TMA, REVERSED), (128, 64, 4, 3, TMA, REVERSED)]
-CAUSAL_FORWARD += [(128, 128, 8, 4, None, REVERSED), (128, 64, 8, 3, TMA, REVERSED)]
+CAUSAL_FORWARD += [(256, 64, 8, 3, None, REVERSED), (128, 128, 8, 3, None, REVERSED)]
+CAUSAL_FORWARD += [(128, 64, 4, 3, None, REVERSED), (128, 64, 4, 4, None, REVERSED)]
+CAUSAL_FORWARD += [(128, 128, 8, 3, TMA, REVERSED), (128, 64, 8, 3, TMA, REVERSED)]
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 2, TMA, {"reversed_launches": [True, False]})]
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 3, TMA, {"reversed_launches": [True, False]})]
 SMOKE_CAUSAL_FORWARD += [(16, 16, 4, 1, TMA, REVERSED)]

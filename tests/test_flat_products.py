@@ -75,7 +75,9 @@ def test_baddbmm_with_scales(batch_tile: int) -> None:
 
 
 @tc.kernel
-def batched_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def batched_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
+) -> torch.Tensor:
     batch, m, d = q.size()
     n = k.size(1)
     out = torch.empty_like(q)
@@ -86,6 +88,9 @@ def batched_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torc
         query = q[tile_b, tile_m, :]
         for tile_n in tc.tile(n):
             scores = torch.bmm(query, k[tile_b, tile_n, :].transpose(1, 2), torch.float32)
+            if causal:  # Helion's example's mask: 3-D views of the tiles' indices
+                seen = tile_m.index[None, :, None] >= tile_n.index[None, None, :]
+                scores = torch.where(seen, scores, float("-inf"))
             m_new = torch.maximum(m_i, scores.amax(-1))
             p = torch.exp(scores - m_new[:, :, None])
             alpha = torch.exp(m_i - m_new)
@@ -96,18 +101,27 @@ def batched_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torc
     return out
 
 
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
+) -> torch.Tensor:
     scores = torch.bmm(q.float(), k.float().transpose(1, 2))
+    if causal:
+        scores = scores.masked_fill(torch.ones_like(scores).triu(1).bool(), float("-inf"))
     return torch.bmm(torch.softmax(scores, -1), v.float()).to(q.dtype)
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("batch_tile", [1, 2])
-def test_attention_style_products(dtype: torch.dtype, batch_tile: int) -> None:
-    q, k, v = (torch.randn(3, size, 16, dtype=dtype) for size in (19, 37, 37))
+def test_attention_style_products(dtype: torch.dtype, batch_tile: int, causal: bool) -> None:
+    """Helion-style attention (3-D tiles over a batch tile): with a batch tile of one all
+    2-D, the causal mask's `index[None, :, None]` views too (kept 3-D, they made every
+    value after the mask 3-D: 20x slower on the H200)."""
+    q, k, v = (torch.randn(3, size, 16, dtype=dtype) for size in (37, 37, 37))
     config = tc.Config(block_sizes=[batch_tile, 16, 16])
-    check_modes(batched_attention, (q, k, v), _attention, dtype=dtype, config=config)
-    code = _code(batched_attention, (q, k, v), config)
+    args = (q, k, v, causal)
+    check_modes(batched_attention, args, _attention, dtype=dtype, config=config)
+    code = _code(batched_attention, args, config)
     # a batch of one: all 2-D (the key tile read flat and transposed, row statistics 1-D)
     flat = "tl.trans(" in code and "m_i = tl.full([_BLOCK_SIZE_1], " in code
     assert flat == (batch_tile == 1)

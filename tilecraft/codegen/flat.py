@@ -191,6 +191,8 @@ def _writes_flat(w: KernelWriter, op: Op, names: set[str], wanted: bool) -> bool
     if _elementwise(op):
         return _flat_elementwise(op, names)
     source = op.args[0]
+    if op.name == "index_view" and _new_lead(op, names):
+        return wanted  # the view without its new leading axis (`index[None, :, None]`)
     if not isinstance(source, Value) or source.name not in names:
         return False
     if op.name == "reduce":
@@ -198,6 +200,13 @@ def _writes_flat(w: KernelWriter, op: Op, names: set[str], wanted: bool) -> bool
     if op.name == "index_view":
         return op.attrs["index"][0] == ":"  # the source's leading dim stays first
     return op.name == "reshape" or _transpose(op)
+
+
+def _new_lead(op: Op, names: set[str]) -> bool:
+    """A view of a value that is not flat putting a new axis first: a causal mask's
+    `tile_m.index[None, :, None]` beside a batch tile of one is flat as `index[:, None]`."""
+    source = op.args[0]
+    return op.attrs["index"][0] == "None" and not (isinstance(source, Value) and source in names)
 
 
 def _flat_elementwise(op: Op, names: set[str]) -> bool:
