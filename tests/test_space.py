@@ -189,15 +189,40 @@ def test_uneven_launches_may_run_longest_first_and_knobs_keep_their_loop_index()
     names = {k.name for k in space.knobs}
     assert "reversed_launches[1]" in names and "reversed_launches[0]" not in names
     assert "l2_groupings[1]" in names and "l2_groupings[0]" not in names
+    # the default launches the longest programs (the last row tiles) first
+    assert bound.spec.longest_last == {1}
+    assert bound.default_config.get("reversed_launches") == [False, True]
+    assert space.values(space.default())["reversed_launches[1]"] is True
     values = space.values(space.default())
-    config = space.config({**values, "reversed_launches[1]": True, "l2_groupings[1]": 2})
-    assert config.get("reversed_launches") == [None, True]
+    config = space.config({**values, "reversed_launches[1]": False, "l2_groupings[1]": 2})
+    assert config.get("reversed_launches") == [None, False]
     assert config.get("l2_groupings") == [None, 2]
     assert space.values(config)["l2_groupings[1]"] == 2
     assert 1.0 in features(describe(bound), config)  # the cost model reads the grouping (log2)
     code = bound.to_triton_code(config)
-    assert code.count("launch_pid = ") == 1 and "group_rows" in code
+    assert "launch_pid = " not in code and "group_rows" in code
+    assert bound.to_triton_code(bound.default_config).count("launch_pid = ") == 1
     want = (x.sum(1), x.cumsum(0))  # rows, and each row the sum of the rows up to it
     for run in (bound.compile(config), lambda x: _triangle_then_square.run_eagerly((x,))):
         for got, expected in zip(run(x), want, strict=True):
             torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize(
+    ("causal", "window", "forward", "backward"),
+    [(False, 0, None, None), (True, 0, [True], [True, False]), (True, 4, None, None)],
+)
+def test_causal_attention_launches_its_longest_programs_first(
+    causal: bool, window: int, forward: list | None, backward: list | None
+) -> None:
+    """Causal key loops end at the query tile: the forward's and dQ's later query tiles
+    loop longest and launch first by default; dK/dV's later key tiles loop least (kept in
+    order); with a window the trip counts are not known to grow (nothing reversed)."""
+    from tilecraft.nn.attention import attention_backward, attention_forward
+
+    q = torch.randn(1, 2, 40, 16)
+    args = (q, q, q, q.new_empty(0), causal, 0.25, window, False)
+    assert attention_forward.bind(args).default_config.get("reversed_launches") == forward
+    out, stats = attention_forward(*args)
+    bargs = (q, q, q, q, q.new_empty(0), out, stats, causal, 0.25, window, False)
+    assert attention_backward.bind(bargs).default_config.get("reversed_launches") == backward

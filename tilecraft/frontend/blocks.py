@@ -53,9 +53,16 @@ class BlockTable:
     memory_ops: int = 0  # loads and stores so far (for the indexing knob)
     loads: int = 0  # loads so far (for the load_eviction_policies knob)
     grids: list[int] = field(default_factory=list)  # tiled dims of each top-level loop
-    # the top-level loops holding a loop with device-computed bounds (their programs' work
-    # may differ: a causal key loop, jagged rows)
-    uneven_grids: set[int] = field(default_factory=set)
+    launch_blocks: set[int] = field(default_factory=set)  # the top-level loops' blocks
+    # per top-level loop holding loops with device-computed bounds (their programs' work may
+    # differ: a causal key loop, jagged rows), how their trip counts change from one program
+    # to the next (frontend/trends.py)
+    span_trends: dict[int, list[int | None]] = field(default_factory=dict)
+
+    def note_span(self, trend: int | None) -> None:
+        """A loop with device-computed bounds in the current top-level loop, whose trip
+        count has this trend over its programs."""
+        self.span_trends.setdefault(len(self.grids) - 1, []).append(trend)
 
     def choice(self, key: str, index: int, default: Any = None) -> Any:
         """Entry `index` of the list knob `key` in the config, or `default`."""
@@ -131,7 +138,6 @@ class BlockTable:
         """A tile loop whose bounds are scalar values computed on the device: aligned when
         both are multiples of its block size (`facts`: what is proven about them)."""
         names = [v if isinstance(v, int) else v.name for v in (begin, end)]
-        self.uneven_grids.add(len(self.grids) - 1)
         hint = DYNAMIC_EXTENT_HINT
         config_index: int | None
         if block_size is None:
@@ -176,7 +182,6 @@ class BlockTable:
         if not isinstance(begin, int) or not isinstance(end, int):
             # a nested loop bounded by values computed on the device
             names = [v if isinstance(v, int) else v.name for v in (begin, end)]
-            self.uneven_grids.add(len(self.grids) - 1)
             return self._new(
                 kind="grid",
                 extent=DYNAMIC_EXTENT_HINT,

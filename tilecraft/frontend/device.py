@@ -78,6 +78,7 @@ class DeviceCompiler(Loops, Operators):
                 self._callee(loop.iter), *self._call_args(loop.iter), inner=False
             )
             self._bind_target(loop.target, blocks)
+            self.table.launch_blocks.update(blk for blk, _ in blocks)
         except TilecraftError as e:
             raise e.at(self.b.loc) from None
         grid_index = len(self.table.grids)

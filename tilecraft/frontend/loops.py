@@ -20,6 +20,7 @@ from tilecraft.exc import (
 from tilecraft.frontend import flow, jagged
 from tilecraft.frontend.facts import facts_of
 from tilecraft.frontend.refs import TileRef
+from tilecraft.frontend.trends import span_trend
 from tilecraft.ir.nodes import Carried, Loop, Value
 
 if TYPE_CHECKING:
@@ -184,6 +185,9 @@ class Loops:
         multi = isinstance(begin, (list, tuple, torch.Size))
         out = []
         for lo, hi, size in zip(begins, ends, sizes, strict=True):
+            if inner and not (isinstance(lo, int) and isinstance(hi, int)):
+                launch = self.table.launch_blocks
+                self.table.note_span(span_trend(lo, hi, self.b.bodies, launch))
             if fn is lang.grid:
                 blk = self.table.grid(lo, hi)
             else:

@@ -55,7 +55,23 @@ class KernelSpec:
     limits: Any = None  # the device's Limits (budget.py), set by the BoundKernel
     # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
     loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
-    uneven_grids: set[int] = field(default_factory=set)  # with loops of device-computed bounds
+    # per top-level loop with loops of device-computed bounds: their trip counts' trends
+    # over its programs (frontend/trends.py)
+    span_trends: dict[int, list[int | None]] = field(default_factory=dict)
+
+    @property
+    def uneven_grids(self) -> set[int]:
+        """The top-level loops whose programs' work may differ."""
+        return set(self.span_trends)
+
+    @property
+    def longest_last(self) -> set[int]:
+        """The top-level loops with a loop that later programs run longer and none they
+        run shorter (the others' trends unknown: a causal attention's loop over the keys
+        before its query tile grows, the diagonal's tile does not): launched in reverse by
+        default."""
+        found = self.span_trends.items()
+        return {i for i, trends in found if 1 in trends and -1 not in trends}
 
     def value_elements(self, block_sizes: list[int], reduction_sizes: list[int]) -> int:
         """Elements of the largest value a program holds under these sizes."""
@@ -81,7 +97,7 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
         table.memory_ops,
         loads=table.loads,
         loop_order_blocks=list(table.loop_order_blocks),
-        uneven_grids=set(table.uneven_grids),
+        span_trends={k: list(v) for k, v in table.span_trends.items()},
     )
     for kernel in kernels:
         for op in kernel.walk():
