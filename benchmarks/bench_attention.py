@@ -459,6 +459,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=180.0, help="seconds for the sweeps")
     p.add_argument("--causal-only", action="store_true", help="only the causal cases")
     p.add_argument("--plain-only", action="store_true", help="only the cases without a mask")
+    p.add_argument("--shapes", help="only these shapes, as 1x16x16384x128,4x16x4096x128")
     p.add_argument(
         "--masked-baseline",
         action="store_true",
@@ -479,6 +480,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     """Every case; configs beyond the first of each list only while the budget lasts."""
     smoke = args.device == "cpu"
     shapes = SMOKE_SHAPES if smoke else SHAPES
+    if args.shapes:
+        shapes = [tuple(int(n) for n in shape.split("x")) for shape in args.shapes.split(",")]
     forward, backward = (SMOKE_FORWARD, SMOKE_BACKWARD) if smoke else (FORWARD, BACKWARD)
     causal_forward = SMOKE_CAUSAL_FORWARD if smoke else CAUSAL_FORWARD
     causal_backward = SMOKE_CAUSAL_BACKWARD if smoke else CAUSAL_BACKWARD

@@ -149,13 +149,14 @@ def test_bench_attention_causal_masked_baseline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`--causal-only --masked-baseline` (the quick causal comparison): the causal case
-    alone, its best configs timed again compiled without the alignment proofs (checked
+    alone (of the shape asked for, without the Helion-style kernel), its best configs timed again compiled without the alignment proofs (checked
     too), and the table's extra columns."""
     script = load_script("bench_attention", monkeypatch)
     options = ["--smoke", "--causal-only", "--masked-baseline", "--out", str(tmp_path / "a.json")]
-    data = script.main(options)
+    data = script.main([*options, "--shapes", "1x1x21x16", "--no-helion"])
     [row] = data["results"]
     assert row["causal"] and data["environment"]["masked_baseline"]
+    assert row["shape"] == [1, 1, 21, 16] and "helion_port" not in row
     for direction in ("forward", "backward"):
         masked = row["tilecraft_masked"][direction]["best"]
         assert masked["config"] == row["tilecraft"][direction]["best"]["config"]
