@@ -149,8 +149,9 @@ def test_bench_attention_causal_masked_baseline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`--causal-only --masked-baseline` (the quick causal comparison): the causal case
-    alone (of the shape asked for, without the Helion-style kernel), its best configs timed again compiled without the alignment proofs (checked
-    too), and the table's extra columns."""
+    alone (of the shape asked for, without the Helion-style kernel), its best configs
+    timed again compiled without the alignment proofs (checked too), and the table's extra
+    columns."""
     script = load_script("bench_attention", monkeypatch)
     options = ["--smoke", "--causal-only", "--masked-baseline", "--out", str(tmp_path / "a.json")]
     data = script.main([*options, "--shapes", "1x1x21x16", "--no-helion"])
