@@ -99,6 +99,7 @@ def test_descriptor_falls_back_for_a_gather_free_misaligned_view() -> None:
         ({"load_eviction_policies": ["sometimes"]}, "load_eviction_policies"),
         ({"num_sm_multiplier": 3}, "num_sm_multiplier"),
         ({"maxnreg": 512}, "maxnreg"),
+        ({"reversed_launches": ["yes"]}, "reversed_launches entries must be True or False"),
     ],
 )
 def test_invalid_configs_are_rejected(knobs: dict, message: str) -> None:

@@ -138,6 +138,10 @@ def _validate(key: str, value: Any) -> None:
         raise InvalidConfig(
             f"Config.load_eviction_policies entries must be '', 'first' or 'last', got {value!r}"
         )
+    if key == "reversed_launches" and any(not isinstance(r, (bool, type(None))) for r in value):
+        raise InvalidConfig(
+            f"Config.reversed_launches entries must be True or False, got {value!r}"
+        )
     if key in ("block_sizes", "reduction_loops"):
         for item in value:
             if item is not None and (not isinstance(item, int) or item < 1 or item & (item - 1)):
