@@ -294,3 +294,21 @@ def test_descriptor_launches_give_triton_an_allocator_in_their_thread(on_test_de
     assert isinstance(before, _allocation.NullAllocator)
     assert after(64, 16, None).device == q.device
     torch.testing.assert_close(out, _squeezed_rows_reference(q, k, w), atol=1e-4, rtol=1e-4)
+
+
+@tc.kernel
+def _product_with_a_new_axis(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    batch, m, _ = a.size()
+    out = torch.empty([batch, m, b.size(2)], dtype=torch.float32, device=a.device)
+    for tile_b, tile_m, tile_n in tc.tile([batch, m, b.size(2)]):
+        s = torch.bmm(a[tile_b, tile_m, :], b[tile_b, :, tile_n], torch.float32)
+        out[tile_b, tile_m, tile_n] = s[None, :, :, :].sum(0) * 2.0
+    return out
+
+
+def test_a_new_axis_on_a_flat_product_puts_its_batch_dim_back() -> None:
+    """A view putting a new axis before a flat value (2-D in the code) is written from its
+    full-rank copy, not flat as a view of a tile's indices is."""
+    a, b = torch.randn(3, 20, 16), torch.randn(3, 16, 24)
+    config = tc.Config(block_sizes=[1, 16, 16])
+    check_modes(_product_with_a_new_axis, (a, b), lambda a, b: 2 * torch.bmm(a, b), config=config)

@@ -206,7 +206,8 @@ def _new_lead(op: Op, names: set[str]) -> bool:
     """A view of a value that is not flat putting a new axis first: a causal mask's
     `tile_m.index[None, :, None]` beside a batch tile of one is flat as `index[:, None]`."""
     source = op.args[0]
-    return op.attrs["index"][0] == "None" and not (isinstance(source, Value) and source in names)
+    flat_source = isinstance(source, Value) and source.name in names
+    return op.attrs["index"][0] == "None" and not flat_source
 
 
 def _flat_elementwise(op: Op, names: set[str]) -> bool:
