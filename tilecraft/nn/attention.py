@@ -241,7 +241,23 @@ def _key_grads(
 # maximum anyway, so the count of instructions stays the same. The backward (and the varlen
 # kernels) are compiled so too: their scores must round as the forward's did, or a row's
 # recomputed maximum misses the stored one by an ulp, which at such magnitudes is huge.
-@tc.kernel(fp_fusion=False)
+def _forward_tiles(device: str, queries: int, head_dim: int) -> tc.Config | None:
+    """The forward's measured default where the heuristic one (128 x 64 tiles, 4 warps)
+    falls short: on an H200, at head dim 128 and 4096 or 16384 queries, 256-query tiles
+    with 8 warps were the fastest of the sweep (or within 0.1% of it) causal or not,
+    1.12-1.19x the heuristic config (benchmarks/RESULTS.md, third session of 2026-12-03).
+    At head dim 64 the heuristic one is within 4% of the best."""
+    if device != "cuda" or head_dim != 128 or queries < 1024:
+        return None
+    return tc.Config(block_sizes=[256, 64], num_warps=8, num_stages=3)
+
+
+def _forward_default(args: tuple) -> tc.Config | None:
+    q = args[0]
+    return _forward_tiles(q.device.type, q.size(2), q.size(3))
+
+
+@tc.kernel(fp_fusion=False, default_config=_forward_default)
 def attention_forward(
     q: torch.Tensor,
     k: torch.Tensor,
