@@ -148,7 +148,10 @@ def long_sum(x: torch.Tensor) -> torch.Tensor:
 
 # Flash attention forward in Helion's style (bench_attention.py's Helion peer, and the same
 # source under tilecraft): one program per (batch * head, query tile), a 3-D batch tile of
-# one row, every key tile visited (causal ones masked, as Helion's example does).
+# one row, every key tile visited (causal ones masked, as Helion's example does). Two
+# kernels that repeat the online-softmax step, as Helion's example does: with the step as a
+# helper function Helion 1.5.0 failed to compile them (an InductorLoweringError), and a
+# `causal` flag becomes a branch in its key loop at run time.
 @kernel(**QUICK)
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     m, n = q.size(-2), k.size(-2)

@@ -117,8 +117,13 @@ def test_attention_style_products(dtype: torch.dtype, batch_tile: int, causal: b
     """Helion-style attention (3-D tiles over a batch tile): with a batch tile of one all
     2-D, the causal mask's `index[None, :, None]` views too (kept 3-D, they made every
     value after the mask 3-D: 20x slower on the H200)."""
-    q, k, v = (torch.randn(3, size, 16, dtype=dtype) for size in (37, 37, 37))
     config = tc.Config(block_sizes=[batch_tile, 16, 16])
+    for batch, size in [(3, 1), (0, 5), (2, 0)]:  # one key each, no batch, no rows
+        q, k, v = (torch.randn(batch, size, 16, dtype=dtype) for _ in range(3))
+        check_modes(batched_attention, (q, k, v, causal), _attention, dtype=dtype, config=config)
+    q, k, v = (torch.randn(3, 37, 16, dtype=dtype) for _ in range(3))
+    k[1, 20, 3] = float("nan")  # rows that see key 20 are NaN, causal rows before it are not
+    k[2, 30, :] = 1e4  # huge scores, which overflow exp without the running maximum
     args = (q, k, v, causal)
     check_modes(batched_attention, args, _attention, dtype=dtype, config=config)
     code = _code(batched_attention, args, config)

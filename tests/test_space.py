@@ -192,8 +192,8 @@ def test_uneven_launches_may_run_longest_first_and_knobs_keep_their_loop_index()
     # the default launches the longest programs (the last row tiles) first
     assert bound.spec.longest_last == {1}
     assert bound.default_config.get("reversed_launches") == [False, True]
-    assert space.values(space.default())["reversed_launches[1]"] is True
     values = space.values(space.default())
+    assert values["reversed_launches[1]"] is True
     config = space.config({**values, "reversed_launches[1]": False, "l2_groupings[1]": 2})
     assert config.get("reversed_launches") == [None, False]
     assert config.get("l2_groupings") == [None, 2]

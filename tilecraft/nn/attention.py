@@ -230,17 +230,6 @@ def _key_grads(
     return torch.addmm(dk_acc, ds.to(query.dtype).T, query), dv_acc
 
 
-# Each program holds one (batch * heads) row: its tiles are read as [1, rows, cols] through
-# the row's tile (a plain block index, so the `indexing` knob may turn the reads into tensor
-# descriptors, TMA on Hopper) and squeezed to 2-D, since Triton lowers only 2-D `tl.dot`s to
-# Hopper's wgmma (a 3-D one, even with a batch of 1, falls back to the older mma). Grouped
-# heads read their kv row through a computed index (a gather, always pointers).
-# Without FMA contraction (`fp_fusion=False`): fused, `exp2(scores * scale - max)` left the
-# product's rounding error at the row's maximum, so huge scores (a row masked by a -1e9 bias,
-# a key of 1e30) gave NaN or wrongly weighted rows on the GPU. The multiply is needed for the
-# maximum anyway, so the count of instructions stays the same. The backward (and the varlen
-# kernels) are compiled so too: their scores must round as the forward's did, or a row's
-# recomputed maximum misses the stored one by an ulp, which at such magnitudes is huge.
 def _forward_tiles(device: str, queries: int, head_dim: int) -> tc.Config | None:
     """The forward's measured default where the heuristic one (128 x 64 tiles, 4 warps)
     falls short: on an H200, at head dim 128 and 4096 or 16384 queries, 256-query tiles
@@ -257,6 +246,17 @@ def _forward_default(args: tuple) -> tc.Config | None:
     return _forward_tiles(q.device.type, q.size(2), q.size(3))
 
 
+# Each program holds one (batch * heads) row: its tiles are read as [1, rows, cols] through
+# the row's tile (a plain block index, so the `indexing` knob may turn the reads into tensor
+# descriptors, TMA on Hopper) and squeezed to 2-D, since Triton lowers only 2-D `tl.dot`s to
+# Hopper's wgmma (a 3-D one, even with a batch of 1, falls back to the older mma). Grouped
+# heads read their kv row through a computed index (a gather, always pointers).
+# Without FMA contraction (`fp_fusion=False`): fused, `exp2(scores * scale - max)` left the
+# product's rounding error at the row's maximum, so huge scores (a row masked by a -1e9 bias,
+# a key of 1e30) gave NaN or wrongly weighted rows on the GPU. The multiply is needed for the
+# maximum anyway, so the count of instructions stays the same. The backward (and the varlen
+# kernels) are compiled so too: their scores must round as the forward's did, or a row's
+# recomputed maximum misses the stored one by an ulp, which at such magnitudes is huge.
 @tc.kernel(fp_fusion=False, default_config=_forward_default)
 def attention_forward(
     q: torch.Tensor,
