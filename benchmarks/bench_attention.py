@@ -103,6 +103,12 @@ CAUSAL_FORWARD += [(128, 64, 4, 3, None, REVERSED), (128, 64, 4, 4, None, REVERS
 CAUSAL_FORWARD += [(128, 128, 8, 3, TMA, REVERSED), (128, 64, 8, 3, TMA, REVERSED)]
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 2, TMA, {"reversed_launches": [True, False]})]
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 3, TMA, {"reversed_launches": [True, False]})]
+# the backward's fastest configs of the earlier runs, and longer key tiles for dK/dV
+# (`--backward-only` sweeps these)
+BACKWARD_BEST = [(64, 64, 64, 64, 4, 2, TMA), (64, 64, 64, 64, 4, 3, TMA)]
+BACKWARD_BEST += [(128, 32, 64, 64, 4, 3, TMA), (128, 64, 64, 64, 4, 2, TMA)]
+BACKWARD_BEST += [(128, 32, 128, 32, 4, 3, TMA), (128, 64, 128, 64, 8, 2, TMA)]
+CAUSAL_BACKWARD_BEST = CAUSAL_BACKWARD[-1:]
 SMOKE_CAUSAL_FORWARD += [(16, 16, 4, 1, TMA, REVERSED)]
 # Helion's style of flash attention (benchmarks/helion_kernels.py, one source) run by
 # Helion 1.5.0 and by tilecraft on the same configs: (block_m, block_n, warps, stages,
@@ -468,6 +474,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--no-helion", action="store_true", help="skip the Helion-style kernel (Helion's and ours)"
     )
+    p.add_argument(
+        "--backward-only", action="store_true", help="sweep the backward only (one forward)"
+    )
     default_out = ROOT / "benchmarks" / "results" / "bench_attention.json"
     p.add_argument("--out", type=Path, default=default_out, help="where the JSON goes")
     args = p.parse_args(argv)
@@ -485,6 +494,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     forward, backward = (SMOKE_FORWARD, SMOKE_BACKWARD) if smoke else (FORWARD, BACKWARD)
     causal_forward = SMOKE_CAUSAL_FORWARD if smoke else CAUSAL_FORWARD
     causal_backward = SMOKE_CAUSAL_BACKWARD if smoke else CAUSAL_BACKWARD
+    if args.backward_only:  # the first forward config only: it makes the backward's inputs
+        forward, causal_forward = forward[:1], []
+        if not smoke:
+            backward, causal_backward = BACKWARD_BEST, CAUSAL_BACKWARD_BEST
     start, rows = time.perf_counter(), []
     for shape in shapes:
         for causal in (

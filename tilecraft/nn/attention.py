@@ -110,16 +110,17 @@ def _kv_of(pairs: tuple, tile: Any, heads: int, kv_heads: int) -> tuple:
 
 
 def _mask(
-    scores: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, causal: bool, window: int
+    scores: torch.Tensor, queries: torch.Tensor, keys: torch.Tensor, causal: bool, window: int
 ) -> torch.Tensor:
-    """Scores of [rows, cols] with (causal) keys after their query, or (window) `window` or
-    more before it, set to -inf. Keys past the last one need no mask: a tile holds no
-    positions past its loop's end (reductions and products leave those lanes out), and rows
-    past the queries are never stored."""
+    """Scores with (causal) keys after their query, or (window) `window` or more before
+    it, set to -inf; `queries` and `keys` are the positions, shaped to broadcast against the
+    scores' ([queries, keys] or, in the dK, dV pass, [keys, queries]). Keys past the last
+    one need no mask: a tile holds no positions past its loop's end (reductions and products
+    leave those lanes out), and rows past the queries are never stored."""
     if causal or window > 0:
-        keep = cols[None, :] <= rows[:, None] if causal else cols[None, :] >= 0
+        keep = keys <= queries if causal else keys >= 0
         if window > 0:
-            keep = keep & (cols[None, :] > rows[:, None] - window)
+            keep = keep & (keys > queries - window)
         scores = torch.where(keep, scores, float("-inf"))
     return scores
 
@@ -132,7 +133,20 @@ def _scores(
     scores = torch.mm(query, key.T, torch.float32) * qk_scale
     if bias is not None:
         scores = scores + _base2(bias.to(torch.float32))
-    return _mask(scores, tile_m.index, tile_n.index, *flags)
+    return _mask(scores, tile_m.index[:, None], tile_n.index[None, :], *flags)
+
+
+def _key_scores(
+    query: Any, key: Any, bias: Any, qk_scale: float, tile_m: Any, tile_n: Any, *flags: Any
+) -> torch.Tensor:
+    """`_scores` transposed, [keys, queries], for the dK, dV pass: its products then take
+    the probabilities and the scores' gradient as they are; transposed (`p.T @ dO`), a
+    computed tile goes through shared memory on the GPU, which made that pass 2-5x slower
+    with longer tiles. Each score is the same sum, rounded as the forward's."""
+    scores = torch.mm(key, query.T, torch.float32) * qk_scale
+    if bias is not None:
+        scores = scores + _base2(bias.T.to(torch.float32))
+    return _mask(scores, tile_m.index[None, :], tile_n.index[:, None], *flags)
 
 
 def _base2(bias: torch.Tensor) -> torch.Tensor:
@@ -186,8 +200,9 @@ def _probabilities(
     """The softmax recomputed from the forward's row statistics (`_row_stats`): scores less
     their row's maximum first (exact near it), then the log of the denominator. With one
     log-sum-exp, `exp2(scores - lse)`, huge scores (a -1e9 bias) lost the log of the sum to
-    rounding: every probability of a row masked whole came out 1."""
-    return torch.exp2((scores - row_max[:, None]) - row_log_sum[:, None])
+    rounding: every probability of a row masked whole came out 1. The statistics are shaped
+    to broadcast against the scores (a column, or a row where the scores are transposed)."""
+    return torch.exp2((scores - row_max) - row_log_sum)
 
 
 def _row_stats(stats: tuple, rows: Any, tile_m: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -207,7 +222,7 @@ def _score_grads(
 ) -> torch.Tensor:
     """The gradient of the (scaled) scores of a query tile against a key tile, from the
     probabilities recomputed with the rows' statistics and `delta = rowsum(dO * O)`."""
-    p = _probabilities(scores, row_max, row_log_sum)
+    p = _probabilities(scores, row_max[:, None], row_log_sum[:, None])
     dp = torch.mm(d_o, value.T, torch.float32)
     return p * (dp - row_delta[:, None])
 
@@ -223,11 +238,12 @@ def _key_grads(
     row_log_sum: torch.Tensor,
     row_delta: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A key tile's dK and dV sums after one more query tile (dK not yet scaled)."""
-    p = _probabilities(scores, row_max, row_log_sum)
-    dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype).T, d_o)
-    ds = p * (torch.mm(d_o, value.T, torch.float32) - row_delta[:, None])
-    return torch.addmm(dk_acc, ds.to(query.dtype).T, query), dv_acc
+    """A key tile's dK and dV sums after one more query tile (dK not yet scaled), from
+    the scores transposed ([keys, queries], `_key_scores`)."""
+    p = _probabilities(scores, row_max[None, :], row_log_sum[None, :])
+    dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype), d_o)
+    ds = p * (torch.mm(value, d_o.T, torch.float32) - row_delta[None, :])
+    return torch.addmm(dk_acc, ds.to(query.dtype), query), dv_acc
 
 
 def _forward_tiles(device: str, queries: int, head_dim: int) -> tc.Config | None:
@@ -345,7 +361,7 @@ def _add_key_grads(
     row = rows[0]
     query, d_o = _read(q_rows, row, tile_m), _read(do_rows, rows[1], tile_m)
     bias_tile = None if bias_rows is None else bias_rows[row, tile_m, tile_n].squeeze(0)
-    scores = _scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
+    scores = _key_scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
     row_max, row_log_sum = _row_stats(stats, row, tile_m)
     terms = (row_max, row_log_sum, delta[row, tile_m].squeeze(0))
     return _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
