@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -485,3 +487,28 @@ def test_attention_random_configs_agree_with_the_default(fused: bool) -> None:
 
     out, lse = agree(attention_forward, args)
     agree(attention_backward, (torch.randn_like(out), q, k, v, args[3], out, lse, *args[4:]))
+
+
+@pytest.mark.parametrize(
+    ("causal", "window", "kv_heads", "head_dim"),
+    [(False, 0, 4, 128), (True, 0, 2, 64), (True, 9, 1, 64), (False, 0, 1, 128)],
+)
+def test_backward_default_on_a_gpu_names_every_block(
+    causal: bool, window: int, kv_heads: int, head_dim: int
+) -> None:
+    """The backward's measured GPU default gives every block of the kernel a size (their
+    count depends on the mask, the window and the heads per kv head), and the key tiles it
+    meant to dK/dV's loop; on the CPU the heuristic default stays."""
+    module = sys.modules["tilecraft.nn.attention"]
+    q, k = torch.empty(1, 4, 2048, head_dim), torch.empty(1, kv_heads, 2048, head_dim)
+    args = (q, q, k, k, q.new_empty(0), q, torch.empty(2, 1, 4, 2048), causal, 0.1, window, False)
+    spec = attention_backward.bind(args).spec
+    assert module._backward_default(args) is None
+    on_gpu = (args[0], SimpleNamespace(device=SimpleNamespace(type="cuda"), size=q.size), *args[2:])
+    sizes = module._backward_default(on_gpu).to_dict()["block_sizes"]
+    assert len(sizes) == len(spec.blocks)
+    grids = [i for i, block in enumerate(spec.blocks) if not block.inner]  # dQ's, dK/dV's
+    key_tile, query_tile = (128, 32) if head_dim <= 64 else (64, 64)
+    assert [sizes[i] for i in grids] == [64, key_tile]
+    assert sizes[: grids[1]] == [64] * grids[1]  # dQ's query tile and key loops
+    assert set(sizes[grids[1] + 1 :]) == {query_tile}  # dK/dV's query loops

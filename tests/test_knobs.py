@@ -127,6 +127,44 @@ def test_batched_and_split_k_products_with_knobs() -> None:
     assert_close(kernel(x, y), matmul_split_k.reference(x, y), torch.float32)
 
 
+@tc.kernel
+def _relaxed_split_k(x: torch.Tensor, y: torch.Tensor, sem: str | None) -> torch.Tensor:
+    m, k = x.size()
+    out = torch.zeros([m, y.size(1)], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n, outer_k in tc.tile([m, y.size(1), k], block_size=[None, None, 16]):
+        acc = torch.mm(x[tile_m, outer_k], y[outer_k, tile_n], torch.float32)
+        tc.atomic_add(out, [tile_m, tile_n], acc, sem=sem)
+    return out
+
+
+def test_relaxed_atomic_adds_of_whole_tiles_go_through_tensor_descriptors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With `indexing="tensor_descriptor"` a relaxed `tc.atomic_add` of a plain block is the
+    descriptor's `atomic_add` (a TMA reduction on Hopper, clipped at the tensor's end like
+    a descriptor's store) where Triton lowers it; not with another memory order, nor under
+    Triton's CPU interpreter (which has none), where it runs through pointers."""
+    import triton.language as tl
+
+    from tilecraft.codegen import access
+
+    config = tc.Config(block_sizes=[16, 16], indexing="tensor_descriptor")
+    x, y = torch.randn(32, 48), torch.randn(48, 32)
+    bound = _relaxed_split_k.bind((x, y, "relaxed"))
+    assert_close(bound.compile(config)(x, y, "relaxed"), x @ y)
+    if access.interpreter_set():  # CPU tensors run under it: pointers
+        assert "tl.atomic_add(out + " in bound.to_triton_code(config)
+    if not hasattr(getattr(tl, "tensor_descriptor", None), "atomic_add"):
+        pytest.skip("this Triton's descriptors have no atomic_add")
+    monkeypatch.setattr(access, "interpreter_set", lambda: False)  # the code a GPU gets
+    assert "_desc_0_1.atomic_add([offset_0, offset_1], " in bound.to_triton_code(config)
+    assert "tl.atomic_add(" not in bound.to_triton_code(config)
+    ragged = _relaxed_split_k.bind((x[:30], y, "relaxed")).to_triton_code(config)
+    assert "_desc_0_1.atomic_add([offset_0, offset_1], " in ragged
+    acq_rel = _relaxed_split_k.bind((x, y, None)).to_triton_code(config)
+    assert ".atomic_add([" not in acq_rel and "tl.atomic_add(out + " in acq_rel
+
+
 def test_fp32_products_follow_the_tf32_setting() -> None:
     args = matmul.inputs(shape=SHAPE, device="cpu")
     exact = tc.kernel(matmul.matmul.fn)

@@ -16,6 +16,7 @@ import torch
 from tilecraft.codegen import flat
 from tilecraft.codegen.common import expand
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
+from tilecraft.runtime.cpu import interpreter_set
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
@@ -47,9 +48,29 @@ def choose_style(w: KernelWriter, op: Op) -> str:
     if isinstance(choice, list):
         index = op.attrs.get("mem_index", 0)
         choice = choice[index] if index < len(choice) and choice[index] else "pointer"
-    if choice not in supported_indexing() or op.name == "atomic_add":
+    if choice not in supported_indexing():
+        return "pointer"
+    if op.name == "atomic_add" and (choice != "tensor_descriptor" or not descriptor_adds(op)):
         return "pointer"
     return choice if block_eligible(w, op, choice) else "pointer"
+
+
+# what a tensor descriptor's `atomic_add` (a TMA reduction on Hopper: one bulk copy that the
+# memory system adds in, not an atomic per element) takes
+DESCRIPTOR_ADD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32)
+
+
+def descriptor_adds(op: Op) -> bool:
+    """Whether this `tc.atomic_add` may be a tensor descriptor's: relaxed (a bulk reduction
+    orders nothing), of a type TMA adds, and where this Triton lowers it (from 3.4; its CPU
+    interpreter does not)."""
+    import triton.language as tl
+
+    access: Access = op.args[0]
+    if op.attrs.get("sem") != "relaxed" or access.param.dtype not in DESCRIPTOR_ADD_DTYPES:
+        return False
+    lowered = hasattr(getattr(tl, "tensor_descriptor", None), "atomic_add")
+    return lowered and not interpreter_set()
 
 
 def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
@@ -350,7 +371,8 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     if kind != "pointer" and (not isinstance(value, Value) or value.type.dims != access.dims):
         text = f"tl.broadcast_to({text}, {w.shape(access.dims)})"
     if kind == "tensor_descriptor":
-        w.line(f"{descriptor(w, access)}.store({block_offsets(w, access)}, {text})")
+        method = "atomic_add" if fn == "tl.atomic_add" else "store"
+        w.line(f"{descriptor(w, access)}.{method}({block_offsets(w, access)}, {text})")
         return
     if kind == "block_ptr":
         w.line(f"tl.store({block_pointer(w, access)}, {text}{boundary(w, access)})")

@@ -262,6 +262,27 @@ def _forward_default(args: tuple) -> tc.Config | None:
     return _forward_tiles(q.device.type, q.size(2), q.size(3))
 
 
+def _backward_default(args: tuple) -> tc.Config | None:
+    """The backward's measured default on a GPU (an H200, benchmarks/RESULTS.md, fourth
+    session of 2026-12-03), 4 warps and tensor-descriptor reads: at head dim 128 every tile
+    64 long and 2 stages (the fastest config of every sweep); at head dim 64 dK/dV's key
+    tiles 128 long over query tiles of 32, dQ's 64, and 3 stages (1.1-1.2x the all-64
+    config there). Longer tiles (128 x 64 or more) ran 1.3-5x slower."""
+    q, k, causal, window = args[1], args[2], args[7], args[9]
+    if q.device.type != "cuda" or q.size(2) < 1024:
+        return None
+    loops = 2 + (window > 0) if causal else 1  # a causal key loop splits at the diagonal
+    group = q.size(1) // max(k.size(1), 1)  # dK/dV loop over the queries of each head
+    narrow = q.size(3) <= 64
+    key_tiles = [128] + [32] * (loops * group) if narrow else [64] * (1 + loops * group)
+    return tc.Config(
+        block_sizes=[64] * (1 + loops) + key_tiles,
+        num_warps=4,
+        num_stages=3 if narrow else 2,
+        indexing="tensor_descriptor",
+    )
+
+
 # Each program holds one (batch * heads) row: its tiles are read as [1, rows, cols] through
 # the row's tile (a plain block index, so the `indexing` knob may turn the reads into tensor
 # descriptors, TMA on Hopper) and squeezed to 2-D, since Triton lowers only 2-D `tl.dot`s to
@@ -504,7 +525,7 @@ def _query_program(
     dq[tile_bh, tile_m, :] = (dq_acc * scale).to(dq.dtype)[None, :, :]
 
 
-@tc.kernel(fp_fusion=False)
+@tc.kernel(fp_fusion=False, default_config=_backward_default)
 def attention_backward(
     grad_out: torch.Tensor,
     q: torch.Tensor,
