@@ -501,7 +501,9 @@ def test_backward_default_on_a_gpu_names_every_block(
     meant to dK/dV's loop; on the CPU the heuristic default stays."""
     module = sys.modules["tilecraft.nn.attention"]
     q, k = torch.empty(1, 4, 2048, head_dim), torch.empty(1, kv_heads, 2048, head_dim)
-    args = (q, q, k, k, q.new_empty(0), q, torch.empty(2, 1, 4, 2048), causal, 0.1, window, False)
+    q, k = q.cpu(), k.cpu()  # (the test device may be a GPU)
+    stats = torch.empty(2, 1, 4, 2048, device="cpu")
+    args = (q, q, k, k, q.new_empty(0), q, stats, causal, 0.1, window, False)
     spec = attention_backward.bind(args).spec
     assert module._backward_default(args) is None
     on_gpu = (args[0], SimpleNamespace(device=SimpleNamespace(type="cuda"), size=q.size), *args[2:])

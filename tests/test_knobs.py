@@ -151,7 +151,7 @@ def test_relaxed_atomic_adds_of_whole_tiles_go_through_tensor_descriptors(
     config = tc.Config(block_sizes=[16, 16], indexing="tensor_descriptor")
     x, y = torch.randn(32, 48), torch.randn(48, 32)
     bound = _relaxed_split_k.bind((x, y, "relaxed"))
-    assert_close(bound.compile(config)(x, y, "relaxed"), x @ y)
+    assert_close(tc.kernel(_relaxed_split_k.fn, config=config)(x, y, "relaxed"), x @ y)
     if access.interpreter_set():  # CPU tensors run under it: pointers
         assert "tl.atomic_add(out + " in bound.to_triton_code(config)
     if not hasattr(getattr(tl, "tensor_descriptor", None), "atomic_add"):

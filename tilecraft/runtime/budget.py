@@ -78,12 +78,14 @@ class Footprint:
 
 
 def footprint(spec: KernelSpec, config: dict[str, Any]) -> Footprint:
-    """The estimated footprint of `config` (a Config's dict, defaults filled in)."""
+    """The estimated footprint of `config` (a Config's dict, defaults filled in): the
+    largest of its launches' (each top-level loop compiles to a kernel of its own)."""
     sizes = _sizes(spec, config)
     threads = 32 * int(config.get("num_warps") or 4)
-    words = _live_words(spec.uses, sizes)
+    launches = [[u for u in spec.uses if u.launch == i] for i in {u.launch for u in spec.uses}]
+    words = max((_live_words(uses, sizes) for uses in launches), default=0.0)
     registers = REG_OVERHEAD + math.ceil(words / threads)
-    shared = _pipeline_bytes(spec.uses, sizes, config)
+    shared = max((_pipeline_bytes(uses, sizes, config) for uses in launches), default=0)
     return Footprint(registers, shared, threads)
 
 

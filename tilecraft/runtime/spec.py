@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -30,6 +30,7 @@ class TileUse:
     role: str = "value"
     scope: tuple[int, ...] = ()  # the device loops around it, outermost first
     load: bool = False  # a value loaded from memory
+    launch: int = 0  # which top-level loop's kernel holds it (each compiles on its own)
 
     @property
     def loop(self) -> int | None:
@@ -99,7 +100,7 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
         loop_order_blocks=list(table.loop_order_blocks),
         span_trends={k: list(v) for k, v in table.span_trends.items()},
     )
-    for kernel in kernels:
+    for launch, kernel in enumerate(kernels):
         for op in kernel.walk():
             if op.out is None:
                 continue
@@ -110,15 +111,16 @@ def kernel_spec(kernels: list[DeviceKernel], table: BlockTable, tunables: dict) 
                 for arg in op.args[:2]:  # the matrix dims; leading (batch) dims are free
                     refs = [_dim_ref(table, d) for d in arg.type.dims[-2:] if d is not None]
                     spec.dot_blocks |= {ref for kind, ref in refs if kind == "tile"}
-        spec.uses += tile_uses(kernel, table)
+        spec.uses += tile_uses(kernel, table, launch)
     return spec
 
 
-def tile_uses(kernel: DeviceKernel, table: BlockTable) -> list[TileUse]:
+def tile_uses(kernel: DeviceKernel, table: BlockTable, launch: int = 0) -> list[TileUse]:
     """The TileUses of a device kernel's values, loops and branches included."""
     ops = kernel.walk()
     operands = {id(v) for op in ops if op.name == "dot" for v in op.args[:2]}
-    return [u for u in _uses(kernel.body, table, operands, ()) if u.dims]
+    uses = [u for u in _uses(kernel.body, table, operands, ()) if u.dims]
+    return [replace(u, launch=launch) for u in uses] if launch else uses
 
 
 def _uses(
