@@ -67,7 +67,9 @@ def atomic_add(
     positions of a gather all add), skipping elements where `extra_mask` is False.
 
     `sem` is the memory ordering Triton's `tl.atomic_add` takes ("relaxed", "acquire",
-    "release" or "acq_rel"; Triton's default, acq_rel, when not given).
+    "release" or "acq_rel"; Triton's default, acq_rel, when not given). A relaxed add of a
+    whole tile may go through a tensor descriptor (`indexing="tensor_descriptor"`): one
+    TMA reduction per tile on Hopper instead of an atomic per element.
 
     Example::
 
