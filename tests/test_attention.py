@@ -506,6 +506,9 @@ def test_backward_default_on_a_gpu_names_every_block(
     args = (q, q, k, k, q.new_empty(0), q, stats, causal, 0.1, window, False)
     spec = attention_backward.bind(args).spec
     assert module._backward_default(args) is None
+    wide = torch.empty(1, 4, 2048, 256, device="cpu")
+    gpu_wide = SimpleNamespace(device=SimpleNamespace(type="cuda"), size=wide.size)
+    assert module._backward_default((wide, gpu_wide, *args[2:])) is None  # not measured
     on_gpu = (args[0], SimpleNamespace(device=SimpleNamespace(type="cuda"), size=q.size), *args[2:])
     sizes = module._backward_default(on_gpu).to_dict()["block_sizes"]
     assert len(sizes) == len(spec.blocks)

@@ -266,10 +266,11 @@ def _backward_default(args: tuple) -> tc.Config | None:
     """The backward's measured default on a GPU (an H200, benchmarks/RESULTS.md, fourth
     session of 2026-12-03), 4 warps and tensor-descriptor reads: at head dim 128 every tile
     64 long and 2 stages (the fastest config of every sweep); at head dim 64 dK/dV's key
-    tiles 128 long over query tiles of 32, dQ's 64, and 3 stages (1.1-1.2x the all-64
-    config there). Longer tiles (128 x 64 or more) ran 1.3-5x slower."""
+    tiles 128 long over query tiles of 32, dQ's 64, and 3 stages (1.05-1.2x the all-64
+    config there). Longer tiles (128 x 64 or more) ran 1.3-5x slower. Elsewhere (short
+    sequences, head dims over 128) the heuristic config."""
     q, k, causal, window = args[1], args[2], args[7], args[9]
-    if q.device.type != "cuda" or q.size(2) < 1024:
+    if q.device.type != "cuda" or q.size(2) < 1024 or q.size(3) > 128:  # as measured
         return None
     loops = 2 + (window > 0) if causal else 1  # a causal key loop splits at the diagonal
     group = q.size(1) // max(k.size(1), 1)  # dK/dV loop over the queries of each head
