@@ -79,6 +79,7 @@ BACKWARD += [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 3, None)]
 BACKWARD += [(128, 32, 128, 32, 4, 5, TMA), (128, 32, 128, 32, 4, 3, TMA)]
 BACKWARD += [(64, 64, 64, 64, 4, 4, TMA), (64, 64, 64, 64, 4, 2, TMA), (64, 32, 64, 32, 4, 4, TMA)]
 BACKWARD += [(128, 64, 128, 64, 4, 3, TMA), (64, 64, 64, 64, 8, 3, TMA)]
+BACKWARD += [(128, 32, 64, 64, 4, 3, TMA)]  # the default at head dim 64 (dK/dV 128 x 32)
 # warp specialization of the key loop (Triton's `tl.range(..., warp_specialize=True)`):
 # producer warps issue the loads while the others compute; both loops when causal
 SPECIALIZED = {"range_warp_specializes": [True, True]}
