@@ -208,8 +208,9 @@ def test_attention_modes_agree(monkeypatch: pytest.MonkeyPatch) -> None:
         out, stats = attention_forward(*args)
         grads = attention_backward(grad_out, q, k, v, bias, out, stats, *args[4:])
         results.append((out, stats, *grads))
-    for a, b in zip(*results, strict=True):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    for i, (a, b) in enumerate(zip(*results, strict=True)):
+        tol = 1e-6 if i < 2 else 1e-5  # the gradients' float32 sums, in another order
+        torch.testing.assert_close(a, b, atol=tol, rtol=tol)
 
 
 def test_attention_empty(mode) -> None:
@@ -503,6 +504,11 @@ def test_attention_random_configs_agree_with_the_default(fused: bool) -> None:
     agree(attention_backward, (torch.randn_like(out), q, k, v, args[3], out, lse, *args[4:]))
 
 
+def _on_gpu(t: torch.Tensor) -> SimpleNamespace:
+    """What `_backward_default` reads of a tensor, as if it lived on a GPU."""
+    return SimpleNamespace(device=SimpleNamespace(type="cuda"), size=t.size)
+
+
 @pytest.mark.parametrize(
     ("causal", "window", "kv_heads", "head_dim"),
     [(False, 0, 4, 128), (True, 0, 2, 64), (True, 9, 1, 64), (False, 0, 1, 128)],
@@ -521,10 +527,8 @@ def test_backward_default_on_a_gpu_names_every_block(
     spec = attention_backward.bind(args).spec
     assert module._backward_default(args) is None
     wide = torch.empty(1, 4, 2048, 256, device="cpu")
-    gpu_wide = SimpleNamespace(device=SimpleNamespace(type="cuda"), size=wide.size)
-    assert module._backward_default((wide, gpu_wide, *args[2:])) is None  # not measured
-    on_gpu = (args[0], SimpleNamespace(device=SimpleNamespace(type="cuda"), size=q.size), *args[2:])
-    sizes = module._backward_default(on_gpu).to_dict()["block_sizes"]
+    assert module._backward_default((q, _on_gpu(wide), *args[2:])) is None  # not measured
+    sizes = module._backward_default((q, _on_gpu(q), *args[2:])).to_dict()["block_sizes"]
     assert len(sizes) == len(spec.blocks)
     grids = [i for i, block in enumerate(spec.blocks) if not block.inner]  # dQ's, dK/dV's
     key_tile, query_tile = (128, 32) if head_dim <= 64 else (64, 64)

@@ -119,8 +119,7 @@ def tile_uses(kernel: DeviceKernel, table: BlockTable, launch: int = 0) -> list[
     """The TileUses of a device kernel's values, loops and branches included."""
     ops = kernel.walk()
     operands = {id(v) for op in ops if op.name == "dot" for v in op.args[:2]}
-    uses = [u for u in _uses(kernel.body, table, operands, ()) if u.dims]
-    return [replace(u, launch=launch) for u in uses] if launch else uses
+    return [replace(u, launch=launch) for u in _uses(kernel.body, table, operands, ()) if u.dims]
 
 
 def _uses(
