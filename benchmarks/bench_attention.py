@@ -66,14 +66,15 @@ from tilecraft.nn.attention import attention_backward, attention_forward  # noqa
 SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
 SMOKE_SHAPES = [(1, 1, 19, 16)]
 TMA = "tensor_descriptor"  # the `indexing` of the reads (pointers otherwise)
+DEFAULT = "default"  # the kernel's default config for the case: what an untuned call runs
 # forward: (block_m, block_n, warps, stages, indexing); the first is kept when time runs out
-FORWARD = [(128, 64, 4, 3, TMA), (128, 64, 4, 3, None), (128, 128, 8, 3, TMA)]
+FORWARD = [DEFAULT, (128, 64, 4, 3, TMA), (128, 64, 4, 3, None), (128, 128, 8, 3, TMA)]
 FORWARD += [(128, 128, 8, 3, None), (128, 64, 8, 3, TMA), (64, 64, 4, 3, None)]
 FORWARD += [(128, 128, 8, 4, None), (128, 128, 8, 2, None), (128, 64, 8, 4, None)]
 FORWARD += [(128, 128, 8, 4, TMA), (256, 64, 8, 3, None), (128, 64, 4, 4, None)]
 # backward: (dK/dV key tile, its query tile, dQ query tile, its key tile, warps, stages,
 # indexing)
-BACKWARD = [(64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 2, None)]
+BACKWARD = [DEFAULT, (64, 64, 64, 64, 4, 3, TMA), (128, 64, 128, 64, 8, 2, None)]
 BACKWARD += [(128, 64, 128, 64, 8, 2, TMA), (128, 64, 128, 64, 8, 3, None)]
 # long key tiles over short query tiles for dK/dV, the transpose for dQ
 BACKWARD += [(128, 32, 128, 32, 4, 5, TMA), (128, 32, 128, 32, 4, 3, TMA)]
@@ -85,8 +86,8 @@ BACKWARD += [(128, 32, 64, 64, 4, 3, TMA)]  # the default at head dim 64 (dK/dV 
 SPECIALIZED = {"range_warp_specializes": [True, True]}
 # (on the H200 with Triton 3.6 it timed as without it at 8 warps; 4 failed to compile)
 FORWARD += [(128, 128, 8, 3, TMA, SPECIALIZED)]
-SMOKE_FORWARD = [(16, 16, 4, 1, TMA), (16, 16, 4, 1, TMA, SPECIALIZED)]
-SMOKE_BACKWARD = [(16, 16, 16, 16, 4, 1, TMA)]
+SMOKE_FORWARD = [DEFAULT, (16, 16, 4, 1, TMA), (16, 16, 4, 1, TMA, SPECIALIZED)]
+SMOKE_BACKWARD = [DEFAULT, (16, 16, 16, 16, 4, 1, TMA)]
 # causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
 # wave then mixes a head's light (early) and heavy (late) query tiles, which balances the
 # load differently from the default (all heads' first tiles first, the heaviest last)
@@ -106,7 +107,7 @@ CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 2, TMA, {"reversed_launches": [True, Fal
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 3, TMA, {"reversed_launches": [True, False]})]
 # the backward's fastest configs of the earlier runs, and longer key tiles for dK/dV
 # (`--backward-only` sweeps these)
-BACKWARD_BEST = [(64, 64, 64, 64, 4, 2, TMA), (64, 64, 64, 64, 4, 3, TMA)]
+BACKWARD_BEST = [DEFAULT, (64, 64, 64, 64, 4, 2, TMA), (64, 64, 64, 64, 4, 3, TMA)]
 BACKWARD_BEST += [(128, 32, 64, 64, 4, 3, TMA), (128, 64, 64, 64, 4, 2, TMA)]
 BACKWARD_BEST += [(128, 32, 128, 32, 4, 3, TMA), (128, 64, 128, 64, 8, 2, TMA)]
 CAUSAL_BACKWARD_BEST = CAUSAL_BACKWARD[-1:]
@@ -241,16 +242,24 @@ def measure_tilecraft(case: Case, forward: list, backward: list) -> dict:
     """tilecraft's best forward and backward over the configs given."""
     args = case.forward_args()
     bound = attention_forward.bind(args)
-    configs = [forward_config(e, len(bound.spec.blocks)) for e in forward]
-    fwd, launcher = sweep(bound, configs, args, _check_out(case), case)
+    make = lambda e: forward_config(e, len(bound.spec.blocks))  # noqa: E731
+    fwd, launcher = sweep(bound, _configs(forward, bound, make), args, _check_out(case), case)
     out, stats = (launcher or attention_forward)(*args)
     group = case.shape[1] // case.k.size(1)
     bargs = case.backward_args(out, stats)
     bound = attention_backward.bind(bargs)
     count = len(bound.spec.blocks)
-    configs = [backward_config(e, group, case.causal, count) for e in backward]
-    bwd, _ = sweep(bound, configs, bargs, _check_grads(case), case)
+    make = lambda e: backward_config(e, group, case.causal, count)  # noqa: E731
+    bwd, _ = sweep(bound, _configs(backward, bound, make), bargs, _check_grads(case), case)
+    for results, entries in ((fwd, forward), (bwd, backward)):
+        if DEFAULT in entries:  # what an untuned call runs, marked for the table
+            results["trials"][entries.index(DEFAULT)]["default"] = True
     return {"forward": fwd, "backward": bwd}
+
+
+def _configs(entries: list, bound: Any, make: Callable[[Any], tc.Config]) -> list[tc.Config]:
+    """The sweep's configs: `make` of each entry, the bound kernel's default for DEFAULT."""
+    return [bound.default_config if e == DEFAULT else make(e) for e in entries]
 
 
 def measure_masked(case: Case, ours: dict) -> dict:
@@ -367,7 +376,7 @@ def tflops(row: dict, fwd_flops: float, bwd_flops: float) -> dict:
     """TFLOP/s of every measured pass: {who: {"forward": x, "backward": y}}."""
     found: dict[str, dict[str, float]] = {}
     for direction, count in (("forward", fwd_flops), ("backward", bwd_flops)):
-        for who in ("tilecraft", "tilecraft_masked", "helion", "helion_port"):
+        for who in ("tilecraft", "tilecraft_default", "tilecraft_masked", "helion", "helion_port"):
             best = _best(row, who, direction)
             if "ms" in best:
                 found.setdefault(who, {})[direction] = count / best["ms"] / 1e9
@@ -378,8 +387,12 @@ def tflops(row: dict, fwd_flops: float, bwd_flops: float) -> dict:
 
 
 def _best(row: dict, who: str, direction: str) -> dict:
-    """The fastest trial of `who`'s sweep in `direction` ({} if none): tilecraft's hold a
+    """The fastest trial of `who`'s sweep in `direction` ({} if none; for
+    "tilecraft_default" the default config's trial): tilecraft's hold a
     sweep per direction, the Helion-style kernels' a forward sweep alone."""
+    if who == "tilecraft_default":  # the default config's trial, if it ran
+        trials = row.get("tilecraft", {}).get(direction, {}).get("trials", [])
+        return next((t for t in trials if t.get("default")), {})
     found = row.get(who, {})
     if who.startswith("helion"):
         return found.get("best", {}) if direction == "forward" else {}
@@ -390,8 +403,8 @@ def markdown(rows: list[dict]) -> str:
     """TFLOP/s forward / backward, and tilecraft's ratios to each peer."""
     lines = [
         "| shape (b, h, s, d) | causal | tilecraft fwd / bwd | flash fwd / bwd | cuDNN fwd / bwd"
-        " | vs flash fwd / bwd | vs cuDNN fwd / bwd |",
-        "|---|---|---|---|---|---|---|",
+        " | vs flash fwd / bwd | vs cuDNN fwd / bwd | default fwd / bwd |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     masked = any("tilecraft_masked" in row for row in rows)
     if masked:
@@ -406,6 +419,7 @@ def markdown(rows: list[dict]) -> str:
         cells = [str(tuple(row["shape"])), "yes" if row["causal"] else "no"]
         cells += [_pair(t.get(who, {})) for who in ("tilecraft", "flash", "cudnn")]
         cells += [_ratios(t, peer) for peer in ("flash", "cudnn")]
+        cells.append(_pair(t.get("tilecraft_default", {})))
         if masked:
             cells += [_pair(t.get("tilecraft_masked", {})), _ratios(t, "tilecraft_masked")]
         if helion:

@@ -5,8 +5,8 @@ random configs) and then the neighbourhoods of the fastest, measures them with t
 benchmarking engine, stores every trial in a tuning database and writes a landscape
 file (`benchmarks/landscapes/h200/<case>.jsonl.gz`) that `search_eval.py` replays.
 
-Besides the examples' kernels it records `tilecraft.nn`'s: the attention forward
-(`--cases attention`: head dims 64 and 128, causal and not) and the 2-D convolution's
+Besides the examples' kernels it records `tilecraft.nn`'s: the attention forward and
+backward (`--cases attention`: head dims 64 and 128, causal and not) and the 2-D convolution's
 implicit and plain GEMMs and depthwise stencil (`--cases conv2d`: ResNet-50 and
 MobileNetV2 layers, channels-last, batch 32),
 with the arguments `tilecraft.nn.attention` and `tilecraft.nn.conv2d` pass them
@@ -61,7 +61,7 @@ CONV_DEPTHWISE = [(32, 144, 56, 144, 3, 1, 144), (32, 144, 56, 144, 3, 2, 144),
 
 
 def nn_cases(tiny: bool = False) -> list[Case]:
-    """tilecraft.nn's attention forward (causal and not) and convolution GEMMs, bf16; tiny
+    """tilecraft.nn's attention forward and backward (causal and not) and convolutions, bf16; tiny
     float32 ones for a CPU."""
     if tiny:
         attention, gemm, pointwise = [(1, 2, 37, 16)], [(2, 5, 7, 6, 3, 2)], [(2, 6, 5, 7, 1, 1)]
@@ -72,7 +72,8 @@ def nn_cases(tiny: bool = False) -> list[Case]:
     dtype = "float32" if tiny else "bfloat16"
     out = []
     for shape in attention:
-        out += [Case(NN, "attention_forward", shape, dtype, flags) for flags in ((), CAUSAL)]
+        for function in ("attention_forward", "attention_backward"):
+            out += [Case(NN, function, shape, dtype, flags) for flags in ((), CAUSAL)]
     out += [Case(NN, "conv2d_gemm", shape, dtype) for shape in gemm]
     out += [Case(NN, "conv2d_depthwise", shape, dtype) for shape in depthwise]
     return out + [Case(NN, "conv2d_pointwise", shape, dtype) for shape in pointwise]

@@ -130,6 +130,10 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
             assert row["tilecraft"][direction]["best"]["rel_err"] < 1e-4
             assert row["tflops"]["tilecraft"][direction] > 0
             assert row["tflops"]["flash"][direction] > 0
+            # the first trial is the kernel's default config, what an untuned call runs
+            default = row["tilecraft"][direction]["trials"][0]
+            assert default["default"] and default["rel_err"] < 1e-4
+            assert row["tflops"]["tilecraft_default"][direction] > 0
         assert "error" in row["peers"]["cudnn"]
         # the Helion-style source: Helion absent here (its error), tilecraft runs it
         assert "error" in row["helion"] and row["helion_port"]["best"]["rel_err"] < 1e-4
@@ -141,7 +145,7 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     ]
     assert reversed_trials and reversed_trials[0]["rel_err"] < 1e-4  # longest programs first
     table = script.markdown(data["results"])
-    assert table.count("\n") == 3 and "Helion fwd" in table
+    assert table.count("\n") == 3 and "Helion fwd" in table and "default fwd" in table
 
 
 @CPU_ONLY

@@ -22,6 +22,7 @@ from tilecraft.autotune.seeds import heuristic_seeds
 from tilecraft.autotune.trial import Budget
 from tilecraft.autotune.tune import tune_key
 from tilecraft.nn import cases
+from tilecraft.nn.attention import attention_op
 from tilecraft.nn.conv2d import plan
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "record_landscape.py"
@@ -66,6 +67,19 @@ def test_case_arguments_are_those_of_the_public_functions() -> None:
     _, causal, _ = Case(cases.__name__, "attention_forward", (1, 2, 8, 16), "float32",
                         (("causal", True),)).bind("meta")  # fmt: skip
     assert ",True," in causal.spec_key
+
+
+def test_backward_case_has_the_key_of_attentions_backward() -> None:
+    """The backward's case (on "meta" as on a device) binds under the key the backward of
+    `tilecraft.nn.attention` has: the forward's output (heads side by side) and statistics."""
+    case = Case(cases.__name__, "attention_backward", (1, 2, 37, 16), "float32",
+                (("causal", True),))  # fmt: skip
+    q, k, v = (torch.randn(1, 2, 37, 16) for _ in range(3))
+    bias, flags = q.new_empty(0), (True, 0.25, 0, False)
+    out, stats = attention_op(q, k, v, bias, *flags)
+    user = cases.attention_backward.bind((torch.randn_like(out), q, k, v, bias, out, stats, *flags))
+    assert case.bind("meta")[1].spec_key == user.spec_key == case.bind("cpu")[1].spec_key
+    assert "/strides" in user.spec_key  # the output's layout is part of the key
 
 
 @CPU_ONLY

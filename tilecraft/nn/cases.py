@@ -18,12 +18,14 @@ from typing import Any
 
 import torch
 
-from tilecraft.nn.attention import attention_forward
+from tilecraft.nn.attention import attention_backward, attention_forward
 from tilecraft.nn.conv2d import plan
 from tilecraft.nn.conv2d_depthwise import conv2d_depthwise
 from tilecraft.nn.conv2d_kernels import conv2d_gemm, conv2d_pointwise
 
 __all__ = [
+    "attention_backward",
+    "attention_backward_inputs",
     "attention_forward",
     "attention_forward_inputs",
     "conv2d_depthwise",
@@ -48,6 +50,27 @@ def attention_forward_inputs(
         torch.randn(batch, heads, seq, head_dim, dtype=dtype, device=device) for _ in range(3)
     )
     return q, k, v, q.new_empty(0), causal, 1.0 / math.sqrt(head_dim), 0, False
+
+
+def attention_backward_inputs(
+    shape: tuple[int, ...],
+    dtype: torch.dtype = torch.bfloat16,
+    device: str | torch.device | None = None,
+    causal: bool = False,
+) -> tuple:
+    """`attention_backward`'s arguments for `(batch, heads, sequence, head_dim)`, as
+    `tilecraft.nn.attention`'s backward passes them: the output gradient, the forward's
+    inputs, and its output (heads side by side in memory) and row statistics, computed by
+    the forward (on "meta", only their shapes and layouts)."""
+    q, k, v, bias, *flags = attention_forward_inputs(shape, dtype, device, causal)
+    batch, heads, seq, head_dim = shape
+    if q.device.type == "meta":
+        out = q.new_empty(batch, seq, heads, head_dim).transpose(1, 2)
+        stats = q.new_empty(2, batch, heads, seq, dtype=torch.float32)
+    else:
+        out, stats = attention_forward(q, k, v, bias, *flags)
+    # the gradient laid out as the output (a model's `out.transpose(1, 2)` hands it so)
+    return (torch.randn_like(out), q, k, v, bias, out, stats, *flags)
 
 
 def conv_inputs(
