@@ -505,8 +505,28 @@ def test_attention_random_configs_agree_with_the_default(fused: bool) -> None:
 
 
 def _on_gpu(t: torch.Tensor) -> SimpleNamespace:
-    """What `_backward_default` reads of a tensor, as if it lived on a GPU."""
+    """What `_forward_default` and `_backward_default` read of a tensor, as if it lived on
+    a GPU."""
     return SimpleNamespace(device=SimpleNamespace(type="cuda"), size=t.size)
+
+
+@pytest.mark.parametrize(("causal", "window"), [(False, 0), (True, 0), (True, 9)])
+def test_forward_default_on_a_gpu_names_every_block(causal: bool, window: int) -> None:
+    """256-query tiles with 8 warps (measured fastest on the H200) for long sequences at
+    head dim 128 on a GPU, a 64-key tile for each of the kernel's key loops (a causal one
+    splits in two, three with a window; the default was once refused there, meant for the
+    unmasked kernel's two blocks); the heuristic default at head dim 64, for short
+    sequences and on the CPU."""
+    module = sys.modules["tilecraft.nn.attention"]
+    q = torch.empty(1, 4, 2048, 128, device="cpu")  # (the test device may be a GPU)
+    args = (q, q, q, q.new_empty(0), causal, 0.1, window, False)
+    spec = attention_forward.bind(args).spec
+    assert module._forward_default(args) is None
+    config = module._forward_default((_on_gpu(q), *args[1:]))
+    assert config.get("block_sizes") == [256] + [64] * (len(spec.blocks) - 1)
+    assert config.get("num_warps") == 8
+    for shape in ((1, 4, 2048, 64), (1, 4, 512, 128)):
+        assert module._forward_default((_on_gpu(torch.empty(shape)), *args[1:])) is None
 
 
 @pytest.mark.parametrize(

@@ -226,15 +226,3 @@ def test_causal_attention_launches_its_longest_programs_first(
     out, stats = attention_forward(*args)
     bargs = (q, q, q, q, q.new_empty(0), out, stats, causal, 0.25, window, False)
     assert attention_backward.bind(bargs).default_config.get("reversed_launches") == backward
-
-
-def test_attention_forward_takes_measured_tiles_on_a_gpu_at_head_dim_128() -> None:
-    """256-query tiles with 8 warps (measured fastest on the H200) on long sequences at head
-    dim 128 on a GPU; the heuristic default elsewhere, and on the CPU."""
-    from tilecraft.nn.attention import _forward_tiles
-
-    config = _forward_tiles("cuda", 4096, 128)
-    assert config is not None and config.get("block_sizes") == [256, 64]
-    assert config.get("num_warps") == 8
-    assert _forward_tiles("cuda", 4096, 64) is None and _forward_tiles("cuda", 512, 128) is None
-    assert _forward_tiles("cpu", 4096, 128) is None

@@ -32,7 +32,7 @@ from tilecraft.runtime.settings import Settings
 @tc.kernel
 def flaky(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4, 5, 6))
+    mode = tc.register_tunable("mode", Choice(0, 1, 2, 3, 4, 5, 6, 7))
     real = x.device.type != "meta"  # bind time runs host code on meta tensors
     while real and mode == 1:  # hangs
         pass
@@ -46,13 +46,18 @@ def flaky(x: torch.Tensor) -> torch.Tensor:
         os._exit(4)
     if real and mode == 6 and sys.argv[0].endswith("worker.py"):  # slow in a worker
         time.sleep(4.0)
+    if real and mode == 7 and sys.argv[0].endswith("worker.py"):
+        # breaks its worker for good, as a GPU's sticky error (a misaligned address) does:
+        # every later call of the process fails
+        setattr(torch, "empty_like", None)  # noqa: B010
+        setattr(torch, "ones", None)  # noqa: B010
     for tile in tc.tile(x.size(0)):
         out[tile] = x[tile] + 1.0
     return out
 
 
-OK, HANG, CRASH, NOISY, MARKS, CRASHES_WORKERS, SLOW = (
-    tc.Config(block_sizes=[16], mode=m) for m in range(7)
+OK, HANG, CRASH, NOISY, MARKS, CRASHES_WORKERS, SLOW, BREAKS_WORKERS = (
+    tc.Config(block_sizes=[16], mode=m) for m in range(8)
 )
 
 
@@ -107,6 +112,18 @@ def test_warm_pool_serves_the_next_run_and_confines_a_crash(
         assert statuses == ["ok", "runtime_error", "ok"]
         assert second([OK])[0].ok  # the crashed worker was replaced
     assert second.phases["load"] > 0
+
+
+def test_a_candidate_that_breaks_its_worker_fails_alone(cold: None) -> None:
+    """A candidate after which its process can compute nothing (a GPU's sticky error) fails;
+    its worker says so and exits, and the next candidates run in a fresh one."""
+    x = torch.randn(40)
+    with Benchmarker(flaky.bind((x,)), (x,), workers=1, timeout_s=30) as bench:
+        assert bench([OK])[0].ok
+        (before,) = pids(bench)
+        statuses = [t.status for t in bench([BREAKS_WORKERS, OK, OK])]
+        assert statuses == ["runtime_error", "ok", "ok"]
+        assert before not in pids(bench) and gone(before)
 
 
 def test_a_job_cut_by_the_deadline_keeps_its_worker_and_its_late_answer_is_dropped(

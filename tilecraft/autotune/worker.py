@@ -6,7 +6,9 @@ then runs jobs. A job names the files holding the arguments and the reference ou
 they are loaded at the first job that names them and kept for the next ones, so one
 process serves tuning run after tuning run. A `{"release": true}` line drops them (the
 run ended). A candidate that crashes or hangs takes down only this process, which the
-pool restarts.
+pool restarts; so does one that leaves the process unable to compute (a GPU's sticky
+error, such as a misaligned address, fails every later call of the process): the worker
+then answers with `"exiting": true` and exits.
 
 The process exits when its parent does (stdin closes, or it is orphaned) and after
 `--idle-s` seconds without a job.
@@ -117,6 +119,17 @@ def answer(state: State, message: dict, notify: Any = None) -> dict | None:
     return {**result, "load_s": load_s} if load_s else result
 
 
+def usable(device: str) -> bool:
+    """Whether this process can still compute on `device` ("" for the CPU): after a sticky
+    CUDA error (a misaligned or illegal address) every call fails, this one too."""
+    import torch
+
+    try:
+        return torch.ones(1, device=device or "cpu").add_(1).item() == 2.0  # synchronizes
+    except Exception:  # noqa: BLE001 - any failure means the same
+        return False
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--interpret", action="store_true")
@@ -140,8 +153,11 @@ def main() -> None:
     for line in sys.stdin:
         state.idle_since = None
         reply = answer(state, json.loads(line), send)
+        lost = reply is not None and reply.get("status") != "ok" and not usable(options.device)
         if reply is not None:
-            send(reply)
+            send({**reply, "exiting": True} if lost else reply)
+        if lost:  # every later job would fail here: the pool starts a fresh process
+            os._exit(5)
         state.idle_since = time.monotonic()
 
 

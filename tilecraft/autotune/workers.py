@@ -252,6 +252,8 @@ class WorkerPool:
             elif w.job is not None:
                 _answer(w, results, message)
                 w.job, w.last_used = None, time.monotonic()
+                if message.get("exiting"):  # its process is broken: the next job starts one
+                    w.kill()
 
     def started_since(self, since: float) -> float:
         """The longest start-up of the workers that became ready after `since`: how long

@@ -247,20 +247,22 @@ def _key_grads(
     return torch.addmm(dk_acc, ds.to(query.dtype), query), dv_acc
 
 
-def _forward_tiles(device: str, queries: int, head_dim: int) -> tc.Config | None:
+def _forward_tiles(device: str, queries: int, head_dim: int, loops: int) -> tc.Config | None:
     """The forward's measured default where the heuristic one (128 x 64 tiles, 4 warps)
     falls short: on an H200, at head dim 128 and 4096 or 16384 queries, 256-query tiles
     with 8 warps were the fastest of the sweep (or within 0.1% of it) causal or not,
     1.12-1.19x the heuristic config (benchmarks/RESULTS.md, third session of 2026-12-03).
-    At head dim 64 the heuristic one is within 4% of the best."""
+    At head dim 64 the heuristic one is within 4% of the best. `loops`: the kernel's key
+    loops (a causal one splits, each with its own key tile)."""
     if device != "cuda" or head_dim != 128 or queries < 1024:
         return None
-    return tc.Config(block_sizes=[256, 64], num_warps=8, num_stages=3)
+    return tc.Config(block_sizes=[256] + [64] * loops, num_warps=8, num_stages=3)
 
 
 def _forward_default(args: tuple) -> tc.Config | None:
-    q = args[0]
-    return _forward_tiles(q.device.type, q.size(2), q.size(3))
+    q, causal, window = args[0], args[4], args[6]
+    loops = 2 + (window > 0) if causal else 1  # the window's edge, before the diagonal, on it
+    return _forward_tiles(q.device.type, q.size(2), q.size(3), loops)
 
 
 def _backward_default(args: tuple) -> tc.Config | None:
