@@ -18,6 +18,7 @@ from tilecraft.autotune.llm.parse import proposal_config
 from tilecraft.autotune.seeds import heuristic_seeds
 from tilecraft.autotune.space import ConfigSpace
 from tilecraft.demo import example_files, example_kernels, load_example
+from tilecraft.nn.attention import attention_forward
 from tilecraft.runtime.budget import HOPPER, Limits, footprint
 from tilecraft.runtime.heuristics import DEFAULT_ELEMENTS
 
@@ -231,3 +232,19 @@ def test_each_launch_of_a_kernel_is_budgeted_on_its_own() -> None:
     single = footprint(one.spec, config)  # type: ignore[attr-defined]
     assert footprint(two.spec, both) == single  # type: ignore[attr-defined]
     assert single.shared_bytes > HOPPER.shared_per_block // 2  # so a sum would not fit
+
+
+def test_a_computed_first_operand_is_read_from_registers() -> None:
+    """The probabilities of attention's `p @ v` (computed, its first operand) take no shared
+    memory (Hopper's products read that operand from registers); loaded operands take a
+    copy per stage in flight, in each key loop. The causal forward with 256 x 64 tiles and 3
+    stages, which ran well on an H200, then fits: counted staged, it seemed to need 320 KB
+    and its measured GPU default was refused."""
+    q = torch.empty(4, 16, 4096, 128, dtype=torch.bfloat16, device="meta")
+    bound = attention_forward.bind((q, q, q, q.new_empty(0), True, 0.1, 0, False))
+    config = tc.Config(block_sizes=[256, 64, 64], num_warps=8, num_stages=3)
+    shared = footprint(bound.spec, bound.resolve(config).to_dict()).shared_bytes
+    kib = 1024
+    assert shared == 256 * 128 * 2 + 2 * (2 * 2 * 64 * 128 * 2)  # q once; k, v twice per loop
+    assert shared < HOPPER.shared_per_block // kib * kib
+    assert bound._preferred(config).get("block_sizes") == [256, 64, 64]

@@ -138,13 +138,15 @@ def _encloses(outer: tuple[int, ...], inner: tuple[int, ...]) -> bool:
 
 
 def _pipeline_bytes(uses: list[TileUse], sizes: dict[str, list[int]], config: dict) -> int:
-    """Shared memory of the products' operands: each loop's operands, once per stage in
-    flight beyond the first (Triton's pipeliner keeps `stages - 1` copies), summed over
-    the loops: Triton keeps every pipelined loop's buffers for the whole kernel (the H200
-    asked exactly the sum, 288 KB, of a causal attention's two key loops)."""
+    """Shared memory of the products' operands: each loop's loaded operands once per stage
+    in flight beyond the first (Triton's pipeliner keeps `stages - 1` copies), computed
+    ones once (`spec.py`'s `_staged`), summed over the loops: Triton keeps every pipelined
+    loop's buffers for the whole kernel (the H200 asked exactly the sum, 288 KB, of a
+    causal attention's two key loops)."""
     per_loop: dict[int | None, int] = {}
     for use in (u for u in uses if u.role == "operand"):
-        nbytes = elements(use, sizes) * use.itemsize * _copies(use, config)
+        copies = _copies(use, config) if use.load else 1
+        nbytes = elements(use, sizes) * use.itemsize * copies
         # float32 products without TF32 stage their operands in wider layouts: a 64x64x64
         # float32 attention with 2 stages asked for 272 KB on the H200, 2.4x this sum (a
         # bf16 one of 128x64x64 and 4 stages 1.38x: first calls drop stages for such)
