@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
 
 import tilecraft as tc  # noqa: E402
-from tilecraft.autotune.space import ConfigSpace  # noqa: E402
+from tilecraft.autotune.space import space_of  # noqa: E402
 from tilecraft.nn import conv2d_backward as bwd  # noqa: E402
 from tilecraft.nn import conv2d_planes as planes  # noqa: E402
 from tilecraft.nn.conv2d import plan  # noqa: E402
@@ -205,7 +205,7 @@ def sweep_configs(kernel: tc.Kernel, args: tuple, sweep: list[Any]) -> list[tc.C
     """The sweep's configs for this kernel and shape, snapped to its space (a block larger
     than its dimension shrinks to fit), without repeats."""
     bound = kernel.bind(args)
-    space = ConfigSpace(bound.spec, bound.default_config, on_gpu=True)
+    space = space_of(bound, on_gpu=True)
     configs: list[tc.Config] = []
     for entry in sweep:
         config = space.snap(_block_knobs(kernel.__name__, entry))
@@ -316,7 +316,7 @@ def with_extras(
 ) -> list[tc.Config]:
     """`base` with each of `extras`' knob values (snapped to the kernel's space), new ones."""
     bound = kernel.bind(args)
-    space = ConfigSpace(bound.spec, bound.default_config, on_gpu=True)
+    space = space_of(bound, on_gpu=True)
     configs: list[tc.Config] = []
     for extra in extras:
         config = space.snap({**space.values(base), **extra})

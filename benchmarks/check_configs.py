@@ -28,7 +28,7 @@ sys.path[:0] = [p for p in (str(ROOT),) if p not in sys.path]
 
 import tilecraft as tc  # noqa: E402
 from tilecraft.autotune.runner import fresh, mismatch, outputs  # noqa: E402
-from tilecraft.autotune.space import ConfigSpace  # noqa: E402
+from tilecraft.autotune.space import space_of  # noqa: E402
 from tilecraft.nn.attention import attention_backward, attention_forward  # noqa: E402
 from tilecraft.nn.conv2d import bwd, plan  # noqa: E402
 
@@ -77,7 +77,7 @@ def check(kernel: tc.Kernel, args: tuple, count: int, seed: int = 0) -> dict[str
     bound = kernel.bind(args)
     eager_args = fresh(args)
     want = outputs(kernel.run_eagerly(eager_args), eager_args)
-    space = ConfigSpace(bound.spec, bound.default_config, torch.cuda.is_available())
+    space = space_of(bound, torch.cuda.is_available())
     rng = random.Random(seed)
     configs = [bound.default_config] + [space.random(rng) for _ in range(count)]
     agreed, wrong, failed = 0, [], []

@@ -43,7 +43,7 @@ from tilecraft.autotune.db import TuningDB  # noqa: E402
 from tilecraft.autotune.landscape import Case, Landscape, knob_choices  # noqa: E402
 from tilecraft.autotune.search.common import SeededSearch  # noqa: E402
 from tilecraft.autotune.seeds import heuristic_seeds  # noqa: E402
-from tilecraft.autotune.space import ConfigSpace  # noqa: E402
+from tilecraft.autotune.space import space_of  # noqa: E402
 from tilecraft.autotune.trial import Budget, Trial  # noqa: E402
 from tilecraft.autotune.tune import hardware, tune_key  # noqa: E402
 
@@ -137,7 +137,7 @@ def record(case: Case, args: argparse.Namespace, db: TuningDB) -> Landscape:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     _, bound, inputs = case.bind(device)
     key = tune_key(bound, inputs)
-    space = ConfigSpace(bound.spec, bound.default_config, on_gpu=device == "cuda")
+    space = space_of(bound, on_gpu=device == "cuda")
     with Benchmarker(bound, inputs, workers=args.workers, timeout_s=args.timeout) as bench:
 
         def evaluate(configs: list) -> list[Trial]:

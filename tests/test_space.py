@@ -16,12 +16,13 @@ import torch
 import tilecraft as tc
 from tilecraft.autotune.features import describe, features
 from tilecraft.autotune.seeds import heuristic_seeds
+from tilecraft.autotune import space as spaces
 from tilecraft.autotune.space import MAX_ELEMENTS, ConfigSpace
+from tilecraft.exc import LoweringError
 
 
 def space_of(kernel: tc.Kernel, args: tuple) -> ConfigSpace:
-    bound = kernel.bind(args)
-    return ConfigSpace(bound.spec, bound.default_config)
+    return spaces.space_of(kernel.bind(args), on_gpu=False)
 
 
 def test_matmul_space_has_the_knobs_of_its_loops_and_accesses() -> None:
@@ -50,6 +51,23 @@ def test_row_kernels_offer_whole_row_or_chunked_reductions() -> None:
     assert knob.choices[0] is None and 2048 in knob.choices and 4096 not in knob.choices
     two_pass = space_of(softmax_two_pass.softmax_two_pass, softmax_two_pass.inputs(device="cpu"))
     assert sum(k.field == "range_unroll_factors" for k in two_pass.knobs) == 2
+
+
+def test_a_reduction_that_cannot_be_looped_is_offered_whole() -> None:
+    """Attention's backward sums each row of dO * O over the head dim and then uses dO in
+    its key loop: looping that reduction cannot compile, so its space offers the whole row
+    only (a first landscape spent 40% of its trials on such configs); the config the
+    knob's chunk would give is indeed refused."""
+    from tilecraft.nn.attention import attention_backward
+
+    q = torch.empty(1, 2, 64, 128, device="meta")
+    args = (q, q, q, q, q.new_empty(0), q, torch.empty(2, 1, 2, 64, device="meta"))
+    bound = attention_backward.bind((*args, False, 0.1, 0, False))
+    assert bound.spec.reductions == [128]
+    (knob,) = [k for k in spaces.space_of(bound).knobs if k.field == "reduction_loops"]
+    assert knob.choices == (None,)
+    with pytest.raises(LoweringError, match="looped reduction"):
+        bound.to_triton_code(tc.Config(reduction_loops=[64]))
 
 
 def test_each_load_has_an_eviction_hint_knob_off_by_default() -> None:

@@ -26,7 +26,7 @@ import torch
 
 from tilecraft.autotune.db import TuningDB
 from tilecraft.autotune.features import describe
-from tilecraft.autotune.space import ConfigSpace, Knob
+from tilecraft.autotune.space import ConfigSpace, Knob, space_of
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.tune import tune_key
 from tilecraft.runtime.bound import BoundKernel
@@ -111,7 +111,7 @@ class Landscape:
     def space(self, bound: BoundKernel) -> ConfigSpace:
         """The bound kernel's space with the knob choices of the recording machine (which
         may differ from this one's, e.g. in the indexing modes its Triton supports)."""
-        space = ConfigSpace(bound.spec, bound.default_config)
+        space = space_of(bound)
         space.knobs = [_with_choices(k, self.knobs.get(k.name)) for k in space.knobs]
         return space
 

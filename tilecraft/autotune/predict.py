@@ -37,7 +37,7 @@ from typing import Any
 
 from tilecraft.autotune.features import kernel_numbers
 from tilecraft.autotune.model import CostModel
-from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.space import ConfigSpace, space_of
 from tilecraft.runtime.config import Config
 
 TOP = 3  # configs the "predict" search measures
@@ -156,7 +156,7 @@ def untuned_config(bound: Any, args: tuple, settings: Any) -> Config | None:
             if model is None:
                 return None
             known = [d for (k, _), d in db.descriptions(key.hardware).items() if k == key.kernel]
-            space = ConfigSpace(bound.spec, bound.default_config)
+            space = space_of(bound)
             seeds = _seeds(db, key, space) + heuristic_seeds(space)
     except (sqlite3.Error, ImportError, ValueError) as e:
         warnings.warn(f"tilecraft: no predicted config ({e}); the default runs", stacklevel=2)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from tilecraft.codegen.access import supported_indexing
+from tilecraft.exc import LoweringError
 from tilecraft.language.tunables import Choice, IntRange, PowerOfTwo
 from tilecraft.runtime.budget import HOPPER, footprint, pow2_ceil
 from tilecraft.runtime.config import Config
@@ -85,8 +87,15 @@ def _powers(low: int, high: int) -> tuple[int, ...]:
 class ConfigSpace:
     """The configs of one bound kernel, as knobs."""
 
-    def __init__(self, spec: KernelSpec, default: Config, on_gpu: bool = True) -> None:
+    def __init__(
+        self,
+        spec: KernelSpec,
+        default: Config,
+        on_gpu: bool = True,
+        whole: frozenset[int] = frozenset(),
+    ) -> None:
         self.spec, self.default_config = spec, default
+        self.whole = whole  # reductions that must not be looped (`space_of`)
         self.knobs = list(self._knobs(spec, default, on_gpu))
 
     def _knobs(self, spec: KernelSpec, default: Config, on_gpu: bool) -> Any:
@@ -98,7 +107,7 @@ class ConfigSpace:
             yield Knob("block_sizes", i, _powers(low, high), d["block_sizes"][i])
         for i, extent in enumerate(spec.reductions):
             padded = pow2_ceil(extent)
-            chunks = tuple(c for c in _powers(64, padded // 2))
+            chunks = () if i in self.whole else tuple(_powers(64, padded // 2))
             yield Knob("reduction_loops", i, (None, *reversed(chunks)), d["reduction_loops"][i])
         for i, ndim in enumerate(spec.loop_orders):
             perms = tuple(itertools.permutations(range(ndim)))
@@ -284,3 +293,29 @@ def _fragment_choices(fragment: Any) -> tuple[Any, ...]:
     if isinstance(fragment, IntRange):
         return tuple(range(fragment.low, fragment.high + 1))
     raise TypeError(f"unknown tunable fragment {fragment!r}")
+
+
+_WHOLE: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKeyDictionary()
+
+
+def space_of(bound: Any, on_gpu: bool = True) -> ConfigSpace:
+    """The config space of a bound kernel, without the looped chunks of a reduction that
+    cannot be looped: where a value over it is used in a nested loop or branch (attention's
+    backward sums a row over the head dim and multiplies the row in its key loop), every
+    such config fails to compile, and 40% of a first recorded landscape's trials did."""
+    whole = _WHOLE.get(bound)
+    if whole is None:
+        sizes = enumerate(bound.spec.reductions)
+        whole = _WHOLE[bound] = frozenset(i for i, n in sizes if n > 64 and not _loops(bound, i))
+    return ConfigSpace(bound.spec, bound.default_config, on_gpu, whole)
+
+
+def _loops(bound: Any, reduction: int) -> bool:
+    """Whether the kernel compiles with reduction `reduction` looped in chunks of 64."""
+    loops: list[int | None] = [None] * len(bound.spec.reductions)
+    loops[reduction] = 64
+    try:
+        bound.to_triton_code(Config(reduction_loops=loops))
+    except LoweringError:
+        return False
+    return True

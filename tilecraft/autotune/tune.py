@@ -38,7 +38,7 @@ from tilecraft.autotune.progress import TuneProgress
 from tilecraft.autotune.search import SEARCHES, make_search
 from tilecraft.autotune.search.common import cost
 from tilecraft.autotune.seeds import heuristic_seeds, nearest_bests
-from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.space import ConfigSpace, space_of
 from tilecraft.autotune.trial import SKIPPED, Budget, Trial
 from tilecraft.exc import SettingsError
 from tilecraft.runtime.bound import BoundKernel
@@ -314,7 +314,7 @@ def _search(run: _Run, budget: Budget, seed: int, learned: dict[str, Any]) -> An
     configs of other shapes and the heuristics' picks, learning from `learned` (the cost
     model and the kernel's description)."""
     bound, bench, db, key = run.bound, run.bench, run.db, run.key
-    space = ConfigSpace(bound.spec, bound.default_config, bench.on_gpu)
+    space = space_of(bound, bench.on_gpu)
     tuned = _readable(lambda: _seeds(db, key, space))
     seeds = tuned + heuristic_seeds(space)
     retime = bench.retime if bench.on_gpu else None

@@ -23,7 +23,7 @@ import torch
 
 from tilecraft.autotune.llm.context import DBEntry
 from tilecraft.autotune.search.common import cost
-from tilecraft.autotune.space import ConfigSpace
+from tilecraft.autotune.space import ConfigSpace, space_of
 from tilecraft.autotune.trial import Trial
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node
 from tilecraft.runtime.bound import BoundKernel
@@ -71,7 +71,7 @@ def render_prompt(
 ) -> str:
     """Exactly the prompt the LLM-guided searches would send for `bound` (the system
     message is `SYSTEM`), without sending anything."""
-    space = ConfigSpace(bound.spec, bound.default_config, torch.cuda.is_available())
+    space = space_of(bound, torch.cuda.is_available())
     return build_prompt(space, bound, trials, db_entries)
 
 
