@@ -248,3 +248,13 @@ def test_a_computed_first_operand_is_read_from_registers() -> None:
     assert shared == 256 * 128 * 2 + 2 * (2 * 2 * 64 * 128 * 2)  # q once; k, v twice per loop
     assert shared < HOPPER.shared_per_block // kib * kib
     assert bound._preferred(config).get("block_sizes") == [256, 64, 64]
+
+
+def test_a_register_cap_below_the_estimate_does_not_fit() -> None:
+    """`maxnreg` under the estimated registers per thread is over budget (ptxas fails such
+    a config with "Insufficient registers"); the same config without the cap fits."""
+    bound = bind_meta(matmul.matmul, (512, 512), (512, 512))
+    config = {"block_sizes": [128, 128, 64], "num_warps": 4, "num_stages": 3}
+    fp = footprint(bound.spec, {**config, "maxnreg": 64})  # type: ignore[attr-defined]
+    assert fp.registers > 64 and "maxnreg 64" in fp.excess(HOPPER)
+    assert footprint(bound.spec, config).fits(HOPPER)  # type: ignore[attr-defined]

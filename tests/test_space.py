@@ -14,9 +14,9 @@ import sum as sums
 import torch
 
 import tilecraft as tc
+from tilecraft.autotune import space as spaces
 from tilecraft.autotune.features import describe, features
 from tilecraft.autotune.seeds import heuristic_seeds
-from tilecraft.autotune import space as spaces
 from tilecraft.autotune.space import MAX_ELEMENTS, ConfigSpace
 from tilecraft.exc import LoweringError
 
