@@ -87,6 +87,26 @@ def test_descriptor_falls_back_for_a_gather_free_misaligned_view() -> None:
     assert_close(kernel(x, y[1:]), matmul.reference(x, y[1:]))
 
 
+@tc.kernel
+def _scaled_rows(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in tc.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * scale[tile_m][:, None]
+    return out
+
+
+@pytest.mark.parametrize("rows", [16, 32])
+def test_descriptors_read_no_box_under_128_bytes(rows: int) -> None:
+    """A tensor descriptor's box holds 128 bytes or more: 16 float32 values (64 bytes) are
+    read through pointers (such boxes, row statistics read in a pipelined loop, failed with
+    "misaligned address" on an H200), 32 (128 bytes) through a descriptor."""
+    x, scale = torch.randn(64, 80), torch.randn(64)
+    config = tc.Config(block_sizes=[rows, 64], indexing="tensor_descriptor")
+    code = _scaled_rows.bind((x, scale)).to_triton_code(config)
+    assert "x_desc" in code and ("scale_desc" in code) == (rows == 32)
+    assert_close(tc.kernel(_scaled_rows.fn, config=config)(x, scale), x * scale[:, None])
+
+
 @pytest.mark.parametrize(
     "knobs, message",
     [

@@ -100,7 +100,13 @@ def descriptor_eligible(w: KernelWriter, access: Access) -> bool:
         return False
     blocks = [w.kernel.blocks[i.block].fixed_size or 1 for i in access.indices]  # type: ignore[index]
     aligned = access.indices[-1].offset * size % 16 == 0  # descriptor offsets: 16 bytes
-    return max(blocks) <= 256 and blocks[-1] * size >= 16 and aligned
+    # boxes under 128 bytes (16 float32 row statistics) read in a pipelined loop failed with
+    # "misaligned address" on an H200 (Triton 3.6); with 32 they ran (benchmarks/RESULTS.md)
+    box = _numel(tuple(blocks)) * size >= MIN_DESCRIPTOR_BOX
+    return max(blocks) <= 256 and blocks[-1] * size >= 16 and aligned and box
+
+
+MIN_DESCRIPTOR_BOX = 128  # bytes
 
 
 # -- block styles ----------------------------------------------------------------
