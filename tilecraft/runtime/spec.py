@@ -11,6 +11,7 @@ import torch
 
 from tilecraft.frontend.blocks import BlockSpec, BlockTable
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Value
+from tilecraft.ir.ops import OPDEFS, Kind
 
 # One dim of a value: ("tile", config index), ("reduction", config index) or ("fixed", size).
 DimRef = tuple[str, int]
@@ -130,10 +131,15 @@ def _loaded(ops: list) -> set[int]:
     """The values loaded from memory, and views of them (a transposed key tile)."""
     found: set[int] = set()
     for op in ops:
-        viewed = op.name in VIEWS and any(id(a) in found for a in op.args)
-        if op.out is not None and (op.name == "load" or viewed):
+        opdef = OPDEFS.get(op.name)
+        viewed = opdef is not None and opdef.kind is Kind.VIEW
+        if op.out is not None and (op.name == "load" or viewed and _any_in(op.args, found)):
             found.add(id(op.out))
     return found
+
+
+def _any_in(values: tuple, found: set[int]) -> bool:
+    return any(id(v) in found for v in values)
 
 
 def _staged(dot: Any, loaded: set[int]) -> list[Value]:
@@ -144,9 +150,6 @@ def _staged(dot: Any, loaded: set[int]) -> list[Value]:
     staged put it at 320 KB, over the 227 KB limit."""
     first, second = dot.args[:2]
     return [second, first] if id(first) in loaded else [second]
-
-
-VIEWS = ("reshape", "permute", "index_view", "expand", "select", "piece")
 
 
 def _uses(
