@@ -259,10 +259,15 @@ def _forward_tiles(device: str, queries: int, head_dim: int, loops: int) -> tc.C
     return tc.Config(block_sizes=[256] + [64] * loops, num_warps=8, num_stages=3)
 
 
+def _key_loops(causal: bool, window: int) -> int:
+    """How many loops a program's keys (or dK/dV's queries) take: one, or causal, split at
+    the diagonal (and at a sliding window's edge), each with its own block size."""
+    return 2 + (window > 0) if causal else 1
+
+
 def _forward_default(args: tuple) -> tc.Config | None:
     q, causal, window = args[0], args[4], args[6]
-    loops = 2 + (window > 0) if causal else 1  # the window's edge, before the diagonal, on it
-    return _forward_tiles(q.device.type, q.size(2), q.size(3), loops)
+    return _forward_tiles(q.device.type, q.size(2), q.size(3), _key_loops(causal, window))
 
 
 def _backward_default(args: tuple) -> tc.Config | None:
@@ -275,7 +280,7 @@ def _backward_default(args: tuple) -> tc.Config | None:
     q, k, causal, window = args[1], args[2], args[7], args[9]
     if q.device.type != "cuda" or q.size(2) < 1024 or q.size(3) > 128:  # as measured
         return None
-    loops = 2 + (window > 0) if causal else 1  # a causal key loop splits at the diagonal
+    loops = _key_loops(causal, window)
     group = q.size(1) // max(k.size(1), 1)  # dK/dV loop over the queries of each head
     narrow = q.size(3) <= 64
     key_tiles = [128] + [32] * (loops * group) if narrow else [64] * (1 + loops * group)
