@@ -20,6 +20,7 @@ MAX_ELEMENTS = 1 << 16  # largest tile a program may hold (registers) before it 
 MAX_BLOCK = 4096
 MAX_INNER_BLOCK = 16384  # a device loop's chunk: one long row chunk per step streams best
 MIN_DOT_BLOCK = 16  # tl.dot needs every dim >= 16
+MIN_CHUNK = 64  # the shortest chunk a looped reduction takes
 REGISTERS = 65536  # 32-bit registers per SM (and per block) on Hopper and Ampere
 
 
@@ -106,7 +107,7 @@ class ConfigSpace:
             yield Knob("block_sizes", i, _powers(low, high), d["block_sizes"][i])
         for i, extent in enumerate(spec.reductions):
             padded = pow2_ceil(extent)
-            chunks = () if i in self.whole else tuple(_powers(64, padded // 2))
+            chunks = () if i in self.whole else _powers(MIN_CHUNK, padded // 2)
             yield Knob("reduction_loops", i, (None, *reversed(chunks)), d["reduction_loops"][i])
         for i, ndim in enumerate(spec.loop_orders):
             perms = tuple(itertools.permutations(range(ndim)))
@@ -304,16 +305,17 @@ def space_of(bound: Any, on_gpu: bool = True) -> ConfigSpace:
     such config fails to compile, and 40% of a first recorded landscape's trials did."""
     whole = _WHOLE.get(bound)
     if whole is None:
-        sizes = enumerate(bound.spec.reductions)
-        whole = _WHOLE[bound] = frozenset(i for i, n in sizes if n > 64 and not _loops(bound, i))
+        sizes = enumerate(bound.spec.reductions)  # a row of MIN_CHUNK or less is never looped
+        whole = frozenset(i for i, n in sizes if n > MIN_CHUNK and not _loops(bound, i))
+        _WHOLE[bound] = whole
     return ConfigSpace(bound.spec, bound.default_config, on_gpu, whole)
 
 
 def _loops(bound: Any, reduction: int) -> bool:
-    """Whether the kernel compiles with reduction `reduction` looped in chunks of 64 (any
-    failure to write its code counts as no: a space never fails for this check)."""
+    """Whether the kernel compiles with reduction `reduction` looped in chunks (any failure
+    to write its code counts as no: a space never fails for this check)."""
     loops: list[int | None] = [None] * len(bound.spec.reductions)
-    loops[reduction] = 64
+    loops[reduction] = MIN_CHUNK
     try:
         bound.to_triton_code(Config(reduction_loops=loops))
     except Exception:  # noqa: BLE001 - LoweringError above all

@@ -91,6 +91,9 @@ def block_eligible(w: KernelWriter, op: Op, kind: str) -> bool:
     return kind != "tensor_descriptor" or descriptor_eligible(w, access)
 
 
+MIN_DESCRIPTOR_BOX = 128  # bytes a tensor descriptor's box holds at least (see below)
+
+
 def descriptor_eligible(w: KernelWriter, access: Access) -> bool:
     param = access.param
     strides, size = param.strides or (), param.dtype.itemsize
@@ -104,9 +107,6 @@ def descriptor_eligible(w: KernelWriter, access: Access) -> bool:
     # "misaligned address" on an H200 (Triton 3.6); with 32 they ran (benchmarks/RESULTS.md)
     box = _numel(tuple(blocks)) * size >= MIN_DESCRIPTOR_BOX
     return max(blocks) <= 256 and blocks[-1] * size >= 16 and aligned and box
-
-
-MIN_DESCRIPTOR_BOX = 128  # bytes
 
 
 # -- block styles ----------------------------------------------------------------

@@ -133,13 +133,10 @@ def _loaded(ops: list) -> set[int]:
     for op in ops:
         opdef = OPDEFS.get(op.name)
         viewed = opdef is not None and opdef.kind is Kind.VIEW
-        if op.out is not None and (op.name == "load" or viewed and _any_in(op.args, found)):
+        of_load = viewed and any(id(a) in found for a in op.args)
+        if op.out is not None and (op.name == "load" or of_load):
             found.add(id(op.out))
     return found
-
-
-def _any_in(values: tuple, found: set[int]) -> bool:
-    return any(id(v) in found for v in values)
 
 
 def _staged(dot: Any, loaded: set[int]) -> list[Value]:
