@@ -82,6 +82,28 @@ def test_backward_case_has_the_key_of_attentions_backward() -> None:
     assert "/strides" in user.spec_key  # the output's layout is part of the key
 
 
+def test_backward_inputs_on_cpu_beside_a_gpu_run_the_forward_eagerly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where CPU kernels run eagerly (a process with a GPU), the backward case's forward
+    runs so too: compiled, it went to the GPU with CPU tensors and Triton refused it."""
+    shape = (1, 2, 37, 16)
+    torch.manual_seed(0)
+    compiled = cases.attention_backward_inputs(shape, torch.float32, "cpu", True)
+    monkeypatch.setattr(cases, "cpu_mode", lambda: "eager")
+    eager_calls: list[tuple] = []
+    run_eagerly = cases.attention_forward.run_eagerly
+    monkeypatch.setattr(
+        cases.attention_forward, "run_eagerly", lambda a: eager_calls.append(a) or run_eagerly(a)
+    )
+    torch.manual_seed(0)
+    eager = cases.attention_backward_inputs(shape, torch.float32, "cpu", True)
+    assert len(eager_calls) == 1
+    for got, want in zip(eager[5:7], compiled[5:7], strict=True):  # the output and statistics
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got, want)
+
+
 @CPU_ONLY
 def test_recorded_landscapes_feed_the_database_model_and_fast_search(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -22,6 +22,7 @@ from tilecraft.nn.attention import attention_backward, attention_forward
 from tilecraft.nn.conv2d import plan
 from tilecraft.nn.conv2d_depthwise import conv2d_depthwise
 from tilecraft.nn.conv2d_kernels import conv2d_gemm, conv2d_pointwise
+from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu
 
 __all__ = [
     "attention_backward",
@@ -63,12 +64,14 @@ def attention_backward_inputs(
     inputs, and its output (heads side by side in memory) and row statistics, computed by
     the forward (on "meta", only their shapes and layouts)."""
     q, k, v, bias, *flags = attention_forward_inputs(shape, dtype, device, causal)
+    forward = (q, k, v, bias, *flags)
     batch, heads, seq, head_dim = shape
     if q.device.type == "meta":
         out = q.new_empty(batch, seq, heads, head_dim).transpose(1, 2)
         stats = q.new_empty(2, batch, heads, seq, dtype=torch.float32)
-    else:
-        forward = (q, k, v, bias, *flags)  # its default config: no tuning run for inputs
+    elif runs_on_cpu(forward) and cpu_mode() == "eager":  # CPU tensors beside a GPU
+        out, stats = attention_forward.run_eagerly(forward)
+    else:  # the forward's default config: no tuning run for inputs
         out, stats = attention_forward.bind(forward).compile()(*forward)
     # the gradient laid out as the output (a model's `out.transpose(1, 2)` hands it so)
     return (torch.randn_like(out), q, k, v, bias, out, stats, *flags)
