@@ -515,17 +515,22 @@ def test_forward_default_on_a_gpu_names_every_block(causal: bool, window: int) -
     """256-query tiles with 8 warps (measured fastest on the H200) for long sequences at
     head dim 128 on a GPU, a 64-key tile for each of the kernel's key loops (a causal one
     splits in two, three with a window; the default was once refused there, meant for the
-    unmasked kernel's two blocks); the heuristic default at head dim 64, for short
-    sequences and on the CPU."""
+    unmasked kernel's two blocks), and a head's programs grouped 4 by 4 without a mask;
+    at head dim 64 the heuristic tiles, grouped; for short sequences, other head dims and
+    on the CPU the heuristic default."""
     module = sys.modules["tilecraft.nn.attention"]
     q = torch.empty(1, 4, 2048, 128, device="cpu")  # (the test device may be a GPU)
     args = (q, q, q, q.new_empty(0), causal, 0.1, window, False)
-    spec = attention_forward.bind(args).spec
+    bound = attention_forward.bind(args)
     assert module._forward_default(args) is None
     config = module._forward_default((_on_gpu(q), *args[1:]))
-    assert config.get("block_sizes") == [256] + [64] * (len(spec.blocks) - 1)
+    assert config.get("block_sizes") == [256] + [64] * (len(bound.spec.blocks) - 1)
     assert config.get("num_warps") == 8
-    for shape in ((1, 4, 2048, 64), (1, 4, 512, 128)):
+    assert config.get("l2_groupings") == (None if causal else [4])
+    narrow = module._forward_default((_on_gpu(torch.empty(1, 4, 2048, 64)), *args[1:]))
+    assert narrow == tc.Config(l2_groupings=[4])
+    assert bound.resolve(narrow).get("l2_groupings") == [4]  # the knob this kernel has
+    for shape in ((1, 4, 512, 128), (1, 4, 2048, 96)):
         assert module._forward_default((_on_gpu(torch.empty(shape)), *args[1:])) is None
 
 

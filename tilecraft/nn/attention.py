@@ -248,15 +248,21 @@ def _key_grads(
 
 
 def _forward_tiles(device: str, queries: int, head_dim: int, loops: int) -> tc.Config | None:
-    """The forward's measured default where the heuristic one (128 x 64 tiles, 4 warps)
-    falls short: on an H200, at head dim 128 and 4096 or 16384 queries, 256-query tiles
-    with 8 warps were the fastest of the sweep (or within 0.1% of it) causal or not,
-    1.12-1.19x the heuristic config (benchmarks/RESULTS.md, third session of 2026-12-03).
-    At head dim 64 the heuristic one is within 4% of the best. `loops`: the kernel's key
-    loops (a causal one splits, each with its own key tile)."""
-    if device != "cuda" or head_dim != 128 or queries < 1024:
+    """The forward's measured default on an H200 (benchmarks/RESULTS.md): at head dim 128
+    and 1024 queries or more, 256-query tiles with 8 warps, the fastest of the sweeps (or
+    within 0.1%) causal or not, 1.12-1.19x the heuristic config (third session of
+    2026-12-03); at head dim 64 the heuristic tiles. Without a mask (and at head dim 64
+    with one) the programs of one head run in groups of 4 query tiles (`l2_groupings`),
+    which share its keys and values in L2: 1.04-1.11x, where in launch order the heads
+    side by side evicted each other's (sixth session). `loops`: the kernel's key loops (a
+    causal one splits, each with its own key tile)."""
+    if device != "cuda" or queries < 1024 or head_dim not in (64, 128):
         return None
-    return tc.Config(block_sizes=[256] + [64] * loops, num_warps=8, num_stages=3)
+    grouped = tc.Config(l2_groupings=[4])
+    if head_dim == 64:
+        return grouped
+    tiles = tc.Config(block_sizes=[256] + [64] * loops, num_warps=8, num_stages=3)
+    return tiles.merged(grouped) if loops == 1 else tiles
 
 
 def _key_loops(causal: bool, window: int) -> int:
