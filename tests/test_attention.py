@@ -560,3 +560,5 @@ def test_backward_default_on_a_gpu_names_every_block(
     assert [sizes[i] for i in grids] == [64, key_tile]
     assert sizes[: grids[1]] == [64] * grids[1]  # dQ's query tile and key loops
     assert set(sizes[grids[1] + 1 :]) == {query_tile}  # dK/dV's query loops
+    config = module._backward_default((q, _on_gpu(q), *args[2:]))
+    assert attention_backward.bind(args).resolve(config).get("l2_groupings") == [4, 4]

@@ -115,6 +115,10 @@ def defined(name: str, x: torch.Tensor) -> torch.Tensor:
         return x[(x != -INF) & ~((x == 0) & x.signbit())]
     if name == "gelu":  # PyTorch's vectorized CPU kernel gives NaN at inf (float64's: inf)
         x = x[x != INF]
+        # and +0.0 where its scalar one (the tail of a tensor) gives -0.0: -0.0 and the
+        # negative inputs whose 1 + erf(x / sqrt(2)) rounds to 0 (AVX2; which elements take
+        # which path depends on the CPU's vector width)
+        x = x[~(x.signbit() & (F.gelu(x) == 0))]
     if DEVICE == "cuda" and name in DEVICE_DEPENDENT:
         x = x[same_on_cpu_and_cuda(UNARY[name], x)]
     return x[kept_on_gpu(x)]

@@ -281,8 +281,10 @@ def _backward_default(args: tuple) -> tc.Config | None:
     session of 2026-12-03), 4 warps and tensor-descriptor reads: at head dim 128 every tile
     64 long and 2 stages (the fastest config of every sweep); at head dim 64 dK/dV's key
     tiles 128 long over query tiles of 32, dQ's 64, and 3 stages (1.05-1.2x the all-64
-    config there). Longer tiles (128 x 64 or more) ran 1.3-5x slower. Elsewhere (short
-    sequences, head dims over 128) the heuristic config."""
+    config there). Longer tiles (128 x 64 or more) ran 1.3-5x slower. Both launches run a
+    head's programs in groups of 4 (`l2_groupings`, as the forward's): 1.05-1.14x at head
+    dim 64 and 4096 keys, level at 16384 (sixth session). Elsewhere (short sequences, head
+    dims over 128) the heuristic config."""
     q, k, causal, window = args[1], args[2], args[7], args[9]
     if q.device.type != "cuda" or q.size(2) < 1024 or q.size(3) > 128:  # as measured
         return None
@@ -295,6 +297,7 @@ def _backward_default(args: tuple) -> tc.Config | None:
         num_warps=4,
         num_stages=3 if narrow else 2,
         indexing="tensor_descriptor",
+        l2_groupings=[4, 4],  # the dQ and the dK/dV launches
     )
 
 
