@@ -253,7 +253,7 @@ def _forward_tiles(device: str, queries: int, head_dim: int, loops: int) -> tc.C
     within 0.1%) causal or not, 1.12-1.19x the heuristic config (third session of
     2026-12-03); at head dim 64 the heuristic tiles. Without a mask (and at head dim 64
     with one) the programs of one head run in groups of 4 query tiles (`l2_groupings`),
-    which share its keys and values in L2: 1.04-1.11x, where in launch order the heads
+    which share its keys and values in L2: 1.03-1.14x, where in launch order the heads
     side by side evicted each other's (sixth session). `loops`: the kernel's key loops (a
     causal one splits, each with its own key tile)."""
     if device != "cuda" or queries < 1024 or head_dim not in (64, 128):
