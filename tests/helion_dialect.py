@@ -8,6 +8,7 @@ tilecraft's examples, to catch what a port would hit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -319,6 +320,152 @@ def jagged_layer_norm(
     return out.reshape(total_l, m)
 
 
+@helion.kernel()
+def welford_layer_norm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5
+) -> torch.Tensor:
+    """Layer norm whose row statistics merge chunk by chunk (Welford/Chan), a chunk's
+    count taken from its in-range lanes (Helion's welford shape)."""
+    m, n = x.size()
+    out = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        count = torch.zeros_like(x[tile_m, 0], dtype=torch.float32)
+        mean = torch.zeros_like(count)
+        m2 = torch.zeros_like(count)
+        for tile_n in hl.tile(n):
+            block = x[tile_m, tile_n].to(torch.float32)
+            valid = (tile_n.index < n).to(torch.int32).sum()
+            block_sum = torch.sum(block, dim=-1)
+            block_mean = block_sum / valid
+            block_m2 = torch.sum(block * block, dim=-1) - block_sum * block_mean
+            delta = block_mean - mean
+            total = count + valid
+            count, mean, m2 = (
+                total,
+                mean + delta * (valid / total),
+                m2 + block_m2 + delta * delta * (count * valid / total),
+            )
+        rstd = torch.rsqrt(m2 / count + eps)
+        for tile_n in hl.tile(n):
+            centered = x[tile_m, tile_n].to(torch.float32) - mean[:, None]
+            scaled = centered * rstd[:, None] * weight[tile_n][None, :] + bias[tile_n][None, :]
+            out[tile_m, tile_n] = scaled.to(x.dtype)
+    return out
+
+
+@helion.kernel()
+def gather_gemv(w: torch.Tensor, idx: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """`w[idx] @ x` with negative indices wrapped on the host, the matrices gathered by a
+    tile of indices on the device."""
+    batch, rows, cols = w.size()
+    picks = idx.size(0)
+    out = torch.empty([picks, rows], dtype=x.dtype, device=w.device)
+    wrapped = torch.where(idx < 0, idx + batch, idx)
+    for tile_i, tile_r in hl.tile([picks, rows]):
+        acc = hl.zeros([tile_i, tile_r], dtype=torch.float32)
+        for tile_c in hl.tile(cols):
+            block = w[wrapped[tile_i], tile_r, tile_c].to(torch.float32)
+            acc = acc + (block * x[tile_c].to(torch.float32)).sum(dim=-1)
+        out[tile_i, tile_r] = acc.to(x.dtype)
+    return out
+
+
+def _same_segment_sum(
+    left: torch.Tensor, left_seg: torch.Tensor, right: torch.Tensor, right_seg: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.where(left_seg == right_seg, left + right, right), right_seg
+
+
+@helion.kernel()
+def segment_sum(indices: torch.Tensor, values: torch.Tensor, segments: int) -> torch.Tensor:
+    """Rows summed per (sorted) segment id: a segmented scan per tile, each segment's last
+    row in the tile added atomically (Helion's segment_reduction shape)."""
+    count, features = values.shape
+    out = torch.zeros([segments, features], dtype=values.dtype, device=values.device)
+    for tile_e, tile_f in hl.tile([count, features]):
+        vals = values[tile_e, tile_f]
+        seg = indices[tile_e]
+        seg_next = hl.load(indices, [tile_e.index + 1], extra_mask=tile_e.index < count - 1)
+        running, _ = hl.associative_scan(
+            _same_segment_sum, (vals, seg.unsqueeze(1).expand_as(vals)), dim=0
+        )
+        last = (
+            (seg != seg_next)
+            | (tile_e.index % tile_e.block_size == tile_e.block_size - 1)
+            | (tile_e.index == count - 1)
+        )
+        hl.atomic_add(out, [seg, tile_f], torch.where(last.unsqueeze(1), running, 0.0))
+    return out
+
+
+@helion.kernel(static_shapes=False)
+def grouped_gemm(a_packed: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Groups of rows (bounds read on the device) each times `b`, one program per group,
+    empty groups skipped."""
+    total, k = a_packed.shape
+    _, n = b.shape
+    dtype = torch.promote_types(a_packed.dtype, b.dtype)
+    out = torch.empty(total, n, dtype=dtype, device=a_packed.device)
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        rows = offsets[g + 1] - start
+        if rows != 0:
+            for tile_m, tile_n in hl.tile([rows, n]):
+                acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+                for tile_k in hl.tile(k):
+                    acc = torch.addmm(
+                        acc, a_packed[start + tile_m.index, tile_k], b[tile_k, tile_n]
+                    )
+                out[start + tile_m.index, tile_n] = acc.to(out.dtype)
+    return out
+
+
+@helion.kernel(static_shapes=False)
+def int4_matmul(a: torch.Tensor, b_packed: torch.Tensor) -> torch.Tensor:
+    """`a @ b` with `b` two signed 4-bit values a byte: a slice of `a` twice the packed
+    tile's length from a position computed on the device, the nibbles unpacked and
+    interleaved by a reshape through `tile.block_size` (Helion's int4_gemm shape)."""
+    m, k = a.shape
+    _, n = b_packed.shape
+    out = torch.zeros(m, n, dtype=a.dtype, device=a.device)
+    block_kp = hl.register_block_size(k // 2)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_kp in hl.tile(k // 2, block_size=block_kp):
+            first = tile_kp.begin * 2
+            a_block = a[tile_m, first : first + block_kp * 2]
+            packed = b_packed[tile_kp, tile_n]
+            low = (packed & 0xF).to(torch.int32)
+            low = torch.where(low >= 8, low - 16, low)
+            high = (packed >> 4).to(torch.int32)
+            pairs = torch.stack([low.to(a.dtype), high.to(a.dtype)], dim=1)
+            unpacked = pairs.reshape(tile_kp.block_size * 2, tile_n.block_size)
+            acc = hl.dot(a_block, unpacked, acc=acc)
+        out[tile_m, tile_n] = acc.to(a.dtype)
+    return out
+
+
+@helion.kernel()
+def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """GELU (tanh approximation, written out) of `gate` times `up`."""
+    out = torch.empty_like(gate)
+    for tile in hl.tile(gate.shape):
+        g = gate[tile].to(torch.float32)
+        inner = math.sqrt(2.0 / math.pi) * (g + 0.044715 * g * g * g)
+        out[tile] = (0.5 * g * (1.0 + torch.tanh(inner))).to(gate.dtype) * up[tile]
+    return out
+
+
+def _pack_int4(values: torch.Tensor) -> torch.Tensor:
+    """[k, n] values in [-8, 8) as [k // 2, n] bytes: row 2i in the low nibble."""
+    pairs = values.reshape(values.size(0) // 2, 2, values.size(1))
+    return ((pairs[:, 0] & 0xF) | (pairs[:, 1] << 4)).to(torch.int8)
+
+
+def _segment_sum_reference(indices: torch.Tensor, values: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.zeros(n, values.size(1)).index_add_(0, indices, values)
+
+
 def _jagged_layer_norm_reference(
     x_values: torch.Tensor, x_offsets: torch.Tensor, eps: float = 1e-6
 ) -> torch.Tensor:
@@ -358,6 +505,10 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
     packed = torch.randn(int(offsets[-1]), 6)
     counts = torch.tensor([2, 6, 0, 1, 6, 3, 4, 5, 1], dtype=torch.int32)
+    gathered = torch.randn(5, 23, 37)
+    picks = torch.tensor([0, -1, 3, 2, -5, 4, 1])
+    segment_ids = torch.randint(0, 9, (75,)).sort()[0]
+    nibbles = torch.randint(-8, 8, (46, 21), dtype=torch.int8)
 
     def relu_bias(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
         return torch.relu(acc + bias[tile[1]])
@@ -401,6 +552,32 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
         "jagged_sum": (jagged_sum, (packed, offsets), _jagged_sum_reference),
         "jagged_mean": (jagged_mean, (packed, offsets, counts, 6), _jagged_mean_reference),
         "jagged_layer_norm": (jagged_layer_norm, (packed, offsets), _jagged_layer_norm_reference),
+        "welford_layer_norm": (
+            welford_layer_norm,
+            (rows, w, b),
+            lambda a, c, d: torch.nn.functional.layer_norm(a, [53], c, d),
+        ),
+        "gather_gemv": (gather_gemv, (gathered, picks, gathered[0, 0]), lambda m, i, v: m[i] @ v),
+        "segment_sum": (
+            segment_sum,
+            (segment_ids, torch.randn(75, 6), 10),
+            _segment_sum_reference,
+        ),
+        "grouped_gemm": (
+            grouped_gemm,
+            (packed.repeat(1, 5)[:, :29], mat_b[:29, :13], offsets.to(torch.int32)),
+            lambda a, c, _: a @ c,
+        ),
+        "int4_matmul": (
+            int4_matmul,
+            (torch.randn(11, 46), _pack_int4(nibbles)),
+            lambda a, _: a @ nibbles.float(),
+        ),
+        "geglu": (
+            geglu,
+            (rows, rows.flip(0)),
+            lambda a, c: torch.nn.functional.gelu(a, approximate="tanh") * c,
+        ),
         "scaled_by_flag": (
             scaled_by_flag,
             (rows, flags),

@@ -10,9 +10,10 @@ import torch
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend import jagged
-from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
+from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
-from tilecraft.frontend.refs import HostTensor, TileRef
+from tilecraft.frontend.refs import HostTensor, TileRef, TileSizeInt
+from tilecraft.frontend.views import shape_dims
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
 from tilecraft.ir.types import Block, Dim, broadcast_dims
 
@@ -88,12 +89,11 @@ class MemoryLowering:
 
     def _slice(self, item: slice, size: int) -> Index:
         """A slice: a whole-dimension block of its length, starting at its first position."""
+        if isinstance(item.start, Value) or isinstance(item.stop, Value):
+            return self._device_slice(item)
         parts = (item.start, item.stop, item.step)
         if not all(p is None or (isinstance(p, int) and not isinstance(p, bool)) for p in parts):
-            raise UnsupportedSyntax(
-                "slice bounds must be ints known on the host; for positions computed on the "
-                "device index with a tile of indices (`x[t.index + k]`)"
-            )
+            raise UnsupportedSyntax(_DEVICE_SLICE)
         if item.step is not None and item.step <= 0:
             raise UnsupportedSyntax("slice steps must be positive (as in PyTorch)")
         start, stop, step = item.indices(size)
@@ -104,13 +104,41 @@ class MemoryLowering:
         offset = start if length else 0
         return Index("block", block=block, offset=offset, step=step, in_range=True)
 
-    def _in_range(self, value: Value, size: int) -> bool:
-        """Whether a scalar index is within `[0, size)` by construction (a grid index or a
-        tile's begin over a range inside the dim), so it needs no bounds mask."""
-        producer = next(
+    def _device_slice(self, item: slice) -> Index:
+        """`x[s : s + n]` with `s` computed on the device and `n` an int known on the host
+        (`t.begin * 2 : t.begin * 2 + block * 2`): a gather of `n` positions from `s`, masked
+        to the tensor's bounds."""
+        start, length = item.start, self._slice_length(item.start, item.stop)
+        step = 1 if item.step is None else item.step
+        if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+            raise UnsupportedSyntax(
+                "a slice with bounds computed on the device needs a positive int step"
+            )
+        positions = self.arange(len(range(0, length, step)))
+        if step != 1:
+            positions = self.b.elementwise("mul", positions, step)
+        return Index("gather", value=self.b.elementwise("add", positions, start))
+
+    def _slice_length(self, start: Any, stop: Any) -> int:
+        """`n` of a slice `s : s + n` (or `s + n`'s operands in either order)."""
+        producer = self._producer(stop) if isinstance(stop, Value) else None
+        if producer is not None and producer.name == "add" and start in producer.args:
+            other = producer.args[1] if producer.args[0] is start else producer.args[0]
+            if isinstance(other, int) and not isinstance(other, bool) and other >= 0:
+                return other
+        raise UnsupportedSyntax(_DEVICE_SLICE)
+
+    def _producer(self, value: Value) -> Op | None:
+        """The op computing `value` in the bodies built so far."""
+        return next(
             (n for body in self.b.bodies for n in body if isinstance(n, Op) and n.out is value),
             None,
         )
+
+    def _in_range(self, value: Value, size: int) -> bool:
+        """Whether a scalar index is within `[0, size)` by construction (a grid index or a
+        tile's begin over a range inside the dim), so it needs no bounds mask."""
+        producer = self._producer(value)
         if producer is None or producer.name != "tile_begin":
             return False
         return _inside(self.table.blocks[producer.args[0]], size)
@@ -211,7 +239,8 @@ class MemoryLowering:
         if attr == "id":
             return self.b.op("tile_id", (block,), torch.int32, (), hint="tile_id")
         if attr == "block_size":
-            return info.fixed_size
+            size = info.fixed_size
+            return size if size is None else TileSizeInt(size, block)
         raise UnsupportedOperation(f"tiles have no attribute `{attr}`")
 
     # -- tc.* calls --------------------------------------------------------------------
@@ -244,17 +273,7 @@ class MemoryLowering:
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:
         items = list(shape) if isinstance(shape, (list, tuple, torch.Size)) else [shape]
-        dims: list[Dim] = []
-        for item in items:
-            if isinstance(item, TileRef):
-                dims.append(item.block)
-            elif isinstance(item, BlockSizeInt):
-                dims.append(self.table.registered_block(item).id)
-            elif isinstance(item, int):
-                dims.append(None if item == 1 else self.table.reduction(item).id)
-            else:
-                raise UnsupportedSyntax("tile shapes are lists of tiles and ints")
-        return tuple(dims)
+        return shape_dims(self.b, items)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype = torch.float32) -> Value:
         if isinstance(value, Value):
@@ -278,6 +297,13 @@ class MemoryLowering:
                 "tc.arange bounds must be ints, or a tile's .begin and .end (use tile.index)"
             )
         return self.tile_attr(end[1], "index")
+
+
+_DEVICE_SLICE = (
+    "slice bounds must be ints known on the host, or `s : s + n` with `s` computed on the "
+    "device and `n` an int known on the host (a block size); for other positions computed "
+    "on the device index with a tile of indices (`x[t.index + k]`)"
+)
 
 
 def _inside(block: Block, size: int) -> bool:

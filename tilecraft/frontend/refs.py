@@ -17,6 +17,18 @@ class TileRef:
     block: int
 
 
+class TileSizeInt(int):
+    """`tile.block_size`: an int in arithmetic, the tile's own dim in a shape (`tc.zeros`,
+    `x.reshape(t.block_size, ...)`), as Helion's symbolic block size is."""
+
+    block: int
+
+    def __new__(cls, value: int, block: int) -> TileSizeInt:
+        obj = super().__new__(cls, value)
+        obj.block = block
+        return obj
+
+
 @dataclass(frozen=True)
 class HostTensor:
     """A host tensor used on the device: its kernel parameter and its meta tensor."""

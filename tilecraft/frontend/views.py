@@ -21,7 +21,7 @@ from tilecraft.codegen.common import is_rolled, next_power_of_2
 from tilecraft.exc import ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.ops import op, view
-from tilecraft.frontend.refs import TileRef
+from tilecraft.frontend.refs import TileRef, TileSizeInt
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Block, Dim, broadcast_dims
 
@@ -88,7 +88,7 @@ def shape_items(shape: tuple[Any, ...]) -> list[Any]:
 
 
 def _tile_block(item: Any) -> int | None:
-    return item.block if isinstance(item, TileRef) else None
+    return item.block if isinstance(item, (TileRef, TileSizeInt)) else None
 
 
 def shape_dims(b: Builder, shape: Sequence[Any]) -> tuple[Dim, ...]:
@@ -204,10 +204,11 @@ def _match(b: Builder, x: Value, sources: list, wanted: list[Unit]) -> list[Dim]
             out.append(sources[i][0])
             i, j = i + 1, j + 1
             continue
-        i2, j2 = _group_end(sources, wanted, i, j)
+        units = _tile_as_static(b, sources, i) if j < len(wanted) else sources
+        i2, j2 = _group_end(units, wanted, i, j)
         if (i2, j2) == (i, j):
             break
-        out += _reshape_group(b, x, sources[i:i2], [w[1] for w in wanted[j:j2]])
+        out += _reshape_group(b, x, units[i:i2], [w[1] for w in wanted[j:j2]])
         i, j = i2, j2
     if i < len(sources) or j < len(wanted):
         raise ShapeMismatch(
@@ -216,6 +217,18 @@ def _match(b: Builder, x: Value, sources: list, wanted: list[Unit]) -> list[Dim]
             b.loc,
         )
     return out
+
+
+def _tile_as_static(b: Builder, sources: list, i: int) -> list:
+    """`sources` with a tile loop's dim at `i` counted as its block size, so that it merges
+    with the static dims after it (`x.reshape(t.block_size * 2, n)`, as Helion's int4
+    unpacking writes): its lanes past the loop's end become lanes of the merged dim, holding
+    what the masked loads read there (0)."""
+    if i >= len(sources) or sources[i][1][0] != "tile":
+        return sources
+    d = sources[i][0]
+    size = b.blocks[d].fixed_size if b.blocks[d].kind == "tile" else None
+    return sources if size is None else [*sources[:i], (d, ("static", size)), *sources[i + 1 :]]
 
 
 def _group_end(sources: list, wanted: list[Unit], i: int, j: int) -> tuple[int, int]:

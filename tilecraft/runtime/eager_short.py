@@ -10,6 +10,8 @@ pad a marked dim of length 1 with zeros to the block size of a block-sized opera
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -68,3 +70,43 @@ def carry(result: Any, args: tuple) -> Any:
     if short:
         setattr(result, _MARK, short)
     return result
+
+
+def padded_inner(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`a @ b` operands whose contracted dims differ (one a tile cut short at a loop's end,
+    the other block-sized, as `x[t_m, s : s + block]` against an unpacked block is): the
+    shorter padded with zeros, as compiled code's masked lanes read 0."""
+    if a.dim() < 2 or b.dim() < 2 or a.size(-1) == b.size(-2):
+        return a, b
+    k = max(a.size(-1), b.size(-2))
+    a = torch.nn.functional.pad(a, (0, k - a.size(-1)))
+    b = torch.nn.functional.pad(b, (0, 0, 0, k - b.size(-2)))
+    return a, b
+
+
+def grown_to_reshape(x: torch.Tensor, shape: list[int]) -> torch.Tensor | None:
+    """`x` padded with zeros so that it reshapes to `shape`, where a tile cut short at its
+    loop's end is merged with the dims after it into a block-sized dim
+    (`pairs.reshape(t.block_size * 2, n)`): of each run of `x`'s dims merged into one
+    target dim, the first grows (the least growth of all the ways to split `x`'s dims into
+    runs). None where no such padding fits."""
+    ways = list(_growths(list(x.shape), list(shape)))
+    if not ways:
+        return None
+    for dim, grow in min(ways, key=lambda way: sum(g for _, g in way)):
+        x = torch.nn.functional.pad(x, [0, 0] * (x.dim() - 1 - dim) + [0, grow])
+    return x.reshape(shape)
+
+
+def _growths(sizes: list[int], shape: list[int], at: int = 0) -> Iterator[list[tuple[int, int]]]:
+    """Each way to split `sizes[at:]` into runs, one per target in `shape`, as a list of
+    (first dim of the run, how much it grows)."""
+    if not shape:
+        if at == len(sizes):
+            yield []
+        return
+    for end in range(at + 1, len(sizes) - len(shape) + 2):
+        inner = math.prod(sizes[at + 1 : end])
+        if inner and shape[0] % inner == 0 and sizes[at] <= shape[0] // inner:
+            for rest in _growths(sizes, shape[1:], end):
+                yield [(at, shape[0] // inner - sizes[at]), *rest]

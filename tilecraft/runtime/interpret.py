@@ -314,6 +314,7 @@ _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bm
 # accumulate in the 16-bit type: a row's cumsum drifted by whole units)
 _SCANS = {torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
+_RESHAPES = {torch.reshape, torch.Tensor.reshape, torch.Tensor.view}
 
 
 class _FloatAccumulation(TorchFunctionMode):
@@ -344,11 +345,28 @@ class _FloatAccumulation(TorchFunctionMode):
         try:
             result = func(*args, **kwargs)
         except RuntimeError as e:
-            padded = _padded(args) if func in _ELEMENTWISE and "must match" in str(e) else None
-            if padded is None:
-                raise
-            result = func(*padded, **kwargs)
+            result = _short_tile_retry(func, args, kwargs, e)
         return eager_short.carry(result, args) if marked else result
+
+
+def _short_tile_retry(func: Any, args: tuple, kwargs: dict, error: RuntimeError) -> Any:
+    """`func` again with a tile cut short at its loop's end padded as compiled code holds
+    it (block-sized, its masked lanes 0), where that is what made it fail."""
+    if func in _ELEMENTWISE and "must match" in str(error):
+        padded = _padded(args)
+        if padded is not None:
+            return func(*padded, **kwargs)
+    if func in _RESHAPES and "is invalid for input of size" in str(error) and not kwargs:
+        grown = eager_short.grown_to_reshape(args[0], _shape_arg(args[1:]))
+        if grown is not None:
+            return grown
+    raise error
+
+
+def _shape_arg(args: tuple) -> list[int]:
+    """The sizes of `x.reshape(2, 3)` or `x.reshape([2, 3])`."""
+    sizes = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+    return [int(s) for s in sizes]
 
 
 def _marked(args: tuple) -> bool:
@@ -359,7 +377,7 @@ def _product(a: torch.Tensor, b: torch.Tensor, out_dtype: Any = None) -> torch.T
     """`torch.mm(a, b, out_dtype)` as compiled: accumulated in float32 (int32 for int8),
     rounded once to `out_dtype` or the operands' dtype (PyTorch's CPU kernels have no
     `out_dtype` and no fp8)."""
-    result = lang.creation.exact_matmul(a, b)
+    result = lang.creation.exact_matmul(*eager_short.padded_inner(a, b))
     return result.to(out_dtype or torch.promote_types(a.dtype, b.dtype))
 
 
@@ -377,7 +395,7 @@ def _accumulate(
     acc = acc.to(out_dtype or acc.dtype)
     if beta != 1:
         acc = acc * beta
-    product = lang.creation.exact_matmul(a, b)
+    product = lang.creation.exact_matmul(*eager_short.padded_inner(a, b))
     if alpha != 1:
         return (acc + product * alpha).to(acc.dtype)
     return acc + product.to(acc.dtype)
