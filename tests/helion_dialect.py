@@ -456,6 +456,207 @@ def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@helion.kernel()
+def jsd(
+    log_q: torch.Tensor,
+    log_p: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    beta: float = 0.5,
+    ignore_index: int = -100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized Jensen-Shannon divergence and its gradient in `log_q`, row by row:
+    ignored rows skipped with `continue`, host branches on `beta` (Helion's jsd shape;
+    every row counts in the mean here: Helion's count of kept rows is a host `.item()`)."""
+    rows, vocab = log_q.shape
+    loss = torch.zeros(log_q.shape, dtype=torch.float32, device=log_q.device)
+    grad = torch.empty_like(log_q)
+    for tile_r in hl.tile(rows, block_size=helion.cdiv(rows, rows)):
+        if labels is not None:  # noqa: SIM102 (a host test, then one on the device)
+            if labels[tile_r] == ignore_index:
+                for tile_v in hl.tile(vocab):
+                    grad[tile_r, tile_v] = 0.0
+                continue
+        for tile_v in hl.tile(vocab):
+            xq = log_q[tile_r, tile_v]
+            yp = log_p[tile_r, tile_v]
+            if beta == 0.0:
+                p = torch.exp(yp)
+                loss[tile_r, tile_v] = p * (yp - xq)
+                grad[tile_r, tile_v] = -p
+            else:
+                top = torch.maximum(torch.amax(xq, dim=0), torch.amax(yp, dim=0))
+                q = torch.exp(xq - top) * torch.exp(top)
+                p = torch.exp(yp - top) * torch.exp(top)
+                mix = beta * p + (1 - beta) * q
+                log_mix = torch.log(mix)
+                loss[tile_r, tile_v] = beta * p * yp + (1 - beta) * q * xq - mix * log_mix
+                grad[tile_r, tile_v] = (1 - beta) * q * (xq - log_mix)
+            loss[tile_r, tile_v] = loss[tile_r, tile_v] / rows
+            grad[tile_r, tile_v] = grad[tile_r, tile_v] / rows
+    return torch.sum(loss), grad
+
+
+def _jsd_reference(
+    log_q: torch.Tensor,
+    log_p: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    beta: float = 0.5,
+    ignore_index: int = -100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    q, p = log_q.exp(), log_p.exp()
+    if beta == 0.0:
+        per_element, grad = p * (log_p - log_q), -p
+    else:
+        log_mix = (beta * p + (1 - beta) * q).log()
+        per_element = beta * p * (log_p - log_mix) + (1 - beta) * q * (log_q - log_mix)
+        grad = (1 - beta) * q * (log_q - log_mix)
+    if labels is not None:
+        kept = (labels != ignore_index)[:, None]
+        per_element, grad = per_element * kept, grad * kept
+    return per_element.sum() / log_q.size(0), grad / log_q.size(0)
+
+
+@helion.kernel(static_shapes=True)
+def squeeze_excite(
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`x * sigmoid(relu(x @ a) @ b)` and its two intermediates, per block of rows."""
+    m, n = x.size()
+    k = a.size(1)
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    hidden = torch.empty([m, k], dtype=x.dtype, device=x.device)
+    gate = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        for tile_k in hl.tile(k):
+            hidden[tile_m, tile_k] = torch.relu(x[tile_m, :] @ a[:, tile_k])
+        for tile_n in hl.tile(n):
+            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                acc = torch.addmm(acc, hidden[tile_m, tile_k], b[tile_k, tile_n])
+            gate[tile_m, tile_n] = torch.sigmoid(acc.to(x.dtype))
+            out[tile_m, tile_n] = x[tile_m, tile_n] * gate[tile_m, tile_n]
+    return out, hidden, gate
+
+
+def _squeeze_excite_reference(
+    x: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    hidden = torch.relu(x @ a)
+    gate = torch.sigmoid(hidden @ b)
+    return x * gate, hidden, gate
+
+
+@helion.kernel(static_shapes=True)
+def squeeze_excite_grad_x(
+    grad_out: torch.Tensor,
+    x: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    hidden: torch.Tensor,
+    gate: torch.Tensor,
+) -> torch.Tensor:
+    """The gradient of `squeeze_excite` in `x`: three loops, each reading what the one
+    before stored, `hl.barrier()` between them."""
+    m, n = x.size()
+    k = a.size(1)
+    grad_gate = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    grad_hidden = torch.empty([m, k], dtype=x.dtype, device=x.device)
+    grad_x = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in hl.tile((m, n)):
+        g = gate[tile_m, tile_n]
+        grad_gate[tile_m, tile_n] = grad_out[tile_m, tile_n] * x[tile_m, tile_n] * g * (1.0 - g)
+    hl.barrier()
+    for tile_m, tile_k in hl.tile((m, k)):
+        acc = hl.zeros([tile_m, tile_k], dtype=torch.float32)
+        for tile_n in hl.tile(n):
+            acc = torch.addmm(acc, grad_gate[tile_m, tile_n], b[tile_k, tile_n].T)
+        grad_hidden[tile_m, tile_k] = acc.to(x.dtype) * (hidden[tile_m, tile_k] > 0)
+    hl.barrier()
+    for tile_m, tile_n in hl.tile((m, n)):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, grad_hidden[tile_m, tile_k], a[tile_n, tile_k].T)
+        grad_x[tile_m, tile_n] = grad_out[tile_m, tile_n] * gate[tile_m, tile_n] + acc.to(x.dtype)
+    return grad_x
+
+
+def _squeeze_excite_grad_x_reference(
+    grad_out: torch.Tensor, x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *_: torch.Tensor
+) -> torch.Tensor:
+    x = x.clone().requires_grad_()
+    (x * torch.sigmoid(torch.relu(x @ a) @ b)).backward(grad_out)
+    assert x.grad is not None
+    return x.grad
+
+
+@helion.kernel(static_shapes=True)
+def matmul_layer_norm(
+    x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
+) -> torch.Tensor:
+    """`layer_norm(x @ y)`: whole output rows accumulated over a dim registered with
+    `hl.register_reduction_dim`, then normalized in place."""
+    m, k = x.size()
+    n = hl.register_reduction_dim(y.size(1))
+    out = torch.empty([m, n], dtype=torch.promote_types(x.dtype, y.dtype), device=x.device)
+    for tile_m in hl.tile(m):
+        acc = hl.zeros([tile_m, n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = acc + torch.matmul(x[tile_m, tile_k], y[tile_k, :])
+        var, mean = torch.var_mean(acc, dim=-1, keepdim=True, correction=0)
+        acc = (acc - mean) * torch.rsqrt(var + 1e-5)
+        out[tile_m, :] = acc * weight[:].to(torch.float32) + bias[:].to(torch.float32)
+    return out
+
+
+@helion.kernel()
+def rms_norm_backward(
+    grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, inv_rms: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RMS norm's gradients: rows in blocks, a nested loop over each block's own rows
+    (`hl.tile(t.begin, t.end)`), the weight's gradient summed per block into a row of
+    partial sums indexed by `t.id` and added up on the host."""
+    m_block = hl.register_block_size(x.size(0))
+    grad_x = torch.empty_like(x)
+    partial = x.new_empty([helion.cdiv(x.size(0), m_block), *weight.shape], dtype=torch.float32)
+    n = hl.specialize(weight.size(0))
+    for outer in hl.tile(x.size(0), block_size=m_block):
+        grad_w = weight.new_zeros(n, dtype=torch.float32)
+        for rows in hl.tile(outer.begin, outer.end):
+            xr = x[rows, :].to(torch.float32)
+            g = grad_out[rows, :].to(torch.float32)
+            r = inv_rms[rows, :].to(torch.float32)
+            grad_w += (xr * g * r).sum(0)
+            wr = weight[None, :].to(torch.float32)
+            projection = (wr * g * xr).mean(-1)[:, None]
+            grad_x[rows, :] = (wr * g * r - xr * r**3 * projection).to(x.dtype)
+        partial[outer.id, :] = grad_w
+    return grad_x, partial.sum(0).to(weight.dtype)
+
+
+def _rms_norm_backward_reference(
+    grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, _: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    x, weight = x.clone().requires_grad_(), weight.clone().requires_grad_()
+    (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight).backward(grad_out)
+    assert x.grad is not None and weight.grad is not None
+    return x.grad, weight.grad
+
+
+@helion.kernel(static_shapes=True)
+def broadcast_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """`[b, m, k] @ [k, n]` as one matmul over the flattened `b * m` rows."""
+    b, m, k = x.size()
+    _, n = w.size()
+    flat = x.reshape([b * m, k])
+    out = torch.empty([b * m, n], device=x.device, dtype=torch.promote_types(x.dtype, w.dtype))
+    for tile_r, tile_n in hl.tile([b * m, n]):
+        acc = hl.zeros([tile_r, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, flat[tile_r, tile_k], w[tile_k, tile_n])
+        out[tile_r, tile_n] = acc
+    return out.view(b, m, n)
+
+
 def _pack_int4(values: torch.Tensor) -> torch.Tensor:
     """[k, n] values in [-8, 8) as [k // 2, n] bytes: row 2i in the low nibble."""
     pairs = values.reshape(values.size(0) // 2, 2, values.size(1))
@@ -509,6 +710,11 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     picks = torch.tensor([0, -1, 3, 2, -5, 4, 1])
     segment_ids = torch.randint(0, 9, (75,)).sort()[0]
     nibbles = torch.randint(-8, 8, (46, 21), dtype=torch.int8)
+    log_q, log_p = torch.randn(7, 45).log_softmax(-1), torch.randn(7, 45).log_softmax(-1)
+    ignored = torch.tensor([3, -100, 5, 0, -100, 1, 2])
+    se_x, se_a, se_b = torch.randn(19, 23), torch.randn(23, 11), torch.randn(11, 23)
+    _, hidden, gate = _squeeze_excite_reference(se_x, se_a, se_b)
+    inv_rms = torch.rsqrt(batch_a[0].pow(2).mean(-1, keepdim=True) + 1e-5)
 
     def relu_bias(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
         return torch.relu(acc + bias[tile[1]])
@@ -578,6 +784,26 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
             (rows, rows.flip(0)),
             lambda a, c: torch.nn.functional.gelu(a, approximate="tanh") * c,
         ),
+        "jsd": (jsd, (log_q, log_p), _jsd_reference),
+        "jsd_ignored_rows": (jsd, (log_q, log_p, ignored), _jsd_reference),
+        "jsd_forward_kl": (jsd, (log_q, log_p, None, 0.0), _jsd_reference),
+        "squeeze_excite": (squeeze_excite, (se_x, se_a, se_b), _squeeze_excite_reference),
+        "squeeze_excite_grad_x": (
+            squeeze_excite_grad_x,
+            (torch.randn(19, 23), se_x, se_a, se_b, hidden, gate),
+            _squeeze_excite_grad_x_reference,
+        ),
+        "matmul_layer_norm": (
+            matmul_layer_norm,
+            (mat_a, mat_b, bias, bias.flip(0)),
+            lambda a, c, d, e: torch.nn.functional.layer_norm(a @ c, [27], d, e),
+        ),
+        "rms_norm_backward": (
+            rms_norm_backward,
+            (batch_a[1], batch_a[0], batch_b[0, :, 0], inv_rms),
+            _rms_norm_backward_reference,
+        ),
+        "broadcast_matmul": (broadcast_matmul, (batch_a, mat_a[:24, :13]), torch.matmul),
         "scaled_by_flag": (
             scaled_by_flag,
             (rows, flags),

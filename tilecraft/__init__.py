@@ -30,6 +30,7 @@ from tilecraft.language import (
     tile,
     zeros,
 )
+from tilecraft.language.host import cdiv, next_power_of_2
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.kernel import BoundKernel, Kernel, kernel
 from tilecraft.torch import as_torch_op
@@ -58,6 +59,7 @@ __all__ = [
     "arange",
     "as_torch_op",
     "autotuner",
+    "cdiv",
     "associative_scan",
     "atomic_add",
     "cumprod",
@@ -70,6 +72,7 @@ __all__ = [
     "join",
     "kernel",
     "load",
+    "next_power_of_2",
     "rand",
     "randint",
     "record",

@@ -35,10 +35,11 @@ from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.signatures import check_arguments
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel, Param, Value
-from tilecraft.ir.types import TileType, broadcast_dims
+from tilecraft.ir.types import TileType
 
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
+NEW_TILES = ("new_zeros", "new_ones", "new_empty", "new_full")  # `w.new_zeros(n)`: a tile
 
 
 GUARDED = (bool, int, float, str)  # constants whose value the launcher can check cheaply
@@ -83,7 +84,7 @@ class DeviceCompiler(Loops, Operators):
             raise e.at(self.b.loc) from None
         grid_index = len(self.table.grids)
         self.table.grids.append(sum(not g for _, g in blocks))
-        self._body(loop.body)
+        self._body(flow.without_continue(loop.body))
         return DeviceKernel(
             self.name,
             order,
@@ -286,6 +287,8 @@ class DeviceCompiler(Loops, Operators):
         if isinstance(obj, TileRef):
             return self.mem.tile_attr(obj.block, node.attr)
         if isinstance(obj, HostTensor):
+            if node.attr in NEW_TILES:
+                return _BoundMethod(obj, node.attr)
             if node.attr not in TENSOR_QUERIES:
                 raise UnsupportedOperation(f"tensor.{node.attr} on a host tensor in a device loop")
             return getattr(obj.meta, node.attr)
@@ -318,9 +321,8 @@ class DeviceCompiler(Loops, Operators):
         if mask is None or not any(isinstance(i, Value) and i.type.dims for i in items):
             return None
         dims = self.mem.access(tensor.param, tensor.meta, items).dims
-        if broadcast_dims(dims, mask.type.dims) != dims or mask.type.rank > len(dims):
-            return None
-        return flow.as_tile_mask(self, mask, dims)
+        aligned = flow.aligned_mask(self, mask, dims)
+        return None if aligned is None else flow.as_tile_mask(self, aligned, dims)
 
     def _subscript(self, node: ast.expr) -> list[Any]:
         items = node.elts if isinstance(node, ast.Tuple) else [node]
@@ -341,9 +343,20 @@ class DeviceCompiler(Loops, Operators):
             else:
                 args.append(self.expr(a))
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords if k.arg}
+        if isinstance(fn, _BoundMethod) and isinstance(fn.obj, HostTensor):
+            return self._new_tile(fn.obj, fn.name, args, kwargs)
         if isinstance(fn, _BoundMethod):
             return self.call_op(fn.name, [fn.obj, *args], kwargs)
         return self.call(fn, args, kwargs)
+
+    def _new_tile(
+        self, tensor: HostTensor, name: str, args: list[Any], kwargs: dict[str, Any]
+    ) -> Any:
+        """`w.new_zeros(shape)` in a device loop: a new tile of `w`'s dtype, as
+        `torch.zeros(shape)` makes (`w` itself is not read)."""
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = tensor.meta.dtype
+        return self.call_op(name.removeprefix("new_"), args, kwargs)
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(fn, HostCallable) or (inline.inlinable(fn) and on_device(args, kwargs)):
@@ -374,6 +387,8 @@ class DeviceCompiler(Loops, Operators):
             return self.call_op(name, args, kwargs)
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
             raise UnsupportedOperation(unsupported(getattr(fn, "__name__", str(fn))))
+        if fn in lang.host.INT_HELPERS:  # `tc.cdiv(n, 4)` of ints known while compiling
+            return fn(*args, **kwargs)
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
         return fn(*args, **kwargs)
@@ -488,7 +503,7 @@ class DeviceCompiler(Loops, Operators):
 
 @dataclass(frozen=True)
 class _BoundMethod:
-    obj: Value
+    obj: Value | HostTensor
     name: str
 
 

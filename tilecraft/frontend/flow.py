@@ -28,6 +28,45 @@ MAX_UNROLL = 1024  # trips of a loop unrolled at compile time before we refuse
 _MISSING = object()
 
 
+# -- continue ---------------------------------------------------------------------------
+def without_continue(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """A loop body with its `continue`s turned into `if`/`else`: the statements after an
+    `if` that may continue move into each of its arms, up to the `continue` (so that an
+    `if` on a tile skips the rest of the trip lane by lane, as masked arms)."""
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, ast.Continue):
+            return stmts[:i]
+        if isinstance(stmt, ast.If) and _continues(stmt):
+            rest = stmts[i + 1 :]
+            arms = without_continue(stmt.body + rest), without_continue(stmt.orelse + rest)
+            branch = ast.copy_location(ast.If(stmt.test, arms[0] or [_pass(stmt)], arms[1]), stmt)
+            return [*stmts[:i], branch]
+    return stmts
+
+
+class ContinueFree(ast.NodeTransformer):
+    """Every loop's body `without_continue` (for eager mode, which runs the arms of an
+    `if` on a tile one after the other, masked, as compiled code does)."""
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        self.generic_visit(node)
+        node.body = without_continue(node.body)
+        return node
+
+
+def _continues(node: ast.AST) -> bool:
+    """Whether `node` holds a `continue` of the loop around it (not of a loop inside)."""
+    if isinstance(node, ast.Continue):
+        return True
+    if isinstance(node, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
+        return False
+    return any(_continues(child) for child in ast.iter_child_nodes(node))
+
+
+def _pass(at: ast.stmt) -> ast.stmt:
+    return ast.copy_location(ast.Pass(), at)
+
+
 # -- if -------------------------------------------------------------------------------
 def compile_if(c: DeviceCompiler, node: ast.If) -> None:
     """Lower `if`/`elif`/`else` (an `elif` is an `if` nested in the `else` arm)."""
@@ -72,7 +111,9 @@ def _select_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
             c.env.pop(name, None)  # defined on one side only: unbound after, as in Python
         elif not _same_host(a, b):
             _check_mergeable(name, a, b)
-            c.env[name] = c.named(OPS["where"](c.b, cond, a, b), name)
+            dims = c.b.broadcast(*(v for v in (a, b) if isinstance(v, Value)))
+            picked = OPS["where"](c.b, aligned_mask(c, cond, dims) or cond, a, b)
+            c.env[name] = c.named(picked, name)
 
 
 def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
@@ -223,13 +264,27 @@ def store_mask(c: DeviceCompiler, dims: tuple, extra: Any, what: str) -> Any:
     mask = c.branch_mask()
     if mask is None:
         return extra
-    if broadcast_dims(dims, mask.type.dims) != tuple(dims) or mask.type.rank > len(dims):
+    aligned = aligned_mask(c, mask, tuple(dims))
+    if aligned is None:
         raise ShapeMismatch(
             f"a {what} inside an `if` on a tile of shape {c.b.describe(mask.type.dims)} must "
             f"cover that shape, but it has shape {c.b.describe(tuple(dims))}; use torch.where"
         )
-    mask = as_tile_mask(c, mask, tuple(dims))
+    mask = as_tile_mask(c, aligned, tuple(dims))
     return mask if extra is None else OPS["bitwise_and"](c.b, extra, mask)
+
+
+def aligned_mask(c: DeviceCompiler, mask: Value, dims: tuple) -> Value | None:
+    """The condition of an `if` on a tile as a mask of shape `dims` (of what an arm stores
+    or gathers): broadcast as PyTorch does, or else with its tiles placed where `dims` has
+    them (`if flags[tile_r]:` around `out[tile_r, tile_v] = ...`); None if neither fits."""
+    if broadcast_dims(dims, mask.type.dims) == dims and mask.type.rank <= len(dims):
+        return mask
+    tiles = [d for d in mask.type.dims if d is not None]
+    placed = tuple(d if d in tiles else None for d in dims)
+    if [d for d in placed if d is not None] != tiles:
+        return None
+    return c.b.op("reshape", (mask,), mask.type.dtype, placed, hint="mask")
 
 
 def as_tile_mask(c: DeviceCompiler, mask: Value, dims: tuple) -> Value:
@@ -266,7 +321,8 @@ def unrolled_items(iterable: Any) -> list[Any]:
 
 def compile_unrolled(c: DeviceCompiler, node: ast.For, items: list[Any]) -> None:
     """Each trip of the loop compiled in turn, the target bound to one item."""
+    body = without_continue(node.body)
     for item in items:
         c.assign(node.target, item)
-        c._body(node.body)
+        c._body(body)
     c._body(node.orelse)

@@ -23,7 +23,15 @@ from tilecraft.exc import HostCodeError, NotInKernel, UnsupportedSyntax
 from tilecraft.frontend.source import KernelSource
 
 LOOP_FUNCS = (lang.tile, lang.grid)
-HOST_FUNCS = (lang.register_block_size, lang.register_tunable, lang.specialize)
+HOST_FUNCS = (
+    lang.register_block_size,
+    lang.register_tunable,
+    lang.specialize,
+    lang.register_reduction_dim,
+    lang.barrier,
+    lang.host.cdiv,
+    lang.host.next_power_of_2,
+)
 
 
 def device_loops(src: KernelSource) -> list[ast.For]:

@@ -109,7 +109,7 @@ class Loops:
             ((block, _),) = blocks
             index_value = self.mem.tile_attr(block, "index")
             self.b.jagged[block] = jagged.lane_mask(self.b, jagged_parent, index_value)
-        self._body(node.body)
+        self._body(flow.without_continue(node.body))
         if jagged_parent is not None:
             del self.b.jagged[blocks[0][0]]
         self._check_tuples(carried)

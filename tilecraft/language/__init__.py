@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tilecraft.language.creation import arange, dot, full, zeros
+from tilecraft.language.host import barrier, register_reduction_dim
 from tilecraft.language.memory import atomic_add, load, store
 from tilecraft.language.random import rand, randint
 from tilecraft.language.scans import associative_scan, cumprod, cumsum, reduce
@@ -25,6 +26,7 @@ __all__ = [
     "arange",
     "associative_scan",
     "atomic_add",
+    "barrier",
     "cumprod",
     "cumsum",
     "dot",
@@ -37,6 +39,7 @@ __all__ = [
     "randint",
     "reduce",
     "register_block_size",
+    "register_reduction_dim",
     "register_tunable",
     "specialize",
     "split",

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from tilecraft.language.state import eager_context
+from tilecraft.language.tiles import Tile
 
 UNSET = type("Unset", (), {"__repr__": lambda self: "<unset>"})()
 
@@ -32,8 +33,8 @@ def get_local(scope: dict[str, Any], name: str) -> Any:
 
 def merge(cond: torch.Tensor, then: Any, orelse: Any) -> Any:
     """A variable after an `if` on a tile: `then` where `cond` holds, else `orelse`."""
-    if then is UNSET or orelse is UNSET:
-        return UNSET
+    if then is UNSET or orelse is UNSET or isinstance(then, Tile) or isinstance(orelse, Tile):
+        return UNSET  # a tile loop's variable: compiled code has no use of it after the loop
     if then is orelse:
         return then
     return torch.where(cond.to(torch.bool), then, orelse)

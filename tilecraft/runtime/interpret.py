@@ -10,6 +10,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tilecraft import language as lang
+from tilecraft.frontend.flow import ContinueFree
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
 from tilecraft.language.indexing import is_vector, read, write
@@ -248,9 +249,12 @@ def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
     branches = EagerBranches()
-    module = rewrite_host(
-        src, lambda _, loop: _JaggedLanes().visit(_EagerSubscripts().visit(branches.visit(loop)))
-    )
+
+    def eager_loop(_: int, loop: ast.For) -> ast.stmt:
+        loop = branches.visit(ContinueFree().visit(loop))
+        return _JaggedLanes().visit(_EagerSubscripts().visit(loop))
+
+    module = rewrite_host(src, eager_loop)
     extra = {
         **eager_names(),
         "_tc_getitem": _getitem,
