@@ -657,6 +657,135 @@ def broadcast_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return out.view(b, m, n)
 
 
+@helion.kernel()
+def jagged_dense_add(x_data: torch.Tensor, offsets: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """`y` plus jagged rows (each a prefix of its row) read up to the longest row of the
+    tile, the columns past it copied from `y`: loops bounded by a reduction on the device."""
+    out = torch.zeros_like(y)
+    for tile_r in hl.tile(y.size(0)):
+        starts = offsets[tile_r]
+        lengths = offsets[tile_r.index + 1] - starts
+        longest = lengths.amax()
+        for tile_c in hl.tile(0, longest):
+            vals = hl.load(
+                x_data,
+                [starts[:, None] + tile_c.index[None, :]],
+                extra_mask=tile_c.index[None, :] < lengths[:, None],
+            )
+            out[tile_r, tile_c] = y[tile_r, tile_c] + vals
+        for tile_c in hl.tile(longest, out.size(1)):
+            out[tile_r, tile_c] = y[tile_r, tile_c]
+    return out
+
+
+@helion.kernel()
+def jagged_softmax(x_data: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Softmax down each jagged row's positions, per feature: an online max and sum, then
+    the normalized values stored through flat indices (Helion's jagged_softmax shape)."""
+    total = offsets[-1].item()
+    rows, m = offsets.size(0) - 1, x_data.size(1)
+    out = torch.zeros([total * m], dtype=x_data.dtype, device=x_data.device)
+    flat = x_data.view(-1)
+    for tile_b in hl.tile(rows):
+        starts = offsets[tile_b]
+        lengths = offsets[tile_b.index + 1] - starts
+        longest = lengths.amax()
+        for tile_m in hl.tile(m):
+            top = hl.full([tile_b, tile_m], -1e30, dtype=torch.float32)
+            denom = hl.zeros([tile_b, tile_m], dtype=torch.float32)
+            for tile_k in hl.tile(longest):
+                rows_at = starts[:, None] + tile_k.index[None, :]
+                at = rows_at[:, :, None] * m + tile_m.index[None, None, :]
+                inside = (tile_k.index[None, :] < lengths[:, None])[:, :, None]
+                vals = hl.load(flat, [at], extra_mask=inside)
+                new_top = torch.maximum(top, torch.where(inside, vals, float("-inf")).amax(dim=1))
+                kept = torch.where(inside, torch.exp(vals - new_top[:, None, :]), 0.0)
+                denom = denom * torch.exp(top - new_top) + kept.sum(dim=1)
+                top = new_top
+            for tile_k in hl.tile(longest):
+                rows_at = starts[:, None] + tile_k.index[None, :]
+                at = rows_at[:, :, None] * m + tile_m.index[None, None, :]
+                inside = (tile_k.index[None, :] < lengths[:, None])[:, :, None]
+                vals = hl.load(flat, [at], extra_mask=inside)
+                normalized = torch.exp(vals - top[:, None, :]) / denom[:, None, :]
+                hl.store(out, [at], normalized, extra_mask=inside)
+    return out.reshape([total, m])
+
+
+@helion.kernel()
+def chunk_scan(
+    cb: torch.Tensor,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    da_cumsum: torch.Tensor,
+    c: torch.Tensor,
+    prev_states: torch.Tensor,
+    d: torch.Tensor,
+) -> torch.Tensor:
+    """Mamba2's chunked scan output: a five-dim tile loop with blocks of 1, scalar
+    positions from `tile.begin`, a causal inner loop whose end comes from `tile.id`
+    (Helion's mamba2_chunk_scan shape)."""
+    _, nchunks, ngroups, chunk, _ = cb.shape
+    batch, _, nheads, headdim = x.shape
+    hl.specialize(c.shape[3])
+    block_m = hl.register_block_size(chunk)
+    block_n = hl.register_block_size(headdim)
+    block_k = hl.register_block_size(16, 16)
+    out = torch.empty_like(x)
+    log2e = 1.44269504
+    for tile_h, tile_m, tile_n, tile_b, tile_c in hl.tile(
+        [nheads, chunk, headdim, batch, nchunks], block_size=[1, block_m, block_n, 1, 1]
+    ):
+        b, h, ch = tile_b.begin, tile_h.begin, tile_c.begin
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        decay_m = da_cumsum[b, h, ch, tile_m].to(torch.float32)
+        group = h // (nheads // ngroups)
+        c_rows = c[b, tile_m.index + ch * chunk, group, :]
+        acc = hl.dot(c_rows, prev_states[b, ch, h, tile_n, :].T, acc=acc)
+        acc *= torch.exp2(decay_m * log2e)[:, None]
+        for tile_k in hl.tile((tile_m.id + 1) * block_m, block_size=block_k):
+            scores = cb[b, ch, group, tile_m, tile_k]
+            decay_k = da_cumsum[b, h, ch, tile_k].to(torch.float32)
+            scores *= torch.exp2(decay_m[:, None] * log2e - decay_k[None, :] * log2e)
+            scores = (scores * dt[b, h, ch, tile_k].to(torch.float32)[None, :]).to(cb.dtype)
+            causal = tile_m.index[:, None] >= tile_k.index[None, :]
+            scores = torch.where(causal, scores, torch.zeros_like(scores))
+            acc = hl.dot(scores, x[b, ch * chunk + tile_k.index, h, tile_n], acc=acc)
+        residual = x[b, ch * chunk + tile_m.index, h, tile_n].to(torch.float32)
+        acc += residual * d[h].to(torch.float32)
+        out[b, ch * chunk + tile_m.index, h, tile_n] = acc.to(out.dtype)
+    return out
+
+
+@helion.kernel()
+def layer_norm_backward(
+    grad_out: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Layer norm's gradients from the saved row statistics: the weight's and the bias's
+    summed per block of rows into partial sums (indexed by `tile.id`) added on the host."""
+    m, n = x.shape
+    n = hl.specialize(n)
+    block_m = hl.register_block_size(m)
+    grad_x = torch.empty_like(x)
+    parts = helion.cdiv(m, block_m)
+    grad_w_parts = torch.empty([parts, n], dtype=torch.float32, device=x.device)
+    grad_b_parts = torch.empty([parts, n], dtype=torch.float32, device=x.device)
+    for tile_m in hl.tile(m, block_size=block_m):
+        g = grad_out[tile_m, :].to(torch.float32)
+        x_hat = (x[tile_m, :].to(torch.float32) - mean[tile_m, None]) * rstd[tile_m, None]
+        grad_w_parts[tile_m.id, :] = (g * x_hat).sum(0)
+        grad_b_parts[tile_m.id, :] = g.sum(0)
+        wg = g * weight[:].to(torch.float32)
+        along = (x_hat * wg).sum(-1, keepdim=True) / n
+        shift = wg.sum(-1, keepdim=True) / n
+        grad_x[tile_m, :] = ((wg - (x_hat * along + shift)) * rstd[tile_m, None]).to(x.dtype)
+    return grad_x, grad_w_parts.sum(0).to(weight.dtype), grad_b_parts.sum(0).to(weight.dtype)
+
+
 def _pack_int4(values: torch.Tensor) -> torch.Tensor:
     """[k, n] values in [-8, 8) as [k // 2, n] bytes: row 2i in the low nibble."""
     pairs = values.reshape(values.size(0) // 2, 2, values.size(1))
@@ -691,6 +820,51 @@ def _jagged_mean_reference(
     return out
 
 
+def _jagged_dense_add_reference(
+    x_data: torch.Tensor, offsets: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    out, bounds = y.clone(), offsets.tolist()
+    for i, (a, e) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        out[i, : e - a] += x_data[a:e]
+    return out
+
+
+def _jagged_softmax_reference(x_data: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    bounds = offsets.tolist()
+    return torch.cat([x_data[a:e].softmax(0) for a, e in zip(bounds, bounds[1:], strict=False)])
+
+
+def _chunk_scan_reference(
+    cb: torch.Tensor,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    da: torch.Tensor,
+    c: torch.Tensor,
+    prev: torch.Tensor,
+    d: torch.Tensor,
+) -> torch.Tensor:
+    batch, nchunks, ngroups, chunk, _ = cb.shape
+    _, seqlen, nheads, headdim = x.shape
+    c = c.repeat_interleave(nheads // ngroups, dim=2).reshape(batch, nchunks, chunk, nheads, -1)
+    cb = cb.repeat_interleave(nheads // ngroups, dim=2)
+    decay = torch.exp(da[..., :, None] - da[..., None, :]).permute(0, 2, 1, 3, 4)
+    scores = (cb * decay).tril()
+    chunks = x.reshape(batch, nchunks, chunk, nheads, headdim)
+    inner = torch.einsum("bchls,bhcs,bcshp->bclhp", scores, dt, chunks)
+    carried = torch.einsum("bclhn,bchpn->bclhp", c, prev) * da.permute(0, 2, 3, 1)[..., None].exp()
+    return (inner + carried).reshape(batch, seqlen, nheads, headdim) + x * d[:, None]
+
+
+def _layer_norm_backward_reference(
+    grad_out: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, *_: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x, weight = x.clone().requires_grad_(), weight.clone().requires_grad_()
+    bias = torch.zeros_like(weight).requires_grad_()
+    torch.nn.functional.layer_norm(x, [x.size(1)], weight, bias).backward(grad_out)
+    assert x.grad is not None and weight.grad is not None and bias.grad is not None
+    return x.grad, weight.grad, bias.grad
+
+
 def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     x, y = torch.randn(37, 21), torch.randn(21)
     w, b = torch.randn(53), torch.randn(53)
@@ -715,6 +889,17 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     se_x, se_a, se_b = torch.randn(19, 23), torch.randn(23, 11), torch.randn(11, 23)
     _, hidden, gate = _squeeze_excite_reference(se_x, se_a, se_b)
     inv_rms = torch.rsqrt(batch_a[0].pow(2).mean(-1, keepdim=True) + 1e-5)
+    # Mamba2 chunk scan: batch 2, 3 chunks of 12, 1 group, 4 heads of 6, state 8
+    scan = (
+        torch.randn(2, 3, 1, 12, 12),
+        torch.randn(2, 36, 4, 6),
+        torch.rand(2, 4, 3, 12),
+        -torch.rand(2, 4, 3, 12).cumsum(-1) * 0.1,
+        torch.randn(2, 36, 1, 8),
+        torch.randn(2, 3, 4, 6, 8),
+        torch.randn(4),
+    )
+    row_stats = (rows.mean(-1), torch.rsqrt(rows.var(-1, correction=0) + 1e-5))
 
     def relu_bias(acc: torch.Tensor, tile: tuple) -> torch.Tensor:
         return torch.relu(acc + bias[tile[1]])
@@ -804,6 +989,18 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
             _rms_norm_backward_reference,
         ),
         "broadcast_matmul": (broadcast_matmul, (batch_a, mat_a[:24, :13]), torch.matmul),
+        "jagged_dense_add": (
+            jagged_dense_add,
+            (packed[:, 0].contiguous(), offsets, torch.randn(9, 43)),
+            _jagged_dense_add_reference,
+        ),
+        "jagged_softmax": (jagged_softmax, (packed, offsets), _jagged_softmax_reference),
+        "chunk_scan": (chunk_scan, scan, _chunk_scan_reference),
+        "layer_norm_backward": (
+            layer_norm_backward,
+            (rows.flip(1), rows, w, *row_stats),
+            _layer_norm_backward_reference,
+        ),
         "scaled_by_flag": (
             scaled_by_flag,
             (rows, flags),
