@@ -117,8 +117,6 @@ def binary(x: torch.Tensor, y: torch.Tensor, name: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", ["maximum", "minimum", "fmod", "remainder", "pow", "atan2"])
 def test_binary_float_ops_propagate_nan(mode, name: str) -> None:
-    if name == "atan2":
-        pytest.skip("atan2 has no core Triton lowering yet")
     x = special_values((11, 23), torch.float32)
     y = special_values((11, 23), torch.float32).flip(0).contiguous()
     if name == "pow":

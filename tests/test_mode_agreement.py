@@ -86,11 +86,38 @@ UNARY = {
     "asinh": torch.asinh,
     "acosh": lambda x: x.arccosh(),
     "atanh": torch.atanh,
+    "atan": torch.atan,
+    "asin": torch.asin,
+    "acos": lambda x: x.arccos(),
+    "signbit": torch.signbit,
+    "copysign": lambda x: torch.copysign(x, -2.0),
+    "nan_to_num": torch.nan_to_num,
+    "nan_to_num_given": lambda x: torch.nan_to_num(x, nan=1.0, posinf=2.0, neginf=-3.0),
+    "xlogy": lambda x: torch.xlogy(x, 3.0),
+    "xlogy_zero": lambda x: torch.xlogy(0.0, x),
+    "lerp": lambda x: torch.lerp(x, torch.ones_like(x), 0.75),
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
+    "elu": F.elu,
+    "selu": F.selu,
+    "celu": lambda x: F.celu(x, alpha=2.0),
+    "hardtanh": F.hardtanh,
+    "relu6": F.relu6,
+    "hardsigmoid": F.hardsigmoid,
+    "hardswish": F.hardswish,
+    "softsign": F.softsign,
+    "tanhshrink": F.tanhshrink,
+    "threshold": lambda x: F.threshold(x, 0.5, -3.0),
+    "hardshrink": F.hardshrink,
+    "softshrink": F.softshrink,
+    "logit": torch.logit,
+    "logit_eps": lambda x: torch.logit(x, eps=1e-3),
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
 INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt"}
 INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
+INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
+INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit"}
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
@@ -119,6 +146,9 @@ def defined(name: str, x: torch.Tensor) -> torch.Tensor:
         # negative inputs whose 1 + erf(x / sqrt(2)) rounds to 0 (AVX2; which elements take
         # which path depends on the CPU's vector width)
         x = x[~(x.signbit() & (F.gelu(x) == 0))]
+    if name == "softshrink":  # between the bounds PyTorch's vectorized CPU kernel gives
+        # +0.0, its scalar one (a tensor's tail) x * 0: -0.0 for negative x
+        x = x[~(x.signbit() & (x >= -0.5))]
     if DEVICE == "cuda" and name in DEVICE_DEPENDENT:
         x = x[same_on_cpu_and_cuda(UNARY[name], x)]
     return x[kept_on_gpu(x)]
@@ -201,8 +231,18 @@ BINARY = {
     "pow": torch.pow,
     "eq": torch.eq,
     "where": lambda x, y: torch.where(x > y, x, y),
+    "atan2": torch.atan2,
+    "hypot": torch.hypot,
+    "copysign": torch.copysign,
+    "fmax": torch.fmax,
+    "fmin": lambda x, y: x.fmin(y),
+    "lerp": lambda x, y: torch.lerp(x, y, 0.3),
+    "lerp_weights": lambda x, y: torch.lerp(x, y, y),
+    "logaddexp": torch.logaddexp,
+    "logaddexp2": torch.logaddexp2,
+    "xlogy": torch.xlogy,
 }
-FLOAT_ONLY = {"pow"}
+FLOAT_ONLY = {"pow", "hypot", "lerp", "lerp_weights", "logaddexp", "logaddexp2"}
 INT64 = {"div_trunc", "div_floor", "floor_divide", "true_divide"}  # also run in int64
 DIVISIONS = {"div", "floordiv", "remainder", "fmod", *INT64}
 
@@ -232,6 +272,13 @@ def pairs(name: str, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = x[keep], y[keep]
     if name == "div_trunc" and dtype in (torch.float16, torch.bfloat16):
         keep = rounded_first(x, y)
+        x, y = x[keep], y[keep]
+    if name in ("fmax", "fmin"):  # of two zeros, C leaves the sign open (PyTorch's CPU
+        # kernels give the first in float32, the second in bfloat16)
+        keep = (x != 0) | (y != 0)
+        x, y = x[keep], y[keep]
+    if name == "logaddexp2":  # -1 and -1: 0 or a rounding of log1p(1) / ln 2 below 1 (-0.0)
+        keep = (x != -1) | (y != -1)
         x, y = x[keep], y[keep]
     keep = kept_on_gpu(x) & kept_on_gpu(y)
     return x[keep].to(DEVICE), y[keep].to(DEVICE)

@@ -475,10 +475,12 @@ from tilecraft.frontend import (  # noqa: E402, F401
     creation,
     jagged,
     joins,
+    piecewise,
     products,
     reductions,
     scans,
     sorting,
+    special,
     views,
 )
 

@@ -447,6 +447,35 @@ define(
     category="transcendental",
 )
 
+# atan: libdevice's on a GPU; under the interpreter (no libdevice) Cephes' rational
+# approximation, reduced to [0, 0.66] through atan(x) = pi/2 - atan(1/x) and pi/4 +
+# atan((x - 1) / (x + 1)); within an ulp of numpy's in float32 and float64
+ATAN = """def {name}(a):
+    x = tl.abs(a)
+    big = x > 2.414213562373095
+    mid = x > 0.66
+    t = tl.where(big, -1.0 / x, tl.where(mid, (x - 1.0) / (x + 1.0), x))
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    low = tl.where(big, 6.123233995736766e-17, tl.where(mid, 3.061616997868383e-17, 0.0))
+    z = t * t
+    p = (((-0.8750608600031904 * z - 16.157537187333652) * z - 75.00855792314705) * z
+         - 122.88666844901361) * z - 64.85021904942025
+    q = ((((z + 24.858464901423062) * z + 165.02700983169885) * z + 432.88106049129027) * z
+         + 485.3903996359137) * z + 194.5506571482614
+    r = base + (t * (z * p / q) + t + low)
+    return tl.where(a == 0, a, tl.where(a < 0, r * -1.0, r))
+"""
+define(
+    "atan",
+    E,
+    emit=lambda d, a: f"libdevice.atan({a})",
+    helper=lambda d: ATAN if interpreted() else None,
+    eager=torch.atan,
+    result=Result.FLOAT,
+    torch_names=("atan", "arctan"),
+    category="transcendental",
+)
+
 # -- ops the code generator writes itself ----------------------------------------------------
 define("cast", E, eager=lambda x, dtype: x.to(dtype))
 # `x.view(dtype)`: the same bits read as another dtype of the same size (attrs none: the

@@ -1,0 +1,241 @@
+"""Math functions of signs and of two operands, lowered to the op table's ops: signbit,
+copysign, fmax/fmin, hypot, atan2, asin, acos, lerp, logaddexp(2), xlogy, nan_to_num.
+
+As in activations.py: 16-bit floats compute in float32 and round once at the end;
+special values (NaN, infinities, signed zeros) follow PyTorch's kernels, which the mode
+tests hold them to.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from tilecraft.exc import DtypeError, UnsupportedOperation
+from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.ops import OPS, op
+from tilecraft.frontend.views import bitcast
+from tilecraft.ir.nodes import Value
+
+SIGNED = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # float size -> its bits as int
+LN2 = math.log(2.0)
+
+
+def _where(b: Builder, cond: Value | bool, a: Operand, c: Operand) -> Operand:
+    """torch.where, also of a condition known when compiling."""
+    if isinstance(cond, bool):
+        return a if cond else c
+    return b.elementwise("where", cond, a, c)
+
+
+def _eq(b: Builder, x: Operand, y: Operand) -> Value:
+    return b.elementwise("eq", x, y, dtype=torch.bool)
+
+
+def _either(b: Builder, x: Value, y: Value) -> Value:
+    return b.elementwise("or", x, y, dtype=torch.bool)
+
+
+def _floats(b: Builder, name: str, *operands: Operand, ints: bool = True) -> tuple:
+    """The result dtype of float function `name` of `operands` (integers give float32, or
+    are refused where PyTorch refuses them), and the operands in its compute dtype."""
+    dtype = promote(*operands)
+    if not dtype.is_floating_point:
+        if not ints:
+            raise DtypeError(f"{name} needs float tiles, not {dtype} (PyTorch refuses too)", b.loc)
+        dtype = torch.float32
+    wide = compute_dtype(dtype)
+    return dtype, [b.cast(o, wide) if isinstance(o, Value) else float(o) for o in operands]
+
+
+def _done(b: Builder, result: Operand, dtype: torch.dtype) -> Value:
+    """The result rounded once to its dtype."""
+    return b.cast(result, dtype)  # type: ignore[return-value]
+
+
+def _abs(b: Builder, x: Operand) -> Operand:
+    return OPS["abs"](b, x) if isinstance(x, Value) else abs(x)
+
+
+def _negated(b: Builder, x: Operand) -> Operand:
+    return b.elementwise("mul", x, -1.0) if isinstance(x, Value) else -x
+
+
+@op("signbit")
+def _signbit(b: Builder, x: Value) -> Value:
+    """The sign bit, set for -0.0 and negative NaN too: a float's bits read as a signed
+    integer are negative exactly then."""
+    dtype = x.type.dtype
+    bits = bitcast(b, x, SIGNED[dtype.itemsize]) if dtype.is_floating_point else x
+    return b.elementwise("lt", bits, 0, dtype=torch.bool)
+
+
+def _negative(b: Builder, x: Operand) -> Value | bool:
+    """Whether `x`'s sign bit is set (a Python bool for a number)."""
+    return _signbit(b, x) if isinstance(x, Value) else math.copysign(1.0, x) < 0
+
+
+def _with_sign(b: Builder, magnitude: Operand, of: Operand) -> Operand:
+    """`magnitude` (not negative) with the sign of `of`."""
+    return _where(b, _negative(b, of), _negated(b, magnitude), magnitude)
+
+
+@op("copysign")
+def _copysign(b: Builder, x: Operand, y: Operand) -> Value:
+    dtype, (xf, yf) = _floats(b, "copysign", x, y)
+    return _done(b, _with_sign(b, _abs(b, xf), yf), dtype)
+
+
+def _ignoring_nan(keeps_first: str) -> Callable[..., Value]:
+    """torch.fmax / fmin: the first operand where `keeps_first` holds (ties too: of two
+    zeros, the first, as PyTorch's CPU kernels), else the second; a NaN loses to a number."""
+
+    def handler(b: Builder, x: Operand, y: Operand) -> Value:
+        first = b.elementwise(keeps_first, x, y, dtype=torch.bool)
+        picked: Operand = b.elementwise("where", first, x, y)
+        for nan, other in ((y, x), (x, y)):
+            if isinstance(nan, Value) and nan.type.dtype.is_floating_point:
+                picked = _where(b, OPS["isnan"](b, nan), other, picked)
+        return _done(b, picked, promote(x, y))
+
+    return handler
+
+
+OPS["fmax"], OPS["fmin"] = _ignoring_nan("ge"), _ignoring_nan("le")
+
+
+@op("hypot")
+def _hypot(b: Builder, x: Operand, y: Operand) -> Value:
+    """sqrt(x^2 + y^2) without overflow: big * sqrt(1 + (small / big)^2); infinite when
+    either operand is, even beside a NaN (C's hypot)."""
+    dtype, (xf, yf) = _floats(b, "hypot", x, y, ints=False)
+    ax, ay = _abs(b, xf), _abs(b, yf)
+    big, small = OPS["maximum"](b, ax, ay), OPS["minimum"](b, ax, ay)
+    ratio = b.elementwise("truediv", small, big)
+    root = OPS["sqrt"](b, b.elementwise("add", b.elementwise("mul", ratio, ratio), 1.0))
+    length = _where(b, _eq(b, big, 0.0), 0.0, b.elementwise("mul", big, root))
+    infinite = [_eq(b, a, math.inf) for a in (ax, ay) if isinstance(a, Value)]
+    on = infinite[0] if len(infinite) == 1 else _either(b, *infinite)
+    return _done(b, _where(b, on, math.inf, length), dtype)
+
+
+def _atan2_of(b: Builder, y: Operand, x: Operand) -> Operand:
+    """C's atan2 in the compute dtype: atan of the smaller magnitude over the larger (in
+    [0, 1]), moved to its octant; signed zeros and infinities as C gives them."""
+    ax, ay = _abs(b, x), _abs(b, y)
+    big, small = OPS["maximum"](b, ax, ay), OPS["minimum"](b, ax, ay)
+    ratio = _where(b, _eq(b, small, math.inf), 1.0, b.elementwise("truediv", small, big))
+    angle = OPS["atan"](b, _where(b, _eq(b, big, 0.0), 0.0, ratio))
+    steep = b.elementwise("gt", ay, ax, dtype=torch.bool)
+    angle = _where(b, steep, b.elementwise("sub", math.pi / 2, angle), angle)
+    angle = _where(b, _negative(b, x), b.elementwise("sub", math.pi, angle), angle)
+    signed = _with_sign(b, angle, y)
+    for operand in (x, y):
+        if isinstance(operand, Value):
+            signed = _where(b, OPS["isnan"](b, operand), math.nan, signed)
+    return signed
+
+
+@op("atan2", "arctan2")
+def _atan2(b: Builder, y: Operand, x: Operand) -> Value:
+    dtype, (yf, xf) = _floats(b, "atan2", y, x)
+    return _done(b, _atan2_of(b, yf, xf), dtype)
+
+
+def _cosine_of(b: Builder, xf: Value) -> Value:
+    """sqrt(1 - x^2) as sqrt((1 - x)(1 + x)): exact near |x| = 1 (NaN past it)."""
+    product = b.elementwise("mul", b.elementwise("sub", 1.0, xf), b.elementwise("add", xf, 1.0))
+    return OPS["sqrt"](b, product)  # type: ignore[no-any-return]
+
+
+@op("asin", "arcsin")
+def _asin(b: Builder, x: Value) -> Value:
+    dtype, (xf,) = _floats(b, "asin", x)
+    return _done(b, OPS["atan"](b, b.elementwise("truediv", xf, _cosine_of(b, xf))), dtype)
+
+
+@op("acos", "arccos")
+def _acos(b: Builder, x: Value) -> Value:
+    dtype, (xf,) = _floats(b, "acos", x)
+    return _done(b, _atan2_of(b, _cosine_of(b, xf), xf), dtype)
+
+
+@op("lerp")
+def _lerp(b: Builder, start: Operand, end: Operand, weight: Operand) -> Value:
+    """PyTorch's: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 -
+    w), exact at both ends."""
+    dtype, (s, e, w) = _floats(b, "lerp", start, end, weight, ints=False)
+    diff = b.elementwise("sub", e, s)
+    near = b.elementwise("add", s, b.elementwise("mul", w, diff))
+    rest = b.elementwise("sub", 1.0, w) if isinstance(w, Value) else 1.0 - w
+    far = b.elementwise("sub", e, b.elementwise("mul", diff, rest))
+    small = (
+        b.elementwise("lt", _abs(b, w), 0.5, dtype=torch.bool)
+        if isinstance(w, Value)
+        else abs(w) < 0.5
+    )
+    return _done(b, _where(b, small, near, far), dtype)
+
+
+def _log_add(exp: str, scale: float) -> Callable[..., Value]:
+    """torch.logaddexp (exp "exp", scale 1) or logaddexp2 ("exp2", 1 / ln 2): max(x, y) +
+    log1p(exp(-|x - y|)) * scale; x itself where both are the same infinity."""
+
+    def handler(b: Builder, x: Operand, y: Operand) -> Value:
+        dtype, (xf, yf) = _floats(b, "logaddexp", x, y, ints=False)
+        gap = OPS["neg"](b, _abs(b, b.elementwise("sub", xf, yf)))
+        tail = OPS["log1p"](b, OPS[exp](b, gap))
+        tail = tail if scale == 1 else b.elementwise("mul", tail, scale)
+        total = b.elementwise("add", OPS["maximum"](b, xf, yf), tail)
+        same = b.elementwise("and", OPS["isinf"](b, xf), _eq(b, xf, yf), dtype=torch.bool)
+        return _done(b, _where(b, same, xf, total), dtype)
+
+    return handler
+
+
+OPS["logaddexp"], OPS["logaddexp2"] = _log_add("exp", 1.0), _log_add("exp2", 1 / LN2)
+
+
+def _log_of(b: Builder, y: Operand) -> Operand:
+    """log(y), of a number too (-inf at 0, NaN below)."""
+    if isinstance(y, Value):
+        return OPS["log"](b, y)  # type: ignore[no-any-return]
+    return math.log(y) if y > 0 else (-math.inf if y == 0 else math.nan)
+
+
+@op("xlogy")
+def _xlogy(b: Builder, x: Operand, y: Operand) -> Value:
+    """x * log(y), 0 where x is 0, NaN where y is NaN."""
+    dtype, (xf, yf) = _floats(b, "xlogy", x, y)
+    product = b.elementwise("mul", xf, _log_of(b, yf))
+    if isinstance(xf, Value):
+        zero: Operand = _where(b, _eq(b, xf, 0.0), 0.0, product)
+    else:
+        zero = 0.0 if xf == 0 else product
+    if not isinstance(yf, Value):
+        return _done(b, b.elementwise("add", product, math.nan) if math.isnan(yf) else zero, dtype)
+    return _done(b, _where(b, OPS["isnan"](b, yf), math.nan, zero), dtype)
+
+
+@op("nan_to_num")
+def _nan_to_num(
+    b: Builder,
+    x: Value,
+    nan: float = 0.0,
+    posinf: float | None = None,
+    neginf: float | None = None,
+) -> Value:
+    """NaN, +inf and -inf replaced by constants (by default 0 and the dtype's extremes)."""
+    dtype = x.type.dtype
+    if not dtype.is_floating_point:
+        return x
+    for value in (nan, posinf, neginf):
+        if value is not None and not isinstance(value, (int, float)):
+            raise UnsupportedOperation("nan_to_num(nan=, posinf=, neginf=) need numbers", b.loc)
+    top = torch.finfo(dtype).max
+    out = _where(b, OPS["isnan"](b, x), float(nan), x)
+    out = _where(b, _eq(b, x, math.inf), top if posinf is None else float(posinf), out)
+    out = _where(b, _eq(b, x, -math.inf), -top if neginf is None else float(neginf), out)
+    return _done(b, out, dtype)
