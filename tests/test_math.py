@@ -100,6 +100,16 @@ def test_expm1_and_tanh_keep_precision_small_and_large(mode, name: str) -> None:
     torch.testing.assert_close(mode(unary)(x, name), getattr(torch, name)(x), rtol=1e-5, atol=0)
 
 
+def test_log10_of_powers_of_ten_is_exact(mode) -> None:
+    """log10 was log2(x) * log10(2), rounded twice: 2.9999998 for 1000 in float32, so
+    floor(log10(x)), the digit count, came out one short."""
+    x = torch.tensor([[10.0**k for k in range(-30, 31)]], device=DEVICE)
+    assert torch.equal(mode(unary)(x, "log10"), torch.log10(x))
+    assert torch.equal(
+        mode(unary)(x, "log10").floor(), torch.arange(-30.0, 31.0, device=DEVICE)[None]
+    )
+
+
 @pytest.mark.parametrize("name", ["round", "trunc", "sign", "abs", "neg", "floor"])
 def test_integer_unary(mode, name: str) -> None:
     x = torch.randint(-50, 50, (7, 9), device=DEVICE, dtype=torch.int32)

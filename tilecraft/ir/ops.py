@@ -399,12 +399,23 @@ def _sqrt(d: torch.dtype, a: str) -> str:
     return f"tl.sqrt_rn({a})" if d == torch.float32 else f"tl.sqrt({a})"
 
 
+def _log10(d: torch.dtype, a: str) -> str:
+    """libdevice's log10 on a GPU (CUDA's, as PyTorch's kernels). Under the interpreter,
+    log2(x) * log10(2): in float32 that rounded twice and gave -30.000002 for 1e-30 and
+    2.9999998 for 1000 (so floor(log10(x)) counted a digit too few), hence a float64
+    product there, rounded once."""
+    if not interpreted():
+        return f"libdevice.log10({a})"
+    product = f"tl.log2({a}.to(tl.float64)) * {math.log10(2)!r}"
+    return product if d == torch.float64 else f"({product}).to(tl.float32)"
+
+
 TRANSCENDENTAL: dict[str, tuple[Emit, Any]] = {
     "exp": (_call("tl.exp"), torch.exp),
     "exp2": (_call("tl.exp2"), torch.exp2),
     "log": (_call("tl.log"), torch.log),
     "log2": (_call("tl.log2"), torch.log2),
-    "log10": (lambda d, a: f"tl.log2({a}) * {1 / math.log2(10)!r}", torch.log10),
+    "log10": (_log10, torch.log10),
     "log1p": (lambda d, a: _log1p(a), torch.log1p),
     "expm1": (lambda d, a: _expm1(a), torch.expm1),
     "sqrt": (_sqrt, torch.sqrt),
