@@ -394,3 +394,34 @@ def test_integer_powers_stay_integers() -> None:
     assert unary(x, "pow100").dtype == torch.int32
     with pytest.raises(UnsupportedOperation, match="integer power"):
         unary(x, "rpow_int")
+
+
+SMALL_INTS = {
+    "eq": lambda x: x == -2,
+    "lt": lambda x: x < -1,
+    "add": lambda x: x + (-2),
+    "mul": lambda x: x * -1,
+    "sub": lambda x: x - 300,
+    "where": lambda x: torch.where(x > 1, x, -2),
+    "narrowed": lambda x: x.to(torch.int8) == 300,
+    "clamp": lambda x: torch.clamp(x, -3, 100),
+}
+
+
+@tc.kernel(config=tc.Config(block_sizes=[16]))
+def small_ints(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = SMALL_INTS[name]
+    out = torch.empty(x.shape, dtype=fn(x[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = fn(x[tile])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16])
+@pytest.mark.parametrize("name", list(SMALL_INTS))
+def test_int_constants_wrap_into_small_int_tiles(name: str, dtype: torch.dtype) -> None:
+    """PyTorch wraps a Python int into a small int tile's dtype (uint8 `x == -2` compares
+    with 254); Triton's interpreter raised on a negative constant beside an unsigned tile
+    and on 300 beside an int8 one (found by the expression fuzzer)."""
+    x = torch.tensor([0, 1, 2, 100, 127, 3, 5, 9, 254, 255], dtype=torch.int64).to(dtype)
+    check_modes(small_ints, (x.to(DEVICE), name), lambda x, n: SMALL_INTS[n](x))

@@ -21,6 +21,7 @@ from tilecraft.codegen.rules import (
     tl_dtype,
     triton_interpret,
     typed_literal,
+    wrapped,
 )
 from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
@@ -89,7 +90,7 @@ class KernelWriter:
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
             if isinstance(x, float) and dtype is not None and dtype.is_floating_point:
                 return typed_literal(x, dtype)
-            return literal(x)
+            return literal(wrapped(x, dtype))
         rank = len(self.text_dims(x))
         text = expand(x.name, len(dims), len(dims) - rank, rank)
         if dtype is not None and x.type.dtype != dtype:

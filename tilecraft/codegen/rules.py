@@ -42,6 +42,17 @@ def literal(value: object) -> str:
     return repr(value)
 
 
+def wrapped(value: object, dtype: torch.dtype | None) -> object:
+    """A Python int in an integer op of `dtype` as PyTorch takes it: wrapped into the
+    dtype's range (uint8 `x == -2` compares with 254, int8 `x + 300` adds 44), where
+    Triton's interpreter refused a negative constant beside an unsigned tile."""
+    if type(value) is not int or dtype is None or dtype.is_floating_point or dtype == torch.bool:
+        return value
+    bits = dtype.itemsize * 8
+    value %= 2**bits
+    return value - 2**bits if dtype.is_signed and value >= 2 ** (bits - 1) else value
+
+
 # The integer of a float's bits, by width: Triton makes a zero of any constant equal to 0,
 # so -0.0 is written as its bits (the sign bit alone) and bitcast.
 _BITS = {1: "tl.int8", 2: "tl.int16", 4: "tl.int32", 8: "tl.int64"}
