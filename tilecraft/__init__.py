@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilecraft import autotuner, exc
+from tilecraft import autotuner, exc, language, runtime
 from tilecraft.language import (
     Tile,
     arange,
@@ -18,6 +18,7 @@ from tilecraft.language import (
     jagged_tile,
     join,
     load,
+    ones,
     rand,
     randint,
     reduce,
@@ -27,13 +28,23 @@ from tilecraft.language import (
     split,
     static_range,
     store,
+    subscript,
     tile,
+    tile_begin,
+    tile_block_size,
+    tile_end,
+    tile_id,
+    tile_index,
     zeros,
 )
 from tilecraft.language.host import cdiv, next_power_of_2
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.kernel import BoundKernel, Kernel, kernel
+from tilecraft.runtime.options import RefMode
+from tilecraft.runtime.settings import Settings
 from tilecraft.torch import as_torch_op
+
+jit = kernel  # Helion's other name for the decorator
 
 
 def record() -> Any:
@@ -55,6 +66,8 @@ __all__ = [
     "BoundKernel",
     "Config",
     "Kernel",
+    "RefMode",
+    "Settings",
     "Tile",
     "arange",
     "as_torch_op",
@@ -69,20 +82,30 @@ __all__ = [
     "full",
     "grid",
     "jagged_tile",
+    "jit",
     "join",
     "kernel",
+    "language",
     "load",
     "next_power_of_2",
+    "ones",
     "rand",
     "randint",
     "record",
     "reduce",
     "register_block_size",
     "register_tunable",
+    "runtime",
     "specialize",
     "split",
     "static_range",
     "store",
+    "subscript",
     "tile",
+    "tile_begin",
+    "tile_block_size",
+    "tile_end",
+    "tile_id",
+    "tile_index",
     "zeros",
 ]

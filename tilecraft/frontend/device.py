@@ -364,6 +364,8 @@ class DeviceCompiler(Loops, Operators):
             return self.inline(callee, args, kwargs)
         if fn is lang.static_range:
             return static_range(args, kwargs)
+        if getattr(fn, "__module__", None) == lang.refused.__name__:
+            raise lang.refused.refusal(lang.refused.REFUSED[fn])
         if fn in (lang.store, lang.atomic_add) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)

@@ -9,11 +9,10 @@ import torch
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
-from tilecraft.frontend import jagged
+from tilecraft.frontend import jagged, views
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.refs import HostTensor, TileRef, TileSizeInt
-from tilecraft.frontend.views import shape_dims
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
 from tilecraft.ir.types import Block, Dim, broadcast_dims
 
@@ -243,13 +242,32 @@ class MemoryLowering:
             return size if size is None else TileSizeInt(size, block)
         raise UnsupportedOperation(f"tiles have no attribute `{attr}`")
 
+    def tile_function(self, fn: Any, tile: Any) -> Any:
+        """`tc.tile_index(t)` and the like: Helion's calls for the tile attributes."""
+        if not isinstance(tile, TileRef):
+            raise UnsupportedSyntax(f"tc.{fn.__name__} takes a tile of a tc.tile loop")
+        return self.tile_attr(tile.block, lang.tiles.TILE_ATTRIBUTES[fn])
+
+    def subscript(self, x: Any, index: Any) -> Any:
+        """`tc.subscript(x, [...])`: `x[...]` written as a call."""
+        items = list(index) if isinstance(index, (list, tuple)) else [index]
+        if isinstance(x, HostTensor):
+            return self.load(x.param, x.meta, items)
+        if not isinstance(x, Value):
+            raise UnsupportedSyntax("tc.subscript indexes a tile or a tensor from the host")
+        return views.index(self.b, x, tuple(items))
+
     # -- tc.* calls --------------------------------------------------------------------
     def language_call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
-        if fn is lang.zeros or fn is lang.full:
+        if fn in (lang.zeros, lang.ones, lang.full):
             kwargs = {k: v for k, v in kwargs.items() if k != "device"}  # tiles: one device
-            if fn is lang.zeros:
-                args = [args[0], 0, *args[1:]]
+            if fn is not lang.full:
+                args = [args[0], int(fn is lang.ones), *args[1:]]
             return self.full(*args, **kwargs)
+        if fn in lang.tiles.TILE_ATTRIBUTES:
+            return self.tile_function(fn, *args, **kwargs)
+        if fn is lang.subscript:
+            return self.subscript(*args, **kwargs)
         if fn is lang.arange:
             return self.arange(*args, **kwargs)
         if fn in (lang.load, lang.store, lang.atomic_add):
@@ -273,7 +291,7 @@ class MemoryLowering:
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:
         items = list(shape) if isinstance(shape, (list, tuple, torch.Size)) else [shape]
-        return shape_dims(self.b, items)
+        return views.shape_dims(self.b, items)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype = torch.float32) -> Value:
         if isinstance(value, Value):

@@ -1,4 +1,4 @@
-"""Tile creation and matrix products: `zeros`, `full`, `arange`, `dot`."""
+"""Tile creation and matrix products: `zeros`, `ones`, `full`, `arange`, `dot`."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def zeros(
     """
     ctx = eager_context("zeros")
     return torch.zeros(_sizes(shape), dtype=dtype, device=ctx.device)
+
+
+def ones(
+    shape: Shape, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """A new tile of `shape` (tiles and ints) filled with ones (`tc.full(shape, 1)`).
+
+    Example::
+
+        counts = tc.ones([tile_m], dtype=torch.int32)
+    """
+    ctx = eager_context("ones")
+    return torch.ones(_sizes(shape), dtype=dtype, device=ctx.device)
 
 
 def arange(begin: int, end: int | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:

@@ -9,14 +9,12 @@ keep PyTorch's meaning (a negative int counts from the end).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any, TypeGuard
 
 import torch
 
 from tilecraft.exc import IndexOutOfBounds
-from tilecraft.language.state import _current
+from tilecraft.language.state import _current, user_frame
 from tilecraft.language.tiles import Tile
 
 Key = tuple[Any, ...]
@@ -202,15 +200,10 @@ def _out_of_bounds(tensor: torch.Tensor) -> IndexOutOfBounds:
     innermost caller outside tilecraft and PyTorch is the kernel's (eager) body."""
     from tilecraft.runtime.checks import out_of_bounds
 
-    frame = sys._getframe(1)
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
-        frame = frame.f_back
+    frame = user_frame()
     names = [n for n, v in frame.f_locals.items() if v is tensor]
     what = f"`{names[0]}[...]`" if names else "a subscript"
     return out_of_bounds(frame.f_code.co_filename, frame.f_lineno, what)
-
-
-_LIBRARIES = (str(Path(torch.__file__ or "").parent), str(Path(__file__).resolve().parent.parent))
 
 
 def read(

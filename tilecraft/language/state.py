@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import linecache
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
 
 import torch
 
-from tilecraft.exc import NotInKernel
+from tilecraft.exc import NotInKernel, SourceLoc
 
 
 @dataclass
@@ -57,3 +61,23 @@ def running_eagerly(ctx: EagerContext) -> Iterator[EagerContext]:
         yield ctx
     finally:
         _current.reset(token)
+
+
+# code that is not the user's: tilecraft's own and PyTorch's
+_LIBRARIES = (str(Path(torch.__file__ or "").parent), str(Path(__file__).resolve().parent.parent))
+
+
+def user_frame() -> FrameType:
+    """The innermost frame outside tilecraft and PyTorch: the user's line calling in (in
+    eager mode, the kernel's body)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARIES):
+        frame = frame.f_back
+    return frame
+
+
+def user_loc() -> SourceLoc:
+    """The user's line calling in, for an error raised by a DSL function itself."""
+    frame = user_frame()
+    filename, line = frame.f_code.co_filename, frame.f_lineno
+    return SourceLoc(filename, line, linecache.getline(filename, line))

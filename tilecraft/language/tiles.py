@@ -177,3 +177,64 @@ def lanes(loop: Iterator[Any]) -> Iterator[Any]:
 
 def _lane(t: Tile, i: int) -> Tile:
     return Tile(i, i + 1, 1, t.device, t.span)
+
+
+# Helion's functional spellings of the tile attributes (`hl.tile_index(t)` is `t.index`).
+def tile_index(tile: Tile) -> torch.Tensor:
+    """The indices of `tile` as a 1-D tile (`tile.index`).
+
+    Example::
+
+        rows = tc.tile_index(tile_m)
+    """
+    return tile.index
+
+
+def tile_begin(tile: Tile) -> int:
+    """The first index of `tile` (`tile.begin`).
+
+    Example::
+
+        start = tc.tile_begin(tile_m)
+    """
+    return tile.begin
+
+
+def tile_end(tile: Tile) -> int:
+    """One past the last index of `tile` (`tile.end`), clipped to its loop's range.
+
+    Example::
+
+        stop = tc.tile_end(tile_m)
+    """
+    return tile.end
+
+
+def tile_block_size(tile: Tile) -> int:
+    """The block size of `tile`'s loop (`tile.block_size`).
+
+    Example::
+
+        width = tc.tile_block_size(tile_m)
+    """
+    return tile.block_size
+
+
+def tile_id(tile: Tile) -> int:
+    """The position of `tile` among its loop's tiles (`tile.id`).
+
+    Example::
+
+        partial_row = tc.tile_id(tile_m)
+    """
+    return tile.id
+
+
+# the attribute each function reads, for the device compiler
+TILE_ATTRIBUTES = {
+    tile_index: "index",
+    tile_begin: "begin",
+    tile_end: "end",
+    tile_block_size: "block_size",
+    tile_id: "id",
+}

@@ -111,3 +111,20 @@ def specialize(value: int) -> int:
         n = tc.specialize(x.size(1))
     """
     return value
+
+
+@dataclass(frozen=True)
+class constexpr:  # noqa: N801 (Helion's spelling: `hl.constexpr`)
+    """Helion's mark of a kernel argument to compile a kernel per value of:
+    `def f(x: torch.Tensor, n: tc.constexpr)`. As an annotation it changes nothing here:
+    int, bool and str arguments are specialized on already, and a float argument is read
+    at run time (the same code serves every value). A value wrapped at the call
+    (`f(x, tc.constexpr(4))`) is refused: pass the value itself.
+
+    Example::
+
+        @tc.kernel
+        def scale(x: torch.Tensor, factor: tc.constexpr) -> torch.Tensor: ...
+    """
+
+    value: object

@@ -1,6 +1,9 @@
-"""Helion's view helpers on tiles: `join` and `split` (pairs along a last dim of size 2)."""
+"""Helion's view helpers on tiles: `join` and `split` (pairs along a last dim of size 2),
+and `subscript` (indexing written as a call)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -30,3 +33,15 @@ def split(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"tc.split needs a last dim of size 2, got {tuple(x.shape)}")
     first, second = x.unbind(-1)
     return first, second
+
+
+def subscript(x: torch.Tensor, index: Sequence[object]) -> torch.Tensor:
+    """`x[index]` for a tile, the subscripts given as a list: `:` (`slice(None)`),
+    `None` (a new dim of size 1), `...` and ints.
+
+    Example::
+
+        column = tc.subscript(row, [slice(None), None])  # row[:, None]
+    """
+    eager_context("subscript")
+    return x[tuple(index)]  # type: ignore[index]

@@ -14,6 +14,7 @@ import torch
 from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
 from tilecraft.frontend.source import KernelSource, read_source
+from tilecraft.language.tunables import constexpr
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
 from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, warn_slow
@@ -306,6 +307,12 @@ def _arg_key(arg: Any) -> Any:
         return arg
     if isinstance(arg, types.FunctionType):  # inlined: each function compiles on its own
         return callable_key(arg, _arg_key)
+    if isinstance(arg, constexpr):
+        raise BadArgument(
+            f"an argument wrapped as tc.constexpr({arg.value!r}): pass {arg.value!r} itself "
+            "(ints, bools and strs are specialized on already; `n: tc.constexpr` as an "
+            "annotation is fine)"
+        )
     return type(arg)
 
 

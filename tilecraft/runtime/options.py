@@ -9,6 +9,7 @@ below), and the rest are rejected by name, saying what to do instead.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,22 @@ import torch
 
 from tilecraft.exc import SettingsError
 from tilecraft.runtime.settings import Settings
+
+
+class RefMode(enum.Enum):
+    """Helion's `ref_mode=` values: EAGER runs the kernel body in PyTorch (tilecraft's
+    interpret mode, TILECRAFT_INTERPRET=1), OFF compiles it."""
+
+    OFF = "off"
+    EAGER = "eager"
+
+
+def _ref_mode(value: Any) -> dict[str, Any]:
+    try:
+        mode = RefMode(getattr(value, "value", value))
+    except ValueError:
+        raise SettingsError(f"ref_mode={value!r}: use RefMode.OFF or RefMode.EAGER") from None
+    return {"interpret": True} if mode is RefMode.EAGER else {}
 
 
 def _effort(value: Any) -> dict[str, Any]:
@@ -72,6 +89,7 @@ TRANSLATED: dict[str, Callable[[Any], dict[str, Any]]] = {
     "index_dtype": _index_dtype,
     "backend": _backend,
     "autotune_accuracy_check": _accuracy_check,
+    "ref_mode": _ref_mode,
 }
 
 # Helion keywords accepted with no effect here, and why.
@@ -101,7 +119,6 @@ REFUSED = {
     "allow_warp_specialize": "warp specialization is not a knob here",
     "fast_math": "math follows PyTorch's semantics exactly",
     "debug_dtype_asserts": "dtypes are checked while compiling",
-    "ref_mode": "set TILECRAFT_INTERPRET=1 for eager mode",
     "autotune_best_available_max_configs": "warm starts come from the tuning database",
     "autotune_best_available_max_cache_scan": "warm starts come from the tuning database",
 }
