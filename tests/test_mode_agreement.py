@@ -425,3 +425,31 @@ def test_int_constants_wrap_into_small_int_tiles(name: str, dtype: torch.dtype) 
     and on 300 beside an int8 one (found by the expression fuzzer)."""
     x = torch.tensor([0, 1, 2, 100, 127, 3, 5, 9, 254, 255], dtype=torch.int64).to(dtype)
     check_modes(small_ints, (x.to(DEVICE), name), lambda x, n: SMALL_INTS[n](x))
+
+
+BOOLS = {
+    "add": lambda x, y: x + y,
+    "mul": lambda x, y: x * y,
+    "add_then_float": lambda x, y: (x + y).float(),
+    "squared_sum": lambda x, y: (x + y) * (x + y),
+    "maximum": torch.maximum,
+    "add_int": lambda x, y: x + 1,
+}
+
+
+@tc.kernel(config=tc.Config(block_sizes=[16]))
+def bools(x: torch.Tensor, y: torch.Tensor, name: str) -> torch.Tensor:
+    fn = BOOLS[name]
+    out = torch.empty(x.shape, dtype=fn(x[:1], y[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = fn(x[tile], y[tile])
+    return out
+
+
+@pytest.mark.parametrize("name", list(BOOLS))
+def test_bool_arithmetic_is_logical(name: str) -> None:
+    """True + True is True in PyTorch; compiled code gave 2 (Triton adds int1 as
+    integers), which a cast to float kept (found by the dtype fuzzer)."""
+    x = torch.tensor([True, False, True, False] * 5, device=DEVICE)
+    y = torch.tensor([True, True, False, False] * 5, device=DEVICE)
+    check_modes(bools, (x, y, name), lambda x, y, n: BOOLS[n](x, y))

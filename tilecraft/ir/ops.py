@@ -252,9 +252,7 @@ def _call(fn: str) -> Emit:
 # -- the table: elementwise ops -------------------------------------------------------------
 E = Kind.ELEMENTWISE
 INFIX: list[tuple[str, str, Any, Result]] = [
-    ("add", "+", torch.add, Result.SAME),
     ("sub", "-", torch.sub, Result.SAME),
-    ("mul", "*", torch.mul, Result.SAME),
     ("and", "&", torch.bitwise_and, Result.INT),
     ("or", "|", torch.bitwise_or, Result.INT),
     ("xor", "^", torch.bitwise_xor, Result.INT),
@@ -269,6 +267,16 @@ INFIX: list[tuple[str, str, Any, Result]] = [
 ]
 for _name, _symbol, _eager, _result in INFIX:
     define(_name, E, arity=2, emit=_infix(_symbol), eager=_eager, result=_result)
+
+
+def _logical(symbol: str, of_bools: str) -> Emit:
+    """An infix op that is logical on bools, as PyTorch's (True + True is True; Triton's
+    `+` of two int1 gave 2, which a later cast to float kept)."""
+    return lambda d, a, b: f"{a} {of_bools if d == torch.bool else symbol} {b}"
+
+
+define("add", E, arity=2, emit=_logical("+", "|"), eager=torch.add)
+define("mul", E, arity=2, emit=_logical("*", "&"), eager=torch.mul)
 
 
 def _truediv(d: torch.dtype, a: str, b: str) -> str:
