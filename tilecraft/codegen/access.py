@@ -15,6 +15,7 @@ import torch
 
 from tilecraft.codegen import flat
 from tilecraft.codegen.common import expand
+from tilecraft.codegen.rules import tl_dtype
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value
 from tilecraft.runtime.cpu import interpreter_set
 
@@ -50,8 +51,9 @@ def choose_style(w: KernelWriter, op: Op) -> str:
         choice = choice[index] if index < len(choice) and choice[index] else "pointer"
     if choice not in supported_indexing():
         return "pointer"
-    if op.name == "atomic_add" and (choice != "tensor_descriptor" or not descriptor_adds(op)):
-        return "pointer"
+    bulk_add = choice == "tensor_descriptor" and descriptor_adds(op)
+    if op.name.startswith("atomic_") and not bulk_add:
+        return "pointer"  # atomics go through pointers, but for a descriptor's bulk add
     return choice if block_eligible(w, op, choice) else "pointer"
 
 
@@ -67,7 +69,9 @@ def descriptor_adds(op: Op) -> bool:
     import triton.language as tl
 
     access: Access = op.args[0]
-    if op.attrs.get("sem") != "relaxed" or access.param.dtype not in DESCRIPTOR_ADD_DTYPES:
+    if op.name != "atomic_add" or op.attrs.get("sem") != "relaxed":
+        return False
+    if access.param.dtype not in DESCRIPTOR_ADD_DTYPES:
         return False
     lowered = hasattr(getattr(tl, "tensor_descriptor", None), "atomic_add")
     return lowered and not interpreter_set()
@@ -402,5 +406,48 @@ def flat_store(w: KernelWriter, op: Op, fn: str) -> None:
     w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
 
 
-def atomic_add(w: KernelWriter, op: Op) -> None:
-    store(w, op, "tl.atomic_add")
+def atomic(w: KernelWriter, op: Op) -> None:
+    """`tc.atomic_add` and its kin (max, min, and, or, xor, xchg): Triton's function of the
+    same name, masked as a store is."""
+    floats = op.args[0].param.dtype.is_floating_point
+    if op.name == "atomic_xchg" and floats and interpreter_set() and not flat.writes_flat(w, op):
+        _exchange_bits(w, op)
+        return
+    store(w, op, f"tl.{op.name}")
+
+
+def _exchange_bits(w: KernelWriter, op: Op) -> None:
+    """Triton's interpreter exchanges integers only: exchange a float's bits."""
+    access, value = op.args
+    bits = f"tl.int{access.param.dtype.itemsize * 8}"
+    ptr, masks, scalars = pointer(w, access)
+    masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
+    mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
+    new = f"{_whole(w, access, value)}.to({bits}, bitcast=True)"
+    where = f"({ptr}).to(tl.pointer_type({bits}), bitcast=True)"
+    w.line(f"tl.atomic_xchg({where}, {new}{f', mask={mask}' if mask else ''})")
+
+
+def atomic_cas(w: KernelWriter, op: Op) -> None:
+    """Triton's compare-and-swap takes no mask: a masked-off lane swaps at the tensor's
+    first element with its expected value as the new one, which changes nothing."""
+    access, expected, value = op.args
+    ptr, masks, scalars = pointer(w, access)
+    masks = check_bounds(w, op, masks, op.attrs.get("extra_mask"))
+    mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
+    cmp, new = (_whole(w, access, v) for v in (expected, value))
+    if mask:
+        ptr = f"tl.where({mask}, {ptr}, {access.param.name})"
+        new = f"tl.where({mask}, {new}, {cmp})"
+    sem = op.attrs.get("sem")
+    w.line(f"tl.atomic_cas({ptr}, {cmp}, {new}{f', sem={sem!r}' if sem else ''})")
+
+
+def _whole(w: KernelWriter, access: Access, x: Value | float) -> str:
+    """An operand of a compare-and-swap as a tile of the accessed shape and dtype (Triton's
+    takes neither numbers nor smaller tiles)."""
+    dtype, shape = access.param.dtype, w.shape(access.dims)
+    text = w.operand(x, access.dims, dtype)
+    if not isinstance(x, Value):
+        return f"tl.full({shape}, {text}, {tl_dtype(dtype)})"
+    return f"tl.broadcast_to({text}, {shape})" if access.dims else text

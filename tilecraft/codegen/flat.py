@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilecraft.codegen.common import is_rolled
 from tilecraft.ir.nodes import Access, Branch, Carried, Loop, Node, Op, Value
-from tilecraft.ir.ops import Kind, lookup
+from tilecraft.ir.ops import Kind, lookup, writes
 from tilecraft.ir.types import Dim
 
 if TYPE_CHECKING:
@@ -258,7 +258,8 @@ def writes_flat(w: KernelWriter, op: Op) -> bool:
     through flat pointers."""
     if op.out is not None:
         return op.out in w.flat
-    return op.name in ("store", "atomic_add") and op.args[1] in w.flat and flat_access(w, op)
+    stores = writes(op.name) and len(op.args) == 2  # (a compare-and-swap is never flat)
+    return stores and op.args[1] in w.flat and flat_access(w, op)
 
 
 def unflatten(w: KernelWriter, op: Op) -> Op:

@@ -88,8 +88,10 @@ class KernelWriter:
         if not isinstance(x, Value):
             if not isinstance(x, (bool, int, float)):  # never paste a repr into the source
                 raise TypeError(f"a {type(x).__name__} cannot be used in device code")
-            if isinstance(x, float) and dtype is not None and dtype.is_floating_point:
-                return typed_literal(x, dtype)
+            if dtype is not None and dtype.is_floating_point:
+                # an int constant too (where(c, 3, 5) cast to float32 gave Triton's int32
+                # where, stored as its bits)
+                return typed_literal(float(x), dtype)
             return literal(wrapped(x, dtype))
         rank = len(self.text_dims(x))
         text = expand(x.name, len(dims), len(dims) - rank, rank)
@@ -537,4 +539,10 @@ class KernelWriter:
         access.store(self, op)
 
     def op_atomic_add(self, op: Op) -> None:
-        access.atomic_add(self, op)
+        access.atomic(self, op)
+
+    op_atomic_max = op_atomic_min = op_atomic_and = op_atomic_or = op_atomic_add
+    op_atomic_xor = op_atomic_xchg = op_atomic_add
+
+    def op_atomic_cas(self, op: Op) -> None:
+        access.atomic_cas(self, op)

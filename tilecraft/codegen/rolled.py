@@ -16,6 +16,7 @@ from tilecraft.codegen.common import expand, is_rolled, reduce_compute
 from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
 from tilecraft.exc import LoweringError
 from tilecraft.ir.nodes import Access, Branch, Loop, Node, Op, Value, walk_ops
+from tilecraft.ir.ops import writes
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
@@ -107,7 +108,7 @@ class RolledBody:
         size = self.w.size(block.id)
         if op.name == "reduce":
             self.init_accumulator(op)
-        elif op.name not in ("store", "atomic_add"):
+        elif not writes(op.name):
             raise LoweringError(f"{op.name} over a looped reduction dim", op.loc)
         for n in needed:
             if n.name == "scan" and n.attrs["block"] == block.id:

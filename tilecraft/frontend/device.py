@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import math
 import re
 import types
@@ -366,7 +367,7 @@ class DeviceCompiler(Loops, Operators):
             return static_range(args, kwargs)
         if getattr(fn, "__module__", None) == lang.refused.__name__:
             raise lang.refused.refusal(lang.refused.REFUSED[fn])
-        if fn in (lang.store, lang.atomic_add) and self.masks:
+        if (fn is lang.store or fn in lang.memory.ATOMICS) and self.masks:
             args, kwargs = self._masked_store_args(fn, args, kwargs)
         special = self.mem.language_call(fn, args, kwargs)
         if special is NotImplemented:
@@ -429,15 +430,19 @@ class DeviceCompiler(Loops, Operators):
     def _masked_store_args(
         self, fn: Any, args: list[Any], kwargs: dict[str, Any]
     ) -> tuple[list[Any], dict[str, Any]]:
-        """tc.store/tc.atomic_add inside an `if` on a tile: the arm's mask joins extra_mask."""
-        tensor, index, *rest = args
+        """tc.store or an atomic inside an `if` on a tile: the arm's mask joins extra_mask."""
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+        except TypeError:
+            return args, kwargs  # reported by the memory call
+        tensor, index = bound["tensor"], bound["index"]
         if not isinstance(tensor, HostTensor):
             return args, kwargs
-        extra = kwargs.pop("extra_mask", rest[1] if len(rest) > 1 else None)
         items = list(index) if isinstance(index, (list, tuple)) else [index]
         dims = self.mem.access(tensor.param, tensor.meta, items).dims
-        kwargs["extra_mask"] = flow.store_mask(self, dims, extra, fn.__name__)
-        return [tensor, index, *rest[:1]], kwargs
+        extra = bound.get("extra_mask")
+        bound["extra_mask"] = flow.store_mask(self, dims, extra, fn.__name__)
+        return [], dict(bound)
 
     def call_op(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if name not in OPS:

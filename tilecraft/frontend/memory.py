@@ -205,7 +205,32 @@ class MemoryLowering:
         name: str = "store",
         sem: str | None = None,
     ) -> None:
+        self.write(name, param, meta, items, (value,), extra_mask, sem)
+
+    def write(
+        self,
+        name: str,
+        param: Param,
+        meta: torch.Tensor,
+        items: list[Any],
+        operands: tuple[Any, ...],
+        extra_mask: Value | None = None,
+        sem: str | None = None,
+    ) -> None:
+        """A store or an atomic `name` of `operands` (the value; a compare-and-swap's
+        expected value and new value) to `param[items]`."""
         acc = self.access(param, meta, items)
+        for value in operands:
+            self._check_value(param, acc, value)
+        self._check_mask(param, acc, extra_mask)
+        extra_mask = self._jagged_mask(param, acc, extra_mask)
+        index = self.table.next_memory_op()
+        attrs = {"sem": _sem(sem, name)} if sem is not None else {}
+        mask = _mask(extra_mask)
+        self.b.effect(name, (acc, *operands), extra_mask=mask, mem_index=index, **attrs)
+
+    def _check_value(self, param: Param, acc: Access, value: Any) -> None:
+        """A value written to `param[...]` broadcasts to the shape accessed."""
         if isinstance(value, Value):
             joined = broadcast_dims(acc.dims, value.type.dims)
             if joined != acc.dims or value.type.rank > len(acc.dims):
@@ -215,11 +240,6 @@ class MemoryLowering:
                 )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")
-        self._check_mask(param, acc, extra_mask)
-        extra_mask = self._jagged_mask(param, acc, extra_mask)
-        index = self.table.next_memory_op()
-        attrs = {"sem": _sem(sem)} if sem is not None else {}
-        self.b.effect(name, (acc, value), extra_mask=_mask(extra_mask), mem_index=index, **attrs)
 
     # -- tile attributes ---------------------------------------------------------------
     def tile_attr(self, block: int, attr: str) -> Any:
@@ -270,12 +290,12 @@ class MemoryLowering:
             return self.subscript(*args, **kwargs)
         if fn is lang.arange:
             return self.arange(*args, **kwargs)
-        if fn in (lang.load, lang.store, lang.atomic_add):
+        if fn in (lang.load, lang.store) or fn in lang.memory.ATOMICS:
             return self.memory_call(fn, args, kwargs)
         return NotImplemented
 
     def memory_call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Value | None:
-        """`tc.load`, `tc.store`, `tc.atomic_add`, arguments bound as their stubs declare."""
+        """`tc.load`, `tc.store`, the atomics, arguments bound as their stubs declare."""
         try:
             bound = inspect.signature(fn).bind(*args, **kwargs).arguments
         except TypeError as e:
@@ -286,6 +306,10 @@ class MemoryLowering:
         items = list(index) if isinstance(index, (list, tuple)) else [index]
         if fn is lang.load:
             return self.load(tensor.param, tensor.meta, items, **bound)
+        if fn is lang.atomic_cas:
+            operands = (bound.pop("expected"), bound.pop("value"))
+            self.write("atomic_cas", tensor.param, tensor.meta, items, operands, **bound)
+            return None
         self.store(tensor.param, tensor.meta, items, name=fn.__name__, **bound)
         return None
 
@@ -349,9 +373,9 @@ def _eviction_policy(policy: str | None) -> str | None:
 SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 
 
-def _sem(sem: str) -> str:
+def _sem(sem: str, name: str) -> str:
     if sem not in SEMANTICS:
-        raise UnsupportedOperation(f"tc.atomic_add(sem={sem!r}): use one of {SEMANTICS}")
+        raise UnsupportedOperation(f"tc.{name}(sem={sem!r}): use one of {SEMANTICS}")
     return sem
 
 

@@ -19,6 +19,7 @@ from tilecraft.frontend.builder import Builder, compute_dtype
 from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, view
 from tilecraft.ir.combine import Combine
 from tilecraft.ir.nodes import Op, Value
+from tilecraft.ir.ops import writes
 from tilecraft.ir.types import Dim, TileType
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _check_closed(b: Builder, body: list[Any], params: list[Value], what: str) -
     arguments, numbers and arithmetic (no loads, loops, or tiles of the kernel)."""
     known = {id(p) for p in params}
     for node in body:
-        if not isinstance(node, Op) or node.name in ("load", "store", "atomic_add"):
+        if not isinstance(node, Op) or node.name == "load" or writes(node.name):
             raise UnsupportedOperation(
                 f"the combine function of {what} may only compute with its arguments", node.loc
             )

@@ -517,9 +517,17 @@ define("arange", Kind.CREATE)
 define("load", Kind.MEMORY, category="load")
 define("store", Kind.MEMORY, arity=2, category="store")
 define("atomic_add", Kind.MEMORY, arity=2, category="atomic")
+for _name in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg"):
+    define(_name, Kind.MEMORY, arity=2, category="atomic")
+define("atomic_cas", Kind.MEMORY, arity=3, category="atomic")  # args access, expected, value
 define("dot", Kind.DOT, arity=3, category="dot")
 for _name in ("tile_index", "tile_begin", "tile_end", "tile_id"):
     define(_name, Kind.TILE)
+
+
+def writes(name: str) -> bool:
+    """Whether an op of this name writes memory: a store or an atomic."""
+    return name == "store" or name.startswith("atomic_")
 
 
 def category(name: str) -> str:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from tilecraft.language.creation import arange, dot, full, ones, zeros
 from tilecraft.language.host import barrier, register_reduction_dim
-from tilecraft.language.memory import atomic_add, load, store
+from tilecraft.language.memory import (
+    atomic_add,
+    atomic_and,
+    atomic_cas,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_xchg,
+    atomic_xor,
+    load,
+    store,
+)
 from tilecraft.language.random import rand, randint
 from tilecraft.language.refused import (
     AsyncCopyDescriptor,
@@ -55,6 +66,13 @@ __all__ = [
     "arange",
     "associative_scan",
     "atomic_add",
+    "atomic_and",
+    "atomic_cas",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_xchg",
+    "atomic_xor",
     "barrier",
     "constexpr",
     "cumprod",

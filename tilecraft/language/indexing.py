@@ -9,6 +9,7 @@ keep PyTorch's meaning (a negative int counts from the end).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 import torch
@@ -237,15 +238,70 @@ def write(
     if (mask is None and not accumulate) or tensor.dim() == 0:
         tensor[safe] = tensor[safe] + value if accumulate else value
         return
-    if _source(tensor, safe) is not tensor:
-        return  # every position is out of range
-    coords = _coordinates(tensor, safe)
+    targets = _targets(tensor, safe, mask, value)
+    if targets is not None:
+        where, (values,) = targets
+        tensor.index_put_(where, values, accumulate=accumulate)
+
+
+def update(
+    tensor: torch.Tensor,
+    key: object,
+    combine: Callable[..., torch.Tensor],
+    mask: torch.Tensor | None,
+    *operands: Any,
+) -> None:
+    """`tensor[key] = combine(tensor[key], *operands)` one position at a time, as atomics
+    apply (a position indexed twice is updated twice), skipping positions out of range or
+    where `mask` is False."""
+    safe, valid = bounded(tensor, tensor_key(tensor, key))
+    check_bounds(valid, mask, tensor)
+    if valid is not None:
+        mask = valid if mask is None else mask & valid
+    if tensor.dim() == 0:
+        if mask is None or bool(mask.all()):
+            new = combine(tensor[()], *(torch.as_tensor(v).to(tensor) for v in operands))
+            tensor.copy_(new)
+        return
+    targets = _targets(tensor, safe, mask, *operands)
+    if targets is None:
+        return
+    where, values = targets
+    # index_put_, not `tensor[...] =`: eager mode's assignment applies the `if` masks again
+    if _distinct(tensor, where):
+        tensor.index_put_(where, combine(tensor[where], *values))
+        return
+    for k, position in enumerate(zip(*where, strict=True)):
+        new = combine(tensor[position], *(v[k] for v in values))
+        tensor.index_put_(position, new)
+
+
+def _targets(
+    tensor: torch.Tensor, key: Key, mask: torch.Tensor | None, *operands: Any
+) -> tuple[tuple[torch.Tensor, ...], list[torch.Tensor]] | None:
+    """The coordinates of the positions of `tensor[key]` that `mask` keeps, and each
+    operand's values there (None when every position is out of range)."""
+    if _source(tensor, key) is not tensor:
+        return None
+    coords = _coordinates(tensor, key)
     shape = coords[0].shape if coords else torch.Size()
     keep = torch.ones((), dtype=torch.bool) if mask is None else mask
     keep = keep.to(tensor.device).broadcast_to(shape)
-    values = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).broadcast_to(shape)
-    where = tuple(c[keep] for c in coords)
-    tensor.index_put_(where, values[keep], accumulate=accumulate)
+    values = [
+        torch.as_tensor(v, device=tensor.device).to(tensor.dtype).broadcast_to(shape)[keep]
+        for v in operands
+    ]
+    return tuple(c[keep] for c in coords), values
+
+
+def _distinct(tensor: torch.Tensor, where: tuple[torch.Tensor, ...]) -> bool:
+    """Whether the coordinates name each position at most once."""
+    if not where or where[0].numel() < 2:
+        return True
+    flat = torch.zeros_like(where[0])
+    for coord, size in zip(where, tensor.shape, strict=True):
+        flat = flat * size + coord
+    return bool(flat.unique().numel() == flat.numel())
 
 
 def _coordinates(tensor: torch.Tensor, key: Key) -> list[torch.Tensor]:

@@ -1,4 +1,6 @@
-"""Explicit memory ops: `load`, `store`, `atomic_add` (with an optional extra mask).
+"""Explicit memory ops: `load`, `store` and the atomics `atomic_add`, `atomic_max`,
+`atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg`, `atomic_cas` (each
+with an optional extra mask).
 
 Indices computed on the device (`t.index + 1`, loaded ids) are bounded: positions out of
 range read as `other` (0 unless given) and are not written, where PyTorch would raise
@@ -7,14 +9,26 @@ an IndexError (see `tilecraft.language.indexing`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from tilecraft.language.indexing import eager_key, read, write
+from tilecraft.language.indexing import eager_key, read, update, write
 from tilecraft.language.state import eager_context
 
-__all__ = ["atomic_add", "eager_key", "load", "store"]
+__all__ = [
+    "atomic_add",
+    "atomic_and",
+    "atomic_cas",
+    "atomic_max",
+    "atomic_min",
+    "atomic_or",
+    "atomic_xchg",
+    "atomic_xor",
+    "eager_key",
+    "load",
+    "store",
+]
 
 
 def load(
@@ -77,3 +91,153 @@ def atomic_add(
     """
     mask = eager_context("atomic_add").branch_mask(extra_mask)
     write(tensor, tuple(index), value, mask, accumulate=True)
+
+
+def _atomic(
+    name: str,
+    combine: Callable[..., torch.Tensor],
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    operands: tuple[object, ...],
+    sem: str | None,
+    extra_mask: torch.Tensor | None,
+) -> None:
+    mask = eager_context(name).branch_mask(extra_mask)
+    update(tensor, tuple(index), combine, mask, *operands)
+
+
+def atomic_max(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | float,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically set `tensor[index]` to the larger of itself and `value`, skipping
+    elements where `extra_mask` is False; `sem` as for `atomic_add`.
+
+    Example::
+
+        tc.atomic_max(row_max, [tile_m], x[tile_m, tile_n].amax(1))
+    """
+    _atomic("atomic_max", torch.maximum, tensor, index, (value,), sem, extra_mask)
+
+
+def atomic_min(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | float,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically set `tensor[index]` to the smaller of itself and `value`.
+
+    Example::
+
+        tc.atomic_min(first_hit, [bucket], tile.index, extra_mask=hit)
+    """
+    _atomic("atomic_min", torch.minimum, tensor, index, (value,), sem, extra_mask)
+
+
+def atomic_and(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | int,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically set `tensor[index]` to its bitwise AND with `value` (integer tensors).
+
+    Example::
+
+        tc.atomic_and(flags, [word], ~bits)
+    """
+    _atomic("atomic_and", torch.bitwise_and, tensor, index, (value,), sem, extra_mask)
+
+
+def atomic_or(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | int,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically set `tensor[index]` to its bitwise OR with `value` (integer tensors).
+
+    Example::
+
+        tc.atomic_or(seen, [ids // 32], 1 << (ids % 32))
+    """
+    _atomic("atomic_or", torch.bitwise_or, tensor, index, (value,), sem, extra_mask)
+
+
+def atomic_xor(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | int,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically set `tensor[index]` to its bitwise XOR with `value` (integer tensors).
+
+    Example::
+
+        tc.atomic_xor(parity, [0], x[tile])
+    """
+    _atomic("atomic_xor", torch.bitwise_xor, tensor, index, (value,), sem, extra_mask)
+
+
+def atomic_xchg(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    value: torch.Tensor | float,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically write `value` to `tensor[index]`; where programs write one position,
+    one of their values stays.
+
+    Example::
+
+        tc.atomic_xchg(owner, [bucket], tile.id)
+    """
+    _atomic("atomic_xchg", _replace, tensor, index, (value,), sem, extra_mask)
+
+
+def atomic_cas(
+    tensor: torch.Tensor,
+    index: Sequence[object],
+    expected: torch.Tensor | float,
+    value: torch.Tensor | float,
+    sem: str | None = None,
+    extra_mask: torch.Tensor | None = None,
+) -> None:
+    """Atomically compare and swap: where `tensor[index]` equals `expected`, write
+    `value`; elsewhere leave it.
+
+    Example::
+
+        tc.atomic_cas(slots, [key % n], -1, key)  # claim an empty slot
+    """
+    _atomic("atomic_cas", _swap_if, tensor, index, (expected, value), sem, extra_mask)
+
+
+def _replace(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    return new
+
+
+def _swap_if(old: torch.Tensor, expected: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    return torch.where(old == expected, new, old)
+
+
+# each atomic and the name of its IR op (Triton's function of the same name)
+ATOMICS = {
+    atomic_add: "atomic_add",
+    atomic_max: "atomic_max",
+    atomic_min: "atomic_min",
+    atomic_and: "atomic_and",
+    atomic_or: "atomic_or",
+    atomic_xor: "atomic_xor",
+    atomic_xchg: "atomic_xchg",
+    atomic_cas: "atomic_cas",
+}
