@@ -143,3 +143,31 @@ def test_refused_names_exist() -> None:
             getattr(hl, name)()
     with pytest.raises(exc.UnsupportedOperation, match="hl.StackTensor"):
         hl.StackTensor()
+
+
+# -- debugging calls -------------------------------------------------------------------------
+@helion.kernel()
+def printed_double(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        hl.device_print("tile:", x[tile])
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_device_print(mode, capsys: pytest.CaptureFixture[str]) -> None:
+    x = torch.randn(11)
+    if mode.name == "eager":
+        torch.testing.assert_close(mode(printed_double)(x), x * 2)
+        assert "tile:" in capsys.readouterr().out
+        return
+    with pytest.warns(UserWarning, match="leave out `device_print`") as record:
+        torch.testing.assert_close(mode(printed_double)(x), x * 2)
+    assert record[0].lineno == _line_of(printed_double, "hl.device_print(")
+
+
+def test_not_yet_names_fail_with_what_to_write() -> None:
+    with pytest.raises(exc.UnsupportedOperation, match="call hl.rand four times"):
+        hl.rand4x([4], 0)
+    with pytest.raises(exc.UnsupportedOperation, match="not implemented yet"):
+        hl.float4_e2m1fn_x2_to_float32(torch.zeros(2, dtype=torch.uint8))

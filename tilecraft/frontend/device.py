@@ -135,9 +135,10 @@ class DeviceCompiler(Loops, Operators):
         self.assign(node.target, value)
 
     def stmt_Expr(self, node: ast.Expr) -> None:
-        if isinstance(node.value, ast.Call) and self._callee(node.value) is builtins.print:
-            _print_left_out(self.src.loc(node))
-            return  # print runs in interpret mode only
+        callee = self._callee(node.value) if isinstance(node.value, ast.Call) else None
+        if callee is not None and any(callee is fn for fn in lang.debug.LEFT_OUT):
+            _print_left_out(self.src.loc(node), callee.__name__)
+            return  # prints and breakpoints act in interpret mode only
         self.expr(node.value)
 
     def stmt_Pass(self, node: ast.Pass) -> None:
@@ -517,11 +518,13 @@ class _BoundMethod:
 _PRINT_WARNINGS: dict = {}  # said once per line, however often the kernel is compiled
 
 
-def _print_left_out(loc: SourceLoc) -> None:
-    """Say that compiled code leaves out a `print` in a kernel (it runs in eager mode)."""
+def _print_left_out(loc: SourceLoc, name: str) -> None:
+    """Say that compiled code leaves out a `print` (or `device_print`, `breakpoint`) in a
+    kernel (it acts in eager mode)."""
+    what = "stops" if name == "breakpoint" else "prints"
     warnings.warn_explicit(
-        "tilecraft: compiled kernels leave out `print`; TILECRAFT_INTERPRET=1 runs the"
-        " kernel body eagerly in PyTorch, where it prints",
+        f"tilecraft: compiled kernels leave out `{name}`; TILECRAFT_INTERPRET=1 runs the"
+        f" kernel body eagerly in PyTorch, where it {what}",
         UserWarning,
         loc.filename,
         loc.lineno,

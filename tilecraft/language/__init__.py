@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tilecraft.language.creation import arange, dot, full, ones, zeros
+from tilecraft.language.debug import breakpoint, device_print  # noqa: A004
 from tilecraft.language.host import barrier, register_reduction_dim
 from tilecraft.language.memory import (
     atomic_add,
@@ -22,8 +23,10 @@ from tilecraft.language.refused import (
     ProcessGroupName,
     StackTensor,
     dot_scaled,
+    float4_e2m1fn_x2_to_float32,
     inline_asm_elementwise,
     inline_triton,
+    rand4x,
     signal,
     stacktensor_like,
     start_async_remote_copy,
@@ -74,11 +77,14 @@ __all__ = [
     "atomic_xchg",
     "atomic_xor",
     "barrier",
+    "breakpoint",
     "constexpr",
     "cumprod",
     "cumsum",
+    "device_print",
     "dot",
     "dot_scaled",
+    "float4_e2m1fn_x2_to_float32",
     "full",
     "grid",
     "inline_asm_elementwise",
@@ -88,6 +94,7 @@ __all__ = [
     "load",
     "ones",
     "rand",
+    "rand4x",
     "randint",
     "reduce",
     "register_block_size",

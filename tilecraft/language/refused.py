@@ -40,6 +40,14 @@ REASONS = {
     "inline_asm_elementwise": _ASSEMBLY,
     "inline_triton": _INLINE_TRITON,
     "triton_kernel": _INLINE_TRITON,
+    "rand4x": (
+        "four random streams from one Philox call are not implemented yet: call hl.rand "
+        "four times with different seeds"
+    ),
+    "float4_e2m1fn_x2_to_float32": (
+        "unpacking fp4 pairs is not implemented yet: split the bytes with `x & 15` and "
+        "`x >> 4` and look the codes up in a table of the 16 values"
+    ),
     "dot_scaled": (
         "block-scaled (microscaling) matrix products need the GPU's MX units, which neither "
         "CPU mode has: dequantize the operands (multiply by their scales) and use tc.dot"
@@ -99,6 +107,16 @@ def triton_kernel(*args: Any, **kwargs: Any) -> NoReturn:
 def dot_scaled(*args: Any, **kwargs: Any) -> NoReturn:
     """Helion's block-scaled (MX format) matrix product: refused."""
     _refuse("dot_scaled")
+
+
+def rand4x(*args: Any, **kwargs: Any) -> NoReturn:
+    """Helion's four random streams from one Philox call: not implemented yet."""
+    _refuse("rand4x")
+
+
+def float4_e2m1fn_x2_to_float32(*args: Any, **kwargs: Any) -> NoReturn:
+    """Helion's unpacking of two fp4 (e2m1) values a byte: not implemented yet."""
+    _refuse("float4_e2m1fn_x2_to_float32")
 
 
 class _Refused:
