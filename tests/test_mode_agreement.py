@@ -453,3 +453,26 @@ def test_bool_arithmetic_is_logical(name: str) -> None:
     x = torch.tensor([True, False, True, False] * 5, device=DEVICE)
     y = torch.tensor([True, True, False, False] * 5, device=DEVICE)
     check_modes(bools, (x, y, name), lambda x, y, n: BOOLS[n](x, y))
+
+
+@tc.kernel
+def where_of_constants(x: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.empty([x.size(0), 2], device=x.device)
+    for tile in tc.tile(x.size(0)):
+        picked = torch.where(x[tile, :] > -2, n, 5).to(torch.float32)
+        out[tile, 0] = picked[:, 0]
+        out[tile, 1] = picked.sum(-1)
+    return out
+
+
+def test_where_of_int_constants_cast_to_float() -> None:
+    """The cast folded into the `where`, whose int constants Triton kept as an int32
+    tile: the first column was stored as the bits of 3 and 5 (4e-45); found by the
+    reduction fuzzer."""
+    x = torch.randint(-5, 5, (6, 9), device=DEVICE)
+
+    def reference(x: torch.Tensor, n: int) -> torch.Tensor:
+        picked = torch.where(x > -2, n, 5).to(torch.float32)
+        return torch.stack([picked[:, 0], picked.sum(-1)], 1)
+
+    check_modes(where_of_constants, (x, 3), reference)
