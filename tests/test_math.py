@@ -110,6 +110,26 @@ def test_log10_of_powers_of_ten_is_exact(mode) -> None:
     )
 
 
+@tc.kernel
+def scaled_reciprocal(x: torch.Tensor, s: float) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=(1.7 / x[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size()):
+        out[tile] = 1.7 / x[tile] - s / x[tile]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_number_over_tile_is_reciprocal_times_number(mode, dtype: torch.dtype) -> None:
+    """`1.7 / x` is PyTorch's x.reciprocal() * 1.7 (Tensor.__rtruediv__), rounded twice;
+    compiled code divided once, an ulp away in a quarter of the elements (the fuzzer's
+    find)."""
+    x = (torch.randn(40, 50, device=DEVICE) * 5).to(dtype)
+    expected = 1.7 / x - 0.5 / x  # (NaN where an int x is 0: inf - inf)
+    torch.testing.assert_close(
+        mode(scaled_reciprocal)(x, 0.5), expected, rtol=0, atol=0, equal_nan=True
+    )
+
+
 @pytest.mark.parametrize("name", ["round", "trunc", "sign", "abs", "neg", "floor"])
 def test_integer_unary(mode, name: str) -> None:
     x = torch.randint(-50, 50, (7, 9), device=DEVICE, dtype=torch.int32)

@@ -57,6 +57,7 @@ UNARY = {
     "rsub": lambda x: 0.7 - x,
     "mul": lambda x: x * 0.1,
     "div": lambda x: x / 3,
+    "rdiv": lambda x: 1.7 / x,  # PyTorch's x.reciprocal() * 1.7, rounded twice
     "floordiv": lambda x: x // 0.7,
     "floordiv_int": lambda x: x // -3,
     "mod_int": lambda x: x % -3,
@@ -117,7 +118,7 @@ INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where"
 INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt"}
 INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
-INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit"}
+INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv"}
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
@@ -476,3 +477,11 @@ def test_where_of_int_constants_cast_to_float() -> None:
         return torch.stack([picked[:, 0], picked.sum(-1)], 1)
 
     check_modes(where_of_constants, (x, 3), reference)
+
+
+def test_running_sums_start_from_positive_zero() -> None:
+    """PyTorch's cumsum adds each element to a running total that starts at +0.0, so a
+    row's leading -0.0 sums to +0.0; Triton's scan kept -0.0 (the reduction fuzzer's
+    find)."""
+    x = torch.tensor([[-0.0, -0.0, 1.0, -1.0], [-0.0, 2.0, -2.0, -0.0], [1.0, -0.0, -1.0, -0.0]])
+    check_modes(rows, (x.to(DEVICE), "cumsum"), lambda x, n: REDUCTIONS[n](x))

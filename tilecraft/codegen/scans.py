@@ -108,6 +108,9 @@ def scan(w: KernelWriter, op: Op) -> None:
         expr = f"tl.cum{kind}({value}, {axis}{rev})"
         if carry is not None:
             expr = carry_chunk(w, op, kind, value, expr, axis)
+        elif kind == "sum" and compute.is_floating_point:
+            # PyTorch's running sums start from +0.0: a leading -0.0 sums to +0.0
+            expr = f"({expr} + 0.0)"
         w.assign(op, w.cast_out(expr, compute, op.out.type.dtype))
         return
     if kind in ("max", "min"):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from tilecraft.exc import DtypeError, UnsupportedOperation
-from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.builder import LOW_PRECISION, Builder, Operand, compute_dtype, promote
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.frontend.views import bitcast
 from tilecraft.ir.nodes import Value
@@ -207,9 +207,18 @@ def _log_of(b: Builder, y: Operand) -> Operand:
 
 @op("xlogy")
 def _xlogy(b: Builder, x: Operand, y: Operand) -> Value:
-    """x * log(y), 0 where x is 0, NaN where y is NaN."""
+    """x * log(y), 0 where x is 0, NaN where y is NaN. For 16-bit floats as PyTorch's
+    kernels (CPU and CUDA) compute it: log(y) rounded to the dtype, then the product of it
+    and x (a number rounded to the dtype too)."""
     dtype, (xf, yf) = _floats(b, "xlogy", x, y)
-    product = b.elementwise("mul", xf, _log_of(b, yf))
+    log = _log_of(b, yf)
+    if dtype in LOW_PRECISION:
+        if isinstance(log, Value):
+            log = b.cast(b.cast(log, dtype), torch.float32)
+        else:
+            log = torch.log(torch.tensor(yf, dtype=dtype)).item()
+        xf = xf if isinstance(xf, Value) else torch.tensor(xf, dtype=dtype).item()
+    product = b.elementwise("mul", xf, log)
     if isinstance(xf, Value):
         zero: Operand = _where(b, _eq(b, xf, 0.0), 0.0, product)
     else:
