@@ -14,15 +14,13 @@ test_mode_agreement.py for where PyTorch's kernels disagree.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import DEVICE
+from fuzzing import load_kernels
 
 from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.testing import check_modes
@@ -128,17 +126,8 @@ def cases() -> list[tuple[int, str, str | None, tuple[int, int], torch.dtype]]:
 
 @pytest.fixture(scope="module")
 def module(tmp_path_factory: pytest.TempPathFactory):
-    """The drawn kernels, written to a file (the frontend reads a kernel's source)."""
-    source = "import torch\nimport tilecraft as tc\n"
-    source += "".join(kernel_source(i, e, r) for i, e, r, _, _ in cases())
-    path: Path = tmp_path_factory.mktemp("fuzz") / "fuzzed_kernels.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("fuzzed_kernels", path)
-    assert spec is not None and spec.loader is not None
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules["fuzzed_kernels"] = loaded
-    spec.loader.exec_module(loaded)
-    return loaded
+    source = "".join(kernel_source(i, e, r) for i, e, r, _, _ in cases())
+    return load_kernels(tmp_path_factory, "fuzzed_expressions", source)
 
 
 def inputs(i: int, shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
@@ -166,8 +155,5 @@ def test_random_expression_agrees_in_both_modes(module, i, expr, reduction, shap
             lambda x, y, out: (x, y, reference(x, y).to(out.dtype)),
             expected.dtype,
         )
-    except (
-        UnsupportedOperation,
-        DtypeError,
-    ) as e:  # a clear refusal is allowed, not a wrong answer
+    except (UnsupportedOperation, DtypeError) as e:  # a clear refusal, not a wrong answer
         pytest.skip(f"refused: {str(e).splitlines()[0]}")
