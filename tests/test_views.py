@@ -369,3 +369,61 @@ def test_join_and_split() -> None:
     check_modes(
         join_split, (torch.randn(19), torch.randn(19)), lambda x, y: torch.stack([y, x], 1) * 2
     )
+
+
+SLICES = {
+    "tail": lambda r: r[:, 1:],
+    "head": lambda r: r[:, :-2],
+    "middle": lambda r: r[:, 2:5],
+    "past_the_end": lambda r: r[:, 3:100],
+    "empty": lambda r: r[:, 4:2],
+    "of_a_3d_row": lambda r: r[:, None, 1:4].squeeze(1),
+    "twice": lambda r: r[:, 1:][:, :-1],
+    "mixed": lambda r: torch.cat([r[:, :2], r[:, 4:]], -1) * r[:, -1:],
+}
+
+
+@tc.kernel(config=tc.Config(block_sizes=[4]))
+def row_slices(x: torch.Tensor, name: str) -> torch.Tensor:
+    m = x.size(0)
+    fn = SLICES[name]
+    out = torch.empty([m, *fn(x[:1]).shape[1:]], device=x.device, dtype=x.dtype)
+    for tile_m in tc.tile(m):
+        out[tile_m, :] = fn(x[tile_m, :])
+    return out
+
+
+@pytest.mark.parametrize("name", list(SLICES))
+def test_slices_of_a_tile_along_a_dim_of_constant_size(name: str) -> None:
+    """`row[:, 1:]`, `row[:, 2:5]` (Helion users' partial slices) were refused."""
+    check_modes(row_slices, (torch.randn(11, 7), name), lambda x, n: SLICES[n](x))
+
+
+@tc.kernel
+def sized_rows(x: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    out = torch.empty([m, n // 2], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(m):
+        row = x[tile_m, :]
+        halves = row.reshape(row.size(0), row.shape[1] // 2, 2)
+        out[tile_m, :] = halves.sum(-1) * (row.dim() + row.ndim + row.size()[1] - 10)
+    return out
+
+
+def test_size_and_shape_of_a_tile() -> None:
+    """`row.size(0)` (the tile's own dim in a shape), `row.shape[1]` (a constant), `dim()`
+    and `ndim` on a tile were refused (`size` is not supported on tiles)."""
+    check_modes(sized_rows, (torch.randn(13, 8),), lambda x: x.reshape(13, 4, 2).sum(-1) * 2)
+
+
+@tc.kernel
+def stepped(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([x.size(0), 4], dtype=x.dtype, device=x.device)
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m, :] = x[tile_m, :][:, ::2]
+    return out
+
+
+def test_a_stepped_slice_of_a_tile_is_refused_by_name() -> None:
+    with pytest.raises(UnsupportedOperation, match="step 2"):
+        stepped(torch.randn(5, 8))

@@ -35,7 +35,7 @@ from tilecraft.frontend.ops import OPS, lookup, unsupported
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.signatures import check_arguments
 from tilecraft.frontend.source import KernelSource
-from tilecraft.ir.nodes import DeviceKernel, Param, Value
+from tilecraft.ir.nodes import DeviceKernel, Param, Value, drop_unused_results
 from tilecraft.ir.types import TileType
 
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
@@ -86,7 +86,7 @@ class DeviceCompiler(Loops, Operators):
         grid_index = len(self.table.grids)
         self.table.grids.append(sum(not g for _, g in blocks))
         self._body(flow.without_continue(loop.body))
-        return DeviceKernel(
+        kernel = DeviceKernel(
             self.name,
             order,
             self.b.bodies[0],
@@ -96,6 +96,7 @@ class DeviceCompiler(Loops, Operators):
             grid_index,
             self.guards,
         )
+        return drop_unused_results(kernel)
 
     def _body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
@@ -297,6 +298,10 @@ class DeviceCompiler(Loops, Operators):
         if isinstance(obj, Value):
             if node.attr == "dtype":
                 return obj.type.dtype
+            if node.attr == "shape":
+                return views.sizes(self.b, obj)
+            if node.attr == "ndim":
+                return obj.type.rank
             if node.attr in views.TRANSPOSES:
                 return views.TRANSPOSES[node.attr](self.b, obj)
             return _BoundMethod(obj, node.attr)

@@ -525,12 +525,16 @@ INSTEAD = {
 }
 
 
+QUERIES = ("size", "dim", "ndimension")  # shape queries: no op a misspelt one could mean
+
+
 def unsupported(name: str) -> str:
     """The message for an op with no tile lowering: what to use instead, if we know."""
     message = f"`{name}` is not supported on tiles"
     if name in INSTEAD:
         return f"{message}: use {INSTEAD[name]}"
-    close = difflib.get_close_matches(name, [n for n in OPS if n.isidentifier()], n=1)
+    names = [n for n in OPS if n.isidentifier() and n not in QUERIES]
+    close = difflib.get_close_matches(name, names, n=1)
     return f"{message}; did you mean `{close[0]}`?" if close else message
 
 

@@ -392,7 +392,7 @@ def index(b: Builder, x: Value, key: Any) -> Value:
     size is known, or within a tile's block)."""
     items = list(key) if isinstance(key, tuple) else [key]
     items = _expand_ellipsis(b, items, x.type.rank)
-    if not any(_is_position(i) for i in items):
+    if not any(_is_position(i) or _is_part(i) for i in items):
         return view(b, x, _view_index(b, items, x.type.rank))
     axis, out = 0, x
     dims: list[Dim] = []
@@ -402,18 +402,71 @@ def index(b: Builder, x: Value, key: Any) -> Value:
         elif _is_position(item):
             out = select(b, out, axis, item)
             axis += 1
-        elif item == slice(None):
-            dims.append(x.type.dims[axis])
+        elif isinstance(item, slice):
+            out = _sliced(b, out, axis, item) if _is_part(item) else out
+            dims.append(out.type.dims[axis])
             axis += 1
         else:
             raise UnsupportedOperation(_PARTIAL_SLICE, b.loc)
-    return reshape_to(b, out, tuple(dims) + x.type.dims[axis:])
+    return reshape_to(b, out, tuple(dims) + out.type.dims[axis:])
 
 
 _PARTIAL_SLICE = (
-    "tiles can be indexed with `:`, `None`, `...` and integers; for part of a dim use "
-    "x.split()/x.chunk() on a dim of constant size"
+    "tiles can be indexed with `:`, `None`, `...`, integers and slices `a:b` of a dim of "
+    "constant size"
 )
+
+
+def _is_part(item: Any) -> bool:
+    """A slice that is not all of a dim (`x[:, 1:]`, `x[:, 2:5]`)."""
+    return isinstance(item, slice) and item != slice(None)
+
+
+def _sliced(b: Builder, x: Value, axis: int, part: slice) -> Value:
+    """`x[..., start:stop, ...]` of a dim whose size is known, as PyTorch clips the bounds
+    (steps other than 1: use x.reshape(...) and an integer index)."""
+    if axis >= x.type.rank:
+        raise ShapeMismatch(f"too many indices for a tile of rank {x.type.rank}", b.loc)
+    bounds = (part.start, part.stop, part.step)
+    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in bounds):
+        raise UnsupportedOperation("slices of tiles need constant int bounds", b.loc)
+    if part.step not in (None, 1):
+        raise UnsupportedOperation(
+            f"a slice of a tile with step {part.step}: steps other than 1 are not supported "
+            "(x.reshape(..., n, step)[..., 0] takes every step-th element)",
+            b.loc,
+        )
+    extent = whole_extent(b, x, axis, "a slice")
+    start, stop, _ = part.indices(extent)
+    from tilecraft.frontend.joins import _piece  # joins imports this module
+
+    return _piece(b, x, axis, start, max(stop - start, 0))
+
+
+def sizes(b: Builder, x: Value) -> tuple[int, ...]:
+    """`x.shape` of a tile: a dim's size where it is constant, a tile's block size
+    (`TileSizeInt`: in a shape it is the tile's own dim) for a tile's dim."""
+    out: list[int] = []
+    for d in x.type.dims:
+        extent = static_extent(b, d)
+        if extent is None:
+            block = b.blocks[d]  # type: ignore[index]
+            out.append(TileSizeInt(block.fixed_size or 1, d))  # type: ignore[arg-type]
+        else:
+            out.append(extent)
+    return tuple(out)
+
+
+@op("size")
+def size(b: Builder, x: Value, dim: int | None = None) -> Any:
+    """`x.size()` or `x.size(d)` of a tile (see `sizes`)."""
+    found = sizes(b, x)
+    return found if dim is None else found[axis_of(b, x.type.rank, dim)]
+
+
+@op("dim", "ndimension")
+def rank(b: Builder, x: Value) -> int:
+    return x.type.rank
 
 
 def _is_position(item: Any) -> bool:
