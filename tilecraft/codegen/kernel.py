@@ -357,6 +357,11 @@ class KernelWriter:
     def op_piece(self, op: Op) -> None:
         views.piece(self, op)
 
+    def op_flip(self, op: Op) -> None:
+        views.rearranged(self, op)
+
+    op_roll = op_flip
+
     def op_literal(self, op: Op) -> None:
         views.literal_values(self, op)
 

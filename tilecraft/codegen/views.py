@@ -8,6 +8,7 @@ for some layouts); stacks and literals compare lane positions with `tl.where`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -147,9 +148,29 @@ def piece(w: KernelWriter, op: Op) -> None:
     w.assign(op, _unpick(op.out.type.dtype).format(total))
 
 
+def rearranged(w: KernelWriter, op: Op) -> None:
+    """`flip` and `roll` of a static dim: result position i takes `x` at n - 1 - i, or at
+    (i - shift) mod n."""
+    assert op.out is not None
+    (x,) = op.args
+    axis = op.attrs["axis"]
+    n = w.kernel.blocks[x.type.dims[axis]].extent
+    if op.name == "flip":
+        total = _gathered(w, op, x, axis, lambda i: f"{n - 1} - {i}")
+    else:
+        total = _gathered(w, op, x, axis, lambda i: f"({i} + {n - op.attrs['shift']}) % {n}")
+    w.assign(op, _unpick(op.out.type.dtype).format(total))
+
+
 def _moved(w: KernelWriter, op: Op, x: Value, axis: int, shift: int) -> str:
     """Result position i along `axis` takes `x` at position i + shift (zero where `x` has
-    none), as an integer sum over a new axis of `x`'s positions (a one-hot product:
+    none)."""
+    return _gathered(w, op, x, axis, lambda i: f"{i} + {shift}")
+
+
+def _gathered(w: KernelWriter, op: Op, x: Value, axis: int, source: Callable[[str], str]) -> str:
+    """Result position i along `axis` takes `x` at position `source(i)` (zero where `x`
+    has none), as an integer sum over a new axis of `x`'s positions (a one-hot product:
     plain selects and sums, which every Triton backend compiles)."""
     assert op.out is not None
     rank = op.out.type.rank
@@ -157,7 +178,7 @@ def _moved(w: KernelWriter, op: Op, x: Value, axis: int, shift: int) -> str:
     extent = 1 if d is None else w.kernel.blocks[d].extent
     inner = expand(f"tl.arange(0, {'1' if d is None else w.size(d)})", rank + 1, axis + 1)
     outer = expand(f"tl.arange(0, {'1' if out is None else w.size(out)})", rank + 1, axis)
-    cond = f"({inner} == {outer} + {shift}) & ({inner} < {extent})"
+    cond = f"({inner} == {source(outer)}) & ({inner} < {extent})"
     items = [":"] * rank
     items.insert(axis, "None")
     spread = f"{x.name}[{', '.join(items)}]"

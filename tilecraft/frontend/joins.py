@@ -1,6 +1,7 @@
-"""Tiles joined and cut along a dim: `torch.stack`, `torch.cat`, `split`, `chunk`,
-`unbind`, and Helion's `join`/`split` pairs. Cutting or joining needs a dim whose size is
-known while compiling (a whole dim or a constant); stacking works on any tiles."""
+"""Tiles joined, cut and rearranged along a dim: `torch.stack`, `torch.cat`, `split`,
+`chunk`, `unbind`, `flip`, `roll`, and Helion's `join`/`split` pairs. Cutting, joining or
+rearranging needs a dim whose size is known while compiling (a whole dim or a constant);
+stacking works on any tiles."""
 
 from __future__ import annotations
 
@@ -143,3 +144,39 @@ def _tiles(b: Builder, tiles: Any, what: str) -> list[Value]:
 
 def _cast(b: Builder, v: Value, dtype: torch.dtype) -> Value:
     return b.cast(v, dtype)  # type: ignore[return-value]
+
+
+def _dims(dims: Any) -> list[int]:
+    return [dims] if isinstance(dims, int) else list(dims)
+
+
+@op("flip")
+def flip(b: Builder, x: Value, *dims: Any, **named: Any) -> Value:
+    """`torch.flip(x, dims)`, `x.flip(1, 2)`: each of the dims (of a size known while
+    compiling) reversed."""
+    dims = dims or (named["dims"],)
+    for dim in _dims(dims[0]) if len(dims) == 1 else list(dims):
+        axis = axis_of(b, x.type.rank, dim)
+        whole_extent(b, x, axis, "flip")
+        x = b.op("flip", (x,), x.type.dtype, x.type.dims, hint="flipped", axis=axis)
+    return x
+
+
+@op("roll")
+def roll(b: Builder, x: Value, shifts: Any, dims: Any = None) -> Value:
+    """`torch.roll(x, shifts, dims)` along dims of a size known while compiling: position
+    i takes the element at (i - shift) mod n (a roll of the flattened tile is refused)."""
+    if dims is None:
+        raise UnsupportedOperation("torch.roll of a tile needs dims= (no flattened roll)", b.loc)
+    shifts, axes = _dims(shifts), _dims(dims)
+    if len(shifts) != len(axes):
+        raise ShapeMismatch("torch.roll takes one shift per dim", b.loc)
+    for shift, dim in zip(shifts, axes, strict=True):
+        axis = axis_of(b, x.type.rank, dim)
+        extent = whole_extent(b, x, axis, "roll")
+        if not isinstance(shift, int) or isinstance(shift, bool):
+            raise UnsupportedOperation("torch.roll of a tile needs constant int shifts", b.loc)
+        if extent and shift % extent:
+            shift %= extent
+            x = b.op("roll", (x,), x.type.dtype, x.type.dims, hint="rolled", axis=axis, shift=shift)
+    return x

@@ -511,6 +511,8 @@ define("select", Kind.VIEW, arity=2, category="reduce")  # attrs axis; args x, p
 define("stack", Kind.VIEW, arity=-1, eager=torch.stack)  # attrs axis; one operand per item
 define("cat", Kind.VIEW, arity=-1, eager=torch.cat)  # attrs axis, offsets
 define("piece", Kind.VIEW, eager=torch.narrow)  # attrs axis, offset: a static part of a dim
+define("flip", Kind.VIEW, eager=torch.flip)  # attrs axis: a static dim reversed
+define("roll", Kind.VIEW, eager=torch.roll)  # attrs axis, shift: a static dim rotated
 define("full", Kind.CREATE)
 define("literal", Kind.CREATE, arity=0, eager=torch.tensor)  # attrs values
 define("arange", Kind.CREATE)
