@@ -1,7 +1,8 @@
 """Helion's atomics beyond `atomic_add` (`hl.atomic_max`, `atomic_min`, `atomic_and`,
 `atomic_or`, `atomic_xor`, `atomic_xchg`, `atomic_cas`), written as Helion kernels, in both
 CPU modes against PyTorch on ragged shapes: with tiles, gathers that hit a position
-several times, an extra mask and an `if` on a tile."""
+several times, an extra mask and an `if` on a tile; and the values every atomic returns
+(those before its update, 0 in the lanes it leaves alone)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import torch
 import tilecraft as helion
 import tilecraft.language as hl
 from tilecraft import exc
-from tilecraft.testing import check_modes
+from tilecraft.ir.nodes import walk_ops
+from tilecraft.language.memory import ATOMICS
+from tilecraft.testing import MODES, check_modes, run_mode
 
 
 @helion.kernel()
@@ -108,3 +111,190 @@ def bad_sem(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
 def test_bad_sem_is_refused_by_name() -> None:
     with pytest.raises(exc.UnsupportedOperation, match=r"tc.atomic_min\(sem='sequential'\)"):
         bad_sem(torch.randn(5), torch.zeros(5))
+
+
+# -- the values before the update -------------------------------------------------------
+@helion.kernel(config=helion.Config(block_sizes=[8, 4]))
+def add_returning_old(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    olds = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile([m, n]):
+        block = x[tile_m, tile_n]
+        olds[tile_m, tile_n] = hl.atomic_add(out, [tile_m, tile_n], block, extra_mask=block > 0)
+    return torch.stack([out, olds])
+
+
+def test_atomic_add_returns_the_old_values() -> None:
+    x, out = torch.randn(13, 10), torch.randn(13, 10)
+
+    def reference(a: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+        return torch.stack([o + a.clamp(min=0), torch.where(a > 0, o, 0.0)])
+
+    check_modes(add_returning_old, (x, out), reference)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16]))
+def lane_tickets(x: torch.Tensor, counter: torch.Tensor) -> torch.Tensor:
+    tickets = torch.empty_like(x, dtype=torch.int32)
+    for tile in hl.tile(x.size(0)):
+        slot = torch.zeros_like(tile.index)
+        tickets[tile] = hl.atomic_add(counter, [slot], 1, sem="relaxed")
+    return tickets
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_counter_gives_each_lane_a_unique_ticket(mode: str) -> None:
+    """Lanes meeting at one position see each other's adds in some order: the tickets are
+    0, 1, ..., n - 1 in an order the hardware picks (eager mode: lane order)."""
+    counter = torch.tensor([5], dtype=torch.int32)
+    tickets = run_mode(lane_tickets, (torch.randn(37), counter), mode)
+    assert sorted(tickets.tolist()) == list(range(5, 42))
+    if mode == "eager":
+        assert tickets.tolist() == list(range(5, 42))
+
+
+@helion.kernel()
+def program_tickets(x: torch.Tensor, counter: torch.Tensor) -> torch.Tensor:
+    order = torch.full([(x.size(0) + 3) // 4], -1, dtype=torch.int64, device=x.device)
+    for tile in hl.tile(x.size(0), block_size=4):  # (eager mode's tiles are 32 unless given)
+        order[tile.id] = hl.atomic_add(counter, [0], 1)
+    return torch.cat([order, counter])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_scalar_counter_gives_each_program_a_ticket(mode: str) -> None:
+    result = run_mode(program_tickets, (torch.randn(18), torch.zeros(1, dtype=torch.int64)), mode)
+    assert sorted(result[:-1].tolist()) == list(range(5)) and result[-1] == 5
+
+
+@helion.kernel()
+def ranks_in_groups(groups: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    ranks = torch.empty_like(groups)
+    for tile in hl.tile(groups.size(0)):
+        ranks[tile] = hl.atomic_add(counts, [groups[tile]], 1)
+    return ranks
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lanes_at_one_position_rank_themselves(mode: str) -> None:
+    """A histogram's counts, and each lane's rank among its bin's lanes: in each bin the
+    ranks are 0..count-1 (eager mode: in lane order)."""
+    groups = torch.randint(0, 5, (61,), dtype=torch.int32)
+    ranks = run_mode(ranks_in_groups, (groups, torch.zeros(5, dtype=torch.int32)), mode)
+    for g in range(5):
+        mine = ranks[groups == g].tolist()
+        assert sorted(mine) == list(range(len(mine)))
+        if mode == "eager":
+            assert mine == list(range(len(mine)))
+
+
+@helion.kernel()
+def claim_slots(
+    x: torch.Tensor, slots: torch.Tensor, keys: torch.Tensor, owner: torch.Tensor
+) -> torch.Tensor:
+    found = torch.empty_like(x)
+    took = torch.empty_like(keys)
+    replaced = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        found[tile] = hl.atomic_cas(slots, [tile], 0.0, x[tile])
+        key = keys[tile]
+        took[tile] = hl.atomic_cas(owner, [tile], -1, key, extra_mask=key % 3 != 0)
+        replaced[tile] = hl.atomic_xchg(slots, [tile], x[tile] * 2, extra_mask=x[tile] > 0)
+    return torch.cat([found, slots, took.float(), owner.float(), replaced])
+
+
+def test_atomic_cas_and_xchg_return_the_old_values() -> None:
+    x = torch.randn(29)
+    slots = torch.where(torch.rand(29) < 0.5, 0.0, torch.randn(29))
+    keys = torch.randint(0, 100, (29,), dtype=torch.int32)
+    owner = torch.where(torch.rand(29) < 0.5, -1, keys + 1).to(torch.int32)
+
+    def reference(
+        a: torch.Tensor, s: torch.Tensor, k: torch.Tensor, o: torch.Tensor
+    ) -> torch.Tensor:
+        claimed = torch.where(s == 0, a, s)
+        live = k % 3 != 0
+        took = torch.where(live, o, 0)
+        owned = torch.where(live & (o == -1), k, o)
+        replaced = torch.where(a > 0, claimed, 0.0)
+        final = torch.where(a > 0, a * 2, claimed)
+        return torch.cat([s, final, took.float(), owned.float(), replaced])
+
+    check_modes(claim_slots, (x, slots, keys, owner), reference)
+
+
+@helion.kernel()
+def extremes_before(x: torch.Tensor, high: torch.Tensor, low: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    olds = torch.empty([2, m, n], dtype=x.dtype, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        olds[0, tile_m, tile_n] = hl.atomic_max(high, [tile_m, tile_n], x[tile_m, tile_n])
+        olds[1, tile_m, tile_n] = hl.atomic_min(low, [tile_m, tile_n], x[tile_m, tile_n])
+    return torch.cat([olds, torch.stack([high, low])])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
+def test_atomic_max_and_min_return_the_old_values(dtype: torch.dtype) -> None:
+    x = (torch.randn(11, 7) * 50).to(dtype)
+    high, low = (torch.randn(11, 7) * 50).to(dtype), (torch.randn(11, 7) * 50).to(dtype)
+
+    def reference(a: torch.Tensor, h: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+        return torch.stack([h, lo, torch.maximum(h, a), torch.minimum(lo, a)])
+
+    check_modes(extremes_before, (x, high, low), reference)
+
+
+@helion.kernel()
+def bits_before(x: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    olds = torch.empty([3, x.size(0)], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        olds[0, tile] = hl.atomic_or(words, [0, tile], x[tile])
+        olds[1, tile] = hl.atomic_and(words, [1, tile], x[tile])
+        olds[2, tile] = hl.atomic_xor(words, [2, tile], x[tile])
+    return torch.cat([olds, words])
+
+
+def test_bitwise_atomics_return_the_old_values() -> None:
+    x = torch.randint(-(1 << 30), 1 << 30, (23,), dtype=torch.int32)
+    words = torch.randint(-(1 << 30), 1 << 30, (3, 23), dtype=torch.int32)
+
+    def reference(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.cat([w, torch.stack([w[0] | a, w[1] & a, w[2] ^ a])])
+
+    check_modes(bits_before, (x, words), reference)
+
+
+@helion.kernel()
+def add_if_positive(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    olds = torch.full_like(x, -1.0)
+    for tile in hl.tile(x.size(0)):
+        value = x[tile]
+        if value > 0:
+            olds[tile] = hl.atomic_add(out, [tile], value)
+    return torch.stack([out, olds])
+
+
+def test_an_atomic_in_a_branch_on_a_tile_returns_the_old_values() -> None:
+    x, out = torch.randn(19), torch.randn(19)
+
+    def reference(a: torch.Tensor, o: torch.Tensor) -> torch.Tensor:
+        return torch.stack([o + a.clamp(min=0), torch.where(a > 0, o, -1.0)])
+
+    check_modes(add_if_positive, (x, out), reference)
+
+
+def test_an_unread_result_costs_nothing() -> None:
+    """The IR keeps an atomic's result only where the kernel reads it; otherwise the
+    generated line is the bare call it always was."""
+    args = (torch.randn(45, 19), torch.zeros(19), torch.zeros(19))
+    bound = column_extremes.bind(args)
+    kernels = bound.analyze(helion.Config()).kernels
+    atomics = [op for k in kernels for op in walk_ops(k.body) if op.name in ATOMICS.values()]
+    assert len(atomics) == 2 and all(op.out is None for op in atomics)
+    code = bound.to_triton_code()
+    assert "    tl.atomic_max(" in code and "= tl.atomic_" not in code
+    used = add_returning_old.bind((args[0][:13, :10], args[0][:13, :10]))
+    (kernel,) = used.analyze(helion.Config()).kernels
+    (atomic,) = [op for op in walk_ops(kernel.body) if op.name == "atomic_add"]
+    assert atomic.out is not None and atomic.out.type.dtype == torch.float32
+    assert "= tl.atomic_add(" in used.to_triton_code()

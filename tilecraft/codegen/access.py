@@ -64,13 +64,13 @@ DESCRIPTOR_ADD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int
 
 def descriptor_adds(op: Op) -> bool:
     """Whether this `tc.atomic_add` may be a tensor descriptor's: relaxed (a bulk reduction
-    orders nothing), of a type TMA adds, and where this Triton lowers it (from 3.4; its CPU
-    interpreter does not)."""
+    orders nothing), its result unread, of a type TMA adds, and where this Triton lowers it
+    (from 3.4; its CPU interpreter does not)."""
     import triton.language as tl
 
     access: Access = op.args[0]
-    if op.name != "atomic_add" or op.attrs.get("sem") != "relaxed":
-        return False
+    if op.name != "atomic_add" or op.attrs.get("sem") != "relaxed" or op.out is not None:
+        return False  # (a bulk reduction returns nothing)
     if access.param.dtype not in DESCRIPTOR_ADD_DTYPES:
         return False
     lowered = hasattr(getattr(tl, "tensor_descriptor", None), "atomic_add")
@@ -392,7 +392,19 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     sem = op.attrs.get("sem")
     order = f", sem={sem!r}" if sem else ""
-    w.line(f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})")
+    written(w, op, f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})", mask)
+
+
+def written(w: KernelWriter, op: Op, call: str, mask: str | None) -> None:
+    """The line of a store or an atomic; an atomic whose result is read assigns the values
+    before its update, 0 in the lanes it leaves alone (what Triton returns there is not
+    defined; a compare-and-swap's masked lanes read the tensor's first element)."""
+    if op.out is None:
+        w.line(call)
+        return
+    w.assign(op, call)
+    if mask:
+        w.line(f"{op.out.name} = tl.where({mask}, {op.out.name}, 0)")
 
 
 def flat_store(w: KernelWriter, op: Op, fn: str) -> None:
@@ -408,7 +420,7 @@ def flat_store(w: KernelWriter, op: Op, fn: str) -> None:
 
 def atomic(w: KernelWriter, op: Op) -> None:
     """`tc.atomic_add` and its kin (max, min, and, or, xor, xchg): Triton's function of the
-    same name, masked as a store is."""
+    same name, masked as a store is, its result assigned where the kernel reads it."""
     floats = op.args[0].param.dtype.is_floating_point
     if op.name == "atomic_xchg" and floats and interpreter_set() and not flat.writes_flat(w, op):
         _exchange_bits(w, op)
@@ -425,7 +437,9 @@ def _exchange_bits(w: KernelWriter, op: Op) -> None:
     mask = full_mask(w, access, masks, scalars, op.attrs.get("extra_mask"))
     new = f"{_whole(w, access, value)}.to({bits}, bitcast=True)"
     where = f"({ptr}).to(tl.pointer_type({bits}), bitcast=True)"
-    w.line(f"tl.atomic_xchg({where}, {new}{f', mask={mask}' if mask else ''})")
+    call = f"tl.atomic_xchg({where}, {new}{f', mask={mask}' if mask else ''})"
+    back = f".to({tl_dtype(access.param.dtype)}, bitcast=True)" if op.out is not None else ""
+    written(w, op, call + back, mask)
 
 
 def atomic_cas(w: KernelWriter, op: Op) -> None:
@@ -440,7 +454,7 @@ def atomic_cas(w: KernelWriter, op: Op) -> None:
         ptr = f"tl.where({mask}, {ptr}, {access.param.name})"
         new = f"tl.where({mask}, {new}, {cmp})"
     sem = op.attrs.get("sem")
-    w.line(f"tl.atomic_cas({ptr}, {cmp}, {new}{f', sem={sem!r}' if sem else ''})")
+    written(w, op, f"tl.atomic_cas({ptr}, {cmp}, {new}{f', sem={sem!r}' if sem else ''})", mask)
 
 
 def _whole(w: KernelWriter, access: Access, x: Value | float) -> str:

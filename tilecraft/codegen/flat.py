@@ -256,7 +256,7 @@ def lead_block(w: KernelWriter, block_id: int | None) -> bool:
 def writes_flat(w: KernelWriter, op: Op) -> bool:
     """Whether the writer writes `op` flat: its value is flat, or it stores a flat value
     through flat pointers."""
-    if op.out is not None:
+    if op.out is not None:  # (an atomic whose result is read is not: none is planned flat)
         return op.out in w.flat
     stores = writes(op.name) and len(op.args) == 2  # (a compare-and-swap is never flat)
     return stores and op.args[1] in w.flat and flat_access(w, op)

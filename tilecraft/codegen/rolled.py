@@ -45,6 +45,13 @@ class RolledBody:
             elif isinstance(node, Branch):
                 self.check_branch(node)
                 self.w.branch(node)
+            elif node.out is not None and writes(node.name) and self.spans_rolled(node):
+                raise LoweringError(
+                    f"the values `{node.name}` returns span a looped reduction dim, whose chunks "
+                    "are not kept; use reduction_loops=[None] for "
+                    "this kernel",
+                    node.loc,
+                )
             elif node.out is not None and self.spans_rolled(node):
                 self.deferred[id(node.out)] = node
             elif self.spans_rolled(node) or self.uses_deferred(node):

@@ -204,8 +204,8 @@ class MemoryLowering:
         extra_mask: Value | None = None,
         name: str = "store",
         sem: str | None = None,
-    ) -> None:
-        self.write(name, param, meta, items, (value,), extra_mask, sem)
+    ) -> Value | None:
+        return self.write(name, param, meta, items, (value,), extra_mask, sem)
 
     def write(
         self,
@@ -216,18 +216,23 @@ class MemoryLowering:
         operands: tuple[Any, ...],
         extra_mask: Value | None = None,
         sem: str | None = None,
-    ) -> None:
+    ) -> Value | None:
         """A store or an atomic `name` of `operands` (the value; a compare-and-swap's
-        expected value and new value) to `param[items]`."""
+        expected value and new value) to `param[items]`; an atomic's result is the values
+        before its update (dropped again where the kernel never reads it: ir/nodes.py
+        `drop_unused_results`)."""
         acc = self.access(param, meta, items)
         for value in operands:
             self._check_value(param, acc, value)
         self._check_mask(param, acc, extra_mask)
         extra_mask = self._jagged_mask(param, acc, extra_mask)
         index = self.table.next_memory_op()
-        attrs = {"sem": _sem(sem, name)} if sem is not None else {}
-        mask = _mask(extra_mask)
-        self.b.effect(name, (acc, *operands), extra_mask=mask, mem_index=index, **attrs)
+        attrs: dict[str, Any] = {"extra_mask": _mask(extra_mask), "mem_index": index}
+        attrs.update({"sem": _sem(sem, name)} if sem is not None else {})
+        if name == "store":
+            self.b.effect(name, (acc, *operands), **attrs)
+            return None
+        return self.b.op(name, (acc, *operands), param.dtype, acc.dims, hint="old", **attrs)
 
     def _check_value(self, param: Param, acc: Access, value: Any) -> None:
         """A value written to `param[...]` broadcasts to the shape accessed."""
@@ -308,10 +313,8 @@ class MemoryLowering:
             return self.load(tensor.param, tensor.meta, items, **bound)
         if fn is lang.atomic_cas:
             operands = (bound.pop("expected"), bound.pop("value"))
-            self.write("atomic_cas", tensor.param, tensor.meta, items, operands, **bound)
-            return None
-        self.store(tensor.param, tensor.meta, items, name=fn.__name__, **bound)
-        return None
+            return self.write("atomic_cas", tensor.param, tensor.meta, items, operands, **bound)
+        return self.store(tensor.param, tensor.meta, items, name=fn.__name__, **bound)
 
     def _shape_dims(self, shape: Any) -> tuple[Dim, ...]:
         items = list(shape) if isinstance(shape, (list, tuple, torch.Size)) else [shape]

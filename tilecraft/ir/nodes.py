@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,7 +127,8 @@ def gather_dims(indices: tuple[Index, ...]) -> tuple[Dim, ...] | None:
 
 @dataclass(eq=False)
 class Op:
-    """One operation: `out = name(*args, **attrs)`; stores have no `out`."""
+    """One operation: `out = name(*args, **attrs)`; stores have no `out`, nor atomics
+    whose result (the values before the update) nothing reads."""
 
     name: str
     args: tuple[Any, ...]
@@ -226,3 +228,33 @@ def walk_ops(body: list[Node]) -> Any:
             yield from walk_ops(node.orelse)
         else:
             yield node
+
+
+def read_names(body: list[Node], blocks: dict[int, Block]) -> set[str]:
+    """The names of the values that something in `body` reads: an op, a loop's carried
+    variables, a branch, or a loop's bounds computed on the device."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, Loop):
+            names |= read_names(node.body, blocks)
+            names |= {v.name for c in node.carried for v in (c.init, c.final) if v is not None}
+        elif isinstance(node, Branch):
+            names |= read_names(node.then + node.orelse, blocks) | {node.cond.name}
+            names |= {v.name for m in node.merged for v in (m.then, m.orelse)}
+        else:
+            names |= {v.name for v in node.inputs()}
+    for block in blocks.values():
+        for bound in (block.begin_value, block.end_value):
+            names |= set(re.findall(r"\w+", bound or ""))
+    return names
+
+
+def drop_unused_results(kernel: DeviceKernel) -> DeviceKernel:
+    """`kernel` with the results of the atomics nothing reads dropped, so that an atomic
+    used as a plain update is written as one (no value to hold, no select of its masked
+    lanes, a tensor descriptor's bulk add still possible)."""
+    names = read_names(kernel.body, kernel.blocks)
+    for op in kernel.walk():
+        if op.name.startswith("atomic_") and op.out is not None and op.out.name not in names:
+            op.out = None
+    return kernel

@@ -2,8 +2,8 @@
 
 The frontend builds IR through handlers; the verifier checks what they built against
 each op's entry in `tilecraft.ir.ops` (known op, operand count, result shape and dtype
-of elementwise ops, blocks that exist), so a handler bug is reported at the user's line
-as an internal error instead of surfacing as wrong Triton code.
+of elementwise and memory ops, blocks that exist), so a handler bug is reported at the
+user's line as an internal error instead of surfacing as wrong Triton code.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from tilecraft.exc import LoweringError
-from tilecraft.ir.nodes import DeviceKernel, Op, Value, walk_ops
-from tilecraft.ir.ops import OPDEFS, Result, is_elementwise
+from tilecraft.ir.nodes import Access, DeviceKernel, Op, Value, walk_ops
+from tilecraft.ir.ops import OPDEFS, Kind, Result, is_elementwise
 from tilecraft.ir.types import broadcast_dims
 
 
@@ -37,6 +37,23 @@ def _problem(kernel: DeviceKernel, op: Op) -> str | None:
         return "its result uses a block the kernel does not have"
     if is_elementwise(opdef):
         return _elementwise_problem(op, opdef.arity, opdef.result)
+    if opdef.kind is Kind.MEMORY:
+        return _memory_problem(op, opdef.arity)
+    return None
+
+
+def _memory_problem(op: Op, arity: int) -> str | None:
+    """A load, store or atomic: its access and operands, and a result where it has one
+    (a load's and a read atomic's: the tile accessed, of the tensor's dtype)."""
+    if len(op.args) != arity or not isinstance(op.args[0], Access):
+        return f"it takes an access and {arity - 1} operands"
+    if op.out is None:
+        return "a load needs a result" if op.name == "load" else None
+    if op.name == "store":
+        return "a store has no result"
+    access: Access = op.args[0]
+    if op.out.type.dims != access.dims or op.out.type.dtype != access.param.dtype:
+        return f"its result {op.out.type} is not the tile it accesses"
     return None
 
 

@@ -10,7 +10,7 @@ keep PyTorch's meaning (a negative int counts from the end).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import Any, NamedTuple, TypeGuard
 
 import torch
 
@@ -222,26 +222,55 @@ def read(
     return torch.where(mask, value, fill)
 
 
-def write(
-    tensor: torch.Tensor,
-    key: object,
-    value: Any,
-    mask: torch.Tensor | None = None,
-    accumulate: bool = False,
-) -> None:
-    """`tensor[key] = value` (or `+=` with `accumulate`, summing repeated positions as
-    atomics do), skipping positions out of range or where `mask` is False."""
+def write(tensor: torch.Tensor, key: object, value: Any, mask: torch.Tensor | None = None) -> None:
+    """`tensor[key] = value`, skipping positions out of range or where `mask` is False."""
+    safe, mask = _checked(tensor, key, mask)
+    if mask is None or tensor.dim() == 0:
+        tensor[safe] = value
+        return
+    targets = _targets(tensor, safe, mask, value)
+    if targets is not None:
+        tensor.index_put_(targets.where, targets.values[0])
+
+
+def _checked(
+    tensor: torch.Tensor, key: object, mask: torch.Tensor | None
+) -> tuple[Key, torch.Tensor | None]:
+    """`key` made safe to index `tensor` with, and the positions to touch: those `mask`
+    keeps whose indices are in range (raising in the bounds-check mode where one is not)."""
     safe, valid = bounded(tensor, tensor_key(tensor, key))
     check_bounds(valid, mask, tensor)
     if valid is not None:
         mask = valid if mask is None else mask & valid
-    if (mask is None and not accumulate) or tensor.dim() == 0:
-        tensor[safe] = tensor[safe] + value if accumulate else value
-        return
+    return safe, mask
+
+
+def accumulate(
+    tensor: torch.Tensor, key: object, value: Any, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """`tensor[key] += value`, summing repeated positions as atomics do and skipping
+    positions out of range or where `mask` is False; returns what each position held
+    before its lane's add, the lanes adding one at a time in lane order (0 where skipped)."""
+    safe, mask = _checked(tensor, key, mask)
+    if tensor.dim() == 0:
+        return _scalar_update(tensor, safe, mask, torch.add, value)
     targets = _targets(tensor, safe, mask, value)
-    if targets is not None:
-        where, (values,) = targets
-        tensor.index_put_(where, values, accumulate=accumulate)
+    if targets is None:
+        return _nothing(tensor, safe)
+    where, (values,) = targets.where, targets.values
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        return targets.spread(_in_lane_order(tensor, where, torch.add, values))
+    # integers add exactly in any order: one scatter, and the earlier lanes' sums by a scan
+    # (int64 wraps as the dtype does, modulo its width)
+    old = tensor[where]
+    if not _distinct(tensor, where):
+        order, first = _groups(_flat_positions(tensor, where))
+        wide = values.index_select(0, order).to(torch.int64)
+        before = wide.cumsum(0) - wide
+        earlier = _unsorted(order, before - before.index_select(0, first))
+        old = (old.to(torch.int64) + earlier).to(tensor.dtype)
+    tensor.index_put_(where, values, accumulate=True)
+    return targets.spread(old)
 
 
 def update(
@@ -250,37 +279,105 @@ def update(
     combine: Callable[..., torch.Tensor],
     mask: torch.Tensor | None,
     *operands: Any,
-) -> None:
+) -> torch.Tensor:
     """`tensor[key] = combine(tensor[key], *operands)` one position at a time, as atomics
-    apply (a position indexed twice is updated twice), skipping positions out of range or
-    where `mask` is False."""
-    safe, valid = bounded(tensor, tensor_key(tensor, key))
-    check_bounds(valid, mask, tensor)
-    if valid is not None:
-        mask = valid if mask is None else mask & valid
+    apply (a position indexed twice is updated twice, in lane order), skipping positions
+    out of range or where `mask` is False; returns what each position held before its
+    lane's update (0 where skipped)."""
+    safe, mask = _checked(tensor, key, mask)
     if tensor.dim() == 0:
-        if mask is None or bool(mask.all()):
-            new = combine(tensor[()], *(torch.as_tensor(v).to(tensor) for v in operands))
-            tensor.copy_(new)
-        return
+        return _scalar_update(tensor, safe, mask, combine, *operands)
     targets = _targets(tensor, safe, mask, *operands)
     if targets is None:
-        return
-    where, values = targets
-    # index_put_, not `tensor[...] =`: eager mode's assignment applies the `if` masks again
-    if _distinct(tensor, where):
-        tensor.index_put_(where, combine(tensor[where], *values))
-        return
-    for k, position in enumerate(zip(*where, strict=True)):
-        new = combine(tensor[position], *(v[k] for v in values))
-        tensor.index_put_(position, new)
+        return _nothing(tensor, safe)
+    return targets.spread(_in_lane_order(tensor, targets.where, combine, *targets.values))
+
+
+def _in_lane_order(
+    tensor: torch.Tensor,
+    where: tuple[torch.Tensor, ...],
+    combine: Callable[..., torch.Tensor],
+    *values: torch.Tensor,
+) -> torch.Tensor:
+    """Apply `combine` at each lane's position in lane order, and return what each lane
+    found there: in rounds, the r-th lane at each position in round r (as many rounds as
+    the most lanes that meet at one position)."""
+    ranks = torch.zeros_like(where[0]) if _distinct(tensor, where) else _ranks(tensor, where)
+    old = tensor.new_empty(ranks.shape)
+    for r in range(int(ranks.max()) + 1 if ranks.numel() else 0):
+        lanes = ranks == r
+        at = tuple(c[lanes] for c in where)
+        found = tensor[at]
+        # index_put_, not `tensor[...] =`: eager mode's assignment applies the `if` masks again
+        tensor.index_put_(at, combine(found, *(v[lanes] for v in values)))
+        old[lanes] = found
+    return old
+
+
+def _ranks(tensor: torch.Tensor, where: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Each lane's count of the earlier lanes at its position."""
+    order, first = _groups(_flat_positions(tensor, where))
+    return _unsorted(order, torch.arange(len(order), device=order.device) - first)
+
+
+# (no subscripts with index tensors here: eager mode bounds and masks those as the kernel's)
+def _groups(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lanes sorted by position (lane order kept among equals), and for each place in
+    that order the place where its position's lanes start."""
+    order = torch.argsort(positions, stable=True)
+    ranked = positions.index_select(0, order)
+    starts = torch.ones_like(ranked, dtype=torch.bool)
+    starts[1:] = ranked[1:] != ranked[:-1]
+    places = torch.arange(len(ranked), device=ranked.device)
+    return order, torch.where(starts, places, 0).cummax(0).values
+
+
+def _unsorted(order: torch.Tensor, sorted_values: torch.Tensor) -> torch.Tensor:
+    """Values given in the order `order` lists the lanes in, put back in lane order."""
+    return torch.empty_like(sorted_values).index_put_((order,), sorted_values)
+
+
+def _scalar_update(
+    tensor: torch.Tensor,
+    key: Key,
+    mask: torch.Tensor | None,
+    combine: Callable[..., torch.Tensor],
+    *operands: Any,
+) -> torch.Tensor:
+    """An atomic on a 0-d tensor (applied where `mask` holds everywhere) and its old value."""
+    old = tensor[key].clone()
+    if mask is None or bool(mask.all()):
+        new = combine(tensor[()], *(torch.as_tensor(v).to(tensor) for v in operands))
+        tensor.copy_(new)
+    return old if mask is None else torch.where(mask, old, torch.zeros_like(old))
+
+
+def _nothing(tensor: torch.Tensor, key: Key) -> torch.Tensor:
+    """The old values of an atomic that touches no position: zeros of its shape."""
+    return torch.zeros_like(_source(tensor, key)[key])
+
+
+class Targets(NamedTuple):
+    """The positions an atomic or a masked store touches: `where`, their coordinates (one
+    tensor per dim); `values`, each operand's value there; `keep`, which lanes of the
+    access (shaped as `tensor[key]`) they are."""
+
+    where: tuple[torch.Tensor, ...]
+    values: list[torch.Tensor]
+    keep: torch.Tensor
+
+    def spread(self, old: torch.Tensor) -> torch.Tensor:
+        """Values of the kept lanes laid out as the access, 0 in the other lanes."""
+        out = old.new_zeros(self.keep.shape)
+        out[self.keep] = old
+        return out
 
 
 def _targets(
     tensor: torch.Tensor, key: Key, mask: torch.Tensor | None, *operands: Any
-) -> tuple[tuple[torch.Tensor, ...], list[torch.Tensor]] | None:
-    """The coordinates of the positions of `tensor[key]` that `mask` keeps, and each
-    operand's values there (None when every position is out of range)."""
+) -> Targets | None:
+    """The positions of `tensor[key]` that `mask` keeps and each operand's values there
+    (None when every position is out of range)."""
     if _source(tensor, key) is not tensor:
         return None
     coords = _coordinates(tensor, key)
@@ -291,17 +388,23 @@ def _targets(
         torch.as_tensor(v, device=tensor.device).to(tensor.dtype).broadcast_to(shape)[keep]
         for v in operands
     ]
-    return tuple(c[keep] for c in coords), values
+    return Targets(tuple(c[keep] for c in coords), values, keep)
 
 
 def _distinct(tensor: torch.Tensor, where: tuple[torch.Tensor, ...]) -> bool:
     """Whether the coordinates name each position at most once."""
     if not where or where[0].numel() < 2:
         return True
+    flat = _flat_positions(tensor, where)
+    return bool(flat.unique().numel() == flat.numel())
+
+
+def _flat_positions(tensor: torch.Tensor, where: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Each position's offset in `tensor` laid out contiguously."""
     flat = torch.zeros_like(where[0])
     for coord, size in zip(where, tensor.shape, strict=True):
         flat = flat * size + coord
-    return bool(flat.unique().numel() == flat.numel())
+    return flat
 
 
 def _coordinates(tensor: torch.Tensor, key: Key) -> list[torch.Tensor]:

@@ -2,6 +2,14 @@
 `atomic_min`, `atomic_and`, `atomic_or`, `atomic_xor`, `atomic_xchg`, `atomic_cas` (each
 with an optional extra mask).
 
+Each atomic returns, as Helion's and Triton's do, a tile (shaped as `tensor[index]`, of
+its dtype) of the values each position held just before that lane's update: `old =
+tc.atomic_add(counter, [0], 1)` takes a ticket. Lanes that update nothing (masked off by
+`extra_mask` or an `if` on a tile, or out of range) read 0. Where several lanes meet at one
+position the hardware picks their order; eager mode applies them one at a time in lane
+order. A kernel that ignores the result pays nothing for it: the compiled code then
+discards what Triton's atomic returns.
+
 Indices computed on the device (`t.index + 1`, loaded ids) are bounded: positions out of
 range read as `other` (0 unless given) and are not written, where PyTorch would raise
 an IndexError (see `tilecraft.language.indexing`).
@@ -13,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from tilecraft.language.indexing import eager_key, read, update, write
+from tilecraft.language.indexing import accumulate, eager_key, read, update, write
 from tilecraft.language.state import eager_context
 
 __all__ = [
@@ -76,21 +84,26 @@ def atomic_add(
     value: torch.Tensor | float,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically add `value` to `tensor[index]` (safe when programs overlap; repeated
     positions of a gather all add), skipping elements where `extra_mask` is False.
 
     `sem` is the memory ordering Triton's `tl.atomic_add` takes ("relaxed", "acquire",
     "release" or "acq_rel"; Triton's default, acq_rel, when not given). A relaxed add of a
     whole tile may go through a tensor descriptor (`indexing="tensor_descriptor"`): one
-    TMA reduction per tile on Hopper instead of an atomic per element.
+    TMA reduction per tile on Hopper instead of an atomic per element, where its result
+    is not used.
+
+    Returns the values before the update (0 in lanes that add nothing; see the module
+    docstring).
 
     Example::
 
         tc.atomic_add(out, [tile_m], partial_sum, sem="relaxed")
+        ticket = tc.atomic_add(counter, [0], 1)  # 0, 1, 2, ... one per program
     """
     mask = eager_context("atomic_add").branch_mask(extra_mask)
-    write(tensor, tuple(index), value, mask, accumulate=True)
+    return accumulate(tensor, tuple(index), value, mask)
 
 
 def _atomic(
@@ -101,9 +114,9 @@ def _atomic(
     operands: tuple[object, ...],
     sem: str | None,
     extra_mask: torch.Tensor | None,
-) -> None:
+) -> torch.Tensor:
     mask = eager_context(name).branch_mask(extra_mask)
-    update(tensor, tuple(index), combine, mask, *operands)
+    return update(tensor, tuple(index), combine, mask, *operands)
 
 
 def atomic_max(
@@ -112,15 +125,17 @@ def atomic_max(
     value: torch.Tensor | float,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically set `tensor[index]` to the larger of itself and `value`, skipping
-    elements where `extra_mask` is False; `sem` as for `atomic_add`.
+    elements where `extra_mask` is False; `sem` as for `atomic_add`. Returns the values
+    before the update (0 where skipped), as every atomic does.
 
     Example::
 
         tc.atomic_max(row_max, [tile_m], x[tile_m, tile_n].amax(1))
+        was_max = tc.atomic_max(best, [0], score) < score
     """
-    _atomic("atomic_max", torch.maximum, tensor, index, (value,), sem, extra_mask)
+    return _atomic("atomic_max", torch.maximum, tensor, index, (value,), sem, extra_mask)
 
 
 def atomic_min(
@@ -129,14 +144,14 @@ def atomic_min(
     value: torch.Tensor | float,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically set `tensor[index]` to the smaller of itself and `value`.
 
     Example::
 
         tc.atomic_min(first_hit, [bucket], tile.index, extra_mask=hit)
     """
-    _atomic("atomic_min", torch.minimum, tensor, index, (value,), sem, extra_mask)
+    return _atomic("atomic_min", torch.minimum, tensor, index, (value,), sem, extra_mask)
 
 
 def atomic_and(
@@ -145,14 +160,14 @@ def atomic_and(
     value: torch.Tensor | int,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically set `tensor[index]` to its bitwise AND with `value` (integer tensors).
 
     Example::
 
         tc.atomic_and(flags, [word], ~bits)
     """
-    _atomic("atomic_and", torch.bitwise_and, tensor, index, (value,), sem, extra_mask)
+    return _atomic("atomic_and", torch.bitwise_and, tensor, index, (value,), sem, extra_mask)
 
 
 def atomic_or(
@@ -161,14 +176,14 @@ def atomic_or(
     value: torch.Tensor | int,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically set `tensor[index]` to its bitwise OR with `value` (integer tensors).
 
     Example::
 
         tc.atomic_or(seen, [ids // 32], 1 << (ids % 32))
     """
-    _atomic("atomic_or", torch.bitwise_or, tensor, index, (value,), sem, extra_mask)
+    return _atomic("atomic_or", torch.bitwise_or, tensor, index, (value,), sem, extra_mask)
 
 
 def atomic_xor(
@@ -177,14 +192,14 @@ def atomic_xor(
     value: torch.Tensor | int,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically set `tensor[index]` to its bitwise XOR with `value` (integer tensors).
 
     Example::
 
         tc.atomic_xor(parity, [0], x[tile])
     """
-    _atomic("atomic_xor", torch.bitwise_xor, tensor, index, (value,), sem, extra_mask)
+    return _atomic("atomic_xor", torch.bitwise_xor, tensor, index, (value,), sem, extra_mask)
 
 
 def atomic_xchg(
@@ -193,15 +208,15 @@ def atomic_xchg(
     value: torch.Tensor | float,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically write `value` to `tensor[index]`; where programs write one position,
-    one of their values stays.
+    one of their values stays. Returns the values it replaced (0 where skipped).
 
     Example::
 
-        tc.atomic_xchg(owner, [bucket], tile.id)
+        previous = tc.atomic_xchg(owner, [bucket], tile.id)
     """
-    _atomic("atomic_xchg", _replace, tensor, index, (value,), sem, extra_mask)
+    return _atomic("atomic_xchg", _replace, tensor, index, (value,), sem, extra_mask)
 
 
 def atomic_cas(
@@ -211,15 +226,16 @@ def atomic_cas(
     value: torch.Tensor | float,
     sem: str | None = None,
     extra_mask: torch.Tensor | None = None,
-) -> None:
+) -> torch.Tensor:
     """Atomically compare and swap: where `tensor[index]` equals `expected`, write
-    `value`; elsewhere leave it.
+    `value`; elsewhere leave it. Returns the values found (0 where skipped): the swap
+    took place where they equal `expected`.
 
     Example::
 
-        tc.atomic_cas(slots, [key % n], -1, key)  # claim an empty slot
+        claimed = tc.atomic_cas(slots, [key % n], -1, key) == -1  # claim an empty slot
     """
-    _atomic("atomic_cas", _swap_if, tensor, index, (expected, value), sem, extra_mask)
+    return _atomic("atomic_cas", _swap_if, tensor, index, (expected, value), sem, extra_mask)
 
 
 def _replace(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
