@@ -141,10 +141,11 @@ def cat(w: KernelWriter, op: Op) -> None:
 
 
 def piece(w: KernelWriter, op: Op) -> None:
-    """`x[..., offset:offset + n, ...]` of a static dim."""
+    """`x[..., offset:offset + n * step:step, ...]` of a static dim."""
     assert op.out is not None
     (x,) = op.args
-    total = _moved(w, op, x, op.attrs["axis"], op.attrs["offset"])
+    offset, step = op.attrs["offset"], op.attrs.get("step", 1)
+    total = _gathered(w, op, x, op.attrs["axis"], lambda i: f"{offset} + {i} * {step}")
     w.assign(op, _unpick(op.out.type.dtype).format(total))
 
 

@@ -128,11 +128,13 @@ def split_pair(b: Builder, x: Value) -> tuple:
     return unbind(b, x, -1)
 
 
-def _piece(b: Builder, x: Value, axis: int, offset: int, size: int) -> Value:
-    if offset == 0 and size == static_extent(b, x.type.dims[axis]):
+def _piece(b: Builder, x: Value, axis: int, offset: int, size: int, step: int = 1) -> Value:
+    """`size` elements of a static dim from `offset` on, `step` apart."""
+    if offset == 0 and step == 1 and size == static_extent(b, x.type.dims[axis]):
         return x
     dims = _with(x.type.dims, axis, static_block(b, size))
-    return b.op("piece", (x,), x.type.dtype, dims, hint="piece", axis=axis, offset=offset)
+    attrs = {"axis": axis, "offset": offset, **({"step": step} if step != 1 else {})}
+    return b.op("piece", (x,), x.type.dtype, dims, hint="piece", **attrs)
 
 
 def _tiles(b: Builder, tiles: Any, what: str) -> list[Value]:

@@ -412,8 +412,8 @@ def index(b: Builder, x: Value, key: Any) -> Value:
 
 
 _PARTIAL_SLICE = (
-    "tiles can be indexed with `:`, `None`, `...`, integers and slices `a:b` of a dim of "
-    "constant size"
+    "tiles can be indexed with `:`, `None`, `...`, integers and slices `a:b:c` of a dim "
+    "of constant size"
 )
 
 
@@ -423,24 +423,20 @@ def _is_part(item: Any) -> bool:
 
 
 def _sliced(b: Builder, x: Value, axis: int, part: slice) -> Value:
-    """`x[..., start:stop, ...]` of a dim whose size is known, as PyTorch clips the bounds
-    (steps other than 1: use x.reshape(...) and an integer index)."""
+    """`x[..., start:stop:step, ...]` of a dim whose size is known, its bounds clipped as
+    PyTorch clips them."""
     if axis >= x.type.rank:
         raise ShapeMismatch(f"too many indices for a tile of rank {x.type.rank}", b.loc)
     bounds = (part.start, part.stop, part.step)
     if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in bounds):
         raise UnsupportedOperation("slices of tiles need constant int bounds", b.loc)
-    if part.step not in (None, 1):
-        raise UnsupportedOperation(
-            f"a slice of a tile with step {part.step}: steps other than 1 are not supported "
-            "(x.reshape(..., n, step)[..., 0] takes every step-th element)",
-            b.loc,
-        )
+    if part.step is not None and part.step < 1:
+        raise UnsupportedOperation("slice steps must be positive (as in PyTorch)", b.loc)
     extent = whole_extent(b, x, axis, "a slice")
-    start, stop, _ = part.indices(extent)
+    start, stop, step = part.indices(extent)
     from tilecraft.frontend.joins import _piece  # joins imports this module
 
-    return _piece(b, x, axis, start, max(stop - start, 0))
+    return _piece(b, x, axis, start, len(range(start, stop, step)), step)
 
 
 def sizes(b: Builder, x: Value) -> tuple[int, ...]:
