@@ -94,6 +94,28 @@ def segment_sum(indices: torch.Tensor, values: torch.Tensor, segments: int) -> t
     return out
 
 
+@helion.kernel()
+def split_k_matmul_relu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """`relu(a @ b + bias)` with k split over programs that add their partial products
+    atomically; each output element counts the chunks added into it, and the program whose
+    `hl.atomic_add` on the count returns the last ticket writes the epilogue there (Helion's
+    split-K shape, with a counter instead of a second kernel)."""
+    m, k = a.size()
+    _, n = b.size()
+    out = torch.zeros([m, n], dtype=torch.float32, device=a.device)
+    arrived = torch.zeros([m, n], dtype=torch.int32, device=a.device)
+    chunks = (k + 15) // 16
+    for tile_m, tile_n, outer_k in hl.tile([m, n, k], block_size=[None, None, 16]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for inner_k in hl.tile(outer_k.begin, outer_k.end):
+            acc = torch.addmm(acc, a[tile_m, inner_k], b[inner_k, tile_n])
+        hl.atomic_add(out, [tile_m, tile_n], acc)
+        last = hl.atomic_add(arrived, [tile_m, tile_n], 1) == chunks - 1
+        total = hl.load(out, [tile_m, tile_n])
+        hl.store(out, [tile_m, tile_n], torch.relu(total + bias[tile_n]), extra_mask=last)
+    return out
+
+
 @helion.kernel(static_shapes=False)
 def grouped_gemm(a_packed: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """Groups of rows (bounds read on the device) each times `b`, one program per group,
@@ -578,6 +600,11 @@ def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
             segment_sum,
             (segment_ids, torch.randn(75, 6), 10),
             _segment_sum_reference,
+        ),
+        "split_k_matmul_relu": (
+            split_k_matmul_relu,
+            (mat_a, mat_b, bias),
+            lambda a, c, d: torch.relu(a @ c + d),
         ),
         "grouped_gemm": (
             grouped_gemm,
