@@ -323,6 +323,13 @@ REDUCTIONS = {
     "cumprod": lambda r: torch.cumprod(r, 1),
     "softmax": lambda r: torch.softmax(r, 1),
     "log_softmax": lambda r: torch.log_softmax(r, 1),
+    "nansum": lambda r: r.nansum(1),
+    "nanmean": lambda r: torch.nanmean(r, 1),
+    "count_nonzero": lambda r: torch.count_nonzero(r, 1),
+    "aminmax": lambda r: torch.aminmax(r, dim=1)[1] - torch.aminmax(r, dim=1).min,
+    # (PyTorch's std_mean takes its mean from Welford's updates: NaN for a row holding two
+    # infinities, unlike torch.mean; rows here are finite or NaN)
+    "std_mean": lambda r: torch.stack(torch.std_mean(r.nan_to_num(NAN, 9.0, -9.0), 1), 1),
 }
 REDUCED = {  # the dtypes each runs in, besides float32
     "sum": [torch.float16, torch.bfloat16, torch.int32],
@@ -335,6 +342,11 @@ REDUCED = {  # the dtypes each runs in, besides float32
     "cumsum": [torch.float16, torch.int32],
     "softmax": [torch.bfloat16],
     "log_softmax": [torch.float16],
+    "nansum": [torch.float16, torch.int32],
+    "nanmean": [torch.bfloat16],
+    "count_nonzero": [torch.int32, torch.float16],
+    "aminmax": [torch.int32],
+    "std_mean": [torch.float16],
 }
 
 

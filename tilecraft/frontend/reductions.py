@@ -1,4 +1,5 @@
-"""Reductions beyond sum/max/min: prod, any/all, logsumexp, mean/var/std, norm.
+"""Reductions beyond sum/max/min: prod, any/all, logsumexp, mean/var/std (and std_mean),
+norm, aminmax, count_nonzero, nansum, nanmean.
 
 Each is the `reduce` IR op or an expansion onto it, over one dim, several (a tuple) or
 all of them (`dim=None`). Means over a tile's dim divide by the tile's valid length
@@ -8,7 +9,7 @@ all of them (`dim=None`). Means over a tile's dim divide by the tile's valid len
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -210,3 +211,68 @@ def _norm(
         total = reduce_dims(b, "sum", OPS["pow"](b, mag, float(p)), dim, keepdim)
         out = OPS["pow"](b, total, 1.0 / p)
     return b.cast(out, _result_dtype(x, dtype))  # type: ignore[return-value]
+
+
+@op("std_mean")
+def _std_mean(
+    b: Builder,
+    x: Value,
+    dim: Any = None,
+    unbiased: bool | None = None,
+    keepdim: bool = False,
+    correction: float | None = None,
+) -> tuple[Value, Value]:
+    """`(std, mean)`, as torch.std_mean."""
+    if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # std_mean(x, 1)
+        dim, unbiased = unbiased, None
+    std = _std(b, x, dim, unbiased, keepdim, correction)
+    return std, b.cast(_mean(b, _float(b, x), dim, keepdim), std.type.dtype)  # type: ignore[return-value]
+
+
+class MinMax(NamedTuple):
+    """What torch.aminmax returns: `.min` and `.max`, or unpack it."""
+
+    min: Value
+    max: Value
+
+
+@op("aminmax")
+def _aminmax(b: Builder, x: Value, *, dim: Any = None, keepdim: bool = False) -> MinMax:
+    return MinMax(OPS["amin"](b, x, dim, keepdim), OPS["amax"](b, x, dim, keepdim))
+
+
+@op("count_nonzero")
+def _count_nonzero(b: Builder, x: Value, dim: Any = None) -> Value:
+    """How many elements are not 0 (NaN counts), as int64."""
+    nonzero = b.cast(OPS["ne"](b, x, 0), torch.int64)
+    return reduce_dims(b, "sum", nonzero, dim, False)  # type: ignore[arg-type]
+
+
+def _without_nan(b: Builder, x: Value) -> Value:
+    if not x.type.dtype.is_floating_point:
+        return x
+    return b.elementwise("where", OPS["isnan"](b, x), 0.0, x)
+
+
+@op("nansum")
+def _nansum(
+    b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Value:
+    """The sum of the elements that are not NaN (0 where all are)."""
+    return OPS["sum"](b, _without_nan(b, x), dim, keepdim, dtype=dtype)  # type: ignore[no-any-return]
+
+
+@op("nanmean")
+def _nanmean(
+    b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Value:
+    """The mean of the elements that are not NaN (NaN where all are), as torch.nanmean."""
+    if not (dtype or x.type.dtype).is_floating_point:
+        raise UnsupportedOperation(
+            f"nanmean of a {x.type.dtype} tile: give dtype= or cast it with .float()", b.loc
+        )
+    xf = _float(b, x, dtype)
+    kept = b.cast(OPS["not"](b, OPS["isnan"](b, xf)), xf.type.dtype)
+    total = reduce_dims(b, "sum", _without_nan(b, xf), dim, keepdim)
+    mean = b.elementwise("truediv", total, reduce_dims(b, "sum", kept, dim, keepdim))  # type: ignore[arg-type]
+    return b.cast(mean, _result_dtype(x, dtype))  # type: ignore[return-value]

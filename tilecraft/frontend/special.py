@@ -228,6 +228,10 @@ def _xlogy(b: Builder, x: Operand, y: Operand) -> Value:
     return _done(b, _where(b, OPS["isnan"](b, yf), math.nan, zero), dtype)
 
 
+def _number(value: Operand) -> Operand:
+    return value if isinstance(value, Value) else float(value)
+
+
 @op("nan_to_num")
 def _nan_to_num(
     b: Builder,
@@ -241,10 +245,11 @@ def _nan_to_num(
     if not dtype.is_floating_point:
         return x
     for value in (nan, posinf, neginf):
-        if value is not None and not isinstance(value, (int, float)):
+        scalar = isinstance(value, Value) and value.type.rank == 0
+        if value is not None and not scalar and not isinstance(value, (int, float)):
             raise UnsupportedOperation("nan_to_num(nan=, posinf=, neginf=) need numbers", b.loc)
     top = torch.finfo(dtype).max
-    out = _where(b, OPS["isnan"](b, x), float(nan), x)
-    out = _where(b, _eq(b, x, math.inf), top if posinf is None else float(posinf), out)
-    out = _where(b, _eq(b, x, -math.inf), -top if neginf is None else float(neginf), out)
+    out = _where(b, OPS["isnan"](b, x), _number(nan), x)
+    out = _where(b, _eq(b, x, math.inf), top if posinf is None else _number(posinf), out)
+    out = _where(b, _eq(b, x, -math.inf), -top if neginf is None else _number(neginf), out)
     return _done(b, out, dtype)
