@@ -112,13 +112,24 @@ UNARY = {
     "softshrink": F.softshrink,
     "logit": torch.logit,
     "logit_eps": lambda x: torch.logit(x, eps=1e-3),
+    "isposinf": torch.isposinf,
+    "isneginf": lambda x: x.isneginf(),
+    "heaviside": lambda x: torch.heaviside(x, x * 3),
+    "deg2rad": torch.deg2rad,
+    "rad2deg": lambda x: x.rad2deg(),
+    "sinc": torch.sinc,
+    "addcmul": lambda x: torch.addcmul(x, x, x, value=0.5),
+    "addcdiv": lambda x: x.addcdiv(x, x + 3, value=2),
+    "rsub": lambda x: torch.rsub(x, 2),
+    "positive": torch.positive,
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
 INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt"}
 INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
-INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv"}
+INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
+INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub", "positive"}
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
@@ -330,6 +341,9 @@ REDUCTIONS = {
     # (PyTorch's std_mean takes its mean from Welford's updates: NaN for a row holding two
     # infinities, unlike torch.mean; rows here are finite or NaN)
     "std_mean": lambda r: torch.stack(torch.std_mean(r.nan_to_num(NAN, 9.0, -9.0), 1), 1),
+    "softmin": lambda r: F.softmin(r, 1),
+    "normalize": lambda r: F.normalize(r, dim=1),
+    "glu": lambda r: F.glu(torch.cat([r, r * 2], 1), 1),
 }
 REDUCED = {  # the dtypes each runs in, besides float32
     "sum": [torch.float16, torch.bfloat16, torch.int32],
@@ -347,6 +361,8 @@ REDUCED = {  # the dtypes each runs in, besides float32
     "count_nonzero": [torch.int32, torch.float16],
     "aminmax": [torch.int32],
     "std_mean": [torch.float16],
+    "softmin": [torch.bfloat16],
+    "glu": [torch.float16],
 }
 
 

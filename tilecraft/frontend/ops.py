@@ -476,6 +476,7 @@ def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
 # the other handler modules register their handlers in OPS (before the names below)
 from tilecraft.frontend import (  # noqa: E402, F401
     activations,
+    compound,
     creation,
     jagged,
     joins,

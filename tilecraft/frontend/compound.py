@@ -1,0 +1,120 @@
+"""Compound functions users call on tiles, expanded into other handlers as PyTorch writes
+them: isposinf/isneginf, heaviside, deg2rad/rad2deg, sinc, addcmul/addcdiv, rsub,
+positive, softmin, and torch.nn.functional's normalize and glu."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from tilecraft.exc import DtypeError, UnsupportedOperation
+from tilecraft.frontend.activations import _narrow, _wide
+from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.ops import OPS, op
+from tilecraft.ir.nodes import Value
+
+
+def _infinity_test(sign: float) -> Any:
+    def handler(b: Builder, x: Value) -> Value:
+        if not x.type.dtype.is_floating_point:  # integers are never infinite
+            return b.elementwise("ne", x, x, dtype=torch.bool)
+        return b.elementwise("eq", x, sign * math.inf, dtype=torch.bool)
+
+    return handler
+
+
+OPS["isposinf"], OPS["isneginf"] = _infinity_test(1.0), _infinity_test(-1.0)
+
+
+@op("heaviside")
+def _heaviside(b: Builder, x: Value, values: Operand) -> Value:
+    """`values` where x is 0, else x > 0 (NaN gives 0, as PyTorch's kernel)."""
+    step = b.cast(b.elementwise("gt", x, 0, dtype=torch.bool), x.type.dtype)
+    return b.elementwise("where", b.elementwise("eq", x, 0, dtype=torch.bool), values, step)
+
+
+def _scaled(factor: float) -> Any:
+    """x times a constant, in x's float dtype (integers give float32), as deg2rad."""
+
+    def handler(b: Builder, x: Value) -> Value:
+        if x.type.dtype.is_floating_point:
+            return b.elementwise("mul", x, factor)
+        return b.elementwise("mul", b.cast(x, torch.float32), factor)
+
+    return handler
+
+
+OPS["deg2rad"], OPS["rad2deg"] = _scaled(math.pi / 180), _scaled(180 / math.pi)
+
+
+@op("sinc")
+def _sinc(b: Builder, x: Value) -> Value:
+    """sin(pi x) / (pi x), 1 at 0."""
+    xf = _wide(b, x)
+    product = b.elementwise("mul", xf, math.pi)
+    ratio = b.elementwise("truediv", OPS["sin"](b, product), product)
+    one = b.elementwise("eq", xf, 0.0, dtype=torch.bool)
+    return _narrow(b, b.elementwise("where", one, 1.0, ratio), x)
+
+
+def _fused(b: Builder, name: str, x: Value, t1: Operand, t2: Operand, value: float) -> Value:
+    """x + value * (t1 `name` t2) as PyTorch's addcmul/addcdiv kernels: 16-bit floats in
+    float32, rounded once; an int `value` for integer tiles (PyTorch casts it)."""
+    dtype = promote(x, t1, t2)
+    if not dtype.is_floating_point:
+        if name == "true_divide":
+            raise DtypeError("addcdiv of integer tiles (PyTorch refuses it too)", b.loc)
+        value = int(value)
+    wide = [b.cast(v, compute_dtype(dtype)) for v in (x, t1, t2)]
+    scaled = b.elementwise("mul", wide[1], value)
+    combined = OPS[name](b, scaled, wide[2])
+    return b.cast(b.elementwise("add", wide[0], combined), dtype)  # type: ignore[return-value]
+
+
+@op("addcmul")
+def _addcmul(b: Builder, x: Value, t1: Operand, t2: Operand, *, value: float = 1) -> Value:
+    return _fused(b, "mul", x, t1, t2, value)
+
+
+@op("addcdiv")
+def _addcdiv(b: Builder, x: Value, t1: Operand, t2: Operand, *, value: float = 1) -> Value:
+    return _fused(b, "true_divide", x, t1, t2, value)
+
+
+@op("rsub")
+def _rsub(b: Builder, x: Value, y: Operand, alpha: float = 1) -> Value:
+    """y - alpha * x."""
+    return b.elementwise("sub", y, x if alpha == 1 else b.elementwise("mul", x, alpha))
+
+
+@op("positive")
+def _positive(b: Builder, x: Value) -> Value:
+    return x
+
+
+@op("softmin")
+def _softmin(
+    b: Builder, x: Value, dim: Any = None, _stacklevel: int = 3, dtype: Any = None
+) -> Value:
+    if dim is None:
+        raise UnsupportedOperation("softmin of a tile needs dim=", b.loc)
+    negated = OPS["neg"](b, x if dtype is None else b.cast(x, dtype))
+    return OPS["softmax"](b, negated, dim)  # type: ignore[no-any-return]
+
+
+@op("normalize")
+def _normalize(
+    b: Builder, x: Value, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None
+) -> Value:
+    """F.normalize: x over its p-norm along `dim`, the norm at least `eps`."""
+    norm = OPS["norm"](b, x, p, dim, True)
+    return OPS["true_divide"](b, x, OPS["clamp_min"](b, norm, eps))  # type: ignore[no-any-return]
+
+
+@op("glu")
+def _glu(b: Builder, x: Value, dim: int = -1) -> Value:
+    """F.glu: the first half of `dim` times the sigmoid of the second."""
+    first, second = OPS["chunk"](b, x, 2, dim)
+    return b.elementwise("mul", first, OPS["sigmoid"](b, second))
