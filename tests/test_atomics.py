@@ -12,7 +12,9 @@ import torch
 import tilecraft as helion
 import tilecraft.language as hl
 from tilecraft import exc
-from tilecraft.ir.nodes import walk_ops
+from tilecraft.ir.nodes import Value, walk_ops
+from tilecraft.ir.types import TileType
+from tilecraft.ir.verify import verify
 from tilecraft.language.memory import ATOMICS
 from tilecraft.testing import MODES, check_modes, run_mode
 
@@ -298,3 +300,13 @@ def test_an_unread_result_costs_nothing() -> None:
     (atomic,) = [op for op in walk_ops(kernel.body) if op.name == "atomic_add"]
     assert atomic.out is not None and atomic.out.type.dtype == torch.float32
     assert "= tl.atomic_add(" in used.to_triton_code()
+
+
+def test_the_verifier_checks_an_atomics_result() -> None:
+    x = torch.randn(13, 10)
+    (kernel,) = add_returning_old.bind((x, x)).analyze(helion.Config()).kernels
+    (atomic,) = [op for op in walk_ops(kernel.body) if op.name == "atomic_add"]
+    assert atomic.out is not None
+    atomic.out = Value(TileType(torch.int32, atomic.out.type.dims), atomic.out.name)
+    with pytest.raises(exc.LoweringError, match="is not the tile it accesses"):
+        verify(kernel)
