@@ -310,3 +310,22 @@ def test_the_verifier_checks_an_atomics_result() -> None:
     atomic.out = Value(TileType(torch.int32, atomic.out.type.dims), atomic.out.name)
     with pytest.raises(exc.LoweringError, match="is not the tile it accesses"):
         verify(kernel)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[2], reduction_loops=[8]))
+def row_totals_before(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    m, n = x.size()
+    totals = torch.empty([m], dtype=x.dtype, device=x.device)
+    for tile_m in hl.tile(m):
+        totals[tile_m] = hl.atomic_add(out, [tile_m, slice(None)], x[tile_m, :]).sum(1)
+    return totals
+
+
+def test_a_result_over_a_looped_reduction_dim_is_refused_by_name() -> None:
+    """In chunks, each chunk's old values are gone after its trip (an atomic cannot be run
+    again to recompute them, as a load is)."""
+    x = torch.randn(4, 40)
+    with pytest.raises(exc.LoweringError, match=r"reduction_loops=\[None\]"):
+        run_mode(row_totals_before, (x, x.clone()), "triton")
+    totals = run_mode(row_totals_before, (x, x.clone()), "eager")
+    torch.testing.assert_close(totals, x.sum(1))
