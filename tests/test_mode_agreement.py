@@ -120,7 +120,7 @@ UNARY = {
     "sinc": torch.sinc,
     "addcmul": lambda x: torch.addcmul(x, x, x, value=0.5),
     "addcdiv": lambda x: x.addcdiv(x, x + 3, value=2),
-    "rsub": lambda x: torch.rsub(x, 2),
+    "rsub_fn": lambda x: torch.rsub(x, 2),
     "positive": torch.positive,
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
@@ -129,7 +129,7 @@ INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt
 INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
-INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub", "positive"}
+INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive"}
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
