@@ -158,12 +158,20 @@ def defined(name: str, x: torch.Tensor) -> torch.Tensor:
         # negative inputs whose 1 + erf(x / sqrt(2)) rounds to 0 (AVX2; which elements take
         # which path depends on the CPU's vector width)
         x = x[~(x.signbit() & (F.gelu(x) == 0))]
+    if name == "logit_eps" and dtype_of_16_bits(x):  # PyTorch's CPU kernel rounds the
+        # bound 1 - eps to the dtype (1.0 in bfloat16: logit gives inf past it), its CUDA
+        # kernel keeps it in float32 (6.9), as tilecraft does
+        x = x[~(x >= 1 - 1e-3)]
     if name == "softshrink":  # between the bounds PyTorch's vectorized CPU kernel gives
         # +0.0, its scalar one (a tensor's tail) x * 0: -0.0 for negative x
         x = x[~(x.signbit() & (x >= -0.5))]
     if DEVICE == "cuda" and name in DEVICE_DEPENDENT:
         x = x[same_on_cpu_and_cuda(UNARY[name], x)]
     return x[kept_on_gpu(x)]
+
+
+def dtype_of_16_bits(x: torch.Tensor) -> bool:
+    return x.dtype in (torch.float16, torch.bfloat16)
 
 
 def kept_on_gpu(x: torch.Tensor) -> torch.Tensor:

@@ -165,13 +165,12 @@ def _softshrink(b: Builder, x: Value, lambd: float = 0.5) -> Value:
 
 @op("logit")
 def _logit(b: Builder, x: Value, eps: float | None = None) -> Value:
-    """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given (bounds
-    rounded to x's dtype, as PyTorch's kernel holds them: 1 - 1e-3 is 1 in bfloat16)."""
+    """log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps is given (the bounds in
+    float32 for 16-bit tiles, as PyTorch's CUDA kernel holds them; its CPU kernel rounds
+    them to the tile's dtype, where 1 - 1e-3 is 1 in bfloat16)."""
     xf = _wide(b, x)
     if eps is not None:
         _numbers(b, "logit", eps)
-        dtype = x.type.dtype if x.type.dtype.is_floating_point else torch.float32
-        low, high = torch.tensor([eps, 1.0 - eps], dtype=torch.float64).to(dtype).tolist()
-        xf = OPS["clamp"](b, xf, low, high)
+        xf = OPS["clamp"](b, xf, eps, 1.0 - eps)
     ratio = b.elementwise("truediv", xf, b.elementwise("sub", 1.0, xf))
     return _narrow(b, OPS["log"](b, ratio), x)
