@@ -349,6 +349,7 @@ REDUCTIONS = {
     # (PyTorch's std_mean takes its mean from Welford's updates: NaN for a row holding two
     # infinities, unlike torch.mean; rows here are finite or NaN)
     "std_mean": lambda r: torch.stack(torch.std_mean(r.nan_to_num(NAN, 9.0, -9.0), 1), 1),
+    "var_mean": lambda r: torch.stack(torch.var_mean(r.nan_to_num(NAN, 9.0, -9.0), 1), 1),
     "softmin": lambda r: F.softmin(r, 1),
     "normalize": lambda r: F.normalize(r, dim=1),
     "glu": lambda r: F.glu(torch.cat([r, r * 2], 1), 1),
@@ -369,6 +370,7 @@ REDUCED = {  # the dtypes each runs in, besides float32
     "count_nonzero": [torch.int32, torch.float16],
     "aminmax": [torch.int32],
     "std_mean": [torch.float16],
+    "var_mean": [torch.float16],
     "softmin": [torch.bfloat16],
     "glu": [torch.float16],
 }

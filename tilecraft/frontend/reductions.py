@@ -153,22 +153,6 @@ def _var(
     return b.cast(_divide(b, total, dof), _result_dtype(x, None))  # type: ignore[return-value]
 
 
-@op("var_mean")
-def _var_mean(
-    b: Builder,
-    x: Value,
-    dim: Any = None,
-    unbiased: bool | None = None,
-    keepdim: bool = False,
-    correction: float | None = None,
-) -> tuple[Value, Value]:
-    """`(var, mean)`, as torch.var_mean."""
-    if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # var_mean(x, 1)
-        dim, unbiased = unbiased, None
-    var = _var(b, x, dim, unbiased, keepdim, correction)
-    return var, _mean(b, _float(b, x), dim, keepdim)
-
-
 @op("std")
 def _std(
     b: Builder,
@@ -213,20 +197,27 @@ def _norm(
     return b.cast(out, _result_dtype(x, dtype))  # type: ignore[return-value]
 
 
-@op("std_mean")
-def _std_mean(
-    b: Builder,
-    x: Value,
-    dim: Any = None,
-    unbiased: bool | None = None,
-    keepdim: bool = False,
-    correction: float | None = None,
-) -> tuple[Value, Value]:
-    """`(std, mean)`, as torch.std_mean."""
-    if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # std_mean(x, 1)
-        dim, unbiased = unbiased, None
-    std = _std(b, x, dim, unbiased, keepdim, correction)
-    return std, b.cast(_mean(b, _float(b, x), dim, keepdim), std.type.dtype)  # type: ignore[return-value]
+def _and_mean(spread: Any) -> Any:
+    """torch.var_mean / std_mean: `(spread, mean)`, the mean in the spread's dtype."""
+
+    def handler(
+        b: Builder,
+        x: Value,
+        dim: Any = None,
+        unbiased: bool | None = None,
+        keepdim: bool = False,
+        correction: float | None = None,
+    ) -> tuple[Value, Value]:
+        if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # var_mean(x, 1)
+            dim, unbiased = unbiased, None
+        out = spread(b, x, dim, unbiased, keepdim, correction)
+        mean = _mean(b, _float(b, x), dim, keepdim)
+        return out, b.cast(mean, out.type.dtype)  # type: ignore[return-value]
+
+    return handler
+
+
+OPS["var_mean"], OPS["std_mean"] = _and_mean(_var), _and_mean(_std)
 
 
 class MinMax(NamedTuple):
