@@ -472,3 +472,32 @@ def test_roll_of_a_flattened_tile_is_refused_by_name() -> None:
 
     with pytest.raises(UnsupportedOperation, match="dims="):
         flat_roll(torch.randn(3, 4))
+
+
+EDGES = {
+    "flip": lambda r: r.flip(-1),
+    "roll": lambda r: torch.roll(r, 3, -1),
+    "slice": lambda r: r[:, 1:],
+    "step": lambda r: r[:, ::2],
+    "glu": lambda r: torch.nn.functional.glu(torch.cat([r, r], 1), 1),
+    "chunk": lambda r: torch.cat(r.chunk(2, 1)[::-1], 1),
+}
+
+
+@tc.kernel
+def row_edges(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = EDGES[name]
+    out = torch.empty([x.size(0), *fn(x[:1]).shape[1:]], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile, :] = fn(x[tile, :])
+    return out
+
+
+@pytest.mark.parametrize("width", [0, 1, 2])
+@pytest.mark.parametrize("name", list(EDGES))
+def test_views_of_rows_of_no_element_and_one(name: str, width: int) -> None:
+    """A flip of a dim of one element had no Triton (a dim of size 1 is no dim), glu and
+    chunk of an empty dim gave one piece where PyTorch gives two."""
+    for rows in (0, 1, 3):
+        x = torch.randn(rows, width)
+        check_modes(row_edges, (x, name), lambda x, n: EDGES[n](x))

@@ -9,10 +9,12 @@ from typing import Any
 
 import torch
 
-from tilecraft.exc import DtypeError, UnsupportedOperation
+from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.activations import _narrow, _wide
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.joins import _piece
 from tilecraft.frontend.ops import OPS, op
+from tilecraft.frontend.views import axis_of, whole_extent
 from tilecraft.ir.nodes import Value
 
 
@@ -116,5 +118,9 @@ def _normalize(
 @op("glu")
 def _glu(b: Builder, x: Value, dim: int = -1) -> Value:
     """F.glu: the first half of `dim` times the sigmoid of the second."""
-    first, second = OPS["chunk"](b, x, 2, dim)
+    axis = axis_of(b, x.type.rank, dim)
+    extent = whole_extent(b, x, axis, "glu")
+    if extent % 2:
+        raise ShapeMismatch(f"glu halves a dim of even size, not {extent}", b.loc)
+    first, second = (_piece(b, x, axis, offset, extent // 2) for offset in (0, extent // 2))
     return b.elementwise("mul", first, OPS["sigmoid"](b, second))

@@ -104,6 +104,8 @@ def chunk(b: Builder, x: Value, chunks: int, dim: int = 0) -> tuple:
     """`x.chunk(n, dim)` along a dim of known size (as torch.chunk: pieces of ceil(n/k))."""
     axis = axis_of(b, x.type.rank, dim)
     extent = whole_extent(b, x, axis, "chunk")
+    if extent == 0:  # as torch.chunk: `chunks` empty pieces
+        return (x,) * chunks
     return split(b, x, max(-(-extent // chunks), 1), axis)
 
 
@@ -159,8 +161,8 @@ def flip(b: Builder, x: Value, *dims: Any, **named: Any) -> Value:
     dims = dims or (named["dims"],)
     for dim in _dims(dims[0]) if len(dims) == 1 else list(dims):
         axis = axis_of(b, x.type.rank, dim)
-        whole_extent(b, x, axis, "flip")
-        x = b.op("flip", (x,), x.type.dtype, x.type.dims, hint="flipped", axis=axis)
+        if whole_extent(b, x, axis, "flip") > 1:
+            x = b.op("flip", (x,), x.type.dtype, x.type.dims, hint="flipped", axis=axis)
     return x
 
 
