@@ -118,6 +118,22 @@ def test_unsupported_torch_op(kernel, source) -> None:
     assert "histc" in message or "fft" in message
 
 
+@tc.kernel
+def number_for_a_tile(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.logsumexp(2.0, -1) + x[tile]
+    return out
+
+
+def test_a_number_where_an_op_takes_a_tile() -> None:
+    """Was `LoweringError: AttributeError: 'float' object has no attribute 'type'` (found by
+    the expression fuzzer)."""
+    message = raised(exc.UnsupportedOperation, number_for_a_tile, vector())
+    assert_names_line(message, "out[tile] = torch.logsumexp(2.0, -1) + x[tile]")
+    assert "`logsumexp` takes a tile as its `x`, not float 2.0" in message
+
+
 # -- tile ops outside device loops ---------------------------------------------------------
 
 

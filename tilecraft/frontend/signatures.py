@@ -1,8 +1,8 @@
 """Checking a call of a PyTorch op on tiles against its handler's signature, before the
 handler runs: an argument the lowering does not take (a keyword PyTorch has and tilecraft
-does not, an extra operand) is the user's mistake or a gap in tilecraft, reported with
-the op and the argument at the user's line, not as a Python TypeError inside the
-compiler."""
+does not, an extra operand, a number where the handler takes a tile) is the user's
+mistake or a gap in tilecraft, reported with the op and the argument at the user's line,
+not as a Python error inside the compiler."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tilecraft.exc import UnsupportedOperation
+from tilecraft.ir.nodes import Value
 
 HIDDEN = "b"  # the builder, every handler's first parameter, which no user passes
 KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
@@ -35,9 +36,15 @@ def check_arguments(
                 f"`{name}` on tiles does not take the keyword argument `{key}=`{_taken(signature)}"
             )
     try:
-        signature.bind(None, *args, **kwargs)
+        bound = signature.bind(None, *args, **kwargs)
     except TypeError as e:
         raise UnsupportedOperation(f"`{name}` on tiles cannot take these arguments: {e}") from None
+    for key, value in bound.arguments.items():
+        if params[key].annotation == "Value" and not isinstance(value, Value):
+            raise UnsupportedOperation(
+                f"`{name}` takes a tile as its `{key}`, not {type(value).__name__} {value!r}"
+                " (PyTorch wants a tensor there too)"
+            )
 
 
 def _takes(params: Any, key: str, open_keywords: bool) -> bool:
