@@ -501,3 +501,26 @@ def test_views_of_rows_of_no_element_and_one(name: str, width: int) -> None:
     for rows in (0, 1, 3):
         x = torch.randn(rows, width)
         check_modes(row_edges, (x, name), lambda x, n: EDGES[n](x))
+
+
+DIFFS = {
+    "once": lambda r: torch.diff(r),
+    "twice": lambda r: r.diff(n=2, dim=1),
+    "of_bools": lambda r: torch.diff(r > 0),
+}
+
+
+@tc.kernel
+def row_diffs(x: torch.Tensor, name: str) -> torch.Tensor:
+    fn = DIFFS[name]
+    out = torch.empty([x.size(0), *fn(x[:1]).shape[1:]], dtype=fn(x[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile, :] = fn(x[tile, :])
+    return out
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 7])
+@pytest.mark.parametrize("name", list(DIFFS))
+def test_diff_along_a_row(name: str, width: int) -> None:
+    x = torch.randn(5, width)
+    check_modes(row_diffs, (x, name), lambda x, n: DIFFS[n](x))

@@ -184,3 +184,22 @@ def roll(b: Builder, x: Value, shifts: Any, dims: Any = None) -> Value:
             shift %= extent
             x = b.op("roll", (x,), x.type.dtype, x.type.dims, hint="rolled", axis=axis, shift=shift)
     return x
+
+
+@op("diff")
+def diff(
+    b: Builder, x: Value, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None
+) -> Value:
+    """`torch.diff(x, n, dim)` along a dim of a size known while compiling: x[1:] - x[:-1],
+    n times (bools: x[1:] != x[:-1], as PyTorch)."""
+    if prepend is not None or append is not None:
+        raise UnsupportedOperation("torch.diff of a tile takes no prepend= or append=", b.loc)
+    axis = axis_of(b, x.type.rank, dim)
+    for _ in range(n):
+        extent = whole_extent(b, x, axis, "diff")
+        if extent == 0:
+            return x
+        later, earlier = _piece(b, x, axis, 1, extent - 1), _piece(b, x, axis, 0, extent - 1)
+        name = "ne" if x.type.dtype == torch.bool else "sub"
+        x = b.elementwise(name, later, earlier, dtype=torch.bool if name == "ne" else None)
+    return x
