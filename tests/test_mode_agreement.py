@@ -329,6 +329,14 @@ def test_binary_ops_agree_with_pytorch(name: str, dtype: torch.dtype) -> None:
     check_modes(binary, (x, y, name), lambda x, y, n: BINARY[n](x, y), tolerance(fn(x, y)))
 
 
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("given", [[], [-0.7]], ids=["none", "one"])
+def test_binary_ops_of_no_element_and_one(name: str, given: list) -> None:
+    x = torch.tensor(given, device=DEVICE)
+    fn = BINARY[name]
+    check_modes(binary, (x, x * 3, name), lambda x, y, n: BINARY[n](x, y), tolerance(fn(x, x)))
+
+
 REDUCTIONS = {
     "sum": lambda r: r.sum(1),
     "amax": lambda r: r.amax(1),
@@ -419,7 +427,11 @@ def test_reductions_and_scans_agree_with_pytorch(name: str, dtype: torch.dtype) 
         check_modes(rows, (x, name), lambda x, n: REDUCTIONS[n](x), tol)
 
 
-@pytest.mark.parametrize("name", ["sum", "mean", "prod", "cumsum", "softmax"])
+@pytest.mark.parametrize(
+    "name",
+    ["sum", "mean", "prod", "cumsum", "softmax", "nansum", "nanmean", "count_nonzero"]
+    + ["std_mean", "var_mean", "softmin", "normalize", "glu"],
+)
 def test_reductions_of_empty_rows_and_no_rows(name: str) -> None:
     for shape in [(4, 0), (0, 5)]:
         x = torch.randn(shape, device=DEVICE)

@@ -104,15 +104,20 @@ def _divide(b: Builder, total: Value, n: Operand) -> Value:
     return b.elementwise("truediv", total, float(n))
 
 
+def _averaged(b: Builder, name: str, x: Value, dtype: torch.dtype | None) -> Value:
+    """`x` in the dtype a mean computes in; PyTorch's means refuse integer tiles."""
+    if not (dtype or x.type.dtype).is_floating_point:
+        raise UnsupportedOperation(
+            f"{name} of a {x.type.dtype} tile: give dtype= or cast it with .float()", b.loc
+        )
+    return _float(b, x, dtype)
+
+
 @op("mean")
 def _mean(
     b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
 ) -> Value:
-    if not (dtype or x.type.dtype).is_floating_point:
-        raise UnsupportedOperation(
-            f"mean of a {x.type.dtype} tile: give dtype= or cast it with .float()", b.loc
-        )
-    xf = _float(b, x, dtype)
+    xf = _averaged(b, "mean", x, dtype)
     total = reduce_dims(b, "sum", xf, dim, keepdim)
     mean = _divide(b, total, count(b, xf, axes_of(b, xf, dim)))
     return b.cast(mean, _result_dtype(x, dtype))  # type: ignore[return-value]
@@ -258,11 +263,7 @@ def _nanmean(
     b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
 ) -> Value:
     """The mean of the elements that are not NaN (NaN where all are), as torch.nanmean."""
-    if not (dtype or x.type.dtype).is_floating_point:
-        raise UnsupportedOperation(
-            f"nanmean of a {x.type.dtype} tile: give dtype= or cast it with .float()", b.loc
-        )
-    xf = _float(b, x, dtype)
+    xf = _averaged(b, "nanmean", x, dtype)
     kept = b.cast(OPS["not"](b, OPS["isnan"](b, xf)), xf.type.dtype)
     total = reduce_dims(b, "sum", _without_nan(b, xf), dim, keepdim)
     mean = b.elementwise("truediv", total, reduce_dims(b, "sum", kept, dim, keepdim))  # type: ignore[arg-type]

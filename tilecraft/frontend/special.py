@@ -14,13 +14,13 @@ from collections.abc import Callable
 import torch
 
 from tilecraft.exc import DtypeError, UnsupportedOperation
+from tilecraft.frontend.activations import LN2
 from tilecraft.frontend.builder import LOW_PRECISION, Builder, Operand, compute_dtype, promote
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.frontend.views import bitcast
 from tilecraft.ir.nodes import Value
 
 SIGNED = {2: torch.int16, 4: torch.int32, 8: torch.int64}  # float size -> its bits as int
-LN2 = math.log(2.0)
 
 
 def _where(b: Builder, cond: Value | bool, a: Operand, c: Operand) -> Operand:
