@@ -64,14 +64,15 @@ def merge_dims(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("shape", [(13, 3, 4), (5, 1, 8), (7, 5, 1)])
+@pytest.mark.parametrize("shape", [(13, 3, 4), (5, 1, 8), (7, 5, 1), (4, 3, 6), (9, 5, 3)])
 def test_reshape_merges_static_dims(shape: tuple) -> None:
+    """[3, 6] -> [18] moves elements between lanes (the 6 is padded to 8): a regroup."""
     check_modes(merge_dims, (torch.randn(shape),), lambda x: x.reshape(x.size(0), -1) * 2)
 
 
-def test_reshape_refuses_padded_inner_dims() -> None:
-    with pytest.raises(UnsupportedOperation, match=r"sizes \[3, 6\] to \[18\]"):
-        merge_dims(torch.randn(4, 3, 6))
+def test_reshape_refuses_a_regroup_of_too_many_lanes() -> None:
+    with pytest.raises(UnsupportedOperation, match=r"pairs of lanes is too many"):
+        merge_dims(torch.randn(4, 60, 3))
 
 
 @tc.kernel
@@ -524,3 +525,55 @@ def row_diffs(x: torch.Tensor, name: str) -> torch.Tensor:
 def test_diff_along_a_row(name: str, width: int) -> None:
     x = torch.randn(5, width)
     check_modes(row_diffs, (x, name), lambda x, n: DIFFS[n](x))
+
+
+@tc.kernel
+def regroup_row(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        row = x[tile_m, :]  # [tile_m, 12]: split into padded dims, reduced over each
+        split = row.reshape(tile_m, 2, 6)
+        out[tile_m, :] = torch.cat([split.amax(1), row.view(tile_m, 4, 3).sum(-1)], 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32])
+def test_reshape_splits_a_row_into_padded_dims(dtype: torch.dtype) -> None:
+    """[12] -> [2, 6] and [4, 3]: elements change lanes (6 and 3 are padded to 8 and 4)."""
+    x = (torch.randn(37, 12) * 8).to(dtype)
+    out = torch.empty(37, 10, dtype=dtype)
+
+    def reference(x: torch.Tensor, out: torch.Tensor) -> tuple:
+        parts = [x.reshape(37, 2, 6).amax(1), x.reshape(37, 4, 3).sum(-1)]
+        return x, torch.cat(parts, 1).to(dtype)
+
+    check_modes(regroup_row, (x, out), reference)
+
+
+@tc.kernel
+def flatten_ops(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        cube = x[tile_m, :, :]  # [tile_m, 3, 5]
+        flat = cube.flatten(1).unflatten(1, (5, -1)).transpose(1, 2).flatten(1, 2)
+        out[tile_m, :] = flat.narrow(1, -12, 12).repeat(1, 2) + torch.tile(cube[:, 0, 1:], (6,))
+
+
+def test_flatten_unflatten_narrow_repeat_tile() -> None:
+    def reference(x: torch.Tensor, out: torch.Tensor) -> tuple:
+        flat = x.flatten(1).unflatten(1, (5, -1)).transpose(1, 2).flatten(1, 2)
+        return x, flat.narrow(1, -12, 12).repeat(1, 2) + torch.tile(x[:, 0, 1:], (6,))
+
+    x = torch.randn(21, 3, 5)
+    check_modes(flatten_ops, (x, torch.empty(21, 24)), reference)
+
+
+@tc.kernel
+def bool_cube(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m, :, :] = x[tile_m, :, :].flatten(1).view(tile_m, 2, -1)
+
+
+@pytest.mark.parametrize("shape", [(9, 3, 6), (4, 0, 6)])
+def test_reshape_of_bools_between_padded_groups(shape: tuple) -> None:
+    """[3, 6] -> [18] -> [2, 9] of bools, and of no elements ([0, 6] -> [0] -> [2, 0])."""
+    x = torch.rand(shape) < 0.5
+    out = torch.empty(shape[0], 2, shape[1] * shape[2] // 2, dtype=torch.bool)
+    check_modes(bool_cube, (x, out), lambda x, out: (x, x.reshape(out.shape)))

@@ -362,6 +362,9 @@ class KernelWriter:
 
     op_roll = op_flip
 
+    def op_regroup(self, op: Op) -> None:
+        views.regroup(self, op)
+
     def op_literal(self, op: Op) -> None:
         views.literal_values(self, op)
 

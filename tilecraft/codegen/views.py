@@ -197,3 +197,39 @@ def literal_values(w: KernelWriter, op: Op) -> None:
     for k in range(len(values) - 2, -1, -1):
         expr = f"tl.where({lanes} == {k}, {literal(values[k])}, {expr})"
     w.assign(op, f"({expr}).to({dtype})")
+
+
+def regroup(w: KernelWriter, op: Op) -> None:
+    """Static dims `axis:axis + count` of `x` reshaped to the result's dims there, where
+    elements change lanes: result lane (i, j) takes the source lane of the same row-major
+    position, a one-hot sum over the source dims (spread after the result's)."""
+    assert op.out is not None
+    (x,) = op.args
+    axis, count = op.attrs["axis"], op.attrs["count"]
+    sources = x.type.dims[axis : axis + count]
+    targets = op.out.type.dims[axis : axis + op.out.type.rank - x.type.rank + count]
+    rank = x.type.rank + len(targets)
+    out_at, out_ok = _row_major(w, targets, rank, axis)
+    src_at, src_ok = _row_major(w, sources, rank, axis + len(targets))
+    cond = " & ".join([f"({out_at} == {src_at})", *out_ok, *src_ok])
+    items = [":"] * x.type.rank
+    items[axis:axis] = ["None"] * len(targets)
+    last = axis + len(targets) + count - 1
+    total, back = _pick(f"{x.name}[{', '.join(items)}]", x.type.dtype, cond, last, keep=False)
+    for at in range(last - 1, axis + len(targets) - 1, -1):
+        total = f"tl.sum({total}, {at})"
+    w.assign(op, back.format(total))
+
+
+def _row_major(w: KernelWriter, dims: tuple, rank: int, first: int) -> tuple[str, list[str]]:
+    """(the row-major position of the lanes of `dims`, placed at axes `first` on of a tile
+    of `rank` dims; the conditions that each lane is within its dim's extent)."""
+    terms, checks, stride = [], [], 1
+    for k in range(len(dims) - 1, -1, -1):
+        block = w.kernel.blocks[dims[k]]
+        lane = expand(f"tl.arange(0, {w.size(dims[k])})", rank, first + k)
+        terms.append(lane if stride == 1 else f"{lane} * {stride}")
+        if (block.fixed_size or 1) != block.extent:
+            checks.append(f"({lane} < {block.extent})")
+        stride *= block.extent
+    return " + ".join(reversed(terms)), checks

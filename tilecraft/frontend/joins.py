@@ -1,7 +1,7 @@
 """Tiles joined, cut and rearranged along a dim: `torch.stack`, `torch.cat`, `split`,
-`chunk`, `unbind`, `flip`, `roll`, and Helion's `join`/`split` pairs. Cutting, joining or
-rearranging needs a dim whose size is known while compiling (a whole dim or a constant);
-stacking works on any tiles."""
+`chunk`, `unbind`, `repeat`, `torch.tile`, `narrow`, `flip`, `roll`, and Helion's
+`join`/`split` pairs. Cutting, joining or rearranging needs a dim whose size is known
+while compiling (a whole dim or a constant); stacking works on any tiles."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from tilecraft.frontend.views import (
     axis_of,
     broadcast_to,
     index,
+    reshape_to,
+    shape_items,
     show,
     static_block,
     static_extent,
@@ -114,6 +116,47 @@ def unbind(b: Builder, x: Value, dim: int = 0) -> tuple:
     axis = axis_of(b, x.type.rank, dim)
     extent = whole_extent(b, x, axis, "unbind")
     return tuple(index(b, x, (slice(None),) * axis + (i,)) for i in range(extent))
+
+
+@op("repeat")
+def repeat(b: Builder, x: Value, *repeats: Any) -> Value:
+    """`x.repeat(r0, r1, ...)`: copies side by side along each dim (of a size known while
+    compiling where it repeats more than once); extra leading counts add dims."""
+    counts = [_count(b, r, "repeat") for r in shape_items(repeats)]
+    if len(counts) < x.type.rank:
+        raise ShapeMismatch("repeat needs at least one count per dim of the tile", b.loc)
+    x = reshape_to(b, x, (None,) * (len(counts) - x.type.rank) + x.type.dims)
+    for axis, n in enumerate(counts):
+        if n != 1:
+            extent = whole_extent(b, x, axis, "repeat")
+            x = _piece(b, x, axis, 0, 0) if n == 0 or extent == 0 else cat(b, [x] * n, axis)
+    return x
+
+
+@op("tile")
+def tile_copies(b: Builder, x: Value, dims: Any) -> Value:
+    """`torch.tile(x, dims)`: `repeat` with counts of 1 for the leading dims left out."""
+    counts = shape_items((dims,))
+    return repeat(b, x, *([1] * (x.type.rank - len(counts)) + list(counts)))
+
+
+def _count(b: Builder, n: Any, what: str) -> int:
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise UnsupportedOperation(f"{what} takes constant counts >= 0, not {n!r}", b.loc)
+    return n
+
+
+@op("narrow")
+def narrow(b: Builder, x: Value, dim: int, start: int, length: int) -> Value:
+    """`x.narrow(dim, start, length)` of a dim of a size known while compiling."""
+    axis = axis_of(b, x.type.rank, dim)
+    extent = whole_extent(b, x, axis, "narrow")
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, length)):
+        raise UnsupportedOperation("narrow of a tile takes constant int bounds", b.loc)
+    first = start + extent if start < 0 else start
+    if not 0 <= first <= extent or not 0 <= length <= extent - first:
+        raise ShapeMismatch(f"narrow({start}, {length}) of a dim of size {extent}", b.loc)
+    return _piece(b, x, axis, first, length)
 
 
 @op("join")

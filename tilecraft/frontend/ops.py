@@ -485,6 +485,7 @@ from tilecraft.frontend import (  # noqa: E402, F401
     reductions,
     scans,
     sorting,
+    reshapes,
     special,
     views,
 )

@@ -1,5 +1,5 @@
-"""Views and shape ops on tiles: reshape, permute, squeeze, expand, integer indexing,
-stack/cat/split.
+"""Views and shape ops on tiles: permute, squeeze, expand, integer indexing and slices
+(reshape in `reshapes.py`, stack/cat/split in `joins.py`).
 
 A tile's dims are symbolic blocks (`tilecraft.ir.types`): a tile loop's block has a size
 chosen by the config, a whole dimension taken with `:` (or a constant size) is a static
@@ -11,7 +11,6 @@ refused naming the dims.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,8 +23,6 @@ from tilecraft.frontend.ops import op, view
 from tilecraft.frontend.refs import TileRef, TileSizeInt
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Block, Dim, broadcast_dims
-
-Unit = tuple[str, Any]  # ("tile", block id) | ("static", extent) | ("infer", None)
 
 
 # -- facts about dims --------------------------------------------------------------------
@@ -87,7 +84,8 @@ def shape_items(shape: tuple[Any, ...]) -> list[Any]:
     return list(shape)
 
 
-def _tile_block(item: Any) -> int | None:
+def tile_block(item: Any) -> int | None:
+    """The block of a tile (or its size) written in a shape, else None."""
     return item.block if isinstance(item, (TileRef, TileSizeInt)) else None
 
 
@@ -97,7 +95,7 @@ def shape_dims(b: Builder, shape: Sequence[Any]) -> tuple[Dim, ...]:
 
     dims: list[Dim] = []
     for item in shape:
-        block = _tile_block(item)
+        block = tile_block(item)
         if block is not None:
             dims.append(block)
         elif isinstance(item, BlockSizeInt) and b.table is not None:
@@ -115,18 +113,7 @@ def _whole(b: Builder, extent: int) -> int:
     return int(b.table.reduction(extent).id)
 
 
-# -- reshape -----------------------------------------------------------------------------
-@op("reshape", "view")
-def reshape(b: Builder, x: Value, *shape: Any) -> Value:
-    """`x.reshape(...)`/`x.view(...)`: adds or removes size-1 dims anywhere, merges or
-    splits static dims; a tile's dim must stay whole and in order."""
-    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-        return bitcast(b, x, shape[0])
-    targets = [_target_unit(b, item) for item in shape_items(shape)]
-    dims = _reshape_dims(b, x, targets)
-    return reshape_to(b, x, dims)
-
-
+# -- reshape helpers ---------------------------------------------------------------
 def bitcast(b: Builder, x: Value, dtype: torch.dtype) -> Value:
     """`x.view(dtype)`: the same bits as `dtype`, whose elements must have `x`'s size."""
     if dtype.itemsize != x.type.dtype.itemsize or torch.bool in (dtype, x.type.dtype):
@@ -143,125 +130,6 @@ def reshape_to(b: Builder, x: Value, dims: tuple[Dim, ...]) -> Value:
     if dims == x.type.dims:
         return x
     return b.op("reshape", (x,), x.type.dtype, dims, hint="view")
-
-
-def _target_unit(b: Builder, item: Any) -> Unit:
-    block = _tile_block(item)
-    if block is not None:
-        return ("tile", block)
-    if isinstance(item, int) and not isinstance(item, bool):
-        if item == -1:
-            return ("infer", None)
-        if item >= 0:
-            return ("static", int(item))
-    raise UnsupportedOperation(f"reshape sizes are tiles and ints, not {item!r}", b.loc)
-
-
-def _source_unit(b: Builder, d: Dim) -> Unit:
-    extent = static_extent(b, d)
-    if d is not None and extent is not None and is_rolled(b.blocks[d]):
-        return ("tile", d)  # a dim looped over in chunks cannot be merged or split
-    return ("tile", d) if extent is None else ("static", extent)
-
-
-def _reshape_dims(b: Builder, x: Value, targets: list[Unit]) -> tuple[Dim, ...]:
-    sources = [(d, _source_unit(b, d)) for d in x.type.dims if d is not None]
-    targets = _infer(b, x, sources, targets)
-    wanted = [t for t in targets if t != ("static", 1)]
-    resolved = iter(_match(b, x, sources, wanted))
-    return tuple(None if t == ("static", 1) else next(resolved) for t in targets)
-
-
-def _infer(b: Builder, x: Value, sources: list, targets: list[Unit]) -> list[Unit]:
-    """Resolve one `-1`: a missing tile dim, or the missing static size."""
-    holes = [i for i, t in enumerate(targets) if t[0] == "infer"]
-    if not holes:
-        return targets
-    if len(holes) > 1:
-        raise ShapeMismatch("only one reshape size can be -1", b.loc)
-    tiles = [u[1] for _, u in sources if u[0] == "tile"]
-    given = [t[1] for t in targets if t[0] == "tile"]
-    missing = [t for t in tiles if t not in given]
-    static_in = math.prod(u[1] for _, u in sources if u[0] == "static")
-    static_out = math.prod(t[1] for t in targets if t[0] == "static")
-    if len(missing) == 1:
-        fill: Unit = ("tile", missing[0])
-    elif not missing and static_out and static_in % static_out == 0:
-        fill = ("static", static_in // static_out)
-    else:
-        raise ShapeMismatch(f"cannot infer the -1 of a reshape of {show(b, x)}", b.loc)
-    return [fill if i == holes[0] else t for i, t in enumerate(targets)]
-
-
-def _match(b: Builder, x: Value, sources: list, wanted: list[Unit]) -> list[Dim]:
-    """The dim of each wanted unit, pairing groups of source and target dims in order."""
-    out: list[Dim] = []
-    i = j = 0
-    while i < len(sources) or j < len(wanted):
-        if i < len(sources) and j < len(wanted) and sources[i][1][0] == wanted[j][0] == "tile":
-            if sources[i][1][1] != wanted[j][1]:
-                break
-            out.append(sources[i][0])
-            i, j = i + 1, j + 1
-            continue
-        units = _tile_as_static(b, sources, i) if j < len(wanted) else sources
-        i2, j2 = _group_end(units, wanted, i, j)
-        if (i2, j2) == (i, j):
-            break
-        out += _reshape_group(b, x, units[i:i2], [w[1] for w in wanted[j:j2]])
-        i, j = i2, j2
-    if i < len(sources) or j < len(wanted):
-        raise ShapeMismatch(
-            f"cannot reshape a tile of shape {show(b, x)} to this shape: a tile's dim must "
-            "stay whole and in order, and static sizes must multiply to the same total",
-            b.loc,
-        )
-    return out
-
-
-def _tile_as_static(b: Builder, sources: list, i: int) -> list:
-    """`sources` with a tile loop's dim at `i` counted as its block size, so that it merges
-    with the static dims after it (`x.reshape(t.block_size * 2, n)`, as Helion's int4
-    unpacking writes): its lanes past the loop's end become lanes of the merged dim, holding
-    what the masked loads read there (0)."""
-    if i >= len(sources) or sources[i][1][0] != "tile":
-        return sources
-    d = sources[i][0]
-    size = b.blocks[d].fixed_size if b.blocks[d].kind == "tile" else None
-    return sources if size is None else [*sources[:i], (d, ("static", size)), *sources[i + 1 :]]
-
-
-def _group_end(sources: list, wanted: list[Unit], i: int, j: int) -> tuple[int, int]:
-    """The smallest runs of static source and target dims from i, j with equal products."""
-    p = q = 1
-    i2, j2 = i, j
-    while True:
-        if p == q and (i2, j2) != (i, j):
-            return i2, j2
-        if p <= q and i2 < len(sources) and sources[i2][1][0] == "static":
-            p, i2 = p * sources[i2][1][1], i2 + 1
-        elif j2 < len(wanted) and wanted[j2][0] == "static":
-            q, j2 = q * wanted[j2][1], j2 + 1
-        else:
-            return i, j
-
-
-def _reshape_group(b: Builder, x: Value, sources: list, extents: list[int]) -> list[Dim]:
-    """Dims for static target `extents` from static source dims of the same product.
-
-    Lanes line up when every dim but the first of each group holds no padding: then
-    padding lanes of the first source dim land past the first target dim's extent."""
-    if [u[1] for _, u in sources] == extents:
-        return [d for d, _ in sources]
-    inner_padded = any(padded(b, d) for d, _ in sources[1:])
-    if inner_padded or any(next_power_of_2(e) != e for e in extents[1:]) or 0 in extents:
-        raise UnsupportedOperation(
-            f"reshape of dims of sizes {[u[1] for _, u in sources]} to {extents} in a tile of "
-            f"shape {show(b, x)}: merged or split dims other than the outermost must be "
-            "powers of two",
-            b.loc,
-        )
-    return [static_block(b, e) for e in extents]
 
 
 def show(b: Builder, x: Value) -> str:

@@ -528,6 +528,9 @@ for _name in ("tile_index", "tile_begin", "tile_end", "tile_id"):
 
 
 def writes(name: str) -> bool:
+# attrs axis, count: static dims axis:axis + count reshaped to the result's dims there,
+# elements moving between lanes (padded dims other than the outermost)
+define("regroup", Kind.VIEW, eager=torch.reshape)
     """Whether an op of this name writes memory: a store or an atomic."""
     return name == "store" or name.startswith("atomic_")
 
