@@ -370,6 +370,8 @@ def _reducer(kind: str) -> Handler:
     ) -> Any:
         if dtype is not None:
             x = b.cast(x, dtype)  # type: ignore[assignment]
+        if kind.startswith("arg") and x.type.dtype == torch.bool:
+            raise DtypeError(f"{kind} of a bool tile (PyTorch refuses it too): use .int()", b.loc)
         for axis in axes_of(b, x, dim):
             _check_not_empty(b, kind, x, axis)
         return reduce_dims(b, kind, x, dim, keepdim)

@@ -13,9 +13,17 @@ from typing import Any, NamedTuple
 
 import torch
 
-from tilecraft.exc import UnsupportedOperation
+from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype
-from tilecraft.frontend.ops import OPS, _reducer, axes_of, op, reduce_dims, view
+from tilecraft.frontend.ops import (
+    OPS,
+    _check_not_empty,
+    _reducer,
+    axes_of,
+    op,
+    reduce_dims,
+    view,
+)
 from tilecraft.ir.nodes import Value
 
 OPS["prod"] = _reducer("prod")
@@ -113,6 +121,12 @@ def _averaged(b: Builder, name: str, x: Value, dtype: torch.dtype | None) -> Val
     return _float(b, x, dtype)
 
 
+def _floating_only(b: Builder, name: str, x: Value) -> None:
+    """var, std and norm refuse integer and bool tiles, dtype= or not, as PyTorch's do."""
+    if not x.type.dtype.is_floating_point:
+        raise DtypeError(f"{name} of a {x.type.dtype} tile: cast it with .float() first", b.loc)
+
+
 @op("mean")
 def _mean(
     b: Builder, x: Value, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
@@ -142,6 +156,7 @@ def _var(
     0 (0/0 gives NaN for a single element, as PyTorch)."""
     if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # var(x, 1): a dim
         dim, unbiased = unbiased, None
+    _floating_only(b, "var", x)
     xf = _float(b, x)
     axes = axes_of(b, xf, dim)
     n = count(b, xf, axes)
@@ -167,6 +182,7 @@ def _std(
     keepdim: bool = False,
     correction: float | None = None,
 ) -> Value:
+    _floating_only(b, "std", x)
     out = _var(b, _float(b, x), dim, unbiased, keepdim, correction)
     return b.cast(OPS["sqrt"](b, out), _result_dtype(x, None))  # type: ignore[return-value]
 
@@ -186,6 +202,10 @@ def _norm(
     p = 2 if p in ("fro", None) else p
     if not isinstance(p, (int, float)):
         raise UnsupportedOperation(f"norm(p={p!r}): only vector norms (numbers, 'fro')", b.loc)
+    _floating_only(b, "norm", x)
+    if p < 0 or p == math.inf:  # no identity: PyTorch raises over a dim of length 0
+        for axis in axes_of(b, x, dim):
+            _check_not_empty(b, f"the {p} norm", x, axis)
     xf = _float(b, x, dtype)
     mag = OPS["abs"](b, xf)
     if p == math.inf or p == -math.inf:

@@ -117,9 +117,19 @@ def _topk(
     info = b.blocks[block]
     if k > (info.extent if info.kind == "reduction" else (info.fixed_size or 0)):
         raise ShapeMismatch(f"topk: k={k} is out of range for this dim", b.loc)
+    if k == 1:  # a dim of 1, which broadcasts and stores as PyTorch's does
+        return _first(b, x, block, largest)
     if b.new_dim is None:
         raise UnsupportedOperation("topk is not available here", b.loc)
     return _select(b, x, block, b.new_dim(k).id, k, largest)
+
+
+def _first(b: Builder, x: Value, block: int, largest: bool) -> ValuesIndices:
+    """topk with k=1: the best element and its first position, kept as a dim of 1."""
+    xs = b.cast(x, torch.int8) if x.type.dtype == torch.bool else x
+    pos = b.cast(_positions(b, block), torch.int64)
+    best, index = _best(b, xs, pos, None, largest)  # type: ignore[arg-type]
+    return ValuesIndices(b.cast(best, x.type.dtype), index)  # type: ignore[arg-type]
 
 
 def _select(
