@@ -577,3 +577,28 @@ def test_reshape_of_bools_between_padded_groups(shape: tuple) -> None:
     x = torch.rand(shape) < 0.5
     out = torch.empty(shape[0], 2, shape[1] * shape[2] // 2, dtype=torch.bool)
     check_modes(bool_cube, (x, out), lambda x, out: (x, x.reshape(out.shape)))
+
+
+@tc.kernel
+def chunked_views(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(1)):
+        v = x[:, tile_m, :]  # x.size(0) is looped over in chunks of 2 by the config
+        w = v.movedim(1, 0)
+        out[:, tile_m, :, :] = torch.stack([w, w, w], 0)
+
+
+@tc.kernel
+def chunked_reshape(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m, :] = x[tile_m, :].reshape(tile_m, 3, 4).sum(1)
+
+
+def test_views_of_chunked_dims_name_the_config() -> None:
+    """A dim the config loops over in chunks cannot be reshaped, and differs from a view's
+    new dim of the same size: both refusals say so (they blamed the shapes)."""
+    args = (torch.randn(3, 5, 1), torch.empty(3, 5, 3, 1))
+    with pytest.raises(ShapeMismatch, match=r"reduction_loops=\[None\]"):
+        chunked_views.bind(args).compile(tc.Config(block_sizes=[4], reduction_loops=[2]))
+    args = (torch.randn(5, 12), torch.empty(5, 4))
+    with pytest.raises(UnsupportedOperation, match=r"reshape on dim 1 .* in chunks"):
+        chunked_reshape.bind(args).compile(tc.Config(block_sizes=[4], reduction_loops=[4]))

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.codegen.common import is_rolled
 from tilecraft.exc import DtypeError, ShapeMismatch, SourceLoc
 from tilecraft.ir.nodes import Node, Op, Value
 from tilecraft.ir.types import Block, Dim, TileType, broadcast_dims
@@ -99,11 +100,22 @@ class Builder:
                 if joined is None:
                     raise ShapeMismatch(
                         f"tiles of shapes {self.describe(dims)} and "
-                        f"{self.describe(o.type.dims)} do not broadcast",
+                        f"{self.describe(o.type.dims)} do not broadcast"
+                        + self.chunked_hint(dims + o.type.dims),
                         self.loc,
                     )
                 dims = joined
         return dims
+
+    def chunked_hint(self, dims: tuple[Dim, ...]) -> str:
+        """Why dims of the same size may differ: the config loops over one in chunks (a
+        view's new dim is held whole); empty where no dim is looped over."""
+        if not any(d is not None and is_rolled(self.blocks[d]) for d in dims):
+            return ""
+        return (
+            " (dims of the same size differ where this config loops over one in chunks and "
+            "another is held whole: use reduction_loops=[None] for this kernel)"
+        )
 
     def describe(self, dims: tuple[Dim, ...]) -> str:
         return "[" + ", ".join(self._describe_dim(d) for d in dims) + "]"

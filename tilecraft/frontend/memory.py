@@ -242,6 +242,7 @@ class MemoryLowering:
                 raise ShapeMismatch(
                     f"cannot store a tile of shape {self.b.describe(value.type.dims)} into "
                     f"`{param.host_expr}[...]` of shape {self.b.describe(acc.dims)}"
+                    + self.b.chunked_hint(acc.dims + value.type.dims)
                 )
         elif not isinstance(value, (int, float, bool)):
             raise UnsupportedSyntax(f"cannot store a {type(value).__name__}")

@@ -17,7 +17,14 @@ import torch.nn.functional as F
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
-from tilecraft.frontend.builder import LOW_PRECISION, Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.builder import (
+    LOW_PRECISION,
+    Builder,
+    Operand,
+    category,
+    compute_dtype,
+    promote,
+)
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.ops import OPDEFS, OpDef, Result, is_elementwise
 
@@ -258,9 +265,17 @@ def _where(b: Builder, cond: Value, x: Operand, y: Operand) -> Value:
     if not isinstance(cond, Value) or cond.type.dtype != torch.bool:
         raise DtypeError("torch.where needs a boolean tile as its condition", b.loc)
     tiles = [o for o in (x, y) if isinstance(o, Value) and not o.weak]
-    dtype = promote(x, y) if tiles else torch.float32  # Python floats: the default dtype
+    dtype = promote(x, y) if tiles else _scalars_dtype(x, y)
     dims = b.broadcast(cond, x, y)
     return b.op("where", (cond, x, y), dtype, dims, compute=compute_dtype(dtype))
+
+
+def _scalars_dtype(*operands: Operand) -> torch.dtype:
+    """The dtype PyTorch gives a where of Python numbers (host floats too): float32 (the
+    default) for a float, int64 for an int, bool for bools only (was float32 for ints,
+    whose products then lost int64's wraparound)."""
+    top = max(category(o) for o in operands)
+    return (torch.bool, torch.int64, torch.float32)[top]
 
 
 def _bound(side: str) -> Handler:

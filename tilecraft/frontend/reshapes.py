@@ -29,6 +29,7 @@ from tilecraft.frontend.views import (
     static_block,
     static_extent,
     tile_block,
+    whole_extent,
 )
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Dim
@@ -120,6 +121,9 @@ def _match(b: Builder, x: Value, sources: list, wanted: list[Unit], moves: list[
         out += group
         i, j = i2, j2
     if i < len(sources) or j < len(wanted):
+        for axis, d in enumerate(x.type.dims):  # a chunked dim: the config's doing
+            if d is not None and is_rolled(b.blocks[d]):
+                whole_extent(b, x, axis, "reshape")
         raise ShapeMismatch(
             f"cannot reshape a tile of shape {show(b, x)} to this shape: a tile's dim must "
             "stay whole and in order, and static sizes must multiply to the same total",

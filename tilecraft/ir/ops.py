@@ -251,11 +251,27 @@ def _call(fn: str) -> Emit:
 
 # -- the table: elementwise ops -------------------------------------------------------------
 E = Kind.ELEMENTWISE
+BOOL_SELECTS = {
+    "&": "tl.where({a}, {b}, False)",
+    "|": "tl.where({a}, True, {b})",
+    "^": "{a} != {b}",
+}
+
+
+def _bitwise(symbol: str) -> Emit:
+    """`a & b` (| ^); of bools under Triton's interpreter, a select: its numpy `&` of a bool
+    of no dims and a bool block fails (`tl.where` of one and the other does not)."""
+
+    def emit(d: torch.dtype, a: str, b: str) -> str:
+        if d == torch.bool and interpreted():
+            return BOOL_SELECTS[symbol].format(a=a, b=b)
+        return f"{a} {symbol} {b}"
+
+    return emit
+
+
 INFIX: list[tuple[str, str, Any, Result]] = [
     ("sub", "-", torch.sub, Result.SAME),
-    ("and", "&", torch.bitwise_and, Result.INT),
-    ("or", "|", torch.bitwise_or, Result.INT),
-    ("xor", "^", torch.bitwise_xor, Result.INT),
     ("lshift", "<<", torch.bitwise_left_shift, Result.INT),
     ("rshift", ">>", torch.bitwise_right_shift, Result.INT),
     ("lt", "<", torch.lt, Result.BOOL),
@@ -267,12 +283,15 @@ INFIX: list[tuple[str, str, Any, Result]] = [
 ]
 for _name, _symbol, _eager, _result in INFIX:
     define(_name, E, arity=2, emit=_infix(_symbol), eager=_eager, result=_result)
+define("and", E, arity=2, emit=_bitwise("&"), eager=torch.bitwise_and, result=Result.INT)
+define("or", E, arity=2, emit=_bitwise("|"), eager=torch.bitwise_or, result=Result.INT)
+define("xor", E, arity=2, emit=_bitwise("^"), eager=torch.bitwise_xor, result=Result.INT)
 
 
 def _logical(symbol: str, of_bools: str) -> Emit:
     """An infix op that is logical on bools, as PyTorch's (True + True is True; Triton's
     `+` of two int1 gave 2, which a later cast to float kept)."""
-    return lambda d, a, b: f"{a} {of_bools if d == torch.bool else symbol} {b}"
+    return lambda d, a, b: _bitwise(of_bools)(d, a, b) if d == torch.bool else f"{a} {symbol} {b}"
 
 
 define("add", E, arity=2, emit=_logical("+", "|"), eager=torch.add)
