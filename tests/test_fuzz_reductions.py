@@ -19,6 +19,7 @@ last, NaN otherwise; torch.mean gives inf).
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -48,6 +49,7 @@ ONE_DIM = [  # one dim only
     "{a}.argmax({d}, keepdim={k})", "torch.argmin({a}, {d})",
     "torch.cumsum({a}, {d})", "{a}.cumprod({d})", "torch.cummax({a}, {d}).values",
     "torch.cummax({a}, {d}).indices", "torch.cummin({a}, dim={d})[0]", "{a}.cummin({d})[1]",
+    "torch.logcumsumexp({a}, {d})",
 ]  # fmt: skip
 SORTS = [  # along the last dim
     "torch.sort({a}, {d}).values", "torch.sort({a}, dim={d}, stable=True).indices",
@@ -212,3 +214,32 @@ def test_topk_of_one_stores_into_a_dim_of_one(name: str) -> None:
     expected = PINNED[name](x)
     out = torch.empty(expected.shape, dtype=expected.dtype, device=DEVICE)
     check_modes(row_reduce, (x, out, name), lambda x, out, n: (x, PINNED[n](x)))
+
+
+@tc.kernel
+def row_logcumsumexp(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in tc.tile(x.size(0)):
+        out[t, :] = torch.logcumsumexp(x[t, :], -1)
+    return out
+
+
+CHUNKED = tc.Config(block_sizes=[2], reduction_loops=[8])
+
+
+@pytest.mark.parametrize("config", [tc.Config(block_sizes=[2]), CHUNKED])
+def test_logcumsumexp_keeps_small_leading_terms_nan_and_infinities(config) -> None:
+    """Not log(cumsum(exp(x - max))): its early terms underflow (log 0 = -inf where PyTorch
+    gives 0.0). A leading -0.0 comes out +0.0 as PyTorch's (it starts from -inf)."""
+    rows = [[0.0, -1000.0, 1000.0], [-0.0, 1.0, 2.0], [1.0, math.nan, 2.0], [math.inf, 1.0, 3.0],
+            [-math.inf, -math.inf, 0.0], [math.inf, -math.inf, 1.0]]  # fmt: skip
+    x = torch.tensor(rows, device=DEVICE).repeat(1, 13)  # 39 wide: chunks of 8 and a ragged one
+    modes = ["triton"] if config.reduction_loops else ["eager", "triton"]
+    check_modes(row_logcumsumexp, (x,), lambda x: torch.logcumsumexp(x, -1), config=config,
+                modes=modes)  # fmt: skip
+
+
+def test_logcumsumexp_of_an_int_tile_is_refused() -> None:
+    x = torch.ones(3, 4, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(TilecraftError, match="logcumsumexp of a torch.int32 tile"):
+        run_mode(row_logcumsumexp, (x,), "triton")

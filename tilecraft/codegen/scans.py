@@ -39,6 +39,18 @@ def helper(w: KernelWriter, key: str, text: str, short: str | None = None) -> st
     return w.helpers[key][0]
 
 
+# log(exp(a) + exp(b)) as PyTorch's logcumsumexp takes it: NaN from either, a pair of the
+# same infinity is that infinity, else max + log1p(exp(min - max)) (log1p by its series
+# where 1 + e would round e away: the core of tl has no log1p)
+LOG_ADD_EXP = """def {name}(a, b):
+    hi = tl.maximum(a, b)
+    lo = tl.minimum(a, b)
+    e = tl.exp(lo - hi)
+    out = hi + tl.where(e < 1e-4, e - 0.5 * e * e, tl.log(1.0 + e))
+    out = tl.where((lo == hi) & (hi - hi != 0), hi, out)
+    return tl.where((a != a) | (b != b), a + b, out)
+"""
+
 NAN_BEST = "def {name}(a, b):\n    return tl.{fn}(a, b, propagate_nan=tl.PropagateNan.ALL)\n"
 
 
@@ -91,7 +103,7 @@ def with_valid(w: KernelWriter, fn: str, n: int) -> str:
 
 def scan(w: KernelWriter, op: Op) -> None:
     """`out = scan(x..., kind, axis)`: cumsum, cumprod, cummax/cummin (values or
-    indices), or a user's combine function (one output of its tuple)."""
+    indices), logcumsumexp, or a user's combine function (one output of its tuple)."""
     assert op.out is not None
     kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
     compute, reverse, dims = op.attrs["compute"], op.attrs.get("reverse", False), op.out.type.dims
@@ -120,10 +132,12 @@ def scan(w: KernelWriter, op: Op) -> None:
         pos = expand(index, len(dims), axis)
         w.line(f"{op.out.name}_pos = tl.zeros({w.shape(dims)}, tl.int64) + {pos}")
         values, fn = [values[0], f"{op.out.name}_pos"], cum_best(w, kind, compute)
+    elif kind == "logsumexp":
+        fn = helper(w, "log_add_exp", LOG_ADD_EXP)
     else:
         fn = user_combine(w, op.attrs["combine"])
     if carry is not None:
-        result = continue_chunk(w, op, values, fn)
+        result = _from_zero(kind, continue_chunk(w, op, values, fn))
         w.assign(op, w.cast_out(result, compute, op.out.type.dtype))
         return
     if masked:
@@ -133,8 +147,13 @@ def scan(w: KernelWriter, op: Op) -> None:
         )
     scanned = f"tl.associative_scan(({', '.join(values)},), {axis}, {fn}{rev})"
     w.line(f"{op.out.name}_all = {scanned}")
-    result = f"{op.out.name}_all[{op.attrs.get('component', 0)}]"
+    result = _from_zero(kind, f"{op.out.name}_all[{op.attrs.get('component', 0)}]")
     w.assign(op, w.cast_out(result, compute, op.out.type.dtype))
+
+
+def _from_zero(kind: str, result: str) -> str:
+    """PyTorch's logcumsumexp starts from -inf, so a leading -0.0 comes out +0.0."""
+    return f"({result} + 0.0)" if kind == "logsumexp" else result
 
 
 def carry_chunk(w: KernelWriter, op: Op, kind: str, value: str, expr: str, axis: int) -> str:

@@ -1,4 +1,4 @@
-"""Scans (cumsum, cumprod, cummax, cummin, `hl.associative_scan`), `hl.reduce` with a
+"""Scans (cumsum, cumprod, cummax, cummin, logcumsumexp, `hl.associative_scan`), `hl.reduce` with a
 user's combine function, sort/topk, and `hl.rand`/`hl.randint`.
 
 A user's combine function is traced on 0-d values of the inputs' compute dtypes into a
@@ -72,6 +72,18 @@ def _cum_best(kind: str) -> Any:
 
 OPS["cummax"] = _cum_best("max")
 OPS["cummin"] = _cum_best("min")
+
+
+def _logcumsumexp(b: Builder, x: Value, dim: int) -> Value:
+    """log(cumsum(exp(x))) by a stable combine (no shift by one max, which would lose the
+    early elements of a row that grows), NaN and infinities as PyTorch's."""
+    if not x.type.dtype.is_floating_point:  # PyTorch has no integer kernel for it
+        raise DtypeError(f"logcumsumexp of a {x.type.dtype} tile: cast it with .float()", b.loc)
+    compute = compute_dtype(x.type.dtype)
+    return scan(b, "logsumexp", x, dim, x.type.dtype, compute=compute, computes=(compute,))
+
+
+OPS["logcumsumexp"] = _logcumsumexp
 
 
 # -- tc.associative_scan / tc.reduce / tc.rand / tc.randint ---------------------------------
