@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tilecraft as tc
-from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.exc import LoweringError, ShapeMismatch, UnsupportedOperation
 from tilecraft.testing import check_modes
 
 
@@ -602,3 +602,18 @@ def test_views_of_chunked_dims_name_the_config() -> None:
     args = (torch.randn(5, 12), torch.empty(5, 4))
     with pytest.raises(UnsupportedOperation, match=r"reshape on dim 1 .* in chunks"):
         chunked_reshape.bind(args).compile(tc.Config(block_sizes=[4], reduction_loops=[4]))
+
+
+@tc.kernel
+def square_of_chunked(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(1)):
+        v = x[:, tile_m, :]  # [3, tile_m, 3]: both 3s are the one dim the config chunks
+        out[:, tile_m, :] = v + v.transpose(0, 2)
+
+
+def test_a_tile_holding_a_chunked_dim_twice_is_refused_by_name() -> None:
+    """(The refusal spoke of sort and topk only, at a plain load's line.)"""
+    args = (torch.randn(3, 5, 3), torch.empty(3, 5, 3))
+    with pytest.raises(LoweringError, match=r"holds a looped dim twice \(two dims of the same"):
+        square_of_chunked.bind(args).compile(tc.Config(block_sizes=[2], reduction_loops=[2]))
+    check_modes(square_of_chunked, args, lambda x, out: (x, x + x.transpose(0, 2)))

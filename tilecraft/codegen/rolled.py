@@ -103,8 +103,9 @@ class RolledBody:
             dims = n.out.type.dims if n.out is not None else ()
             if any(dims.count(b) > 1 for b in blocks):  # all pairs: one chunk at a time can't
                 raise LoweringError(
-                    "this op pairs every element of a looped dim with every other (sort, "
-                    "topk): use reduction_loops=[None] for this kernel",
+                    "this op holds a looped dim twice (two dims of the same size, or all "
+                    "pairs of its elements as sort and topk make): use reduction_loops=[None] "
+                    "for this kernel",
                     n.loc,
                 )
         return blocks.pop()
