@@ -24,11 +24,11 @@ from tilecraft.exc import (
     UnsupportedOperation,
     UnsupportedSyntax,
 )
-from tilecraft.frontend import flow, inline, scans, views
+from tilecraft.frontend import flow, inline, operators, scans, views
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.inline import HostCallable
-from tilecraft.frontend.loops import Loops, static_range
+from tilecraft.frontend.loops import Loops, NumberBeforeLoop, static_range
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.operators import BINOPS, Operators
 from tilecraft.frontend.ops import OPS, lookup, unsupported
@@ -61,6 +61,7 @@ class DeviceCompiler(Loops, Operators):
         self.host_values: dict[str, Any] = {}
         self.host_exprs: dict[str, str | None] = {}  # how the launcher reaches a host name
         self.lifted: dict[str, Any] = {}  # host values by host expression, shared by scopes
+        self.python_bools: set[int] = set()
         self.guards: dict[str, Any] = {}  # constants the launcher checks (see `_constant`)
         self.opaque: dict[int, str] = {}  # id -> host expression of objects read on device
         # arguments the specialization holds by value (ints, flags, strings, dtypes); only
@@ -130,9 +131,10 @@ class DeviceCompiler(Loops, Operators):
         load = ast.copy_location(
             type(node.target)(**{**vars(node.target), "ctx": ast.Load()}), node.target
         )
-        value = self.binop(
-            BINOPS[type(node.op)], self.expr(load), self.expr(node.value), type(node.op)
-        )
+        before = self.expr(load)
+        value = self.binop(BINOPS[type(node.op)], before, self.expr(node.value), type(node.op))
+        if isinstance(node.target, ast.Name):
+            value = operators.augmented(self.b, node.target.id, before, value)
         self.assign(node.target, value)
 
     def stmt_Expr(self, node: ast.Expr) -> None:
@@ -210,7 +212,10 @@ class DeviceCompiler(Loops, Operators):
 
     def expr_Name(self, node: ast.Name) -> Any:
         if node.id in self.env:
-            return self.env[node.id]
+            value = self.env[node.id]
+            if isinstance(value, NumberBeforeLoop):
+                raise value.refuse()
+            return value
         if node.id in self.host_locals:
             if node.id not in self.host_values:
                 self.host_values[node.id] = self._from_host(node.id, self.host_locals[node.id])
@@ -391,9 +396,14 @@ class DeviceCompiler(Loops, Operators):
                 result = OPS["minimum" if fn is builtins.min else "maximum"](self.b, result, a)
             return result
         handler = lookup(fn)
-        if handler is not None:
+        special = operators.builtin_call(self.b, fn, args, kwargs)
+        if special is NotImplemented and handler is not None:
             name = next(k for k, v in OPS.items() if v is handler)
-            return self.call_op(name, args, kwargs)
+            op = lambda: self.call_op(name, args, kwargs)  # noqa: E731
+            special = operators.numbers_only_call(self.b, fn, args, kwargs, op)
+            special = op() if special is NotImplemented else special
+        if special is not NotImplemented:
+            return special
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):
             raise UnsupportedOperation(unsupported(getattr(fn, "__name__", str(fn))))
         if fn in lang.host.INT_HELPERS:  # `tc.cdiv(n, 4)` of ints known while compiling

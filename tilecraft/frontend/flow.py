@@ -109,6 +109,8 @@ def _select_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
         a, b = then.get(name, _MISSING), orelse.get(name, _MISSING)
         if a is _MISSING or b is _MISSING:
             c.env.pop(name, None)  # defined on one side only: unbound after, as in Python
+        elif _number_before_loop(a, b):
+            c.env[name] = _number_before_loop(a, b)
         elif not _same_host(a, b):
             _check_mergeable(name, a, b)
             dims = c.b.broadcast(*(v for v in (a, b) if isinstance(v, Value)))
@@ -140,6 +142,8 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
         a, b = then.get(name, _MISSING), orelse.get(name, _MISSING)
         if a is _MISSING or b is _MISSING:
             c.env.pop(name, None)
+        elif _number_before_loop(a, b):
+            c.env[name] = _number_before_loop(a, b)
         elif not _same_host(a, b):
             _check_mergeable(name, a, b)
             merged.append(_merge_scalar(c, name, (then_body, a), (else_body, b)))
@@ -196,6 +200,14 @@ def _touches_rolled(c: DeviceCompiler, body: list[Node]) -> bool:
 
 def _next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def _number_before_loop(*values: Any) -> Any:
+    """The arm's value that stands for a number a device loop cannot carry (or None): the
+    variable stays unreadable after the `if`."""
+    from tilecraft.frontend.loops import NumberBeforeLoop  # loops imports this module
+
+    return next((v for v in values if isinstance(v, NumberBeforeLoop)), None)
 
 
 def _same_host(a: Any, b: Any) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import builtins
 import types
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -24,6 +25,7 @@ from tilecraft.frontend.trends import span_trend
 from tilecraft.ir.nodes import Carried, Loop, Value
 
 if TYPE_CHECKING:
+    from tilecraft.exc import SourceLoc
     from tilecraft.frontend.blocks import BlockTable
     from tilecraft.frontend.builder import Builder
     from tilecraft.frontend.memory import MemoryLowering
@@ -127,16 +129,13 @@ class Loops:
             self.env[name] = tuple(c.out for c in items)
 
     def _carried(self, node: ast.For) -> list[Carried]:
-        assigned = {
-            n.id
-            for s in node.body
-            for n in ast.walk(s)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
+        assigned = self._assigned_in(node)
         carried = []
         for name in sorted(assigned):
             init = self.env.get(name)
-            if isinstance(init, Value):
+            if isinstance(init, (bool, int, float)):
+                self.env[name] = NumberBeforeLoop(name, self.src.loc(node))
+            elif isinstance(init, Value):
                 param = Value(init.type, self.b.fresh(name))
                 carried.append(Carried(name, init, param))
                 self.env[name] = param
@@ -151,6 +150,11 @@ class Loops:
                 carried += [Carried(name, v, p, item=i) for i, (v, p) in enumerate(items)]
                 self.env[name] = params
         return carried
+
+    @staticmethod
+    def _assigned_in(node: ast.For) -> set[str]:
+        stores = (n for s in node.body for n in ast.walk(s))
+        return {n.id for n in stores if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
     def _check_tuples(self, carried: list[Carried]) -> None:
         for name, items in _tuples(carried).items():
@@ -223,6 +227,25 @@ class Loops:
 
     def _grid_index(self, block: int) -> Value:
         return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+
+
+@dataclass(frozen=True)
+class NumberBeforeLoop:
+    """A variable that holds a Python number before a device loop and is assigned in its
+    body: the loop runs on the device, so the number cannot be carried from one trip to
+    the next, nor out of the loop (it was, silently: `acc = 0` then `acc = acc + ...`
+    in a `tc.tile` loop gave 0). Reading it raises; assigning it first is fine."""
+
+    name: str
+    loop: SourceLoc
+
+    def refuse(self) -> UnsupportedSyntax:
+        return UnsupportedSyntax(
+            f"`{self.name}` is a Python number before the device loop at line "
+            f"{self.loop.lineno} and is assigned inside it, so its value cannot be carried "
+            f"across the loop's trips or out of it: start it as a tile before the loop "
+            f"(`{self.name} = tc.zeros([], dtype=torch.float32)` or `torch.zeros_like(...)`)"
+        )
 
 
 def _holds_tiles(value: Any) -> bool:

@@ -4,12 +4,16 @@ conditional expressions, tuples and slices (a mixin of the device compiler)."""
 from __future__ import annotations
 
 import ast
+import builtins
+import math
 import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from tilecraft.exc import UnsupportedSyntax
+from tilecraft.exc import ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
+from tilecraft.frontend.builder import category
 from tilecraft.frontend.ops import OPS
 from tilecraft.frontend.refs import HostTensor, on_device
 from tilecraft.ir.nodes import Value
@@ -65,6 +69,7 @@ class Operators:
     """The device compiler's handlers of operators and literals."""
 
     b: Builder
+    python_bools: set[int]  # ids of comparisons of host floats (Python bools in eager mode)
 
     def expr(self, node: ast.expr) -> Any:
         raise NotImplementedError
@@ -104,6 +109,9 @@ class Operators:
         x = self.operand(x) if isinstance(x, HostTensor) else x
         if not isinstance(x, Value):
             return UNARY_PYOPS[type(node.op)](x)
+        if isinstance(node.op, ast.Invert) and id(x) in self.python_bools:
+            # `~(s > 0)` of a float argument: `~` of a Python bool is an int, -2 or -1
+            return OPS["sub"](self.b, OPS["neg"](self.b, self.b.cast(x, torch.int64)), 1)
         if isinstance(node.op, ast.USub):
             return OPS["neg"](self.b, x)
         if isinstance(node.op, ast.Not) or x.type.dtype == torch.bool:
@@ -122,7 +130,10 @@ class Operators:
             left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return PYOPS[type(node.ops[0])](left, right)
-        return OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
+        result = OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
+        if all(not isinstance(v, Value) or v.weak for v in (left, right)):
+            self.python_bools.add(id(result))  # of host floats: a Python bool in eager mode
+        return result
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
         values = [self.expr(v) for v in node.values]
@@ -158,3 +169,122 @@ def py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
 def _sequences(left: Any, right: Any) -> bool:
     """Whether `left + right` joins two lists (or two tuples), of values or not."""
     return isinstance(left, (list, tuple)) and type(left) is type(right)
+
+
+# -- Python builtins and math functions of device values -----------------------------------
+MATH_NAMES = {id(getattr(math, n)): n for n in dir(math) if callable(getattr(math, n))}
+ROUNDED = (builtins.round, math.floor, math.ceil, math.trunc)  # a float in, an int out
+
+
+def builtin_call(b: Builder, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """A Python builtin or `math` function called with device values (tiles, or float
+    arguments, which are read at launch): `abs`, `pow`, `float`, `bool` and `int` of
+    integers computed as Python computes them; NotImplemented for any other function.
+    What Python computes on a number only while compiling (`int` or `round` of a float,
+    which raise on NaN; `math.sqrt`, which raises below 0) is refused: a kernel cannot
+    raise, and a NaN or a wrapped integer where Python raises would be a wrong answer."""
+    values = [a for a in [*args, *kwargs.values()] if isinstance(a, Value)]
+    if not values:
+        return NotImplemented
+    if fn is builtins.abs and len(args) == 1 and not kwargs:
+        return OPS["abs"](b, args[0])
+    if fn is builtins.pow and len(args) == 2 and not kwargs:
+        return OPS["pow"](b, *args)
+    if fn in (builtins.float, builtins.int, builtins.bool) and len(args) == 1 and not kwargs:
+        return _converted(b, fn, args[0])
+    name = _python_name(fn)
+    if name is None:
+        return NotImplemented
+    raise UnsupportedOperation(
+        f"`{name}()` of a value computed on the device (a tile, or a float argument, which "
+        f"is read at launch): Python computes {name}() of a number while compiling; use "
+        f"torch functions on tiles ({_instead(fn, name)}), or pass the number as an int"
+    )
+
+
+def _converted(b: Builder, fn: Any, x: Value) -> Value:
+    """`float(x)`, `int(x)`, `bool(x)` of a one-element value, as the Python number it
+    would be in eager mode (a float is a host float: float64, meeting tiles weakly)."""
+    if any(d is not None for d in x.type.dims):
+        raise UnsupportedOperation(
+            f"`{fn.__name__}()` of a tile of many elements (PyTorch refuses too): use "
+            f".to(torch.{ {'float': 'float32', 'int': 'int64', 'bool': 'bool'}[fn.__name__] })"
+        )
+    if fn is builtins.bool:
+        return OPS["ne"](b, x, 0)
+    if fn is builtins.int and x.type.dtype.is_floating_point:
+        raise UnsupportedOperation(
+            "`int()` of a float computed on the device (or a float argument): Python raises "
+            "on NaN and infinity where a kernel cannot; use torch.trunc(x) or "
+            "x.to(torch.int64), or pass the number as an int"
+        )
+    if fn is builtins.int:
+        return b.cast(x, torch.int64)  # type: ignore[return-value]
+    out = b.cast(x, torch.float64)
+    assert isinstance(out, Value)
+    out.weak = True
+    return out
+
+
+def _python_name(fn: Any) -> str | None:
+    if id(fn) in MATH_NAMES and getattr(math, MATH_NAMES[id(fn)]) is fn:
+        return f"math.{MATH_NAMES[id(fn)]}"
+    if fn in (builtins.round, builtins.divmod, builtins.complex, builtins.hash):
+        return fn.__name__
+    return None
+
+
+def _instead(fn: Any, name: str) -> str:
+    if fn in ROUNDED:
+        return f"torch.{'round' if fn is builtins.round else fn.__name__}(x)"
+    short = name.removeprefix("math.")
+    return f"torch.{short}(x)" if hasattr(torch, short) else "torch's functions"
+
+
+def numbers_only_call(
+    b: Builder, fn: Any, args: list[Any], kwargs: dict[str, Any], op: Callable[[], Any]
+) -> Any:
+    """A torch function of Python numbers only (`torch.div(7, 2, rounding_mode='floor')`):
+    what PyTorch computes, a 0-d tensor, becomes a constant of no dims and its dtype. A
+    function PyTorch refuses numbers is refused (by the tile op `op`'s own check of its
+    arguments where it has one, or else here); NotImplemented for a call that makes a
+    tile of dims (`torch.zeros(3)`) or takes anything but numbers."""
+    numbers = (bool, int, float)
+    if not args or not all(isinstance(a, numbers) for a in args):
+        return NotImplemented
+    if not all(isinstance(v, (*numbers, str, type(None))) for v in kwargs.values()):
+        return NotImplemented
+    try:
+        result = fn(*args, **kwargs)
+    except (TypeError, RuntimeError) as e:
+        op()  # its refusal names the argument that should be a tile
+        raise UnsupportedOperation(
+            f"`{getattr(fn, '__name__', fn)}` of numbers only: PyTorch takes a tensor here "
+            f"({str(e).splitlines()[0]}); use Python arithmetic or a tile operand"
+        ) from None
+    if not isinstance(result, torch.Tensor) or result.dim() != 0:
+        return NotImplemented
+    return b.op("full", (), result.dtype, (), hint="number", value=result.item())
+
+
+def augmented(b: Builder, name: str, old: Any, new: Any) -> Any:
+    """`x op= y` of a tile `x` updates it in place in PyTorch: the result keeps `x`'s
+    dtype (an int16 accumulator wraps as int16 after `acc += acc64`), and a result of a
+    higher kind (a float into an integer tile) is refused, as PyTorch refuses it."""
+    if not (isinstance(old, Value) and isinstance(new, Value)) or old.weak:
+        return new
+    if old.type.dims != new.type.dims:
+        raise ShapeMismatch(
+            f"`{name} op= ...` gives a tile of shape {b.describe(new.type.dims)}, which "
+            f"`{name}` of shape {b.describe(old.type.dims)} cannot hold in place (PyTorch "
+            f"refuses too): write `{name} = {name} op ...` for a new tile"
+        )
+    if old.type.dtype == new.type.dtype:
+        return new
+    if category(new) > category(old):
+        raise UnsupportedOperation(
+            f"`{name} op= ...` gives a {new.type.dtype} result, which the {old.type.dtype} "
+            f"tile `{name}` cannot hold in place (PyTorch refuses too): write "
+            f"`{name} = {name} op ...` for a new tile, or cast the operand"
+        )
+    return b.cast(new, old.type.dtype)

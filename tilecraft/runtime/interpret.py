@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
 from typing import Any
 
 import torch
@@ -156,12 +157,45 @@ class _EagerSubscripts(ast.NodeTransformer):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
         target = node.target
+        if isinstance(target, ast.Name):  # a tile is a value: updated in place on a copy
+            op = ast.Constant(INPLACE[type(node.op)])
+            value = _call(
+                "_tc_augmented", ast.Name(target.id, ast.Load()), self.visit(node.value), op
+            )
+            return ast.copy_location(ast.Assign([target], value), node)
         if not isinstance(target, ast.Subscript):
             self.generic_visit(node)
             return node
         obj, key = self.visit(target.value), _key(self.visit(target.slice))
         new = ast.BinOp(_call("_tc_getitem", obj, key), node.op, self.visit(node.value))
         return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, new)), node)
+
+
+INPLACE = {
+    ast.Add: "iadd",
+    ast.Sub: "isub",
+    ast.Mult: "imul",
+    ast.Div: "itruediv",
+    ast.FloorDiv: "ifloordiv",
+    ast.Mod: "imod",
+    ast.Pow: "ipow",
+    ast.BitAnd: "iand",
+    ast.BitOr: "ior",
+    ast.BitXor: "ixor",
+    ast.LShift: "ilshift",
+    ast.RShift: "irshift",
+    ast.MatMult: "imatmul",
+}
+
+
+def augmented(old: Any, value: Any, op: str) -> Any:
+    """`old op= value` as compiled kernels compute it: PyTorch's in-place update (the
+    result keeps `old`'s dtype), applied to a copy, so that a tile read from a tensor
+    (`acc = x[t]; acc += 1`) does not write through to the tensor, nor to other names
+    bound to the same tile."""
+    if isinstance(old, torch.Tensor):
+        old = old.clone()
+    return getattr(operator, op)(old, value)
 
 
 def _stores_item(target: ast.expr) -> bool:
@@ -258,6 +292,7 @@ def eager_function(src: KernelSource) -> Any:
     extra = {
         **eager_names(),
         "_tc_getitem": _getitem,
+        "_tc_augmented": augmented,
         "_tc_setitem": _setitem,
         "_tc_lanes": lanes,
         "_tc_block_size": lang.register_block_size,

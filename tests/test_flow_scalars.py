@@ -1,0 +1,167 @@
+"""Regressions found by tests/test_fuzz_flow.py: scalars, builtins and accumulators in
+device loops, in both modes against PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import DEVICE
+
+import tilecraft as tc
+from tilecraft import exc
+from tilecraft.testing import check_modes, run_mode
+
+
+@tc.kernel
+def bump(x: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        acc = x[t]
+        acc += 1
+        out[t] = acc
+
+
+def test_augmented_assignment_does_not_write_through_to_the_input() -> None:
+    """Eager mode's `acc += 1` updated the tensor `acc` was read from (x came back + 1)."""
+    x = torch.arange(5.0, device=DEVICE)
+    check_modes(bump, (x, torch.zeros(5, device=DEVICE)), lambda x, out: (x, x + 1))
+
+
+@tc.kernel
+def wrap16(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        acc = x[t]
+        acc += y[t] * 1000
+        out[t] = acc * 7
+
+
+def test_augmented_assignment_keeps_the_dtype_as_pytorch_in_place() -> None:
+    """`acc_int16 += int64 tile` stays int16 (and wraps as int16) as PyTorch's in-place add."""
+    x = torch.tensor([30000, -5, 7], dtype=torch.int16, device=DEVICE)
+    y = torch.tensor([900, 4, -3], dtype=torch.int64, device=DEVICE)
+    out = torch.zeros(3, dtype=torch.int16, device=DEVICE)
+    check_modes(wrap16, (x, y, out), lambda x, y, out: (x, y, x.clone().add_(y * 1000) * 7))
+
+
+@tc.kernel
+def float_into_int(x: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        acc = x[t]
+        acc += 0.5
+        out[t] = acc
+
+
+def test_augmented_float_into_an_int_tile_is_refused() -> None:
+    x = torch.arange(4, device=DEVICE)
+    with pytest.raises(exc.UnsupportedOperation, match="cannot hold in place"):
+        run_mode(float_into_int, (x, torch.zeros_like(x)), "triton")
+
+
+@tc.kernel
+def host_and_tile_flags(x: torch.Tensor, f: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            a = x[i, t]
+            keep = ((s >= 0.5) & (a > 0)) | ((f[i] > 1) ^ (a < -1))
+            out[i, t] = torch.where(keep, a, 1.0)
+
+
+def test_scalar_conditions_combined_with_tiles() -> None:
+    """`&`/`|`/`^` of a 0-d bool (a host float's or a loaded scalar's comparison) and a tile's
+    failed in Triton's interpreter (numpy refused the operand types)."""
+    x, f = torch.randn(3, 7, device=DEVICE), torch.tensor([0.0, 2.0, 5.0], device=DEVICE)
+
+    def expected(x, f, s, out):
+        keep = ((s >= 0.5) & (x > 0)) | ((f[:, None] > 1) ^ (x < -1))
+        return x, f, torch.where(keep, x, 1.0)
+
+    check_modes(host_and_tile_flags, (x, f, 1.5, torch.zeros_like(x)), expected)
+
+
+@tc.kernel
+def int_where(x: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] * (2 - torch.where(x[t] > 1, 0, -3)) * 1000000007 * 1000000007
+
+
+def test_where_of_python_ints_is_int64() -> None:
+    """Was float32 (PyTorch: int64), so the products lost int64's wraparound."""
+    x = torch.tensor([-4, 9, 5, -8, 11], dtype=torch.int32, device=DEVICE)
+    out = torch.zeros(5, dtype=torch.int64, device=DEVICE)
+    want = x * (2 - torch.where(x > 1, 0, -3)) * 1000000007 * 1000000007
+    check_modes(int_where, (x, out), lambda x, out: (x, want))
+
+
+@tc.kernel
+def builtins_of_scalars(x: torch.Tensor, f: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            v = f[i]
+            a = x[i, t] + abs(v) + float(v) * abs(s) + pow(x[i, t], 2)
+            out[i, t] = a + int(v) // 2 + torch.div(7, 2, rounding_mode="floor") + bool(v)
+
+
+def test_builtins_and_torch_functions_of_numbers_in_a_device_loop() -> None:
+    """abs/float/int/bool/pow of device values were refused ("did you mean `abs`?"), and so
+    was a torch function of numbers only (`torch.div(7, 2, rounding_mode='floor')`)."""
+    x, f = torch.randn(3, 5, device=DEVICE), torch.tensor([-3, 0, 5], device=DEVICE)
+
+    def expected(x, f, s, out):
+        v = f[:, None]
+        a = x + v.abs() + v.double() * abs(s) + x**2
+        return x, f, (a + torch.div(v, 2, rounding_mode="floor") + 3 + (v != 0)).float()
+
+    check_modes(builtins_of_scalars, (x, f, -2.5, torch.zeros_like(x)), expected, torch.float32)
+
+
+@tc.kernel
+def floor_of_float(x: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] + math.floor(s)
+
+
+@tc.kernel
+def int_of_float(x: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] + int(s)
+
+
+@pytest.mark.parametrize("kernel,name", [(floor_of_float, "math.floor"), (int_of_float, "int")])
+def test_python_functions_of_device_floats_are_refused_by_name(kernel, name: str) -> None:
+    """Python raises for NaN (and math.sqrt below 0) where a kernel cannot: refused."""
+    x = torch.zeros(3, device=DEVICE)
+    with pytest.raises(exc.UnsupportedOperation, match=f"`{name}\\(\\)` of a"):
+        run_mode(kernel, (x, 2.5, torch.zeros_like(x)), "triton")
+
+
+@tc.kernel
+def inverted_host_flag(x: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] + ~(s > 0)
+
+
+def test_invert_of_a_host_float_comparison_is_pythons() -> None:
+    """`~(s > 0)` of a float argument is `~True == -2` in Python (it was `not`, False)."""
+    x = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+    for s in (1.5, -1.5):
+        check_modes(
+            inverted_host_flag, (x, s, torch.zeros_like(x)), lambda x, s, o: (x, x + ~(s > 0))
+        )
+
+
+@tc.kernel
+def number_accumulator(x: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        acc = 0
+        for t in tc.tile(x.size(1)):
+            acc = acc + x[i, t].sum()
+        out[i] = acc
+
+
+def test_a_number_updated_in_a_device_loop_is_refused() -> None:
+    """`acc = 0` before a `tc.tile` loop that updates it compiled to 0 (the number was not
+    carried across trips); refused, naming the variable."""
+    x = torch.ones(3, 20, device=DEVICE)
+    with pytest.raises(exc.UnsupportedSyntax, match="`acc` is a Python number before"):
+        run_mode(number_accumulator, (x, torch.zeros(3, device=DEVICE)), "triton")
