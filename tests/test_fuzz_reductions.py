@@ -243,3 +243,84 @@ def test_logcumsumexp_of_an_int_tile_is_refused() -> None:
     x = torch.ones(3, 4, dtype=torch.int32, device=DEVICE)
     with pytest.raises(TilecraftError, match="logcumsumexp of a torch.int32 tile"):
         run_mode(row_logcumsumexp, (x,), "triton")
+
+
+# -- indexing: host views sliced before the loops, gathers through loaded and computed
+# index tiles, negative ints, masked loads; each followed by a reduction, scan or sort
+HOST_VIEWS = ["x", "x[:, 1:]", "x[..., ::2]", "x[:, -3:]", "x[1:, :]", "x[::2]", "x[:, 1::3]",
+              "x[-2:]", "x.T", "x[:, 2:5]", "x.t()[1:]"]  # fmt: skip
+LOADS = [  # (the tile `a` over rows t of y, n wide; the same of the whole tensor)
+    ("y[t, :]", "y"),
+    ("y[rid[t], :]", "y[rid]"),
+    ("y[t, cid[:]]", "y[:, cid]"),
+    ("y[t, (tc.arange(n) * 3 + 1) % n]", "y[:, (torch.arange(n) * 3 + 1) % n]"),
+    ("y[t, n - 1 - tc.arange(n)]", "y[:, n - 1 - torch.arange(n)]"),
+    ("y[t, -n][:, None] + y[t, 1 - n :]", "y[:, -n][:, None] + y[:, 1 - n :]"),
+    ("y[t, :] * y[t, -1][:, None]", "y * y[:, -1][:, None]"),
+    ("y[rid[t][:, None], cid[:][None, :]]", "y[rid][:, cid]"),
+    ("tc.load(y, [t, tc.arange(n)], extra_mask=(tc.arange(n) % 2 == 0)[None, :], other=-1.5)",
+     "torch.where((torch.arange(n) % 2 == 0)[None, :], y, -1.5)"),
+]  # fmt: skip
+AFTER = ["{a}", "{a}.sum(-1)", "{a}.amax(-1) + 0.0", "torch.cumsum({a}, -1)", "{a}.argmax(-1)",
+         "torch.sort({a}, -1)[0] + 0.0", "{a}.mean(-1, keepdim=True)",
+         "torch.logcumsumexp({a}, 1)"]  # fmt: skip
+INDEXED = 60
+
+
+def indexed_cases() -> list[tuple[str, tuple[str, str], str, tuple[int, int]]]:
+    rng = random.Random(SEED)
+    draws = []
+    while len(draws) < INDEXED:
+        view, load, after = rng.choice(HOST_VIEWS), rng.choice(LOADS), rng.choice(AFTER)
+        shape = (rng.choice([1, 2, 5, 9]), rng.choice([2, 6, 11]))
+        if min(eval(view, {"x": torch.empty(shape)}).shape):  # no empty views: y[t, -n]
+            draws.append((view, load, after, shape))
+    return draws
+
+
+def indexed_source(i: int, view: str, load: tuple[str, str], after: str) -> str:
+    rows = "rid.size(0)" if "rid[t]" in load[0] else "y.size(0)"
+    whole = after == "{a}" or any(w in after for w in ("keepdim", "cum", "sort"))
+    return f"""
+@tc.kernel
+def g{i}(x: torch.Tensor, rid: torch.Tensor, cid: torch.Tensor, out: torch.Tensor) -> None:
+    y = {view}
+    n = y.size(1)
+    for t in tc.tile({rows}):
+        a = {load[0]}
+        out[t{", :" if whole else ""}] = {after.format(a="a")}
+
+
+def q{i}(x, rid, cid):
+    y = {view}
+    n = y.size(1)
+    a = {load[1]}
+    return {after.format(a="a")}
+"""
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory):
+    source = "".join(indexed_source(i, *c[:3]) for i, c in enumerate(indexed_cases()))
+    return load_kernels(tmp_path_factory, "fuzzed_indexing", source)
+
+
+@pytest.mark.parametrize("i", range(INDEXED), ids=[f"g{i}" for i in range(INDEXED)])
+def test_random_indexing_agrees_in_both_modes(indexed, i: int) -> None:
+    view, _, _, shape = indexed_cases()[i]
+    g = torch.Generator().manual_seed(i)
+    x = torch.randn(shape, generator=g)
+    x[torch.rand(shape, generator=g) < 0.1] = math.nan
+    y = eval(view, {"x": x})
+    rid = torch.randint(0, y.size(0), (1 + i % 7,), generator=g)
+    cid = torch.randint(0, y.size(1), (y.size(1),), generator=g)
+    x, rid, cid = x.to(DEVICE), rid.to(DEVICE), cid.to(DEVICE)
+    reference = getattr(indexed, f"q{i}")
+    expected = reference(x, rid, cid)
+    out = torch.empty(expected.shape, dtype=expected.dtype, device=DEVICE)
+    check_modes(
+        getattr(indexed, f"g{i}"),
+        (x, rid, cid, out),
+        lambda x, rid, cid, out: (x, rid, cid, reference(x, rid, cid)),
+        expected.dtype,
+    )
