@@ -617,3 +617,21 @@ def test_a_tile_holding_a_chunked_dim_twice_is_refused_by_name() -> None:
     with pytest.raises(LoweringError, match=r"holds a looped dim twice \(two dims of the same"):
         square_of_chunked.bind(args).compile(tc.Config(block_sizes=[2], reduction_loops=[2]))
     check_modes(square_of_chunked, args, lambda x, out: (x, x + x.transpose(0, 2)))
+
+
+@tc.kernel
+def wide_cat(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        v = x[tile_m, :]  # [tile_m, 144]: the cat's one-hot product holds 512 x 256 a row
+        out[tile_m, :] = torch.cat([v, v * 2], 1).repeat(1, 2)
+
+
+def test_a_wide_cat_shrinks_the_default_blocks_and_refuses_larger_ones() -> None:
+    """The one-hot products of views count in the default config's size (it held 2M
+    elements, over Triton's largest tensor: a raw interpreter error); a config asking
+    for more is refused by name at the user's line."""
+    x = torch.randn(37, 144)
+    args = (x, torch.empty(37, 576))
+    check_modes(wide_cat, args, lambda x, out: (x, torch.cat([x, x * 2], 1).repeat(1, 2)))
+    with pytest.raises(LoweringError, match=r"one-hot product of \d+ elements, over Triton"):
+        wide_cat.bind(args).compile(tc.Config(block_sizes=[64]))

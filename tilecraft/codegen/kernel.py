@@ -352,17 +352,21 @@ class KernelWriter:
         views.stack(self, op)
 
     def op_cat(self, op: Op) -> None:
+        views.check_spreads(self, op)
         views.cat(self, op)
 
     def op_piece(self, op: Op) -> None:
+        views.check_spreads(self, op)
         views.piece(self, op)
 
     def op_flip(self, op: Op) -> None:
+        views.check_spreads(self, op)
         views.rearranged(self, op)
 
     op_roll = op_flip
 
     def op_regroup(self, op: Op) -> None:
+        views.check_spreads(self, op)
         views.regroup(self, op)
 
     def op_literal(self, op: Op) -> None:

@@ -16,10 +16,48 @@ import torch
 from tilecraft.codegen.common import expand
 from tilecraft.codegen.flat import squeezes_flat
 from tilecraft.codegen.rules import literal, tl_dtype
+from tilecraft.exc import InvalidConfig
 from tilecraft.ir.nodes import Op, Value
+from tilecraft.ir.types import Dim
 
 if TYPE_CHECKING:
     from tilecraft.codegen.kernel import KernelWriter
+
+
+TRITON_NUMEL = 1 << 20  # the most elements a Triton tensor may hold
+
+
+def one_hot_spreads(op: Op) -> list[tuple[Dim, ...]]:
+    """The dims of the one-hot products written for `op` (cat, piece, flip, roll: the
+    result's dims with the source's dim beside the moved one; regroup: the source's dims
+    with the result's group before its own; select: the source's), none for other ops.
+    They are the largest values such a kernel holds, over dims it holds whole: the default
+    config counts them (runtime/spec.py)."""
+    if op.out is None or op.name not in ("cat", "piece", "flip", "roll", "regroup", "select"):
+        return []
+    dims, axis = op.out.type.dims, op.attrs["axis"]
+    if op.name == "select":  # a sum over the source's positions
+        return [op.args[0].type.dims]
+    if op.name != "regroup":
+        return [dims[: axis + 1] + (x.type.dims[axis],) + dims[axis + 1 :] for x in op.args]
+    x_dims, count = op.args[0].type.dims, op.attrs["count"]
+    group = dims[axis : axis + len(dims) - len(x_dims) + count]
+    return [x_dims[:axis] + group + x_dims[axis:]]
+
+
+def check_spreads(w: KernelWriter, op: Op) -> None:
+    """Refuse a one-hot product larger than Triton's largest tensor, by the user's line."""
+    for dims in one_hot_spreads(op):
+        numel = 1
+        for d in dims:
+            numel *= 1 if d is None else w.kernel.blocks[d].fixed_size or 1
+        if numel > TRITON_NUMEL:
+            raise InvalidConfig(
+                f"this {op.name} moves elements between lanes through a one-hot product of "
+                f"{numel} elements, over Triton's {TRITON_NUMEL} per tensor: use smaller "
+                "block sizes (the default config and the autotuner's fit it)",
+                op.loc,
+            )
 
 
 def _lanes(w: KernelWriter, op: Op, axis: int) -> str:

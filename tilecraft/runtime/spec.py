@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.codegen.views import one_hot_spreads
 from tilecraft.frontend.blocks import BlockSpec, BlockTable
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Value
 from tilecraft.ir.ops import OPDEFS, Kind
@@ -22,8 +23,9 @@ class TileUse:
     """A value a program holds, as the register and shared-memory budgets see it.
 
     role: "value" (a temporary), "carried" (a loop-carried variable, or a product
-    outside any loop), "product" (a product updating a carried accumulator in place) or
-    "operand" (a matrix product's input, staged through shared memory). Loops are named
+    outside any loop), "product" (a product updating a carried accumulator in place),
+    "operand" (a matrix product's input, staged through shared memory) or "spread" (a
+    view's one-hot product over dims it holds whole). Loops are named
     by their `range_*` knob index."""
 
     dims: tuple[DimRef, ...]
@@ -164,7 +166,16 @@ def _uses(
             uses.append(_use(table, node.out, "operand", scope, operands[id(node.out)]))
         elif node.out is not None:
             uses.append(_use(table, node.out, _role(node.name, scope), scope, node.name == "load"))
+            uses += [_spread(table, dims, node.out, scope) for dims in one_hot_spreads(node)]
     return uses
+
+
+def _spread(table: BlockTable, dims: tuple, value: Value, scope: tuple[int, ...]) -> TileUse:
+    """A view's one-hot product (codegen/views.py), a temporary of the value's itemsize or
+    more: the default config's blocks shrink to keep it small, and never by looping over
+    its rows in chunks (the view needs them whole)."""
+    refs = tuple(_dim_ref(table, d) for d in dims if d is not None)
+    return TileUse(refs, max(value.type.dtype.itemsize, 4), "spread", scope)
 
 
 def _role(name: str, scope: tuple[int, ...]) -> str:
