@@ -165,3 +165,16 @@ def test_a_number_updated_in_a_device_loop_is_refused() -> None:
     x = torch.ones(3, 20, device=DEVICE)
     with pytest.raises(exc.UnsupportedSyntax, match="`acc` is a Python number before"):
         run_mode(number_accumulator, (x, torch.zeros(3, device=DEVICE)), "triton")
+
+
+@tc.kernel
+def modulo_of_ints(x: torch.Tensor, n: int, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] + 7 % n
+
+
+def test_python_arithmetic_that_raises_is_refused_by_name() -> None:
+    """`7 % 0` of numbers known while compiling was a LoweringError (an internal failure)."""
+    x = torch.zeros(3, device=DEVICE)
+    with pytest.raises(exc.UnsupportedOperation, match="`7 % 0` of numbers known"):
+        run_mode(modulo_of_ints, (x, 0, torch.zeros_like(x)), "triton")

@@ -101,7 +101,7 @@ class Operators:
         if on_device([left, right], {}):
             left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
-            return PYOPS[pyop](left, right)
+            return host_arithmetic(pyop, left, right)
         return OPS[name](self.b, left, right)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
@@ -154,6 +154,19 @@ class Operators:
             body, orelse = self.operand(self.expr(node.body)), self.operand(self.expr(node.orelse))
             return OPS["where"](self.b, test, body, orelse)
         return self.expr(node.body if test else node.orelse)
+
+
+def host_arithmetic(pyop: Any, left: Any, right: Any) -> Any:
+    """Python's arithmetic of numbers known while compiling; what Python raises on (`x % 0`
+    in an arm eager mode may never run) is refused by name, not an internal failure."""
+    try:
+        return PYOPS[pyop](left, right)
+    except (ZeroDivisionError, OverflowError, ValueError) as e:
+        raise UnsupportedOperation(
+            f"`{ast.unparse(ast.BinOp(ast.Constant(left), pyop(), ast.Constant(right)))}` of "
+            "numbers known while compiling "
+            f"raises {type(e).__name__} ({e}) in Python"
+        ) from None
 
 
 def py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
