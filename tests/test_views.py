@@ -64,7 +64,10 @@ def merge_dims(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("shape", [(13, 3, 4), (5, 1, 8), (7, 5, 1), (4, 3, 6), (9, 5, 3)])
+MERGED = [(13, 3, 4), (5, 1, 8), (7, 5, 1), (4, 3, 6), (9, 5, 3), (6, 12, 6)]
+
+
+@pytest.mark.parametrize("shape", MERGED)
 def test_reshape_merges_static_dims(shape: tuple) -> None:
     """[3, 6] -> [18] moves elements between lanes (the 6 is padded to 8): a regroup."""
     check_modes(merge_dims, (torch.randn(shape),), lambda x: x.reshape(x.size(0), -1) * 2)

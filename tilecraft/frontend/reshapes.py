@@ -192,7 +192,7 @@ def _reshape_group(b: Builder, x: Value, sources: list, extents: list[int]) -> l
     return None
 
 
-REGROUP_LANES = 1 << 12  # the most (source lane, result lane) pairs a regroup compares
+REGROUP_LANES = 1 << 14  # the most lane pairs a regroup compares (a row of 64 x 256 lanes)
 
 
 def _regrouped(b: Builder, x: Value, moves: list[Move]) -> Value:
