@@ -638,3 +638,15 @@ def test_a_wide_cat_shrinks_the_default_blocks_and_refuses_larger_ones() -> None
     check_modes(wide_cat, args, lambda x, out: (x, torch.cat([x, x * 2], 1).repeat(1, 2)))
     with pytest.raises(LoweringError, match=r"one-hot product of \d+ elements, over Triton"):
         wide_cat.bind(args).compile(tc.Config(block_sizes=[64]))
+
+
+@tc.kernel
+def unsqueeze_far(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(x.size(0)):
+        out[tile_m, :] = x[tile_m, :].unsqueeze(3).sum(-1)
+
+
+def test_unsqueeze_out_of_range_is_refused() -> None:
+    """PyTorch refuses unsqueeze(3) of a 2-D tensor (the dim wrapped around to 0)."""
+    with pytest.raises(ShapeMismatch, match=r"unsqueeze\(dim=3\) of a tile of rank 2"):
+        unsqueeze_far(torch.randn(5, 3), torch.empty(5, 3))

@@ -485,6 +485,9 @@ def view(b: Builder, x: Value, index: tuple[str, ...]) -> Value:
 
 @op("unsqueeze")
 def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
+    rank = x.type.rank + 1
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -rank <= dim < rank:
+        raise ShapeMismatch(f"unsqueeze(dim={dim!r}) of a tile of rank {rank - 1}", b.loc)
     index = [":"] * x.type.rank
     index.insert(dim % (x.type.rank + 1), "None")
     return view(b, x, tuple(index))
