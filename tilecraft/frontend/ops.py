@@ -489,7 +489,7 @@ def _unsqueeze(b: Builder, x: Value, dim: int) -> Value:
     if not isinstance(dim, int) or isinstance(dim, bool) or not -rank <= dim < rank:
         raise ShapeMismatch(f"unsqueeze(dim={dim!r}) of a tile of rank {rank - 1}", b.loc)
     index = [":"] * x.type.rank
-    index.insert(dim % (x.type.rank + 1), "None")
+    index.insert(dim % rank, "None")
     return view(b, x, tuple(index))
 
 
