@@ -17,7 +17,8 @@ that blamed the shapes.
 
 Left out where PyTorch's CPU results are not one answer: the sign of a max or min of
 tied zeros (`+ 0` gives +0.0), and casts of NaN and infinities to ints (clamped first
-with nan_to_num).
+with nan_to_num); and float16 sums of `v - softmax(v)`, which cancel to rounding noise
+that depends on the order of addition.
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def combine(rng: random.Random, dims: Dims, dtype: str) -> Drawn | None:
     if statics(dims, 2):
         k = rng.choice(statics(dims, 2))
         views += [f"v.flip({k})", f"torch.roll(v, 1, {k})"]
-        if dtype in FLOATS:
+        if dtype == "float32":  # (in float16, sums of v - softmax(v) cancel to noise)
             views += [f"torch.softmax(v, {k})", f"v.mean({k}, keepdim=True)"]
     square = [(a, c) for a in statics(dims) for c in statics(dims) if a < c and dims[a] == dims[c]]
     if square:
