@@ -503,9 +503,9 @@ from tilecraft.frontend import (  # noqa: E402, F401
     piecewise,
     products,
     reductions,
+    reshapes,
     scans,
     sorting,
-    reshapes,
     special,
     views,
 )

@@ -532,6 +532,9 @@ define("cat", Kind.VIEW, arity=-1, eager=torch.cat)  # attrs axis, offsets
 define("piece", Kind.VIEW, eager=torch.narrow)  # attrs axis, offset: a static part of a dim
 define("flip", Kind.VIEW, eager=torch.flip)  # attrs axis: a static dim reversed
 define("roll", Kind.VIEW, eager=torch.roll)  # attrs axis, shift: a static dim rotated
+# attrs axis, count: static dims axis:axis + count reshaped to the result's dims there,
+# elements moving between lanes (padded dims other than the outermost)
+define("regroup", Kind.VIEW, eager=torch.reshape)
 define("full", Kind.CREATE)
 define("literal", Kind.CREATE, arity=0, eager=torch.tensor)  # attrs values
 define("arange", Kind.CREATE)
@@ -547,9 +550,6 @@ for _name in ("tile_index", "tile_begin", "tile_end", "tile_id"):
 
 
 def writes(name: str) -> bool:
-# attrs axis, count: static dims axis:axis + count reshaped to the result's dims there,
-# elements moving between lanes (padded dims other than the outermost)
-define("regroup", Kind.VIEW, eager=torch.reshape)
     """Whether an op of this name writes memory: a store or an atomic."""
     return name == "store" or name.startswith("atomic_")
 
