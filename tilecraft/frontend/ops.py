@@ -41,6 +41,12 @@ def op(*names: str) -> Callable[[Handler], Handler]:
     return register
 
 
+BOOL_REFUSED = {
+    "abs": "abs of a bool tile",
+    "neg": "negation (`-`) of a bool tile: use `~x` or torch.logical_not",
+}
+
+
 def _elementwise(opdef: OpDef) -> Handler:
     """The handler of an elementwise entry of the op table, by its result rule."""
 
@@ -51,6 +57,8 @@ def _elementwise(opdef: OpDef) -> Handler:
         if opdef.result is Result.FLOAT and not dtype.is_floating_point:
             args = tuple(b.cast(a, torch.float32) for a in args)
             dtype = torch.float32
+        if opdef.name in BOOL_REFUSED and dtype == torch.bool:
+            raise DtypeError(f"{BOOL_REFUSED[opdef.name]} (PyTorch refuses it too)", b.loc)
         if opdef.result is Result.INT and dtype.is_floating_point:
             raise DtypeError(f"{opdef.name} needs integer or bool tiles, not {dtype}", b.loc)
         return b.elementwise(
@@ -498,6 +506,7 @@ from tilecraft.frontend import (  # noqa: E402, F401
     activations,
     compound,
     creation,
+    gathers,
     jagged,
     joins,
     piecewise,

@@ -1,4 +1,5 @@
-"""`torch.sort` and `torch.topk` on a tile, along its last dim.
+"""`torch.sort`, `argsort`, `msort`, `topk` and `kthvalue` on a tile, along any of its
+dims (the dim is moved last, and the results' back).
 
 sort ranks every element by comparing all pairs along the dim (stable, NaN largest, as
 PyTorch): O(n^2) work, so rows are limited to MAX_SORT elements. topk selects the k best
@@ -8,14 +9,18 @@ one at a time (k rounds of reductions): O(k n), any row length, chunked rows inc
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
-from tilecraft.exc import ShapeMismatch, UnsupportedOperation
+from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend import jagged
 from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.gathers import pick
 from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, op, reduce, view
+from tilecraft.frontend.views import movedim, whole_extent
 from tilecraft.ir.nodes import Value
+from tilecraft.ir.types import Dim
 
 MAX_SORT = 256  # a sort compares all pairs: a 256-long row is a 256 x 256 comparison
 MAX_TOPK = 32  # topk takes k rounds of reductions
@@ -42,11 +47,9 @@ def _positions(b: Builder, block: int) -> Value:
     return b.elementwise("sub", index, begin)
 
 
-def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesIndices:
-    """Element i goes to position rank(i) (a stable order); output position r takes the
-    element of rank r. O(n^2) work along the dim: meant for rows of modest length."""
-    dtype = x.type.dtype
-    if dtype == torch.bool:
+def _ranks(b: Builder, x: Value, descending: bool) -> tuple[Value, Value]:
+    """(each element's place in a stable sort along the last dim; the positions there)."""
+    if x.type.dtype == torch.bool:
         x = b.cast(x, torch.int8)  # type: ignore[assignment]
     lead = (":",) * (x.type.rank - 1)
     block = x.type.dims[-1]
@@ -56,27 +59,38 @@ def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesInd
     earlier = OPS["lt"](b, view(b, pos, ("None", ":")), view(b, pos, (":", "None")))
     tie = OPS["and"](b, _same(b, xj, xi), earlier)
     before = OPS["or"](b, _strictly_before(b, xj, xi, descending), tie)
-    rank = reduce(b, "sum", b.cast(before, torch.int32), -1, False)  # type: ignore[arg-type]
+    return reduce(b, "sum", b.cast(before, torch.int32), -1, False), pos  # type: ignore[arg-type]
+
+
+def _sorted(b: Builder, x: Value, out_block: int, descending: bool) -> ValuesIndices:
+    """Element i goes to position rank(i) (a stable order); output position r takes the
+    element of rank r. O(n^2) work along the dim: meant for rows of modest length."""
+    rank, pos = _ranks(b, x, descending)
+    lead = (":",) * (x.type.rank - 1)
     chosen = OPS["eq"](
         b, view(b, rank, (*lead, "None", ":")), view(b, _positions(b, out_block), (":", "None"))
     )
-    low = -math.inf if x.type.dtype.is_floating_point else torch.iinfo(x.type.dtype).min
-    picked = OPS["where"](b, chosen, xj, low)
-    values = b.cast(reduce(b, "max", picked, -1, False), dtype)
+    values = pick(b, chosen, view(b, x, (*lead, "None", ":")), -1)
     where = b.cast(view(b, pos, ("None", ":")), torch.int64)
     indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
-    return ValuesIndices(values, indices)  # type: ignore[arg-type]
+    return ValuesIndices(values, indices)
 
 
-def _last_dim(b: Builder, x: Value, dim: int, what: str) -> int:
+def _along(
+    b: Builder, x: Value, dim: int, what: str, fn: Callable[[Value, int], ValuesIndices]
+) -> ValuesIndices:
+    """`fn(x', block)` along the last dim of x' (x with `dim` moved last), its results
+    moved back: sorts along any dim."""
     if not isinstance(x, Value) or x.type.rank == 0:
         raise UnsupportedOperation(f"{what} needs a tile", b.loc)
-    if _axis(b, x, dim) != x.type.rank - 1:
-        raise UnsupportedOperation(
-            f"{what} along a dim other than the last: transpose first", b.loc
-        )
-    jagged.refuse(b, x, x.type.rank - 1, what, "sort each lane's elements with a tc.tile loop")
-    return x.type.dims[-1]  # type: ignore[return-value]
+    axis = _axis(b, x, dim)
+    last = x.type.rank - 1
+    moved = x if axis == last else movedim(b, x, axis, last)
+    jagged.refuse(b, moved, last, what, "sort each lane's elements with a tc.tile loop")
+    values, indices = fn(moved, moved.type.dims[-1])  # type: ignore[arg-type]
+    if axis == last or values.type.rank != x.type.rank:
+        return ValuesIndices(values, indices)
+    return ValuesIndices(movedim(b, values, last, axis), movedim(b, indices, last, axis))
 
 
 def _one(b: Builder, x: Value) -> ValuesIndices:
@@ -84,16 +98,23 @@ def _one(b: Builder, x: Value) -> ValuesIndices:
     return ValuesIndices(x, b.op("full", (), torch.int64, x.type.dims, hint="zeros", value=0))
 
 
+def _length(b: Builder, block: int) -> int:
+    info = b.blocks[block]
+    return info.extent if info.kind == "reduction" else (info.fixed_size or 0)
+
+
 @op("sort")
 def _sort(
     b: Builder, x: Value, dim: int = -1, descending: bool = False, stable: bool = False
 ) -> ValuesIndices:
     """Stable; NaN sorts as the largest value, as in PyTorch."""
-    block = _last_dim(b, x, dim, "sort")
+    return _along(b, x, dim, "sort", lambda x, block: _sort_last(b, x, block, descending))
+
+
+def _sort_last(b: Builder, x: Value, block: Dim, descending: bool) -> ValuesIndices:
     if block is None:
         return _one(b, x)
-    info = b.blocks[block]
-    if (info.extent if info.kind == "reduction" else (info.fixed_size or 0)) > MAX_SORT:
+    if _length(b, block) > MAX_SORT:
         raise UnsupportedOperation(
             f"sort of rows longer than {MAX_SORT} (it compares all pairs): use topk for "
             "the first few, or sort in PyTorch",
@@ -102,26 +123,74 @@ def _sort(
     return _sorted(b, x, block, descending)
 
 
+@op("argsort")
+def _argsort(
+    b: Builder, x: Value, dim: int = -1, descending: bool = False, stable: bool = False
+) -> Value:
+    """`torch.argsort`: the indices of a stable sort (of ties, PyTorch's unstable sort may
+    give another order)."""
+    return _sort(b, x, dim, descending).indices
+
+
+@op("msort")
+def _msort(b: Builder, x: Value) -> Value:
+    """`torch.msort(x)`: `torch.sort(x, dim=0).values`."""
+    return _sort(b, x, 0).values
+
+
 @op("topk")
 def _topk(
     b: Builder, x: Value, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
 ) -> ValuesIndices:
-    """The k largest (or smallest) along the last dim, in order; NaN counts as largest."""
-    block = _last_dim(b, x, dim, "topk")
-    if not isinstance(k, int) or not 0 < k <= MAX_TOPK:
+    """The k largest (or smallest) along a dim, in order; NaN counts as largest."""
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 < k <= MAX_TOPK:
         raise UnsupportedOperation(f"topk needs k as an int from 1 to {MAX_TOPK}", b.loc)
+    return _along(b, x, dim, "topk", lambda x, block: _topk_last(b, x, block, k, largest))
+
+
+def _topk_last(b: Builder, x: Value, block: Dim, k: int, largest: bool) -> ValuesIndices:
     if block is None:
         if k != 1:
             raise ShapeMismatch(f"topk: k={k} is out of range for a dim of length 1", b.loc)
         return _one(b, x)
-    info = b.blocks[block]
-    if k > (info.extent if info.kind == "reduction" else (info.fixed_size or 0)):
+    if k > _length(b, block):
         raise ShapeMismatch(f"topk: k={k} is out of range for this dim", b.loc)
     if k == 1:  # a dim of 1, which broadcasts and stores as PyTorch's does
         return _first(b, x, block, largest)
     if b.new_dim is None:
         raise UnsupportedOperation("topk is not available here", b.loc)
     return _select(b, x, block, b.new_dim(k).id, k, largest)
+
+
+@op("kthvalue")
+def _kthvalue(b: Builder, x: Value, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """The k-th smallest along a dim and its position (NaN is the largest value; of ties,
+    the one a stable sort puts k-th, where PyTorch may give another's index)."""
+    if isinstance(x, Value) and x.type.dtype == torch.bool:
+        raise DtypeError("kthvalue of a bool tile (PyTorch refuses it too)", b.loc)
+    return _along(b, x, dim, "kthvalue", lambda x, block: _kth_last(b, x, block, k, keepdim))
+
+
+def _kth_last(b: Builder, x: Value, block: Dim, k: int, keepdim: bool) -> ValuesIndices:
+    n = 1 if block is None else whole_extent(b, x, x.type.rank - 1, "kthvalue")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n or n > MAX_SORT:
+        raise ShapeMismatch(
+            f"kthvalue: k={k!r} needs to be an int from 1 to the dim's length ({n}; at most "
+            f"{MAX_SORT})",
+            b.loc,
+        )
+    if block is None:
+        values, indices = _one(b, x)
+    else:
+        rank, pos = _ranks(b, x, descending=False)
+        chosen = OPS["eq"](b, rank, k - 1)
+        values = pick(b, chosen, x, -1)
+        where = b.cast(pos, torch.int64)
+        indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
+    if keepdim == (block is None):  # as it is
+        return ValuesIndices(values, indices)
+    fix = OPS["squeeze"] if block is None else OPS["unsqueeze"]
+    return ValuesIndices(fix(b, values, -1), fix(b, indices, -1))
 
 
 def _first(b: Builder, x: Value, block: int, largest: bool) -> ValuesIndices:

@@ -260,7 +260,7 @@ def index(b: Builder, x: Value, key: Any) -> Value:
     size is known, or within a tile's block)."""
     items = list(key) if isinstance(key, tuple) else [key]
     items = _expand_ellipsis(b, items, x.type.rank)
-    if not any(_is_position(i) or _is_part(i) for i in items):
+    if not any(_is_position(i) or _is_part(i) or _is_index_tile(i) for i in items):
         return view(b, x, _view_index(b, items, x.type.rank))
     axis, out = 0, x
     dims: list[Dim] = []
@@ -270,6 +270,13 @@ def index(b: Builder, x: Value, key: Any) -> Value:
         elif _is_position(item):
             out = select(b, out, axis, item)
             axis += 1
+        elif _is_index_tile(item):
+            _one_index_tile(b, items)
+            from tilecraft.frontend.gathers import subscript  # gathers imports this module
+
+            out = subscript(b, out, axis, item)
+            dims.extend(out.type.dims[axis : axis + item.type.rank])
+            axis += item.type.rank
         elif isinstance(item, slice):
             out = _sliced(b, out, axis, item) if _is_part(item) else out
             dims.append(out.type.dims[axis])
@@ -283,6 +290,24 @@ _PARTIAL_SLICE = (
     "tiles can be indexed with `:`, `None`, `...`, integers and slices `a:b:c` of a dim "
     "of constant size"
 )
+
+
+def _is_index_tile(item: Any) -> bool:
+    """An index tile (`row[:, ids]`): integer, of rank >= 1 (a rank-0 one is a position)."""
+    return isinstance(item, Value) and item.type.rank > 0 and item.type.dtype != torch.bool
+
+
+def _one_index_tile(b: Builder, items: list[Any]) -> None:
+    """An index tile among `:` only: with ints or other index tiles PyTorch broadcasts the
+    indices together and may move their dims first, which is not done here."""
+    if any(not _is_index_tile(i) and i != slice(None) for i in items) or (
+        sum(map(_is_index_tile, items)) > 1
+    ):
+        raise UnsupportedOperation(
+            "a tile indexed by an index tile takes `:` for its other dims (one index tile, "
+            "no ints or None beside it): index again for more",
+            b.loc,
+        )
 
 
 def _is_part(item: Any) -> bool:
