@@ -83,7 +83,7 @@ def draw(i: int, rng: random.Random) -> tuple[str, list[torch.dtype], tuple[int,
 
 def reference(expr: str, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, s: float, n: int):
     scope = {"torch": torch, "a": x, "b": y, "c": z[None, :], "s": s, "n": n}
-    return torch.broadcast_to(torch.as_tensor(eval(expr, scope)), x.shape)
+    return torch.broadcast_to(torch.as_tensor(eval(expr, scope), device=x.device), x.shape)
 
 
 def inputs(i: int, dtypes: list, shape: tuple[int, int], device: str = DEVICE) -> tuple:

@@ -146,7 +146,11 @@ def inputs(i: int, case: dict) -> torch.Tensor:
             x[..., 0], x[..., -2] = float("inf"), float("nan")
         return x.to(dtype).to(DEVICE)
     if not dtype.is_floating_point:
-        return torch.randint(0 if dtype == torch.uint8 else -3, 4, shape, generator=g).to(dtype)
+        return (
+            torch.randint(0 if dtype == torch.uint8 else -3, 4, shape, generator=g)
+            .to(dtype)
+            .to(DEVICE)
+        )
     x = (torch.randn(shape, generator=g) * 2).round() / 2
     special = [float("nan"), 0.0, -0.0]
     if "_mean(" not in case["expr"]:
@@ -253,13 +257,13 @@ LOADS = [  # (the tile `a` over rows t of y, n wide; the same of the whole tenso
     ("y[t, :]", "y"),
     ("y[rid[t], :]", "y[rid]"),
     ("y[t, cid[:]]", "y[:, cid]"),
-    ("y[t, (tc.arange(n) * 3 + 1) % n]", "y[:, (torch.arange(n) * 3 + 1) % n]"),
-    ("y[t, n - 1 - tc.arange(n)]", "y[:, n - 1 - torch.arange(n)]"),
+    ("y[t, (tc.arange(n) * 3 + 1) % n]", "y[:, (torch.arange(n, device=y.device) * 3 + 1) % n]"),
+    ("y[t, n - 1 - tc.arange(n)]", "y[:, n - 1 - torch.arange(n, device=y.device)]"),
     ("y[t, -n][:, None] + y[t, 1 - n :]", "y[:, -n][:, None] + y[:, 1 - n :]"),
     ("y[t, :] * y[t, -1][:, None]", "y * y[:, -1][:, None]"),
     ("y[rid[t][:, None], cid[:][None, :]]", "y[rid][:, cid]"),
     ("tc.load(y, [t, tc.arange(n)], extra_mask=(tc.arange(n) % 2 == 0)[None, :], other=-1.5)",
-     "torch.where((torch.arange(n) % 2 == 0)[None, :], y, -1.5)"),
+     "torch.where((torch.arange(n, device=y.device) % 2 == 0)[None, :], y, -1.5)"),
 ]  # fmt: skip
 AFTER = ["{a}", "{a}.sum(-1)", "{a}.amax(-1) + 0.0", "torch.cumsum({a}, -1)", "{a}.argmax(-1)",
          "torch.sort({a}, -1)[0] + 0.0", "{a}.mean(-1, keepdim=True)",
