@@ -178,3 +178,48 @@ def test_python_arithmetic_that_raises_is_refused_by_name() -> None:
     x = torch.zeros(3, device=DEVICE)
     with pytest.raises(exc.UnsupportedOperation, match="`7 % 0` of numbers known"):
         run_mode(modulo_of_ints, (x, 0, torch.zeros_like(x)), "triton")
+
+
+@tc.kernel
+def same_in_both_arms(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            a = x[i, t]
+            v = f[i]
+            acc = a
+            if a > 0:  # noqa: SIM108 (on a tile: a select)
+                acc = v
+            else:
+                acc = v
+            one = a
+            if v > 0:  # noqa: SIM108 (on a loaded scalar: a branch)
+                one = 1.0
+            else:
+                one = 1.0
+            out[i, t] = acc + one
+
+
+def test_a_variable_assigned_the_same_in_both_arms_keeps_it() -> None:
+    """`if c: acc = v` / `else: acc = v` left `acc` as it was before the `if` in compiled
+    code (both arms gave one value, so no select was made, and none was assigned either);
+    found by the flow fuzzer (seed 107, kernel 104)."""
+    x = torch.tensor([[-2.0, 3.0, 0.5], [4.0, -1.0, 0.0]], device=DEVICE)
+    f = torch.tensor([7.0, -5.0], device=DEVICE)
+    expected = f[:, None].expand(2, 3) + 1.0
+    check_modes(same_in_both_arms, (x, f, torch.zeros_like(x)), lambda x, f, out: (x, f, expected))
+
+
+@tc.kernel
+def where_of_a_root(x: torch.Tensor, n: int, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        a = x[t]
+        out[t] = torch.where(a > 0, a, n**0.5)
+
+
+def test_a_complex_number_in_a_torch_call_is_refused_by_name() -> None:
+    """`n ** 0.5` of a negative host int is a Python complex: an operator refused it, but as
+    a torch function's argument it reached code generation (a LoweringError); the flow
+    fuzzer's find (seed 107, kernel 97)."""
+    args = (torch.ones(3, device=DEVICE), -1, torch.zeros(3, device=DEVICE))
+    with pytest.raises(exc.UnsupportedOperation, match="complex"):
+        run_mode(where_of_a_root, args, "triton")

@@ -499,8 +499,9 @@ class DeviceCompiler(Loops, Operators):
 
     def _argument(self, x: Any) -> Any:
         """An argument of a tile op: tensors are operands; everything else passes (dims,
-        dtypes, flags and functions are the op's business)."""
-        if isinstance(x, (HostTensor, torch.Tensor)):
+        dtypes, flags and functions are the op's business); a complex number (`n ** 0.5` of
+        a negative int) is refused as an operand is, not left to fail in code generation."""
+        if isinstance(x, (HostTensor, torch.Tensor, complex)):
             return self.operand(x)
         tensors = (HostTensor, torch.Tensor)
         if isinstance(x, (list, tuple)) and any(isinstance(i, tensors) for i in x):

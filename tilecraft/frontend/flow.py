@@ -116,6 +116,8 @@ def _select_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
             dims = c.b.broadcast(*(v for v in (a, b) if isinstance(v, Value)))
             picked = OPS["where"](c.b, aligned_mask(c, cond, dims) or cond, a, b)
             c.env[name] = c.named(picked, name)
+        else:  # the same in both arms (`acc = v` in each): still a new value after the `if`
+            c.env[name] = a
 
 
 def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
@@ -147,6 +149,8 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
         elif not _same_host(a, b):
             _check_mergeable(name, a, b)
             merged.append(_merge_scalar(c, name, (then_body, a), (else_body, b)))
+        else:
+            c.env[name] = a  # the same in both arms
     for m in merged:
         c.env[m.name] = m.out
     c.b.add(Branch(cond, then_body, else_body, merged, c.b.loc))
