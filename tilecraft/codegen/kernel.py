@@ -263,6 +263,7 @@ class KernelWriter:
     def op(self, op: Op) -> None:
         self.locate(op.loc)
         op = unflatten(self, op)
+        views.check_numel(self, op)
         try:
             rule = getattr(self, f"op_{op.name}", None)
             if rule is not None:
@@ -285,6 +286,11 @@ class KernelWriter:
         args = [self.operand(a, dims, compute) for a in op.args]
         expr = self.emit(op.name, compute, *args)
         result = torch.bool if op.out.type.dtype == torch.bool else compute
+        narrow = compute != torch.bool and compute.itemsize < 4
+        if result == compute and narrow and not all(isinstance(a, Value) for a in op.args):
+            # Triton 3.6 made `tl.maximum(int16, 8)` an int32 (its constants are weak in
+            # arithmetic, not there): a loop-carried int16 then failed to compile
+            expr = f"({expr}).to({tl_dtype(compute)})"
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
 
     def emit(self, name: str, compute: torch.dtype, *args: str) -> str:

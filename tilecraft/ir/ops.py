@@ -270,10 +270,34 @@ def _bitwise(symbol: str) -> Emit:
     return emit
 
 
+def _shift(symbol: str) -> Emit:
+    """`a << b`, `a >> b` as PyTorch defines them for every `b`: a shift by the bit width
+    or more, or by a negative amount, gives 0 (`>>` of a signed int: the sign's fill, a
+    shift by width - 1). Triton's shift there is C's, undefined: on a GPU it came out as
+    anything (LLVM's poison), where Triton's interpreter (numpy) gave PyTorch's answer."""
+
+    def emit(d: torch.dtype, a: str, b: str) -> str:
+        bits = torch.iinfo(d).bits
+        fill = symbol == ">>" and d.is_signed  # out of range: a >> (bits - 1)
+        most = bits - 1 if fill else bits
+        try:
+            amount = int(b)  # a constant shift, decided here
+        except ValueError:
+            keep = f"({b} >= 0) & ({b} < {most})"
+            if fill:
+                return f"{a} >> tl.where({keep}, {b}, {most})"
+            return f"tl.where({keep}, {a} {symbol} {b}, 0)"
+        if 0 <= amount < most:
+            return f"{a} {symbol} {b}"
+        return f"{a} >> {most}" if fill else f"{a} * 0"
+
+    return emit
+
+
+define("lshift", E, arity=2, emit=_shift("<<"), eager=torch.bitwise_left_shift, result=Result.INT)
+define("rshift", E, arity=2, emit=_shift(">>"), eager=torch.bitwise_right_shift, result=Result.INT)
 INFIX: list[tuple[str, str, Any, Result]] = [
     ("sub", "-", torch.sub, Result.SAME),
-    ("lshift", "<<", torch.bitwise_left_shift, Result.INT),
-    ("rshift", ">>", torch.bitwise_right_shift, Result.INT),
     ("lt", "<", torch.lt, Result.BOOL),
     ("le", "<=", torch.le, Result.BOOL),
     ("gt", ">", torch.gt, Result.BOOL),
