@@ -19,7 +19,13 @@ from conftest import DEVICE
 from fuzzing import load_kernels
 
 import tilecraft as tc
-from tilecraft.exc import DtypeError, ShapeMismatch, TilecraftError, UnsupportedOperation
+from tilecraft.exc import (
+    DtypeError,
+    InvalidConfig,
+    ShapeMismatch,
+    TilecraftError,
+    UnsupportedOperation,
+)
 from tilecraft.testing import check_modes, run_mode
 
 WIDTHS = [0, 1, 2, 3, 5, 17]
@@ -236,3 +242,14 @@ def test_refusals_name_the_line(refusals, n: int) -> None:
         getattr(refusals, f"k{n}").bind(args).compile(tc.Config(block_sizes=[4]))
     assert issubclass(error, TilecraftError)
     assert f"out[t, :] = {expr}" in str(caught.value), str(caught.value)
+
+
+def test_compares_over_tritons_largest_tensor_are_refused_by_config() -> None:
+    """A gather compares every index with every position: [128, 64, 256] under 128-row
+    blocks, over Triton's 1M elements (a raw interpreter error, found by fuzzing sorts);
+    refused at the user's line."""
+    x, ids = values((70, 200), torch.float32), indices((70, 40), 200, torch.int64)
+    args = (x, ids, torch.empty(70, 40, device=DEVICE))
+    with pytest.raises(InvalidConfig, match=r"tile of \d+ elements .* over Triton's") as caught:
+        gather_rows.bind(args).compile(tc.Config(block_sizes=[128]))
+    assert "torch.gather(x[t, :], 1, ids[t, :])" in str(caught.value)

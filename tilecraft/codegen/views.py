@@ -48,9 +48,7 @@ def one_hot_spreads(op: Op) -> list[tuple[Dim, ...]]:
 def check_spreads(w: KernelWriter, op: Op) -> None:
     """Refuse a one-hot product larger than Triton's largest tensor, by the user's line."""
     for dims in one_hot_spreads(op):
-        numel = 1
-        for d in dims:
-            numel *= 1 if d is None else w.kernel.blocks[d].fixed_size or 1
+        numel = _numel(w, dims)
         if numel > TRITON_NUMEL:
             raise InvalidConfig(
                 f"this {op.name} moves elements between lanes through a one-hot product of "
@@ -58,6 +56,26 @@ def check_spreads(w: KernelWriter, op: Op) -> None:
                 "block sizes (the default config and the autotuner's fit it)",
                 op.loc,
             )
+
+
+def check_numel(w: KernelWriter, op: Op) -> None:
+    """Refuse a value larger than Triton's largest tensor (the pairs a sort or a gather
+    within a tile compares, under large blocks), by the user's line: Triton's own error
+    names no line of the user's."""
+    numel = 0 if op.out is None else _numel(w, op.out.type.dims)
+    if numel > TRITON_NUMEL:
+        raise InvalidConfig(
+            f"this line holds a tile of {numel} elements ({op.name}), over Triton's "
+            f"{TRITON_NUMEL} per tensor: use smaller block sizes (the default config fits it)",
+            op.loc,
+        )
+
+
+def _numel(w: KernelWriter, dims: tuple[Dim, ...]) -> int:
+    numel = 1
+    for d in dims:
+        numel *= 1 if d is None else w.kernel.blocks[d].fixed_size or 1
+    return numel
 
 
 def _lanes(w: KernelWriter, op: Op, axis: int) -> str:
