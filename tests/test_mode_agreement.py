@@ -17,7 +17,7 @@ from conftest import DEVICE
 
 import tilecraft as tc
 from tilecraft.exc import UnsupportedOperation
-from tilecraft.testing import check_modes
+from tilecraft.testing import check_modes, run_mode
 
 INF, NAN = float("inf"), float("nan")
 SPECIAL = [NAN, INF, -INF, 0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, -2.5, 3.0, -7.0, 0.7, -0.7]
@@ -535,3 +535,31 @@ def test_running_sums_start_from_positive_zero() -> None:
     find)."""
     x = torch.tensor([[-0.0, -0.0, 1.0, -1.0], [-0.0, 2.0, -2.0, -0.0], [1.0, -0.0, -1.0, -0.0]])
     check_modes(rows, (x.to(DEVICE), "cumsum"), lambda x, n: REDUCTIONS[n](x))
+
+
+@tc.kernel
+def add_numbers(x: torch.Tensor, s: float) -> torch.Tensor:
+    out = torch.empty([x.size(0), 4], dtype=x.dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        h = x[tile]
+        out[tile, 0] = h + 3.141592653589793
+        out[tile, 1] = 0.1 - h
+        acc = h
+        acc += s
+        out[tile, 2] = acc
+        out[tile, 3] = h - 999
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_adds_of_numbers_compute_in_float32(dtype: torch.dtype) -> None:
+    """`h + c` of a 16-bit tile adds the float32 constant and rounds once, in both modes, as
+    PyTorch's CUDA kernels do: PyTorch's CPU add rounds c to 16 bits first (its mul does
+    not), and eager mode followed it (`h + math.pi` differed from compiled in a fifth of
+    float16 values; -999 is -1000 in bfloat16); the flow fuzzer's find."""
+    x = (torch.randn(300, generator=torch.Generator().manual_seed(0)) * 50).to(dtype)
+    wide, s = x.float(), 3.141592653589793
+    expected = torch.stack([wide + s, 0.1 - wide, wide + s, wide - 999], 1).to(dtype)
+    assert not torch.equal(expected[:, 0], x + s)  # (where PyTorch's CPU add differs)
+    for mode in ("eager", "triton"):
+        assert torch.equal(run_mode(add_numbers, (x.to(DEVICE), s), mode).cpu(), expected), mode

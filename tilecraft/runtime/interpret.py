@@ -354,6 +354,16 @@ _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bm
 _SCANS = {torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 _RESHAPES = {torch.reshape, torch.Tensor.reshape, torch.Tensor.view}
+# `h + c` of a 16-bit float tile and a Python number, in float32 with c as a float32, then
+# rounded once: as compiled and as PyTorch's CUDA kernels add (and as its CPU kernels
+# multiply and divide); PyTorch's CPU add and sub round c to 16 bits first (`h + math.pi`
+# then differed from the compiled kernel's sum in a fifth of float16 values)
+_ADDS = {
+    getattr(torch.Tensor, f"__{prefix}{name}__") for name in ("add", "sub") for prefix in "ri"
+} | {torch.Tensor.__add__, torch.Tensor.__sub__, torch.add, torch.sub, torch.Tensor.add}
+_ADDS |= {torch.Tensor.sub, torch.Tensor.add_, torch.Tensor.sub_}
+_HALF = (torch.float16, torch.bfloat16)
+_IN_PLACE = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_, torch.Tensor.sub_}
 
 
 class _FloatAccumulation(TorchFunctionMode):
@@ -378,6 +388,8 @@ class _FloatAccumulation(TorchFunctionMode):
         half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
         if half and kwargs.get("dtype") is None:
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
+        if func in _ADDS and not kwargs and _half_and_number(args) and not _marked(args):
+            return _add_in_float32(func, *args)
         marked = _marked(args)  # holds a tile cut to one element (eager_short.py)
         if func in _ELEMENTWISE or marked:
             args = eager_short.widen(args)
@@ -386,6 +398,19 @@ class _FloatAccumulation(TorchFunctionMode):
         except RuntimeError as e:
             result = _short_tile_retry(func, args, kwargs, e)
         return eager_short.carry(result, args) if marked else result
+
+
+def _half_and_number(args: tuple) -> bool:
+    """A 16-bit float tensor and a Python number (not a bool), in that order."""
+    if len(args) != 2 or not isinstance(args[0], torch.Tensor) or args[0].dtype not in _HALF:
+        return False
+    return isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
+
+
+def _add_in_float32(func: Any, x: torch.Tensor, c: float) -> torch.Tensor:
+    """`func(x, c)` (an add or sub, perhaps in place or reflected) computed in float32."""
+    wide = func(x.float(), c)
+    return x.copy_(wide) if func in _IN_PLACE else wide.to(x.dtype)
 
 
 def _short_tile_retry(func: Any, args: tuple, kwargs: dict, error: RuntimeError) -> Any:
