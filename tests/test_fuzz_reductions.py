@@ -250,7 +250,8 @@ def test_logcumsumexp_of_an_int_tile_is_refused() -> None:
 
 
 # -- indexing: host views sliced before the loops, gathers through loaded and computed
-# index tiles, negative ints, masked loads; each followed by a reduction, scan or sort
+# index tiles (from memory, and within a loaded tile), negative ints, masked loads; each
+# followed by a reduction, scan or sort
 HOST_VIEWS = ["x", "x[:, 1:]", "x[..., ::2]", "x[:, -3:]", "x[1:, :]", "x[::2]", "x[:, 1::3]",
               "x[-2:]", "x.T", "x[:, 2:5]", "x.t()[1:]"]  # fmt: skip
 LOADS = [  # (the tile `a` over rows t of y, n wide; the same of the whole tensor)
@@ -264,6 +265,10 @@ LOADS = [  # (the tile `a` over rows t of y, n wide; the same of the whole tenso
     ("y[rid[t][:, None], cid[:][None, :]]", "y[rid][:, cid]"),
     ("tc.load(y, [t, tc.arange(n)], extra_mask=(tc.arange(n) % 2 == 0)[None, :], other=-1.5)",
      "torch.where((torch.arange(n, device=y.device) % 2 == 0)[None, :], y, -1.5)"),
+    ("y[t, :][:, cid[:]]", "y[:, cid]"),  # gathers within the loaded tile
+    ("torch.index_select(y[t, :], 1, cid[:])", "y[:, cid]"),
+    ("torch.gather(y[t, :], 1, y[t, :].argsort(dim=1, stable=True))",
+     "torch.gather(y, 1, y.argsort(dim=1, stable=True))"),
 ]  # fmt: skip
 AFTER = ["{a}", "{a}.sum(-1)", "{a}.amax(-1) + 0.0", "torch.cumsum({a}, -1)", "{a}.argmax(-1)",
          "torch.sort({a}, -1)[0] + 0.0", "{a}.mean(-1, keepdim=True)",
