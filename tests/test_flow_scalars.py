@@ -223,3 +223,29 @@ def test_a_complex_number_in_a_torch_call_is_refused_by_name() -> None:
     args = (torch.ones(3, device=DEVICE), -1, torch.zeros(3, device=DEVICE))
     with pytest.raises(exc.UnsupportedOperation, match="complex"):
         run_mode(where_of_a_root, args, "triton")
+
+
+@tc.kernel
+def python_mods(x: torch.Tensor, s: float, t: float, out: torch.Tensor) -> None:
+    for i in tc.tile(x.size(0)):
+        a = x[i]
+        out[i, 0] = torch.where(a > -100, s % t, a)
+        out[i, 1] = torch.where(a > -100, s % -3.0, a)
+        out[i, 2] = torch.where(a > -100, 2 % t, a)
+        out[i, 3] = (s % t) % a
+
+
+@pytest.mark.parametrize("s,t", [(1.0, -0.5), (-0.0, 3.0), (5.5, 2.0), (-5.5, 2.0), (3.0, -1.5)])
+def test_host_floats_remainder_as_python_does(s: float, t: float) -> None:
+    """`s % t` of host floats is Python's: a zero result takes the divisor's sign (`1.0 %
+    -0.5` is -0.0), where compiled code took PyTorch's remainder (0.0); the dtype fuzzer's
+    find (seed 32, kernel 46: `(n % s) % a`)."""
+    x = torch.tensor([45.0, -11.0, 2.5], device=DEVICE, dtype=torch.float64)
+
+    def reference(x: torch.Tensor, s: float, t: float, out: torch.Tensor) -> tuple:
+        cols = [s % t, s % -3.0, 2 % t]
+        wide = torch.tensor(cols, dtype=torch.float64).expand(3, 3)
+        return x, torch.cat([wide, torch.remainder(torch.full_like(x, s % t), x)[:, None]], 1)
+
+    out = torch.zeros(3, 4, dtype=torch.float64, device=DEVICE)
+    check_modes(python_mods, (x, s, t, out), reference)

@@ -102,6 +102,8 @@ class Operators:
             left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return host_arithmetic(pyop, left, right)
+        if pyop is ast.Mod and _host_floats(left, right):
+            return _python_float_mod(self.b, left, right)
         return OPS[name](self.b, left, right)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
@@ -167,6 +169,24 @@ def host_arithmetic(pyop: Any, left: Any, right: Any) -> Any:
             "numbers known while compiling "
             f"raises {type(e).__name__} ({e}) in Python"
         ) from None
+
+
+def _host_floats(*operands: Any) -> bool:
+    """Python numbers and host float arguments (read at launch), a float among them: what
+    eager mode computes with Python's arithmetic."""
+    host = all(isinstance(o, (int, float)) or (isinstance(o, Value) and o.weak) for o in operands)
+    return host and any(isinstance(o, (float, Value)) for o in operands)
+
+
+def _python_float_mod(b: Builder, left: Any, right: Any) -> Value:
+    """Python's `%` of floats: PyTorch's remainder, but a zero takes the divisor's sign
+    (`1 % -0.5` is -0.0 in Python, 0.0 in PyTorch; `-0.0 % 3` is 0.0, -0.0 in PyTorch)."""
+    r = OPS["remainder"](b, left, right)
+    if isinstance(right, Value):
+        zero = OPS["where"](b, OPS["lt"](b, right, 0), -0.0, 0.0)
+    else:
+        zero = math.copysign(0.0, right)
+    return OPS["where"](b, OPS["eq"](b, r, 0), zero, r)  # type: ignore[no-any-return]
 
 
 def py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
