@@ -20,6 +20,13 @@ does not), so the reference adds under `fuzzing.Float32Adds` (at seeds 101-107 `
 math.pi` in float16 and `acc + -999` in bfloat16, -1000 there, were a rounding apart, and
 the kernels' remainders and comparisons made that whole units).
 
+Kernels whose `max`/`min` meet +0.0 and -0.0 are skipped: which zero comes out is
+PyTorch's choice per position (its CPU maximum gives the second operand in its vector
+loop, the first in a tensor's scalar tail: `torch.maximum` of -0.0 and 0.0 is -0.0 for
+a float32 tensor of 4 elements, +0.0 at 64), so eager mode on a short tile, the
+element-wise reference and compiled code (the second operand under Triton's interpreter,
++0.0 on a GPU) disagree on the sign; seen at seeds 104 and 107.
+
 Float kernels use no constants beyond float16's range: PyTorch's CPU kernels are not
 consistent there (`h * 100003` multiplies by the float32 constant, `h + -99991` adds the
 constant rounded to float16 first, -inf; its CUDA kernels add the float32 constant)."""
@@ -176,10 +183,23 @@ def reference_source(body: list[str]) -> str:
     return head + loops + "".join(" " * 12 + x + "\n" for x in lines) + "    return out\n"
 
 
+class ZeroTie(Exception):
+    """`max`/`min` of +0.0 and -0.0: see the module's docstring."""
+
+
+def _zeros_of_both_signs(p, q) -> bool:
+    if not all(isinstance(v, (int, float, torch.Tensor)) for v in (p, q)):
+        return False
+    p, q = float(p), float(q)
+    return p == 0 and q == 0 and math.copysign(1, p) != math.copysign(1, q)
+
+
 def _extreme(pick):
     """Python's max/min as compiled kernels compute them on tiles (NaN wins)."""
 
     def extreme(p, q):
+        if _zeros_of_both_signs(p, q):
+            raise ZeroTie
         if isinstance(q, torch.Tensor) and not isinstance(p, torch.Tensor):
             p, q = q, p
         if isinstance(q, torch.Tensor):
@@ -248,6 +268,8 @@ def test_random_control_flow_agrees_in_both_modes(module, i, dtype, head, body) 
         ref(*(a.cpu() if isinstance(a, torch.Tensor) else a for a in args))
     except (TypeError, RuntimeError, ZeroDivisionError):
         pytest.skip("PyTorch refuses this kernel's arithmetic")
+    except ZeroTie:
+        pytest.skip("max or min of +0.0 and -0.0 (see the module's docstring)")
     kernel = getattr(module, f"k{i}")
     try:
         run_mode(kernel, args, "eager")
