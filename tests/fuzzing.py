@@ -26,30 +26,27 @@ def load_kernels(tmp_path_factory: pytest.TempPathFactory, name: str, source: st
     return module
 
 
-_ADDS = {
-    torch.add,
-    torch.sub,
-    torch.Tensor.add,
-    torch.Tensor.sub,
-    torch.Tensor.add_,
-    torch.Tensor.sub_,
-}
-_ADDS |= {getattr(torch.Tensor, f"__{p}{n}__") for n in ("add", "sub") for p in ("", "r", "i")}
-_IN_PLACE = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_, torch.Tensor.sub_}
+_WIDENED = {torch.add, torch.sub, torch.pow, torch.Tensor.add, torch.Tensor.sub, torch.Tensor.pow}
+_WIDENED |= {getattr(torch.Tensor, f"__{p}{n}__") for n in ("add", "sub", "pow") for p in "ri"}
+_WIDENED |= {torch.Tensor.__add__, torch.Tensor.__sub__, torch.Tensor.__pow__}
+_IN_PLACE = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.__ipow__}
+_IN_PLACE |= {torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.pow_}
+_WIDENED |= _IN_PLACE
 
 
-class Float32Adds(TorchFunctionMode):
-    """A reference's `h + c` of a 16-bit float tensor and a Python number computed in
-    float32 and rounded once, as PyTorch's CUDA kernels (and tilecraft, in both modes) add:
-    PyTorch's CPU add and sub round c to 16 bits first (`h + math.pi` in float16, and
-    `h + -999` in bfloat16, where -999 is -1000), while its CPU mul and div do not."""
+class Float32Numbers(TorchFunctionMode):
+    """A reference's `h + c`, `h - c` and `h ** c` of a 16-bit float tensor and a Python
+    number computed in float32 and rounded once, as tilecraft computes them in both modes
+    (and PyTorch's CUDA kernels add): PyTorch's CPU add and sub round c to 16 bits first
+    (`h + math.pi` in float16, and `h + -999` in bfloat16, where -999 is -1000) while its
+    mul and div do not, and its bfloat16 `h ** 3` rounds h * h first (float16's does not)."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
         half = len(args) == 2 and isinstance(args[0], torch.Tensor)
         half = half and args[0].dtype in (torch.float16, torch.bfloat16)
         number = half and isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
-        if func not in _ADDS or kwargs or not number:
+        if func not in _WIDENED or kwargs or not number:
             return func(*args, **kwargs)
         wide = func(args[0].float(), args[1])
         return args[0].copy_(wide) if func in _IN_PLACE else wide.to(args[0].dtype)

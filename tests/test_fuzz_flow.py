@@ -14,11 +14,13 @@ a tile's failed in Triton's interpreter; `torch.where(c, 0, -3)` made float32 (P
 int64) and lost int64 wraparound; `acc = 0` before a device loop updating it gave 0
 (now refused); `abs`, `float`, `int`, `pow` of device values were refused.
 
-16-bit float kernels add a Python number in float32 and round once, in both modes, as
-PyTorch's CUDA kernels do; PyTorch's CPU add rounds the number to 16 bits first (its mul
-does not), so the reference adds under `fuzzing.Float32Adds` (at seeds 101-107 `acc +=
-math.pi` in float16 and `acc + -999` in bfloat16, -1000 there, were a rounding apart, and
-the kernels' remainders and comparisons made that whole units).
+16-bit float kernels add a Python number (and raise to its power) in float32 and round
+once, in both modes, as PyTorch's CUDA kernels add; PyTorch's CPU add rounds the number
+to 16 bits first (its mul does not) and its bfloat16 `h ** 3` rounds h * h first (its
+float16 one does not), so the reference computes those under `fuzzing.Float32Numbers`
+(at seeds 101-107 `acc += math.pi` in float16, `acc + -999` in bfloat16, -1000 there,
+and a bfloat16 `(3 * acc) ** 3` were a rounding apart, which the kernels' remainders,
+comparisons and products made whole units).
 
 Kernels whose `max`/`min` meet +0.0 and -0.0 are skipped: which zero comes out is
 PyTorch's choice per position (its CPU maximum gives the second operand in its vector
@@ -40,7 +42,7 @@ import re
 import pytest
 import torch
 from conftest import DEVICE
-from fuzzing import Float32Adds, load_kernels
+from fuzzing import Float32Numbers, load_kernels
 
 from tilecraft import exc
 from tilecraft.testing import check_modes, run_mode
@@ -220,7 +222,7 @@ def reference(body: list[str]):
     exec(reference_source(body), scope)
 
     def ref(*args):
-        with Float32Adds():  # (see the module's docstring)
+        with Float32Numbers():  # (see the module's docstring)
             return scope["ref"](*args)
 
     return ref

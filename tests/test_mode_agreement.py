@@ -563,3 +563,22 @@ def test_16_bit_adds_of_numbers_compute_in_float32(dtype: torch.dtype) -> None:
     assert not torch.equal(expected[:, 0], x + s)  # (where PyTorch's CPU add differs)
     for mode in ("eager", "triton"):
         assert torch.equal(run_mode(add_numbers, (x.to(DEVICE), s), mode).cpu(), expected), mode
+
+
+@tc.kernel
+def cube(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = (3 * x[tile]) ** 3
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_powers_of_numbers_round_once(dtype: torch.dtype) -> None:
+    """`h ** 3` is computed in float32 and rounded once in both modes: PyTorch's CPU
+    bfloat16 kernel rounds h * h to bfloat16 first (its float16 one does not), and eager mode
+    followed it (a bfloat16 cube an ulp from the compiled one); the flow fuzzer's find."""
+    x = (torch.randn(300, generator=torch.Generator().manual_seed(1)) * 3).to(dtype)
+    expected = ((3 * x).float() ** 3).to(dtype)
+    for mode in ("eager", "triton"):
+        assert torch.equal(run_mode(cube, (x.to(DEVICE),), mode).cpu(), expected), mode

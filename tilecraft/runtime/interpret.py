@@ -354,16 +354,21 @@ _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bm
 _SCANS = {torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 _RESHAPES = {torch.reshape, torch.Tensor.reshape, torch.Tensor.view}
-# `h + c` of a 16-bit float tile and a Python number, in float32 with c as a float32, then
-# rounded once: as compiled and as PyTorch's CUDA kernels add (and as its CPU kernels
-# multiply and divide); PyTorch's CPU add and sub round c to 16 bits first (`h + math.pi`
-# then differed from the compiled kernel's sum in a fifth of float16 values)
-_ADDS = {
-    getattr(torch.Tensor, f"__{prefix}{name}__") for name in ("add", "sub") for prefix in "ri"
+# `h + c` and `h ** c` of a 16-bit float tile and a Python number, in float32 with c as a
+# float32, then rounded once: as compiled and as PyTorch's CUDA kernels add (and as its CPU
+# kernels multiply and divide); PyTorch's CPU add and sub round c to 16 bits first
+# (`h + math.pi` then differed from the compiled kernel's sum in a fifth of float16
+# values), and its bfloat16 cube rounds x * x before the last product (float16's does not)
+_NUMBER_OPS = {
+    getattr(torch.Tensor, f"__{prefix}{name}__")
+    for name in ("add", "sub", "pow")
+    for prefix in "ri"
 } | {torch.Tensor.__add__, torch.Tensor.__sub__, torch.add, torch.sub, torch.Tensor.add}
-_ADDS |= {torch.Tensor.sub, torch.Tensor.add_, torch.Tensor.sub_}
+_NUMBER_OPS |= {torch.Tensor.sub, torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.__pow__}
+_NUMBER_OPS |= {torch.pow, torch.Tensor.pow, torch.Tensor.pow_}
 _HALF = (torch.float16, torch.bfloat16)
 _IN_PLACE = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_, torch.Tensor.sub_}
+_IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_}
 
 
 class _FloatAccumulation(TorchFunctionMode):
@@ -388,8 +393,8 @@ class _FloatAccumulation(TorchFunctionMode):
         half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
         if half and kwargs.get("dtype") is None:
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
-        if func in _ADDS and not kwargs and _half_and_number(args) and not _marked(args):
-            return _add_in_float32(func, *args)
+        if func in _NUMBER_OPS and not kwargs and _half_and_number(args) and not _marked(args):
+            return _in_float32(func, *args)
         marked = _marked(args)  # holds a tile cut to one element (eager_short.py)
         if func in _ELEMENTWISE or marked:
             args = eager_short.widen(args)
@@ -407,8 +412,8 @@ def _half_and_number(args: tuple) -> bool:
     return isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
 
 
-def _add_in_float32(func: Any, x: torch.Tensor, c: float) -> torch.Tensor:
-    """`func(x, c)` (an add or sub, perhaps in place or reflected) computed in float32."""
+def _in_float32(func: Any, x: torch.Tensor, c: float) -> torch.Tensor:
+    """`func(x, c)` (an add, sub or power, perhaps in place or reflected) in float32."""
     wide = func(x.float(), c)
     return x.copy_(wide) if func in _IN_PLACE else wide.to(x.dtype)
 
