@@ -70,7 +70,8 @@ def dims_and_tiled(rng: random.Random, rank: int, template: str) -> tuple[object
         return rng.choice([-1, rank - 1]), rng.randrange(rank - 1)
     dim = rng.randrange(rank)
     tiled = rng.choice([t for t in range(rank) if t != dim])
-    if rank == 3 and template in REDUCTIONS and rng.random() < 0.3:
+    several = rank == 3 and template in REDUCTIONS and rng.random() < 0.3
+    if several and ".prod(" not in template:  # (PyTorch's prod takes one dim)
         return tuple(d - rng.choice([0, rank]) for d in range(rank) if d != tiled), tiled
     return dim - rng.choice([0, rank]), tiled
 
