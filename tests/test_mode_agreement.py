@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from conftest import DEVICE
 
 import tilecraft as tc
-from tilecraft.exc import UnsupportedOperation
+from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.testing import check_modes, run_mode
 
 INF, NAN = float("inf"), float("nan")
@@ -582,3 +582,20 @@ def test_16_bit_powers_of_numbers_round_once(dtype: torch.dtype) -> None:
     expected = ((3 * x).float() ** 3).to(dtype)
     for mode in ("eager", "triton"):
         assert torch.equal(run_mode(cube, (x.to(DEVICE),), mode).cpu(), expected), mode
+
+
+@tc.kernel
+def lerp_to_float32(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.lerp(x[tile], y[tile], 0.3)
+
+
+def test_lerp_of_two_dtypes_is_refused_as_pytorch_refuses_it() -> None:
+    """PyTorch's lerp needs its start and end (and a weight tile) of one dtype; tilecraft
+    promoted a float16 start and a float32 end (the expression fuzzer's find, seed 31)."""
+    x, y = torch.randn(5, device=DEVICE).half(), torch.randn(5, device=DEVICE)
+    args = (x, y, torch.zeros(5, device=DEVICE))
+    with pytest.raises(RuntimeError, match="expected dtype"):  # (eager mode runs PyTorch's)
+        run_mode(lerp_to_float32, args, "eager")
+    with pytest.raises(DtypeError, match="lerp of torch.float16 and torch.float32 tiles"):
+        run_mode(lerp_to_float32, args, "triton")

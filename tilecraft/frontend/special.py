@@ -165,7 +165,13 @@ def _acos(b: Builder, x: Value) -> Value:
 @op("lerp")
 def _lerp(b: Builder, start: Operand, end: Operand, weight: Operand) -> Value:
     """PyTorch's: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 -
-    w), exact at both ends."""
+    w), exact at both ends. Tiles of two dtypes are refused, as PyTorch refuses them (a
+    float16 start and a float32 end compiled; the expression fuzzer's find)."""
+    tiles = [start, end] + ([weight] if isinstance(weight, Value) and weight.type.rank else [])
+    dtypes = {o.type.dtype for o in tiles if isinstance(o, Value)}
+    if len(dtypes) > 1:
+        names = " and ".join(sorted(str(d) for d in dtypes))
+        raise DtypeError(f"lerp of {names} tiles (PyTorch needs one dtype: cast one)", b.loc)
     dtype, (s, e, w) = _floats(b, "lerp", start, end, weight, ints=False)
     diff = b.elementwise("sub", e, s)
     near = b.elementwise("add", s, b.elementwise("mul", w, diff))
