@@ -599,3 +599,26 @@ def test_lerp_of_two_dtypes_is_refused_as_pytorch_refuses_it() -> None:
         run_mode(lerp_to_float32, args, "eager")
     with pytest.raises(DtypeError, match="lerp of torch.float16 and torch.float32 tiles"):
         run_mode(lerp_to_float32, args, "triton")
+
+
+@tc.kernel
+def extremes_of_a_scalar(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            a, v = x[i, t], f[i]
+            out[i, t, 0] = torch.maximum(v, a)
+            out[i, t, 1] = torch.minimum(v * 2, a)
+
+
+def test_maximum_of_a_loaded_scalar_and_a_tile() -> None:
+    """Its NaN test, a 0-d bool, or'd with the tile's comparison failed in Triton's
+    interpreter (numpy's bitwise_or); the flow fuzzer's find (seed 104, `max(acc, b % 2)`
+    with `acc` a 0-d value)."""
+    x = torch.tensor([[1.0, -2.0, NAN, 0.5], [3.0, -INF, 2.0, -1.0]], device=DEVICE)
+    f = torch.tensor([0.75, NAN], device=DEVICE)
+
+    def reference(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> tuple:
+        v = f[:, None]
+        return x, f, torch.stack([torch.maximum(v, x), torch.minimum(v * 2, x)], -1)
+
+    check_modes(extremes_of_a_scalar, (x, f, torch.zeros(2, 4, 2, device=DEVICE)), reference)

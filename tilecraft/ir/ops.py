@@ -120,8 +120,8 @@ def _extremum(fn: str, above: str) -> Emit:
     def emit(d: torch.dtype, a: str, b: str) -> str:
         if not is_float(d):
             return f"{fn}({a}, {b})"
-        if interpreted():
-            return f"tl.where({_isnan(a)} | ({a} {above} {b}), {a}, {b})"
+        if interpreted():  # (nested: `|` of a 0-d bool and a tile fails in the interpreter)
+            return f"tl.where({_isnan(a)}, {a}, tl.where({a} {above} {b}, {a}, {b}))"
         nan = " | ".join(_isnan(x) for x in (a, b) if not _number(x))
         return f"tl.where({nan}, {a} + {b}, {fn}({a}, {b}))" if nan else f"{fn}({a}, {b})"
 
