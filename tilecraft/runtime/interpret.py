@@ -406,10 +406,12 @@ class _FloatAccumulation(TorchFunctionMode):
 
 
 def _half_and_number(args: tuple) -> bool:
-    """A 16-bit float tensor and a Python number (not a bool), in that order."""
+    """A 16-bit float tensor and a Python number (not a bool) in the tensor's range, in that
+    order (past the range PyTorch's own kernels give inf, or refuse a power)."""
     if len(args) != 2 or not isinstance(args[0], torch.Tensor) or args[0].dtype not in _HALF:
         return False
-    return isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
+    number = isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
+    return number and not abs(args[1]) > torch.finfo(args[0].dtype).max
 
 
 def _in_float32(func: Any, x: torch.Tensor, c: float) -> torch.Tensor:
