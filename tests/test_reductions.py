@@ -157,3 +157,20 @@ def test_reductions_on_odd_shapes_with_specials() -> None:
         x[-1, 0] = float("inf")
         for name in ["prod", "logsumexp", "norm", "var0", "any", "amax01"]:
             check_modes(row_reduce, (x, name), lambda x, n: ROW[n](x))
+
+
+@tc.kernel
+def row_sums(x: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t, :].sum(-1)
+
+
+@pytest.mark.parametrize("width", [1, 2, 5])
+def test_a_row_of_negative_zeros_sums_to_positive_zero(width: int) -> None:
+    """PyTorch's sums start from +0.0; on an H200 a one-element row of -0.0 summed to -0.0
+    (Triton adds it to nothing), as does Triton's tree of adds over -0.0s."""
+    x = torch.full((3, width), -0.0, device=DEVICE)
+    results = check_modes(row_sums, (x, torch.empty(3, device=DEVICE)), lambda x, o: (x, x.sum(-1)))
+    assert not results["triton"][-1].signbit().any()
+    code = row_sums.bind((x, torch.empty(3, device=DEVICE))).to_triton_code(tc.Config())
+    assert " + 0.0)" in code

@@ -509,7 +509,11 @@ class KernelWriter:
             self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
             return
         expr = f"{TL_REDUCE[kind]}({value}, {axis}{keep})"
-        if kind != "sum" and compute.is_floating_point:
+        if kind == "sum" and compute.is_floating_point:
+            # PyTorch's sums start from +0.0: a row of -0.0 sums to +0.0 (on a GPU, Triton's
+            # tree of adds kept -0.0, and one element was not added to anything)
+            expr = f"({expr} + 0.0)"
+        elif compute.is_floating_point:
             self.line(f"{op.out.name}_in = {value}")
             size = "1" if block is None else self.size(block)
             position = expand(f"tl.arange(0, {size})", len(dims), axis)
