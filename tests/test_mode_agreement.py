@@ -622,3 +622,26 @@ def test_maximum_of_a_loaded_scalar_and_a_tile() -> None:
         return x, f, torch.stack([torch.maximum(v, x), torch.minimum(v * 2, x)], -1)
 
     check_modes(extremes_of_a_scalar, (x, f, torch.zeros(2, 4, 2, device=DEVICE)), reference)
+
+
+@tc.kernel
+def or_of_a_scalar_test(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            a, v = x[i, t], f[i]
+            if (a >= 0) & ((a != 1) | (v == 1)):
+                out[i, t] = a
+
+
+def test_or_of_a_tile_test_and_a_scalar_test_masks_a_store() -> None:
+    """`tile_test | scalar_test` as a store's mask: Triton's interpreter made float32 values
+    of `tl.where(tile_test, True, scalar_test)` (an InterpreterError, "mask has unsupported
+    dtype"); the flow fuzzer's find (seed 115)."""
+    x = torch.tensor([[-2, 0, 1, 3], [1, -1, 4, 1]], dtype=torch.int8, device=DEVICE)
+    f = torch.tensor([0, 1], dtype=torch.int8, device=DEVICE)
+
+    def reference(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> tuple:
+        keep = (x >= 0) & ((x != 1) | (f[:, None] == 1))
+        return x, f, torch.where(keep, x, out)
+
+    check_modes(or_of_a_scalar_test, (x, f, torch.zeros_like(x)), reference)

@@ -163,7 +163,7 @@ def host_arithmetic(pyop: Any, left: Any, right: Any) -> Any:
     in an arm eager mode may never run) is refused by name, not an internal failure."""
     try:
         return PYOPS[pyop](left, right)
-    except (ZeroDivisionError, OverflowError, ValueError) as e:
+    except (ZeroDivisionError, OverflowError, ValueError, TypeError) as e:  # (complex // 3)
         raise UnsupportedOperation(
             f"`{ast.unparse(ast.BinOp(ast.Constant(left), pyop(), ast.Constant(right)))}` of "
             "numbers known while compiling "

@@ -253,7 +253,9 @@ def _call(fn: str) -> Emit:
 E = Kind.ELEMENTWISE
 BOOL_SELECTS = {
     "&": "tl.where({a}, {b}, False)",
-    "|": "tl.where({a}, True, {b})",
+    # (not `tl.where(a, True, b)`: of a bool block a and a bool of no dims b, the
+    # interpreter's numpy where made float32 values, "mask has unsupported dtype")
+    "|": "(tl.where({a}, 1, tl.where({b}, 1, 0)) != 0)",
     "^": "{a} != {b}",
 }
 
