@@ -645,3 +645,26 @@ def test_or_of_a_tile_test_and_a_scalar_test_masks_a_store() -> None:
         return x, f, torch.where(keep, x, out)
 
     check_modes(or_of_a_scalar_test, (x, f, torch.zeros_like(x)), reference)
+
+
+@tc.kernel
+def and_of_a_scalar_test(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            a, v = x[i, t], f[i]
+            if (a == 1) & (v != 2):
+                out[i, t] = a * 3
+
+
+@pytest.mark.parametrize("width", [1, 5])
+def test_and_of_a_tile_test_and_a_scalar_test_masks_a_store(width: int) -> None:
+    """`tile_test & scalar_test` as a store's mask, on a block of one element (no bounds
+    mask beside it): `tl.where(tile_test, scalar_test, False)` was no bool block there in
+    Triton's interpreter ("mask has unsupported dtype"; the flow fuzzer's, seed 120)."""
+    x = torch.tensor([[1, 0, 1, 1, 2]] * 3, dtype=torch.int8, device=DEVICE)[:, :width]
+    f = torch.tensor([0, 2, 1], dtype=torch.int8, device=DEVICE)
+
+    def reference(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> tuple:
+        return x, f, torch.where((x == 1) & (f[:, None] != 2), x * 3, out)
+
+    check_modes(and_of_a_scalar_test, (x, f, torch.zeros_like(x)), reference)

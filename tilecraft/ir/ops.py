@@ -252,9 +252,10 @@ def _call(fn: str) -> Emit:
 # -- the table: elementwise ops -------------------------------------------------------------
 E = Kind.ELEMENTWISE
 BOOL_SELECTS = {
-    "&": "tl.where({a}, {b}, False)",
-    # (not `tl.where(a, True, b)`: of a bool block a and a bool of no dims b, the
-    # interpreter's numpy where made float32 values, "mask has unsupported dtype")
+    # (ints compared with 0, not `tl.where(a, True, b)` or `tl.where(a, b, False)`: of a
+    # bool block a and a bool of no dims b the interpreter's numpy where made float32
+    # values, and a store masked by them failed, "mask has unsupported dtype")
+    "&": "(tl.where({a}, tl.where({b}, 1, 0), 0) != 0)",
     "|": "(tl.where({a}, 1, tl.where({b}, 1, 0)) != 0)",
     "^": "{a} != {b}",
 }
