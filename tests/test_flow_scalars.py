@@ -244,7 +244,7 @@ def test_host_floats_remainder_as_python_does(s: float, t: float) -> None:
 
     def reference(x: torch.Tensor, s: float, t: float, out: torch.Tensor) -> tuple:
         cols = [s % t, s % -3.0, 2 % t]
-        wide = torch.tensor(cols, dtype=torch.float64).expand(3, 3)
+        wide = torch.tensor(cols, dtype=torch.float64, device=x.device).expand(3, 3)
         return x, torch.cat([wide, torch.remainder(torch.full_like(x, s % t), x)[:, None]], 1)
 
     out = torch.zeros(3, 4, dtype=torch.float64, device=DEVICE)

@@ -126,8 +126,9 @@ def test_out_of_range_indices_read_zero_compiled_and_raise_eagerly() -> None:
     expected = torch.gather(x, 1, ids.clamp(0, 4)).masked_fill((ids < 0) | (ids > 4), 0)
     out = run_mode(gather_rows, (x, ids, torch.empty(6, 6, device=DEVICE)), "triton")
     torch.testing.assert_close(out[2], expected, equal_nan=True)
-    with pytest.raises(RuntimeError, match="out of bounds"):
-        run_mode(gather_rows, (x, ids, torch.empty(6, 6, device=DEVICE)), "eager")
+    if DEVICE == "cpu":  # (PyTorch's CUDA gather asserts on the device, which ends the process)
+        with pytest.raises(RuntimeError, match="out of bounds"):
+            run_mode(gather_rows, (x, ids, torch.empty(6, 6, device=DEVICE)), "eager")
     check_modes(
         subscript_rows,
         (x, ids[0], torch.empty(6, 6, device=DEVICE)),
@@ -181,17 +182,31 @@ def _sorted_down(x: torch.Tensor, v: torch.Tensor, i: torch.Tensor) -> tuple:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32])
 def test_sorts_along_the_first_dim(n: int, dtype: torch.dtype) -> None:
     x = distinct(n, 10, dtype)
-    args = (x, torch.empty(2, n, 10, dtype=dtype), torch.empty(2, n, 10, dtype=torch.int64))
+    e = {"device": DEVICE}
+    args = (
+        x,
+        torch.empty(2, n, 10, dtype=dtype, **e),
+        torch.empty(2, n, 10, dtype=torch.int64, **e),
+    )
     check_modes(sorts_down, args, _sorted_down)
     for k in {1, (n + 1) // 2, n}:
-        args = (x, torch.empty(1, 10, dtype=dtype), torch.empty(1, 10, dtype=torch.int64), k)
+        args = (
+            x,
+            torch.empty(1, 10, dtype=dtype, **e),
+            torch.empty(1, 10, dtype=torch.int64, **e),
+            k,
+        )
         ref = lambda x, v, i, k: (x, *torch.kthvalue(x, k, 0, keepdim=True))  # noqa: E731
         check_modes(kth_down, args, ref)
 
 
 def test_topk_along_a_middle_dim() -> None:
     x = torch.stack([distinct(5, 9), distinct(5, 9) * 2])
-    args = (x, torch.empty(2, 2, 9), torch.empty(2, 2, 9, dtype=torch.int64))
+    args = (
+        x,
+        torch.empty(2, 2, 9, device=DEVICE),
+        torch.empty(2, 2, 9, dtype=torch.int64, device=DEVICE),
+    )
     check_modes(top_down, args, lambda x, v, i: (x, *torch.topk(x, 2, 1, largest=False)))
 
 
