@@ -668,3 +668,37 @@ def test_and_of_a_tile_test_and_a_scalar_test_masks_a_store(width: int) -> None:
         return x, f, torch.where((x == 1) & (f[:, None] != 2), x * 3, out)
 
     check_modes(and_of_a_scalar_test, (x, f, torch.zeros_like(x)), reference)
+
+
+@tc.kernel
+def block_scans(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    sums, ends = torch.empty_like(x), torch.empty_like(x)
+    width = torch.empty(x.size(0), dtype=torch.int32, device=x.device)
+    block = tc.register_block_size(x.size(1))
+    for tile_r in tc.tile(x.size(0)):
+        for tile_c in tc.tile(x.size(1), block_size=block):
+            v = x[tile_r, tile_c]
+            sums[tile_r, tile_c] = torch.cumsum(v, 0)  # along tile_r's own block
+            ends[tile_r, tile_c] = torch.sort(v, 1).values
+        width[tile_r] = tile_r.block_size + block
+    return sums, ends, width
+
+
+@pytest.mark.parametrize("sizes", [None, [4, 8], [16, 2], [32, 16]])
+def test_tile_local_scans_see_the_configs_blocks_in_both_modes(sizes: list[int] | None) -> None:
+    """A scan or sort along a tiled dim sees one block of it: eager mode tiles each loop as
+    the config (or the default config) tiles compiled code, not by a size of its own."""
+    x = torch.randn(37, 21, device=DEVICE)
+    config = None if sizes is None else tc.Config(block_sizes=sizes)
+    if sizes is None:
+        sizes = [int(b) for b in block_scans.bind((x,)).default_config.block_sizes]
+    rows, cols = sizes[1], sizes[0]
+
+    def reference(x: torch.Tensor) -> tuple:
+        blocks = [x[r : r + rows] for r in range(0, x.size(0), rows)]
+        sums = torch.cat([b.cumsum(0) for b in blocks])
+        ends = torch.cat([c.sort(1).values for c in x.split(cols, 1)], 1)
+        width = torch.full((x.size(0),), rows + cols, dtype=torch.int32, device=x.device)
+        return sums, ends, width
+
+    check_modes(block_scans, (x,), reference, torch.float32, config=config)

@@ -1,7 +1,12 @@
-"""Checking kernels against PyTorch references, with tolerances per dtype."""
+"""Checking kernels against PyTorch references, with tolerances per dtype.
+
+With TILECRAFT_CROSS_COMPILE set to a compute capability (90: Hopper), each compiled run
+on CPU tensors also compiles its Triton code for that GPU (`compile_for_gpu`): the
+interpreter runs code that a GPU's compiler refuses."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -106,7 +111,7 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     copies = _copies(args)
     if mode == "eager":
-        return _outputs(lambda *a: kernel.run_eagerly(kernel.normalize(a, {})), copies)
+        return _outputs(lambda *a: kernel.run_eagerly(kernel.normalize(a, {}), config), copies)
     if runs_on_cpu(copies) and cpu_mode() != "triton":
         if torch.cuda.is_available():  # no interpreter beside a GPU: compile for the GPU
             gpu = _clone(copies, "cuda")
@@ -116,8 +121,22 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
             "TRITON_INTERPRET=1 was set): set TRITON_INTERPRET=1 before importing triton, "
             "or pass GPU tensors"
         )
-    launcher = kernel.bind(copies).compile(config or kernel.chosen_config())
-    return _outputs(launcher, copies)
+    bound, config = kernel.bind(copies), config or kernel.chosen_config()
+    arch = os.environ.get("TILECRAFT_CROSS_COMPILE", "")
+    if arch not in ("", "0") and runs_on_cpu(copies):
+        compile_for_gpu(kernel, copies, config, int(arch))
+    return _outputs(bound.compile(config), copies)
+
+
+def compile_for_gpu(kernel: Any, args: Sequence[Any], config: Any = None, arch: int = 90) -> None:
+    """Compile the Triton code of `kernel(*args)` for an NVIDIA GPU of compute capability
+    `arch` (90: Hopper) with Triton's own compiler, on a machine with or without a GPU,
+    running nothing; a `LoweringError` at the user's line where Triton's compiler fails."""
+    from tilecraft.runtime import crosscompile
+
+    copies = _copies(args)
+    bound = kernel.bind(copies)
+    crosscompile.compile_for_gpu(bound, config or kernel.chosen_config(), copies, arch)
 
 
 def _copies(args: Sequence[Any]) -> tuple:

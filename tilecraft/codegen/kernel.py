@@ -336,6 +336,8 @@ class KernelWriter:
             self.operand(a, dims, compute),
             self.operand(b, dims, compute),
         )
+        if not any(isinstance(v, Value) for v in (a, b)):  # `tl.where(c, 1, 2)` is int32
+            expr = f"({expr}).to({tl_dtype(compute)})"
         self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
 
     def op_index_view(self, op: Op) -> None:

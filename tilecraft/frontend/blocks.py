@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,16 @@ class BlockTable:
     # differ: a causal key loop, jagged rows), how their trip counts change from one program
     # to the next (frontend/trends.py)
     span_trends: dict[int, list[int | None]] = field(default_factory=dict)
+    # each line of a `tc.tile(...)` call: its dims' block sizes (eager mode tiles the same)
+    sites: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def note_site(self, call: ast.expr, blocks: list[int]) -> None:
+        """The block sizes of the tile loop whose call is `call` (the first trace wins)."""
+        sizes = tuple(int(self.blocks[b].fixed_size or 0) for b in blocks)
+        if 0 in sizes:
+            return
+        for line in range(call.lineno, (call.end_lineno or call.lineno) + 1):
+            self.sites.setdefault(line, sizes)
 
     def note_span(self, trend: int | None) -> None:
         """A loop with device-computed bounds in the current top-level loop, whose trip

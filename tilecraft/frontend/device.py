@@ -78,7 +78,7 @@ class DeviceCompiler(Loops, Operators):
         self.b.loc = self.src.loc(loop)
         try:
             blocks, order = self._loop_blocks(
-                self._callee(loop.iter), *self._call_args(loop.iter), inner=False
+                loop.iter, self._callee(loop.iter), *self._call_args(loop.iter), inner=False
             )
             self._bind_target(loop.target, blocks)
             self.table.launch_blocks.update(blk for blk, _ in blocks)

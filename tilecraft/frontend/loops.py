@@ -101,7 +101,7 @@ class Loops:
         kwargs: dict[str, Any],
         jagged_parent: Value | None = None,
     ) -> None:
-        blocks, order = self._loop_blocks(fn, args, kwargs, inner=True)
+        blocks, order = self._loop_blocks(node.iter, fn, args, kwargs, inner=True)
         index = self.table.next_device_loop()
         carried = self._carried(node)
         saved = dict(self.env)
@@ -179,7 +179,7 @@ class Loops:
 
     # -- loops and targets --------------------------------------------------------
     def _loop_blocks(
-        self, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
+        self, call: ast.expr, fn: Any, args: list[Any], kwargs: dict[str, Any], inner: bool
     ) -> tuple[list[tuple[int, bool]], list[int]]:
         """The blocks a loop binds (in the user's order) and its iteration order."""
         begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
@@ -200,6 +200,8 @@ class Loops:
             out.append((blk.id, fn is lang.grid))
         out = out if multi else out[:1]
         ids = [blk for blk, _ in out]
+        if fn is not lang.grid:
+            self.table.note_site(call, ids)
         order = self.table.loop_order(ids) if len(out) > 1 and fn is lang.tile else None
         return out, ids if order is None else [ids[i] for i in order]
 

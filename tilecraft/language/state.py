@@ -18,10 +18,13 @@ from tilecraft.exc import NotInKernel, SourceLoc
 
 @dataclass
 class EagerContext:
-    """What eager ops need: the device for new tiles and the chosen tunable values."""
+    """What eager ops need: the device for new tiles, the config's block sizes and the
+    chosen tunable values."""
 
     device: torch.device
-    block_size: int = 32
+    block_size: int = 32  # a tile loop's where the config's is not known
+    sites: dict[int, tuple[int, ...]] = field(default_factory=dict)  # BlockTable.sites
+    registered: list[int] = field(default_factory=list)  # `register_block_size`'s, in order
     tunables: dict[str, object] = field(default_factory=dict)
     masks: list[torch.Tensor] = field(default_factory=list)  # enclosing `if` arms on tiles
     check: bool = False  # TILECRAFT_CHECK: an index out of range raises instead of reading 0
@@ -33,8 +36,18 @@ class EagerContext:
             return extra if mask is None else mask
         return extra & mask
 
-    def next_block_size(self, explicit: int | None) -> int:
-        return self.block_size if explicit is None else int(explicit)
+    def tile_sizes(self, explicit: list[int | None], line: int) -> list[int]:
+        """The block sizes of the tile loop called at `line`: those given, else the
+        config's, as compiled code tiles (a scan or a sort of a tile sees one block)."""
+        chosen = self.sites.get(line, ())
+        return [
+            int(b) if b is not None else chosen[i] if i < len(chosen) else self.block_size
+            for i, b in enumerate(explicit)
+        ]
+
+    def next_registered(self) -> int:
+        """The config's value of the next `register_block_size` call."""
+        return self.registered.pop(0) if self.registered else self.block_size
 
 
 _current: contextvars.ContextVar[EagerContext | None] = contextvars.ContextVar(

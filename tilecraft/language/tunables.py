@@ -89,7 +89,7 @@ def register_block_size(low: int, high: int | None = None) -> int:
         for tile_k in tc.tile(k, block_size=block_k): ...
     """
     ctx = eager_context("register_block_size")
-    return ctx.next_block_size(None)
+    return ctx.next_registered()
 
 
 def register_tunable(name: str, fragment: Fragment) -> object:

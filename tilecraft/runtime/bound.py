@@ -77,6 +77,7 @@ class BoundKernel:
         tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
         self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}
+        self._eager_blocks: dict[Config, tuple[dict[int, tuple[int, ...]], list[int]]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         self.predicted: Config | None = None  # the cost model's pick for an untuned call
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
@@ -148,6 +149,15 @@ class BoundKernel:
         if not frames:
             return None
         return self.src.loc(ast.Pass(lineno=frames[-1].lineno or 0))
+
+    def eager_blocks(self, config: Config | None) -> tuple[dict[int, tuple[int, ...]], list[int]]:
+        """For eager mode: the block sizes of each tile loop's line and of each
+        `register_block_size` call, as `config` compiles them."""
+        config = self.resolve(config)
+        if config not in self._eager_blocks:
+            table = self.analyze(config).table
+            self._eager_blocks[config] = (table.sites, [int(r) for r in table.registered])
+        return self._eager_blocks[config]
 
     # -- code generation ---------------------------------------------------------------
     def resolve(self, config: Config | None) -> Config:

@@ -33,10 +33,17 @@ def needed(args: tuple) -> bool:
 def compile_only(launcher: Callable[..., Any]) -> Callable[..., Any]:
     """A copy of a generated launcher whose Triton launches compile without running: its
     host code runs (allocating outputs), each `kernel[grid](...)` only compiles."""
+    return with_kernels(launcher, _Warmup)
+
+
+def with_kernels(
+    launcher: Callable[..., Any], stand_in: Callable[[Any], Any]
+) -> Callable[..., Any]:
+    """A copy of a generated launcher whose Triton kernels are `stand_in(kernel)`."""
     from triton.runtime.jit import KernelInterface
 
     names = {k: unwrap(v) for k, v in launcher.__globals__.items()}  # Triton's own kernels
-    swapped = {k: _Warmup(v) if isinstance(v, KernelInterface) else v for k, v in names.items()}
+    swapped = {k: stand_in(v) if isinstance(v, KernelInterface) else v for k, v in names.items()}
     return types.FunctionType(
         launcher.__code__, swapped, launcher.__name__, launcher.__defaults__, launcher.__closure__
     )

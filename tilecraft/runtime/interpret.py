@@ -303,11 +303,21 @@ def eager_function(src: KernelSource) -> Any:
     return compile_function(module, src, extra)
 
 
-def run_eagerly(fn: Any, args: tuple, tunables: dict[str, Any], check: bool = False) -> Any:
-    """Call an eager kernel function with DSL ops computing on the arguments' device."""
+def run_eagerly(
+    fn: Any,
+    args: tuple,
+    tunables: dict[str, Any],
+    check: bool = False,
+    blocks: tuple[dict[int, tuple[int, ...]], list[int]] = ({}, []),
+) -> Any:
+    """Call an eager kernel function with DSL ops computing on the arguments' device;
+    `blocks`: the config's block sizes, of each tile loop's line and of each
+    `register_block_size` (BoundKernel.eager_blocks)."""
     devices = [a.device for a in args if isinstance(a, torch.Tensor)]
     device = devices[0] if devices else torch.device("cpu")
-    ctx = EagerContext(device, tunables=tunables, check=check)
+    sites, registered = blocks
+    ctx = EagerContext(device, sites=sites, registered=list(registered), tunables=tunables)
+    ctx.check = check
     with running_eagerly(ctx), _FloatAccumulation():
         return fn(*args)
 

@@ -259,16 +259,29 @@ class Kernel:
 
         return as_torch_op(name, mutates_args, **autograd)(self)
 
-    def run_eagerly(self, args: tuple) -> Any:
-        """Run the body in PyTorch (interpret mode)."""
+    def run_eagerly(self, args: tuple, config: Config | None = None) -> Any:
+        """Run the body in PyTorch (interpret mode), tiled as `config` (by default the
+        chosen one) tiles compiled code."""
         _check_devices(args, self.source)  # as compiled runs do, naming the kernel
         if self._eager is None:
             from tilecraft.runtime.interpret import eager_function
 
             self._eager = eager_function(self.source)
-        config = self.chosen_config()
+        config = config or self.chosen_config()
         tunables = config.tunables if config else {}
-        return run_eagerly(self._eager, args, tunables, self.settings.check)
+        blocks = self._eager_blocks(args, config)
+        return run_eagerly(self._eager, args, tunables, self.settings.check, blocks)
+
+    def _eager_blocks(
+        self, args: tuple, config: Config | None
+    ) -> tuple[dict[int, tuple[int, ...]], list[int]]:
+        """The block sizes compiled code would use for `args` (none where it would refuse
+        them: eager mode then tiles by 32)."""
+        try:
+            bound = self._bound.get(self.key(args)) or self.bind(args)
+            return bound.eager_blocks(config)
+        except TilecraftError:
+            return {}, []
 
 
 class TuningNeeded(Exception):

@@ -1,0 +1,99 @@
+"""Compiling for a GPU on a CPU machine (`tilecraft.testing.compile_for_gpu`): Triton's real
+compiler, to the binary, for sm_90, where the interpreter would run what a GPU refuses."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.runtime import crosscompile
+from tilecraft.testing import check_modes, compile_for_gpu
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("triton.backends.nvidia") is None,
+    reason="this Triton has no NVIDIA backend",
+)
+
+
+@tc.kernel
+def merged_ints(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            a = x[i, t]
+            if f[i] > 0:  # a scalar's `if`: both arms' `j` must have one Triton type
+                j = 3
+            elif f[i] < -1:
+                j = 4
+            else:
+                j = torch.where(a > 0, 1, 2)  # noqa: SIM108 - a select of two ints
+            out[i, t] = a + j
+
+
+def test_an_int_select_merges_with_an_int() -> None:
+    """`torch.where(c, 1, 2)` is int64 as PyTorch's is (Triton's own is int32, and its `if`
+    refused to merge it with an int64: on the H200 only, before this compile check)."""
+    x, f = torch.randn(3, 20), torch.tensor([1.0, -3.0, 0.0])
+    out = torch.zeros(3, 20)
+
+    def reference(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> tuple:
+        picks = torch.where(x > 0, 1.0, 2.0)
+        j = torch.where(f[:, None] > 0, 3.0, torch.where(f[:, None] < -1, 4.0, picks))
+        return x, f, x + j
+
+    check_modes(merged_ints, (x, f, out), reference, torch.float32)
+    compile_for_gpu(merged_ints, (x, f, out), tc.Config(block_sizes=[16]))
+
+
+def test_misaligned_views_and_every_dtype_compile() -> None:
+    @tc.kernel
+    def scaled(x: torch.Tensor, out: torch.Tensor, s: float) -> None:
+        for t in tc.tile(x.size(0)):
+            out[t] = (x[t].float() * s).to(out.dtype)
+
+    for dtype in (torch.float16, torch.bfloat16, torch.int8, torch.float64):
+        x = torch.arange(40).to(dtype)[1:]  # a view 1 element past 16-byte alignment
+        compile_for_gpu(scaled, (x, torch.empty(39, dtype=dtype), 0.5))
+        assert crosscompile.Pointer(dtype, x.data_ptr() % 16).stand_in().data_ptr() % 16 == (
+            x.data_ptr() % 16
+        )
+
+
+def test_a_refused_compile_names_the_users_line(tmp_path: Path) -> None:
+    """What Triton's compiler refuses comes back from the worker at the user's line."""
+    user = tmp_path / "user.py"
+    user.write_text("x = 1\nif v: j = 1\n")
+    code = (
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def bad(out, v):\n"
+        f"    # {user}:2\n"
+        "    if v > 0:\n"
+        "        j = tl.full([16], 1, tl.int64)\n"
+        "    else:\n"
+        "        j = tl.full([16], 2, tl.int32)\n"
+        "    tl.store(out + tl.arange(0, 16), j)\n"
+    )
+    path = tmp_path / "generated.py"
+    path.write_text(code)
+    launch = crosscompile.Launch("bad", (1,), (crosscompile.Pointer(torch.int64, 0), 3), {})
+    message, loc = crosscompile._worker().ask((str(path), code, [launch], 90))
+    assert "Mismatched type" in message
+    assert loc is not None and (loc.filename, loc.lineno) == (str(user), 2)
+
+
+def test_the_interpreted_mode_still_runs_after_compiling() -> None:
+    """The compile runs in its worker: this process's interpreter is left as it was."""
+    x = torch.randn(37)
+
+    @tc.kernel
+    def double(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for t in tc.tile(x.size(0)):
+            out[t] = x[t] * 2
+        return out
+
+    compile_for_gpu(double, (x,))
+    torch.testing.assert_close(double(x), x * 2)

@@ -1,0 +1,206 @@
+"""Compiling a kernel's Triton code for a GPU on a machine without one.
+
+Triton's interpreter runs any code it can parse, so a kernel that passes every CPU test
+can still fail to compile for a GPU (Triton's type checks, its layout passes, ptxas). On a
+CPU machine `compile_for_gpu` compiles a call's kernels for an NVIDIA target (sm_90 by
+default) with Triton's real compiler, all the way to the binary, launching nothing.
+
+The launcher runs here with its Triton kernels replaced by recorders (host code runs,
+allocating outputs; no kernel runs), and each recorded launch is compiled in a worker
+process started without TRITON_INTERPRET: Triton decides at its import whether its own
+library functions (`tl.sum`, ...) are interpreted, so a process that interprets cannot
+compile. The worker stays up for the calls that follow (set TRITON_CACHE_DIR to keep
+its binaries apart). Its failure is raised here as a `LoweringError` at the user's line.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from tilecraft.exc import LoweringError, SourceLoc
+from tilecraft.runtime import guard
+
+TIMEOUT_S = 600.0  # one call's compiles, in the worker
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A tensor argument as Triton's compiler sees it: its dtype and 16-byte alignment."""
+
+    dtype: torch.dtype
+    misalign: int  # data_ptr % 16
+
+    def stand_in(self) -> torch.Tensor:
+        elements = self.misalign // self.dtype.itemsize
+        return torch.empty(16 + elements, dtype=self.dtype)[elements:]
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: tuple
+    args: tuple
+    kwargs: dict
+
+
+def launches(launcher: Callable[..., Any], args: tuple) -> list[Launch]:
+    """What `launcher(*args)` would launch, in order, with nothing launched."""
+    seen: list[Launch] = []
+
+    class Recorder:
+        def __init__(self, kernel: Any) -> None:
+            self.name = kernel.fn.__name__
+
+        def __getitem__(self, grid: Any) -> Callable[..., None]:
+            def record(*call: Any, **kwargs: Any) -> None:
+                shape = grid(kwargs) if callable(grid) else grid
+                kept = tuple(_describe(a) for a in call)
+                seen.append(Launch(self.name, tuple(shape), kept, kwargs))
+
+            return record
+
+    guard.with_kernels(launcher, Recorder)(*args)
+    return seen
+
+
+def _describe(arg: Any) -> Any:
+    if isinstance(arg, torch.Tensor):
+        return Pointer(arg.dtype, arg.data_ptr() % 16)
+    return arg
+
+
+def compile_for_gpu(bound: Any, config: Any, args: tuple, arch: int = 90) -> None:
+    """Compile the Triton kernels that `bound`'s launcher for `config` launches on `args`
+    for an NVIDIA GPU of compute capability `arch` (90: Hopper), in the worker."""
+    path, code = bound.code_file(config)
+    namespace = dict(bound.src.namespace)
+    exec(compile(code, str(path), "exec"), namespace)
+    found = launches(namespace[bound.src.tree.name], args)
+    reply = _worker().ask((str(path), code, found, arch))
+    if reply is not None:
+        message, loc = reply
+        raise LoweringError(
+            f"Triton failed to compile `{bound.src.tree.name}` for sm_{arch}: {message}",
+            loc or bound.src.loc(bound.src.tree),
+        )
+
+
+class _Worker:
+    """The compiling process: requests and replies pickled, each after its length."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tilecraft.runtime.crosscompile"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+
+    def ask(self, request: Any) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        _send(self.process.stdin, request)
+        reply = _receive(self.process.stdout)
+        if reply is None:
+            code = self.process.wait(TIMEOUT_S)
+            raise LoweringError(f"Triton's compiler died (exit status {code})")
+        return reply[0]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+_current: _Worker | None = None
+
+
+def _worker() -> _Worker:
+    global _current
+    if _current is None or _current.process.poll() is not None:
+        _current = _Worker()
+        atexit.register(_current.close)
+    return _current
+
+
+def _send(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    return pickle.loads(stream.read(struct.unpack("<Q", head)[0]))
+
+
+# -- the worker ----------------------------------------------------------------------------
+
+
+class _Target:
+    """Triton's driver for compiling only: a GPU's target, no device."""
+
+    def __init__(self, arch: int) -> None:
+        from triton.backends.compiler import GPUTarget
+
+        self.target = GPUTarget("cuda", arch, 32)
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+
+def _compile(path: str, code: str, found: list[Launch], arch: int) -> Any:
+    """None when every launch compiled, else (message, user's SourceLoc or None)."""
+    from triton.runtime.driver import driver
+
+    from tilecraft.runtime.cache import remember_source
+    from tilecraft.runtime.errors import user_location
+
+    remember_source(Path(path), code)  # Triton reads a kernel's source through `inspect`
+    namespace: dict[str, Any] = {"__name__": "tilecraft_generated"}  # Triton names helpers by it
+    exec(compile(code, path, "exec"), namespace)
+    driver.set_active(_Target(arch))
+    try:
+        for launch in found:
+            args = [a.stand_in() if isinstance(a, Pointer) else a for a in launch.args]
+            namespace[launch.kernel].run(*args, grid=launch.grid, warmup=True, **launch.kwargs)
+    except Exception as e:  # noqa: BLE001 - handed back, named at the user's line
+        loc: SourceLoc | None = user_location(e, code, path)
+        return f"{type(e).__name__}: {str(e)[-1500:]}", loc
+    return None
+
+
+def serve() -> None:
+    import triton.language  # noqa: F401 - imported before any request, uninterpreted
+
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # what Triton prints stays off the replies' pipe
+    while True:
+        request = _receive(requests)
+        if request is None:
+            return
+        _send(replies, (_compile(*request),))
+
+
+if __name__ == "__main__":  # (this module's own classes, not __main__'s, are unpickled)
+    from tilecraft.runtime.crosscompile import serve as run
+
+    run()
