@@ -11,6 +11,8 @@ process started without TRITON_INTERPRET: Triton decides at its import whether i
 library functions (`tl.sum`, ...) are interpreted, so a process that interprets cannot
 compile. The worker stays up for the calls that follow (set TRITON_CACHE_DIR to keep
 its binaries apart). Its failure is raised here as a `LoweringError` at the user's line.
+TILECRAFT_CROSS_PYTHONPATH, if set, goes first on the worker's path: another Triton
+there (`pip install --target DIR triton==3.6.0`) compiles as a GPU machine's would.
 """
 
 from __future__ import annotations
@@ -101,6 +103,9 @@ class _Worker:
 
     def __init__(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        first = os.environ.get("TILECRAFT_CROSS_PYTHONPATH")
+        if first:
+            env["PYTHONPATH"] = os.pathsep.join([first, env.get("PYTHONPATH", "")])
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tilecraft.runtime.crosscompile"],
             stdin=subprocess.PIPE,
