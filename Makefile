@@ -54,12 +54,24 @@ lint: venv
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy tilecraft
 
+# The Triton of the H200 machine, installed apart (not imported by the tests): each
+# compiled run of the tests also compiles its Triton code for sm_90 with it
+# (TILECRAFT_CROSS_COMPILE, tilecraft/runtime/crosscompile.py), where Triton's
+# interpreter would run code that a GPU's compiler refuses.
+GPU_TRITON := 3.6.0
+CROSS := $(VENV)/triton-$(GPU_TRITON)
+$(CROSS)/.stamp: $(STAMP)
+	@echo "==> installing Triton $(GPU_TRITON) into $(CROSS), to compile for sm_90 with it"
+	$(PIP) install -q --no-deps --target $(CROSS) triton==$(GPU_TRITON)
+	touch $@
+CROSS_ENV := TILECRAFT_CROSS_COMPILE=90 TILECRAFT_CROSS_PYTHONPATH=$(abspath $(CROSS))
+
 # The fast tier: everything but the tests marked `slow` (end-to-end runs of a minute or
 # so: torch.compile with inductor, process-isolation timeouts). CPU tensors run through
-# Triton's interpreter.
-test: venv lint
+# Triton's interpreter, and compile for sm_90 beside (above).
+test: venv lint $(CROSS)/.stamp
 	@echo "==> running the tests (not marked slow) on $(JOBS) workers"
-	TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" --durations=10
+	$(CROSS_ENV) TRITON_INTERPRET=1 $(PY) -m pytest -n $(JOBS) --dist worksteal -m "not slow" --durations=10
 
 test-slow: venv
 	@echo "==> running the slow tests"

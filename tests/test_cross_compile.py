@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tilecraft as tc
+from tilecraft.exc import LoweringError
 from tilecraft.runtime import crosscompile
 from tilecraft.testing import check_modes, compile_for_gpu
 
@@ -97,3 +98,35 @@ def test_the_interpreted_mode_still_runs_after_compiling() -> None:
 
     compile_for_gpu(double, (x,))
     torch.testing.assert_close(double(x), x * 2)
+
+
+def test_a_config_past_the_gpus_shared_memory_is_refused() -> None:
+    """Triton finds a kernel's shared memory too large only when it loads it on the GPU;
+    the compile for sm_90 says so here (the kernel's line), and a smaller config passes."""
+    from matmul import matmul
+
+    x, y = (torch.randn(512, 512, dtype=torch.bfloat16) for _ in range(2))
+    big = tc.Config(block_sizes=[128, 128, 64], num_stages=8, num_warps=8)  # 7 x 32 KiB
+    with pytest.raises(LoweringError, match="shared memory"):
+        compile_for_gpu(matmul, (x, y), big)
+    compile_for_gpu(matmul, (x, y), tc.Config(block_sizes=[128, 128, 64], num_stages=3))
+
+
+def test_a_compile_past_its_time_or_a_dead_worker_is_an_error(tmp_path: Path) -> None:
+    """A worker that does not answer in time is stopped, one that died is reported, and
+    the next request starts a fresh one."""
+    code = "import time\ntime.sleep(30)\n"  # the worker execs the module: it sleeps
+    path = tmp_path / "slow.py"
+    path.write_text(code)
+    worker = crosscompile._worker()
+    with pytest.raises(LoweringError, match="took over"):
+        worker.ask((str(path), code, [], 90), timeout_s=1)
+    assert worker.process.poll() is not None
+    fresh = crosscompile._worker()
+    assert fresh is not worker
+    exiting = "import os\nos._exit(3)\n"
+    path.write_text(exiting)
+    with pytest.raises(LoweringError, match="exit status 3"):
+        fresh.ask((str(path), exiting, [], 90))
+    x = torch.randn(9)
+    compile_for_gpu(merged_ints, (x.view(3, 3), x[:3], torch.zeros(3, 3)))

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, TypeGuard
 import torch
 
 from tilecraft.exc import IndexOutOfBounds
-from tilecraft.language.state import _current, user_frame
+from tilecraft.language.state import _current, plain_indexing, user_frame
 from tilecraft.language.tiles import Tile
 
 Key = tuple[Any, ...]
@@ -207,6 +207,7 @@ def _out_of_bounds(tensor: torch.Tensor) -> IndexOutOfBounds:
     return out_of_bounds(frame.f_code.co_filename, frame.f_lineno, what)
 
 
+@plain_indexing
 def read(
     tensor: torch.Tensor, key: object, mask: torch.Tensor | None = None, other: Any = 0
 ) -> torch.Tensor:
@@ -222,6 +223,7 @@ def read(
     return torch.where(mask, value, fill)
 
 
+@plain_indexing
 def write(tensor: torch.Tensor, key: object, value: Any, mask: torch.Tensor | None = None) -> None:
     """`tensor[key] = value`, skipping positions out of range or where `mask` is False."""
     safe, mask = _checked(tensor, key, mask)
@@ -245,6 +247,7 @@ def _checked(
     return safe, mask
 
 
+@plain_indexing
 def accumulate(
     tensor: torch.Tensor, key: object, value: Any, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -273,6 +276,7 @@ def accumulate(
     return targets.spread(old)
 
 
+@plain_indexing
 def update(
     tensor: torch.Tensor,
     key: object,

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import linecache
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
 
 import torch
 
 from tilecraft.exc import NotInKernel, SourceLoc
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass
@@ -64,6 +68,31 @@ def eager_context(op: str) -> EagerContext:
             "(called outside one, or in host code where a device loop is needed)"
         )
     return ctx
+
+
+_plain: contextvars.ContextVar[bool] = contextvars.ContextVar("tilecraft_plain", default=False)
+
+
+def plain_indexing(fn: F) -> F:
+    """An eager op of tilecraft's own whose subscripts are PyTorch's: the body's are
+    bounded and masked by its `if` arms as compiled (runtime/interpret.py), and the op
+    bounds and masks its accesses itself (an atomic inside an `if` on a tile read its
+    positions under the arm's mask again)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        token = _plain.set(True)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _plain.reset(token)
+
+    return run  # type: ignore[return-value]
+
+
+def indexing_is_plain() -> bool:
+    """Whether an op under `plain_indexing` is running."""
+    return _plain.get()
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -34,6 +35,8 @@ from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.runtime import guard
 
 TIMEOUT_S = 600.0  # one call's compiles, in the worker
+# the shared memory a block may have (bytes), by compute capability: more fails to launch
+SHARED_MEMORY = {80: 166912, 86: 101376, 89: 101376, 90: 232448}
 
 
 @dataclass(frozen=True)
@@ -113,18 +116,21 @@ class _Worker:
             env=env,
         )
 
-    def ask(self, request: Any) -> Any:
+    def ask(self, request: Any, timeout_s: float = TIMEOUT_S) -> Any:
         assert self.process.stdin is not None and self.process.stdout is not None
         _send(self.process.stdin, request)
+        if not select.select([self.process.stdout], [], [], timeout_s)[0]:
+            self.close()
+            raise LoweringError(f"Triton's compiler took over {timeout_s:g} s (stopped)")
         reply = _receive(self.process.stdout)
         if reply is None:
-            code = self.process.wait(TIMEOUT_S)
-            raise LoweringError(f"Triton's compiler died (exit status {code})")
+            raise LoweringError(f"Triton's compiler died (exit status {self.process.wait()})")
         return reply[0]
 
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
+            self.process.wait()
 
 
 _current: _Worker | None = None
@@ -181,16 +187,30 @@ def _compile(path: str, code: str, found: list[Launch], arch: int) -> Any:
 
     remember_source(Path(path), code)  # Triton reads a kernel's source through `inspect`
     namespace: dict[str, Any] = {"__name__": "tilecraft_generated"}  # Triton names helpers by it
-    exec(compile(code, path, "exec"), namespace)
     driver.set_active(_Target(arch))
     try:
+        exec(compile(code, path, "exec"), namespace)
         for launch in found:
             args = [a.stand_in() if isinstance(a, Pointer) else a for a in launch.args]
-            namespace[launch.kernel].run(*args, grid=launch.grid, warmup=True, **launch.kwargs)
+            kernel = namespace[launch.kernel]
+            binary = kernel.run(*args, grid=launch.grid, warmup=True, **launch.kwargs)
+            _check_shared_memory(binary, arch)
     except Exception as e:  # noqa: BLE001 - handed back, named at the user's line
         loc: SourceLoc | None = user_location(e, code, path)
         return f"{type(e).__name__}: {str(e)[-1500:]}", loc
     return None
+
+
+def _check_shared_memory(binary: Any, arch: int) -> None:
+    """Raise where `binary` needs more shared memory than a GPU of `arch` has (which
+    Triton finds only when it loads the binary, on the GPU)."""
+    need, limit = int(binary.metadata.shared), SHARED_MEMORY.get(arch)
+    if limit is not None and need > limit:
+        raise OutOfSharedMemory(f"needs {need} bytes of shared memory; sm_{arch} has {limit}")
+
+
+class OutOfSharedMemory(Exception):
+    """A config's kernel needs more shared memory than the target GPU has."""
 
 
 def serve() -> None:

@@ -15,7 +15,12 @@ from tilecraft.frontend.flow import ContinueFree
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
 from tilecraft.language.indexing import is_vector, read, write
-from tilecraft.language.state import EagerContext, eager_context, running_eagerly
+from tilecraft.language.state import (
+    EagerContext,
+    eager_context,
+    indexing_is_plain,
+    running_eagerly,
+)
 from tilecraft.language.tiles import Tile, lanes
 from tilecraft.runtime import eager_short
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
@@ -389,7 +394,7 @@ class _FloatAccumulation(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
-        if func in _SUBSCRIPTS and _bounded_subscript(args[1]):
+        if func in _SUBSCRIPTS and not indexing_is_plain() and _bounded_subscript(args[1]):
             # a function the kernel calls (an epilogue, a helper) indexing a tensor with tiles
             # or index vectors: bounded as in the kernel body (and as compiled)
             if func is torch.Tensor.__getitem__:
