@@ -50,3 +50,30 @@ def test_extreme_host_floats(mode) -> None:
     for s in (1e-310, -0.0, 1e300, float("inf"), float("-inf")):
         assert torch.equal(mode(cast_scale)(x, s), x + s)
     assert mode(cast_scale)(x, float("nan")).isnan().all()
+
+
+@tc.kernel
+def torch_of_host_floats(x: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for tile_m, tile_n in tc.tile(out.size()):
+        unit = torch.square(torch.div(s, s, rounding_mode="floor"))
+        out[tile_m, tile_n] = torch.sign(torch.div(7, s, rounding_mode="floor")) % unit + x[
+            tile_m, tile_n
+        ] * (s % 1.0)
+
+
+@pytest.mark.parametrize("s", [-0.5, 0.5, -3.0])
+def test_torch_functions_of_host_floats_are_tensors(s: float) -> None:
+    """`torch.div(7, s)` of a host float is a 0-d float32 tensor in PyTorch, whose `%` keeps
+    PyTorch's zero sign (-1.0 % 1.0 is -0.0), where Python's float `%` (`s % 1.0`) takes
+    the divisor's: compiled code computed the first as Python floats (+0.0). Seen at
+    seed 102 of test_fuzz_dtypes, kernel 161."""
+    from tilecraft.testing import check_modes
+
+    x = torch.tensor([[0.0, -0.0, 1.5], [2.0, -1.0, 0.0]], device=DEVICE)
+
+    def reference(x: torch.Tensor, s: float, out: torch.Tensor) -> tuple:
+        unit = torch.square(torch.div(s, s, rounding_mode="floor"))
+        first = torch.sign(torch.div(7, s, rounding_mode="floor")) % unit
+        return x, first.to(x.device) + x * (s % 1.0)
+
+    check_modes(torch_of_host_floats, (x, s, torch.empty_like(x)), reference)

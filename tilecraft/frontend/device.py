@@ -402,6 +402,7 @@ class DeviceCompiler(Loops, Operators):
             op = lambda: self.call_op(name, args, kwargs)  # noqa: E731
             special = operators.numbers_only_call(self.b, fn, args, kwargs, op)
             special = op() if special is NotImplemented else special
+            special = operators.tensor_of_host_floats(self.b, special)
         if special is not NotImplemented:
             return special
         if any(isinstance(a, (Value, HostTensor, TileRef)) for a in [*args, *kwargs.values()]):

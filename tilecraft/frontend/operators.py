@@ -300,6 +300,15 @@ def numbers_only_call(
     return b.op("full", (), result.dtype, (), hint="number", value=result.item())
 
 
+def tensor_of_host_floats(b: Builder, result: Any) -> Any:
+    """A torch function's result computed of host floats (weak Values) only: what PyTorch
+    returns, a 0-d float32 tensor, whose arithmetic is a tensor's after it (`%` keeps
+    PyTorch's zero sign where Python's float `%` takes the divisor's)."""
+    if not (isinstance(result, Value) and result.weak):
+        return result
+    return b.op("cast", (result,), torch.float32, result.type.dims, compute=torch.float32)
+
+
 def augmented(b: Builder, name: str, old: Any, new: Any) -> Any:
     """`x op= y` of a tile `x` updates it in place in PyTorch: the result keeps `x`'s
     dtype (an int16 accumulator wraps as int16 after `acc += acc64`), and a result of a
