@@ -28,6 +28,7 @@ from conftest import DEVICE
 from fuzzing import load_kernels
 
 import tilecraft as tc
+from tilecraft.autotune.space import space_of
 from tilecraft.exc import TilecraftError
 from tilecraft.testing import check_modes, run_mode
 
@@ -180,6 +181,25 @@ def test_random_reduction_agrees_in_both_modes(module, i: int) -> None:
         return
     out = torch.empty(expected.shape, dtype=expected.dtype, device=DEVICE)
     check_modes(kernel, (x, out), lambda x, out: (x, reference(x)), expected.dtype)
+
+
+@pytest.mark.parametrize("i", range(0, KERNELS, 4), ids=[f"k{i}" for i in range(0, KERNELS, 4)])
+def test_random_reduction_at_a_random_config(module, i: int) -> None:
+    """A quarter of the kernels again at a config drawn from their space (block sizes,
+    reduction loops, orders): eager mode tiles as the config does (without reduction
+    loops, which it does not model), compiled code must give the same answers."""
+    case = cases()[i]
+    kernel, reference = getattr(module, f"k{i}"), getattr(module, f"r{i}")
+    x = inputs(i, case)
+    try:
+        expected = reference(x)
+    except (RuntimeError, IndexError, NotImplementedError):
+        pytest.skip("PyTorch refuses it (checked at the default config)")
+    out = torch.empty(expected.shape, dtype=expected.dtype, device=DEVICE)
+    config = space_of(kernel.bind((x, out)), on_gpu=False).random(random.Random(SEED + i))
+    modes = ["triton"] if config.reduction_loops else ["eager", "triton"]
+    check = lambda x, out: (x, reference(x))  # noqa: E731
+    check_modes(kernel, (x, out), check, expected.dtype, config=config, modes=modes)
 
 
 @tc.kernel

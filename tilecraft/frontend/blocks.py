@@ -10,6 +10,7 @@ from typing import Any
 from tilecraft.exc import InvalidConfig
 from tilecraft.frontend.facts import UNKNOWN
 from tilecraft.ir.types import Block
+from tilecraft.language.state import Sites
 
 DYNAMIC_EXTENT_HINT = 4096  # assumed trip range of a loop with device-computed bounds
 
@@ -60,15 +61,15 @@ class BlockTable:
     # to the next (frontend/trends.py)
     span_trends: dict[int, list[int | None]] = field(default_factory=dict)
     # each line of a `tc.tile(...)` call: its dims' block sizes (eager mode tiles the same)
-    sites: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    sites: Sites = field(default_factory=dict)
 
-    def note_site(self, call: ast.expr, blocks: list[int]) -> None:
+    def note_site(self, filename: str, call: ast.expr, blocks: list[int]) -> None:
         """The block sizes of the tile loop whose call is `call` (the first trace wins)."""
         sizes = tuple(int(self.blocks[b].fixed_size or 0) for b in blocks)
         if 0 in sizes:
             return
         for line in range(call.lineno, (call.end_lineno or call.lineno) + 1):
-            self.sites.setdefault(line, sizes)
+            self.sites.setdefault((filename, line), sizes)
 
     def note_span(self, trend: int | None) -> None:
         """A loop with device-computed bounds in the current top-level loop, whose trip

@@ -201,7 +201,7 @@ class Loops:
         out = out if multi else out[:1]
         ids = [blk for blk, _ in out]
         if fn is not lang.grid:
-            self.table.note_site(call, ids)
+            self.table.note_site(self.src.filename, call, ids)
         order = self.table.loop_order(ids) if len(out) > 1 and fn is lang.tile else None
         return out, ids if order is None else [ids[i] for i in order]
 

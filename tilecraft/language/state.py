@@ -18,6 +18,8 @@ import torch
 from tilecraft.exc import NotInKernel, SourceLoc
 
 F = TypeVar("F", bound=Callable[..., Any])
+# the block sizes of the dims of each tile loop, by the place of its call (file, line)
+Sites = dict[tuple[str, int], tuple[int, ...]]
 
 
 @dataclass
@@ -27,7 +29,7 @@ class EagerContext:
 
     device: torch.device
     block_size: int = 32  # a tile loop's where the config's is not known
-    sites: dict[int, tuple[int, ...]] = field(default_factory=dict)  # BlockTable.sites
+    sites: Sites = field(default_factory=dict)  # BlockTable.sites
     registered: list[int] = field(default_factory=list)  # `register_block_size`'s, in order
     tunables: dict[str, object] = field(default_factory=dict)
     masks: list[torch.Tensor] = field(default_factory=list)  # enclosing `if` arms on tiles
@@ -40,10 +42,10 @@ class EagerContext:
             return extra if mask is None else mask
         return extra & mask
 
-    def tile_sizes(self, explicit: list[int | None], line: int) -> list[int]:
-        """The block sizes of the tile loop called at `line`: those given, else the
+    def tile_sizes(self, explicit: list[int | None], caller: FrameType) -> list[int]:
+        """The block sizes of the tile loop `caller` calls: those given, else the
         config's, as compiled code tiles (a scan or a sort of a tile sees one block)."""
-        chosen = self.sites.get(line, ())
+        chosen = self.sites.get((caller.f_code.co_filename, caller.f_lineno), ())
         return [
             int(b) if b is not None else chosen[i] if i < len(chosen) else self.block_size
             for i, b in enumerate(explicit)

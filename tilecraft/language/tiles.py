@@ -85,7 +85,7 @@ def tile(
     multi = not (_is_one(begin_or_size) and (end is None or _is_one(end)))
     ranges = _ranges(begin_or_size, end)
     explicit = block_size if isinstance(block_size, Sequence) else [block_size] * len(ranges)
-    sizes = ctx.tile_sizes(list(explicit), sys._getframe(1).f_lineno)
+    sizes = ctx.tile_sizes(list(explicit), sys._getframe(1))
     axes = [
         [Tile(s, min(s + bs, e), bs, ctx.device, (b, e)) for s in range(b, e, bs)]
         for (b, e), bs in zip(ranges, sizes, strict=True)
@@ -159,7 +159,7 @@ def jagged_tile(parent: torch.Tensor) -> Iterator[Tile]:
             "every dim of tc.jagged_tile's lengths must come from an enclosing tc.tile loop"
         )
     end = int(parent.item())
-    (size,) = ctx.tile_sizes([None], sys._getframe(1).f_lineno)
+    (size,) = ctx.tile_sizes([None], sys._getframe(1))
     return (Tile(s, min(s + size, end), size, ctx.device, (0, end)) for s in range(0, end, size))
 
 

@@ -32,6 +32,7 @@ from tilecraft.frontend.host import (
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
+from tilecraft.language.state import Sites
 from tilecraft.language.tunables import Fragment, fragment_default
 from tilecraft.runtime import fast_launch, guard
 from tilecraft.runtime.budget import device_limits, fits, pow2_ceil
@@ -77,7 +78,7 @@ class BoundKernel:
         tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
         self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}
-        self._eager_blocks: dict[Config, tuple[dict[int, tuple[int, ...]], list[int]]] = {}
+        self._eager_blocks: dict[Config, tuple[Sites, list[int]]] = {}
         self.launcher: Callable[..., Any] | None = None  # the selected config's launcher
         self.predicted: Config | None = None  # the cost model's pick for an untuned call
         self.tuning: dict[str, Any] = {}  # what the last tuning run did
@@ -150,7 +151,7 @@ class BoundKernel:
             return None
         return self.src.loc(ast.Pass(lineno=frames[-1].lineno or 0))
 
-    def eager_blocks(self, config: Config | None) -> tuple[dict[int, tuple[int, ...]], list[int]]:
+    def eager_blocks(self, config: Config | None) -> tuple[Sites, list[int]]:
         """For eager mode: the block sizes of each tile loop's line and of each
         `register_block_size` call, as `config` compiles them."""
         config = self.resolve(config)

@@ -17,6 +17,7 @@ from tilecraft.frontend.source import KernelSource
 from tilecraft.language.indexing import is_vector, read, write
 from tilecraft.language.state import (
     EagerContext,
+    Sites,
     eager_context,
     indexing_is_plain,
     running_eagerly,
@@ -313,7 +314,7 @@ def run_eagerly(
     args: tuple,
     tunables: dict[str, Any],
     check: bool = False,
-    blocks: tuple[dict[int, tuple[int, ...]], list[int]] = ({}, []),
+    blocks: tuple[Sites, list[int]] = ({}, []),
 ) -> Any:
     """Call an eager kernel function with DSL ops computing on the arguments' device;
     `blocks`: the config's block sizes, of each tile loop's line and of each

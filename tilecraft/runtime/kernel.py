@@ -14,6 +14,7 @@ import torch
 from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
 from tilecraft.frontend.source import KernelSource, read_source
+from tilecraft.language.state import Sites
 from tilecraft.language.tunables import constexpr
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
@@ -272,9 +273,7 @@ class Kernel:
         blocks = self._eager_blocks(args, config)
         return run_eagerly(self._eager, args, tunables, self.settings.check, blocks)
 
-    def _eager_blocks(
-        self, args: tuple, config: Config | None
-    ) -> tuple[dict[int, tuple[int, ...]], list[int]]:
+    def _eager_blocks(self, args: tuple, config: Config | None) -> tuple[Sites, list[int]]:
         """The block sizes compiled code would use for `args` (none where it would refuse
         them: eager mode then tiles by 32)."""
         try:
