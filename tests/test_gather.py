@@ -137,6 +137,51 @@ def test_out_of_range_indices_read_zero_compiled_and_raise_eagerly() -> None:
 
 
 @tc.kernel
+def gather_where_kept(x: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        i = ids[t, :]
+        if i >= 0:  # lanes of negative ids never gather
+            out[t, :] = torch.gather(x[t, :], 1, i)
+
+
+@pytest.mark.parametrize("eager", [False, True])
+def test_the_check_mode_raises_on_an_index_out_of_range(monkeypatch, eager: bool) -> None:
+    """TILECRAFT_CHECK=1 makes compiled gathers raise where PyTorch raises (at the user's
+    line), lanes of an `if` arm not taken and padded lanes (a row of 5 in 8) unchecked."""
+    fresh = {k: tc.kernel(k.fn) for k in (gather_rows, subscript_rows, gather_where_kept)}
+    for k in fresh.values():
+        monkeypatch.setattr(k.settings, "check", True)
+        monkeypatch.setattr(k.settings, "interpret", eager)
+    x = values((6, 5), torch.float32)
+    good = indices((6, 3), 5, torch.int64)
+    out = torch.empty(6, 3, device=DEVICE)
+    fresh[gather_rows](x, good, out)
+    torch.testing.assert_close(out, torch.gather(x, 1, good), equal_nan=True)
+    bad = good.clone()
+    bad[4, 1] = 5
+    error = (RuntimeError, TilecraftError) if eager else TilecraftError
+    with pytest.raises(error, match="out of bounds" if eager else "gather"):
+        fresh[gather_rows](x, bad, out)
+    with pytest.raises(TilecraftError):
+        fresh[subscript_rows](x, bad[4], out)
+    masked = torch.where(good == 2, -1, good)  # -1: out of range where the arm is not taken
+    out.zero_()
+    fresh[gather_where_kept](x, masked, out)
+    expected = torch.gather(x, 1, masked.clamp(min=0)).masked_fill(masked < 0, 0)
+    torch.testing.assert_close(out, expected, equal_nan=True)
+
+
+def test_a_gather_in_an_arm_not_taken_reads_nothing_in_both_modes() -> None:
+    """Eager mode gathered on every lane of an `if` on a tile, and PyTorch raised for an
+    index the `if` kept out; compiled code gathers there too and keeps only the arm's."""
+    x = values((6, 5), torch.float32)
+    ids = torch.where(indices((6, 3), 5, torch.int64) == 2, -7, 3)
+    expected = torch.gather(x, 1, ids.clamp(min=0)).masked_fill(ids < 0, 0)
+    args = (x, ids, torch.zeros(6, 3, device=DEVICE))
+    check_modes(gather_where_kept, args, lambda x, i, o: (x, i, expected))
+
+
+@tc.kernel
 def sorts_down(x: torch.Tensor, values: torch.Tensor, index: torch.Tensor) -> None:
     for t in tc.tile(x.size(1)):
         column = x[:, t]

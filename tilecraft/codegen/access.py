@@ -277,6 +277,26 @@ def check_bounds(w: KernelWriter, op: Op, masks: list[str], extra: Value | None)
     return tiles + bounds
 
 
+def check_index(w: KernelWriter, op: Op) -> None:
+    """In the check mode, report a lane of the flags `op.args[0]` (an index into a tile,
+    in range where True) that is False on a lane its tiles hold; else nothing."""
+    if not w.check:
+        return
+    (ok,) = op.args
+    dims = w.text_dims(ok)
+    w.checks.append(f"{op.loc.filename}:{op.loc.lineno}: {op.attrs['what']}")
+    live = [f"({w.operand(ok, dims, None)} == 0)"]
+    live += [
+        expand(f"mask_{d}", len(dims), k)
+        for k, d in enumerate(dims)
+        if d is not None and w.has_mask(d)
+    ]
+    flag = f"tl.where({' & '.join(live)}, {len(w.checks)}, 0)"
+    if dims:
+        flag = f"tl.max({flag} + tl.zeros({w.shape(dims)}, tl.int32))"
+    w.line(f"tl.atomic_max(_tc_check, {flag})")
+
+
 def block_positions(index: Index) -> str:
     """The positions a block index reads: `offset + step * i` for a partial slice."""
     plain = text = f"indices_{index.block}"

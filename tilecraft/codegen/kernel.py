@@ -320,6 +320,9 @@ class KernelWriter:
         else:
             self.assign(op, convert(x.name, x.type.dtype, target))
 
+    def op_check_index(self, op: Op) -> None:
+        access.check_index(self, op)
+
     def op_bitcast(self, op: Op) -> None:
         assert op.out is not None
         (x,) = op.args

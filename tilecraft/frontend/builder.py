@@ -64,6 +64,7 @@ class Builder:
     _counter: Any = field(default_factory=itertools.count)
     new_dim: Any = None  # int -> Block: a whole dim of a new length (topk's k), from the table
     jagged: dict[int, Value] = field(default_factory=dict)  # masks of enclosing jagged tiles
+    masks: list[Value] = field(default_factory=list)  # conditions of enclosing `if` arms on tiles
 
     def fresh(self, hint: str = "v") -> str:
         hint = hint if hint.isidentifier() else "v"

@@ -71,7 +71,7 @@ class DeviceCompiler(Loops, Operators):
         self.guarding = not all(isinstance(host_locals.get(a), KEYED) for a in arguments)
         self.params: list[Param] = []
         self.mem = MemoryLowering(self.b, table)
-        self.masks: list[Value] = []  # conditions of the enclosing `if` arms on tiles
+        self.masks = self.b.masks  # conditions of the enclosing `if` arms on tiles
 
     # -- entry -------------------------------------------------------------------
     def compile(self, loop: ast.For) -> DeviceKernel:

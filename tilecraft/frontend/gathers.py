@@ -11,12 +11,14 @@ of (index, source) lanes, so the source's dim is limited to MAX_GATHER elements.
 A kernel cannot raise: an index out of range (negative ones included) matches no
 position, padded lanes included, and reads 0 (False), as an index tile out of range of a
 tensor does. Eager mode does the same for `row[idx]`; its gather, take_along_dim and
-index_select raise there, as PyTorch does (a negative index too). An index into a dim of
-length 0 is refused while compiling.
+index_select raise there, as PyTorch does (a negative index too), but not on the lanes of
+an `if` arm on a tile that is not taken. In the bounds-check mode (TILECRAFT_CHECK) the
+compiled gather raises too. An index into a dim of length 0 is refused while compiling.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -67,7 +69,19 @@ def take(b: Builder, x: Value, axis: int, index: Value, what: str) -> Value:
 
 def _in_range(b: Builder, x: Value, axis: int, index: Value, what: str) -> Value:
     extent = _source_extent(b, x, axis, what)
-    return OPS["and"](b, OPS["ge"](b, index, 0), OPS["lt"](b, index, extent))  # type: ignore[no-any-return]
+    ok: Value = OPS["and"](b, OPS["ge"](b, index, 0), OPS["lt"](b, index, extent))  # type: ignore[assignment]
+    _check(b, ok, what)
+    return ok
+
+
+def _check(b: Builder, ok: Value, what: str) -> None:
+    """In the bounds-check mode (TILECRAFT_CHECK) an index out of range raises at the
+    user's line, as PyTorch's gather does (compiled code otherwise reads 0): lanes of an
+    `if` arm on a tile that is not taken are not checked."""
+    if b.masks:  # (an arm's mask of other dims: every lane is checked)
+        with contextlib.suppress(ShapeMismatch):
+            ok = OPS["bitwise_or"](b, ok, OPS["eq"](b, b.masks[-1], 0))  # type: ignore[assignment]
+    b.effect("check_index", (ok,), what=f"`{what}`" if what.isidentifier() else what)
 
 
 def _match(

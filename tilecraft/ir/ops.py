@@ -41,6 +41,7 @@ class Kind(enum.Enum):
     DOT = "dot"  # matrix products
     TILE = "tile"  # tile attributes: indices, begin, end, id
     RANDOM = "random"  # counter-based random numbers
+    CHECK = "check"  # reports a condition's False lanes in the bounds-check mode
 
 
 class Result(enum.Enum):
@@ -566,6 +567,7 @@ define("full", Kind.CREATE)
 define("literal", Kind.CREATE, arity=0, eager=torch.tensor)  # attrs values
 define("arange", Kind.CREATE)
 define("load", Kind.MEMORY, category="load")
+define("check_index", Kind.CHECK, arity=1)  # attrs what; args in-range flags (TILECRAFT_CHECK)
 define("store", Kind.MEMORY, arity=2, category="store")
 define("atomic_add", Kind.MEMORY, arity=2, category="atomic")
 for _name in ("atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg"):

@@ -368,6 +368,9 @@ _PRODUCTS = {torch.mm, torch.bmm, torch.matmul, torch.Tensor.mm, torch.Tensor.bm
 # scans of 16-bit floats accumulate in float32, as compiled (PyTorch's CUDA kernels
 # accumulate in the 16-bit type: a row's cumsum drifted by whole units)
 _SCANS = {torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod}
+# gathers, by the position of their index argument
+_GATHERS = {torch.gather: 2, torch.Tensor.gather: 2}
+_GATHERS |= {torch.take_along_dim: 1, torch.Tensor.take_along_dim: 1}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 _RESHAPES = {torch.reshape, torch.Tensor.reshape, torch.Tensor.view}
 # `h + c` and `h ** c` of a 16-bit float tile and a Python number, in float32 with c as a
@@ -402,6 +405,8 @@ class _FloatAccumulation(TorchFunctionMode):
                 return _getitem(args[0], args[1])
             return _setitem(*args)
         func = _ZEROED.get(func, func)
+        if func in _GATHERS and len(args) > _GATHERS[func]:
+            args = _taken_lanes_only(args, _GATHERS[func])
         if func in _ACCUMULATING and len(args) >= 3:
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:
@@ -419,6 +424,19 @@ class _FloatAccumulation(TorchFunctionMode):
         except RuntimeError as e:
             result = _short_tile_retry(func, args, kwargs, e)
         return eager_short.carry(result, args) if marked else result
+
+
+def _taken_lanes_only(args: tuple, at: int) -> tuple:
+    """A gather inside an `if` on a tile with index 0 where the arm is not taken: compiled
+    code gathers on every lane and keeps the arm's, so an index out of range there (the
+    `if` may be what keeps it out) must not raise (its lanes are never stored)."""
+    mask, index = eager_context("gather").branch_mask(), args[at]
+    if mask is None or not isinstance(index, torch.Tensor):
+        return args
+    if torch.broadcast_shapes(mask.shape, index.shape) != index.shape:
+        return args
+    safe = torch.where(mask, index, torch.zeros_like(index))
+    return (*args[:at], safe, *args[at + 1 :])
 
 
 def _half_and_number(args: tuple) -> bool:
