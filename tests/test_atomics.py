@@ -334,3 +334,28 @@ def test_a_result_over_a_looped_reduction_dim_is_refused_by_name() -> None:
         run_mode(row_totals_before, (x, x.clone()), "triton")
     totals = run_mode(row_totals_before, (x, x.clone()), "eager")
     torch.testing.assert_close(totals, x.sum(1))
+
+
+@helion.kernel()
+def update_by_name(x: torch.Tensor, out: torch.Tensor, name: str) -> None:
+    for tile in hl.tile(x.size(0)):
+        getattr(hl, name)(out, [tile], x[tile])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"),
+    [(torch.float16, "atomic_max"), (torch.bfloat16, "atomic_min"), (torch.int8, "atomic_add"),
+     (torch.int16, "atomic_or"), (torch.bool, "atomic_xchg")],
+)  # fmt: skip
+def test_atomics_triton_cannot_compile_for_a_dtype_are_refused(dtype, name) -> None:
+    """The interpreter ran these, where Triton's GPU compiler refuses them (`atomic_max
+    does not support fp16`): found by tests/test_fuzz_memory.py compiling for sm_90."""
+    x = torch.zeros(5, dtype=dtype)
+    with pytest.raises(exc.DtypeError, match=f"tc.{name} cannot update `out` of {dtype}"):
+        update_by_name.bind((x, x.clone(), name)).to_triton_code(helion.Config())
+
+
+def test_16_bit_float_adds_compile() -> None:
+    x = torch.zeros(5, dtype=torch.float16)
+    code = update_by_name.bind((x, x.clone(), "atomic_add")).to_triton_code(helion.Config())
+    assert "tl.atomic_add(" in code

@@ -467,3 +467,26 @@ def test_device_scalar_indices_agree_in_every_mode() -> None:
     check_modes(_gather_scalar, (x, idx), reference)
     check_modes(_gather_scalar, (torch.empty(0), idx), reference)  # every index out of range
     check_modes(_gather_scalar, (x, idx[:0]), reference)  # no index at all
+
+
+@tc.kernel
+def halves_by_id(x: torch.Tensor, ids: torch.Tensor, out: torch.Tensor) -> None:
+    for tile_m in tc.tile(1, 10):
+        for tile_n in tc.tile(9):
+            out[ids[tile_m], tile_n] = x[tile_m.index // 2, tile_n]
+
+
+def test_tiles_past_the_end_beside_index_tiles(mode) -> None:
+    """`tile_n` reaches past `x`'s one column and `out`'s seven beside an index tile: eager
+    mode clipped its slice, so `x[...]` gave one column, broadcast to every column of
+    `out` (seed 2 of tests/test_fuzz_memory.py); positions past the end read 0."""
+    x = torch.arange(1.0, 5.0, device=DEVICE)[:, None]
+    ids = torch.tensor([31, 16, -1, 33, 2, 5, 0, 34, 15, 3], device=DEVICE)
+    out = torch.full((7, 7), 99.0, device=DEVICE)
+    mode(halves_by_id)(x, ids, out)
+    expected = torch.full((7, 7), 99.0, device=DEVICE)
+    for m in range(1, 10):
+        if 0 <= ids[m] < 7:
+            expected[ids[m]] = 0.0
+            expected[ids[m], 0] = x[m // 2, 0] if m // 2 < 4 else 0.0
+    assert torch.equal(out, expected)

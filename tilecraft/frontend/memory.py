@@ -221,6 +221,7 @@ class MemoryLowering:
         expected value and new value) to `param[items]`; an atomic's result is the values
         before its update (dropped again where the kernel never reads it: ir/nodes.py
         `drop_unused_results`)."""
+        _check_atomic_dtype(name, param)
         acc = self.access(param, meta, items)
         for value in operands:
             self._check_value(param, acc, value)
@@ -392,3 +393,20 @@ def _mask(mask: Any) -> Value | None:
 def _check_other(other: Any) -> None:
     if other is not None and not isinstance(other, (int, float, bool, Value)):
         raise UnsupportedSyntax(f"tc.load(other=...) must be a number or a tile, not {other!r}")
+
+
+def _check_atomic_dtype(name: str, param: Param) -> None:
+    """Refuse an atomic that Triton's GPU compiler refuses for the tensor's dtype (its
+    interpreter runs them all): 16-bit floats only add, no atomic takes 8-bit values, and
+    only a compare-and-swap takes 16-bit integers."""
+    dtype = param.dtype
+    half = dtype in (torch.float16, torch.bfloat16)
+    small = dtype.itemsize < 2 or (dtype.itemsize == 2 and not half)
+    if name == "store" or (name == "atomic_cas" and dtype.itemsize >= 2):
+        return
+    if small or (half and name != "atomic_add"):
+        raise DtypeError(
+            f"tc.{name} cannot update `{param.host_expr}` of {dtype}: Triton's GPU atomics "
+            "update 32- and 64-bit values (atomic_add float16 and bfloat16 ones too); "
+            "update a float32 or int32 copy"
+        )

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, TypeGuard
 import torch
 
 from tilecraft.exc import IndexOutOfBounds
+from tilecraft.language.overhang import Padded, padded
 from tilecraft.language.state import _current, plain_indexing, user_frame
 from tilecraft.language.tiles import Tile
 
@@ -47,6 +48,18 @@ def tensor_key(tensor: torch.Tensor, key: object) -> Key:
     assert isinstance(tile, Tile)
     items[over[0]] = tile.index
     return eager_key(tuple(items))
+
+
+def subscript(tensor: torch.Tensor, key: object) -> Padded:
+    """What `tensor[key]` indexes: `tensor_key`'s subscript of `tensor`, or where tiles
+    reaching past its dims meet index tensors or each other, a padded copy's
+    (`overhang.padded`)."""
+    items = _flatten(key)
+    tiles = _tile_dims(items, tensor.dim())
+    over = [(k, dim) for k, dim in tiles if _overhangs(items[k], tensor, dim)]
+    if len(over) > 1 or (over and any(is_vector(i) for i in items)):
+        return padded(tensor, items, over)
+    return Padded(tensor, tensor_key(tensor, key), None, lambda: None)
 
 
 def _tile_dims(items: list[object], rank: int) -> list[tuple[int, int]]:
@@ -212,8 +225,9 @@ def read(
     tensor: torch.Tensor, key: object, mask: torch.Tensor | None = None, other: Any = 0
 ) -> torch.Tensor:
     """`tensor[key]`, positions out of range or where `mask` is False reading `other`."""
-    safe, valid = bounded(tensor, tensor_key(tensor, key))
+    pad, safe, valid = _bounded_subscript(tensor, key)
     check_bounds(valid, mask, tensor)
+    tensor = pad.tensor
     if valid is not None:
         mask = valid if mask is None else mask & valid
     if mask is None:
@@ -226,25 +240,41 @@ def read(
 @plain_indexing
 def write(tensor: torch.Tensor, key: object, value: Any, mask: torch.Tensor | None = None) -> None:
     """`tensor[key] = value`, skipping positions out of range or where `mask` is False."""
-    safe, mask = _checked(tensor, key, mask)
+    pad, safe, mask = _checked(tensor, key, mask)
+    tensor = pad.tensor
     if mask is None or tensor.dim() == 0:
         tensor[safe] = value
-        return
-    targets = _targets(tensor, safe, mask, value)
-    if targets is not None:
-        tensor.index_put_(targets.where, targets.values[0])
+    else:
+        targets = _targets(tensor, safe, mask, value)
+        if targets is not None:
+            tensor.index_put_(targets.where, targets.values[0])
+    pad.write_back()
+
+
+def _bounded_subscript(
+    tensor: torch.Tensor, key: object
+) -> tuple[Padded, Key, torch.Tensor | None]:
+    """What `tensor[key]` indexes (`subscript`), `key` made safe to index it with, and
+    where the positions it reaches are inside `tensor` and in range (None: everywhere)."""
+    pad = subscript(tensor, key)
+    safe, valid = bounded(pad.tensor, pad.key)
+    if pad.inside is not None:
+        inside = _source(pad.inside, safe)[safe]
+        valid = inside if valid is None else valid & inside
+    return pad, safe, valid
 
 
 def _checked(
     tensor: torch.Tensor, key: object, mask: torch.Tensor | None
-) -> tuple[Key, torch.Tensor | None]:
-    """`key` made safe to index `tensor` with, and the positions to touch: those `mask`
-    keeps whose indices are in range (raising in the bounds-check mode where one is not)."""
-    safe, valid = bounded(tensor, tensor_key(tensor, key))
+) -> tuple[Padded, Key, torch.Tensor | None]:
+    """What `tensor[key]` writes to, `key` made safe to index it with, and the positions
+    to touch: those `mask` keeps whose indices are in range (raising in the bounds-check
+    mode where one is not)."""
+    pad, safe, valid = _bounded_subscript(tensor, key)
     check_bounds(valid, mask, tensor)
     if valid is not None:
         mask = valid if mask is None else mask & valid
-    return safe, mask
+    return pad, safe, mask
 
 
 @plain_indexing
@@ -254,7 +284,15 @@ def accumulate(
     """`tensor[key] += value`, summing repeated positions as atomics do and skipping
     positions out of range or where `mask` is False; returns what each position held
     before its lane's add, the lanes adding one at a time in lane order (0 where skipped)."""
-    safe, mask = _checked(tensor, key, mask)
+    pad, safe, mask = _checked(tensor, key, mask)
+    old = _accumulate(pad.tensor, safe, mask, value)
+    pad.write_back()
+    return old
+
+
+def _accumulate(
+    tensor: torch.Tensor, safe: Key, mask: torch.Tensor | None, value: Any
+) -> torch.Tensor:
     if tensor.dim() == 0:
         return _scalar_update(tensor, safe, mask, torch.add, value)
     targets = _targets(tensor, safe, mask, value)
@@ -288,13 +326,16 @@ def update(
     apply (a position indexed twice is updated twice, in lane order), skipping positions
     out of range or where `mask` is False; returns what each position held before its
     lane's update (0 where skipped)."""
-    safe, mask = _checked(tensor, key, mask)
+    pad, safe, mask = _checked(tensor, key, mask)
+    tensor = pad.tensor
     if tensor.dim() == 0:
         return _scalar_update(tensor, safe, mask, combine, *operands)
     targets = _targets(tensor, safe, mask, *operands)
     if targets is None:
         return _nothing(tensor, safe)
-    return targets.spread(_in_lane_order(tensor, targets.where, combine, *targets.values))
+    old = targets.spread(_in_lane_order(tensor, targets.where, combine, *targets.values))
+    pad.write_back()
+    return old
 
 
 def _in_lane_order(
