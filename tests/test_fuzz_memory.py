@@ -39,7 +39,7 @@ from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.testing import check_modes
 
 SEED = 4242
-KERNELS = 180
+KERNELS = 240
 SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0]
 REFUSALS = (UnsupportedOperation, ShapeMismatch, DtypeError)
 
