@@ -54,6 +54,7 @@ from conftest import DEVICE
 from fuzzing import Float32Numbers, load_kernels
 
 from tilecraft import exc
+from tilecraft.autotune.space import space_of
 from tilecraft.testing import check_modes, run_mode
 
 SEED = 11
@@ -277,6 +278,23 @@ def module(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.parametrize("i,dtype,head,body", cases(), ids=[f"k{c[0]}" for c in cases()])
 def test_random_control_flow_agrees_in_both_modes(module, i, dtype, head, body) -> None:
+    agree(module, i, dtype, head, body, None)
+
+
+@pytest.mark.parametrize("case", cases()[::4], ids=[f"k{c[0]}" for c in cases()[::4]])
+def test_random_control_flow_at_a_random_config(module, case) -> None:
+    """A quarter of the kernels again at a config drawn from their space (blocks of 1..16
+    lanes over rows of up to 9, loop orders): eager mode tiles as the config does."""
+    i, dtype, head, body = case
+    args = inputs(i, dtype, SHAPES[i % len(SHAPES)])
+    try:
+        bound = getattr(module, f"k{i}").bind((*args[:-1], args[-1].to(DEVICE)))
+    except exc.TilecraftError as e:  # (a LoweringError fails the default-config test)
+        pytest.skip(f"refused: {str(e).splitlines()[0]}")
+    agree(module, i, dtype, head, body, space_of(bound, on_gpu=False).random(random.Random(i)))
+
+
+def agree(module, i, dtype, head, body, config) -> None:
     args = inputs(i, dtype, SHAPES[i % len(SHAPES)])
     args = (*args[:-1], args[-1].to(DEVICE))
     ref = reference(body)
@@ -288,14 +306,14 @@ def test_random_control_flow_agrees_in_both_modes(module, i, dtype, head, body) 
         pytest.skip("max or min of +0.0 and -0.0 (see the module's docstring)")
     kernel = getattr(module, f"k{i}")
     try:
-        run_mode(kernel, args, "eager")
+        run_mode(kernel, args, "eager", config)
     except (TypeError, RuntimeError, ZeroDivisionError, OverflowError) as e:
         if "match the broadcast shape" not in str(e):  # on lanes the reference's path skips
             pytest.skip(f"PyTorch refuses this kernel's arithmetic: {e}")
         # `acc += tile` growing `acc` in place, or `acc` made a scalar before it (in a
         # device loop, seed 110, or an arm of an `if`, seed 114): refused where it changes
         with pytest.raises(exc.ShapeMismatch):
-            run_mode(kernel, args, "triton")
+            run_mode(kernel, args, "triton", config)
         return
     try:
         check_modes(
@@ -303,6 +321,7 @@ def test_random_control_flow_agrees_in_both_modes(module, i, dtype, head, body) 
             args,
             lambda x, y, f, s, n, out: (x, y, f, ref(x, y, f, s, n, out)),
             dtype,
+            config=config,
         )
     except exc.TilecraftError as e:  # a clear refusal, not a wrong answer
         if isinstance(e, exc.LoweringError):
