@@ -128,5 +128,10 @@ def test_a_compile_past_its_time_or_a_dead_worker_is_an_error(tmp_path: Path) ->
     path.write_text(exiting)
     with pytest.raises(LoweringError, match="exit status 3"):
         fresh.ask((str(path), exiting, [], 90))
+    killed = crosscompile._worker()
+    killed.process.kill()
+    killed.process.wait()
+    with pytest.raises(LoweringError, match="died"):  # its pipe is broken
+        killed.ask((str(path), exiting, [], 90))
     x = torch.randn(9)
     compile_for_gpu(merged_ints, (x.view(3, 3), x[:3], torch.zeros(3, 3)))

@@ -108,7 +108,8 @@ class _Worker:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         first = os.environ.get("TILECRAFT_CROSS_PYTHONPATH")
         if first:
-            env["PYTHONPATH"] = os.pathsep.join([first, env.get("PYTHONPATH", "")])
+            paths = [first, *env.get("PYTHONPATH", "").split(os.pathsep)]
+            env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tilecraft.runtime.crosscompile"],
             stdin=subprocess.PIPE,
@@ -118,14 +119,20 @@ class _Worker:
 
     def ask(self, request: Any, timeout_s: float = TIMEOUT_S) -> Any:
         assert self.process.stdin is not None and self.process.stdout is not None
-        _send(self.process.stdin, request)
+        try:
+            _send(self.process.stdin, request)
+        except BrokenPipeError:  # it died after its last answer
+            raise self._died() from None
         if not select.select([self.process.stdout], [], [], timeout_s)[0]:
             self.close()
             raise LoweringError(f"Triton's compiler took over {timeout_s:g} s (stopped)")
         reply = _receive(self.process.stdout)
         if reply is None:
-            raise LoweringError(f"Triton's compiler died (exit status {self.process.wait()})")
+            raise self._died()
         return reply[0]
+
+    def _died(self) -> LoweringError:
+        return LoweringError(f"Triton's compiler died (exit status {self.process.wait()})")
 
     def close(self) -> None:
         if self.process.poll() is None:
