@@ -77,3 +77,24 @@ def test_torch_functions_of_host_floats_are_tensors(s: float) -> None:
         return x, first.to(x.device) + x * (s % 1.0)
 
     check_modes(torch_of_host_floats, (x, s, torch.empty_like(x)), reference)
+
+
+@tc.kernel
+def root_in_an_arm(x: torch.Tensor, s: float, n: int, out: torch.Tensor) -> None:
+    for tile in tc.tile(x.size(0)):
+        acc = x[tile]
+        if acc > 100:  # taken for inf only
+            acc = (s % float(n)) ** 0.5 * acc
+        out[tile] = acc + 1
+
+
+def test_a_negative_host_float_to_a_fractional_power_is_nan_in_both_modes() -> None:
+    """Python's `(-2.5) ** 0.5` is a complex number: eager mode spread it through the tile
+    from an `if` arm not taken (NaN where compiled code, computing it as a tensor's power,
+    kept the other arm). Seen at seed 213 of the flow fuzzer, kernel 55."""
+    from tilecraft.testing import check_modes
+
+    x = torch.tensor([1.0, -3.0, float("inf"), 0.0], device=DEVICE)
+    args = (x, -2.5, -5, torch.empty_like(x))
+    expected = torch.where(x > 100, float("nan"), x + 1)  # (the arm taken for inf: NaN)
+    check_modes(root_in_an_arm, args, lambda x, s, n, out: (x, expected))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 import operator
 from typing import Any
 
@@ -115,6 +116,23 @@ def _padded(args: tuple) -> tuple | None:
             a = torch.nn.functional.pad(a, pad)
         out.append(a)
     return tuple(out)
+
+
+class _RealPowers(ast.NodeTransformer):
+    """`a ** b` -> `_tc_pow(a, b)`: of Python floats, a negative base to a fractional power
+    is a Python complex, which then spreads through the tile (even from an `if` arm not
+    taken, as both arms run on tiles); compiled code computes it on the device, NaN."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Pow):
+            return node
+        return ast.copy_location(_call("_tc_pow", node.left, node.right), node)
+
+
+def _real_pow(base: Any, exponent: Any) -> Any:
+    result = base**exponent
+    return math.nan if isinstance(result, complex) else result
 
 
 class _EagerSubscripts(ast.NodeTransformer):
@@ -292,7 +310,7 @@ def eager_function(src: KernelSource) -> Any:
 
     def eager_loop(_: int, loop: ast.For) -> ast.stmt:
         loop = branches.visit(ContinueFree().visit(loop))
-        return _JaggedLanes().visit(_EagerSubscripts().visit(loop))
+        return _JaggedLanes().visit(_EagerSubscripts().visit(_RealPowers().visit(loop)))
 
     module = rewrite_host(src, eager_loop)
     extra = {
@@ -301,6 +319,7 @@ def eager_function(src: KernelSource) -> Any:
         "_tc_augmented": augmented,
         "_tc_setitem": _setitem,
         "_tc_lanes": lanes,
+        "_tc_pow": _real_pow,
         "_tc_block_size": lang.register_block_size,
         "_tc_tunable": lang.register_tunable,
         "max": _builtin_extreme(builtins.max, torch.maximum),
