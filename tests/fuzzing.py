@@ -46,7 +46,6 @@ class Float32Numbers(TorchFunctionMode):
         half = len(args) == 2 and isinstance(args[0], torch.Tensor)
         half = half and args[0].dtype in (torch.float16, torch.bfloat16)
         number = half and isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
-        number = number and not abs(args[1]) > torch.finfo(args[0].dtype).max  # (PyTorch's)
         if func not in _WIDENED or kwargs or not number:
             return func(*args, **kwargs)
         wide = func(args[0].float(), args[1])

@@ -4,6 +4,8 @@ precision (the kernel receives the float's 64 bits, not a float32)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from conftest import DEVICE
@@ -98,3 +100,28 @@ def test_a_negative_host_float_to_a_fractional_power_is_nan_in_both_modes() -> N
     args = (x, -2.5, -5, torch.empty_like(x))
     expected = torch.where(x > 100, float("nan"), x + 1)  # (the arm taken for inf: NaN)
     check_modes(root_in_an_arm, args, lambda x, s, n, out: (x, expected))
+
+
+@tc.kernel
+def past_the_range(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile in tc.tile(x.size(0)):
+        a = x[tile]
+        out[tile] = (a + (math.pi * 1000 + -999) ** 3) - 1e9 + (a**70000.0 - a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_numbers_past_a_16_bit_range_add_in_float32_in_both_modes(dtype) -> None:
+    """`h + 9.8e9`: PyTorch's CPU add rounds the number to inf first (`-inf + inf`: NaN),
+    its CUDA kernels and compiled code add it in float32 (-inf); eager mode did the CPU's
+    (flow fuzzer seed 218, kernel 118)."""
+    from tilecraft.testing import check_modes
+
+    x = torch.tensor([float("-inf"), 1.0, 0.5, 2.0, float("nan"), -1.0], device=DEVICE)
+    x = x.to(dtype)
+
+    def reference(x: torch.Tensor, out: torch.Tensor) -> tuple:
+        wide = x.float()
+        big = (wide + (math.pi * 1000 + -999) ** 3).to(dtype).float() - 1e9
+        return x, (big.to(dtype).float() + (wide**70000.0).to(dtype).float() - wide).to(dtype)
+
+    check_modes(past_the_range, (x, torch.empty_like(x)), reference, dtype)

@@ -24,6 +24,7 @@ import select
 import struct
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import torch
 
 from tilecraft.exc import LoweringError, SourceLoc
 from tilecraft.runtime import guard
+from tilecraft.runtime.heuristics import safe_config
 
 TIMEOUT_S = 600.0  # one call's compiles, in the worker
 # the shared memory a block may have (bytes), by compute capability: more fails to launch
@@ -87,18 +89,35 @@ def _describe(arg: Any) -> Any:
 
 def compile_for_gpu(bound: Any, config: Any, args: tuple, arch: int = 90) -> None:
     """Compile the Triton kernels that `bound`'s launcher for `config` launches on `args`
-    for an NVIDIA GPU of compute capability `arch` (90: Hopper), in the worker."""
+    for an NVIDIA GPU of compute capability `arch` (90: Hopper), in the worker. A config
+    needing more shared memory than the GPU has passes with a warning where its safe
+    config compiles: on the GPU a first call runs that one instead (bound.py)."""
+    failure = _failure(bound, config, args, arch)
+    if failure is not None and failure[0] == OutOfSharedMemory.__name__:
+        safe = safe_config(bound.spec, bound.resolve(config))
+        if _failure(bound, safe, args, arch) is None:
+            warnings.warn(
+                f"tilecraft: `{bound.src.tree.name}` with {bound.resolve(config)!r} "
+                f"{failure[1]}; on such a GPU it runs {safe!r} instead",
+                guard.SlowCompileWarning,
+                stacklevel=3,
+            )
+            return
+    if failure is not None:
+        kind, message, loc = failure
+        raise LoweringError(
+            f"Triton failed to compile `{bound.src.tree.name}` for sm_{arch}: {kind}: {message}",
+            loc or bound.src.loc(bound.src.tree),
+        )
+
+
+def _failure(bound: Any, config: Any, args: tuple, arch: int) -> Any:
+    """None where every kernel of `config` compiles, else (error type, message, loc)."""
     path, code = bound.code_file(config)
     namespace = dict(bound.src.namespace)
     exec(compile(code, str(path), "exec"), namespace)
     found = launches(namespace[bound.src.tree.name], args)
-    reply = _worker().ask((str(path), code, found, arch))
-    if reply is not None:
-        message, loc = reply
-        raise LoweringError(
-            f"Triton failed to compile `{bound.src.tree.name}` for sm_{arch}: {message}",
-            loc or bound.src.loc(bound.src.tree),
-        )
+    return _worker().ask((str(path), code, found, arch))
 
 
 class _Worker:
@@ -186,7 +205,8 @@ class _Target:
 
 
 def _compile(path: str, code: str, found: list[Launch], arch: int) -> Any:
-    """None when every launch compiled, else (message, user's SourceLoc or None)."""
+    """None when every launch compiled, else (its error's type name, message, the user's
+    SourceLoc or None)."""
     from triton.runtime.driver import driver
 
     from tilecraft.runtime.cache import remember_source
@@ -204,7 +224,7 @@ def _compile(path: str, code: str, found: list[Launch], arch: int) -> Any:
             _check_shared_memory(binary, arch)
     except Exception as e:  # noqa: BLE001 - handed back, named at the user's line
         loc: SourceLoc | None = user_location(e, code, path)
-        return f"{type(e).__name__}: {str(e)[-1500:]}", loc
+        return type(e).__name__, str(e)[-1500:], loc
     return None
 
 
