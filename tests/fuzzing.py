@@ -39,7 +39,8 @@ class Float32Numbers(TorchFunctionMode):
     number computed in float32 and rounded once, as tilecraft computes them in both modes
     (and PyTorch's CUDA kernels add): PyTorch's CPU add and sub round c to 16 bits first
     (`h + math.pi` in float16, and `h + -999` in bfloat16, where -999 is -1000) while its
-    mul and div do not, and its bfloat16 `h ** 3` rounds h * h first (float16's does not)."""
+    mul and div do not, and its bfloat16 `h ** 3` rounds h * h first (float16's does not).
+    A number past the 16-bit range too (the CPU's `-inf + 1e10` is NaN in float16: -inf)."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}

@@ -40,7 +40,10 @@ element-wise reference and compiled code (the second operand under Triton's inte
 
 Float kernels use no constants beyond float16's range: PyTorch's CPU kernels are not
 consistent there (`h * 100003` multiplies by the float32 constant, `h + -99991` adds the
-constant rounded to float16 first, -inf; its CUDA kernels add the float32 constant)."""
+constant rounded to float16 first, -inf; its CUDA kernels add the float32 constant).
+tilecraft adds it in float32 in both modes, as does the reference (`Float32Numbers`), so
+an expression of constants past the range (`(math.pi * 1000 + -999) ** 3`, seed 218)
+agrees too."""
 
 from __future__ import annotations
 
