@@ -353,6 +353,9 @@ def test_atomics_triton_cannot_compile_for_a_dtype_are_refused(dtype, name) -> N
     x = torch.zeros(5, dtype=dtype)
     with pytest.raises(exc.DtypeError, match=f"tc.{name} cannot update `out` of {dtype}"):
         update_by_name.bind((x, x.clone(), name)).to_triton_code(helion.Config())
+    with pytest.raises(exc.DtypeError, match=f"tc.{name} cannot update a tensor of") as info:
+        run_mode(update_by_name, (x, x.clone(), name), "eager")  # (the body alone, unbound)
+    assert "getattr(hl, name)" in str(info.value)  # the user's line
 
 
 def test_16_bit_float_adds_compile() -> None:

@@ -396,17 +396,8 @@ def _check_other(other: Any) -> None:
 
 
 def _check_atomic_dtype(name: str, param: Param) -> None:
-    """Refuse an atomic that Triton's GPU compiler refuses for the tensor's dtype (its
-    interpreter runs them all): 16-bit floats only add, no atomic takes 8-bit values, and
-    only a compare-and-swap takes 16-bit integers."""
-    dtype = param.dtype
-    half = dtype in (torch.float16, torch.bfloat16)
-    small = dtype.itemsize < 2 or (dtype.itemsize == 2 and not half)
-    if name == "store" or (name == "atomic_cas" and dtype.itemsize >= 2):
-        return
-    if small or (half and name != "atomic_add"):
-        raise DtypeError(
-            f"tc.{name} cannot update `{param.host_expr}` of {dtype}: Triton's GPU atomics "
-            "update 32- and 64-bit values (atomic_add float16 and bfloat16 ones too); "
-            "update a float32 or int32 copy"
-        )
+    """Refuse an atomic that Triton's GPU compiler refuses for the tensor's dtype
+    (`language.memory.atomic_refusal`)."""
+    why = None if name == "store" else lang.memory.atomic_refusal(name, param.dtype)
+    if why is not None:
+        raise DtypeError(f"tc.{name} cannot update `{param.host_expr}` of {param.dtype}: {why}")

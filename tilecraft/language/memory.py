@@ -17,12 +17,14 @@ an IndexError (see `tilecraft.language.indexing`).
 
 from __future__ import annotations
 
+import linecache
 from collections.abc import Callable, Sequence
 
 import torch
 
+from tilecraft.exc import DtypeError, SourceLoc
 from tilecraft.language.indexing import accumulate, eager_key, read, update, write
-from tilecraft.language.state import eager_context
+from tilecraft.language.state import eager_context, user_frame
 
 __all__ = [
     "atomic_add",
@@ -102,8 +104,37 @@ def atomic_add(
         tc.atomic_add(out, [tile_m], partial_sum, sem="relaxed")
         ticket = tc.atomic_add(counter, [0], 1)  # 0, 1, 2, ... one per program
     """
+    _refuse_dtype("atomic_add", tensor)
     mask = eager_context("atomic_add").branch_mask(extra_mask)
     return accumulate(tensor, tuple(index), value, mask)
+
+
+def atomic_refusal(name: str, dtype: torch.dtype) -> str | None:
+    """Why Triton's GPU compiler refuses atomic `name` on `dtype` (its interpreter runs them
+    all), or None: 16-bit floats only add, no atomic takes 8-bit values, and only a
+    compare-and-swap takes 16-bit integers."""
+    half = dtype in (torch.float16, torch.bfloat16)
+    small = dtype.itemsize < 2 or (dtype.itemsize == 2 and not half)
+    if name == "atomic_cas" and dtype.itemsize >= 2:
+        return None
+    if small or (half and name != "atomic_add"):
+        return (
+            "Triton's GPU atomics update 32- and 64-bit values (atomic_add float16 and "
+            "bfloat16 ones too); update a float32 or int32 copy"
+        )
+    return None
+
+
+def _refuse_dtype(name: str, tensor: torch.Tensor) -> None:
+    """Eager mode refuses what compiled code refuses (frontend/memory.py), at the user's line."""
+    why = atomic_refusal(name, tensor.dtype)
+    if why is not None:
+        frame = user_frame()
+        line = frame.f_lineno
+        where = SourceLoc(
+            frame.f_code.co_filename, line, linecache.getline(frame.f_code.co_filename, line)
+        )
+        raise DtypeError(f"tc.{name} cannot update a tensor of {tensor.dtype}: {why}", where)
 
 
 def _atomic(
@@ -115,6 +146,7 @@ def _atomic(
     sem: str | None,
     extra_mask: torch.Tensor | None,
 ) -> torch.Tensor:
+    _refuse_dtype(name, tensor)
     mask = eager_context(name).branch_mask(extra_mask)
     return update(tensor, tuple(index), combine, mask, *operands)
 
