@@ -124,7 +124,9 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
     bound, config = kernel.bind(copies), config or kernel.chosen_config()
     arch = os.environ.get("TILECRAFT_CROSS_COMPILE", "")
     if arch not in ("", "0") and runs_on_cpu(copies):
-        compile_for_gpu(kernel, copies, config, int(arch))
+        from tilecraft.runtime import crosscompile  # (this binding's analysis, not another)
+
+        crosscompile.compile_for_gpu(bound, config, copies, int(arch))
     return _outputs(bound.compile(config), copies)
 
 

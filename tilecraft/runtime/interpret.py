@@ -341,8 +341,9 @@ def run_eagerly(
     devices = [a.device for a in args if isinstance(a, torch.Tensor)]
     device = devices[0] if devices else torch.device("cpu")
     sites, registered = blocks
-    ctx = EagerContext(device, sites=sites, registered=list(registered), tunables=tunables)
-    ctx.check = check
+    ctx = EagerContext(
+        device, sites=sites, registered=list(registered), tunables=tunables, check=check
+    )
     with running_eagerly(ctx), _FloatAccumulation():
         return fn(*args)
 
