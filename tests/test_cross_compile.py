@@ -141,3 +141,23 @@ def test_a_compile_past_its_time_or_a_dead_worker_is_an_error(tmp_path: Path) ->
         killed.ask((str(path), exiting, [], 90))
     x = torch.randn(9)
     compile_for_gpu(merged_ints, (x.view(3, 3), x[:3], torch.zeros(3, 3)))
+
+
+@tc.kernel
+def running_max(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    values, indices = torch.empty_like(x), torch.empty_like(x)
+    for j, k in tc.tile([x.size(1), x.size(2)]):
+        best = torch.cummax(x[:, j, k], 0)  # down the first dim: through shared memory
+        values[:, j, k], indices[:, j, k] = best.values, best.indices
+    return values, indices
+
+
+def test_a_scans_shared_memory_counts_in_the_default_config() -> None:
+    """A cummax down a 3-D int64 tile's first dim holds its values and indices in shared
+    memory (16 bytes an element): the default config counted none, asked sm_90 for
+    256 KiB, and a GPU's first call fell back to the safe config (fuzz seeds 215-216)."""
+    x = torch.randint(-9, 9, (40, 24, 72))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile_for_gpu(running_max, (x,))
+    check_modes(running_max, (x,), lambda x: torch.cummax(x, 0))

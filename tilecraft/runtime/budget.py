@@ -90,7 +90,7 @@ def footprint(spec: KernelSpec, config: dict[str, Any]) -> Footprint:
     launches = [[u for u in spec.uses if u.launch == i] for i in {u.launch for u in spec.uses}]
     words = max((_live_words(uses, sizes) for uses in launches), default=0.0)
     registers = REG_OVERHEAD + math.ceil(words / threads)
-    shared = max((_pipeline_bytes(uses, sizes, config) for uses in launches), default=0)
+    shared = max((_shared_bytes(uses, sizes, config) for uses in launches), default=0)
     return Footprint(registers, shared, threads, config.get("maxnreg"))
 
 
@@ -140,6 +140,13 @@ def _live_words(uses: list[TileUse], sizes: dict[str, list[int]]) -> float:
 
 def _encloses(outer: tuple[int, ...], inner: tuple[int, ...]) -> bool:
     return inner[: len(outer)] == outer
+
+
+def _shared_bytes(uses: list[TileUse], sizes: dict[str, list[int]], config: dict) -> int:
+    """A launch's shared memory: its products' pipelined operands and, on top (Triton
+    reuses scratch space, not the pipeline's buffers), its largest scan exchange."""
+    exchanges = (elements(u, sizes) * u.itemsize for u in uses if u.role == "exchange")
+    return _pipeline_bytes(uses, sizes, config) + max(exchanges, default=0)
 
 
 def _pipeline_bytes(uses: list[TileUse], sizes: dict[str, list[int]], config: dict) -> int:

@@ -174,7 +174,7 @@ def _row_warps(spec: KernelSpec, values: dict[str, Any]) -> int:
 def _largest(spec: KernelSpec, values: dict[str, Any]) -> int:
     """Elements of the largest value a program holds (operands of products aside)."""
     sizes = _sizes(spec, values)
-    held = [elements(u, sizes) for u in spec.uses if u.role != "operand"]
+    held = [elements(u, sizes) for u in spec.uses if u.role not in ("operand", "exchange")]
     return max(held, default=1)
 
 
@@ -241,7 +241,11 @@ def _halve_chunk(spec: KernelSpec, values: dict[str, Any]) -> bool:
     only reductions read: one a loop carries, or a matrix product's, stays whole."""
     loops = values["reduction_loops"]
     held = {
-        ref for u in spec.uses if u.role != "value" for kind, ref in u.dims if kind == "reduction"
+        ref
+        for u in spec.uses
+        if u.role not in ("value", "exchange")
+        for kind, ref in u.dims
+        if kind == "reduction"
     }
     rows = enumerate(zip(spec.reductions, loops, strict=True))
     chunks = [(c or pow2_ceil(n), i) for i, (n, c) in rows if i not in held]

@@ -24,8 +24,9 @@ class TileUse:
 
     role: "value" (a temporary), "carried" (a loop-carried variable, or a product
     outside any loop), "product" (a product updating a carried accumulator in place),
-    "operand" (a matrix product's input, staged through shared memory) or "spread" (a
-    view's one-hot product over dims it holds whole). Loops are named
+    "operand" (a matrix product's input, staged through shared memory), "spread" (a
+    view's one-hot product over dims it holds whole) or "exchange" (a scan down a dim
+    other than the last, which Triton runs through shared memory). Loops are named
     by their `range_*` knob index."""
 
     dims: tuple[DimRef, ...]
@@ -167,7 +168,25 @@ def _uses(
         elif node.out is not None:
             uses.append(_use(table, node.out, _role(node.name, scope), scope, node.name == "load"))
             uses += [_spread(table, dims, node.out, scope) for dims in one_hot_spreads(node)]
+            uses += _exchange(table, node, scope)
     return uses
+
+
+def _exchange(table: BlockTable, node: Any, scope: tuple[int, ...]) -> list[TileUse]:
+    """A scan down a dim other than the value's last, in shared memory: Triton 3.6 asked
+    sm_90 for up to the tile's elements times its inputs' bytes together (a cummax's
+    values and indices: 16 bytes an int64 element; measured for 2-D and 3-D tiles, every
+    axis, 4 and 8 warps), none along the last dim. Counted once, for the first output."""
+    if node.name != "scan" or node.attrs.get("component"):
+        return []
+    dims = node.out.type.dims
+    if all(d is None for d in dims[node.attrs["axis"] + 1 :]):
+        return []
+    computes = node.attrs.get("computes") or (node.attrs.get("compute") or node.out.type.dtype,)
+    indices = 8 if node.attrs.get("kind") in ("max", "min") else 0  # cummax's int64 indices
+    nbytes = sum(d.itemsize for d in computes) + indices
+    refs = tuple(_dim_ref(table, d) for d in dims if d is not None)
+    return [TileUse(refs, nbytes, "exchange", scope)]
 
 
 def _spread(table: BlockTable, dims: tuple, value: Value, scope: tuple[int, ...]) -> TileUse:
