@@ -10,6 +10,7 @@ import torch
 from conftest import DEVICE
 
 import tilecraft as tc
+from tilecraft.testing import check_modes
 
 
 @tc.kernel
@@ -137,3 +138,20 @@ def test_a_last_tile_of_one_row_meets_a_block_sized_accumulator(mode, rows: int)
     (sums 16x too big); compiled, the tile's missing lanes read 0."""
     x = torch.randn(rows, 5, device=DEVICE, dtype=torch.float16)
     torch.testing.assert_close(mode(column_sums)(x), x.float().sum(0), rtol=1e-3, atol=1e-3)
+
+
+@tc.kernel
+def shifted_store(x: torch.Tensor, out: torch.Tensor) -> None:
+    for tile in tc.tile(1, x.size(0), block_size=4):
+        out[tile.index - 3] = x[tile] * 2
+
+
+def test_a_one_element_tile_stores_into_a_tensor_as_long_as_its_block() -> None:
+    """The last tile, one element of a block of 4, stored through computed indices into a
+    tensor of 4: eagerly, the store's own `index_put_` widened the value to the tensor's
+    length, 4, as an elementwise op with a block-sized operand would (memory fuzzer, seed
+    301); compiled code stores the one lane."""
+    x = torch.arange(6.0, device=DEVICE)
+    out = torch.full((4,), 99.0, device=DEVICE)
+    expected = torch.tensor([6.0, 8, 10, 99], device=DEVICE)
+    check_modes(shifted_store, (x, out), lambda x, out: (x, expected))

@@ -436,8 +436,12 @@ class _FloatAccumulation(TorchFunctionMode):
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
         if func in _NUMBER_OPS and not kwargs and _half_and_number(args) and not _marked(args):
             return _in_float32(func, *args)
-        marked = _marked(args)  # holds a tile cut to one element (eager_short.py)
-        if func in _ELEMENTWISE or marked:
+        # holds a tile cut to one element (eager_short.py); tilecraft's own ops (a store's
+        # `index_put_`) shape their operands themselves: a value stored to a tensor as long
+        # as the block was widened to it
+        plain = indexing_is_plain()
+        marked = _marked(args) and not plain
+        if marked or (func in _ELEMENTWISE and not plain):
             args = eager_short.widen(args)
         try:
             result = func(*args, **kwargs)
