@@ -443,9 +443,22 @@ class KernelWriter:
         if acc is None:
             self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
             return
-        if product is not None and product != compute:
-            expr = f"({expr}).to({tl_dtype(product)})"
-        self.assign(op, f"{acc_text} + ({expr}).to({tl_dtype(acc.type.dtype)})")
+        assert acc_text is not None
+        self.assign(op, self.accumulated(acc, acc_text, expr, compute, product))
+
+    def accumulated(
+        self, acc: Value, acc_text: str, expr: str, compute: torch.dtype, product: Any
+    ) -> str:
+        """`acc + product`, the product (`expr`, in `compute`) cast to `product` first where
+        given, the sum taken in the wider of the two and rounded once to the accumulator's
+        dtype: PyTorch's `addmm` of a bfloat16 accumulator adds in float32 and rounds once
+        (the interpreter added two bfloat16 tiles as their bits: -0.0 + 1.0 gave -1.0)."""
+        term = compute if product is None else product
+        expr = self.cast_out(expr, compute, term)
+        dtype = acc.type.dtype
+        wide = dtype if dtype.itemsize >= term.itemsize else term
+        total = f"{self.cast_out(acc_text, dtype, wide)} + {self.cast_out(expr, term, wide)}"
+        return self.cast_out(total, wide, dtype)
 
     def batched(self, operand: Value, out: Value) -> str:
         """An operand of a 3-D `tl.dot` over the product's batch (which needs equal batch

@@ -10,6 +10,7 @@ import torch
 from tilecraft.exc import DtypeError, ShapeMismatch
 from tilecraft.frontend import jagged
 from tilecraft.frontend.builder import Builder, promote
+from tilecraft.frontend.creation import full
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import broadcast_dims
@@ -93,7 +94,9 @@ def _addmm(
     """`torch.addmm(acc, a, b)`: `beta * acc + alpha * (a @ b)`, accumulated in float32."""
     if out_dtype is not None and out_dtype != acc.type.dtype:
         acc = b.cast(acc, out_dtype)  # type: ignore[assignment]
-    if beta != 1:
+    if isinstance(beta, (int, float)) and beta == 0:  # acc ignored, its NaN too (PyTorch's)
+        acc = full(b, acc.type.dims, 0, acc.type.dtype)
+    elif beta != 1:
         acc = b.cast(b.elementwise("mul", acc, beta), acc.type.dtype)  # type: ignore[assignment]
     if alpha == 1:
         return dot(b, a, c, acc)

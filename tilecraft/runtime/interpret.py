@@ -520,11 +520,17 @@ def _accumulate(
     out_dtype: Any = None,
 ) -> torch.Tensor:
     """`torch.addmm(acc_f32, a_bf16, b_bf16)` accumulates in float32, as compiled kernels
-    do (plain PyTorch requires equal dtypes)."""
-    acc = acc.to(out_dtype or acc.dtype)
-    if beta != 1:
+    do (plain PyTorch requires equal dtypes): the sum is taken in the wider of the
+    accumulator's and the product's dtypes and rounded once, as PyTorch's addmm does. A
+    `beta` of 0 ignores the accumulator, its NaN and infinities too, as PyTorch documents."""
+    dtype = out_dtype or acc.dtype
+    acc = acc.to(dtype)
+    if beta == 0:
+        acc = torch.zeros_like(acc)
+    elif beta != 1:
         acc = acc * beta
     product = lang.creation.exact_matmul(*eager_short.padded_inner(a, b))
     if alpha != 1:
-        return (acc + product * alpha).to(acc.dtype)
-    return acc + product.to(acc.dtype)
+        product = product * alpha
+    wide = dtype if dtype.itemsize >= product.dtype.itemsize else product.dtype
+    return (acc.to(wide) + product.to(wide)).to(dtype)
