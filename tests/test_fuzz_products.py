@@ -5,7 +5,8 @@ whole of it, from operands loaded as they are or transposed, scaled or computed 
 float32, bfloat16 and float16, run eagerly and under Triton's interpreter, against PyTorch
 on the whole tensors.
 
-Inputs are small integers (halves in float32) so that every partial sum is exact in each
+Inputs are small integers (halves in float32 and float64; int8 products wrap as PyTorch's)
+so that every partial sum is exact in each
 dtype: any order of summation then gives PyTorch's answer, and the modes must agree on the
 last bit. A twentieth of the elements are NaN or infinities (a product's NaN and infinities
 do not depend on the order either). Sizes hold 0 and 1 and sizes that are not multiples of
@@ -38,7 +39,7 @@ SEED = 11
 KERNELS = 200
 SIZES = [0, 1, 2, 5, 16, 17, 33, 40]
 HALVES = [torch.bfloat16, torch.float16]
-DTYPES = [torch.float32, torch.float32, *HALVES]
+DTYPES = [torch.float32, torch.float32, *HALVES, torch.float64, torch.int8]
 # a step of the inner loop: the kernel's and the whole tensors' (A, B, acc0); "f" marks the
 # steps that accumulate 16-bit operands in float32 (tilecraft's addmm and tc.dot do: PyTorch
 # refuses a float32 accumulator with 16-bit operands, so the reference widens them)
@@ -70,8 +71,9 @@ ALPHAS = [1, 2, -1, 0.5]
 
 
 def draw(rng: random.Random) -> dict:
-    kind = rng.choice(["loop", "loop", "whole", "batched"])
     dtype = rng.choice(DTYPES)
+    # int8 products wrap to int8 (PyTorch's): tile by tile, that is not the whole row's
+    kind = "whole" if dtype == torch.int8 else rng.choice(["loop", "loop", "whole", "batched"])
     step = rng.choice({"loop": STEPS, "whole": WHOLE, "batched": BATCHED}[kind])
     scales = {"beta": rng.choice(SCALES), "alpha": rng.choice(ALPHAS)}
     pre = rng.choice(PRE)
@@ -193,7 +195,9 @@ def values(shape: list[int], dtype: torch.dtype, g: torch.Generator) -> torch.Te
     """Small integers (halves in float32; -1, 0 and 1 in 16 bits, where doubled operands'
     sums of 40 products stay within bfloat16's exact integers), a twentieth NaN or
     infinities."""
-    if dtype == torch.float32:
+    if dtype == torch.int8:
+        return torch.randint(-100, 101, shape, generator=g).to(dtype)
+    if dtype in (torch.float32, torch.float64):
         x = torch.randint(-8, 9, shape, generator=g) / 2
     else:
         x = torch.randint(-1, 2, shape, generator=g).float()
@@ -288,3 +292,14 @@ def test_addmm_rounds_once_and_a_beta_of_0_drops_the_accumulator(dtype, beta) ->
     kept = c.float().nan_to_num(0.0 if beta == 0 else float("nan"))
     expected = beta * kept + x.float() @ y.float()
     check_modes(scaled_addmm, (c, x, y, beta), lambda c, x, y, beta: expected.to(dtype))
+
+
+def test_integer_addmm_truncates_its_scales_as_pytorch() -> None:
+    """PyTorch's int8 addmm takes `beta=0.5` as 0 and `alpha=1.5` as 1; both modes scaled
+    in floats and truncated the result (products fuzzer, seed 11)."""
+    c = torch.tensor([[10, -7], [3, 100]], dtype=torch.int8, device=DEVICE)
+    x = torch.tensor([[3], [-5]], dtype=torch.int8, device=DEVICE)
+    y = torch.tensor([[5, 7]], dtype=torch.int8, device=DEVICE)
+    pytorch = lambda c, x, y, beta: torch.addmm(c.cpu(), x.cpu(), y.cpu(), beta=beta).to(DEVICE)  # noqa: E731
+    for beta in (0.5, 1.5, -1.5):
+        check_modes(scaled_addmm, (c, x, y, beta), pytorch)

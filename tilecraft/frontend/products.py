@@ -80,6 +80,15 @@ def _matmul(b: Builder, a: Value, c: Value, out_dtype: Any = None) -> Value:
     return dot(b, a, c, None, out_dtype or promote(a, c))
 
 
+def _truncated(b: Builder, scale: Any) -> Any:
+    """A float scale of an integer product as an integer, truncated (a host float's too)."""
+    if isinstance(scale, float):
+        return int(scale)
+    if isinstance(scale, Value) and scale.type.dtype.is_floating_point:
+        return b.cast(scale, torch.int64)
+    return scale
+
+
 @op("addmm", "baddbmm")
 def _addmm(
     b: Builder,
@@ -91,9 +100,13 @@ def _addmm(
     alpha: Any = 1,
     out_dtype: Any = None,
 ) -> Value:
-    """`torch.addmm(acc, a, b)`: `beta * acc + alpha * (a @ b)`, accumulated in float32."""
+    """`torch.addmm(acc, a, b)`: `beta * acc + alpha * (a @ b)`, accumulated in float32.
+    Integer products take the scales truncated to integers, as PyTorch does (`beta=0.5`
+    is 0 there)."""
     if out_dtype is not None and out_dtype != acc.type.dtype:
         acc = b.cast(acc, out_dtype)  # type: ignore[assignment]
+    if not acc.type.dtype.is_floating_point:
+        beta, alpha = _truncated(b, beta), _truncated(b, alpha)
     if isinstance(beta, (int, float)) and beta == 0:  # acc ignored, its NaN too (PyTorch's)
         acc = full(b, acc.type.dims, 0, acc.type.dtype)
     elif beta != 1:

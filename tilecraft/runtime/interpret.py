@@ -522,9 +522,12 @@ def _accumulate(
     """`torch.addmm(acc_f32, a_bf16, b_bf16)` accumulates in float32, as compiled kernels
     do (plain PyTorch requires equal dtypes): the sum is taken in the wider of the
     accumulator's and the product's dtypes and rounded once, as PyTorch's addmm does. A
-    `beta` of 0 ignores the accumulator, its NaN and infinities too, as PyTorch documents."""
+    `beta` of 0 ignores the accumulator, its NaN and infinities too, as PyTorch documents;
+    integer products take the scales truncated to integers, as PyTorch does."""
     dtype = out_dtype or acc.dtype
     acc = acc.to(dtype)
+    if not dtype.is_floating_point:  # integer products: the scales truncated (PyTorch's)
+        beta, alpha = int(beta), int(alpha)
     if beta == 0:
         acc = torch.zeros_like(acc)
     elif beta != 1:
