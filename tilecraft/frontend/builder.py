@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from tilecraft.codegen.common import is_rolled
-from tilecraft.exc import DtypeError, ShapeMismatch, SourceLoc
+from tilecraft.exc import DtypeError, ShapeMismatch, SourceLoc, UnsupportedOperation
 from tilecraft.ir.nodes import Node, Op, Value
 from tilecraft.ir.types import Block, Dim, TileType, broadcast_dims
 
@@ -52,6 +52,9 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
+INT_DIVISIONS = {"floordiv", "truncdiv", "mod", "fmod"}  # by a zero: refused
+
+
 @dataclass
 class Builder:
     """Appends Ops to the current body; the device compiler pushes a body per loop."""
@@ -86,6 +89,11 @@ class Builder:
         hint: str = "v",
         **attrs: Any,
     ) -> Value:
+        if dtype.is_complex:
+            raise DtypeError(f"tiles of {dtype} are not supported (real dtypes only)", self.loc)
+        for a in args:  # PyTorch takes integers of 64 bits, signed or not
+            if type(a) is int and not -(2**63) <= a < 2**64:
+                raise DtypeError(f"{a} does not fit in 64 bits (PyTorch: OverflowError)", self.loc)
         out = Value(TileType(dtype, dims), self.fresh(hint))
         self.add(Op(name, args, out, self.loc, attrs))
         return out
@@ -144,6 +152,10 @@ class Builder:
         if not any(isinstance(o, Value) for o in operands):
             raise DtypeError(f"{name} needs at least one tile operand", self.loc)
         promoted = promote(*operands)
+        zero = type(operands[-1]) is int and operands[-1] == 0
+        if name in INT_DIVISIONS and zero and not promoted.is_floating_point:
+            # PyTorch raises; a GPU's quotient is undefined
+            raise UnsupportedOperation(f"integer {name} by zero", self.loc)
         dims = self.broadcast(*operands)
         attrs.setdefault("compute", compute_dtype(promoted))
         out = self.op(name, operands, dtype or promoted, dims, hint, **attrs)

@@ -309,6 +309,9 @@ class DeviceCompiler(Loops, Operators):
                 return obj.type.rank
             if node.attr in views.TRANSPOSES:
                 return views.TRANSPOSES[node.attr](self.b, obj)
+            known = callable(getattr(torch.Tensor, node.attr, None)) or node.attr == "device"
+            if not known:  # no such attribute, or a property of no meaning here (`.real`)
+                raise UnsupportedOperation(unsupported(node.attr))
             return _BoundMethod(obj, node.attr)
         if id(obj) in self.opaque:
             return self._member(f"{self.opaque[id(obj)]}.{node.attr}", getattr(obj, node.attr))

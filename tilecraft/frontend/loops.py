@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import operator
 import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -285,8 +286,10 @@ def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _bound(v: Any) -> Any:
-    if isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point):
+    floating = isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point)
+    if floating or not isinstance(v, Value) and not hasattr(type(v), "__index__"):
         raise UnsupportedSyntax(
-            "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the device"
+            "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the "
+            f"device, not {type(v).__name__}"
         )
-    return v if isinstance(v, Value) else int(v)
+    return v if isinstance(v, Value) else operator.index(v)  # a numpy int too, as range()

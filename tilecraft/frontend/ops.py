@@ -302,6 +302,8 @@ OPS["clamp_min"], OPS["clamp_max"] = _bound("min"), _bound("max")
 
 @op("clamp", "clip")
 def _clamp(b: Builder, x: Value, min: Operand | None = None, max: Operand | None = None) -> Value:
+    if min is None and max is None:  # as PyTorch refuses it
+        raise UnsupportedOperation("clamp needs `min` or `max` (or both)", b.loc)
     out = x
     if min is not None:
         out = OPS["clamp_min"](b, out, min)
@@ -372,7 +374,10 @@ def axes_of(b: Builder, x: Value, dim: Any) -> list[int]:
     if dim is None:
         return list(range(x.type.rank))[::-1]
     items = dim if isinstance(dim, (list, tuple)) else [dim]
-    return sorted({_axis(b, x, d) for d in items}, reverse=True)
+    axes = [_axis(b, x, d) for d in items]
+    for axis in {a for a in axes if axes.count(a) > 1}:  # PyTorch refuses it too
+        raise ShapeMismatch(f"dim {axis} appears more than once in the dims {tuple(items)}", b.loc)
+    return sorted(axes, reverse=True)
 
 
 def reduce_dims(b: Builder, kind: str, x: Value, dim: Any, keepdim: bool) -> Value:
@@ -449,7 +454,9 @@ OPS["max"] = _max_or_min("max")
 OPS["min"] = _max_or_min("min")
 
 
-def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) -> tuple:
+def _softmax_parts(b: Builder, x: Value, dim: int | None, dtype: torch.dtype | None) -> tuple:
+    if dim is None:  # PyTorch's torch.softmax needs it; F.softmax's guess is deprecated
+        raise UnsupportedOperation("softmax needs its `dim`: softmax(x, dim=-1)", b.loc)
     xf = b.cast(x, compute_dtype(dtype or x.type.dtype))
     shifted = b.elementwise("sub", xf, reduce(b, "max", xf, dim, True))  # type: ignore[arg-type]
     exp = OPS["exp"](b, shifted)
@@ -460,7 +467,7 @@ def _softmax_parts(b: Builder, x: Value, dim: int, dtype: torch.dtype | None) ->
 def _softmax(
     b: Builder,
     x: Value,
-    dim: int = -1,
+    dim: int | None = None,
     dtype: torch.dtype | None = None,
     *,
     _stacklevel: int = 3,
@@ -474,7 +481,7 @@ def _softmax(
 def _log_softmax(
     b: Builder,
     x: Value,
-    dim: int = -1,
+    dim: int | None = None,
     dtype: torch.dtype | None = None,
     *,
     _stacklevel: int = 3,

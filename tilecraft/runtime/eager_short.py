@@ -79,9 +79,16 @@ def padded_inner(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.
     if a.dim() < 2 or b.dim() < 2 or a.size(-1) == b.size(-2):
         return a, b
     k = max(a.size(-1), b.size(-2))
+    if not is_block(k):  # not a block against a short tile: PyTorch's error stands
+        return a, b
     a = torch.nn.functional.pad(a, (0, k - a.size(-1)))
     b = torch.nn.functional.pad(b, (0, 0, 0, k - b.size(-2)))
     return a, b
+
+
+def is_block(n: int) -> bool:
+    """Whether a dim of `n` may be a block (block sizes are powers of two)."""
+    return n > 0 and n & (n - 1) == 0
 
 
 def grown_to_reshape(x: torch.Tensor, shape: list[int]) -> torch.Tensor | None:

@@ -97,12 +97,15 @@ def _trimmed(value: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 def _padded(args: tuple) -> tuple | None:
     """Tensor arguments padded with zeros to a common shape, where some are tiles cut short
     at a loop's end and others block-sized (compiled code's masked lanes read 0); None
-    where the shapes differ otherwise."""
+    where the shapes differ otherwise (a padded dim must be a block's: a power of two)."""
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.dim() > 0]
     rank = max((t.dim() for t in tensors), default=0)
     if not tensors or any(t.dim() != rank for t in tensors):
         return None
     target = [max(t.size(d) for t in tensors) for d in range(rank)]
+    uneven = {d for t in tensors for d in range(rank) if 1 < t.size(d) < target[d]}
+    if any(not eager_short.is_block(target[d]) for d in uneven):
+        return None  # not a block against a tile cut short: the user's shapes differ
     out = []
     for a in args:
         if isinstance(a, torch.Tensor) and a.dim() == rank and list(a.shape) != target:
