@@ -4,6 +4,7 @@ compiler, to the binary, for sm_90, where the interpreter would run what a GPU r
 from __future__ import annotations
 
 import importlib.util
+import os
 import warnings
 from pathlib import Path
 
@@ -161,3 +162,31 @@ def test_a_scans_shared_memory_counts_in_the_default_config() -> None:
         warnings.simplefilter("error")
         compile_for_gpu(running_max, (x,))
     check_modes(running_max, (x,), lambda x: torch.cummax(x, 0))
+
+
+@tc.kernel
+def block_stores(x: torch.Tensor, flags: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    best = torch.empty([x.size(0)], dtype=x.dtype, device=x.device)
+    for t in tc.tile(x.size(0)):
+        row = x[t, :]
+        best[t] = row.amax(1)  # a uint8 max, which Triton computes as int32
+        flags[t] = row.sum(1) > 0  # a bool tile into a bool tensor (int8 in Triton)
+        zeros[t] = 0.0  # a number
+    return best
+
+
+@pytest.mark.skipif(
+    not os.environ.get("TILECRAFT_CROSS_PYTHONPATH"),
+    reason="needs the Triton 3.6 that `make test` installs (3.9 has no block pointers)",
+)
+def test_block_pointer_stores_take_the_tensors_element_type(monkeypatch) -> None:
+    """A block-pointer store takes the pointer's element type exactly (a pointer store
+    converts): a uint8 max (int32 in Triton), a bool tile (a bool tensor is int8 there) and
+    a number failed to compile on an H200 with `indexing="block_ptr"`, which this machine's
+    Triton 3.9 no longer has (the configs drawn here never tried it)."""
+    from tilecraft.codegen import access
+
+    monkeypatch.setattr(access, "supported_indexing", lambda: ["pointer", "block_ptr"])
+    x = torch.randint(0, 255, (33, 5), dtype=torch.uint8)
+    args = (x, torch.empty(33, dtype=torch.bool), torch.empty(33))
+    compile_for_gpu(block_stores, args, tc.Config(block_sizes=[16], indexing="block_ptr"))

@@ -402,13 +402,19 @@ def run_reference(spec: Spec, xs: Any, outs: Any) -> bool:
 
 
 def run_accumulating(spec: Spec, xs: Any, outs: Any) -> bool:
-    """The accumulator kernel: `out[S(m)] = sum over n of v(m, n)`."""
+    """The accumulator kernel: `out[S(m)] = sum over n of v(m, n)`; False where two lanes
+    store to one place (ids read past their end give 0 to every lane: on a GPU, which
+    lane's store lands is not defined, seed 4242 kernel 226)."""
     outer = [a for a in spec.axes if a.name != spec.inner]
     inner = [a for a in spec.axes if a.name == spec.inner]
+    written: set[tuple] = set()
     for lane in lanes_of(outer):
         total = sum(value_at(spec, xs, {**lane, **n}) for n in lanes_of(inner))
         at = position(spec.store, spec.out_shape, lane)
         if at is not None:
+            if at in written:
+                return False
+            written.add(at)
             put(outs, at, total)
     return True
 

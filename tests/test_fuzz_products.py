@@ -222,13 +222,14 @@ def inputs(i: int, case: dict) -> tuple:
 
 def reference_of(module, i: int, case: dict):  # type: ignore[no-untyped-def]
     def reference(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """On the CPU (PyTorch's CUDA kernels have no integer products), then moved."""
         m, _, n = case["sizes"]
         lead = [case["batch"]] if case["kind"] == "batched" else []
-        acc0 = torch.zeros([*lead, m, n], dtype=case["acc"], device=a.device)
-        wide = [t.as_subclass(Widening) for t in (a, b)]
+        acc0 = torch.zeros([*lead, m, n], dtype=case["acc"])
+        wide = [t.cpu().as_subclass(Widening) for t in (a, b)]
         with ExactProducts():
-            result = getattr(module, f"r{i}")(*wide, c, acc0)
-        return result.as_subclass(torch.Tensor)
+            result = getattr(module, f"r{i}")(*wide, c.cpu(), acc0)
+        return result.as_subclass(torch.Tensor).to(a.device)
 
     return reference
 

@@ -398,8 +398,14 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
         return
     text = w.operand(value, access.dims, access.param.dtype)
     kind = choose_style(w, op)
-    if kind != "pointer" and (not isinstance(value, Value) or value.type.dims != access.dims):
-        text = f"tl.broadcast_to({text}, {w.shape(access.dims)})"
+    if kind != "pointer":  # block stores take the pointer's element type and shape exactly
+        element, shape = block_element(access.param.dtype), w.shape(access.dims)
+        if not isinstance(value, Value):  # a number
+            text = f"tl.full({shape}, {text}, {element})"
+        elif value.type.dims != access.dims:
+            text = f"tl.broadcast_to(({text}).to({element}), {shape})"
+        else:
+            text = f"({text}).to({element})"
     if kind == "tensor_descriptor":
         method = "atomic_add" if fn == "tl.atomic_add" else "store"
         w.line(f"{descriptor(w, access)}.{method}({block_offsets(w, access)}, {text})")
@@ -413,6 +419,14 @@ def store(w: KernelWriter, op: Op, fn: str = "tl.store") -> None:
     sem = op.attrs.get("sem")
     order = f", sem={sem!r}" if sem else ""
     written(w, op, f"{fn}({ptr}, {text}{f', mask={mask}' if mask else ''}{order})", mask)
+
+
+def block_element(dtype: torch.dtype) -> str:
+    """The element type of a block pointer or tensor descriptor over a tensor of `dtype`,
+    which a stored value must have (a pointer store converts; these refuse: a uint8 max
+    computed as int32, a bool tile into a bool tensor, which Triton holds as int8, failed
+    to compile on an H200)."""
+    return "tl.int8" if dtype == torch.bool else tl_dtype(dtype)
 
 
 def written(w: KernelWriter, op: Op, call: str, mask: str | None) -> None:

@@ -106,6 +106,7 @@ def exact_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.matmul(a.to(torch.float64), b.to(torch.float64))
     if any(d.is_floating_point for d in dtypes):
         return torch.matmul(a.to(torch.float32), b.to(torch.float32))
-    if dtypes <= {torch.int8, torch.uint8}:
-        return torch.matmul(a.to(torch.int32), b.to(torch.int32))
+    if dtypes <= {torch.int8, torch.uint8}:  # (PyTorch's CUDA kernels have no int matmul)
+        wide = torch.matmul(a.cpu().to(torch.int32), b.cpu().to(torch.int32))
+        return wide.to(a.device)
     return torch.matmul(a, b)

@@ -430,6 +430,7 @@ class _FloatAccumulation(TorchFunctionMode):
         func = _ZEROED.get(func, func)
         if func in _GATHERS and len(args) > _GATHERS[func]:
             args = _taken_lanes_only(args, _GATHERS[func])
+            _gathers_in_range(args, _GATHERS[func], kwargs)
         if func in _ACCUMULATING and len(args) >= 3:
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:
@@ -464,6 +465,18 @@ def _taken_lanes_only(args: tuple, at: int) -> tuple:
         return args
     safe = torch.where(mask, index, torch.zeros_like(index))
     return (*args[:at], safe, *args[at + 1 :])
+
+
+def _gathers_in_range(args: tuple, at: int, kwargs: dict) -> None:
+    """Raise, as PyTorch's CPU gather does, for an index out of range on a GPU, where
+    PyTorch's kernel asserts on the device instead (the process's CUDA context dies)."""
+    x, index = args[0], args[at]
+    if not isinstance(index, torch.Tensor) or not index.is_cuda or index.numel() == 0:
+        return
+    dim = args[1] if at == 2 else (args[2] if len(args) > 2 else kwargs.get("dim"))
+    size = x.numel() if dim is None else x.size(dim)
+    if bool(((index < -size if at == 1 else index < 0) | (index >= size)).any()):
+        raise RuntimeError(f"index out of bounds: a gather's index past a dim of {size}")
 
 
 def _half_and_number(args: tuple) -> bool:
