@@ -49,6 +49,13 @@ WRONG = [
     ("a = torch.nonzero(a)", False), ("a = a[a > 0]", False), ("a = torch.unique(a)", False),
     ("a = torch.einsum('ij->ji', a)", False), ("a = torch.linalg.inv(a)", False),
     ("a = a[t, :]", False),
+    ("while a > 0:\n    a = a - 1", False), ("return a", False), ("break", False),
+    ("def f(v):\n    return v\na = f(a)", False), ("yield a", False),
+    ("a, *rest = a", False), ("a = [v * 2 for v in a]", False), ("a = {'k': a}['k']", False),
+    ("a = f'{a}'", False), ("a = a if a > 0 else b", True), ("a = (n := a) + n", False),
+    ("a = sum(a)", False), ("a = len(a) + a", False),
+    ("a = torch.tensor([1.0, 2.0]) + a", False), ("a = x[t, :] + x[t + 1, :]", False),
+    ("a = torch.randn(3)", False), ("import os", False),
 ]  # fmt: skip
 # wrong lines of host code, before the loop (or the loop's own header)
 HOST_WRONG = [

@@ -414,7 +414,14 @@ class DeviceCompiler(Loops, Operators):
             return fn(*args, **kwargs)
         if (getattr(fn, "__module__", None) or "").startswith("tilecraft.language"):
             raise NotInKernel(f"tc.{fn.__name__}() belongs in host code, outside the loops")
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if isinstance(result, torch.Tensor) and result.dim() > 0:  # refused here, not at a use
+            raise UnsupportedOperation(
+                f"`{getattr(fn, '__name__', fn)}(...)` makes a tensor in device code: build "
+                "it in host code (before the loop) or pass it in; tc.zeros, tc.full and "
+                "tc.rand make tiles"
+            )
+        return result
 
     def _global(self, fn: Any) -> str | None:
         """The name by which the launcher reaches a function of the kernel's own module
