@@ -249,3 +249,27 @@ def test_host_floats_remainder_as_python_does(s: float, t: float) -> None:
 
     out = torch.zeros(3, 4, dtype=torch.float64, device=DEVICE)
     check_modes(python_mods, (x, s, t, out), reference)
+
+
+@tc.kernel
+def remainders(h: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(h.size(0)):
+        out[t, 0] = 28.991 % h[t]
+        out[t, 1] = h[t] % 2.0009
+        out[t, 2] = torch.fmod(h[t], 2.0009)
+        out[t, 3] = h[t] % 2049
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_remainder_rounds_its_number_to_the_tile_dtype(dtype) -> None:
+    """PyTorch's remainder and fmod (CPU and CUDA kernels) convert a Python number to a
+    16-bit tensor's dtype first (`28.991 % h` is `29.0 % h` in float16); compiled code took
+    it in float32 (flow fuzzer, seed 310, kernel 98: 7 ulps off)."""
+    h = torch.tensor([1.3, -2.7, 5.1, -0.4, 7.0], device=DEVICE).to(dtype)
+    out = torch.empty(5, 4, device=DEVICE, dtype=dtype)
+
+    def reference(h: torch.Tensor, out: torch.Tensor) -> tuple:
+        parts = [28.991 % h, h % 2.0009, torch.fmod(h, 2.0009), h % 2049]
+        return h, torch.stack(parts, 1)
+
+    check_modes(remainders, (h, out), reference)
