@@ -265,11 +265,13 @@ def test_a_16_bit_remainder_rounds_its_number_to_the_tile_dtype(dtype) -> None:
     """PyTorch's remainder and fmod (CPU and CUDA kernels) convert a Python number to a
     16-bit tensor's dtype first (`28.991 % h` is `29.0 % h` in float16); compiled code took
     it in float32 (flow fuzzer, seed 310, kernel 98: 7 ulps off)."""
-    h = torch.tensor([1.3, -2.7, 5.1, -0.4, 7.0], device=DEVICE).to(dtype)
-    out = torch.empty(5, 4, device=DEVICE, dtype=dtype)
+    values = [1.3, -2.7, 5.1, -0.4, 7.0, -0.0, math.nan, math.inf, -math.inf]
+    h = torch.tensor(values, device=DEVICE).to(dtype)
 
     def reference(h: torch.Tensor, out: torch.Tensor) -> tuple:
         parts = [28.991 % h, h % 2.0009, torch.fmod(h, 2.0009), h % 2049]
         return h, torch.stack(parts, 1)
 
-    check_modes(remainders, (h, out), reference)
+    for n in (len(values), 1, 0):
+        out = torch.empty(n, 4, device=DEVICE, dtype=dtype)
+        check_modes(remainders, (h[:n], out), reference)

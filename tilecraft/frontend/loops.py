@@ -286,8 +286,11 @@ def _ranges(begin: Any, end: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _bound(v: Any) -> Any:
-    floating = isinstance(v, Value) and (v.type.dims or v.type.dtype.is_floating_point)
-    if floating or not isinstance(v, Value) and not hasattr(type(v), "__index__"):
+    if isinstance(v, Value):
+        wrong = bool(v.type.dims) or v.type.dtype.is_floating_point
+    else:
+        wrong = not hasattr(type(v), "__index__")  # an int (a numpy int too), as range() takes
+    if wrong:
         raise UnsupportedSyntax(
             "loop bounds must be integers: sizes, tile.begin/.end or scalars loaded on the "
             f"device, not {type(v).__name__}"
