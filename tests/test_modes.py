@@ -8,7 +8,7 @@ from conftest import DEVICE
 
 import tilecraft as tc
 from tilecraft.exc import HostCodeError, ShapeMismatch, UnsupportedOperation
-from tilecraft.testing import check_modes
+from tilecraft.testing import check_modes, run_mode
 
 NAN, INF = float("nan"), float("inf")
 
@@ -481,3 +481,35 @@ def test_indices_computed_as_ints_read_zero_and_store_nothing_out_of_range() -> 
         return torch.stack([ahead, x[begins - 1]], dim=1), last
 
     check_modes(shifted_reads_and_stores, (torch.arange(1.0, 11.0, device=DEVICE),), reference)
+
+
+@tc.kernel
+def constant_column(x: torch.Tensor, which: str) -> torch.Tensor:
+    out = torch.zeros([x.size(0)], dtype=x.dtype, device=x.device)
+    for t in tc.tile(x.size(0)):
+        if which == "last":
+            out[t] = x[t, -1]
+        elif which == "past":
+            out[t] = x[t, 9]  # the line the error names
+        elif which == "before":
+            out[t] = x[t, -8]
+        else:
+            x[t, 7] = out[t]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "triton"])
+@pytest.mark.parametrize("which", ["past", "before", "store"])
+def test_constant_indices_out_of_range_are_refused_in_both_modes(mode: str, which: str) -> None:
+    # a constant is not computed: compiled code refuses it when it compiles, and eager
+    # mode (where `t.begin + 9` and 9 are both ints) must not read it as a masked 0
+    x = torch.arange(35.0, device=DEVICE).reshape(5, 7)
+    with pytest.raises(ShapeMismatch, match="out of bounds for dim 1") as error:
+        run_mode(constant_column, (x, which), mode)
+    line = {"past": "x[t, 9]", "before": "x[t, -8]", "store": "x[t, 7] = out[t]"}[which]
+    assert line in str(error.value)
+
+
+def test_constant_indices_in_range_count_from_the_end_in_both_modes() -> None:
+    x = torch.arange(35.0, device=DEVICE).reshape(5, 7)
+    check_modes(constant_column, (x, "last"), lambda x, _: x[:, -1].clone())

@@ -12,6 +12,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tilecraft import language as lang
+from tilecraft.exc import ShapeMismatch
 from tilecraft.frontend.flow import ContinueFree
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
@@ -22,6 +23,7 @@ from tilecraft.language.state import (
     eager_context,
     indexing_is_plain,
     running_eagerly,
+    user_loc,
 )
 from tilecraft.language.tiles import Tile, lanes
 from tilecraft.runtime import eager_short
@@ -44,23 +46,41 @@ def _getitem(obj: Any, key: Any) -> Any:
     return eager_short.mark(read(obj, key), key)
 
 
+class _Literal(int):
+    """An integer written as a constant in a subscript of a host tensor (`x[t, 9]`):
+    compiled code refuses it out of range, so eager mode raises there too."""
+
+
+def _literal(value: Any) -> Any:
+    return _Literal(value) if type(value) is int else value
+
+
 def _computed_ints(key: Any, obj: torch.Tensor) -> Any:
     """Plain ints of an index that fall outside their dim, as 0-d tensors: in a device loop
-    they were computed there (`t.begin + 6`; constants out of range are refused when the
-    kernel binds), and the bounded read of such an index gives 0, or its store nothing, as
-    compiled code masks it. Ints in range stay ints (no tensor made per access)."""
+    they were computed there (`t.begin + 6`), and the bounded read of such an index gives
+    0, or its store nothing, as compiled code masks it; a constant (`_Literal`) there is
+    refused, as compiled. Ints in range stay ints (no tensor made per access)."""
     items = key if isinstance(key, tuple) else (key,)
-    if not any(type(k) is int for k in items):
+    if not any(type(k) in (int, _Literal) for k in items):
         return key
     out, dim = [], 0
     for item in items:
         if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
             return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
-        if type(item) is int and not (dim < obj.dim() and -obj.size(dim) <= item < obj.size(dim)):
+        if type(item) in (int, _Literal) and not _in_dim(item, obj, dim):
+            if type(item) is _Literal:
+                size = obj.size(dim) if dim < obj.dim() else 0
+                message = f"index {item} is out of bounds for dim {dim}, which has size {size}"
+                raise ShapeMismatch(message, user_loc())
             item = _as_index(item, obj.device)
+        item = int(item) if type(item) is _Literal else item
         out.append(item)
-        dim += item is not None
+        dim += len(item) if isinstance(item, tuple) else item is not None  # (tiles: one each)
     return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+def _in_dim(item: int, obj: torch.Tensor, dim: int) -> bool:
+    return dim < obj.dim() and -obj.size(dim) <= item < obj.size(dim)
 
 
 def _as_index(item: Any, device: torch.device) -> Any:
@@ -141,9 +161,22 @@ def _real_pow(base: Any, exponent: Any) -> Any:
 class _EagerSubscripts(ast.NodeTransformer):
     """`x[k]` -> `_tc_getitem(x, k)` and `x[k] = v` -> `_tc_setitem(x, k, v)`."""
 
+    def __init__(self, device_names: set[str]) -> None:
+        self.device_names = device_names  # what the device loop binds; other names are host's
+
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
-        return ast.copy_location(_call("_tc_getitem", node.value, _key(node.slice)), node)
+        key = self._key(node.value, node.slice)
+        return ast.copy_location(_call("_tc_getitem", node.value, key), node)
+
+    def _key(self, obj: ast.expr, index: ast.expr) -> ast.expr:
+        """The key of `obj[index]`; on a host tensor its constant ints marked (`_Literal`)."""
+        key = _key(index)
+        if not isinstance(obj, ast.Name) or obj.id in self.device_names:
+            return key
+        items = key.elts if isinstance(key, ast.Tuple) else [key]
+        marked = [_call("_tc_literal", i) if _is_int_literal(i) else i for i in items]
+        return ast.Tuple(marked, ast.Load()) if isinstance(key, ast.Tuple) else marked[0]
 
     def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
         if not any(_stores_item(t) for t in node.targets):
@@ -161,7 +194,7 @@ class _EagerSubscripts(ast.NodeTransformer):
     def _store(self, target: ast.expr, value: ast.expr) -> list[ast.stmt]:
         """Statements storing `value` to `target` (item stores through `_tc_setitem`)."""
         if isinstance(target, ast.Subscript):
-            obj, key = self.visit(target.value), _key(self.visit(target.slice))
+            obj, key = self.visit(target.value), self._key(target.value, self.visit(target.slice))
             return [ast.Expr(_call("_tc_setitem", obj, key, value))]
         if isinstance(target, (ast.Tuple, ast.List)) and _stores_item(target):
             parts = [self._temp() for _ in target.elts]
@@ -193,7 +226,7 @@ class _EagerSubscripts(ast.NodeTransformer):
         if not isinstance(target, ast.Subscript):
             self.generic_visit(node)
             return node
-        obj, key = self.visit(target.value), _key(self.visit(target.slice))
+        obj, key = self.visit(target.value), self._key(target.value, self.visit(target.slice))
         new = ast.BinOp(_call("_tc_getitem", obj, key), node.op, self.visit(node.value))
         return ast.copy_location(ast.Expr(_call("_tc_setitem", obj, key, new)), node)
 
@@ -293,6 +326,20 @@ def _key(node: ast.expr) -> ast.expr:
     return node
 
 
+def _is_int_literal(node: ast.expr) -> bool:
+    """`9` or `-1` written in the source."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _assigned_names(loop: ast.For) -> set[str]:
+    """The names a device loop binds (its tiles, its tile values)."""
+    return {
+        n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+
+
 def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
     """Python's `max`/`min`, elementwise on tensors as in compiled kernels (NaN wins)."""
 
@@ -313,12 +360,14 @@ def eager_function(src: KernelSource) -> Any:
 
     def eager_loop(_: int, loop: ast.For) -> ast.stmt:
         loop = branches.visit(ContinueFree().visit(loop))
-        return _JaggedLanes().visit(_EagerSubscripts().visit(_RealPowers().visit(loop)))
+        subscripts = _EagerSubscripts(_assigned_names(loop))
+        return _JaggedLanes().visit(subscripts.visit(_RealPowers().visit(loop)))
 
     module = rewrite_host(src, eager_loop)
     extra = {
         **eager_names(),
         "_tc_getitem": _getitem,
+        "_tc_literal": _literal,
         "_tc_augmented": augmented,
         "_tc_setitem": _setitem,
         "_tc_lanes": lanes,
