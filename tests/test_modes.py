@@ -486,6 +486,7 @@ def test_indices_computed_as_ints_read_zero_and_store_nothing_out_of_range() -> 
 @tc.kernel
 def constant_column(x: torch.Tensor, which: str) -> torch.Tensor:
     out = torch.zeros([x.size(0)], dtype=x.dtype, device=x.device)
+    width = x.size(1)
     for t in tc.tile(x.size(0)):
         if which == "last":
             out[t] = x[t, -1]
@@ -493,23 +494,43 @@ def constant_column(x: torch.Tensor, which: str) -> torch.Tensor:
             out[t] = x[t, 9]  # the line the error names
         elif which == "before":
             out[t] = x[t, -8]
+        elif which == "width":
+            out[t] = x[t, width + 2]
         else:
             x[t, 7] = out[t]
     return out
 
 
 @pytest.mark.parametrize("mode", ["eager", "triton"])
-@pytest.mark.parametrize("which", ["past", "before", "store"])
+@pytest.mark.parametrize("which", ["past", "before", "width", "store"])
 def test_constant_indices_out_of_range_are_refused_in_both_modes(mode: str, which: str) -> None:
-    # a constant is not computed: compiled code refuses it when it compiles, and eager
-    # mode (where `t.begin + 9` and 9 are both ints) must not read it as a masked 0
+    # an index known before the loop runs: compiled code refuses it when it compiles, and
+    # eager mode (where `t.begin + 9` and 9 are both ints) must not read it as a masked 0
     x = torch.arange(35.0, device=DEVICE).reshape(5, 7)
     with pytest.raises(ShapeMismatch, match="out of bounds for dim 1") as error:
         run_mode(constant_column, (x, which), mode)
-    line = {"past": "x[t, 9]", "before": "x[t, -8]", "store": "x[t, 7] = out[t]"}[which]
+    lines = {"past": "x[t, 9]", "before": "x[t, -8]", "width": "x[t, width + 2]"}
+    line = lines.get(which, "x[t, 7] = out[t]")
     assert line in str(error.value)
 
 
 def test_constant_indices_in_range_count_from_the_end_in_both_modes() -> None:
     x = torch.arange(35.0, device=DEVICE).reshape(5, 7)
     check_modes(constant_column, (x, "last"), lambda x, _: x[:, -1].clone())
+
+
+@tc.kernel
+def constant_lane(x: torch.Tensor, lane: int) -> torch.Tensor:
+    out = torch.zeros([x.size(0)], dtype=x.dtype, device=x.device)
+    for t in tc.tile(x.size(0), block_size=4):
+        a = x[t, :] + 1
+        out[t] = a[:, lane]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "triton"])
+def test_constant_index_past_a_tile_values_dim_is_refused(mode: str) -> None:
+    x = torch.arange(56.0, device=DEVICE).reshape(8, 7)
+    with pytest.raises(ShapeMismatch, match="index 9 is out of") as error:
+        run_mode(constant_lane, (x, 9), mode)
+    assert "a[:, lane]" in str(error.value)

@@ -23,6 +23,7 @@ from tilecraft.language.state import (
     eager_context,
     indexing_is_plain,
     running_eagerly,
+    user_frame,
     user_loc,
 )
 from tilecraft.language.tiles import Tile, lanes
@@ -47,12 +48,36 @@ def _getitem(obj: Any, key: Any) -> Any:
 
 
 class _Literal(int):
-    """An integer written as a constant in a subscript of a host tensor (`x[t, 9]`):
-    compiled code refuses it out of range, so eager mode raises there too."""
+    """An integer index known before the device loop runs (`x[t, 9]`, `x[t, n]`), of a
+    host tensor: compiled code refuses it out of range, so eager mode raises there too."""
 
 
-def _literal(value: Any) -> Any:
-    return _Literal(value) if type(value) is int else value
+class _TileLiteral(int):
+    """One in a subscript of a tile value (`a[:, 9]`): compiled code refuses it past the
+    dim's extent or block size, so eager mode raises where the dims are whole (no tile in
+    scope is cut short at a loop's end; a short one's lanes up to its block are masked)."""
+
+
+def _literal(value: Any, host: bool) -> Any:
+    if type(value) is not int:
+        return value
+    return _Literal(value) if host else _TileLiteral(value)
+
+
+def _refused(item: int) -> bool:
+    """Whether a constant index out of range of its dim is refused, as compiled code does."""
+    if type(item) is _TileLiteral:
+        return not any(_is_short(v) for v in user_frame().f_locals.values())
+    return type(item) is _Literal
+
+
+def _is_short(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return any(_is_short(v) for v in value)
+    return isinstance(value, Tile) and len(value) < value.block_size
+
+
+_INTS = (int, _Literal, _TileLiteral)
 
 
 def _computed_ints(key: Any, obj: torch.Tensor) -> Any:
@@ -61,19 +86,19 @@ def _computed_ints(key: Any, obj: torch.Tensor) -> Any:
     0, or its store nothing, as compiled code masks it; a constant (`_Literal`) there is
     refused, as compiled. Ints in range stay ints (no tensor made per access)."""
     items = key if isinstance(key, tuple) else (key,)
-    if not any(type(k) in (int, _Literal) for k in items):
+    if not any(type(k) in _INTS for k in items):
         return key
     out, dim = [], 0
     for item in items:
         if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
             return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
-        if type(item) in (int, _Literal) and not _in_dim(item, obj, dim):
-            if type(item) is _Literal:
+        if type(item) in _INTS and not _in_dim(item, obj, dim):
+            if _refused(item):
                 size = obj.size(dim) if dim < obj.dim() else 0
                 message = f"index {item} is out of bounds for dim {dim}, which has size {size}"
                 raise ShapeMismatch(message, user_loc())
             item = _as_index(item, obj.device)
-        item = int(item) if type(item) is _Literal else item
+        item = int(item) if type(item) in _INTS else item
         out.append(item)
         dim += len(item) if isinstance(item, tuple) else item is not None  # (tiles: one each)
     return tuple(out) if isinstance(key, tuple) else out[0]
@@ -170,12 +195,15 @@ class _EagerSubscripts(ast.NodeTransformer):
         return ast.copy_location(_call("_tc_getitem", node.value, key), node)
 
     def _key(self, obj: ast.expr, index: ast.expr) -> ast.expr:
-        """The key of `obj[index]`; on a host tensor its constant ints marked (`_Literal`)."""
+        """The key of `obj[index]`, its constant ints marked (`_Literal`, `_TileLiteral`)."""
         key = _key(index)
-        if not isinstance(obj, ast.Name) or obj.id in self.device_names:
+        if not isinstance(obj, ast.Name):
             return key
+        host = ast.Constant(obj.id not in self.device_names)
         items = key.elts if isinstance(key, ast.Tuple) else [key]
-        marked = [_call("_tc_literal", i) if _is_int_literal(i) else i for i in items]
+        marked = [
+            _call("_tc_literal", i, host) if _host_int(i, self.device_names) else i for i in items
+        ]
         return ast.Tuple(marked, ast.Load()) if isinstance(key, ast.Tuple) else marked[0]
 
     def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
@@ -326,11 +354,14 @@ def _key(node: ast.expr) -> ast.expr:
     return node
 
 
-def _is_int_literal(node: ast.expr) -> bool:
-    """`9` or `-1` written in the source."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    return isinstance(node, ast.Constant) and type(node.value) is int
+def _host_int(node: ast.expr, device_names: set[str]) -> bool:
+    """Whether an index item is computed from host values and constants only (`9`, `-1`,
+    `lane`, `n - 1`): compiled code knows it when it compiles, unlike `t.begin + 6`."""
+    allowed = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
+    parts = list(ast.walk(node))
+    if not all(isinstance(p, (*allowed, ast.expr_context)) for p in parts):
+        return False
+    return not any(isinstance(p, ast.Name) and p.id in device_names for p in parts)
 
 
 def _assigned_names(loop: ast.For) -> set[str]:
