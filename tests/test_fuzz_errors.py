@@ -21,8 +21,8 @@ from tilecraft.testing import run_mode
 SEED = 5
 KERNELS = 120
 # (the wrong line, whether PyTorch refuses it too); `a` is a [t, 7] float32 tile, `b` a
-# [t, 5] int32 tile, `c` a [t] float32 tile. (Eagerly, `a[:, 9]` reads zeros: a tile is a
-# tensor there, and a subscript past a tensor's end reads 0, as compiled code's do.)
+# [t, 5] int32 tile, `c` a [t] float32 tile. (Eagerly, `a[:, 9]` reads zeros: the tile of 9
+# rows is cut short of its block, and eager mode cannot tell a tile's dims from the others.)
 WRONG = [
     ("a = a + b", True), ("a = a @ a", True), ("a = torch.mm(a, b)", True),
     ("a = torch.matmul(a, b.T)", True), ("a = torch.sum(a, 5)", True),
@@ -55,7 +55,8 @@ WRONG = [
     ("a = f'{a}'", False), ("a = a if a > 0 else b", True), ("a = (n := a) + n", False),
     ("a = sum(a)", False), ("a = len(a) + a", False),
     ("a = torch.tensor([1.0, 2.0]) + a", False), ("a = x[t, :] + x[t + 1, :]", False),
-    ("a = torch.randn(3)", False), ("import os", False),
+    ("a = torch.randn(3)", False), ("import os", False), ("c = x[t, 9]", True),
+    ("c = x[t, x.size(1)]", True), ("x[t, -8] = c", True),
 ]  # fmt: skip
 # wrong lines of host code, before the loop (or the loop's own header)
 HOST_WRONG = [

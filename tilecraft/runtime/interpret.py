@@ -356,12 +356,24 @@ def _key(node: ast.expr) -> ast.expr:
 
 def _host_int(node: ast.expr, device_names: set[str]) -> bool:
     """Whether an index item is computed from host values and constants only (`9`, `-1`,
-    `lane`, `n - 1`): compiled code knows it when it compiles, unlike `t.begin + 6`."""
-    allowed = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop)
+    `lane`, `n - 1`, `x.size(1)`): compiled code knows it when it compiles, unlike
+    `t.begin + 6` or a load (`y[0]`)."""
     parts = list(ast.walk(node))
-    if not all(isinstance(p, (*allowed, ast.expr_context)) for p in parts):
+    if not all(_host_part(p) for p in parts):
         return False
     return not any(isinstance(p, ast.Name) and p.id in device_names for p in parts)
+
+
+_SIZES = {"size", "dim", "numel", "stride"}  # a tensor's methods that give its layout
+
+
+def _host_part(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute) and node.func.attr in _SIZES
+    if isinstance(node, ast.Subscript):  # `x.shape[1]`, not a load
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+    plain = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Attribute)
+    return isinstance(node, (*plain, ast.operator, ast.unaryop, ast.expr_context))
 
 
 def _assigned_names(loop: ast.For) -> set[str]:
