@@ -370,12 +370,13 @@ def attention_forward(
             state = _attend(state, reads, tile_n, qk_scale, *masking)
         m_i, l_i = _row_totals(state[0], state[1])
         acc = state[2]
-        row = tile_bh.index
-        out_heads[row // heads, row % heads, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)[
-            None, :, :
-        ]
-        row_max[tile_bh, tile_m] = m_i[None, :]
-        row_log_sum[tile_bh, tile_m] = torch.log2(l_i)[None, :]
+        # stored as 2-D tiles at the row's scalar indices: Triton's warp specialization on
+        # Hopper (`range_warp_specializes`) splits a 128-row tile between two consumer
+        # warpgroups along its first dim, and failed on a [1, rows, head_dim] one
+        row = tile_bh.begin
+        out_heads[row // heads, row % heads, tile_m, :] = (acc / l_i[:, None]).to(out.dtype)
+        row_max[row, tile_m] = m_i
+        row_log_sum[row, tile_m] = torch.log2(l_i)
     return out_heads, stats.view([2, batch, heads, m])
 
 
