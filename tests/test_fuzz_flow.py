@@ -22,6 +22,10 @@ float16 one does not), so the reference computes those under `fuzzing.Float32Num
 and a bfloat16 `(3 * acc) ** 3` were a rounding apart, which the kernels' remainders,
 comparisons and products made whole units).
 
+A float kernel assigns `acc` no Python int (`acc = j0`): after an `if` on a tile, the
+kernel's `acc` is the arms' merged float tile, where the reference's element keeps the arm's
+int, whose `0 * -971` is +0 where the tile's is -0.0 (seed 407, kernel 29).
+
 No `~` negates a comparison of `acc`: where an arm of an `if` on a tile sets `acc = 1`,
 the kernel's `acc` is a tile after the `if` but the reference's element is the Python int
 1, whose `~(acc != -5.0)` is Python's `~True`, -2 (seed 108, kernel 169).
@@ -152,7 +156,10 @@ class Draw:
         r, pad, k = self.rng, " " * indent, self.rng.random()
         if depth <= 0 or k < 0.35:
             form = r.choice(["acc = {}", "acc = acc + {}", "acc += {}", "acc = acc * {}", "STORE"])
-            return [pad + form.replace("STORE", "out[IDX] = {}").format(self.expr(2))]
+            value = self.expr(2)
+            while form == "acc = {}" and self.floats and _int_valued(value):
+                value = self.expr(2)  # (see the module's docstring)
+            return [pad + form.replace("STORE", "out[IDX] = {}").format(value)]
         if k < 0.65:
             host = "n > 2" if r.random() < 0.5 else ("s > 0" if self.floats else "n < 0")
             lines = [f"{pad}if {self.cond() if r.random() < 0.85 else host}:"]
@@ -172,6 +179,16 @@ class Draw:
         lines += self.block(depth - 1, indent + 4)
         self.loop_vars.pop()
         return lines
+
+
+def _int_valued(expr: str) -> bool:
+    """Whether `expr` gives a Python int (loop variables, `n`, integer constants)."""
+    names = {"a": 0.5, "b": 0.5, "v": 0.5, "acc": 0.5, "s": 0.5, "n": 2, "math": math}
+    names |= {f"j{d}": 1 for d in range(8)}
+    try:
+        return type(eval(expr, {"torch": None}, names)) is int  # noqa: S307 - drawn here
+    except Exception:  # noqa: BLE001 - a tensor function: a tile's dtype
+        return False
 
 
 def draw(i: int, rng: random.Random) -> tuple[torch.dtype, str, list[str]]:
