@@ -31,6 +31,16 @@ from dataclasses import asdict, dataclass
 import torch
 import triton
 import triton.language as tl
+from attention_gluon_probe import (  # (benchmarks/: run as a script, its folder on the path)
+    CONSUMER_REGS,
+    LOADER_REGS,
+    MAXNREG,
+    SHAPES,
+    SMEM_LIMIT,
+    _barrier_array,
+    _cubin_registers,
+    first_lines,
+)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -42,18 +52,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
 CHECK_SHAPE = (2, 3, 512)  # batch, heads, seq of the correctness check
-SMEM_LIMIT = 227 * 1024  # opt-in dynamic shared memory per block on H100/H200
 # Registers: 3 warpgroups (two consumers, loader padded to 4 warps) x 128 threads x 168 <= 64K;
 # setmaxnreg then moves the loader's to the consumers (24 and 240). Per consumer thread with
 # BLOCK_N = 64 keys and BLOCK_M query rows: dK + dV hold 2 * 64 * D / 128 = D fp32 registers
 # (128 at D = 128), S^T and dP^T BLOCK_M / 2 each, the dQ tile BLOCK_M * D / 128 (64 at
 # BLOCK_M = 64, D = 128; halved by computing it in 64-column chunks): one 64-key tile per
 # warpgroup. ptxas still reports small spills at D = 128 (see --compile-only).
-MAXNREG = 168
-CONSUMER_REGS = gl.constexpr(240)
-LOADER_REGS = gl.constexpr(24)
 LOG2E = gl.constexpr(1.4426950408889634)
 TOLERANCE = 5e-2  # max abs error relative to the reference gradient's max abs
 
@@ -262,15 +267,6 @@ def _consumer(descs, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len, sm_scale,
 
 
 @gluon.jit
-def _barrier_array(count: gl.constexpr, arrivals: gl.constexpr):
-    """`count` mbarriers, each completing a phase after `arrivals` arrivals."""
-    bars = gl.allocate_shared_memory(gl.int64, [count, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(count):
-        mbarrier.init(bars.index(i), count=arrivals)
-    return bars
-
-
-@gluon.jit
 def attention_bwd_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
                          lse_ptr, delta_ptr, dq_ptr, sm_scale, seq_len,
                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
@@ -400,19 +396,6 @@ def compile_for_sm90(head_dim: int, causal: bool, cfg: Config) -> dict:
     )
 
 
-def _cubin_registers(cubin: bytes) -> int | None:
-    """Per-thread register count ptxas assigned (the launch-time cap; setmaxnreg moves it later)."""
-    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        out = subprocess.run(
-            [cuobjdump, "-res-usage", f.name], capture_output=True, text=True
-        ).stdout
-    found = re.search(r"REG:(\d+)", out)
-    return int(found.group(1)) if found else None
-
-
 def _ptxas_spills(ptx: str) -> str:
     """Spill stores/loads as `ptxas -v` reports them; res-usage alone hides spills."""
     ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
@@ -424,11 +407,6 @@ def _ptxas_spills(ptx: str) -> str:
         out = subprocess.run(cmd, capture_output=True, text=True).stderr
     found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
     return ",".join(f"{s}/{ld}" for s, ld in found) or "?"
-
-
-def first_lines(exc: BaseException, n: int = 4) -> str:
-    """Compiler errors are long; the head says which op or check failed."""
-    return " | ".join(f"{type(exc).__name__}: {exc}".strip().splitlines()[:n])
 
 
 def compile_only() -> None:
