@@ -22,10 +22,6 @@ CPU (compiles every variant for sm_90 with Triton 3.6, launches nothing):
 import argparse
 import json
 import math
-import os
-import re
-import subprocess
-import tempfile
 from dataclasses import asdict, dataclass
 
 import torch
@@ -38,7 +34,8 @@ from attention_gluon_probe import (  # (benchmarks/: run as a script, its folder
     SHAPES,
     SMEM_LIMIT,
     _barrier_array,
-    _cubin_registers,
+    compile_kernel,
+    compile_only,
     first_lines,
 )
 from triton.experimental import gluon
@@ -371,63 +368,11 @@ def attention_bwd(q, k, v, o, do, lse, causal: bool, cfg: Config):
 
 def compile_for_sm90(head_dim: int, causal: bool, cfg: Config) -> dict:
     """Compile one variant with Triton's real compiler for sm_90 without a GPU; report resources."""
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     seq = max(cfg.block_m, 2 * cfg.block_n)
     t = torch.empty(1, 1, seq, head_dim, dtype=torch.bfloat16)
     f = torch.empty(1, 1, seq, head_dim, dtype=torch.float32)
     runtime, constexprs, _, options = kernel_args(t, t, t, t, t, t, f, f, f, causal, cfg)
-    names = attention_bwd_kernel.arg_names
-    signature = {name: mangle_type(arg) for name, arg in zip(names, runtime, strict=False)}
-    signature.update({name: "constexpr" for name in constexprs})
-    src = GluonASTSource(attention_bwd_kernel, signature, constexprs)
-    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
-    ptx = compiled.asm["ptx"]
-    return dict(
-        shared_bytes=compiled.metadata.shared,
-        registers=_cubin_registers(compiled.asm["cubin"]),
-        setmaxnreg=sorted(
-            set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
-        ),
-        spills=_ptxas_spills(ptx),
-        atomics=sorted(set(re.findall(r"\b(?:red|atom)\.[\w.]+", ptx))),
-    )
-
-
-def _ptxas_spills(ptx: str) -> str:
-    """Spill stores/loads as `ptxas -v` reports them; res-usage alone hides spills."""
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "k.ptx")
-        with open(path, "w") as f:
-            f.write(ptx)
-        cmd = [ptxas, "-v", "--gpu-name=sm_90a", path, "-o", path + ".o"]
-        out = subprocess.run(cmd, capture_output=True, text=True).stderr
-    found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
-    return ",".join(f"{s}/{ld}" for s, ld in found) or "?"
-
-
-def compile_only() -> None:
-    """Compile every (head_dim, causal, config) for sm_90; print which compiled and their cost."""
-    assert "TRITON_INTERPRET" not in os.environ, "unset TRITON_INTERPRET: this needs the compiler"
-    failures = 0
-    for head_dim in (64, 128):
-        for causal in (False, True):
-            for cfg in sweep(head_dim):
-                tag = f"d={head_dim} causal={causal!s:5} {cfg}"
-                try:
-                    info = compile_for_sm90(head_dim, causal, cfg)
-                    print(
-                        f"OK    {tag}: smem={info['shared_bytes']} regs={info['registers']} "
-                        f"setmaxnreg={info['setmaxnreg']} spills(st/ld)={info['spills']} "
-                        f"atomics={info['atomics']}"
-                    )
-                except Exception as exc:  # noqa: BLE001 - a probe reports every failure and moves on
-                    failures += 1
-                    print(f"FAIL  {tag}: {first_lines(exc)}")
-    print(f"{failures} variant(s) failed to compile")
+    return compile_kernel(attention_bwd_kernel, runtime, constexprs, options)
 
 
 def logsumexp_rows(q: torch.Tensor, k: torch.Tensor, causal: bool, chunk: int = 4096):
@@ -559,7 +504,7 @@ def main() -> None:
     parser.add_argument("--out", help="write all rows as JSON here")
     args = parser.parse_args()
     if args.compile_only:
-        compile_only()
+        compile_only(compile_for_sm90, sweep)
         return
     rows = [r for d in (64, 128) for causal in (False, True) for r in check(d, causal)]
     if not args.smoke:

@@ -335,25 +335,33 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, c
 
 def compile_for_sm90(head_dim: int, causal: bool, cfg: Config) -> dict:
     """Compile one variant with Triton's real compiler for sm_90 without a GPU; report resources."""
+    seq = max(2 * cfg.block_m, cfg.block_n)
+    q = torch.empty(1, 1, seq, head_dim, dtype=torch.bfloat16)
+    runtime, constexprs, _, options = kernel_args(q, q, q, q, causal, cfg)
+    return compile_kernel(attention_fwd_kernel, runtime, constexprs, options)
+
+
+def compile_kernel(kernel, runtime: list, constexprs: dict, options: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Compile a Gluon kernel for sm_90 as a launch with these arguments would, launching
+    nothing; its shared memory, registers, `setmaxnreg` counts, spills and atomics."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    seq = max(2 * cfg.block_m, cfg.block_n)
-    q = torch.empty(1, 1, seq, head_dim, dtype=torch.bfloat16)
-    runtime, constexprs, _, options = kernel_args(q, q, q, q, causal, cfg)
-    names = attention_fwd_kernel.arg_names
+    names = kernel.arg_names
     signature = {name: mangle_type(arg) for name, arg in zip(names, runtime, strict=False)}
     signature.update({name: "constexpr" for name in constexprs})
-    src = GluonASTSource(attention_fwd_kernel, signature, constexprs)
+    src = GluonASTSource(kernel, signature, constexprs)
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
     ptx = compiled.asm["ptx"]
     return dict(
-        shared_bytes=compiled.metadata.shared,
-        registers=_cubin_registers(compiled.asm["cubin"]),
+        smem=compiled.metadata.shared,
+        regs=_cubin_registers(compiled.asm["cubin"]),
         setmaxnreg=sorted(
             set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
         ),
+        spills=_ptxas_spills(ptx),
+        atomics=sorted(set(re.findall(r"\b(?:red|atom)\.[\w.]+", ptx))),
     )
 
 
@@ -370,25 +378,35 @@ def _cubin_registers(cubin: bytes) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def _ptxas_spills(ptx: str) -> str:
+    """Spill stores/loads as `ptxas -v` reports them; res-usage alone hides spills."""
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/ptxas")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.ptx")
+        with open(path, "w") as f:
+            f.write(ptx)
+        cmd = [ptxas, "-v", "--gpu-name=sm_90a", path, "-o", path + ".o"]
+        out = subprocess.run(cmd, capture_output=True, text=True).stderr
+    found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
+    return ",".join(f"{s}/{ld}" for s, ld in found) or "?"
+
+
 def first_lines(exc: BaseException, n: int = 4) -> str:
     """Compiler errors are long; the head says which op or check failed."""
     return " | ".join(f"{type(exc).__name__}: {exc}".strip().splitlines()[:n])
 
 
-def compile_only() -> None:
+def compile_only(compile_variant=compile_for_sm90, configs=None) -> None:  # type: ignore[no-untyped-def]
     """Compile every (head_dim, causal, config) for sm_90; print which compiled and their cost."""
     assert "TRITON_INTERPRET" not in os.environ, "unset TRITON_INTERPRET: this needs the compiler"
     failures = 0
     for head_dim in (64, 128):
         for causal in (False, True):
-            for cfg in sweep(head_dim):
+            for cfg in (configs or sweep)(head_dim):
                 tag = f"d={head_dim} causal={causal!s:5} {cfg}"
                 try:
-                    info = compile_for_sm90(head_dim, causal, cfg)
-                    print(
-                        f"OK    {tag}: smem={info['shared_bytes']} regs={info['registers']} "
-                        f"setmaxnreg={info['setmaxnreg']}"
-                    )
+                    info = compile_variant(head_dim, causal, cfg)
+                    print(f"OK    {tag}: " + " ".join(f"{k}={v}" for k, v in info.items()))
                 except Exception as exc:  # noqa: BLE001 - a probe reports every failure and moves on
                     failures += 1
                     print(f"FAIL  {tag}: {first_lines(exc)}")
