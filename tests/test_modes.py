@@ -524,7 +524,7 @@ def constant_lane(x: torch.Tensor, lane: int) -> torch.Tensor:
     out = torch.zeros([x.size(0)], dtype=x.dtype, device=x.device)
     for t in tc.tile(x.size(0), block_size=4):
         a = x[t, :] + 1
-        out[t] = a[:, lane]
+        out[t] = a[:, lane] if lane == 9 else a[lane, 0]
     return out
 
 
@@ -534,3 +534,11 @@ def test_constant_index_past_a_tile_values_dim_is_refused(mode: str) -> None:
     with pytest.raises(ShapeMismatch, match="index 9 is out of") as error:
         run_mode(constant_lane, (x, 9), mode)
     assert "a[:, lane]" in str(error.value)
+
+
+def test_a_constant_lane_past_a_tile_cut_short_reads_zero_in_both_modes() -> None:
+    # rows 4-5 are a tile of 2 in a block of 4: its lane 3 lies past the end (compiled code
+    # summed that masked lane's computed value, 0 + 1, where eager mode read 0)
+    x = torch.arange(42.0, device=DEVICE).reshape(6, 7)
+    expected = torch.tensor([22.0] * 4 + [0.0] * 2, device=DEVICE)
+    check_modes(constant_lane, (x, 3), lambda x, _: expected.clone())

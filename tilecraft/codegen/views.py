@@ -164,13 +164,17 @@ def _unpick(dtype: torch.dtype) -> str:
 
 
 def select(w: KernelWriter, op: Op) -> None:
-    """`x[..., i, ...]`: the elements where the position along the axis is i."""
+    """`x[..., i, ...]`: the elements where the position along the axis is i; 0 where i is
+    a lane past the end of a tile cut short (as a load there reads, and eager mode)."""
     assert op.out is not None
     x, position = op.args
-    axis = op.attrs["axis"]
-    lanes = expand(f"tl.arange(0, {w.size(x.type.dims[axis])})", x.type.rank, axis)
+    axis, dim = op.attrs["axis"], x.type.dims[op.attrs["axis"]]
+    lanes = expand(f"tl.arange(0, {w.size(dim)})", x.type.rank, axis)
     where = position.name if isinstance(position, Value) else literal(position)
-    total, back = _pick(x.name, x.type.dtype, f"{lanes} == {where}", axis, keep=True)
+    picked = f"{lanes} == {where}"
+    if dim is not None and w.has_mask(dim):
+        picked = f"({picked}) & {expand(f'mask_{dim}', x.type.rank, axis)}"
+    total, back = _pick(x.name, x.type.dtype, picked, axis, keep=True)
     w.assign(op, back.format(total))
 
 
