@@ -12,7 +12,6 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tilecraft import language as lang
-from tilecraft.exc import ShapeMismatch
 from tilecraft.frontend.flow import ContinueFree
 from tilecraft.frontend.host import compile_function, rewrite_host
 from tilecraft.frontend.source import KernelSource
@@ -23,11 +22,9 @@ from tilecraft.language.state import (
     eager_context,
     indexing_is_plain,
     running_eagerly,
-    user_frame,
-    user_loc,
 )
 from tilecraft.language.tiles import Tile, lanes
-from tilecraft.runtime import eager_short
+from tilecraft.runtime import eager_index, eager_short
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
@@ -35,7 +32,7 @@ def _getitem(obj: Any, key: Any) -> Any:
     """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
     if not isinstance(obj, torch.Tensor):
         return obj[key]
-    key = _computed_ints(key, obj)
+    key = eager_index.computed_ints(key, obj)
     mask = eager_context("load").branch_mask()
     if mask is not None and _gathers(key):
         # a gather inside an `if` on a tile reads only where the arm is taken, as
@@ -47,71 +44,6 @@ def _getitem(obj: Any, key: Any) -> Any:
     return eager_short.mark(read(obj, key), key)
 
 
-class _Literal(int):
-    """An integer index known before the device loop runs (`x[t, 9]`, `x[t, n]`), of a
-    host tensor: compiled code refuses it out of range, so eager mode raises there too."""
-
-
-class _TileLiteral(int):
-    """One in a subscript of a tile value (`a[:, 9]`): compiled code refuses it past the
-    dim's extent or block size, so eager mode raises where the dims are whole (no tile in
-    scope is cut short at a loop's end; a short one's lanes up to its block are masked)."""
-
-
-def _literal(value: Any, host: bool) -> Any:
-    if type(value) is not int:
-        return value
-    return _Literal(value) if host else _TileLiteral(value)
-
-
-def _refused(item: int) -> bool:
-    """Whether a constant index out of range of its dim is refused, as compiled code does."""
-    if type(item) is _TileLiteral:
-        return not any(_is_short(v) for v in user_frame().f_locals.values())
-    return type(item) is _Literal
-
-
-def _is_short(value: Any) -> bool:
-    if isinstance(value, tuple):
-        return any(_is_short(v) for v in value)
-    return isinstance(value, Tile) and len(value) < value.block_size
-
-
-_INTS = (int, _Literal, _TileLiteral)
-
-
-def _computed_ints(key: Any, obj: torch.Tensor) -> Any:
-    """Plain ints of an index that fall outside their dim, as 0-d tensors: in a device loop
-    they were computed there (`t.begin + 6`), and the bounded read of such an index gives
-    0, or its store nothing, as compiled code masks it; a constant (`_Literal`) there is
-    refused, as compiled. Ints in range stay ints (no tensor made per access)."""
-    items = key if isinstance(key, tuple) else (key,)
-    if not any(type(k) in _INTS for k in items):
-        return key
-    out, dim = [], 0
-    for item in items:
-        if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
-            return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
-        if type(item) in _INTS and not _in_dim(item, obj, dim):
-            if _refused(item):
-                size = obj.size(dim) if dim < obj.dim() else 0
-                message = f"index {item} is out of bounds for dim {dim}, which has size {size}"
-                raise ShapeMismatch(message, user_loc())
-            item = _as_index(item, obj.device)
-        item = int(item) if type(item) in _INTS else item
-        out.append(item)
-        dim += len(item) if isinstance(item, tuple) else item is not None  # (tiles: one each)
-    return tuple(out) if isinstance(key, tuple) else out[0]
-
-
-def _in_dim(item: int, obj: torch.Tensor, dim: int) -> bool:
-    return dim < obj.dim() and -obj.size(dim) <= item < obj.size(dim)
-
-
-def _as_index(item: Any, device: torch.device) -> Any:
-    return torch.tensor(item, device=device) if type(item) is int else item
-
-
 def _gathers(key: Any) -> bool:
     items = key if isinstance(key, tuple) else (key,)
     return any(isinstance(i, torch.Tensor) and i.dim() > 0 for i in items)
@@ -121,7 +53,7 @@ def _setitem(obj: Any, key: Any, value: Any) -> None:
     if not isinstance(obj, torch.Tensor):
         obj[key] = value
         return
-    key = _computed_ints(key, obj)
+    key = eager_index.computed_ints(key, obj)
     mask = eager_context("store").branch_mask()
     try:
         write(obj, key, value, mask)
@@ -195,16 +127,8 @@ class _EagerSubscripts(ast.NodeTransformer):
         return ast.copy_location(_call("_tc_getitem", node.value, key), node)
 
     def _key(self, obj: ast.expr, index: ast.expr) -> ast.expr:
-        """The key of `obj[index]`, its constant ints marked (`_Literal`, `_TileLiteral`)."""
-        key = _key(index)
-        if not isinstance(obj, ast.Name):
-            return key
-        host = ast.Constant(obj.id not in self.device_names)
-        items = key.elts if isinstance(key, ast.Tuple) else [key]
-        marked = [
-            _call("_tc_literal", i, host) if _host_int(i, self.device_names) else i for i in items
-        ]
-        return ast.Tuple(marked, ast.Load()) if isinstance(key, ast.Tuple) else marked[0]
+        """The key of `obj[index]`, its items known before the loop marked."""
+        return eager_index.mark_key(obj, _key(index), self.device_names)
 
     def visit_Assign(self, node: ast.Assign) -> ast.stmt | list[ast.stmt]:
         if not any(_stores_item(t) for t in node.targets):
@@ -354,35 +278,6 @@ def _key(node: ast.expr) -> ast.expr:
     return node
 
 
-def _host_int(node: ast.expr, device_names: set[str]) -> bool:
-    """Whether an index item is computed from host values and constants only (`9`, `-1`,
-    `lane`, `n - 1`, `x.size(1)`): compiled code knows it when it compiles, unlike
-    `t.begin + 6` or a load (`y[0]`)."""
-    parts = list(ast.walk(node))
-    if not all(_host_part(p) for p in parts):
-        return False
-    return not any(isinstance(p, ast.Name) and p.id in device_names for p in parts)
-
-
-_SIZES = {"size", "dim", "numel", "stride"}  # a tensor's methods that give its layout
-
-
-def _host_part(node: ast.AST) -> bool:
-    if isinstance(node, ast.Call):
-        return isinstance(node.func, ast.Attribute) and node.func.attr in _SIZES
-    if isinstance(node, ast.Subscript):  # `x.shape[1]`, not a load
-        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
-    plain = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Attribute)
-    return isinstance(node, (*plain, ast.operator, ast.unaryop, ast.expr_context))
-
-
-def _assigned_names(loop: ast.For) -> set[str]:
-    """The names a device loop binds (its tiles, its tile values)."""
-    return {
-        n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-    }
-
-
 def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
     """Python's `max`/`min`, elementwise on tensors as in compiled kernels (NaN wins)."""
 
@@ -403,14 +298,14 @@ def eager_function(src: KernelSource) -> Any:
 
     def eager_loop(_: int, loop: ast.For) -> ast.stmt:
         loop = branches.visit(ContinueFree().visit(loop))
-        subscripts = _EagerSubscripts(_assigned_names(loop))
+        subscripts = _EagerSubscripts(eager_index.assigned_names(loop))
         return _JaggedLanes().visit(subscripts.visit(_RealPowers().visit(loop)))
 
     module = rewrite_host(src, eager_loop)
     extra = {
         **eager_names(),
         "_tc_getitem": _getitem,
-        "_tc_literal": _literal,
+        "_tc_literal": eager_index.literal,
         "_tc_augmented": augmented,
         "_tc_setitem": _setitem,
         "_tc_lanes": lanes,

@@ -1,0 +1,126 @@
+"""Eager mode's integer indices: which out-of-range ones read 0 and which are refused.
+
+Compiled code masks an index it computes (`x[t.begin + 6]` past the end reads 0 and is not
+written) and refuses at its line one it knows when it compiles (`x[t, 9]`, `x[t, n]` with
+`n` from host code, `x[t, x.size(1)]`). Eagerly both are Python ints; the kernel body's
+source tells them apart: subscripts whose items use host names and constants only are
+marked (`mark_key`), and `computed_ints` refuses those out of range as compiled code does.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import torch
+
+from tilecraft.exc import ShapeMismatch
+from tilecraft.language.state import user_frame, user_loc
+from tilecraft.language.tiles import Tile
+
+
+class _Literal(int):
+    """An integer index known before the device loop runs (`x[t, 9]`, `x[t, n]`), of a
+    host tensor: compiled code refuses it out of range, so eager mode raises there too."""
+
+
+class _TileLiteral(int):
+    """One in a subscript of a tile value (`a[:, 9]`): compiled code refuses it past the
+    dim's extent or block size, so eager mode raises where the dims are whole (no tile in
+    scope is cut short at a loop's end; a short one's lanes up to its block are masked)."""
+
+
+def literal(value: Any, host: bool) -> Any:
+    """`_tc_literal`: an int item marked as known before the loop (of a host tensor or not)."""
+    if type(value) is not int:
+        return value
+    return _Literal(value) if host else _TileLiteral(value)
+
+
+def _refused(item: int) -> bool:
+    """Whether a constant index out of range of its dim is refused, as compiled code does."""
+    if type(item) is _TileLiteral:
+        return not any(_is_short(v) for v in user_frame().f_locals.values())
+    return type(item) is _Literal
+
+
+def _is_short(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return any(_is_short(v) for v in value)
+    return isinstance(value, Tile) and len(value) < value.block_size
+
+
+_INTS = (int, _Literal, _TileLiteral)
+
+
+def computed_ints(key: Any, obj: torch.Tensor) -> Any:
+    """Plain ints of an index that fall outside their dim, as 0-d tensors: in a device loop
+    they were computed there (`t.begin + 6`), and the bounded read of such an index gives
+    0, or its store nothing, as compiled code masks it; a constant (`_Literal`) there is
+    refused, as compiled. Ints in range stay ints (no tensor made per access)."""
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(type(k) in _INTS for k in items):
+        return key
+    out, dim = [], 0
+    for item in items:
+        if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
+            return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
+        if type(item) in _INTS and not _in_dim(item, obj, dim):
+            if _refused(item):
+                size = obj.size(dim) if dim < obj.dim() else 0
+                message = f"index {item} is out of bounds for dim {dim}, which has size {size}"
+                raise ShapeMismatch(message, user_loc())
+            item = _as_index(item, obj.device)
+        item = int(item) if type(item) in _INTS else item
+        out.append(item)
+        dim += len(item) if isinstance(item, tuple) else item is not None  # (tiles: one each)
+    return tuple(out) if isinstance(key, tuple) else out[0]
+
+
+def _in_dim(item: int, obj: torch.Tensor, dim: int) -> bool:
+    return dim < obj.dim() and -obj.size(dim) <= item < obj.size(dim)
+
+
+def _as_index(item: Any, device: torch.device) -> Any:
+    return torch.tensor(item, device=device) if type(item) is int else item
+
+
+def host_int(node: ast.expr, device_names: set[str]) -> bool:
+    """Whether an index item is computed from host values and constants only (`9`, `-1`,
+    `lane`, `n - 1`, `x.size(1)`): compiled code knows it when it compiles, unlike
+    `t.begin + 6` or a load (`y[0]`)."""
+    parts = list(ast.walk(node))
+    if not all(_host_part(p) for p in parts):
+        return False
+    return not any(isinstance(p, ast.Name) and p.id in device_names for p in parts)
+
+
+_SIZES = {"size", "dim", "numel", "stride"}  # a tensor's methods that give its layout
+
+
+def _host_part(node: ast.AST) -> bool:
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute) and node.func.attr in _SIZES
+    if isinstance(node, ast.Subscript):  # `x.shape[1]`, not a load
+        return isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+    plain = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Attribute)
+    return isinstance(node, (*plain, ast.operator, ast.unaryop, ast.expr_context))
+
+
+def assigned_names(loop: ast.For) -> set[str]:
+    """The names a device loop binds (its tiles, its tile values)."""
+    return {
+        n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+
+
+def mark_key(obj: ast.expr, key: ast.expr, device_names: set[str]) -> ast.expr:
+    """`key` of `obj[key]` with its items known before the loop wrapped in
+    `_tc_literal(item, obj is a host tensor)` (a tile value's dims may be cut short)."""
+    if not isinstance(obj, ast.Name):
+        return key
+    host = ast.Constant(obj.id not in device_names)
+    items = key.elts if isinstance(key, ast.Tuple) else [key]
+    call = ast.Name("_tc_literal", ast.Load())
+    marked = [ast.Call(call, [i, host], []) if host_int(i, device_names) else i for i in items]
+    return ast.Tuple(marked, ast.Load()) if isinstance(key, ast.Tuple) else marked[0]
