@@ -320,7 +320,9 @@ def agree(module, i, dtype, head, body, config) -> None:
     ref = reference(body)
     try:  # (the element-wise reference on the CPU: PyTorch raises on what it refuses)
         ref(*(a.cpu() if isinstance(a, torch.Tensor) else a for a in args))
-    except (TypeError, RuntimeError, ZeroDivisionError, OverflowError):
+    except (TypeError, RuntimeError, ZeroDivisionError, OverflowError, ValueError):
+        # (ValueError: a Python int the reference grew past 64 bits, which a tensor cannot
+        # take; the kernel's is a tile there, wrapping in both modes: seed 414, kernel 0)
         pytest.skip("PyTorch refuses this kernel's arithmetic")
     except ZeroTie:
         pytest.skip("max or min of +0.0 and -0.0 (see the module's docstring)")
