@@ -10,12 +10,14 @@ marked (`mark_key`), and `computed_ints` refuses those out of range as compiled 
 from __future__ import annotations
 
 import ast
+import linecache
+import sys
+from types import FrameType
 from typing import Any
 
 import torch
 
-from tilecraft.exc import ShapeMismatch
-from tilecraft.language.state import user_frame, user_loc
+from tilecraft.exc import ShapeMismatch, SourceLoc
 from tilecraft.language.tiles import Tile
 
 
@@ -37,11 +39,28 @@ def literal(value: Any, host: bool) -> Any:
     return _Literal(value) if host else _TileLiteral(value)
 
 
-def _refused(item: int) -> bool:
+def _refused(item: int, frame: FrameType | None) -> bool:
     """Whether a constant index out of range of its dim is refused, as compiled code does."""
     if type(item) is _TileLiteral:
-        return not any(_is_short(v) for v in user_frame().f_locals.values())
+        return frame is not None and not any(_is_short(v) for v in frame.f_locals.values())
     return type(item) is _Literal
+
+
+def _kernel_frame() -> FrameType | None:
+    """The eager kernel body's frame running this subscript: its namespace holds
+    `_tc_literal` (a kernel of tilecraft's own too, whose file `user_frame` would skip)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and "_tc_literal" not in frame.f_globals:
+        frame = frame.f_back
+    return frame
+
+
+def _refusal(item: int, dim: int, size: int, frame: FrameType | None) -> ShapeMismatch:
+    message = f"index {item} is out of bounds for dim {dim}, which has size {size}"
+    if frame is None:
+        return ShapeMismatch(message)
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    return ShapeMismatch(message, SourceLoc(frame.f_code.co_filename, frame.f_lineno, line))
 
 
 def _is_short(value: Any) -> bool:
@@ -66,10 +85,9 @@ def computed_ints(key: Any, obj: torch.Tensor) -> Any:
         if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
             return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
         if type(item) in _INTS and not _in_dim(item, obj, dim):
-            if _refused(item):
-                size = obj.size(dim) if dim < obj.dim() else 0
-                message = f"index {item} is out of bounds for dim {dim}, which has size {size}"
-                raise ShapeMismatch(message, user_loc())
+            frame = _kernel_frame() if type(item) is not int else None
+            if _refused(item, frame):
+                raise _refusal(item, dim, obj.size(dim) if dim < obj.dim() else 0, frame)
             item = _as_index(item, obj.device)
         item = int(item) if type(item) in _INTS else item
         out.append(item)
