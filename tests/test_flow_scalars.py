@@ -275,3 +275,32 @@ def test_a_16_bit_remainder_rounds_its_number_to_the_tile_dtype(dtype) -> None:
     for n in (len(values), 1, 0):
         out = torch.empty(n, 4, device=DEVICE, dtype=dtype)
         check_modes(remainders, (h[:n], out), reference)
+
+
+@tc.kernel
+def compared(h: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(h.size(0)):
+        x = h[t]
+        out[t, 0] = x != math.pi
+        out[t, 1] = x < math.pi
+        out[t, 2] = x >= 0.1
+        out[t, 3] = math.pi == x
+        out[t, 4] = x > 65519.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_comparison_rounds_its_number_to_the_tile_dtype(dtype) -> None:
+    """PyTorch compares a 16-bit tensor with a Python number in the tensor's dtype (its
+    inputs are promoted to their common dtype first): float16's 3.140625 equals `math.pi`
+    there; compiled code compared in float32 (flow fuzzer, seed 415, kernel 75)."""
+    pi, tenth = float(torch.tensor(math.pi, dtype=dtype)), float(torch.tensor(0.1, dtype=dtype))
+    values = [pi, tenth, 1.0, -0.0, 65504.0, math.nan, math.inf, -math.inf]
+    h = torch.tensor(values, device=DEVICE).to(dtype)
+
+    def reference(h: torch.Tensor, out: torch.Tensor) -> tuple:
+        parts = [h != math.pi, h < math.pi, h >= 0.1, math.pi == h, h > 65519.0]
+        return h, torch.stack(parts, 1)
+
+    for n in (len(values), 1, 0):
+        out = torch.empty(n, 5, device=DEVICE, dtype=torch.bool)
+        check_modes(compared, (h[:n], out), reference)

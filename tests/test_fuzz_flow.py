@@ -22,9 +22,10 @@ float16 one does not), so the reference computes those under `fuzzing.Float32Num
 and a bfloat16 `(3 * acc) ** 3` were a rounding apart, which the kernels' remainders,
 comparisons and products made whole units).
 
-A float kernel assigns `acc` no Python int (`acc = j0`): after an `if` on a tile, the
-kernel's `acc` is the arms' merged float tile, where the reference's element keeps the arm's
-int, whose `0 * -971` is +0 where the tile's is -0.0 (seed 407, kernel 29).
+No kernel assigns `acc` a Python int (`acc = j0`): after an `if` on a tile, the kernel's
+`acc` is the arms' merged tile, where the reference's element keeps the arm's int, whose
+`0 * -971` is +0 where a float tile's is -0.0 (seed 407, kernel 29), and which an int8
+tile wraps where the reference's `max(a, -65530)` did not (seed 415, kernel 61).
 
 No `~` negates a comparison of `acc`: where an arm of an `if` on a tile sets `acc = 1`,
 the kernel's `acc` is a tile after the `if` but the reference's element is the Python int
@@ -157,7 +158,7 @@ class Draw:
         if depth <= 0 or k < 0.35:
             form = r.choice(["acc = {}", "acc = acc + {}", "acc += {}", "acc = acc * {}", "STORE"])
             value = self.expr(2)
-            while form == "acc = {}" and self.floats and _int_valued(value):
+            while form == "acc = {}" and _int_valued(value):
                 value = self.expr(2)  # (see the module's docstring)
             return [pad + form.replace("STORE", "out[IDX] = {}").format(value)]
         if k < 0.65:

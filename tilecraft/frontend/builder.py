@@ -55,10 +55,16 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 INT_DIVISIONS = {"floordiv", "truncdiv", "mod", "fmod"}  # by a zero: refused
 
 
+# ops of a 16-bit tile and a Python number that PyTorch computes with the number rounded
+# to the tile's dtype: remainders, and comparisons (`h != math.pi` is False for the float16
+# 3.140625, whose inputs PyTorch promotes to their common dtype first)
+ROUNDS_NUMBERS = {"mod", "fmod", "lt", "le", "gt", "ge", "eq", "ne"}
+
+
 def _rounded(operand: Operand, dtype: torch.dtype) -> Operand:
-    """A number rounded to a 16-bit tile's dtype, as PyTorch's remainder and fmod take it
-    (its CPU and CUDA kernels convert the scalar to the tensor's dtype: `28.991 % h` in
-    float16 is `29.0 % h`; its add and multiply keep the scalar in float32)."""
+    """A number rounded to a 16-bit tile's dtype, as PyTorch's remainder, fmod and
+    comparisons take it (its CPU and CUDA kernels convert the scalar to the tensor's dtype:
+    `28.991 % h` in float16 is `29.0 % h`; its add and multiply keep the scalar in float32)."""
     if type(operand) not in (int, float):
         return operand
     return float(torch.tensor(operand, dtype=dtype).item())
@@ -161,7 +167,7 @@ class Builder:
         if not any(isinstance(o, Value) for o in operands):
             raise DtypeError(f"{name} needs at least one tile operand", self.loc)
         promoted = promote(*operands)
-        if name in ("mod", "fmod") and promoted in (torch.float16, torch.bfloat16):
+        if name in ROUNDS_NUMBERS and promoted in (torch.float16, torch.bfloat16):
             operands = tuple(_rounded(o, promoted) for o in operands)
         zero = type(operands[-1]) is int and operands[-1] == 0
         if name in INT_DIVISIONS and zero and not promoted.is_floating_point:
