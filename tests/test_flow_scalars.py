@@ -304,3 +304,28 @@ def test_a_16_bit_comparison_rounds_its_number_to_the_tile_dtype(dtype) -> None:
     for n in (len(values), 1, 0):
         out = torch.empty(n, 5, device=DEVICE, dtype=torch.bool)
         check_modes(compared, (h[:n], out), reference)
+
+
+@tc.kernel
+def mixed_halves(i: torch.Tensor, h: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(i.size(0)):
+        out[t, 0] = (i[t] + h[t]).to(torch.int32)  # (exact: within tolerance, 256 is 258)
+        out[t, 1] = torch.div(i[t], h[t], rounding_mode="floor").to(torch.int32)
+        out[t, 2] = (i[t] * h[t]).to(torch.int32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_an_integer_tile_rounds_to_the_16_bit_dtype_it_meets(dtype) -> None:
+    """PyTorch converts an int16 tensor meeting a 16-bit float one to that dtype first
+    (257 is 256 in bfloat16, so 257 + 0.5 is 256.5, then 256); compiled code took the ints
+    exactly in float32 (dtype fuzzer, seed 421: 515 // 2 gave 257, then 256, for 258)."""
+    i = torch.tensor([257, 515, 2049, -4097, 7, 0, 1], dtype=torch.int16, device=DEVICE)
+    h = torch.tensor([0.5, 2.0, 1.0, 3.0, 0.25, -1.5, 4.0], device=DEVICE).to(dtype)
+
+    def reference(i: torch.Tensor, h: torch.Tensor, out: torch.Tensor) -> tuple:
+        parts = [i + h, torch.div(i, h, rounding_mode="floor"), i * h]
+        return i, h, torch.stack(parts, 1).to(torch.int32)
+
+    for n in (7, 1, 0):
+        out = torch.empty(n, 3, device=DEVICE, dtype=torch.int32)
+        check_modes(mixed_halves, (i[:n], h[:n], out), reference)

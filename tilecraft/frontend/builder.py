@@ -167,8 +167,10 @@ class Builder:
         if not any(isinstance(o, Value) for o in operands):
             raise DtypeError(f"{name} needs at least one tile operand", self.loc)
         promoted = promote(*operands)
-        if name in ROUNDS_NUMBERS and promoted in (torch.float16, torch.bfloat16):
-            operands = tuple(_rounded(o, promoted) for o in operands)
+        if promoted in (torch.float16, torch.bfloat16):
+            # PyTorch converts its inputs to their common dtype first: an integer tile's
+            # values round to it (1001 is 1000 in bfloat16) before the op computes
+            operands = tuple(self._to_half(o, promoted, name) for o in operands)
         zero = type(operands[-1]) is int and operands[-1] == 0
         if name in INT_DIVISIONS and zero and not promoted.is_floating_point:
             # PyTorch raises; a GPU's quotient is undefined
@@ -179,6 +181,12 @@ class Builder:
         values = [o for o in operands if isinstance(o, Value)]
         out.weak = out.type.dtype.is_floating_point and all(v.weak for v in values)
         return out
+
+    def _to_half(self, operand: Operand, dtype: torch.dtype, name: str) -> Operand:
+        if isinstance(operand, Value):
+            integer = not operand.type.dtype.is_floating_point and operand.type.dtype != torch.bool
+            return self.cast(operand, dtype) if integer else operand
+        return _rounded(operand, dtype) if name in ROUNDS_NUMBERS else operand
 
     def cast(self, x: Operand, dtype: torch.dtype) -> Operand:
         if not isinstance(x, Value):
