@@ -7,6 +7,9 @@ key loop into a TMA producer and two consumer warpgroups of 64 rows each (12 war
 the same tilecraft kernel. Without a causal mask only (Triton 3.6 fails to specialize the
 causal kernel's split key loops).
 
+On an H100 with Triton 3.6 every specialized config compiles and then hangs in its first
+launch (RESULTS.md, twelfth session); `--only NAME` times one config per process.
+
     PYTHONPATH=$PWD python benchmarks/attention_ws.py [--out PATH]
 """
 
@@ -89,9 +92,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
     parser.add_argument("--quick", action="store_true", help="two shapes, two configs")
+    parser.add_argument("--only", help="time this config alone (a hung kernel ends the process)")
     ns = parser.parse_args()
     if ns.quick:
         for name in ("ws 128x128 s2 grouped", "ws 128x64 s3 grouped"):
+            del CONFIGS[name]
+    if ns.only:
+        for name in [n for n in CONFIGS if n != ns.only]:
             del CONFIGS[name]
     results: list[dict] = []
     for shape in SHAPES[:2] if ns.quick else SHAPES:
