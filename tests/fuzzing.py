@@ -51,3 +51,36 @@ class Float32Numbers(TorchFunctionMode):
             return func(*args, **kwargs)
         wide = func(args[0].float(), args[1])
         return args[0].copy_(wide) if func in _IN_PLACE else wide.to(args[0].dtype)
+
+
+_FLOOR_DIVISIONS = {torch.floor_divide, torch.Tensor.__floordiv__, torch.Tensor.__rfloordiv__}
+_DIVISIONS = {torch.div, torch.Tensor.div, torch.divide}
+
+
+class OneElementFloorDivisions(TorchFunctionMode):
+    """A reference's floor division of a 16-bit float tensor taken one element at a time:
+    PyTorch's CPU kernel floors in float32 on one element (as its CUDA kernel and
+    tilecraft do) but takes 16-bit steps on a longer tensor (bfloat16 1000 // 3 is 334
+    there, for 333 rounded once, 332)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
+        kwargs = kwargs or {}
+        floor = func in _FLOOR_DIVISIONS and not kwargs
+        floor = floor or (func in _DIVISIONS and kwargs == {"rounding_mode": "floor"})
+        if not floor or torch.result_type(*args[:2]) not in (torch.float16, torch.bfloat16):
+            return func(*args, **kwargs)
+        return _one_at_a_time(func, args, kwargs)
+
+
+def _one_at_a_time(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
+
+    def at(k: slice) -> list:
+        return [a.broadcast_to(shape).reshape(-1)[k] if _tensor(a) else a for a in args]
+
+    alone = [func(*at(slice(k, k + 1)), **kwargs) for k in range(shape.numel())]
+    return torch.cat([func(*at(slice(0, 0)), **kwargs), *alone]).reshape(shape)
+
+
+def _tensor(a: Any) -> bool:
+    return isinstance(a, torch.Tensor)

@@ -4,6 +4,7 @@ device loops, in both modes against PyTorch."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -329,3 +330,51 @@ def test_an_integer_tile_rounds_to_the_16_bit_dtype_it_meets(dtype) -> None:
     for n in (7, 1, 0):
         out = torch.empty(n, 3, device=DEVICE, dtype=torch.int32)
         check_modes(mixed_halves, (i[:n], h[:n], out), reference)
+
+
+@tc.kernel
+def floor_divided(h: torch.Tensor, g: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(h.size(0)):
+        out[t, 0] = h[t] // g[t]
+        out[t, 1] = torch.div(h[t], g[t], rounding_mode="floor")
+        q = h[t]
+        q //= g[t]
+        out[t, 2] = q
+        out[t, 3] = -999.7 // h[t]
+        out[t, 4] = h[t] // 7.3
+
+
+def _one_at_a_time(op: Callable, *tensors: torch.Tensor) -> torch.Tensor:
+    """`op` on each element alone: PyTorch's one-element path, which computes a 16-bit
+    floor division in float32 (its CPU kernel's vectorized path takes 16-bit steps)."""
+    alone = [op(*(x[k : k + 1] for x in tensors)) for k in range(tensors[0].shape[0])]
+    return torch.cat([op(*tensors)[:0], *alone])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_floor_division_floors_in_float32(dtype) -> None:
+    """PyTorch's CPU floor division of 16-bit tensors gave bfloat16 1000 // 3 as 334 on a
+    tensor longer than one element (it rounds `a - a % b` and the quotient to 16 bits) and
+    332 on one element, in compiled code and in its CUDA kernel (333 rounded once); eager
+    mode now floors in float32 as those do (dtype fuzzer, seed 421, kernel 113). `c // h`
+    rounds its dividend to the tile's dtype (-999.7 is -1000 in bfloat16) in both."""
+    g = torch.Generator().manual_seed(3)
+    h = torch.cat([torch.tensor([1000.0, 560.0, 7.0, -0.0, math.nan, math.inf, 5.0, -3.0])])
+    h = torch.cat([h, torch.randn(1000, generator=g) * 300]).to(dtype)
+    d = torch.cat([torch.tensor([3.0, 3.0, 0.0, 2.0, 1.0, 2.0, math.inf, -0.0])])
+    d = torch.cat([d, torch.randn(1000, generator=g) * 5]).to(dtype)
+    ops = [
+        lambda h, g: h // g,
+        lambda h, g: torch.div(h, g, rounding_mode="floor"),
+        lambda h, g: h // g,
+        lambda h, g: -999.7 // h,
+        lambda h, g: h // 7.3,
+    ]
+
+    def reference(h: torch.Tensor, g: torch.Tensor, out: torch.Tensor) -> tuple:
+        return h, g, torch.stack([_one_at_a_time(op, h, g) for op in ops], 1)
+
+    for n in (len(h), 1, 0):  # (to the bit: float64's tolerance)
+        out = torch.empty(n, 5, device=DEVICE, dtype=dtype)
+        args = (h[:n].to(DEVICE), d[:n].to(DEVICE), out)
+        check_modes(floor_divided, args, reference, torch.float64)

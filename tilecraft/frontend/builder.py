@@ -59,6 +59,10 @@ INT_DIVISIONS = {"floordiv", "truncdiv", "mod", "fmod"}  # by a zero: refused
 # to the tile's dtype: remainders, and comparisons (`h != math.pi` is False for the float16
 # 3.140625, whose inputs PyTorch promotes to their common dtype first)
 ROUNDS_NUMBERS = {"mod", "fmod", "lt", "le", "gt", "ge", "eq", "ne"}
+# and those that round a number only as their first operand: `7.3 // h` floors 7.3125 in
+# bfloat16 (PyTorch's CPU and CUDA kernels take a dividend in the tensor's dtype), where
+# `h // 7.3` divides by 7.3 in float32
+ROUNDS_FIRST_NUMBER = {"floordiv"}
 
 
 def _rounded(operand: Operand, dtype: torch.dtype) -> Operand:
@@ -170,7 +174,7 @@ class Builder:
         if promoted in (torch.float16, torch.bfloat16):
             # PyTorch converts its inputs to their common dtype first: an integer tile's
             # values round to it (1001 is 1000 in bfloat16) before the op computes
-            operands = tuple(self._to_half(o, promoted, name) for o in operands)
+            operands = tuple(self._to_half(o, promoted, name, k) for k, o in enumerate(operands))
         zero = type(operands[-1]) is int and operands[-1] == 0
         if name in INT_DIVISIONS and zero and not promoted.is_floating_point:
             # PyTorch raises; a GPU's quotient is undefined
@@ -182,11 +186,12 @@ class Builder:
         out.weak = out.type.dtype.is_floating_point and all(v.weak for v in values)
         return out
 
-    def _to_half(self, operand: Operand, dtype: torch.dtype, name: str) -> Operand:
+    def _to_half(self, operand: Operand, dtype: torch.dtype, name: str, at: int) -> Operand:
         if isinstance(operand, Value):
             integer = not operand.type.dtype.is_floating_point and operand.type.dtype != torch.bool
             return self.cast(operand, dtype) if integer else operand
-        return _rounded(operand, dtype) if name in ROUNDS_NUMBERS else operand
+        rounds = name in ROUNDS_NUMBERS or (at == 0 and name in ROUNDS_FIRST_NUMBER)
+        return _rounded(operand, dtype) if rounds else operand
 
     def cast(self, x: Operand, dtype: torch.dtype) -> Operand:
         if not isinstance(x, Value):

@@ -24,7 +24,7 @@ from tilecraft.language.state import (
     running_eagerly,
 )
 from tilecraft.language.tiles import Tile, lanes
-from tilecraft.runtime import eager_index, eager_short
+from tilecraft.runtime import eager_index, eager_numerics, eager_short
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
@@ -383,21 +383,6 @@ _GATHERS = {torch.gather: 2, torch.Tensor.gather: 2}
 _GATHERS |= {torch.take_along_dim: 1, torch.Tensor.take_along_dim: 1}
 _PRODUCTS |= {torch.Tensor.matmul, torch.Tensor.__matmul__}
 _RESHAPES = {torch.reshape, torch.Tensor.reshape, torch.Tensor.view}
-# `h + c` and `h ** c` of a 16-bit float tile and a Python number, in float32 with c as a
-# float32, then rounded once: as compiled and as PyTorch's CUDA kernels add (and as its CPU
-# kernels multiply and divide); PyTorch's CPU add and sub round c to 16 bits first
-# (`h + math.pi` then differed from the compiled kernel's sum in a fifth of float16
-# values), and its bfloat16 cube rounds x * x before the last product (float16's does not)
-_NUMBER_OPS = {
-    getattr(torch.Tensor, f"__{prefix}{name}__")
-    for name in ("add", "sub", "pow")
-    for prefix in "ri"
-} | {torch.Tensor.__add__, torch.Tensor.__sub__, torch.add, torch.sub, torch.Tensor.add}
-_NUMBER_OPS |= {torch.Tensor.sub, torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.__pow__}
-_NUMBER_OPS |= {torch.pow, torch.Tensor.pow, torch.Tensor.pow_}
-_HALF = (torch.float16, torch.bfloat16)
-_IN_PLACE = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_, torch.Tensor.sub_}
-_IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_}
 
 
 class _FloatAccumulation(TorchFunctionMode):
@@ -425,8 +410,8 @@ class _FloatAccumulation(TorchFunctionMode):
         half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
         if half and kwargs.get("dtype") is None:
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
-        if func in _NUMBER_OPS and not kwargs and _half_and_number(args) and not _marked(args):
-            return _in_float32(func, *args)
+        if eager_numerics.widened(func, args, kwargs) and not _marked(args):
+            return eager_numerics.in_float32(func, args, kwargs)
         # holds a tile cut to one element (eager_short.py); tilecraft's own ops (a store's
         # `index_put_`) shape their operands themselves: a value stored to a tensor as long
         # as the block was widened to it
@@ -464,21 +449,6 @@ def _gathers_in_range(args: tuple, at: int, kwargs: dict) -> None:
     size = x.numel() if dim is None else x.size(dim)
     if bool(((index < -size if at == 1 else index < 0) | (index >= size)).any()):
         raise RuntimeError(f"index out of bounds: a gather's index past a dim of {size}")
-
-
-def _half_and_number(args: tuple) -> bool:
-    """A 16-bit float tensor and a Python number (not a bool), in that order. A number past
-    the tensor's range too: PyTorch's CPU add rounds it to inf first (`-inf + 1e10` is NaN
-    in float16) where compiled code and PyTorch's CUDA kernels add it in float32 (-inf)."""
-    if len(args) != 2 or not isinstance(args[0], torch.Tensor) or args[0].dtype not in _HALF:
-        return False
-    return isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
-
-
-def _in_float32(func: Any, x: torch.Tensor, c: float) -> torch.Tensor:
-    """`func(x, c)` (an add, sub or power, perhaps in place or reflected) in float32."""
-    wide = func(x.float(), c)
-    return x.copy_(wide) if func in _IN_PLACE else wide.to(x.dtype)
 
 
 def _short_tile_retry(func: Any, args: tuple, kwargs: dict, error: RuntimeError) -> Any:

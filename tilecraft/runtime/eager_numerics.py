@@ -1,0 +1,89 @@
+"""Where eager mode computes a 16-bit float op in float32 rather than as PyTorch's CPU
+kernels do: those kernels round an intermediate to 16 bits (or not) depending on the path
+they take, where compiled code and PyTorch's CUDA kernels compute in float32 and round
+once. Eager mode follows the compiled code, so that both modes give the same bits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+HALF = (torch.float16, torch.bfloat16)
+
+# `h + c` and `h ** c` of a 16-bit float tile and a Python number, in float32 with c as a
+# float32, then rounded once: as compiled and as PyTorch's CUDA kernels add (and as its CPU
+# kernels multiply and divide); PyTorch's CPU add and sub round c to 16 bits first
+# (`h + math.pi` then differed from the compiled kernel's sum in a fifth of float16
+# values), and its bfloat16 cube rounds x * x before the last product (float16's does not)
+NUMBER_OPS = {
+    getattr(torch.Tensor, f"__{prefix}{name}__")
+    for name in ("add", "sub", "pow")
+    for prefix in "ri"
+} | {torch.Tensor.__add__, torch.Tensor.__sub__, torch.add, torch.sub, torch.Tensor.add}
+NUMBER_OPS |= {torch.Tensor.sub, torch.Tensor.add_, torch.Tensor.sub_, torch.Tensor.__pow__}
+NUMBER_OPS |= {torch.pow, torch.Tensor.pow, torch.Tensor.pow_}
+
+# `a // b` of two 16-bit float tiles: PyTorch's CPU kernel takes float32 steps on a tensor
+# of one element and 16-bit steps on longer ones (its vectorized path rounds `a - a % b`
+# and the quotient before flooring: bfloat16 1000 // 3 is 334 there, 332 in one element,
+# in compiled code and in its CUDA kernel, which floors in float32 and rounds once); and
+# `c // h`, whose dividend c both round to the tile's dtype first (`h // c` divides by c in
+# float32 on the CPU already)
+FLOOR_DIVISIONS: set[Any] = {
+    torch.floor_divide,
+    torch.Tensor.floor_divide,
+    torch.Tensor.floor_divide_,
+}
+FLOOR_DIVISIONS |= {torch.Tensor.__floordiv__, torch.Tensor.__rfloordiv__}
+FLOOR_DIVISIONS |= {torch.Tensor.__ifloordiv__}
+ROUNDED_DIVISIONS: set[Any] = {torch.div, torch.Tensor.div, torch.Tensor.div_, torch.divide}
+ROUNDED_DIVISIONS |= {torch.Tensor.divide, torch.Tensor.divide_}
+
+IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
+IN_PLACE |= {torch.Tensor.sub_}
+IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_, torch.Tensor.__ifloordiv__}
+IN_PLACE |= {torch.Tensor.floor_divide_, torch.Tensor.div_, torch.Tensor.divide_}
+
+
+def widened(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether `func(*args, **kwargs)` is one of the ops above, at 16 bits."""
+    if (func in NUMBER_OPS or func is torch.Tensor.__rfloordiv__) and not kwargs:
+        return _half_and_number(args)
+    floor = func in FLOOR_DIVISIONS and not kwargs
+    floor = floor or (func in ROUNDED_DIVISIONS and kwargs == {"rounding_mode": "floor"})
+    return floor and _half_tensors(args)
+
+
+def in_float32(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+    """`func(*args, **kwargs)` computed in float32 from its operands in their common dtype
+    (an integer tile meeting a 16-bit one is rounded to it first, as PyTorch does), rounded
+    once to that dtype; in place where `func` is."""
+    dtype = torch.result_type(*args[:2])
+    wide = [_wide(a, dtype, func is torch.Tensor.__rfloordiv__) for a in args]
+    result = func(*wide, **kwargs)
+    return args[0].copy_(result) if func in IN_PLACE else result.to(dtype)
+
+
+def _wide(operand: Any, dtype: torch.dtype, rounds: bool) -> Any:
+    """An operand as float32 from `dtype`: a tensor, or a number where `rounds`."""
+    if isinstance(operand, torch.Tensor):
+        return operand.to(dtype).float()
+    return float(torch.tensor(operand, dtype=dtype)) if rounds else operand
+
+
+def _half_and_number(args: tuple) -> bool:
+    """A 16-bit float tensor and a Python number (not a bool), in that order. A number past
+    the tensor's range too: PyTorch's CPU add rounds it to inf first (`-inf + 1e10` is NaN
+    in float16) where compiled code and PyTorch's CUDA kernels add it in float32 (-inf)."""
+    if len(args) != 2 or not isinstance(args[0], torch.Tensor) or args[0].dtype not in HALF:
+        return False
+    return isinstance(args[1], (int, float)) and not isinstance(args[1], bool)
+
+
+def _half_tensors(args: tuple) -> bool:
+    """Two tensors of at least one dimension whose common dtype is a 16-bit float (with a
+    0-d tensor PyTorch takes its one-value path, in float32 already)."""
+    if len(args) != 2 or not all(isinstance(a, torch.Tensor) and a.dim() for a in args):
+        return False
+    return torch.result_type(*args) in HALF
