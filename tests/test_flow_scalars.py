@@ -378,3 +378,47 @@ def test_a_16_bit_floor_division_floors_in_float32(dtype) -> None:
         out = torch.empty(n, 5, device=DEVICE, dtype=dtype)
         args = (h[:n].to(DEVICE), d[:n].to(DEVICE), out)
         check_modes(floor_divided, args, reference, torch.float64)
+
+
+@tc.kernel
+def by_host_floats(h: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for t in tc.tile(h.size(0)):
+        x = h[t]
+        out[t, 0] = x % s
+        out[t, 1] = s % x
+        out[t, 2] = torch.fmod(x, s)
+        out[t, 3] = (x == s).to(x.dtype)
+        out[t, 4] = (s < x).to(x.dtype)
+        out[t, 5] = torch.div(x, s, rounding_mode="trunc")
+        out[t, 6] = s // x
+        out[t, 7] = torch.div(x, 7.3, rounding_mode="trunc")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_host_float_meets_a_16_bit_tile_as_a_number_does(dtype) -> None:
+    """A float passed to the kernel is a Python number to PyTorch: remainders, comparisons
+    and `s // h` take it rounded to the tile's dtype, as compiled code took a literal but
+    not a host float (7.3 % h was 7.3125 % h eagerly); and a 16-bit quotient by a number is
+    truncated in float32 (compiled code rounded it to 16 bits first: 250 of 3,000
+    bfloat16 values off by one)."""
+    g = torch.Generator().manual_seed(5)
+    h = torch.tensor([7.3125, 7.296875, 3.140625, 14.625, -0.0, math.nan, math.inf, 1.0])
+    h = torch.cat([h, torch.randn(1000, generator=g) * 300]).to(dtype)
+    ops = [
+        lambda h, s: h % s,
+        lambda h, s: s % h,
+        lambda h, s: torch.fmod(h, s),
+        lambda h, s: (h == s).to(h.dtype),
+        lambda h, s: (s < h).to(h.dtype),
+        lambda h, s: torch.div(h, s, rounding_mode="trunc"),
+        lambda h, s: s // h,
+        lambda h, s: torch.div(h, 7.3, rounding_mode="trunc"),
+    ]
+
+    def reference(h: torch.Tensor, s: float, out: torch.Tensor) -> tuple:
+        return h, torch.stack([_one_at_a_time(lambda x, op=op: op(x, s), h) for op in ops], 1)
+
+    for s in (7.3, math.pi):
+        for n in (len(h), 1, 0):  # (to the bit: float64's tolerance)
+            out = torch.empty(n, len(ops), device=DEVICE, dtype=dtype)
+            check_modes(by_host_floats, (h[:n].to(DEVICE), s, out), reference, torch.float64)

@@ -187,10 +187,10 @@ class Builder:
         return out
 
     def _to_half(self, operand: Operand, dtype: torch.dtype, name: str, at: int) -> Operand:
-        if isinstance(operand, Value):
-            integer = not operand.type.dtype.is_floating_point and operand.type.dtype != torch.bool
-            return self.cast(operand, dtype) if integer else operand
         rounds = name in ROUNDS_NUMBERS or (at == 0 and name in ROUNDS_FIRST_NUMBER)
+        if isinstance(operand, Value):  # (a host float: a number, weak)
+            integer = not operand.type.dtype.is_floating_point and operand.type.dtype != torch.bool
+            return self.cast(operand, dtype) if integer or (operand.weak and rounds) else operand
         return _rounded(operand, dtype) if rounds else operand
 
     def cast(self, x: Operand, dtype: torch.dtype) -> Operand:

@@ -156,7 +156,9 @@ def _div(b: Builder, x: Operand, y: Operand, *, rounding_mode: str | None = None
         )
     if rounding_mode == "floor":
         return OPS["floordiv"](b, x, y)  # type: ignore[no-any-return]
-    if promote(x, y) in LOW_PRECISION:  # its quotient rounded to 16 bits, then truncated
+    if promote(x, y) in LOW_PRECISION and not _host_scalar(y):
+        # by a 16-bit tile: its quotient rounded to 16 bits, then truncated; by a host
+        # number, PyTorch's CPU and CUDA kernels truncate the float32 quotient
         return OPS["trunc"](b, _true_divide(b, x, y))  # type: ignore[no-any-return]
     return OPS["truncdiv"](b, x, y)  # type: ignore[no-any-return]
 
