@@ -11,6 +11,8 @@ import torch
 from conftest import DEVICE
 
 import tilecraft as tc
+from tilecraft.exc import DtypeError
+from tilecraft.testing import check_modes
 
 
 @tc.kernel
@@ -125,3 +127,72 @@ def test_numbers_past_a_16_bit_range_add_in_float32_in_both_modes(dtype) -> None
         return x, (big.to(dtype).float() + (wide**70000.0).to(dtype).float() - wide).to(dtype)
 
     check_modes(past_the_range, (x, torch.empty_like(x)), reference, dtype)
+
+
+@tc.kernel
+def filled(x: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t, 0] = torch.full_like(x[t], s)
+        out[t, 1] = x[t].new_full([t], s)
+        out[t, 2] = torch.full_like(x[t], x[t].amax())  # a scalar tile
+        out[t, 3] = torch.full_like(x[t], 2.7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.uint8])
+def test_a_fill_value_may_be_a_host_float_or_a_scalar_tile(dtype) -> None:
+    """`torch.full_like(x, s)` with a float passed to the kernel (compiled code refused it:
+    "a fill value must be a constant number"), converted to the tile's dtype as PyTorch
+    converts a fill value: rounded to bfloat16 (7.3 is 7.3125), truncated to an integer
+    (2.7 is 2, as compiled code refused too)."""
+    x = (torch.arange(11, device=DEVICE) * 7 % 13).to(dtype)
+
+    def reference(x: torch.Tensor, s: float, out: torch.Tensor) -> tuple:
+        parts = [torch.full_like(x, s), torch.full_like(x, s), x.amax().expand(x.shape)]
+        return x, torch.stack([*parts, torch.full_like(x, 2.7)], 1)
+
+    for s in (7.3, -0.0, 200.9):
+        if dtype == torch.uint8 and s < 0:
+            continue  # (PyTorch refuses a negative float for uint8)
+        out = torch.empty(11, 4, dtype=dtype, device=DEVICE)
+        check_modes(filled, (x, s, out), reference)
+
+
+@tc.kernel
+def fill_overflows(x: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        x[t] = torch.full_like(x[t], 300)
+
+
+def test_a_fill_value_past_the_dtype_is_refused_as_pytorch_refuses_it() -> None:
+    x = torch.zeros(4, dtype=torch.int8, device=DEVICE)
+    with pytest.raises(DtypeError, match="fill value 300 does not fit torch.int8") as e:
+        fill_overflows(x)
+    assert "x[t] = torch.full_like(x[t], 300)" in str(e.value)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        torch.full_like(x, 300)
+
+
+@tc.kernel
+def number_over_tile(x: torch.Tensor, s: float, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t, 0] = s / x[t]
+        out[t, 1] = torch.div(s, x[t])
+        out[t, 2] = torch.true_divide(s, x[t])
+        out[t, 3] = 7.3 / x[t]
+        out[t, 4] = torch.div(7.3, x[t])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_number_over_a_tile_is_a_reciprocal_only_as_an_operator(dtype) -> None:
+    """`s / x` is PyTorch's `x.reciprocal() * s`; `torch.div(s, x)` divides, its number
+    taken in the tile's dtype (7.3 is 7.3125 in bfloat16). Compiled code took both as the
+    reciprocal's product (an ulp off in a quarter of float32 values, more at 16 bits)."""
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(500, generator=g) * 300).to(dtype).to(DEVICE)
+
+    def reference(x: torch.Tensor, s: float, out: torch.Tensor) -> tuple:
+        parts = [s / x, torch.div(s, x), torch.true_divide(s, x), 7.3 / x, torch.div(7.3, x)]
+        return x, torch.stack(parts, 1)
+
+    out = torch.empty(500, 5, dtype=dtype, device=DEVICE)
+    check_modes(number_over_tile, (x, math.pi, out), reference, torch.float64)

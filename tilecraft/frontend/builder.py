@@ -61,8 +61,8 @@ INT_DIVISIONS = {"floordiv", "truncdiv", "mod", "fmod"}  # by a zero: refused
 ROUNDS_NUMBERS = {"mod", "fmod", "lt", "le", "gt", "ge", "eq", "ne"}
 # and those that round a number only as their first operand: `7.3 // h` floors 7.3125 in
 # bfloat16 (PyTorch's CPU and CUDA kernels take a dividend in the tensor's dtype), where
-# `h // 7.3` divides by 7.3 in float32
-ROUNDS_FIRST_NUMBER = {"floordiv"}
+# `h // 7.3` divides by 7.3 in float32; `torch.div(7.3, h)` divides 7.3125 (on the CPU)
+ROUNDS_FIRST_NUMBER = {"floordiv", "truediv"}
 
 
 def _rounded(operand: Operand, dtype: torch.dtype) -> Operand:

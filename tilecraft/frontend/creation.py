@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -11,7 +12,7 @@ import torch
 from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.ops import OPS, op
-from tilecraft.frontend.views import shape_dims, shape_items, static_block
+from tilecraft.frontend.views import broadcast_to, shape_dims, shape_items, show, static_block
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import Dim
 
@@ -19,22 +20,37 @@ Number = bool | int | float
 
 
 def full(b: Builder, dims: tuple[Dim, ...], value: Any, dtype: torch.dtype) -> Value:
-    """A tile of `dims` filled with the constant `value`."""
+    """A tile of `dims` filled with `value`: a number, or a scalar (a host float, a tile
+    of no dims) converted to `dtype` as PyTorch converts a fill value."""
+    if isinstance(value, Value) and not value.type.dims:
+        return broadcast_to(b, b.cast(value, dtype), dims)  # type: ignore[arg-type]
     if not isinstance(value, (bool, int, float)):
         raise UnsupportedOperation(
-            f"a fill value must be a constant number, not {type(value).__name__}: use "
+            f"a fill value must be a number or a scalar, not {_kind(b, value)}: use "
             "torch.where or multiply a tile of ones",
             b.loc,
         )
-    if dtype == torch.bool:
-        value = bool(value)
-    elif not dtype.is_floating_point:
-        if isinstance(value, float) and not value.is_integer():
-            raise DtypeError(f"fill value {value} does not fit {dtype}", b.loc)
-        value = int(value)
-    else:
-        value = float(value)
+    value = _converted(b, value, dtype)
     return b.op("full", (), dtype, dims, hint="filled", value=value)
+
+
+def _kind(b: Builder, value: Any) -> str:
+    return f"a tile of shape {show(b, value)}" if isinstance(value, Value) else type(value).__name__
+
+
+def _converted(b: Builder, value: Number, dtype: torch.dtype) -> Number:
+    """A fill value as PyTorch converts it: truncated to an integer dtype (2.7 is 2), an
+    overflow refused (as PyTorch raises; an int may wrap into an unsigned dtype: -1 is
+    255 in uint8)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    info = torch.iinfo(dtype)
+    low = -info.max if type(value) is int and not dtype.is_signed else info.min
+    if math.isnan(value) or not low <= value <= info.max:
+        raise DtypeError(f"fill value {value} does not fit {dtype} (PyTorch: overflow)", b.loc)
+    return int(value) % (info.max + 1) if not dtype.is_signed else int(value)
 
 
 def _scalar_dtype(value: Any) -> torch.dtype:

@@ -25,7 +25,7 @@ BINOPS = {
     ast.Add: "add",
     ast.Sub: "sub",
     ast.Mult: "mul",
-    ast.Div: "div",
+    ast.Div: "/",
     ast.FloorDiv: "floordiv",
     ast.Mod: "remainder",
     ast.Pow: "pow",

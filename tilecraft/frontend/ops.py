@@ -117,12 +117,18 @@ for _name, _ir in (("logical_and", "and"), ("logical_or", "or"), ("logical_xor",
     OPS[_name] = _logical_op(_ir)
 
 
+@op("/")
+def _divided(b: Builder, x: Operand, y: Operand) -> Value:
+    """`x / y`. `2.0 / tile` is PyTorch's Tensor.__rtruediv__: tile.reciprocal() * 2.0,
+    rounded twice (an ulp from the quotient for a third of float32 values; more in float16),
+    where `torch.div(2.0, tile)` divides."""
+    if _host_scalar(x) and isinstance(y, Value) and not y.weak:
+        return b.elementwise("mul", OPS["reciprocal"](b, y), x)
+    return _true_divide(b, x, y)
+
+
 @op("true_divide")
 def _true_divide(b: Builder, x: Operand, y: Operand) -> Value:
-    if _host_scalar(x) and isinstance(y, Value) and not y.weak:
-        # `2.0 / tile` is PyTorch's Tensor.__rtruediv__: tile.reciprocal() * 2.0, rounded
-        # twice (an ulp from the quotient for a third of float32 values; more in float16)
-        return b.elementwise("mul", OPS["reciprocal"](b, y), x)
     if promote(x, y).is_floating_point:
         if isinstance(x, Value) and not x.weak and _host_scalar(y):
             return b.elementwise("scalar_div", x, float(y) if isinstance(y, int) else y)
