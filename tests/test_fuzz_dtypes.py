@@ -91,7 +91,8 @@ def reference(expr: str, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, s: f
 def inputs(i: int, dtypes: list, shape: tuple[int, int], device: str = DEVICE) -> tuple:
     g = torch.Generator().manual_seed(i)
     x, y = (values(g, shape, d).to(device) for d in dtypes[:2])
-    return x, y, values(g, shape[1:], dtypes[2]).to(device), 0.5 * (i % 5 - 2), i % 7 - 3
+    s = [-1.0, -0.5, 0.0, 0.5, 1.0, 0.1, -7.3][i % 7]  # (0.1 and -7.3 round at 16 bits)
+    return x, y, values(g, shape[1:], dtypes[2]).to(device), s, i % 7 - 3
 
 
 def cases() -> list[tuple[int, str, list[torch.dtype], tuple[int, int]]]:

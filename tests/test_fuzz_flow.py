@@ -282,7 +282,7 @@ def inputs(i: int, dtype: torch.dtype, shape: tuple[int, int]) -> tuple:
     else:
         x, y = (torch.randint(-20, 21, shape, generator=g).to(dtype) for _ in range(2))
         f = torch.randint(-2, 5, shape[:1], generator=g).to(dtype)
-    s, n = [-2.5, 0.5, 1.25, -0.0, 3.0][i % 5], [3, -5, 1, 2, -1, 4][i % 6]
+    s, n = [-2.5, 0.5, 1.25, -0.0, 3.0, 0.1, -7.3][i % 7], [3, -5, 1, 2, -1, 4][i % 6]
     return tuple(t.to(DEVICE) for t in (x, y, f)) + (s, n, torch.zeros(shape, dtype=dtype))
 
 
