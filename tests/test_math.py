@@ -14,7 +14,7 @@ from conftest import DEVICE
 
 import tilecraft as tc
 from tilecraft.ir.ops import OPDEFS, Kind
-from tilecraft.testing import MODES, TOLERANCES, run_mode
+from tilecraft.testing import MODES, TOLERANCES, check_modes, run_mode
 
 SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -2.5, 1e-7]
 
@@ -347,3 +347,37 @@ def test_zeros_keep_the_sign_pytorch_gives_them(dtype: torch.dtype) -> None:
         got = run_mode(_signed_zeros, (x,), mode)
         torch.testing.assert_close(got, want, msg=mode)
         assert torch.equal(got.signbit(), want.signbit()), mode
+
+
+@tc.kernel
+def remainders_of(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t, 0] = x[t] % y[t]
+        out[t, 1] = torch.fmod(x[t], y[t])
+        out[t, 2] = 2.0009 % y[t]
+        out[t, 3] = torch.fmod(x[t], 1e-45)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_remainder_by_a_tiny_divisor_is_exact_in_both_modes(dtype) -> None:
+    """`0.5 % 1e-45` is 0.0 (C's fmod is exact); PyTorch's CPU kernel gives NaN on a
+    tensor longer than one element once the quotient passes about 1e38 (its vectorized
+    fmod is undefined there), and so did eager mode, where compiled code and PyTorch's CUDA
+    kernels give 0.0. The reference is PyTorch one element at a time (its exact path)."""
+    tiny = [1e-45, 3e-39, -1e-40, 6e-8, 1.0, math.inf, 0.0, -2.5]
+    big = [0.5, 1.5, -3.0, 1e30, -0.0, 65504.0, math.nan, 7.3125]
+    x = torch.tensor([v for v in big for _ in tiny]).to(dtype).to(DEVICE)
+    y = torch.tensor([v for _ in big for v in tiny]).to(dtype).to(DEVICE)
+    ops = [
+        lambda x, y: x % y,
+        lambda x, y: torch.fmod(x, y),
+        lambda x, y: 2.0009 % y,
+        lambda x, y: torch.fmod(x, 1e-45),
+    ]
+
+    def reference(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> tuple:
+        alone = [[op(x[k : k + 1], y[k : k + 1]) for k in range(len(x))] for op in ops]
+        return x, y, torch.stack([torch.cat(parts) for parts in alone], 1)
+
+    out = torch.empty(len(x), len(ops), dtype=dtype, device=DEVICE)
+    check_modes(remainders_of, (x, y, out), reference, torch.float64)

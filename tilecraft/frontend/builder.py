@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,23 @@ def _rounded(operand: Operand, dtype: torch.dtype) -> Operand:
     if type(operand) not in (int, float):
         return operand
     return float(torch.tensor(operand, dtype=dtype).item())
+
+
+def converted(b: Builder, value: bool | int | float, dtype: torch.dtype) -> bool | int | float:
+    """A number as PyTorch converts a fill value or a clamp bound to `dtype`: truncated to an
+    integer dtype (2.7 is 2), an overflow refused as PyTorch raises (65520 in float16, 300
+    in int8; an int may wrap into an unsigned dtype: -1 is 255 in uint8)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        if math.isfinite(value) and abs(value) > torch.finfo(dtype).max:
+            raise DtypeError(f"{value} does not fit {dtype} (PyTorch: overflow)", b.loc)
+        return float(value)
+    info = torch.iinfo(dtype)
+    low = -info.max if type(value) is int and not dtype.is_signed else info.min
+    if math.isnan(value) or not low <= value <= info.max:
+        raise DtypeError(f"{value} does not fit {dtype} (PyTorch: overflow)", b.loc)
+    return int(value) % (info.max + 1) if not dtype.is_signed else int(value)
 
 
 @dataclass

@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from tilecraft.exc import DtypeError, UnsupportedOperation
-from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.builder import Builder, converted
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.frontend.views import broadcast_to, shape_dims, shape_items, show, static_block
 from tilecraft.ir.nodes import Value
@@ -30,27 +29,12 @@ def full(b: Builder, dims: tuple[Dim, ...], value: Any, dtype: torch.dtype) -> V
             "torch.where or multiply a tile of ones",
             b.loc,
         )
-    value = _converted(b, value, dtype)
+    value = converted(b, value, dtype)
     return b.op("full", (), dtype, dims, hint="filled", value=value)
 
 
 def _kind(b: Builder, value: Any) -> str:
     return f"a tile of shape {show(b, value)}" if isinstance(value, Value) else type(value).__name__
-
-
-def _converted(b: Builder, value: Number, dtype: torch.dtype) -> Number:
-    """A fill value as PyTorch converts it: truncated to an integer dtype (2.7 is 2), an
-    overflow refused (as PyTorch raises; an int may wrap into an unsigned dtype: -1 is
-    255 in uint8)."""
-    if dtype == torch.bool:
-        return bool(value)
-    if dtype.is_floating_point:
-        return float(value)
-    info = torch.iinfo(dtype)
-    low = -info.max if type(value) is int and not dtype.is_signed else info.min
-    if math.isnan(value) or not low <= value <= info.max:
-        raise DtypeError(f"fill value {value} does not fit {dtype} (PyTorch: overflow)", b.loc)
-    return int(value) % (info.max + 1) if not dtype.is_signed else int(value)
 
 
 def _scalar_dtype(value: Any) -> torch.dtype:

@@ -23,6 +23,7 @@ from tilecraft.frontend.builder import (
     Operand,
     category,
     compute_dtype,
+    converted,
     promote,
 )
 from tilecraft.ir.nodes import Value
@@ -300,6 +301,8 @@ def _bound(side: str) -> Handler:
     tiles = "maximum" if side == "min" else "minimum"
 
     def handler(b: Builder, x: Value, bound: Operand) -> Value:
+        if type(bound) in (int, float):  # (converted as PyTorch converts it: overflow refused)
+            converted(b, bound, promote(x, bound))  # type: ignore[arg-type]
         return b.elementwise(f"clamp_{side}" if _host_scalar(bound) else tiles, x, bound)
 
     return handler

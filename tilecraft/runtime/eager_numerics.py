@@ -40,10 +40,19 @@ FLOOR_DIVISIONS |= {torch.Tensor.__ifloordiv__}
 ROUNDED_DIVISIONS: set[Any] = {torch.div, torch.Tensor.div, torch.Tensor.div_, torch.divide}
 ROUNDED_DIVISIONS |= {torch.Tensor.divide, torch.Tensor.divide_}
 
+# `torch.fmod(a, b)` and `a % b` of floats: PyTorch's CPU kernels give NaN where `a / b`
+# passes about 1e38 (`0.5 % 1e-45`: its vectorized fmod is undefined there), where compiled
+# code and its CUDA kernels give C's exact fmod (0.0); eager mode takes it in float64
+FMODS: set[Any] = {torch.fmod, torch.Tensor.fmod, torch.Tensor.fmod_}
+REMAINDERS: set[Any] = {torch.remainder, torch.Tensor.remainder, torch.Tensor.remainder_}
+REMAINDERS |= {torch.Tensor.__mod__, torch.Tensor.__rmod__, torch.Tensor.__imod__}
+FLOATS = (torch.float32, *HALF)
+
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
 IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_, torch.Tensor.__ifloordiv__}
 IN_PLACE |= {torch.Tensor.floor_divide_, torch.Tensor.div_, torch.Tensor.divide_}
+IN_PLACE |= {torch.Tensor.fmod_, torch.Tensor.remainder_, torch.Tensor.__imod__}
 
 
 def widened(func: Any, args: tuple, kwargs: dict) -> bool:
@@ -53,6 +62,26 @@ def widened(func: Any, args: tuple, kwargs: dict) -> bool:
     floor = func in FLOOR_DIVISIONS and not kwargs
     floor = floor or (func in ROUNDED_DIVISIONS and kwargs == {"rounding_mode": "floor"})
     return floor and _half_tensors(args)
+
+
+def fmod_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether `func(*args, **kwargs)` is an fmod or a remainder with a float32 or 16-bit
+    result."""
+    if func not in FMODS | REMAINDERS or kwargs or len(args) != 2:
+        return False
+    return torch.result_type(*args) in FLOATS
+
+
+def exact_fmod(func: Any, args: tuple) -> torch.Tensor:
+    """C's fmod, exact in float64 for these dtypes, then moved to the divisor's sign in
+    float32 for a remainder, as compiled code computes them."""
+    dtype = torch.result_type(*args)
+    ordered = args[::-1] if func is torch.Tensor.__rmod__ else args
+    a, b = (torch.as_tensor(x).to(dtype).float() for x in ordered)  # (numbers too)
+    r = torch.fmod(a.double(), b.double()).float()
+    if func in REMAINDERS:
+        r = torch.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
+    return args[0].copy_(r) if func in IN_PLACE else r.to(dtype)
 
 
 def in_float32(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:

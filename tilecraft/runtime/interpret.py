@@ -412,6 +412,8 @@ class _FloatAccumulation(TorchFunctionMode):
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
         if eager_numerics.widened(func, args, kwargs) and not _marked(args):
             return eager_numerics.in_float32(func, args, kwargs)
+        if eager_numerics.fmod_of_floats(func, args, kwargs) and not _marked(args):
+            return eager_numerics.exact_fmod(func, args)
         # holds a tile cut to one element (eager_short.py); tilecraft's own ops (a store's
         # `index_put_`) shape their operands themselves: a value stored to a tensor as long
         # as the block was widened to it
