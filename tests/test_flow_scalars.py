@@ -422,3 +422,28 @@ def test_a_host_float_meets_a_16_bit_tile_as_a_number_does(dtype) -> None:
         for n in (len(h), 1, 0):  # (to the bit: float64's tolerance)
             out = torch.empty(n, len(ops), device=DEVICE, dtype=dtype)
             check_modes(by_host_floats, (h[:n].to(DEVICE), s, out), reference, torch.float64)
+
+
+@tc.kernel
+def truncated(h: torch.Tensor, g: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(h.size(0), block_size=4):
+        out[t] = torch.div(h[t], g[t], rounding_mode="trunc")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_16_bit_trunc_division_rounds_its_quotient_on_any_tile(dtype) -> None:
+    """PyTorch's kernels truncate a 16-bit quotient rounded to 16 bits (41.6875 / 0.5957 is
+    69.98, 70 in float16), except its CPU kernel on one element, which truncates the float32
+    quotient: eager mode's tile of one element at a tensor's end gave 69 where compiled code
+    gives 70."""
+    h = torch.tensor([41.6875, -6.56640625, 7.0, -23.375, 46.0]).to(dtype).to(DEVICE)
+    g = torch.tensor([0.595703125, 0.1527099609375, 2.0, -0.20703125, -0.2490234375])
+    g = g.to(dtype).to(DEVICE)
+    expected = (h.float() / g.float()).to(dtype).trunc()
+
+    def reference(h: torch.Tensor, g: torch.Tensor, out: torch.Tensor) -> tuple:
+        return h, g, expected[: len(h)]
+
+    for n in (5, 1):  # (5: a last tile of one element)
+        out = torch.empty(n, dtype=dtype, device=DEVICE)
+        check_modes(truncated, (h[:n], g[:n], out), reference, torch.float64)

@@ -90,10 +90,15 @@ def _copysign(b: Builder, x: Operand, y: Operand) -> Value:
 
 def _ignoring_nan(keeps_first: str) -> Callable[..., Value]:
     """torch.fmax / fmin: the first operand where `keeps_first` holds (ties too: of two
-    zeros, the first, as PyTorch's CPU kernels), else the second; a NaN loses to a number."""
+    zeros, the first, as PyTorch's CPU kernels; the second in bfloat16, as they do there),
+    else the second; a NaN loses to a number."""
 
     def handler(b: Builder, x: Operand, y: Operand) -> Value:
-        first = b.elementwise(keeps_first, x, y, dtype=torch.bool)
+        if not all(isinstance(v, Value) and not v.weak for v in (x, y)):  # (host floats too)
+            name = "fmax" if keeps_first == "ge" else "fmin"
+            raise UnsupportedOperation(f"torch.{name} of a number (PyTorch refuses it too)", b.loc)
+        keeps = keeps_first[0] + "t" if promote(x, y) == torch.bfloat16 else keeps_first
+        first = b.elementwise(keeps, x, y, dtype=torch.bool)
         picked: Operand = b.elementwise("where", first, x, y)
         for nan, other in ((y, x), (x, y)):
             if isinstance(nan, Value) and nan.type.dtype.is_floating_point:

@@ -55,7 +55,37 @@ IN_PLACE |= {torch.Tensor.floor_divide_, torch.Tensor.div_, torch.Tensor.divide_
 IN_PLACE |= {torch.Tensor.fmod_, torch.Tensor.remainder_, torch.Tensor.__imod__}
 
 
-def widened(func: Any, args: tuple, kwargs: dict) -> bool:
+def call(func: Any, args: tuple, kwargs: dict) -> Any:
+    """`func(*args, **kwargs)`, computed as compiled code computes it where PyTorch's CPU
+    kernels differ."""
+    result = _as_compiled(func, args, kwargs)
+    return func(*args, **kwargs) if result is NotImplemented else result
+
+
+def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
+    if _widened(func, args, kwargs):
+        return _in_float32(func, args, kwargs)
+    if _fmod_of_floats(func, args, kwargs):
+        return _exact_fmod(func, args)
+    if _trunc_of_halves(func, args, kwargs):
+        dtype = torch.result_type(*args)
+        quotient = torch.true_divide(*(a.to(dtype) for a in args)).trunc()
+        return args[0].copy_(quotient) if func in IN_PLACE else quotient
+    return NotImplemented
+
+
+def _trunc_of_halves(func: Any, args: tuple, kwargs: dict) -> bool:
+    """`torch.div(a, b, rounding_mode="trunc")` of two tensors, at 16 bits: PyTorch's CPU
+    kernel truncates the quotient rounded to 16 bits, as its CUDA kernel and compiled code
+    do (2.9995 in float16 is 3), except on one element, whose float32 quotient it
+    truncates."""
+    if func not in ROUNDED_DIVISIONS or kwargs != {"rounding_mode": "trunc"} or len(args) != 2:
+        return False
+    tensors = all(isinstance(a, torch.Tensor) for a in args)
+    return tensors and torch.result_type(*args) in HALF
+
+
+def _widened(func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether `func(*args, **kwargs)` is one of the ops above, at 16 bits."""
     if (func in NUMBER_OPS or func is torch.Tensor.__rfloordiv__) and not kwargs:
         return _half_and_number(args)
@@ -64,7 +94,7 @@ def widened(func: Any, args: tuple, kwargs: dict) -> bool:
     return floor and _half_tensors(args)
 
 
-def fmod_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
+def _fmod_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether `func(*args, **kwargs)` is an fmod or a remainder with a float32 or 16-bit
     result."""
     if func not in FMODS | REMAINDERS or kwargs or len(args) != 2:
@@ -72,7 +102,7 @@ def fmod_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
     return torch.result_type(*args) in FLOATS
 
 
-def exact_fmod(func: Any, args: tuple) -> torch.Tensor:
+def _exact_fmod(func: Any, args: tuple) -> torch.Tensor:
     """C's fmod, exact in float64 for these dtypes, then moved to the divisor's sign in
     float32 for a remainder, as compiled code computes them."""
     dtype = torch.result_type(*args)
@@ -84,7 +114,7 @@ def exact_fmod(func: Any, args: tuple) -> torch.Tensor:
     return args[0].copy_(r) if func in IN_PLACE else r.to(dtype)
 
 
-def in_float32(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
+def _in_float32(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     """`func(*args, **kwargs)` computed in float32 from its operands in their common dtype
     (an integer tile meeting a 16-bit one is rounded to it first, as PyTorch does), rounded
     once to that dtype; in place where `func` is."""

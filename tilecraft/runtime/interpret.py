@@ -410,10 +410,6 @@ class _FloatAccumulation(TorchFunctionMode):
         half = func in _SCANS and args[0].dtype in (torch.float16, torch.bfloat16)
         if half and kwargs.get("dtype") is None:
             return func(*args, **{**kwargs, "dtype": torch.float32}).to(args[0].dtype)
-        if eager_numerics.widened(func, args, kwargs) and not _marked(args):
-            return eager_numerics.in_float32(func, args, kwargs)
-        if eager_numerics.fmod_of_floats(func, args, kwargs) and not _marked(args):
-            return eager_numerics.exact_fmod(func, args)
         # holds a tile cut to one element (eager_short.py); tilecraft's own ops (a store's
         # `index_put_`) shape their operands themselves: a value stored to a tensor as long
         # as the block was widened to it
@@ -421,8 +417,8 @@ class _FloatAccumulation(TorchFunctionMode):
         marked = _marked(args) and not plain
         if marked or (func in _ELEMENTWISE and not plain):
             args = eager_short.widen(args)
-        try:
-            result = func(*args, **kwargs)
+        try:  # (as compiled code computes it, where PyTorch's CPU kernels differ)
+            result = eager_numerics.call(func, args, kwargs)
         except RuntimeError as e:
             result = _short_tile_retry(func, args, kwargs, e)
         return eager_short.carry(result, args) if marked else result
