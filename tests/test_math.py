@@ -381,3 +381,31 @@ def test_a_remainder_by_a_tiny_divisor_is_exact_in_both_modes(dtype) -> None:
 
     out = torch.empty(len(x), len(ops), dtype=dtype, device=DEVICE)
     check_modes(remainders_of, (x, y, out), reference, torch.float64)
+
+
+@tc.kernel
+def extrema_of(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0), block_size=16):
+        out[t, 0] = torch.maximum(x[t], y[t])
+        out[t, 1] = torch.minimum(x[t], y[t])
+        out[t, 2] = torch.max(x[t], y[t])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_maximum_of_two_zeros_does_not_depend_on_a_tile_length(dtype) -> None:
+    """Of two zeros, PyTorch's CPU maximum gives the second in its vector loop and the first
+    in its scalar tail, so eager mode's zero depended on a tile's length (a tile of 3 gave
+    -0.0 for the 0.0 of compiled code, which gives the second on the CPU and +0.0 on a
+    GPU, as PyTorch's CUDA kernels)."""
+    x = torch.tensor([-0.0, 0.0, -0.0, 1.0, math.nan] * 4, dtype=dtype, device=DEVICE)
+    y = torch.tensor([0.0, -0.0, -0.0, -1.0, 2.0] * 4, dtype=dtype, device=DEVICE)
+
+    def reference(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> tuple:
+        zero = y if DEVICE == "cpu" else torch.zeros_like(y)
+        ties = (x == 0) & (y == 0)
+        parts = [torch.where(ties, zero, f(x, y)) for f in (torch.maximum, torch.minimum)]
+        return x, y, torch.stack([*parts, parts[0]], 1)
+
+    for n in (3, 20, 19):  # (19: a last tile of 3)
+        out = torch.empty(n, 3, dtype=dtype, device=DEVICE)
+        check_modes(extrema_of, (x[:n], y[:n], out), reference)

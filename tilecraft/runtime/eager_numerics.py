@@ -48,6 +48,12 @@ REMAINDERS: set[Any] = {torch.remainder, torch.Tensor.remainder, torch.Tensor.re
 REMAINDERS |= {torch.Tensor.__mod__, torch.Tensor.__rmod__, torch.Tensor.__imod__}
 FLOATS = (torch.float32, *HALF)
 
+# `torch.maximum(a, b)` of two zeros: PyTorch's CPU kernel gives b in its vector loop and a
+# in its scalar tail (a tile's zero then depends on its length); compiled code on the CPU
+# gives b (on a GPU, +0.0 for the maximum, as PyTorch's CUDA kernels)
+EXTREMA: set[Any] = {torch.maximum, torch.minimum, torch.Tensor.maximum, torch.Tensor.minimum}
+EXTREMA |= {torch.max, torch.min, torch.Tensor.max, torch.Tensor.min}
+
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
 IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_, torch.Tensor.__ifloordiv__}
@@ -67,11 +73,22 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
         return _in_float32(func, args, kwargs)
     if _fmod_of_floats(func, args, kwargs):
         return _exact_fmod(func, args)
+    if _extremum_of_floats(func, args, kwargs):
+        zeros = (args[0] == 0) & (args[1] == 0)
+        return torch.where(zeros, args[1], func(*args)).to(torch.result_type(*args))
     if _trunc_of_halves(func, args, kwargs):
         dtype = torch.result_type(*args)
         quotient = torch.true_divide(*(a.to(dtype) for a in args)).trunc()
         return args[0].copy_(quotient) if func in IN_PLACE else quotient
     return NotImplemented
+
+
+def _extremum_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
+    if func not in EXTREMA or kwargs or len(args) != 2:
+        return False
+    if not all(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args):
+        return False
+    return torch.result_type(*args).is_floating_point
 
 
 def _trunc_of_halves(func: Any, args: tuple, kwargs: dict) -> bool:
