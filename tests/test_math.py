@@ -409,3 +409,18 @@ def test_the_maximum_of_two_zeros_does_not_depend_on_a_tile_length(dtype) -> Non
     for n in (3, 20, 19):  # (19: a last tile of 3)
         out = torch.empty(n, 3, dtype=dtype, device=DEVICE)
         check_modes(extrema_of, (x[:n], y[:n], out), reference)
+
+
+@tc.kernel
+def gelu_of(x: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t] = torch.nn.functional.gelu(x[t])
+
+
+def test_gelu_of_infinity_is_infinity_in_both_modes() -> None:
+    """x * Φ(x) at x = inf is inf (as compiled code and PyTorch's CUDA kernels give);
+    PyTorch's CPU kernel gives NaN, and so did eager mode. At -inf both give NaN."""
+    x = torch.tensor([math.inf, -math.inf, 0.5, -0.0, math.nan], device=DEVICE)
+    expected = torch.tensor([math.inf, math.nan, 0.5 * 0.6914624612740131, -0.0, math.nan])
+    out = torch.empty(5, device=DEVICE)
+    check_modes(gelu_of, (x, out), lambda x, out: (x, expected.to(DEVICE)))

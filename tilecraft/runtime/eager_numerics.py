@@ -5,6 +5,7 @@ once. Eager mode follows the compiled code, so that both modes give the same bit
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -54,6 +55,9 @@ FLOATS = (torch.float32, *HALF)
 EXTREMA: set[Any] = {torch.maximum, torch.minimum, torch.Tensor.maximum, torch.Tensor.minimum}
 EXTREMA |= {torch.max, torch.min, torch.Tensor.max, torch.Tensor.min}
 
+# `F.gelu(inf)`: NaN from PyTorch's CPU kernel, inf in compiled code (x * Φ(x), Φ(inf) = 1)
+GELU = torch.nn.functional.gelu
+
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
 IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_, torch.Tensor.__ifloordiv__}
@@ -73,6 +77,8 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
         return _in_float32(func, args, kwargs)
     if _fmod_of_floats(func, args, kwargs):
         return _exact_fmod(func, args)
+    if func is GELU and kwargs.get("approximate", "none") == "none" and _on_cpu(args[:1]):
+        return torch.where(args[0] == math.inf, args[0], func(*args, **kwargs))
     if _extremum_of_floats(func, args, kwargs):
         zeros = (args[0] == 0) & (args[1] == 0)
         return torch.where(zeros, args[1], func(*args)).to(torch.result_type(*args))
@@ -86,9 +92,11 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
 def _extremum_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
     if func not in EXTREMA or kwargs or len(args) != 2:
         return False
-    if not all(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args):
-        return False
-    return torch.result_type(*args).is_floating_point
+    return _on_cpu(args) and torch.result_type(*args).is_floating_point
+
+
+def _on_cpu(args: tuple) -> bool:
+    return all(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args)
 
 
 def _trunc_of_halves(func: Any, args: tuple, kwargs: dict) -> bool:
