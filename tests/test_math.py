@@ -424,3 +424,22 @@ def test_gelu_of_infinity_is_infinity_in_both_modes() -> None:
     expected = torch.tensor([math.inf, math.nan, 0.5 * 0.6914624612740131, -0.0, math.nan])
     out = torch.empty(5, device=DEVICE)
     check_modes(gelu_of, (x, out), lambda x, out: (x, expected.to(DEVICE)))
+
+
+@tc.kernel
+def angles(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
+    for t in tc.tile(x.size(0)):
+        out[t, 0] = torch.atan(x[t])
+        out[t, 1] = torch.atan2(x[t], y[t])
+
+
+def test_atan_of_float64_keeps_float64s_precision() -> None:
+    """Under Triton's interpreter atan's constants (pi / 2, pi / 4) were float32 literals:
+    atan(-inf) was -1.5707963705 in float64, 3e-8 off."""
+    x = torch.tensor([-math.inf, 0.5, 3.0, -0.7, 1e-300, 2.5], dtype=torch.float64, device=DEVICE)
+    y = torch.tensor([1.0, 0.5, -2.0, -0.7, 1.0, math.inf], dtype=torch.float64, device=DEVICE)
+    out = torch.empty(6, 2, dtype=torch.float64, device=DEVICE)
+    expected = torch.stack([torch.atan(x), torch.atan2(x, y)], 1)
+    for mode in MODES:
+        got = run_mode(angles, (x, y, out), mode)[-1]
+        torch.testing.assert_close(got, expected, rtol=1e-15, atol=0)

@@ -521,8 +521,11 @@ ATAN = """def {name}(a):
     big = x > 2.414213562373095
     mid = x > 0.66
     t = tl.where(big, -1.0 / x, tl.where(mid, (x - 1.0) / (x + 1.0), x))
-    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
-    low = tl.where(big, 6.123233995736766e-17, tl.where(mid, 3.061616997868383e-17, 0.0))
+    zero = tl.zeros_like(x)  # (constants in x's dtype: a literal alone is a float32)
+    base = tl.where(mid, zero + 0.7853981633974483, zero)
+    base = tl.where(big, zero + 1.5707963267948966, base)
+    low = tl.where(mid, zero + 3.061616997868383e-17, zero)
+    low = tl.where(big, zero + 6.123233995736766e-17, low)
     z = t * t
     p = (((-0.8750608600031904 * z - 16.157537187333652) * z - 75.00855792314705) * z
          - 122.88666844901361) * z - 64.85021904942025
