@@ -86,13 +86,15 @@ def _mish(b: Builder, x: Value) -> Value:
 
 
 def _hyperbolic(b: Builder, x: Value, fn: str, combine: str) -> Value:
-    """(fn(|x|) combine fn(-|x|)) / 2, or exp(|x| - ln 2) for |x| past 20, where
-    the other term is below an ulp and exp(|x|) alone would overflow (cosh(89) is finite)."""
+    """(fn(|x|) combine fn(-|x|)) / 2, or e^(|x|/2) * e^(|x|/2) / 2 for |x| past 20, where
+    the other term is below an ulp and exp(|x|) alone would overflow (cosh(89) is finite;
+    exp(|x| - ln 2) would round |x| - ln 2, 4e-6 off there)."""
     a = OPS["abs"](b, x)
     near = b.elementwise(
         "mul", b.elementwise(combine, OPS[fn](b, a), OPS[fn](b, OPS["neg"](b, a))), 0.5
     )
-    far = OPS["exp"](b, b.elementwise("sub", a, LN2))
+    half = OPS["exp"](b, b.elementwise("mul", a, 0.5))
+    far = b.elementwise("mul", half, b.elementwise("mul", half, 0.5))
     return b.elementwise("where", b.elementwise("gt", a, 20.0, dtype=torch.bool), far, near)
 
 

@@ -58,6 +58,10 @@ EXTREMA |= {torch.max, torch.min, torch.Tensor.max, torch.Tensor.min}
 # `F.gelu(inf)`: NaN from PyTorch's CPU kernel, inf in compiled code (x * Φ(x), Φ(inf) = 1)
 GELU = torch.nn.functional.gelu
 
+# `sinh(89.0)` and `cosh(89.0)` in float32 (2.2e38): inf from PyTorch's vectorized CPU kernel
+# (its exp(89) overflows), finite on one element, in compiled code and on a GPU
+HYPERBOLIC: set[Any] = {torch.sinh, torch.cosh, torch.Tensor.sinh, torch.Tensor.cosh}
+
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
 IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_, torch.Tensor.__ifloordiv__}
@@ -79,6 +83,8 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
         return _exact_fmod(func, args)
     if func is GELU and kwargs.get("approximate", "none") == "none" and _on_cpu(args[:1]):
         return torch.where(args[0] == math.inf, args[0], func(*args, **kwargs))
+    if func in HYPERBOLIC and len(args) == 1 and not kwargs and _on_cpu(args):
+        return _hyperbolic(func, args[0])
     if _extremum_of_floats(func, args, kwargs):
         zeros = (args[0] == 0) & (args[1] == 0)
         return torch.where(zeros, args[1], func(*args)).to(torch.result_type(*args))
@@ -87,6 +93,19 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
         quotient = torch.true_divide(*(a.to(dtype) for a in args)).trunc()
         return args[0].copy_(quotient) if func in IN_PLACE else quotient
     return NotImplemented
+
+
+def _hyperbolic(func: Any, x: torch.Tensor) -> torch.Tensor:
+    """sinh or cosh, past |x| = 20 as e^(|x|/2) * e^(|x|/2) / 2 in float64 (finite up to
+    the dtype's limit), with x's sign for sinh."""
+    if not x.dtype.is_floating_point:
+        return func(x)
+    wide = x.double()
+    half = torch.exp(wide.abs() * 0.5)
+    far = half * (half * 0.5)
+    if func in (torch.sinh, torch.Tensor.sinh):
+        far = torch.copysign(far, wide)
+    return torch.where(wide.abs() > 20, far, func(wide)).to(x.dtype)
 
 
 def _extremum_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
