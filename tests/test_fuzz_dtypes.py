@@ -29,7 +29,8 @@ UNARY = [
     "(~{})", "torch.sign({})", "torch.square({})", "({} * 2)", "({} + 1)", "({} - 300)",
     "({} // 3)", "({} % 5)", "({} / 2)", "torch.clamp({}, -3, 100)", "({} >> 1)", "({} << 2)",
     "({}).long()", "torch.relu({})", "({}).half()", "torch.logical_not({})", "({} ** 2)",
-    "(7 / {})",
+    "(7 / {})", "torch.full_like({}, s)", "torch.clamp({}, min=s)", "({} % s)", "(s // {})",
+    "torch.div(s, {})", "torch.div({}, s, rounding_mode='trunc')",
 ]  # fmt: skip
 BINARY = [
     "({} + {})", "({} - {})", "({} * {})", "({} / {})", "({} // {})", "({} % {})",
@@ -37,6 +38,7 @@ BINARY = [
     "({} ^ {})", "torch.where({} > {}, {}, {})", "({} == {})", "({} < {})",
     "torch.fmod({}, {})", "torch.logical_and({}, {})",
     "torch.div({}, {}, rounding_mode='trunc')", "torch.div({}, {}, rounding_mode='floor')",
+    "torch.fmax({}, {})", "torch.div({}, {})",
 ]  # fmt: skip
 LEAVES = ["a", "b", "c", "s", "n", "7", "-2", "0.5", "True"]
 SHAPES = [(1, 1), (3, 5), (7, 33), (0, 4), (17, 9)]
