@@ -121,6 +121,29 @@ def test_tensor_descriptors_start_at_aligned_slices(k, style) -> None:
     assert torch.equal(kernel(x, k), x[:, k:])
 
 
+@tc.kernel
+def from_column(x: torch.Tensor, begin: int) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for tile_m in tc.tile(x.size(0)):
+        for tile_n in tc.tile(begin, x.size(1)):
+            out[tile_m, tile_n] = x[tile_m, tile_n] * 2
+    return out
+
+
+@pytest.mark.parametrize(("begin", "style"), [(8, "x_desc"), (3, "tl.load(x + (")])
+def test_tensor_descriptors_start_at_aligned_tile_loops(begin, style) -> None:
+    """A tile loop from column 3 read float32 through a descriptor at offset 3 (12 bytes):
+    Triton's interpreter refused it ("block offset start must be 16-byte aligned", memory
+    fuzzer seed 513, kernel 236); it now reads through pointers there."""
+    x = randn(9, 40)
+    config = tc.Config(block_sizes=[8, 16], indexing="tensor_descriptor")
+    kernel = tc.kernel(from_column.fn, config=config)
+    assert style in kernel.bind((x, begin)).to_triton_code(config)
+    expected = torch.zeros_like(x)
+    expected[:, begin:] = x[:, begin:] * 2
+    assert torch.equal(kernel(x, begin), expected)
+
+
 def test_slices_of_equal_length_share_a_block() -> None:
     x = randn(8, 12)
     code = halves.bind((x,)).to_triton_code(tc.Config(block_sizes=[8]))

@@ -106,7 +106,10 @@ def descriptor_eligible(w: KernelWriter, access: Access) -> bool:
     if any(s * size % 16 for s in strides[:-1]):
         return False
     blocks = [w.kernel.blocks[i.block].fixed_size or 1 for i in access.indices]  # type: ignore[index]
-    aligned = access.indices[-1].offset * size % 16 == 0  # descriptor offsets: 16 bytes
+    # descriptor offsets start 16-byte aligned: a tile loop's begin (`tc.tile(3, n)`) too
+    last = w.kernel.blocks[access.indices[-1].block]  # type: ignore[index]
+    start = access.indices[-1].offset + (0 if last.begin_value else last.begin)
+    aligned = start * size % 16 == 0 and (last.aligned or not last.begin_value)
     # boxes under 128 bytes (16 float32 row statistics) read in a pipelined loop failed with
     # "misaligned address" on an H200 (Triton 3.6); with 32 they ran (benchmarks/RESULTS.md)
     box = _numel(tuple(blocks)) * size >= MIN_DESCRIPTOR_BOX
