@@ -447,3 +447,34 @@ def test_a_16_bit_trunc_division_rounds_its_quotient_on_any_tile(dtype) -> None:
     for n in (5, 1):  # (5: a last tile of one element)
         out = torch.empty(n, dtype=dtype, device=DEVICE)
         check_modes(truncated, (h[:n], g[:n], out), reference, torch.float64)
+
+
+@tc.kernel
+def with_int_of_scalar(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            v = f[i]
+            a = x[i, t]
+            out[i, t, 0] = (v > int(v) * 65537 + 7).to(a.dtype)
+            out[i, t, 1] = a + int(v) * 100003
+            out[i, t, 2] = a * (int(v) - 70000)
+
+
+def test_int_of_a_scalar_is_a_python_int_meeting_tiles() -> None:
+    """`int(v)` of a loaded int16 scalar is a Python int in eager mode: meeting an int16
+    tile it is converted to int16 (wrapped) as PyTorch converts a number, where compiled
+    code took it as an int64 tile (`v > int(v) * 65537 + 7` compared in int64: -2 >
+    -131067 is True, where PyTorch compares -2 > 5; flow fuzzer seed 515, kernel 1)."""
+    x = torch.tensor([[1, -7, 300], [5, 6, -8]], dtype=torch.int16, device=DEVICE)
+    f = torch.tensor([-2, 3], dtype=torch.int16, device=DEVICE)
+
+    def reference(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> tuple:
+        rows = []
+        for a, v in zip(x, f.tolist(), strict=True):
+            w = torch.full_like(a, v)
+            parts = [(w > v * 65537 + 7).to(a.dtype), a + v * 100003]
+            rows.append(torch.stack([*parts, a * (v - 70000)], 1))
+        return x, f, torch.stack(rows)
+
+    out = torch.zeros(2, 3, 3, dtype=torch.int16, device=DEVICE)  # (wrapped, as PyTorch)
+    check_modes(with_int_of_scalar, (x, f, out), reference)

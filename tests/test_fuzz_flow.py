@@ -31,10 +31,10 @@ No `~` negates a comparison of `acc`: where an arm of an `if` on a tile sets `ac
 the kernel's `acc` is a tile after the `if` but the reference's element is the Python int
 1, whose `~(acc != -5.0)` is Python's `~True`, -2 (seed 108, kernel 169).
 
-A square root by `** 0.5` of an expression of `float(v)` (v a loaded scalar) is taken of
-its `abs`: eager mode computes `float(v)` as a Python float, whose `** 0.5` below zero is a
-Python complex (its real part stored), where compiled code computes it on the device as
-a tensor's power, NaN (seed 113, kernel 19).
+A square root by `** 0.5` is taken of an `abs`: of an expression of numbers (`float(v)`, v
+a loaded scalar, or the host float `s`) the reference's `** 0.5` below zero is a Python
+complex (its real part stored), where compiled code computes it on the device as a
+tensor's power, NaN (seed 113, kernel 19; seed 514, kernel 84, `s ** 0.5` of -7.3).
 
 Kernels whose `max`/`min` meet +0.0 and -0.0 are skipped: which zero comes out is
 PyTorch's choice per position (its CPU maximum gives the second operand in its vector
@@ -131,7 +131,7 @@ class Draw:
         if k < 0.88:
             powers = [2, 3, 0.5, "2.0"] if self.floats else [0, 1, 2, 3]
             base, power = e(), r.choice(powers)
-            if power == 0.5 and "float(v)" in base:  # (see the module's docstring)
+            if power == 0.5:  # (see the module's docstring)
                 base = f"abs({base})"
             return f"({base} ** {power})"
         if k < 0.94 and not self.floats:

@@ -33,8 +33,8 @@ def promote(*operands: Operand) -> torch.dtype:
     no dims (0-d tensors in eager mode) and then Python numbers (host floats included:
     weak Values) only where they are of a higher category (bool < integer < float)."""
     values = [o for o in operands if isinstance(o, Value) and not o.weak]
-    if not values:  # Python floats only: arithmetic in double precision, as Python's
-        return torch.float64
+    if not values:  # numbers only: Python's arithmetic, floats in double precision
+        return (torch.bool, torch.int64, torch.float64)[max(category(o) for o in operands)]
     shaped = [v.type.dtype for v in values if v.type.dims] or [v.type.dtype for v in values]
     result = functools.reduce(torch.promote_types, shaped)
     higher = [v.type.dtype for v in values if not v.type.dims and category(v) > category(result)]
@@ -201,7 +201,8 @@ class Builder:
         attrs.setdefault("compute", compute_dtype(promoted))
         out = self.op(name, operands, dtype or promoted, dims, hint, **attrs)
         values = [o for o in operands if isinstance(o, Value)]
-        out.weak = out.type.dtype.is_floating_point and all(v.weak for v in values)
+        # of numbers only (host floats, `int(v)`): a number still, as in eager mode
+        out.weak = out.type.dtype != torch.bool and all(v.weak for v in values)
         return out
 
     def _to_half(self, operand: Operand, dtype: torch.dtype, name: str, at: int) -> Operand:

@@ -251,10 +251,10 @@ def _converted(b: Builder, fn: Any, x: Value) -> Value:
             "on NaN and infinity where a kernel cannot; use torch.trunc(x) or "
             "x.to(torch.int64), or pass the number as an int"
         )
-    if fn is builtins.int:
-        return b.cast(x, torch.int64)  # type: ignore[return-value]
-    out = b.cast(x, torch.float64)
-    assert isinstance(out, Value)
+    # a number, meeting tiles as eager mode's Python number does (`v > int(v) * 65537`
+    # compares in v's dtype, the number wrapped, as PyTorch converts it)
+    dtype = torch.int64 if fn is builtins.int else torch.float64
+    out = b.op("cast", (x,), dtype, x.type.dims, compute=dtype)
     out.weak = True
     return out
 
