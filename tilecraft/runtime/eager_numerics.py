@@ -1,7 +1,9 @@
-"""Where eager mode computes a 16-bit float op in float32 rather than as PyTorch's CPU
-kernels do: those kernels round an intermediate to 16 bits (or not) depending on the path
-they take, where compiled code and PyTorch's CUDA kernels compute in float32 and round
-once. Eager mode follows the compiled code, so that both modes give the same bits."""
+"""Where eager mode computes an op as compiled code does rather than as PyTorch's CPU
+kernels do. Those kernels round a 16-bit intermediate (or not), keep one zero or the other,
+or overflow, depending on the path they take (a tensor of one element or a longer one, a
+vector loop or its scalar tail); compiled code and PyTorch's CUDA kernels compute in
+float32 and round once. Eager mode follows the compiled code, so that both modes give the
+same bits whatever a tile's length."""
 
 from __future__ import annotations
 
