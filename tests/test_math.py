@@ -389,25 +389,26 @@ def extrema_of(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> None:
         out[t, 0] = torch.maximum(x[t], y[t])
         out[t, 1] = torch.minimum(x[t], y[t])
         out[t, 2] = torch.max(x[t], y[t])
+        out[t, 3] = torch.clamp(x[t], min=y[t])
+        out[t, 4] = x[t].clamp_max(y[t])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_maximum_of_two_zeros_does_not_depend_on_a_tile_length(dtype) -> None:
     """Of two zeros, PyTorch's CPU maximum gives the second in its vector loop and the first
     in its scalar tail, so eager mode's zero depended on a tile's length (a tile of 3 gave
-    -0.0 for the 0.0 of compiled code, which gives the second on the CPU and +0.0 on a
-    GPU, as PyTorch's CUDA kernels)."""
+    -0.0 for the 0.0 of compiled code, which gives the second on the CPU and the GPU's zero
+    on a GPU, as PyTorch's CUDA kernels); so did a clamp to a tile's bounds."""
     x = torch.tensor([-0.0, 0.0, -0.0, 1.0, math.nan] * 4, dtype=dtype, device=DEVICE)
     y = torch.tensor([0.0, -0.0, -0.0, -1.0, 2.0] * 4, dtype=dtype, device=DEVICE)
 
     def reference(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> tuple:
-        zero = y if DEVICE == "cpu" else torch.zeros_like(y)
-        ties = (x == 0) & (y == 0)
-        parts = [torch.where(ties, zero, f(x, y)) for f in (torch.maximum, torch.minimum)]
-        return x, y, torch.stack([*parts, parts[0]], 1)
+        ties = (x == 0) & (y == 0) & (DEVICE == "cpu")  # (on a GPU: PyTorch's CUDA zeros)
+        big, small = (torch.where(ties, y, f(x, y)) for f in (torch.maximum, torch.minimum))
+        return x, y, torch.stack([big, small, big, big, small], 1)
 
     for n in (3, 20, 19):  # (19: a last tile of 3)
-        out = torch.empty(n, 3, dtype=dtype, device=DEVICE)
+        out = torch.empty(n, 5, dtype=dtype, device=DEVICE)
         check_modes(extrema_of, (x[:n], y[:n], out), reference)
 
 

@@ -57,6 +57,12 @@ FLOATS = (torch.float32, *HALF)
 EXTREMA: set[Any] = {torch.maximum, torch.minimum, torch.Tensor.maximum, torch.Tensor.minimum}
 EXTREMA |= {torch.max, torch.min, torch.Tensor.max, torch.Tensor.min}
 
+# and `torch.clamp(x, min=lo)` with a tensor bound, a maximum of x and lo (then a minimum)
+CLAMPS: dict[Any, tuple[str, ...]] = {f: ("min", "max") for f in (torch.clamp, torch.clip)}
+CLAMPS |= {torch.Tensor.clamp: ("min", "max"), torch.Tensor.clip: ("min", "max")}
+CLAMPS |= {torch.clamp_min: ("min",), torch.Tensor.clamp_min: ("min",)}
+CLAMPS |= {torch.clamp_max: ("max",), torch.Tensor.clamp_max: ("max",)}
+
 # `F.gelu(inf)`: NaN from PyTorch's CPU kernel, inf in compiled code (x * Φ(x), Φ(inf) = 1)
 GELU = torch.nn.functional.gelu
 
@@ -88,13 +94,32 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
     if func in HYPERBOLIC and len(args) == 1 and not kwargs and _on_cpu(args):
         return _hyperbolic(func, args[0])
     if _extremum_of_floats(func, args, kwargs):
-        zeros = (args[0] == 0) & (args[1] == 0)
-        return torch.where(zeros, args[1], func(*args)).to(torch.result_type(*args))
+        return _second_of_zeros(func, *args)
+    if func in CLAMPS and _on_cpu(args[:1]) and args[0].dtype.is_floating_point:
+        bounds = dict(zip(CLAMPS[func], args[1:], strict=False)) | kwargs
+        if any(isinstance(v, torch.Tensor) for v in bounds.values()):
+            return _clamped(args[0], bounds.get("min"), bounds.get("max"))
     if _trunc_of_halves(func, args, kwargs):
         dtype = torch.result_type(*args)
         quotient = torch.true_divide(*(a.to(dtype) for a in args)).trunc()
         return args[0].copy_(quotient) if func in IN_PLACE else quotient
     return NotImplemented
+
+
+def _second_of_zeros(func: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    zeros = (a == 0) & (b == 0)
+    return torch.where(zeros, b, func(a, b)).to(torch.result_type(a, b))
+
+
+def _clamped(x: torch.Tensor, low: Any, high: Any) -> torch.Tensor:
+    """A clamp as compiled code computes it: a maximum with `low`, then a minimum with
+    `high`, each tensor bound taken of two zeros (a number bound keeps x's zero)."""
+    for bound, extremum, side in ((low, torch.maximum, "min"), (high, torch.minimum, "max")):
+        if isinstance(bound, torch.Tensor):
+            x = _second_of_zeros(extremum, x, bound)
+        elif bound is not None:
+            x = torch.clamp(x, **{side: bound})
+    return x
 
 
 def _hyperbolic(func: Any, x: torch.Tensor) -> torch.Tensor:
