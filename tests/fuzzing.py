@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 
@@ -57,19 +58,22 @@ _FLOOR_DIVISIONS = {torch.floor_divide, torch.Tensor.__floordiv__, torch.Tensor.
 _DIVISIONS = {torch.div, torch.Tensor.div, torch.divide}
 
 
-class OneElementFloorDivisions(TorchFunctionMode):
-    """A reference's floor division of a 16-bit float tensor taken one element at a time:
-    PyTorch's CPU kernel floors in float32 on one element (as its CUDA kernel and
-    tilecraft do) but takes 16-bit steps on a longer tensor (bfloat16 1000 // 3 is 334
-    there, for 333 rounded once, 332)."""
+class OneElementAtATime(TorchFunctionMode):
+    """A reference's ops taken one element at a time where PyTorch's CPU kernels give
+    another answer on a longer tensor (their vectorized path), and tilecraft gives the
+    one-element answer, as PyTorch's CUDA kernels do: a floor division at 16 bits (the
+    vector path takes 16-bit steps: bfloat16 1000 // 3 is 334 there, for 333 rounded once,
+    332) and `gelu(inf)` (NaN there, inf on one element)."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None):
         kwargs = kwargs or {}
         floor = func in _FLOOR_DIVISIONS and not kwargs
         floor = floor or (func in _DIVISIONS and kwargs == {"rounding_mode": "floor"})
-        if not floor or torch.result_type(*args[:2]) not in (torch.float16, torch.bfloat16):
-            return func(*args, **kwargs)
-        return _one_at_a_time(func, args, kwargs)
+        half = floor and torch.result_type(*args[:2]) in (torch.float16, torch.bfloat16)
+        gelu = func is F.gelu and kwargs.get("approximate", "none") == "none"
+        if half or gelu:
+            return _one_at_a_time(func, args, kwargs)
+        return func(*args, **kwargs)
 
 
 def _one_at_a_time(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:

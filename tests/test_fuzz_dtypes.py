@@ -14,7 +14,7 @@ import random
 import pytest
 import torch
 from conftest import DEVICE
-from fuzzing import OneElementFloorDivisions, load_kernels
+from fuzzing import OneElementAtATime, load_kernels
 
 from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.testing import check_modes
@@ -85,7 +85,7 @@ def draw(i: int, rng: random.Random) -> tuple[str, list[torch.dtype], tuple[int,
 
 def reference(expr: str, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, s: float, n: int):
     scope = {"torch": torch, "a": x, "b": y, "c": z[None, :], "s": s, "n": n}
-    with OneElementFloorDivisions():  # (see its docstring)
+    with OneElementAtATime():  # (see its docstring)
         result = eval(expr, scope)
     return torch.broadcast_to(torch.as_tensor(result, device=x.device), x.shape)
 

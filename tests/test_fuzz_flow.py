@@ -59,7 +59,7 @@ import re
 import pytest
 import torch
 from conftest import DEVICE
-from fuzzing import Float32Numbers, OneElementFloorDivisions, load_kernels
+from fuzzing import Float32Numbers, OneElementAtATime, load_kernels
 
 from tilecraft import exc
 from tilecraft.autotune.space import space_of
@@ -258,7 +258,7 @@ def reference(body: list[str]):
     exec(reference_source(body), scope)
 
     def ref(*args):
-        with Float32Numbers(), OneElementFloorDivisions():  # (see their docstrings)
+        with Float32Numbers(), OneElementAtATime():  # (see their docstrings)
             return scope["ref"](*args)
 
     return ref
