@@ -1,4 +1,5 @@
-"""Eager mode's integer indices: which out-of-range ones read 0 and which are refused.
+"""Eager mode's indices: which out-of-range ones read 0 and which are refused (integers, and
+the index tiles of gathers).
 
 Compiled code masks an index it computes (`x[t.begin + 6]` past the end reads 0 and is not
 written) and refuses at its line one it knows when it compiles (`x[t, 9]`, `x[t, n]` with
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 from tilecraft.exc import ShapeMismatch, SourceLoc
+from tilecraft.language.state import eager_context
 from tilecraft.language.tiles import Tile
 
 
@@ -142,3 +144,29 @@ def mark_key(obj: ast.expr, key: ast.expr, device_names: set[str]) -> ast.expr:
     call = ast.Name("_tc_literal", ast.Load())
     marked = [ast.Call(call, [i, host], []) if host_int(i, device_names) else i for i in items]
     return ast.Tuple(marked, ast.Load()) if isinstance(key, ast.Tuple) else marked[0]
+
+
+# -- gathers: index tiles ----------------------------------------------------------------
+def taken_lanes_only(args: tuple, at: int) -> tuple:
+    """A gather inside an `if` on a tile with index 0 where the arm is not taken: compiled
+    code gathers on every lane and keeps the arm's, so an index out of range there (the
+    `if` may be what keeps it out) must not raise (its lanes are never stored)."""
+    mask, index = eager_context("gather").branch_mask(), args[at]
+    if mask is None or not isinstance(index, torch.Tensor):
+        return args
+    if torch.broadcast_shapes(mask.shape, index.shape) != index.shape:
+        return args
+    safe = torch.where(mask, index, torch.zeros_like(index))
+    return (*args[:at], safe, *args[at + 1 :])
+
+
+def gathers_in_range(args: tuple, at: int, kwargs: dict) -> None:
+    """Raise, as PyTorch's CPU gather does, for an index out of range on a GPU, where
+    PyTorch's kernel asserts on the device instead (the process's CUDA context dies)."""
+    x, index = args[0], args[at]
+    if not isinstance(index, torch.Tensor) or not index.is_cuda or index.numel() == 0:
+        return
+    dim = args[1] if at == 2 else (args[2] if len(args) > 2 else kwargs.get("dim"))
+    size = x.numel() if dim is None else x.size(dim)
+    if bool(((index < -size if at == 1 else index < 0) | (index >= size)).any()):
+        raise RuntimeError(f"index out of bounds: a gather's index past a dim of {size}")

@@ -401,8 +401,8 @@ class _FloatAccumulation(TorchFunctionMode):
             return _setitem(*args)
         func = _ZEROED.get(func, func)
         if func in _GATHERS and len(args) > _GATHERS[func]:
-            args = _taken_lanes_only(args, _GATHERS[func])
-            _gathers_in_range(args, _GATHERS[func], kwargs)
+            args = eager_index.taken_lanes_only(args, _GATHERS[func])
+            eager_index.gathers_in_range(args, _GATHERS[func], kwargs)
         if func in _ACCUMULATING and len(args) >= 3:
             return _accumulate(*args, **kwargs)
         if func in _PRODUCTS and len(args) >= 2:
@@ -422,31 +422,6 @@ class _FloatAccumulation(TorchFunctionMode):
         except RuntimeError as e:
             result = _short_tile_retry(func, args, kwargs, e)
         return eager_short.carry(result, args) if marked else result
-
-
-def _taken_lanes_only(args: tuple, at: int) -> tuple:
-    """A gather inside an `if` on a tile with index 0 where the arm is not taken: compiled
-    code gathers on every lane and keeps the arm's, so an index out of range there (the
-    `if` may be what keeps it out) must not raise (its lanes are never stored)."""
-    mask, index = eager_context("gather").branch_mask(), args[at]
-    if mask is None or not isinstance(index, torch.Tensor):
-        return args
-    if torch.broadcast_shapes(mask.shape, index.shape) != index.shape:
-        return args
-    safe = torch.where(mask, index, torch.zeros_like(index))
-    return (*args[:at], safe, *args[at + 1 :])
-
-
-def _gathers_in_range(args: tuple, at: int, kwargs: dict) -> None:
-    """Raise, as PyTorch's CPU gather does, for an index out of range on a GPU, where
-    PyTorch's kernel asserts on the device instead (the process's CUDA context dies)."""
-    x, index = args[0], args[at]
-    if not isinstance(index, torch.Tensor) or not index.is_cuda or index.numel() == 0:
-        return
-    dim = args[1] if at == 2 else (args[2] if len(args) > 2 else kwargs.get("dim"))
-    size = x.numel() if dim is None else x.size(dim)
-    if bool(((index < -size if at == 1 else index < 0) | (index >= size)).any()):
-        raise RuntimeError(f"index out of bounds: a gather's index past a dim of {size}")
 
 
 def _short_tile_retry(func: Any, args: tuple, kwargs: dict, error: RuntimeError) -> Any:
