@@ -436,15 +436,15 @@ def test_a_16_bit_trunc_division_rounds_its_quotient_on_any_tile(dtype) -> None:
     69.98, 70 in float16), except its CPU kernel on one element, which truncates the float32
     quotient: eager mode's tile of one element at a tensor's end gave 69 where compiled code
     gives 70."""
-    h = torch.tensor([41.6875, -6.56640625, 7.0, -23.375, 46.0]).to(dtype).to(DEVICE)
-    g = torch.tensor([0.595703125, 0.1527099609375, 2.0, -0.20703125, -0.2490234375])
-    g = g.to(dtype).to(DEVICE)
+    h = [41.6875, -6.56640625, 7.0, -23.375, math.inf, math.nan, 7.0, -0.0, 46.0]
+    g = [0.595703125, 0.1527099609375, 2.0, -0.20703125, 2.0, 3.0, 0.0, 5.0, -0.2490234375]
+    h, g = (torch.tensor(v).to(dtype).to(DEVICE) for v in (h, g))
     expected = (h.float() / g.float()).to(dtype).trunc()
 
     def reference(h: torch.Tensor, g: torch.Tensor, out: torch.Tensor) -> tuple:
         return h, g, expected[: len(h)]
 
-    for n in (5, 1):  # (5: a last tile of one element)
+    for n in (9, 5, 1, 0):  # (9 and 5: a last tile of one element)
         out = torch.empty(n, dtype=dtype, device=DEVICE)
         check_modes(truncated, (h[:n], g[:n], out), reference, torch.float64)
 

@@ -147,14 +147,17 @@ def test_a_fill_value_may_be_a_host_float_or_a_scalar_tile(dtype) -> None:
     x = (torch.arange(11, device=DEVICE) * 7 % 13).to(dtype)
 
     def reference(x: torch.Tensor, s: float, out: torch.Tensor) -> tuple:
-        parts = [torch.full_like(x, s), torch.full_like(x, s), x.amax().expand(x.shape)]
+        peak = x.amax().expand(x.shape) if len(x) else x
+        parts = [torch.full_like(x, s), torch.full_like(x, s), peak]
         return x, torch.stack([*parts, torch.full_like(x, 2.7)], 1)
 
-    for s in (7.3, -0.0, 200.9):
+    specials = (math.inf, math.nan) if dtype.is_floating_point else ()
+    for s in (7.3, -0.0, 200.9, *specials):
         if dtype == torch.uint8 and s < 0:
             continue  # (PyTorch refuses a negative float for uint8)
-        out = torch.empty(11, 4, dtype=dtype, device=DEVICE)
-        check_modes(filled, (x, s, out), reference)
+        for n in (11, 1, 0):
+            out = torch.empty(n, 4, dtype=dtype, device=DEVICE)
+            check_modes(filled, (x[:n], s, out), reference)
 
 
 @tc.kernel
@@ -188,11 +191,14 @@ def test_a_number_over_a_tile_is_a_reciprocal_only_as_an_operator(dtype) -> None
     taken in the tile's dtype (7.3 is 7.3125 in bfloat16). Compiled code took both as the
     reciprocal's product (an ulp off in a quarter of float32 values, more at 16 bits)."""
     g = torch.Generator().manual_seed(1)
-    x = (torch.randn(500, generator=g) * 300).to(dtype).to(DEVICE)
+    x = torch.randn(500, generator=g) * 300
+    x[:5] = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan])
+    x = x.to(dtype).to(DEVICE)
 
     def reference(x: torch.Tensor, s: float, out: torch.Tensor) -> tuple:
         parts = [s / x, torch.div(s, x), torch.true_divide(s, x), 7.3 / x, torch.div(7.3, x)]
         return x, torch.stack(parts, 1)
 
-    out = torch.empty(500, 5, dtype=dtype, device=DEVICE)
-    check_modes(number_over_tile, (x, math.pi, out), reference, torch.float64)
+    for n in (500, 1, 0):
+        out = torch.empty(n, 5, dtype=dtype, device=DEVICE)
+        check_modes(number_over_tile, (x[:n], math.pi, out), reference, torch.float64)

@@ -7,6 +7,7 @@ both signs, so the cases where a naive lowering departs from PyTorch are exercis
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -376,11 +377,15 @@ def test_a_remainder_by_a_tiny_divisor_is_exact_in_both_modes(dtype) -> None:
     ]
 
     def reference(x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> tuple:
-        alone = [[op(x[k : k + 1], y[k : k + 1]) for k in range(len(x))] for op in ops]
-        return x, y, torch.stack([torch.cat(parts) for parts in alone], 1)
+        def alone(op: Callable) -> torch.Tensor:  # (x[:0] too: a tensor of no elements)
+            parts = [op(x[k : k + 1], y[k : k + 1]) for k in range(len(x))]
+            return torch.cat([op(x[:0], y[:0]), *parts])
 
-    out = torch.empty(len(x), len(ops), dtype=dtype, device=DEVICE)
-    check_modes(remainders_of, (x, y, out), reference, torch.float64)
+        return x, y, torch.stack([alone(op) for op in ops], 1)
+
+    for n in (len(x), 1, 0):
+        out = torch.empty(n, len(ops), dtype=dtype, device=DEVICE)
+        check_modes(remainders_of, (x[:n], y[:n], out), reference, torch.float64)
 
 
 @tc.kernel
@@ -407,7 +412,7 @@ def test_the_maximum_of_two_zeros_does_not_depend_on_a_tile_length(dtype) -> Non
         big, small = (torch.where(ties, y, f(x, y)) for f in (torch.maximum, torch.minimum))
         return x, y, torch.stack([big, small, big, big, small], 1)
 
-    for n in (3, 20, 19):  # (19: a last tile of 3)
+    for n in (3, 20, 19, 1, 0):  # (19: a last tile of 3)
         out = torch.empty(n, 5, dtype=dtype, device=DEVICE)
         check_modes(extrema_of, (x[:n], y[:n], out), reference)
 
@@ -423,8 +428,9 @@ def test_gelu_of_infinity_is_infinity_in_both_modes() -> None:
     PyTorch's CPU kernel gives NaN, and so did eager mode. At -inf both give NaN."""
     x = torch.tensor([math.inf, -math.inf, 0.5, -0.0, math.nan], device=DEVICE)
     expected = torch.tensor([math.inf, math.nan, 0.5 * 0.6914624612740131, -0.0, math.nan])
-    out = torch.empty(5, device=DEVICE)
-    check_modes(gelu_of, (x, out), lambda x, out: (x, expected.to(DEVICE)))
+    for n in (5, 1, 0):
+        out = torch.empty(n, device=DEVICE)
+        check_modes(gelu_of, (x[:n], out), lambda x, out: (x, expected[: len(x)].to(DEVICE)))
 
 
 @tc.kernel
@@ -465,5 +471,6 @@ def test_sinh_and_cosh_are_finite_up_to_the_dtypes_limit(dtype) -> None:
     sinh = [math.copysign(math.inf, v) if abs(v) > 1e3 else math.sinh(v) for v in wide]
     cosh = [math.inf if abs(v) > 1e3 else math.cosh(v) for v in wide]
     expected = torch.tensor([sinh, cosh], dtype=torch.float64).T.to(dtype).to(DEVICE)
-    out = torch.empty(len(values), 2, dtype=dtype, device=DEVICE)
-    check_modes(hyperbolic, (x, out), lambda x, out: (x, expected))
+    for n in (len(values), 1, 0):
+        out = torch.empty(n, 2, dtype=dtype, device=DEVICE)
+        check_modes(hyperbolic, (x[:n], out), lambda x, out: (x, expected[: len(x)]))

@@ -70,6 +70,10 @@ GELU = torch.nn.functional.gelu
 # (its exp(89) overflows), finite on one element, in compiled code and on a GPU
 HYPERBOLIC: set[Any] = {torch.sinh, torch.cosh, torch.Tensor.sinh, torch.Tensor.cosh}
 
+_FMODS_AND_REMAINDERS = FMODS | REMAINDERS
+_HANDLED = NUMBER_OPS | FLOOR_DIVISIONS | ROUNDED_DIVISIONS | _FMODS_AND_REMAINDERS | EXTREMA
+_HANDLED |= HYPERBOLIC | set(CLAMPS) | {GELU}
+
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
 IN_PLACE |= {torch.Tensor.__ipow__, torch.Tensor.pow_, torch.Tensor.__ifloordiv__}
@@ -79,8 +83,9 @@ IN_PLACE |= {torch.Tensor.fmod_, torch.Tensor.remainder_, torch.Tensor.__imod__}
 
 def call(func: Any, args: tuple, kwargs: dict) -> Any:
     """`func(*args, **kwargs)`, computed as compiled code computes it where PyTorch's CPU
-    kernels differ."""
-    result = _as_compiled(func, args, kwargs)
+    kernels differ (every torch function of eager mode passes here: one set lookup for
+    the others)."""
+    result = _as_compiled(func, args, kwargs) if func in _HANDLED else NotImplemented
     return func(*args, **kwargs) if result is NotImplemented else result
 
 
@@ -168,7 +173,7 @@ def _widened(func: Any, args: tuple, kwargs: dict) -> bool:
 def _fmod_of_floats(func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether `func(*args, **kwargs)` is an fmod or a remainder with a float32 or 16-bit
     result."""
-    if func not in FMODS | REMAINDERS or kwargs or len(args) != 2:
+    if func not in _FMODS_AND_REMAINDERS or kwargs or len(args) != 2:
         return False
     return torch.result_type(*args) in FLOATS
 
