@@ -203,12 +203,14 @@ def _fmod(d: torch.dtype, a: str, b: str) -> str:
     """C's fmod (torch.fmod), exact. Triton's float `%` is exact in its interpreter; on an
     NVIDIA GPU it divides approximately (1e30 % -3 came out near 4e22) and gave a number for
     an infinite dividend, so the GPU takes libdevice's fmod (CUDA's, as PyTorch's kernels
-    do; it takes no int constants, hence the casts)."""
+    do; it takes no int constants, hence the casts). In float64 for every float: Triton
+    links libdevice flushing float32 denormals to zero, so `1.0 % 1e-40` was NaN on a GPU;
+    the remainder is exact in the inputs' format, so rounding back loses nothing."""
     if not d.is_floating_point:
         return f"{a} % {b}"
     if not interpreted():
-        t = "tl.float64" if d == torch.float64 else "tl.float32"  # (16-bit floats compute in 32)
-        return f"libdevice.fmod(tl.cast({a}, {t}), tl.cast({b}, {t}))"
+        fmod = f"libdevice.fmod(tl.cast({a}, tl.float64), tl.cast({b}, tl.float64))"
+        return fmod if d == torch.float64 else f"tl.cast({fmod}, tl.float32)"  # 16-bit: in 32
     return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
 
 

@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 import tilecraft as tc
+from tilecraft.nn import attention_sm90
 
 LOG2E = 1.4426950408889634
 FLOAT32_MAX = torch.finfo(torch.float32).max
@@ -622,6 +623,7 @@ attention_backward_op = attention_backward.as_torch_op("tilecraft_nn::attention_
 attention_op = attention_forward.as_torch_op(
     "tilecraft_nn::attention", backward=_backward, setup_context=_setup_context
 )
+attention_sm90_op = attention_sm90.define_op(attention_forward, _backward, _setup_context)
 
 
 def attention(
@@ -658,7 +660,9 @@ def attention(
     else:  # expanded through autograd, so the bias's gradient is summed back to its shape
         bias = bias.expand(q.size(0), q.size(1), q.size(2), k.size(2)).contiguous()
     # q, k, v are read in place, in any layout (a head of a fused projection's output, say)
-    out, _ = attention_op(q, k, v, bias, causal, float(scale), window or 0, has_bias)
+    args = (q, k, v, bias, causal, float(scale), window or 0, has_bias)
+    sm90 = attention_sm90.wanted(q, k, args[5], args[6], has_bias)
+    out, _ = (attention_sm90_op if sm90 else attention_op)(*args)
     return out
 
 

@@ -1,0 +1,172 @@
+"""`tilecraft.nn.attention`'s forward on Hopper: the Gluon kernel against the `tl` one and SDPA.
+
+Times, in one process, the forward as a user's call runs it (`attention(q, k, v)`, default
+configs, the Gluon forward where it applies), the same call with it turned off
+(`TILECRAFT_GLUON_ATTENTION=0`: the `tl` forward), and SDPA's cuDNN and flash backends;
+then one training step (forward and backward) of each. Inputs bf16, heads in rows, and
+once more as a fused projection leaves them (heads side by side, read in place).
+
+    python benchmarks/bench_attention_sm90.py --out $OUT/bench_attention_sm90.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from tilecraft.nn import attention
+
+SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
+PEERS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+
+
+def ms(fn: Callable[[], Any]) -> float:
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def tilecraft_call(gluon: bool, causal: bool) -> Callable[..., torch.Tensor]:
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        os.environ["TILECRAFT_GLUON_ATTENTION"] = "1" if gluon else "0"
+        return attention(q, k, v, causal=causal)
+
+    return run
+
+
+def peer_call(backend: SDPBackend, causal: bool) -> Callable[..., torch.Tensor]:
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return run
+
+
+def measure(call: Callable[..., torch.Tensor], leaves: list, ref: torch.Tensor) -> dict:
+    """Forward and training-step milliseconds of one implementation, and its error."""
+    grad = torch.ones_like(ref)
+    with torch.no_grad():
+        out = call(*leaves)
+    row = dict(err=(out.float() - ref).abs().max().item())
+    with torch.no_grad():
+        row["forward_ms"] = ms(lambda: call(*leaves))
+
+    def step() -> None:
+        torch.autograd.grad(call(*leaves), leaves, grad)
+
+    row["step_ms"] = ms(step)
+    return row
+
+
+def inputs(shape: tuple, in_rows: bool) -> list:
+    """q, k, v on the GPU in bf16; with `in_rows` False the heads of one fused projection's
+    output `(batch, seq, 3 * heads, dim)`, as views (the gradients are taken to them)."""
+    b, h, s, d = shape
+    kw = dict(device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    if in_rows:
+        return [torch.randn(b, h, s, d, **kw) for _ in range(3)]
+    qkv = torch.randn(b, s, 3 * h, d, **kw)
+    return [qkv[:, :, i * h : (i + 1) * h].transpose(1, 2) for i in range(3)]
+
+
+def run_case(shape: tuple, causal: bool, in_rows: bool) -> list[dict]:
+    leaves = inputs(shape, in_rows)
+    with torch.no_grad():
+        ref = F.scaled_dot_product_attention(*(t.float() for t in leaves), is_causal=causal)
+    calls = {"tilecraft_gluon": tilecraft_call(True, causal),
+             "tilecraft_tl": tilecraft_call(False, causal)}  # fmt: skip
+    calls.update({name: peer_call(backend, causal) for name, backend in PEERS.items()})
+    b, h, s, d = shape
+    fwd = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+    rows = []
+    for name, call in calls.items():
+        row = dict(shape=list(shape), causal=causal, heads_in_rows=in_rows, impl=name)
+        try:
+            row.update(measure(call, leaves, ref))
+            row["forward_tflops"] = fwd / row["forward_ms"] * 1e-9
+            row["step_tflops"] = 3.5 * fwd / row["step_ms"] * 1e-9
+        except Exception as exc:  # noqa: BLE001 - a peer may lack a backend
+            row["error"] = f"{type(exc).__name__}: {exc}"[:200]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: forward and step TFLOP/s per implementation, and ratios to the peers."""
+    head = "| shape | causal | heads | impl | fwd TFLOP/s | step TFLOP/s "
+    lines = [head + "| fwd vs cuDNN | fwd vs flash | err |", "|---" * 9 + "|"]
+    for r in rows:
+        if "error" in r:
+            continue
+        same = [p for p in rows if p["shape"] == r["shape"] and p["causal"] == r["causal"]
+                and p["heads_in_rows"] == r["heads_in_rows"]]  # fmt: skip
+        peer = {p["impl"]: p.get("forward_tflops") for p in same}
+        ratio = [f"{r['forward_tflops'] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS]
+        lines.append(
+            f"| {tuple(r['shape'])} | {r['causal']} | {'rows' if r['heads_in_rows'] else 'fused'} "
+            f"| {r['impl']} | {r['forward_tflops']:.0f} | {r['step_tflops']:.0f} | "
+            f"{ratio[0]} | {ratio[1]} | {r['err']:.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def sweep(out: str | None) -> None:
+    """Time the Gluon forward at each (key tile, ring depth) that fits shared memory."""
+    sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
+    os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
+    rows = []
+    for shape in SHAPES:
+        dim = shape[3]
+        for causal in (False, True):
+            leaves = [t.detach() for t in inputs(shape, True)]
+            for block_n, stages in ((128, 2), (128, 3), (128, 4), (64, 3), (64, 4), (64, 6)):
+                smem = 2 * (2 * sm90.BLOCK_M * dim + 2 * stages * block_n * dim)
+                if smem > 227 * 1024:
+                    continue
+                sm90.BLOCK_N, sm90.STAGES[dim] = block_n, stages
+                call = tilecraft_call(True, causal)
+                with torch.no_grad():
+                    fwd_ms = ms(lambda: call(*leaves))  # noqa: B023
+                flop = 4.0 * math.prod(shape) * shape[2] * (0.5 if causal else 1.0)
+                row = dict(shape=list(shape), causal=causal, block_n=block_n, stages=stages,
+                           forward_ms=fwd_ms, forward_tflops=flop / fwd_ms * 1e-9)  # fmt: skip
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    if out:
+        with open(out, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--quick", action="store_true", help="the first shape only")
+    parser.add_argument("--sweep", action="store_true", help="the Gluon forward's key tiles "
+                        "and ring depths at each shape, forward only")  # fmt: skip
+    args = parser.parse_args()
+    if args.sweep:
+        return sweep(args.out)
+    rows = []
+    for shape in SHAPES[:1] if args.quick else SHAPES:
+        for causal in (False, True):
+            rows += run_case(shape, causal, True)
+        rows += run_case(shape, False, False)
+    print(table(rows))
+    if args.out:
+        meta = dict(device=torch.cuda.get_device_name(), triton=triton.__version__,
+                    torch=torch.__version__)  # fmt: skip
+        with open(args.out, "w") as f:
+            json.dump(dict(meta, rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

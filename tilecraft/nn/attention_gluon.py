@@ -1,0 +1,300 @@
+"""Attention's forward for Hopper (sm_90), warp-specialized, in Triton's Gluon dialect.
+
+Imported only where `attention_sm90.py` finds an sm_90 GPU and a Triton that ships Gluon's
+Hopper ops. Each program owns `2 * BLOCK_M` query rows of one (batch, head) and forks three
+partitions: a 1-warp loader streams the key and value tiles through rings of shared memory
+by TMA, and two 4-warp consumer warpgroups (BLOCK_M rows each, registers moved to them
+with `setmaxnreg`) run the online softmax. Each consumer issues this key tile's scores and
+the previous tile's `P @ V` back to back on the tensor cores, then computes its softmax
+while `P @ V` is still in flight. Plain Triton (`tl`) cannot express that schedule on
+Hopper; it is FlashAttention-3's.
+
+The numerics are the `tl` forward's (`attention.py`), bit for bit where the products are
+the same: scores scaled by `scale * log2(e)` (no FMA contraction: the launch turns it off),
+base-2 exponentials, a row's maximum shifted by 0 while it is -inf, rows that saw no key
+stored as 0 with statistics (0, log2(1)). The saved statistics feed the `tl` backward.
+
+Tensors are seen as 3-D (`attention_sm90._heads_view`): heads in the first dim
+`[batch * heads, seq, head_dim]`, or side by side in the last `[batch, seq, heads *
+head_dim]` (a model's fused projection). TMA zero-fills reads past a sequence's end and
+clips stores there, so the last key tile is masked (`cols < seq_k`) and nothing else is.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+# Triton 3.7 renamed the TMA copies; 3.5 and 3.6 have only the old names
+tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
+tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+
+CONSUMER_REGS = gl.constexpr(240)  # registers per thread of each consumer (setmaxnreg)
+LOADER_REGS = gl.constexpr(24)  # the loader only issues TMA copies
+
+
+@gluon.jit
+def _origin(heads, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    """This program's batch, head and first query row. Causal programs run the longest
+    first (the grid's last query tiles), so the grid's tail is short."""
+    pid_m = gl.program_id(0)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - pid_m
+    pid_bh = gl.program_id(1)
+    return pid_bh // heads, pid_bh % heads, pid_m * 2 * BLOCK_M
+
+
+@gluon.jit
+def _load_tile(desc, where, row, bar, dest, HEADS_IN_ROWS: gl.constexpr):
+    """TMA one `[1, rows, head_dim]` tile of a head (`where`: batch, head, heads) into
+    `dest`, arriving on `bar`."""
+    batch, head, heads = where
+    mbarrier.expect(bar, desc.block_type.nbytes)
+    if HEADS_IN_ROWS:
+        tma_load(desc, [batch * heads + head, row, 0], bar, dest)
+    else:
+        tma_load(desc, [batch, row, head * desc.block_type.shape[2]], bar, dest)
+
+
+@gluon.jit
+def _key_tiles(q_end, seq_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """Key tiles the queries below `q_end` see: up to the diagonal when causal."""
+    if CAUSAL:
+        return gl.cdiv(gl.minimum(q_end, seq_k), BLOCK_N)
+    else:
+        return gl.cdiv(seq_k, BLOCK_N)
+
+
+@gluon.jit
+def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
+            KV_ROWS: gl.constexpr):  # fmt: skip
+    """One warp: both consumers' query tiles, then every key and value tile, through
+    rings whose slots the consumers free (each empty barrier counts two arrivals)."""
+    q_desc, k_desc, v_desc, _ = descs
+    q_smem, k_smem, v_smem = smem
+    q_bars, k_ready, k_empty, v_ready, v_empty = bars
+    heads, group, _, seq_k, _ = dims
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.shape[2]
+    BLOCK_N: gl.constexpr = k_smem.shape[2]
+    batch, head, q_cta = _origin(heads, BLOCK_M, CAUSAL)
+    for c in gl.static_range(2):
+        row = q_cta + c * BLOCK_M
+        _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
+    kv = (batch, head // group, heads // group)
+    for j in range(_key_tiles(q_cta + 2 * BLOCK_M, seq_k, BLOCK_N, CAUSAL)):
+        slot, phase = j % STAGES, (j // STAGES) & 1
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)  # a fresh barrier passes parity 1
+        _load_tile(k_desc, kv, j * BLOCK_N, k_ready.index(slot), k_smem.index(slot), KV_ROWS)
+        mbarrier.wait(v_empty.index(slot), phase ^ 1)
+        _load_tile(v_desc, kv, j * BLOCK_N, v_ready.index(slot), v_smem.index(slot), KV_ROWS)
+
+
+@gluon.jit
+def _mask(s, j, q_start, seq_k, CAUSAL: gl.constexpr):
+    """-inf for keys past the sequence (TMA read zeros there) and, causal, after the row."""
+    rows = q_start + gl.arange(0, s.shape[0], layout=gl.SliceLayout(1, s.type.layout))
+    cols = j * s.shape[1] + gl.arange(0, s.shape[1], layout=gl.SliceLayout(0, s.type.layout))
+    keep = (cols < seq_k)[None, :]
+    if CAUSAL:
+        keep = keep & (cols[None, :] <= rows[:, None])
+    return gl.where(keep, s, float("-inf"))
+
+
+@gluon.jit
+def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constexpr,
+                  dtype: gl.constexpr):  # fmt: skip
+    """Fold score tile j into the running row maximum and denominator; return the tile's
+    probabilities (the A operand of `P @ V`), the accumulator's rescale and the state.
+    `where`: the first tile to mask, the first query row, the keys, the scores' scale."""
+    m_i, l_i = state
+    n_full, q_start, seq_k, qk_scale = where
+    if j >= n_full:
+        s = _mask(s, j, q_start, seq_k, CAUSAL)
+    # max(s) * c is max(s * c) for c > 0: one multiply per row instead of per score
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
+    shift = gl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - -inf) would be NaN
+    alpha = gl.exp2(m_i - shift)
+    p = gl.exp2(s * qk_scale - shift[:, None])
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return gl.convert_layout(p.to(dtype), p_layout), alpha, (m_new, l_i)
+
+
+@gluon.jit
+def _finish(acc, state, descs, q_buf, dims, stats, batch, head, q_start):
+    """Normalize and store this warpgroup's output rows (by TMA, through its query tile's
+    buffer) and their statistics (the maximum, base-2 log of the denominator)."""
+    heads, _, seq_q, _, plane = dims
+    m_i, l_i = state
+    unseen = l_i == 0.0  # a row no key reached: 0, as SDPA's safe softmax gives
+    m_i = gl.where(unseen, 0.0, m_i)
+    l_i = gl.where(unseen, 1.0, l_i)
+    o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout))[:, None]
+    head_dim: gl.constexpr = acc.shape[1]
+    q_buf.reshape(o.shape).store(o.to(q_buf.dtype))  # the query tile is read no more
+    fence_async_shared()
+    tma_store(descs[3], [batch, q_start, head * head_dim], q_buf)
+    rows = q_start + gl.arange(0, acc.shape[0], layout=m_i.type.layout)
+    at = stats + (batch * heads + head) * seq_q + rows
+    gl.store(at, m_i, mask=rows < seq_q)
+    gl.store(at + plane, gl.log2(l_i), mask=rows < seq_q)
+
+
+@gluon.jit
+def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
+              CONSUMER: gl.constexpr):  # fmt: skip
+    """One warpgroup's BLOCK_M query rows: S = Q K^T, the online softmax, O += P V.
+
+    Iteration j issues S_j and O += P_{j-1} V_{j-1}, waits for S_j only, and runs S_j's
+    softmax while the product with V is in flight."""
+    q_smem, k_smem, v_smem = smem
+    q_bars, k_ready, k_empty, v_ready, v_empty = bars
+    heads, _, _, seq_k, _ = dims
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.shape[2]
+    BLOCK_N: gl.constexpr = k_smem.shape[2]
+    HEAD_D: gl.constexpr = q_smem.shape[3]
+    # wgmma accumulators: 4 warps stacked along the rows, one instruction the whole width
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+
+    batch, head, q_cta = _origin(heads, BLOCK_M, CAUSAL)
+    q_start = q_cta + CONSUMER * BLOCK_M
+    n_own = _key_tiles(q_start + BLOCK_M, seq_k, BLOCK_N, CAUSAL)
+    n_full = seq_k // BLOCK_N  # tiles before it need no mask (all keys real, under the diagonal)
+    if CAUSAL:
+        n_full = gl.minimum(n_full, q_start // BLOCK_N)
+    where = (n_full, q_start, seq_k, qk_scale)
+    q_buf = q_smem.index(CONSUMER)
+    query = q_buf.reshape([BLOCK_M, HEAD_D])
+    mbarrier.wait(q_bars.index(CONSUMER), 0)
+    p, alpha, state = _first_tile(query, k_smem, bars, where, CAUSAL, s_layout, p_layout)
+    acc = gl.zeros([BLOCK_M, HEAD_D], gl.float32, o_layout)
+    for j in range(1, n_own):
+        slot, prev = j % STAGES, (j - 1) % STAGES
+        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
+        k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
+        s = warpgroup_mma(query, k_t, gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
+                          use_acc=False, is_async=True)  # fmt: skip
+        acc = _rescale(acc, alpha)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
+        acc = warpgroup_mma(p, v_smem.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+        s = warpgroup_mma_wait(1, deps=(s,))  # groups retire in order: S_j is done
+        mbarrier.arrive(k_empty.index(slot))
+        p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, p_layout, query.dtype)
+        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+        mbarrier.arrive(v_empty.index(prev))
+        p = p_next
+    acc = _last_product(acc, alpha, p, v_smem, bars, n_own - 1)
+    _finish(acc, state, descs, q_buf, dims, stats, batch, head, q_start)
+    _release(n_own, _key_tiles(q_cta + 2 * BLOCK_M, seq_k, BLOCK_N, CAUSAL), bars, STAGES)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _rescale(acc, alpha):
+    """The accumulator's rows times their softmax rescale."""
+    return acc * gl.convert_layout(alpha, gl.SliceLayout(1, acc.type.layout))[:, None]
+
+
+@gluon.jit
+def _first_tile(query, k_smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl.constexpr,
+                p_layout: gl.constexpr):  # fmt: skip
+    """The first key tile's scores and softmax (nothing to overlap them with yet)."""
+    _, k_ready, k_empty, _, _ = bars
+    BLOCK_M: gl.constexpr = query.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[2]
+    HEAD_D: gl.constexpr = query.shape[1]
+    mbarrier.wait(k_ready.index(0), 0)
+    k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    s = warpgroup_mma(query, k_t, s_zero, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(0, deps=(s,))
+    mbarrier.arrive(k_empty.index(0))
+    rows: gl.constexpr = gl.SliceLayout(1, s_layout)
+    state = (
+        gl.full([BLOCK_M], float("-inf"), gl.float32, rows),
+        gl.zeros([BLOCK_M], gl.float32, rows),
+    )
+    return _softmax_step(s, state, 0, where, CAUSAL, p_layout, query.dtype)
+
+
+@gluon.jit
+def _last_product(acc, alpha, p, v_smem, bars, last):
+    """O += P V for the last key tile, and its value slot freed."""
+    _, _, _, v_ready, v_empty = bars
+    STAGES: gl.constexpr = v_smem.shape[0]
+    BLOCK_N: gl.constexpr = v_smem.shape[2]
+    HEAD_D: gl.constexpr = v_smem.shape[3]
+    slot = last % STAGES
+    acc = _rescale(acc, alpha)
+    mbarrier.wait(v_ready.index(slot), (last // STAGES) & 1)
+    value = v_smem.index(slot).reshape([BLOCK_N, HEAD_D])
+    acc = warpgroup_mma(p, value, acc, is_async=True)
+    acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+    mbarrier.arrive(v_empty.index(slot))
+    return acc
+
+
+@gluon.jit
+def _release(n_own, n_cta, bars, STAGES: gl.constexpr):
+    """Causal only: the first consumer may need fewer key tiles than the program loads;
+    it still frees each (once filled, so each arrival lands in its phase), or the loader
+    waits forever."""
+    _, k_ready, k_empty, v_ready, v_empty = bars
+    for j in range(n_own, n_cta):
+        slot, phase = j % STAGES, (j // STAGES) & 1
+        mbarrier.wait(k_ready.index(slot), phase)
+        mbarrier.arrive(k_empty.index(slot))
+        mbarrier.wait(v_ready.index(slot), phase)
+        mbarrier.arrive(v_empty.index(slot))
+
+
+@gluon.jit
+def _barriers(count: gl.constexpr, arrivals: gl.constexpr):
+    """`count` mbarriers, each completing a phase after `arrivals` arrivals."""
+    bars = gl.allocate_shared_memory(gl.int64, [count, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(count):
+        mbarrier.init(bars.index(i), count=arrivals)
+    return bars
+
+
+@gluon.jit
+def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, heads, group,
+                           seq_q, seq_k, plane, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                           Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr):  # fmt: skip
+    """Allocate the query tiles, the key and value rings and their barriers; fork into
+    the two consumers and the loader. Block shapes come from the descriptors."""
+    ring: gl.constexpr = [STAGES]
+    smem = (
+        gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout),
+        gl.allocate_shared_memory(k_desc.dtype, ring + k_desc.block_type.shape, k_desc.layout),
+        gl.allocate_shared_memory(v_desc.dtype, ring + v_desc.block_type.shape, v_desc.layout),
+    )
+    bars = (
+        _barriers(2, 1),  # a consumer's query tile landed
+        _barriers(STAGES, 1),  # key tile ready
+        _barriers(STAGES, 2),  # key slot free: both consumers are done with it
+        _barriers(STAGES, 1),  # value tile ready
+        _barriers(STAGES, 2),  # value slot free
+    )
+    fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
+    descs = (q_desc, k_desc, v_desc, o_desc)
+    dims = (heads, group, seq_q, seq_k, plane)
+    gl.warp_specialize(
+        [
+            (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
+            (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
+            (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS)),
+        ],
+        [4, 1],
+        [CONSUMER_REGS, LOADER_REGS],
+    )

@@ -1,0 +1,177 @@
+"""Attention's forward on Hopper: when `attention()` runs the Gluon kernel, and its launch.
+
+On an sm_90 GPU (H100, H200) `tilecraft.nn.attention` runs its forward as the
+warp-specialized kernel of `attention_gluon.py` where that kernel covers the call: float16
+or bfloat16, head dim 64 or 128, no bias and no sliding window, a positive scale, at least
+`MIN_QUERIES` queries, and q, k, v each laid out with heads in rows or side by side (TMA
+reads them in place). Everywhere else, and wherever Triton lacks Gluon's Hopper ops or the
+kernel fails to compile, the `tl` forward runs; the backward is always the `tl` one, fed
+the same statistics.
+
+`TILECRAFT_GLUON_ATTENTION=0` turns the Gluon forward off; `=always` takes it at any
+number of queries (the GPU tests use that to reach small and ragged shapes).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from typing import Any
+
+import torch
+
+LOG2E = 1.4426950408889634
+MIN_QUERIES = 1024  # below this the launch's host work (descriptors) is a visible share
+BLOCK_M, BLOCK_N = 64, 128  # rows per consumer warpgroup, keys per tile
+STAGES = {64: 2, 128: 3}  # ring depth by head dim (the probe's fastest; shared memory)
+MAXNREG = 168  # 3 warpgroups x 128 threads x 168 <= 64K registers before setmaxnreg
+_failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
+
+
+def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
+    """Whether `attention()` should run its forward through the Gluon kernel: on an sm_90
+    GPU whose Triton has Gluon's Hopper ops, for a call the kernel `covers`."""
+    mode = os.environ.get("TILECRAFT_GLUON_ATTENTION", "1")
+    least = 1 if mode == "always" else MIN_QUERIES
+    if mode == "0" or not q.is_cuda or not covers(q, k, scale, window, has_bias, least):
+        return False
+    return _hopper(q.device.index) and _gluon() is not None
+
+
+def covers(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool,
+           least: int = MIN_QUERIES) -> bool:  # fmt: skip
+    """Whether the kernel computes this call: its dtype, head dim and options, at least
+    `least` queries and some keys (layouts and alignment are checked at launch)."""
+    if has_bias or window or not scale > 0 or q.numel() == 0 or k.size(2) == 0:
+        return False
+    return q.dtype in (torch.float16, torch.bfloat16) and q.size(3) in STAGES and q.size(2) >= least
+
+
+@functools.cache
+def _hopper(index: int | None) -> bool:
+    return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+@functools.cache
+def _gluon() -> Any:
+    """The kernel module, or None where this Triton lacks Gluon's Hopper ops."""
+    try:
+        from tilecraft.nn import attention_gluon
+    except Exception:  # noqa: BLE001 - an older or newer Triton: the tl forward runs
+        return None
+    return attention_gluon
+
+
+def define_op(fallback: Any, backward: Any, setup_context: Any) -> Any:
+    """The operator `tilecraft_nn::attention_sm90`: `attention_op`'s signature, outputs
+    and backward, with this forward where it applies and `fallback` (the `tl` forward)
+    where it does not."""
+
+    @torch.library.custom_op("tilecraft_nn::attention_sm90", mutates_args=())
+    def attention_sm90(
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        bias: torch.Tensor,
+        causal: bool,
+        scale: float,
+        window: int,
+        has_bias: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        found = forward(q, k, v, causal, scale)
+        if found is not None:
+            return found
+        out, stats = fallback(q, k, v, bias, causal, scale, window, has_bias)
+        return out.clone(memory_format=torch.preserve_format), stats  # no view out of an op
+
+    attention_sm90.register_fake(lambda q, *_: empty_outputs(q))
+    attention_sm90.register_autograd(backward, setup_context=setup_context)
+    return attention_sm90
+
+
+def empty_outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output, laid out `(batch, queries, heads, head_dim)` as the `tl` forward's, and
+    the statistics `(2, batch, heads, queries)`, uninitialized."""
+    batch, heads, seq_q, dim = q.shape
+    strides = (seq_q * heads * dim, dim, heads * dim, 1)
+    out = torch.empty_strided(q.shape, strides, dtype=q.dtype, device=q.device)
+    return out, q.new_empty([2, batch, heads, seq_q], dtype=torch.float32)
+
+
+def heads_view(t: torch.Tensor) -> tuple[torch.Tensor, bool] | None:
+    """`t` `(batch, heads, seq, head_dim)` seen as 3-D for TMA: heads in the first dim
+    (`[batch * heads, seq, head_dim]`, True) or side by side in the last (`[batch, seq,
+    heads * head_dim]`, False); None for other layouts or strides TMA cannot take."""
+    batch, heads, seq, dim = t.shape
+    sb, sh, ss, sd = t.stride()
+    if sd != 1 or t.data_ptr() % 16:
+        return None
+    if sb == heads * sh or batch == 1:  # heads in rows
+        view, in_rows = t.as_strided([batch * heads, seq, dim], [sh, ss, 1]), True
+    elif sh == dim or heads == 1:  # heads side by side
+        view, in_rows = t.as_strided([batch, seq, heads * dim], [sb, ss, 1]), False
+    else:
+        return None
+    if any(s * t.element_size() % 16 for s in view.stride()[:2]):
+        return None
+    return view, in_rows
+
+
+def forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The output `(batch, heads, queries, head_dim)` (laid out `(batch, queries, heads,
+    head_dim)`) and statistics `(2, batch, heads, queries)`, as `attention_forward`
+    returns them; None where the layouts or this Triton do not allow the kernel."""
+    views = [heads_view(t) for t in (q, k, v)]
+    if None in views or views[1][1] != views[2][1]:  # type: ignore[index]
+        return None
+    out, stats = empty_outputs(q)
+    key = (q.device.index, q.dtype, q.size(3), causal, views[0][1], views[1][1])  # type: ignore[index]
+    if key in _failed:
+        return None
+    try:
+        _launch(views, out, stats, causal, scale, k.size(1))  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - a Triton whose Gluon differs: the tl forward
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            raise
+        _failed.add(key)
+        warnings.warn(f"tilecraft: the Gluon attention forward failed ({exc!s:.200}); "
+                      "running the Triton one", RuntimeWarning, stacklevel=3)  # fmt: skip
+        return None
+    return out, stats
+
+
+def _launch(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
+            scale: float, kv_heads: int) -> None:  # fmt: skip
+    grid, args, options = kernel_arguments(views, out, stats, causal, scale, kv_heads)
+    _gluon().attention_forward_sm90[grid](*args, **options)
+
+
+def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
+                     scale: float, kv_heads: int) -> tuple[tuple, list, dict]:  # fmt: skip
+    """The launch's grid, arguments and constexprs with options (the tests compile these
+    for sm_90 on a CPU)."""
+    batch, heads, seq_q, dim = out.shape
+    out_view = out.as_strided([batch, seq_q, heads * dim], [seq_q * heads * dim, heads * dim, 1])
+    (q, q_rows), (k, kv_rows), (v, _) = views
+    descs = [
+        _descriptor(t, rows, dim)
+        for t, rows in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (out_view, BLOCK_M))
+    ]
+    plane = batch * heads * seq_q
+    args = [*descs, stats, scale * LOG2E, heads, heads // kv_heads, seq_q, k.size(1), plane]
+    options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
+                   num_warps=4, maxnreg=MAXNREG, enable_fp_fusion=False)  # fmt: skip
+    return (-(-seq_q // (2 * BLOCK_M)), batch * heads), args, options
+
+
+def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
+    """A TMA descriptor reading `[1, rows, dim]` blocks of the 3-D view `t`."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    dtype = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
+    layout = gl.NVMMASharedLayout.get_default_for([1, rows, dim], dtype)
+    return TensorDescriptor.from_tensor(t, [1, rows, dim], layout)
