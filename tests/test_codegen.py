@@ -178,13 +178,16 @@ def test_invalid_config(values) -> None:
 def test_float_remainders_take_libdevice_fmod_on_a_gpu(monkeypatch) -> None:
     """Triton's float `%` divides approximately on NVIDIA GPUs (1e30 % -3 came out near
     4e22): compiled for a GPU, fmod, remainder and floor division call libdevice's exact
-    fmod, with int constants cast to floats; the interpreter keeps `%` (exact there)."""
+    fmod, with int constants cast to floats, in float64 (Triton's libdevice flushes
+    float32 denormals: 1 % 1e-40 was NaN on an H100); the interpreter keeps `%` (exact
+    there)."""
     from tilecraft.codegen.module import module_source
     from tilecraft.ir.ops import lookup
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     fmod = lookup("fmod").emit(torch.float32, "x", "-3")
-    assert fmod == "libdevice.fmod(tl.cast(x, tl.float32), tl.cast(-3, tl.float32))"
+    wide = "libdevice.fmod(tl.cast(x, tl.float64), tl.cast(-3, tl.float64))"
+    assert fmod == f"tl.cast({wide}, tl.float32)"
     for name in ("mod", "floordiv"):
         assert "libdevice.fmod(tl.cast(a, tl.float64)" in lookup(name).helper(torch.float64)
     integers = lookup("mod").helper(torch.int32)  # integers keep Triton's `%` (exact)

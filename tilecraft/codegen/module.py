@@ -37,7 +37,7 @@ class Launch:
     num_warps: int
     num_stages: int
     maxnreg: int | None = None
-    fp_fusion: bool = True  # False: Triton's enable_fp_fusion=False (no FMA contraction)
+    fp_fusion: bool = False  # Triton's enable_fp_fusion (FMA contraction); see Settings
 
     def statement(self) -> ast.stmt:
         """`_kernel[(grid,)](args..., CONSTS=..., num_warps=...)`, or `pass` for no work."""

@@ -16,6 +16,7 @@ from tilecraft.frontend.joins import _piece
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.frontend.views import axis_of, whole_extent
 from tilecraft.ir.nodes import Value
+from tilecraft.runtime.cpu import interpreter_set as interpreted
 
 
 def _infinity_test(sign: float) -> Any:
@@ -70,9 +71,24 @@ def _fused(b: Builder, name: str, x: Value, t1: Operand, t2: Operand, value: flo
             raise DtypeError("addcdiv of integer tiles (PyTorch refuses it too)", b.loc)
         value = int(value)
     wide = [b.cast(v, compute_dtype(dtype)) for v in (x, t1, t2)]
+    if not interpreted() and dtype.is_floating_point:
+        return b.cast(_on_a_gpu(b, name, wide, value), dtype)  # type: ignore[return-value]
     scaled = b.elementwise("mul", wide[1], value)
+    if name == "mul":  # PyTorch's CPU vector code: (value * t1) * t2 + x, fused
+        return b.cast(b.elementwise("fma", scaled, wide[2], wide[0]), dtype)  # type: ignore[return-value]
     combined = OPS[name](b, scaled, wide[2])
     return b.cast(b.elementwise("add", wide[0], combined), dtype)  # type: ignore[return-value]
+
+
+def _on_a_gpu(b: Builder, name: str, wide: list, value: float) -> Operand:
+    """PyTorch's CUDA kernels: x + t1 * t2 fused and x + t1 / t2 unfused where value is 1
+    (in the compute dtype), else value * (t1 `name` t2) + x fused."""
+    x, t1, t2 = wide
+    if float(torch.tensor(value, dtype=x.type.dtype)) == 1.0:
+        if name == "mul":
+            return b.elementwise("fma", t1, t2, x)
+        return b.elementwise("add", x, OPS[name](b, t1, t2))
+    return b.elementwise("fma", value, OPS[name](b, t1, t2), x)
 
 
 @op("addcmul")

@@ -167,6 +167,13 @@ def _acos(b: Builder, x: Value) -> Value:
     return _done(b, _atan2_of(b, _cosine_of(b, xf), xf), dtype)
 
 
+def _less_one(b: Builder, w: Operand, dtype: torch.dtype) -> Operand:
+    """w - 1 in `dtype`: a number rounded to it first, as PyTorch converts the weight."""
+    if isinstance(w, Value):
+        return b.elementwise("sub", w, 1.0)
+    return float(torch.tensor(w, dtype=dtype)) - 1.0  # exact, then rounded once
+
+
 @op("lerp")
 def _lerp(b: Builder, start: Operand, end: Operand, weight: Operand) -> Value:
     """PyTorch's: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 -
@@ -179,9 +186,9 @@ def _lerp(b: Builder, start: Operand, end: Operand, weight: Operand) -> Value:
         raise DtypeError(f"lerp of {names} tiles (PyTorch needs one dtype: cast one)", b.loc)
     dtype, (s, e, w) = _floats(b, "lerp", start, end, weight, ints=False)
     diff = b.elementwise("sub", e, s)
-    near = b.elementwise("add", s, b.elementwise("mul", w, diff))
-    rest = b.elementwise("sub", 1.0, w) if isinstance(w, Value) else 1.0 - w
-    far = b.elementwise("sub", e, b.elementwise("mul", diff, rest))
+    # one rounding each, as PyTorch's kernels fuse them (w - 1 is exactly -(1 - w))
+    near = b.elementwise("fma", w, diff, s)
+    far = b.elementwise("fma", _less_one(b, w, compute_dtype(dtype)), diff, e)
     small = (
         b.elementwise("lt", _abs(b, w), 0.5, dtype=torch.bool)
         if isinstance(w, Value)

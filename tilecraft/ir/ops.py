@@ -401,6 +401,17 @@ define(
 define("where", E, arity=3, emit=lambda d, c, a, b: f"tl.where({c}, {a}, {b})", eager=torch.where)
 
 
+def _fma(d: torch.dtype, a: str, b: str, c: str) -> str:
+    """`a * b + c` rounded once, where PyTorch's own kernel fuses it: addcmul and lerp
+    (nvcc contracts them on a GPU, the CPU's vector code calls fmadd). Kernels compile
+    without contraction (`fp_fusion`), so every other product and sum rounds as
+    PyTorch's separate ops round them."""
+    return f"tl.fma({a}, {b}, {c})" if is_float(d) else f"{a} * {b} + {c}"
+
+
+define("fma", E, arity=3, emit=_fma, eager=torch.addcmul, internal=True)
+
+
 def _neg(d: torch.dtype, a: str) -> str:
     # Triton's `-x` is `0 - x`, +0.0 for +0.0 (and it reads a -0.0 constant as 0.0)
     return f"{a} * -1.0" if is_float(d) else f"-{a}"

@@ -182,9 +182,11 @@ class Settings:
     #: TILECRAFT_LLM_MAX_TOKENS: most tokens of one reply of the model.
     llm_max_tokens: int = field(default_factory=_env("llm_max_tokens", 2000))
     #: Whether the GPU compiler may fuse a multiply and an add into one FMA (Triton's
-    #: `enable_fp_fusion`). Off, each is rounded as PyTorch's separate ops round it: a
-    #: product and the subtraction of its row maximum then give exactly 0 at the maximum.
-    fp_fusion: bool = True
+    #: `enable_fp_fusion`). Off (the default), each rounds as PyTorch's separate ops round
+    #: it, and compiled code gives eager mode's bits: fused, `1 - 7 * (1 / x)` at x = 7
+    #: was -6e-8 on a GPU, not 0. Ops that PyTorch itself fuses (addcmul, lerp) are FMAs
+    #: either way. On, some compute-bound kernels save an instruction per product.
+    fp_fusion: bool = False
     #: Accepted for Helion compatibility; kernels are currently always compiled per exact
     #: shape (generated code has the sizes in it), whatever this says.
     static_shapes: bool = True
