@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 import tilecraft as tc
-from tilecraft.nn.attention import LOG2E, _key_grads, _row_totals, _score_grads
+from tilecraft.nn.attention_tiles import LOG2E, _key_grads, _row_totals, _score_grads
 
 
 def _positions(cu: torch.Tensor, b: int, tile: Any, width: int, head: Any, past: int) -> Any:
