@@ -155,6 +155,13 @@ def inputs(i: int, shape: tuple[int, int], dtype: torch.dtype) -> tuple[torch.Te
     return tuple(out)
 
 
+def _tolerance(inputs: torch.dtype, result: torch.dtype) -> torch.dtype:
+    """The result's dtype, or the inputs' where they are 16-bit: every op rounds to them, so
+    an ulp of float32 in a function (tanh, atan) can move a result by one of theirs, which
+    a cast to float32 at the end does not shrink (seed 532, kernel 258: a bfloat16 tanh)."""
+    return inputs if inputs in (torch.float16, torch.bfloat16) else result
+
+
 @pytest.mark.parametrize("i,expr,reduction,shape,dtype", cases(), ids=[f"k{c[0]}" for c in cases()])
 def test_random_expression_agrees_in_both_modes(module, i, expr, reduction, shape, dtype) -> None:
     x, y = inputs(i, shape, dtype)
@@ -176,7 +183,7 @@ def test_random_expression_agrees_in_both_modes(module, i, expr, reduction, shap
             getattr(module, f"k{i}"),
             (x, y, out),
             lambda x, y, out: (x, y, reference(x, y).to(out.dtype)),
-            expected.dtype,
+            _tolerance(dtype, expected.dtype),
         )
     except (UnsupportedOperation, DtypeError) as e:  # a clear refusal, not a wrong answer
         pytest.skip(f"refused: {str(e).splitlines()[0]}")

@@ -32,7 +32,7 @@ from conftest import DEVICE
 from fuzzing import load_kernels
 
 import tilecraft as tc
-from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
+from tilecraft.exc import DtypeError, InvalidConfig, ShapeMismatch, UnsupportedOperation
 from tilecraft.testing import check_modes
 
 SEED = 2027
@@ -457,6 +457,9 @@ def config(case: Case) -> tc.Config | None:
 
 
 CASES = cases()
+# clear refusals, not wrong answers; InvalidConfig: a drawn block size whose regroup would
+# need a one-hot product past Triton's largest tensor (seed 532, kernel 152: 64 rows for 1)
+REFUSALS = (UnsupportedOperation, ShapeMismatch, DtypeError, InvalidConfig)
 
 
 @pytest.fixture(scope="module")
@@ -477,7 +480,7 @@ def test_random_view_chain_agrees_in_both_modes(module, case: Case) -> None:
             lambda x, out: (x, reference(x)),
             config=config(case),
         )
-    except (UnsupportedOperation, ShapeMismatch, DtypeError) as e:  # a clear refusal
+    except REFUSALS as e:  # a clear refusal
         pytest.skip(f"refused: {str(e).splitlines()[0]}")
 
 
@@ -489,6 +492,6 @@ def test_few_view_chains_are_refused(module) -> None:
         try:
             args = (make_input(case), output(case, expected(case)))
             getattr(module, f"k{case.i}").bind(args).compile(config(case))
-        except (UnsupportedOperation, ShapeMismatch, DtypeError) as e:
+        except REFUSALS as e:
             refused.append(f"k{case.i}: {str(e).splitlines()[0]}")
     assert len(refused) <= len(CASES[::5]) // 20, refused

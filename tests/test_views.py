@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tilecraft as tc
-from tilecraft.exc import LoweringError, ShapeMismatch, UnsupportedOperation
+from tilecraft.exc import InvalidConfig, LoweringError, ShapeMismatch, UnsupportedOperation
 from tilecraft.testing import check_modes
 
 
@@ -632,11 +632,12 @@ def wide_cat(x: torch.Tensor, out: torch.Tensor) -> None:
 def test_a_wide_cat_shrinks_the_default_blocks_and_refuses_larger_ones() -> None:
     """The one-hot products of views count in the default config's size (it held 2M
     elements, over Triton's largest tensor: a raw interpreter error); a config asking
-    for more is refused by name at the user's line."""
+    for more is refused by name at the user's line, as an InvalidConfig (it was wrapped in
+    a LoweringError, an internal failure's class)."""
     x = torch.randn(37, 144)
     args = (x, torch.empty(37, 576))
     check_modes(wide_cat, args, lambda x, out: (x, torch.cat([x, x * 2], 1).repeat(1, 2)))
-    with pytest.raises(LoweringError, match=r"one-hot product of \d+ elements, over Triton"):
+    with pytest.raises(InvalidConfig, match=r"one-hot product of \d+ elements, over Triton"):
         wide_cat.bind(args).compile(tc.Config(block_sizes=[64]))
 
 

@@ -23,7 +23,7 @@ from tilecraft.codegen.rules import (
     typed_literal,
     wrapped,
 )
-from tilecraft.exc import LoweringError, SourceLoc
+from tilecraft.exc import LoweringError, SourceLoc, TilecraftError
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
@@ -270,7 +270,7 @@ class KernelWriter:
                 rule(op)
             else:
                 self.elementwise(op)
-        except LoweringError:
+        except TilecraftError:  # already a clear error at the line (an InvalidConfig, say)
             raise
         except Exception as e:
             raise LoweringError(f"cannot generate Triton for {op.name}: {e}", op.loc) from e
