@@ -7,11 +7,10 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen import access, scans, views
+from tilecraft.codegen import access, products, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
-from tilecraft.codegen.padding import padded_operand
 from tilecraft.codegen.rolled import RolledBody
 from tilecraft.codegen.rules import (
     TL_REDUCE,
@@ -19,7 +18,6 @@ from tilecraft.codegen.rules import (
     identity,
     literal,
     tl_dtype,
-    triton_interpret,
     typed_literal,
     wrapped,
 )
@@ -27,9 +25,6 @@ from tilecraft.exc import LoweringError, SourceLoc, TilecraftError
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Op, Value
 from tilecraft.ir.ops import lookup
 from tilecraft.ir.types import Block, Dim
-
-INTERPRETER_UPCAST = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
-MIN_DOT_K = 16  # the shortest inner dim tl.dot accepts on a GPU (32 for 8-bit operands)
 
 RANGE_KNOBS = (
     ("range_num_stages", "num_stages"),
@@ -416,100 +411,7 @@ class KernelWriter:
         self.assign(op, f"(offset_{block.id} - {begin}) // {self.size(block.id)}")
 
     def op_dot(self, op: Op) -> None:
-        """`tl.dot` (a broadcast multiply summed over K when K is too short for it), in the
-        op's compute dtype; with `product`, the product is cast before it is accumulated.
-        A flat product (codegen/flat.py) is a 2-D `tl.dot`, which Hopper runs on wgmma."""
-        assert op.out is not None
-        a, b, acc = op.args
-        k = a.type.dims[-1]
-        a, b = padded_operand(self, a, k, 1), padded_operand(self, b, k, 2)
-        flat = op.out in self.flat
-        texts = [self.as_flat(v) if flat else self.batched(v, op.out) for v in (a, b)]
-        acc_text = None if acc is None else self.as_flat(acc) if flat else acc.name
-        compute, product = op.attrs["compute"], op.attrs.get("product")
-        small = self.block_size(a.type.dims[-1]) < MIN_DOT_K * (
-            2 if a.type.dtype.itemsize == 1 else 1
-        )
-        operands = self.dot_operands(a.type.dtype, b.type.dtype, *texts)
-        if (
-            not small
-            and acc is not None
-            and acc.type.dtype == compute
-            and product in (None, compute)
-        ):
-            self.assign(op, f"tl.dot({operands}, acc={acc_text})")
-            return
-        expr = self.small_product(op, *texts) if small else f"tl.dot({operands})"
-        if acc is None:
-            self.assign(op, self.cast_out(expr, compute, op.out.type.dtype))
-            return
-        assert acc_text is not None
-        self.assign(op, self.accumulated(acc, acc_text, expr, compute, product))
-
-    def accumulated(
-        self, acc: Value, acc_text: str, expr: str, compute: torch.dtype, product: Any
-    ) -> str:
-        """`acc + product`, the product (`expr`, in `compute`) cast to `product` first where
-        given, the sum taken in the wider of the two and rounded once to the accumulator's
-        dtype: PyTorch's `addmm` of a bfloat16 accumulator adds in float32 and rounds once
-        (the interpreter added two bfloat16 tiles as their bits: -0.0 + 1.0 gave -1.0)."""
-        term = compute if product is None else product
-        expr = self.cast_out(expr, compute, term)
-        dtype = acc.type.dtype
-        wide = dtype if dtype.itemsize >= term.itemsize else term
-        total = f"{self.cast_out(acc_text, dtype, wide)} + {self.cast_out(expr, term, wide)}"
-        return self.cast_out(total, wide, dtype)
-
-    def batched(self, operand: Value, out: Value) -> str:
-        """An operand of a 3-D `tl.dot` over the product's batch (which needs equal batch
-        dims): one of a batch broadcast."""
-        lead = out.type.dims[:-2]
-        if operand.type.dims[:-2] == lead:
-            return operand.name
-        return f"tl.broadcast_to({operand.name}, {self.shape((*lead, *operand.type.dims[-2:]))})"
-
-    def dot_operands(self, dtype: torch.dtype, other: torch.dtype, a: str, b: str) -> str:
-        """`tl.dot`'s arguments for operands `a`, `b` (Triton text) of these dtypes."""
-        if dtype in INTERPRETER_UPCAST and triton_interpret():
-            # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
-            # to float32 exactly
-            return f"{a}.to(tl.float32), {b}.to(tl.float32)"
-        if dtype == torch.float32 and other == torch.float32:
-            precision = "tf32" if self.allow_tf32 else "ieee"
-            return f'{a}, {b}, input_precision="{precision}"'
-        if not dtype.is_floating_point:  # tl.dot's result is float32 unless told
-            return f"{a}, {b}, out_dtype=tl.int32"
-        if dtype == torch.float64:
-            return f"{a}, {b}, out_dtype=tl.float64"
-        return f"{a}, {b}"
-
-    def block_size(self, dim: Dim) -> int:
-        return 1 if dim is None else self.kernel.blocks[dim].fixed_size or 1
-
-    def small_product(self, op: Op, a_text: str, b_text: str) -> str:
-        """A product whose inner dim is too short for `tl.dot` (which needs K >= 16 on a
-        GPU), in the compute dtype: one outer product per k, each operand's k-th column
-        or row picked out by a masked sum. (A broadcast multiply summed over K is what it
-        means, but Triton's GPU compiler turns that pattern into a `tl.dot` of its own,
-        which gave wrong sums for K < 16 and TF32 rounding on the H200.)"""
-        a, b, _ = op.args
-        assert op.out is not None
-        compute = tl_dtype(op.attrs["compute"])
-        rank, k = len(self.text_dims(op.out)), self.block_size(a.type.dims[-1])
-        lead, lead_none = ":, " * (rank - 2), "None, " * (rank - 2)
-        out, lanes = f"{op.out.name}_small", f"{op.out.name}_k"
-        self.line(f"{lanes} = tl.arange(0, {k})")
-
-        def term(kk: str) -> str:
-            col = f"tl.where({lanes}[{lead_none}None, :] == {kk}, {a_text}.to({compute}), 0)"
-            row = f"tl.where({lanes}[{lead_none}:, None] == {kk}, {b_text}.to({compute}), 0)"
-            col, row = f"tl.sum({col}, {rank - 1})", f"tl.sum({row}, {rank - 2})"
-            return f"{col}[{lead}:, None] * {row}[{lead}None, :]"
-
-        self.line(f"{out} = {term('0')}")
-        self.line(f"for {lanes}_i in tl.static_range(1, {k}):")
-        self.line(f"    {out} = {out} + {term(lanes + '_i')}")
-        return out
+        products.op_dot(self, op)
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
