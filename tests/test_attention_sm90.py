@@ -214,3 +214,16 @@ if __name__ == "__main__":  # the compile test's own process
     dim, causal, q_rows, kv_rows, dtype = sys.argv[1:]
     flags = (flag == "True" for flag in (causal, q_rows, kv_rows))
     print(_compile_for_sm90(int(dim), *flags, dtype))
+
+
+def test_the_operator_passes_pytorchs_custom_op_checks(monkeypatch) -> None:
+    """`torch.library.opcheck`: its schema, its fake outputs (shapes, dtypes, strides: the
+    output laid out as `(batch, queries, heads, head_dim)`) against the real ones, and its
+    autograd registration; on the CPU, through the tl forward it falls back to."""
+    monkeypatch.setattr(sm90, "_failed", set())
+    q = torch.randn(2, 2, 5, 64, requires_grad=True)
+    k, v = (torch.randn(2, 1, 7, 64, requires_grad=True) for _ in range(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the Gluon forward's fallback
+        args = (q, k, v, q.new_empty(0), False, 0.125, 0, False)
+        torch.library.opcheck(nn_attention.attention_sm90_op, args)
