@@ -23,38 +23,23 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
 import torch
 
+from tilecraft.codegen.fold_facts import (
+    CONSTANT_TYPES,
+    Const,
+    Fact,
+    Facts,
+    Many,
+    TensorFact,
+    is_int,
+    is_value,
+    truthy,
+)
 from tilecraft.frontend.source import KernelSource
 from tilecraft.language.tunables import specialize
-
-
-@dataclass(eq=False)
-class TensorFact:
-    """A tensor whose metadata the specialization fixes (`meta` has it; and its device)."""
-
-    meta: torch.Tensor
-    device: torch.device
-
-
-@dataclass(eq=False)
-class Const:
-    """A value the specialization fixes."""
-
-    value: Any
-
-
-@dataclass(eq=False)
-class Many:
-    """A tuple of tensors the specialization fixes the metadata of."""
-
-    items: tuple[TensorFact, ...]
-
-
-Fact = TensorFact | Const | Many
 
 ALLOCATORS = {torch.empty: "empty", torch.zeros: "zeros", torch.ones: "ones"}
 LIKE = (torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like)
@@ -79,24 +64,6 @@ COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     ast.GtE: operator.ge,
 }
 SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-CONSTANT_TYPES = (int, bool, str, float, type(None))
-
-
-@dataclass
-class Facts:
-    """What the specialization fixes, by local name, at one point of the host code."""
-
-    names: dict[str, Fact] = field(default_factory=dict)
-
-    def copy(self) -> Facts:
-        return Facts(dict(self.names))
-
-    def forget_tensors(self) -> None:
-        self.names = {k: v for k, v in self.names.items() if isinstance(v, Const)}
-
-    def merge(self, other: Facts) -> None:
-        """Keep what holds after either branch."""
-        self.names = {k: v for k, v in self.names.items() if other.names.get(k) is v}
 
 
 def fold_host(
@@ -161,7 +128,7 @@ class _Folder:
         """`stmt` folded (none, one or several statements); `facts` updated past it."""
         if isinstance(stmt, ast.If):
             return self._if(stmt, facts)
-        if isinstance(stmt, ast.Assert) and _truthy(self.fact(stmt.test, facts)):
+        if isinstance(stmt, ast.Assert) and truthy(self.fact(stmt.test, facts)):
             return []  # a check the specialization passed: `assert k == k2`
         if self._escapes(stmt, facts):
             facts.forget_tensors()
@@ -179,7 +146,7 @@ class _Folder:
 
     def _if(self, stmt: ast.If, facts: Facts) -> list[ast.stmt]:
         test = self.fact(stmt.test, facts)
-        if isinstance(test, Const) and _is_value(test.value):  # e.g. a launch's guard
+        if isinstance(test, Const) and is_value(test.value):  # e.g. a launch's guard
             return self.block(stmt.body if test.value else stmt.orelse, facts)
         if self._escapes(stmt.test, facts):
             facts.forget_tensors()
@@ -239,7 +206,7 @@ class _Folder:
         parent = parents.get(value)
         while isinstance(parent, ast.IfExp) and value is not parent.test:
             test = self.fact(parent.test, facts)  # a branch that never runs is safe
-            if not isinstance(test, Const) or not _is_value(test.value):
+            if not isinstance(test, Const) or not is_value(test.value):
                 return False
             if value is not (parent.body if test.value else parent.orelse):
                 return True
@@ -297,19 +264,19 @@ class _Folder:
             return self._call(node, facts)
         if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
             left, right = self._value(node.left, facts), self._value(node.right, facts)
-            if _is_int(left) and _is_int(right):
+            if is_int(left) and is_int(right):
                 return Const(BINARY[type(node.op)](left.value, right.value))
         if isinstance(node, ast.IfExp):
             test = self._value(node.test, facts)
-            if test is not None and _is_value(test.value):
+            if test is not None and is_value(test.value):
                 return self._fact(node.body if test.value else node.orelse, facts)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARE:
             left, right = self._value(node.left, facts), self._value(node.comparators[0], facts)
-            if left is not None and right is not None and _is_value((left.value, right.value)):
+            if left is not None and right is not None and is_value((left.value, right.value)):
                 return Const(COMPARE[type(node.ops[0])](left.value, right.value))
         if isinstance(node, ast.Subscript):
             base, index = self._value(node.value, facts), self._value(node.slice, facts)
-            if base is not None and _is_int(index):
+            if base is not None and is_int(index):
                 return Const(base.value[index.value])
         return None
 
@@ -344,7 +311,7 @@ class _Folder:
             return None
         if isinstance(func, ast.Attribute) and func.attr in ("size", "stride", "dim", "numel"):
             base = self._fact(func.value, facts)
-            if isinstance(base, TensorFact) and all(_is_int(a) for a in args):
+            if isinstance(base, TensorFact) and all(is_int(a) for a in args):
                 method = getattr(base.meta, func.attr)
                 return Const(method(*(a.value for a in args if isinstance(a, Const))))
             return None
@@ -440,7 +407,7 @@ class _Folder:
         sizes = [f.value for f in args if isinstance(f, Const)]
         if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
             sizes = list(sizes[0])
-        if not all(_is_int(Const(s)) for s in sizes):
+        if not all(is_int(Const(s)) for s in sizes):
             return None
         written = [self.constant(s) for s in sizes] if sizes else [ast.Tuple([], ast.Load())]
         kwargs = {k: self.constant(f.value) for k, f in keywords.items() if isinstance(f, Const)}
@@ -468,21 +435,6 @@ class _Allocations(ast.NodeTransformer):
         if isinstance(node, SCOPES):
             return node
         return super().generic_visit(node)
-
-
-def _is_int(fact: Fact | None) -> TypeGuard[Const]:
-    return isinstance(fact, Const) and type(fact.value) in (int, bool)
-
-
-def _is_value(value: Any) -> bool:
-    """A plain value whose comparisons and truth mean what they say (ints, tuples of ints)."""
-    if isinstance(value, (tuple, list)):
-        return all(_is_value(v) for v in value)
-    return isinstance(value, (*CONSTANT_TYPES, torch.dtype))
-
-
-def _truthy(fact: Fact | None) -> bool:
-    return isinstance(fact, Const) and _is_value(fact.value) and bool(fact.value)
 
 
 def _names_only(target: ast.expr) -> bool:
