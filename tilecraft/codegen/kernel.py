@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.codegen import access, products, scans, views
+from tilecraft.codegen import access, atomics, products, scans, views
 from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
@@ -481,10 +481,10 @@ class KernelWriter:
         access.store(self, op)
 
     def op_atomic_add(self, op: Op) -> None:
-        access.atomic(self, op)
+        atomics.atomic(self, op)
 
     op_atomic_max = op_atomic_min = op_atomic_and = op_atomic_or = op_atomic_add
     op_atomic_xor = op_atomic_xchg = op_atomic_add
 
     def op_atomic_cas(self, op: Op) -> None:
-        access.atomic_cas(self, op)
+        atomics.atomic_cas(self, op)
