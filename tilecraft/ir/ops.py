@@ -26,6 +26,21 @@ from typing import Any
 
 import torch
 
+from tilecraft.ir.helpers import (
+    ATAN,
+    FLOAT_FLOORDIV,
+    INT_FLOORDIV,
+    POW,
+    REMAINDER,
+    TANH,
+    _expm1,
+    _fmod,
+    _log1p,
+    _round_helper,
+    _trunc,
+    _with_fmod,
+    is_float,
+)
 from tilecraft.runtime.cpu import interpreter_set as interpreted
 
 
@@ -92,10 +107,6 @@ def lookup(name: str) -> OpDef:
     return OPDEFS[name]
 
 
-def is_float(dtype: torch.dtype) -> bool:
-    return dtype.is_floating_point
-
-
 # -- emission helpers ---------------------------------------------------------------------
 def _isnan(a: str) -> str:
     return f"({a} != {a})"
@@ -133,115 +144,9 @@ _maximum, _minimum = _extremum("tl.maximum", ">"), _extremum("tl.minimum", "<")
 _clamp_min, _clamp_max = _extremum("tl.maximum", ">="), _extremum("tl.minimum", "<=")
 
 
-def _trunc(a: str) -> str:
-    return f"tl.where({a} < 0, tl.ceil({a}), tl.floor({a}))"
-
-
-FLOAT_ROUND = """def {name}(a):
-    # round half to even (torch.round), exact: a - floor(a) is exact below 2**mantissa,
-    # where floats are integers already; a zero result keeps a's sign (round(-0.3) = -0.0)
-    # (compared with low + 0.5, not a - low: a GPU compiler fuses a - low with the product
-    # that made a, as in round(x * 10), into one exact FMA, and 3.4999999 is no longer 3.5)
-    low = tl.floor(a)
-    half = low + 0.5
-    up = (a > half) | ((a == half) & (low % 2 != 0))
-    rounded = tl.where(up, low + 1, low)
-    rounded = tl.where(rounded == 0, a * 0.0, rounded)
-    return tl.where(tl.abs(a) >= {exact}, a, rounded)
-"""
-
-
-def _round_helper(d: torch.dtype) -> str | None:
-    """Round half to even for floats (integers are their own rounding: no helper)."""
-    if not is_float(d):
-        return None
-    exact = 2.0**52 if d == torch.float64 else 2.0**23
-    return FLOAT_ROUND.replace("{exact}", repr(exact))
-
-
 def _sign(d: torch.dtype, a: str) -> str:
     # torch.sign(nan) is 0, which these comparisons give
     return f"({a} > 0).to({a}.dtype) - ({a} < 0).to({a}.dtype)"
-
-
-def _log1p(a: str) -> str:
-    """Accurate for tiny `a`: log(u) * a / (u - 1) with u = 1 + a (Goldberg's trick)."""
-    u = f"(1.0 + {a})"
-    exact = f"tl.log({u}) * ({a} / ({u} - 1.0))"
-    return f"tl.where({u} == 1.0, {a}, tl.where({u} == float('inf'), {u}, {exact}))"
-
-
-def _expm1(a: str) -> str:
-    """Accurate for tiny `a`: (u - 1) * a / log(u) with u = exp(a) (Kahan's trick) where
-    u is near 1; u - 1 elsewhere (it cancels nothing there, and the trick took the log of a
-    subnormal u: expm1(-100) came out -0.9997)."""
-    u = f"tl.exp({a})"
-    exact = f"({u} - 1.0) * ({a} / tl.log({u}))"
-    return f"tl.where({u} == 1.0, {a}, tl.where(tl.abs({a}) < 0.5, {exact}, {u} - 1.0))"
-
-
-INT_FLOORDIV = """def {name}(a, b):
-    # PyTorch's flooring division (Triton's // truncates toward zero, as C's does)
-    quotient = a // b
-    return quotient - ((a % b != 0) & ((a < 0) != (b < 0))).to(quotient.dtype)
-"""
-
-
-FLOAT_FLOORDIV = """def {name}(a, b):
-    # PyTorch's recipe: from C's fmod, corrected toward -inf (so inf // x is NaN)
-    mod = {fmod}
-    div = (a - mod) / b
-    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
-    floor = tl.floor(div)
-    floor = tl.where(div - floor > 0.5, floor + 1, floor)
-    quotient = tl.where(div != 0, floor, 0.0 * (a / b))
-    return tl.where(b == 0, a / b, quotient)
-"""
-
-
-def _fmod(d: torch.dtype, a: str, b: str) -> str:
-    """C's fmod (torch.fmod), exact. Triton's float `%` is exact in its interpreter; on an
-    NVIDIA GPU it divides approximately (1e30 % -3 came out near 4e22) and gave a number for
-    an infinite dividend, so the GPU takes libdevice's fmod (CUDA's, as PyTorch's kernels
-    do; it takes no int constants, hence the casts). In float64 for every float: Triton
-    links libdevice flushing float32 denormals to zero, so `1.0 % 1e-40` was NaN on a GPU;
-    the remainder is exact in the inputs' format, so rounding back loses nothing."""
-    if not d.is_floating_point:
-        return f"{a} % {b}"
-    if not interpreted():
-        fmod = f"libdevice.fmod(tl.cast({a}, tl.float64), tl.cast({b}, tl.float64))"
-        return fmod if d == torch.float64 else f"tl.cast({fmod}, tl.float32)"  # 16-bit: in 32
-    return f'tl.where(tl.abs({a}) == float("inf"), float("nan"), {a} % {b})'
-
-
-REMAINDER = """def {name}(a, b):
-    # PyTorch's remainder: C's fmod, moved to the divisor's sign
-    r = {fmod}
-    return tl.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
-"""
-
-
-def _with_fmod(floats: str, integers: str | None = None) -> Callable[[torch.dtype], str]:
-    """A helper whose `{fmod}` is C's fmod of `a` and `b` in the compute dtype (`integers`,
-    where given, is the template for integers)."""
-    return lambda d: (floats if is_float(d) else integers or floats).replace(
-        "{fmod}", _fmod(d, "a", "b")
-    )
-
-
-POW = """def {name}(a, b):
-    # C's pow (as torch.pow): |a|^b, negated for an odd integer b and a negative a (-0.0
-    # too), NaN for a fractional b of a finite negative a; 1 where b == 0, a == 1, or
-    # a == -1 and b is infinite
-    b = b * 1.0  # a float exponent of integral value can reach here as an int constant
-    mag = tl.exp2(tl.log2(tl.abs(a)) * b)
-    whole = tl.where(tl.floor(b * 0.5) * 2 != b, mag * -1.0, mag)  # 0 - mag would lose -0.0
-    fraction = tl.where((a == -float("inf")) | (a == 0), mag, float("nan"))
-    negative = tl.where(b == tl.floor(b), whole, fraction)
-    result = tl.where((a < 0) | (1.0 / a < 0), negative, mag)
-    one = tl.where(a == -1, tl.abs(b) == float("inf"), a == 1)
-    return tl.where(b == 0, 1.0, tl.where(one, 1.0, result))
-"""
 
 
 def _infix(symbol: str) -> Emit:
@@ -506,15 +411,6 @@ for _name, (_emit, _eager) in TRANSCENDENTAL.items():
         category="transcendental",
     )
 
-# tanh: libdevice's on a GPU (CUDA's, as PyTorch's kernels); Triton's interpreter has no
-# libdevice, so there a helper from expm1 (2 * sigmoid(2x) - 1 cancelled small x to 0)
-TANH = f"""def {{name}}(a):
-    # -expm1(-2|a|) / (2 + expm1(-2|a|)), exact near 0; odd, with the sign of a zero kept
-    z = -2.0 * tl.abs(a)
-    t = {_expm1("z")}
-    r = (t * -1.0) / (t + 2.0)
-    return tl.where(a < 0, r * -1.0, tl.where(a == 0, a, r))
-"""
 define(
     "tanh",
     E,
@@ -526,27 +422,6 @@ define(
     category="transcendental",
 )
 
-# atan: libdevice's on a GPU; under the interpreter (no libdevice) Cephes' rational
-# approximation, reduced to [0, 0.66] through atan(x) = pi/2 - atan(1/x) and pi/4 +
-# atan((x - 1) / (x + 1)); within an ulp of numpy's in float32 and float64
-ATAN = """def {name}(a):
-    x = tl.abs(a)
-    big = x > 2.414213562373095
-    mid = x > 0.66
-    t = tl.where(big, -1.0 / x, tl.where(mid, (x - 1.0) / (x + 1.0), x))
-    zero = tl.zeros_like(x)  # (constants in x's dtype: a literal alone is a float32)
-    base = tl.where(mid, zero + 0.7853981633974483, zero)
-    base = tl.where(big, zero + 1.5707963267948966, base)
-    low = tl.where(mid, zero + 3.061616997868383e-17, zero)
-    low = tl.where(big, zero + 6.123233995736766e-17, low)
-    z = t * t
-    p = (((-0.8750608600031904 * z - 16.157537187333652) * z - 75.00855792314705) * z
-         - 122.88666844901361) * z - 64.85021904942025
-    q = ((((z + 24.858464901423062) * z + 165.02700983169885) * z + 432.88106049129027) * z
-         + 485.3903996359137) * z + 194.5506571482614
-    r = base + (t * (z * p / q) + t + low)
-    return tl.where(a == 0, a, tl.where(a < 0, r * -1.0, r))
-"""
 define(
     "atan",
     E,
