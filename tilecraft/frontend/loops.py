@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
-import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +33,6 @@ if TYPE_CHECKING:
 
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
 TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "stride")
-
-
-GUARDED = (bool, int, float, str)  # constants whose value the launcher can check cheaply
-UNGUARDED = (type(None), torch.dtype, torch.device, types.ModuleType, type)
-KEYED = (torch.Tensor, bool, int, str, type(None), torch.dtype)  # specialized on by value
 
 
 class Loops:

@@ -1,0 +1,127 @@
+"""How device code sees a host name: a local of the loop, a host variable (a tensor or a
+float becomes a launch argument, a number or flag a constant the launcher guards, an
+object remembered so that what device code reads from it is guarded too), a global of the
+kernel's module, or a builtin."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+import re
+import types
+from typing import Any
+
+import torch
+
+from tilecraft.exc import UnsupportedOperation, UnsupportedSyntax
+from tilecraft.frontend.blocks import BlockSizeInt
+from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.inline import HostCallable
+from tilecraft.frontend.loops import NumberBeforeLoop
+from tilecraft.frontend.ops import lookup
+from tilecraft.frontend.refs import HostTensor
+from tilecraft.frontend.source import KernelSource
+from tilecraft.ir.nodes import Param, Value
+from tilecraft.ir.types import TileType
+
+GUARDED = (bool, int, float, str)  # constants whose value the launcher can check cheaply
+UNGUARDED = (type(None), torch.dtype, torch.device, types.ModuleType, type)
+KEYED = (torch.Tensor, bool, int, str, type(None), torch.dtype)  # specialized on by value
+
+
+class HostNames:
+    """The device compiler's handlers of names (a mixin of `DeviceCompiler`)."""
+
+    b: Builder
+    src: KernelSource
+    env: dict[str, Any]
+    host_locals: dict[str, Any]
+    host_values: dict[str, Any]
+    host_exprs: dict[str, str | None]
+    lifted: dict[str, Any]
+    guards: dict[str, Any]
+    opaque: dict[int, str]
+    keyed: set[str]
+    guarding: bool
+    params: list[Param]
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        if node.id in self.env:
+            value = self.env[node.id]
+            if isinstance(value, NumberBeforeLoop):
+                raise value.refuse()
+            return value
+        if node.id in self.host_locals:
+            if node.id not in self.host_values:
+                self.host_values[node.id] = self._from_host(node.id, self.host_locals[node.id])
+            return self.host_values[node.id]
+        if node.id in self.src.namespace:
+            return self.src.namespace[node.id]
+        if hasattr(builtins, node.id):
+            return getattr(builtins, node.id)
+        raise UnsupportedSyntax(f"name `{node.id}` is not defined")
+
+    def _from_host(self, name: str, value: Any) -> Any:
+        where = self.host_exprs.get(name, name)
+        if where is not None and where in self.lifted:
+            return self.lifted[where]
+        if isinstance(value, types.FunctionType) and lookup(value) is None:  # F.silu: an op
+            return HostCallable(value, where)
+        if isinstance(value, (torch.Tensor, float)) and where is None:
+            raise UnsupportedOperation(
+                f"`{name}` is a {type(value).__name__} that an inlined function reads from "
+                "its module: pass it to the kernel as an argument"
+            )
+        if where is None:
+            return value
+        self.lifted[where] = lifted = self._lift(name, where, value)
+        return lifted
+
+    def _lift(self, name: str, where: str, value: Any) -> Any:
+        """A host value as the device sees it; tensors and floats become arguments."""
+        if isinstance(value, torch.Tensor):
+            offset = int(value.storage_offset()) * value.element_size()
+            param = Param(
+                self._param_name(name),
+                where,
+                value.dtype,
+                tuple(value.shape),
+                tuple(value.stride()),
+                offset,
+            )
+            self.params.append(param)
+            return HostTensor(param, value)
+        if isinstance(value, float):
+            # passed as a double (codegen/module.py), read as PyTorch reads a Python float
+            param = Param(self._param_name(name), where, torch.float64)
+            self.params.append(param)
+            return Value(TileType(torch.float64, ()), param.name, weak=True)
+        return self._constant(where, value, by_value=where in self.keyed)
+
+    def _constant(self, where: str, value: Any, by_value: bool = False) -> Any:
+        """A host value the device code reads as a constant. Numbers, strings and flags
+        not pinned down by the specialization (`by_value`: an int argument is) get a guard
+        in the launcher; objects and containers are remembered so that what device code
+        reads from them (`opts.k`, `sizes[0]`) gets one."""
+        if isinstance(value, GUARDED) and not isinstance(value, BlockSizeInt):
+            finite = not isinstance(value, float) or math.isfinite(value)
+            if self.guarding and not by_value and finite:
+                self.guards[where] = value
+        elif not isinstance(value, UNGUARDED) and not callable(value):
+            self.opaque[id(value)] = where
+        return value
+
+    def _member(self, where: str, value: Any) -> Any:
+        """What device code reads from a host container or object (`opts.eps`, `p[0]`): a
+        float that the specialization does not pin down is an argument of each launch, as
+        a float variable is (a constant would need a new compile for each value); anything
+        else a constant (`_constant`)."""
+        if not (isinstance(value, float) and self.guarding):
+            return self._constant(where, value)
+        if where not in self.lifted:
+            self.lifted[where] = self._lift(where, where, value)
+        return self.lifted[where]
+
+    def _param_name(self, name: str) -> str:
+        return self.b.fresh(re.sub(r"\W", "_", name))
