@@ -146,7 +146,8 @@ def forward(
 def _launch(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
             scale: float, kv_heads: int) -> None:  # fmt: skip
     grid, args, options = kernel_arguments(views, out, stats, causal, scale, kv_heads)
-    _gluon().attention_forward_sm90[grid](*args, **options)
+    with torch.cuda.device(out.device):  # Triton launches on the current device
+        _gluon().attention_forward_sm90[grid](*args, **options)
 
 
 def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
