@@ -22,10 +22,12 @@ float16 one does not), so the reference computes those under `fuzzing.Float32Num
 and a bfloat16 `(3 * acc) ** 3` were a rounding apart, which the kernels' remainders,
 comparisons and products made whole units).
 
-No kernel assigns `acc` a Python int (`acc = j0`): after an `if` on a tile, the kernel's
-`acc` is the arms' merged tile, where the reference's element keeps the arm's int, whose
-`0 * -971` is +0 where a float tile's is -0.0 (seed 407, kernel 29), and which an int8
-tile wraps where the reference's `max(a, -65530)` did not (seed 415, kernel 61).
+No kernel assigns `acc` a Python number (`acc = j0`, `acc = -float(n)`): after an `if` on
+a tile, the kernel's `acc` is the arms' merged tile, where the reference's element keeps
+the arm's number: an int, whose `0 * -971` is +0 where a float tile's is -0.0 (seed 407,
+kernel 29), and which an int8 tile wraps where the reference's `max(a, -65530)` did not
+(seed 415, kernel 61); a float in double precision, which a bfloat16 tile rounds, and
+`-998.9 + 994.7` made the rounding whole units (seed 539, kernel 91).
 
 No `~` negates a comparison of `acc`: where an arm of an `if` on a tile sets `acc = 1`,
 the kernel's `acc` is a tile after the `if` but the reference's element is the Python int
@@ -158,7 +160,7 @@ class Draw:
         if depth <= 0 or k < 0.35:
             form = r.choice(["acc = {}", "acc = acc + {}", "acc += {}", "acc = acc * {}", "STORE"])
             value = self.expr(2)
-            while form == "acc = {}" and _int_valued(value):
+            while form == "acc = {}" and _number_valued(value):
                 value = self.expr(2)  # (see the module's docstring)
             return [pad + form.replace("STORE", "out[IDX] = {}").format(value)]
         if k < 0.65:
@@ -182,14 +184,35 @@ class Draw:
         return lines
 
 
-def _int_valued(expr: str) -> bool:
-    """Whether `expr` gives a Python int (loop variables, `n`, integer constants)."""
-    names = {"a": 0.5, "b": 0.5, "v": 0.5, "acc": 0.5, "s": 0.5, "n": 2, "math": math}
-    names |= {f"j{d}": 1 for d in range(8)}
+class _Tile:
+    """A tile in `_number_valued`'s evaluation: arithmetic with it gives a tile."""
+
+    def _tile(self, *_: object) -> _Tile:
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _tile
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _tile
+    __mod__ = __rmod__ = __pow__ = __rpow__ = __neg__ = __abs__ = _tile
+    __lshift__ = __rshift__ = _tile
+
+    def __float__(self) -> float:  # float(v) of a loaded scalar: a number
+        return 0.5
+
+    def __int__(self) -> int:
+        return 1
+
+
+def _number_valued(expr: str) -> bool:
+    """Whether `expr` gives a Python number (loop variables, `n`, `s`, constants,
+    `float(v)`) rather than a tile."""
+    names: dict[str, object] = {"a": _Tile(), "b": _Tile(), "v": _Tile(), "acc": _Tile()}
+    names |= {"s": 0.5, "n": 2, "math": math} | {f"j{d}": 1 for d in range(8)}
+    names |= {"max": lambda p, q: p, "min": lambda p, q: p}  # (a tile's `max` is a tile)
     try:
-        return type(eval(expr, {"torch": None}, names)) is int  # noqa: S307 - drawn here
+        value = eval(expr, {"torch": None}, names)  # noqa: S307 - drawn here
     except Exception:  # noqa: BLE001 - a tensor function: a tile's dtype
         return False
+    return isinstance(value, (int, float))
 
 
 def draw(i: int, rng: random.Random) -> tuple[torch.dtype, str, list[str]]:
