@@ -52,9 +52,9 @@ def peer_call(backend: SDPBackend, causal: bool) -> Callable[..., torch.Tensor]:
 
 def measure(call: Callable[..., torch.Tensor], leaves: list, ref: torch.Tensor) -> dict:
     """Forward and training-step milliseconds of one implementation, and its error."""
-    grad = torch.ones_like(ref)
     with torch.no_grad():
         out = call(*leaves)
+    grad = torch.ones_like(out)  # in the output's dtype and layout, as a model's arrives
     row = dict(err=(out.float() - ref).abs().max().item())
     with torch.no_grad():
         row["forward_ms"] = ms(lambda: call(*leaves))
