@@ -314,7 +314,7 @@ def _fma(d: torch.dtype, a: str, b: str, c: str) -> str:
     return f"tl.fma({a}, {b}, {c})" if is_float(d) else f"{a} * {b} + {c}"
 
 
-define("fma", E, arity=3, emit=_fma, eager=torch.addcmul, internal=True)
+define("fma", E, arity=3, emit=_fma, eager=lambda a, b, c: torch.addcmul(c, a, b), internal=True)
 
 
 def _neg(d: torch.dtype, a: str) -> str:

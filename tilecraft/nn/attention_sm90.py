@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-LOG2E = 1.4426950408889634
+from tilecraft.nn.attention_tiles import LOG2E
+
 MIN_QUERIES = 1024  # below this the launch's host work (descriptors) is a visible share
 BLOCK_M, BLOCK_N = 64, 128  # rows per consumer warpgroup, keys per tile
 STAGES = {64: 2, 128: 3}  # ring depth by head dim (the probe's fastest; shared memory)
@@ -32,9 +33,11 @@ _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl fo
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
     """Whether `attention()` should run its forward through the Gluon kernel: on an sm_90
     GPU whose Triton has Gluon's Hopper ops, for a call the kernel `covers`."""
+    if not q.is_cuda:  # (first: every CPU call asks)
+        return False
     mode = os.environ.get("TILECRAFT_GLUON_ATTENTION", "1")
     least = 1 if mode == "always" else MIN_QUERIES
-    if mode == "0" or not q.is_cuda or not covers(q, k, scale, window, has_bias, least):
+    if mode == "0" or not covers(q, k, scale, window, has_bias, least):
         return False
     return _hopper(q.device.index) and _gluon() is not None
 
@@ -127,10 +130,10 @@ def forward(
     views = [heads_view(t) for t in (q, k, v)]
     if None in views or views[1][1] != views[2][1]:  # type: ignore[index]
         return None
-    out, stats = empty_outputs(q)
     key = (q.device.index, q.dtype, q.size(3), causal, views[0][1], views[1][1])  # type: ignore[index]
     if key in _failed:
         return None
+    out, stats = empty_outputs(q)
     try:
         _launch(views, out, stats, causal, scale, k.size(1))  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - a Triton whose Gluon differs: the tl forward
