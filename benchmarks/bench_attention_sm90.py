@@ -119,26 +119,23 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+VARIANTS = {  # (consumer warpgroups, key tile, ring depth) the sweep times, by head dim
+    64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 128, 3), (3, 64, 3), (3, 64, 4)],
+    128: [(2, 128, 2), (2, 128, 3), (2, 64, 4)],
+}
+
+
 def sweep(out: str | None) -> None:
-    """Time the Gluon forward at each (key tile, ring depth) that fits shared memory."""
+    """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory."""
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
     os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
     rows = []
     for shape in SHAPES:
-        dim = shape[3]
         for causal in (False, True):
             leaves = [t.detach() for t in inputs(shape, True)]
-            for block_n, stages in ((128, 2), (128, 3), (128, 4), (64, 3), (64, 4), (64, 6)):
-                smem = 2 * (2 * sm90.BLOCK_M * dim + 2 * stages * block_n * dim)
-                if smem > 227 * 1024:
-                    continue
-                sm90.BLOCK_N, sm90.STAGES[dim] = block_n, stages
-                call = tilecraft_call(True, causal)
-                with torch.no_grad():
-                    fwd_ms = ms(lambda: call(*leaves))  # noqa: B023
-                flop = 4.0 * math.prod(shape) * shape[2] * (0.5 if causal else 1.0)
-                row = dict(shape=list(shape), causal=causal, block_n=block_n, stages=stages,
-                           forward_ms=fwd_ms, forward_tflops=flop / fwd_ms * 1e-9)  # fmt: skip
+            for variant in VARIANTS[shape[3]]:
+                row = dict(shape=list(shape), causal=causal, variant=list(variant))
+                row.update(time_variant(sm90, shape, causal, leaves, variant))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if out:
@@ -146,12 +143,32 @@ def sweep(out: str | None) -> None:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
 
 
+def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
+    """One variant's forward: its time and error, or why it did not run."""
+    consumers, block_n, stages = variant
+    dim = shape[3]
+    if 2 * (consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim) > 227 * 1024:
+        return dict(skipped="shared memory")
+    sm90.CONSUMERS[dim], sm90.BLOCK_N, sm90.STAGES[dim] = variant
+    call = tilecraft_call(True, causal)
+    with torch.no_grad():
+        found = call(*leaves)
+        if sm90._failed:  # the tl forward ran: the variant failed to compile
+            sm90._failed.clear()
+            return dict(skipped="failed")
+        ref = F.scaled_dot_product_attention(*leaves, is_causal=causal)
+        fwd_ms = ms(lambda: call(*leaves))
+    flop = 4.0 * math.prod(shape) * shape[2] * (0.5 if causal else 1.0)
+    err = (found.float() - ref.float()).abs().max().item()
+    return dict(forward_ms=fwd_ms, forward_tflops=flop / fwd_ms * 1e-9, err=err)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", help="write the rows as JSON here")
     parser.add_argument("--quick", action="store_true", help="the first shape only")
-    parser.add_argument("--sweep", action="store_true", help="the Gluon forward's key tiles "
-                        "and ring depths at each shape, forward only")  # fmt: skip
+    parser.add_argument("--sweep", action="store_true", help="the Gluon forward's consumers, "
+                        "key tiles and ring depths at each shape, forward only")  # fmt: skip
     args = parser.parse_args()
     if args.sweep:
         return sweep(args.out)

@@ -72,23 +72,29 @@ def test_heads_are_read_in_place_in_either_layout() -> None:
 
 
 @pytest.mark.parametrize(
-    "dim, causal, q_rows, kv_rows, dtype",
-    [(64, False, True, False, "bfloat16"), (128, True, False, True, "float16")],
+    "dim, causal, q_rows, kv_rows, dtype, consumers",
+    [
+        (64, False, True, False, "bfloat16", 2),
+        (128, True, False, True, "float16", 2),
+        (64, True, True, True, "bfloat16", 3),
+    ],
 )
-def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype) -> None:
-    """Triton's compiler, for sm_90, without a GPU: the consumers get 240 registers and
-    the loader 24 (`setmaxnreg`), and no product is contracted into an FMA (the `tl`
-    backward recomputes the scores unfused and needs the same row maxima). In a process
-    of its own: under TRITON_INTERPRET Triton's standard functions are not compilable."""
+def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype, consumers):
+    """Triton's compiler, for sm_90, without a GPU: each consumer gets the registers
+    `REGISTERS` gives it (240 of two, 160 of three) and the loader 24 (`setmaxnreg`), and no
+    product is contracted into an FMA (the `tl` backward recomputes the scores unfused and
+    needs the same row maxima). In a process of its own: under TRITON_INTERPRET Triton's
+    standard functions are not compilable."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    argv = [sys.executable, __file__, str(dim), str(causal), str(q_rows), str(kv_rows), dtype]
+    flags = [str(flag) for flag in (dim, causal, q_rows, kv_rows)]
+    argv = [sys.executable, __file__, *flags, dtype, str(consumers)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = done.stdout
     counts = set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
-    assert {"240", "24"} <= counts
+    assert {str(sm90.REGISTERS[consumers][1]), "24"} <= counts
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert not re.search(r"\bfma\.rn\.f32", ptx)
 
@@ -211,8 +217,9 @@ def test_attention_backward_through_the_gluon_forward(causal, monkeypatch) -> No
 
 
 if __name__ == "__main__":  # the compile test's own process
-    dim, causal, q_rows, kv_rows, dtype = sys.argv[1:]
+    dim, causal, q_rows, kv_rows, dtype, consumers = sys.argv[1:]
     flags = (flag == "True" for flag in (causal, q_rows, kv_rows))
+    sm90.CONSUMERS[int(dim)] = int(consumers)
     print(_compile_for_sm90(int(dim), *flags, dtype))
 
 

@@ -1,10 +1,10 @@
 """Attention's forward for Hopper (sm_90), warp-specialized, in Triton's Gluon dialect.
 
 Imported only where `attention_sm90.py` finds an sm_90 GPU and a Triton that ships Gluon's
-Hopper ops. Each program owns `2 * BLOCK_M` query rows of one (batch, head) and forks three
-partitions: a 1-warp loader streams the key and value tiles through rings of shared memory
-by TMA, and two 4-warp consumer warpgroups (BLOCK_M rows each, registers moved to them
-with `setmaxnreg`) run the online softmax. Each consumer issues this key tile's scores and
+Hopper ops. Each program owns `CONSUMERS * BLOCK_M` query rows of one (batch, head) and
+forks: a 1-warp loader streams the key and value tiles through rings of shared memory by
+TMA, and two or three 4-warp consumer warpgroups (BLOCK_M rows each, registers moved to
+them with `setmaxnreg`) run the online softmax. Each consumer issues this key tile's scores and
 the previous tile's `P @ V` back to back on the tensor cores, then computes its softmax
 while `P @ V` is still in flight. Plain Triton (`tl`) cannot express that schedule on
 Hopper; it is FlashAttention-3's.
@@ -36,19 +36,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 
-CONSUMER_REGS = gl.constexpr(240)  # registers per thread of each consumer (setmaxnreg)
 LOADER_REGS = gl.constexpr(24)  # the loader only issues TMA copies
 
 
 @gluon.jit
-def _origin(heads, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+def _origin(heads, ROWS: gl.constexpr, CAUSAL: gl.constexpr):
     """This program's batch, head and first query row. Causal programs run the longest
     first (the grid's last query tiles), so the grid's tail is short."""
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m
     pid_bh = gl.program_id(1)
-    return pid_bh // heads, pid_bh % heads, pid_m * 2 * BLOCK_M
+    return pid_bh // heads, pid_bh % heads, pid_m * ROWS
 
 
 @gluon.jit
@@ -75,8 +74,8 @@ def _key_tiles(q_end, seq_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 @gluon.jit
 def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
             KV_ROWS: gl.constexpr):  # fmt: skip
-    """One warp: both consumers' query tiles, then every key and value tile, through
-    rings whose slots the consumers free (each empty barrier counts two arrivals)."""
+    """One warp: the consumers' query tiles, then every key and value tile, through
+    rings whose slots the consumers free (each empty barrier counts one arrival each)."""
     q_desc, k_desc, v_desc, _ = descs
     q_smem, k_smem, v_smem = smem
     q_bars, k_ready, k_empty, v_ready, v_empty = bars
@@ -84,12 +83,13 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
     BLOCK_N: gl.constexpr = k_smem.shape[2]
-    batch, head, q_cta = _origin(heads, BLOCK_M, CAUSAL)
-    for c in gl.static_range(2):
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    batch, head, q_cta = _origin(heads, CONSUMERS * BLOCK_M, CAUSAL)
+    for c in gl.static_range(CONSUMERS):
         row = q_cta + c * BLOCK_M
         _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
     kv = (batch, head // group, heads // group)
-    for j in range(_key_tiles(q_cta + 2 * BLOCK_M, seq_k, BLOCK_N, CAUSAL)):
+    for j in range(_key_tiles(q_cta + CONSUMERS * BLOCK_M, seq_k, BLOCK_N, CAUSAL)):
         slot, phase = j % STAGES, (j // STAGES) & 1
         mbarrier.wait(k_empty.index(slot), phase ^ 1)  # a fresh barrier passes parity 1
         _load_tile(k_desc, kv, j * BLOCK_N, k_ready.index(slot), k_smem.index(slot), KV_ROWS)
@@ -161,12 +161,13 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
     BLOCK_M: gl.constexpr = q_smem.shape[2]
     BLOCK_N: gl.constexpr = k_smem.shape[2]
     HEAD_D: gl.constexpr = q_smem.shape[3]
+    ROWS: gl.constexpr = q_smem.shape[0] * BLOCK_M
     # wgmma accumulators: 4 warps stacked along the rows, one instruction the whole width
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
 
-    batch, head, q_cta = _origin(heads, BLOCK_M, CAUSAL)
+    batch, head, q_cta = _origin(heads, ROWS, CAUSAL)
     q_start = q_cta + CONSUMER * BLOCK_M
     n_own = _key_tiles(q_start + BLOCK_M, seq_k, BLOCK_N, CAUSAL)
     n_full = seq_k // BLOCK_N  # tiles before it need no mask (all keys real, under the diagonal)
@@ -195,7 +196,7 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
         p = p_next
     acc = _last_product(acc, alpha, p, v_smem, bars, n_own - 1)
     _finish(acc, state, descs, q_buf, dims, stats, batch, head, q_start)
-    _release(n_own, _key_tiles(q_cta + 2 * BLOCK_M, seq_k, BLOCK_N, CAUSAL), bars, STAGES)
+    _release(n_own, _key_tiles(q_cta + ROWS, seq_k, BLOCK_N, CAUSAL), bars, STAGES)
     tma.store_wait(0)
 
 
@@ -246,7 +247,7 @@ def _last_product(acc, alpha, p, v_smem, bars, last):
 
 @gluon.jit
 def _release(n_own, n_cta, bars, STAGES: gl.constexpr):
-    """Causal only: the first consumer may need fewer key tiles than the program loads;
+    """Causal only: an early consumer may need fewer key tiles than the program loads;
     it still frees each (once filled, so each arrival lands in its phase), or the loader
     waits forever."""
     _, k_ready, k_empty, v_ready, v_empty = bars
@@ -270,31 +271,38 @@ def _barriers(count: gl.constexpr, arrivals: gl.constexpr):
 @gluon.jit
 def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, heads, group,
                            seq_q, seq_k, plane, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                           Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr):  # fmt: skip
+                           Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
+                           CONSUMERS: gl.constexpr, REGS: gl.constexpr):  # fmt: skip
     """Allocate the query tiles, the key and value rings and their barriers; fork into
-    the two consumers and the loader. Block shapes come from the descriptors."""
+    the consumers and the loader. Block shapes come from the descriptors."""
     ring: gl.constexpr = [STAGES]
     smem = (
-        gl.allocate_shared_memory(q_desc.dtype, [2] + q_desc.block_type.shape, q_desc.layout),
+        gl.allocate_shared_memory(
+            q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout
+        ),
         gl.allocate_shared_memory(k_desc.dtype, ring + k_desc.block_type.shape, k_desc.layout),
         gl.allocate_shared_memory(v_desc.dtype, ring + v_desc.block_type.shape, v_desc.layout),
     )
     bars = (
-        _barriers(2, 1),  # a consumer's query tile landed
+        _barriers(CONSUMERS, 1),  # a consumer's query tile landed
         _barriers(STAGES, 1),  # key tile ready
-        _barriers(STAGES, 2),  # key slot free: both consumers are done with it
+        _barriers(STAGES, CONSUMERS),  # key slot free: every consumer is done with it
         _barriers(STAGES, 1),  # value tile ready
-        _barriers(STAGES, 2),  # value slot free
+        _barriers(STAGES, CONSUMERS),  # value slot free
     )
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
     descs = (q_desc, k_desc, v_desc, o_desc)
     dims = (heads, group, seq_q, seq_k, plane)
-    gl.warp_specialize(
-        [
-            (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
-            (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
-            (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS)),
-        ],
-        [4, 1],
-        [CONSUMER_REGS, LOADER_REGS],
-    )
+    loads = (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS)
+    # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
+    if CONSUMERS == 3:
+        gl.warp_specialize(
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2)),
+             (_loader, loads)], [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
+    else:
+        gl.warp_specialize(
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
+             (_loader, loads)], [4, 1], [REGS, LOADER_REGS])  # fmt: skip

@@ -26,7 +26,10 @@ from tilecraft.nn.attention_tiles import LOG2E
 MIN_QUERIES = 1024  # below this the launch's host work (descriptors) is a visible share
 BLOCK_M, BLOCK_N = 64, 128  # rows per consumer warpgroup, keys per tile
 STAGES = {64: 2, 128: 3}  # ring depth by head dim (the probe's fastest; shared memory)
-MAXNREG = 168  # 3 warpgroups x 128 threads x 168 <= 64K registers before setmaxnreg
+CONSUMERS = {64: 2, 128: 2}  # consumer warpgroups by head dim
+# registers per thread by the number of consumers: at launch, then each consumer's after
+# `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
+REGISTERS = {2: (168, 240), 3: (128, 160)}
 _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
 
 
@@ -166,9 +169,12 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
     ]
     plane = batch * heads * seq_q
     args = [*descs, stats, scale * LOG2E, heads, heads // kv_heads, seq_q, k.size(1), plane]
+    consumers = CONSUMERS[dim]
+    maxnreg, regs = REGISTERS[consumers]
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
-                   num_warps=4, maxnreg=MAXNREG, enable_fp_fusion=False)  # fmt: skip
-    return (-(-seq_q // (2 * BLOCK_M)), batch * heads), args, options
+                   CONSUMERS=consumers, REGS=regs, num_warps=4, maxnreg=maxnreg,
+                   enable_fp_fusion=False)  # fmt: skip
+    return (-(-seq_q // (consumers * BLOCK_M)), batch * heads), args, options
 
 
 def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
