@@ -20,6 +20,8 @@ ROW = {
     "logsumexp": lambda r: torch.logsumexp(r, 1),
     "std": lambda r: torch.std(r, 1),
     "var0": lambda r: torch.var(r, 1, correction=0),
+    "std_keep": lambda r: torch.std(r, 1, keepdim=True)[:, 0],
+    "std_mean": lambda r: torch.std_mean(r, 1)[0],
     "mean": lambda r: r.mean(1),
     "norm": lambda r: torch.norm(r, dim=1),
     "norm1": lambda r: torch.norm(r, p=1, dim=1),
@@ -174,3 +176,37 @@ def test_a_row_of_negative_zeros_sums_to_positive_zero(width: int) -> None:
     assert not results["triton"][-1].signbit().any()
     code = row_sums.bind((x, torch.empty(3, device=DEVICE))).to_triton_code(tc.Config())
     assert " + 0.0)" in code
+
+
+on_cpu = pytest.mark.skipif(DEVICE != "cpu", reason="PyTorch's CUDA std squares in float32")
+SPREADS = [(s, n) for s in (1e20, 1e-30, 2.0**-140) for n in ("std", "std_keep", "std_mean")]
+
+
+@on_cpu
+@pytest.mark.parametrize("config", [tc.Config(block_sizes=[4]), ROLLED])
+@pytest.mark.parametrize("scale, name", [*SPREADS, (1e19, "var0")])
+def test_spread_of_huge_and_tiny_values_as_in_float64(scale: float, name: str, config) -> None:
+    """PyTorch's CPU kernels square float32 deviations in float64. Squared in float32,
+    deviations past 1.8e19 overflowed (`std` of values near 1e20 was inf, and `var` near
+    1e19, whose squares' sum passes float32's range where their mean does not) and those
+    below 1e-19 vanished (`std` near 1e-30 was 0). Compared relatively: an absolute
+    tolerance would pass a 0 for 1e-30. PyTorch's CUDA kernels square in float32, and so
+    does compiled code on a GPU (inf there too)."""
+    x = rows((6, 37)) * scale
+    x[4] = 2.0 ** round(math.log2(scale))  # a constant row (its mean exact): 0
+    x[5, 1:] = float("nan")  # one number and NaNs
+    expected = ROW[name](x.double()).float()
+    assert expected[0].isfinite() and expected[0] != 0  # the case is one float32 lost
+    for mode in ("eager", "triton"):
+        found = tc.testing.run_mode(row_reduce, (x, name), mode, config)
+        torch.testing.assert_close(found, expected, rtol=1e-5, atol=0.0, equal_nan=True)
+
+
+@on_cpu
+def test_spread_of_huge_bfloat16_values() -> None:
+    """bfloat16 tiles compute in float32 and scale the same way (PyTorch's CPU: finite)."""
+    x = (torch.randn(5, 19, device=DEVICE) * 1e20).bfloat16()
+    expected = torch.std(x.double(), 1).bfloat16()
+    for mode in ("eager", "triton"):
+        found = tc.testing.run_mode(row_reduce, (x, "std"), mode)
+        torch.testing.assert_close(found, expected, rtol=1e-2, atol=0.0)

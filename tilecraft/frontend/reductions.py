@@ -24,7 +24,9 @@ from tilecraft.frontend.ops import (
     reduce_dims,
     view,
 )
+from tilecraft.frontend.views import bitcast
 from tilecraft.ir.nodes import Value
+from tilecraft.runtime.cpu import interpreter_set as interpreted
 
 OPS["prod"] = _reducer("prod")
 
@@ -157,20 +159,7 @@ def _var(
     if isinstance(unbiased, int) and not isinstance(unbiased, bool):  # var(x, 1): a dim
         dim, unbiased = unbiased, None
     _floating_only(b, "var", x)
-    xf = _float(b, x)
-    axes = axes_of(b, xf, dim)
-    n = count(b, xf, axes)
-    mean = _divide(b, reduce_dims(b, "sum", xf, dim, True), n)
-    diff = b.elementwise("sub", xf, mean)
-    total = reduce_dims(b, "sum", b.elementwise("mul", diff, diff), dim, keepdim)
-    corr = _correction(unbiased, correction)
-    if isinstance(n, Value):
-        dof: Operand = b.elementwise(
-            "maximum", b.elementwise("sub", b.cast(n, xf.type.dtype), corr), 0.0
-        )
-    else:
-        dof = max(n - corr, 0.0)
-    return b.cast(_divide(b, total, dof), _result_dtype(x, None))  # type: ignore[return-value]
+    return b.cast(_spread(b, x, dim, unbiased, keepdim, correction, False), _result_dtype(x, None))  # type: ignore[return-value]
 
 
 @op("std")
@@ -183,8 +172,50 @@ def _std(
     correction: float | None = None,
 ) -> Value:
     _floating_only(b, "std", x)
-    out = _var(b, _float(b, x), dim, unbiased, keepdim, correction)
-    return b.cast(OPS["sqrt"](b, out), _result_dtype(x, None))  # type: ignore[return-value]
+    return b.cast(_spread(b, x, dim, unbiased, keepdim, correction, True), _result_dtype(x, None))  # type: ignore[return-value]
+
+
+def _spread(b: Builder, x: Value, dim: Any, unbiased: bool | None, keepdim: bool,
+            correction: float | None, root: bool) -> Value:  # fmt: skip
+    """The variance (`root`: its square root) in the compute dtype.
+
+    On the CPU, float32 deviations are scaled by a power of two near the largest of them
+    before they are squared, and the result scaled back: PyTorch's CPU kernels square in
+    float64, where deviations past 1.8e19 or below 1e-19 would overflow or vanish in
+    float32 (`std` of values near 1e20 was inf, near 1e-30 was 0). Scaling by a power of
+    two is exact, so results in range are the unscaled ones bit for bit. PyTorch's CUDA
+    kernels square in float32 (inf and 0 there too), and so does compiled code on a GPU,
+    where the extra reduction would cost the norms."""
+    xf = _float(b, x)
+    n = count(b, xf, axes_of(b, xf, dim))
+    diff = b.elementwise("sub", xf, _divide(b, reduce_dims(b, "sum", xf, dim, True), n))
+    scale: Operand = 1.0
+    if xf.type.dtype == torch.float32 and interpreted():
+        scale = _power_of_two_near(b, reduce_dims(b, "max", OPS["abs"](b, diff), dim, True))
+        diff = b.elementwise("mul", diff, b.elementwise("truediv", 1.0, scale))
+        if not keepdim:
+            scale = reduce_dims(b, "max", scale, dim, False)  # (its reduced dims are 1)
+    total = reduce_dims(b, "sum", b.elementwise("mul", diff, diff), dim, keepdim)
+    corr = _correction(unbiased, correction)
+    if isinstance(n, Value):
+        dof: Operand = b.elementwise(
+            "maximum", b.elementwise("sub", b.cast(n, xf.type.dtype), corr), 0.0
+        )
+    else:
+        dof = max(n - corr, 0.0)
+    out = _divide(b, total, dof)
+    if root:
+        return b.elementwise("mul", OPS["sqrt"](b, out), scale)
+    return b.elementwise("mul", b.elementwise("mul", out, scale), scale)
+
+
+def _power_of_two_near(b: Builder, top: Value) -> Value:
+    """2 ** floor(log2(top)) for a positive float32 `top` (its exponent bits alone), at
+    least 2 ** -126 (zero and denormals); 1 where `top` is inf or NaN (nothing to scale:
+    the result is inf or NaN anyway)."""
+    bits = b.elementwise("and", bitcast(b, top, torch.int32), 0x7F800000)
+    power = b.elementwise("maximum", bitcast(b, bits, torch.float32), 2.0**-126)
+    return b.elementwise("where", OPS["isinf"](b, power), 1.0, power)
 
 
 @op("norm", "vector_norm")
