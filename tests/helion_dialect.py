@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import helion_examples
+import helion_examples_more
 import torch
 
 import tilecraft as helion
@@ -412,4 +413,4 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
 
 def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     """Every case: the kernels above and Helion's examples (tests/helion_examples.py)."""
-    return {**_inputs(), **helion_examples.CASES()}
+    return {**_inputs(), **helion_examples.CASES(), **helion_examples_more.CASES()}

@@ -155,5 +155,9 @@ def test_helion_exc_names() -> None:
     assert issubclass(helion.exc.NotInsideKernel, helion.exc.BaseError)
     assert helion.exc.ShapeMismatch is exc.ShapeMismatch
     assert helion.exc.InvalidConfig is exc.InvalidConfig
+    # warnings a port silences by name (`ignore_warnings=[...]`); tilecraft raises none
+    assert issubclass(helion.exc.TensorOperationsInHostCall, helion.exc.TensorOperationInWrapper)
+    assert issubclass(helion.exc.TensorOperationInWrapper, helion.exc.BaseWarning)
+    helion.kernel(_double, ignore_warnings=[helion.exc.TensorOperationInWrapper])
     with pytest.raises(helion.exc.NotInsideKernel):
         hl.zeros([4])

@@ -103,9 +103,24 @@ class ReportError(TilecraftError):
     matches the kernel, shape or run asked for) or cannot draw (matplotlib is missing)."""
 
 
+class TilecraftWarning(UserWarning):
+    """Base of tilecraft's warnings (Helion's `helion.exc.BaseWarning`)."""
+
+
+class TensorOperationInWrapper(TilecraftWarning):
+    """Helion warns of tensor ops in a kernel's host code, which it cannot fuse. tilecraft
+    runs host code as PyTorch does and never warns of it; the class exists so that
+    `ignore_warnings=[helion.exc.TensorOperationInWrapper]` ports unchanged."""
+
+
+class TensorOperationsInHostCall(TensorOperationInWrapper):
+    """Helion's variant of `TensorOperationInWrapper` naming the ops (never raised here)."""
+
+
 # Helion's names for the errors a ported kernel's callers catch (`helion.exc.X` with
 # `import tilecraft as helion`): each is the tilecraft class raised for that failure.
 Base = BaseError = TilecraftError
+BaseWarning = TilecraftWarning
 NotInsideKernel = DeviceAPIOnHost = NotInKernel
 StatementNotSupported = UnsupportedSyntax
 TypeInferenceError = DtypeError

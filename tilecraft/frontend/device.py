@@ -236,6 +236,10 @@ class DeviceCompiler(Loops, Operators, HostNames):
             return self.mem.load(obj.param, obj.meta, items, self._load_mask(obj, items))
         key = self.expr(node.slice)
         if isinstance(obj, Value):
+            reread = self.mem.reread(obj, key)
+            if reread is not None:  # a tile of a whole read: read from its tensor
+                tensor, items = reread
+                return self.mem.load(tensor.param, tensor.meta, items, self._load_mask(*reread))
             return views.index(self.b, obj, key)
         if id(obj) in self.opaque and isinstance(key, (int, str)):
             return self._member(f"{self.opaque[id(obj)]}[{key!r}]", obj[key])

@@ -23,21 +23,13 @@ class MemoryLowering:
     def __init__(self, b: Builder, table: BlockTable) -> None:
         self.b, self.table = b, table
         self.tile_values: dict[int, tuple[str, int]] = {}  # id(value) -> (attribute, block)
+        # id(value) -> (tensor, subscript) of reads of whole dims and positions (`x[b, :]`)
+        self.whole_reads: dict[int, tuple[HostTensor, list[Any]]] = {}
 
     # -- subscripts -----------------------------------------------------------------
     def access(self, param: Param, meta: torch.Tensor, items: list[Any]) -> Access:
         shape = list(meta.shape)
-        consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
-        if consumed > len(shape) or sum(i is Ellipsis for i in items) > 1:
-            raise ShapeMismatch(
-                f"`{param.host_expr}` has {len(shape)} dims but is indexed with {consumed}"
-            )
-        rest = [slice(None)] * (len(shape) - consumed)
-        if Ellipsis in items:
-            at = next(k for k, i in enumerate(items) if i is Ellipsis)
-            items = items[:at] + rest + items[at + 1 :]
-        else:
-            items = items + rest
+        items = _every_dim(items, len(shape), f"`{param.host_expr}`")
         vectors = sum(isinstance(i, Value) and bool(i.type.dims) for i in items)
         indices: list[Index] = []
         dim = 0
@@ -155,6 +147,22 @@ class MemoryLowering:
     def _fits(self, block_id: int, size: int) -> bool:
         return _inside(self.table.blocks[block_id], size)
 
+    def reread(self, value: Value, key: Any) -> tuple[HostTensor, list[Any]] | None:
+        """`rows[tile_n, :]` where `rows = x[b, :, h, :]` read whole dims in a device loop:
+        the tile's part read from the tensor itself (`x[b, tile_n, h, :]`), as eager mode
+        indexes the view it holds. The whole read is dropped where nothing else uses it.
+        None where `value` is no such read or `key` holds no tile (the tile's own ops)."""
+        read = self.whole_reads.get(id(value))
+        keys = list(key) if isinstance(key, tuple) else [key]
+        if read is None or None in keys or not any(isinstance(k, TileRef) for k in keys):
+            return None
+        tensor, items = read
+        free = [n for n, item in enumerate(items) if isinstance(item, slice)]
+        composed = list(items)
+        for n, k in zip(free, _every_dim(keys, len(free), "this tile"), strict=True):
+            composed[n] = k
+        return tensor, composed
+
     def load(
         self,
         param: Param,
@@ -168,6 +176,14 @@ class MemoryLowering:
         _check_other(other)
         self._check_mask(param, acc, extra_mask)
         extra_mask = self._jagged_mask(param, acc, extra_mask)
+        out = self._load(param, acc, extra_mask, other, eviction_policy)
+        whole = _every_dim(items, meta.dim(), f"`{param.host_expr}`")
+        if extra_mask is None and other is None and all(map(_whole_or_position, whole)):
+            self.whole_reads[id(out)] = (HostTensor(param, meta), whole)
+        return out
+
+    def _load(self, param: Param, acc: Access, extra_mask: Value | None, other: Any,
+              eviction_policy: str | None) -> Value:  # fmt: skip
         index = self.table.next_memory_op()
         return self.b.op(
             "load",
@@ -351,6 +367,27 @@ _DEVICE_SLICE = (
     "device and `n` an int known on the host (a block size); for other positions computed "
     "on the device index with a tile of indices (`x[t.index + k]`)"
 )
+
+
+def _every_dim(items: list[Any], rank: int, what: str) -> list[Any]:
+    """A subscript's items with `...` expanded and missing trailing dims as `:`."""
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > rank or sum(i is Ellipsis for i in items) > 1:
+        raise ShapeMismatch(f"{what} has {rank} dims but is indexed with {consumed}")
+    rest = [slice(None)] * (rank - consumed)
+    if Ellipsis in items:
+        at = next(k for k, i in enumerate(items) if i is Ellipsis)
+        return items[:at] + rest + items[at + 1 :]
+    return items + rest
+
+
+def _whole_or_position(item: Any) -> bool:
+    """A subscript item `:` or one position (an int or a scalar computed on the device)."""
+    if isinstance(item, slice):
+        return item == slice(None)
+    if isinstance(item, Value):
+        return not item.type.dims
+    return isinstance(item, int) and not isinstance(item, bool)
 
 
 def _inside(block: Block, size: int) -> bool:

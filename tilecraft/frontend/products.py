@@ -11,7 +11,8 @@ from tilecraft.exc import DtypeError, ShapeMismatch
 from tilecraft.frontend import jagged
 from tilecraft.frontend.builder import Builder, promote
 from tilecraft.frontend.creation import full
-from tilecraft.frontend.ops import OPS, op
+from tilecraft.frontend.ops import OPS, op, view
+from tilecraft.frontend.views import broadcast_to, squeeze
 from tilecraft.ir.nodes import Value
 from tilecraft.ir.types import broadcast_dims
 
@@ -73,11 +74,35 @@ def _dot_operands(b: Builder, a: Value, c: Value) -> tuple[Value, Value]:
 OPS["dot"] = dot
 
 
-@op("matmul", "mm", "bmm")
-def _matmul(b: Builder, a: Value, c: Value, out_dtype: Any = None) -> Value:
-    """`torch.mm(a, b)`, `torch.bmm(a, b, out_dtype)`, `a @ b`: PyTorch's result dtype
-    (the operands' promoted dtype) unless `out_dtype` is given."""
+@op("mm", "bmm")
+def _mm(b: Builder, a: Value, c: Value, out_dtype: Any = None) -> Value:
+    """`torch.mm(a, b)`, `torch.bmm(a, b, out_dtype)`: PyTorch's result dtype (the
+    operands' promoted dtype) unless `out_dtype` is given."""
     return dot(b, a, c, None, out_dtype or promote(a, c))
+
+
+@op("matmul")
+def _matmul(b: Builder, a: Value, c: Value) -> Value:
+    """`a @ b`, `torch.matmul(a, b)`: as `mm`, and as PyTorch's matmul a vector operand is
+    a matrix of one row (first) or one column (second) whose dim the result drops, and a
+    matrix meets a batch of them as the batch's every matrix (`[1, m, k] @ [k, n]`)."""
+    if not isinstance(a, Value) or not isinstance(c, Value):
+        return dot(b, a, c)  # (its error)
+    if a.type.rank == 1 or c.type.rank == 1:
+        row, column = a.type.rank == 1, c.type.rank == 1
+        a = view(b, a, ("None", ":")) if row else a
+        c = view(b, c, (":", "None")) if column else c
+        out = _matmul(b, a, c)
+        if column:
+            out = squeeze(b, out, -1)
+        return squeeze(b, out, -1 if column else -2) if row else out
+    if {a.type.rank, c.type.rank} == {2, 3}:
+        batch = (a if a.type.rank == 3 else c).type.dims[:1]
+        if a.type.rank == 2:
+            a = broadcast_to(b, view(b, a, ("None", ":", ":")), batch + a.type.dims)
+        else:
+            c = broadcast_to(b, view(b, c, ("None", ":", ":")), batch + c.type.dims)
+    return _mm(b, a, c)
 
 
 def _truncated(b: Builder, scale: Any) -> Any:

@@ -252,9 +252,23 @@ def read_names(body: list[Node], blocks: dict[int, Block]) -> set[str]:
 def drop_unused_results(kernel: DeviceKernel) -> DeviceKernel:
     """`kernel` with the results of the atomics nothing reads dropped, so that an atomic
     used as a plain update is written as one (no value to hold, no select of its masked
-    lanes, a tensor descriptor's bulk add still possible)."""
+    lanes, a tensor descriptor's bulk add still possible), and the loads nothing reads
+    removed (a whole read whose tiles were read from its tensor: `MemoryLowering.reread`)."""
     names = read_names(kernel.body, kernel.blocks)
     for op in kernel.walk():
         if op.name.startswith("atomic_") and op.out is not None and op.out.name not in names:
             op.out = None
+    _drop_loads(kernel.body, names)
     return kernel
+
+
+def _drop_loads(body: list[Node], names: set[str]) -> None:
+    """Remove from `body` (in place, nested bodies too) the loads whose results are unread."""
+    body[:] = [n for n in body if not (isinstance(n, Op) and n.name == "load" and n.out is not None
+                                       and n.out.name not in names)]  # fmt: skip
+    for node in body:
+        if isinstance(node, Loop):
+            _drop_loads(node.body, names)
+        elif isinstance(node, Branch):
+            _drop_loads(node.then, names)
+            _drop_loads(node.orelse, names)
