@@ -14,7 +14,8 @@ import torch
 import tilecraft as tc
 from tilecraft.autotune.bench import Benchmarker
 from tilecraft.autotune.db import TuningDB
-from tilecraft.autotune.tune import ReferenceWarning, cached_config, db_path
+from tilecraft.autotune.outcome import ReferenceWarning
+from tilecraft.autotune.tune import cached_config, db_path
 from tilecraft.language import Choice
 
 

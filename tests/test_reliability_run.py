@@ -15,9 +15,9 @@ import torch
 from reliability_faults import fresh_kernel, read_only_dir, scale
 
 import tilecraft as tc
-from tilecraft.autotune import workers as workers_module
+from tilecraft.autotune import housekeeping
 from tilecraft.autotune.bench import Benchmarker
-from tilecraft.autotune.workers import DIR_PREFIX, capped_workers, remove_stale_dirs
+from tilecraft.autotune.housekeeping import DIR_PREFIX, capped_workers, remove_stale_dirs
 from tilecraft.exc import SettingsError
 
 CONFIGS = [tc.Config(block_sizes=[16]), tc.Config(block_sizes=[32])]
@@ -124,7 +124,7 @@ def test_worker_count_is_capped_by_cores_and_memory(monkeypatch: pytest.MonkeyPa
     requested = tc.kernel(scale).settings.autotune_workers
     assert requested == 1000
     assert capped_workers(requested, (x,)) <= (os.cpu_count() or 1)
-    monkeypatch.setattr(workers_module, "_available_memory", lambda: 3 << 30)
+    monkeypatch.setattr(housekeeping, "_available_memory", lambda: 3 << 30)
     assert capped_workers(requested, (x,)) <= 3
     assert capped_workers(0, (x,)) == 0  # in-process stays in-process
     remove_stale_dirs(Path("/nonexistent"))  # a missing temp root is not an error
@@ -150,7 +150,7 @@ def test_plain_kernel_with_grad_inputs_warns_once(tmp_path: Path) -> None:
 
 def test_stale_lock_dirs_of_dead_processes_are_removed(tmp_path: Path) -> None:
     """The GPU lock files' directory lives as long as its process; a dead one's goes."""
-    from tilecraft.autotune.workers import LOCKS_PREFIX
+    from tilecraft.autotune.housekeeping import LOCKS_PREFIX
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -1,7 +1,7 @@
 """The benchmarking engine: check and time candidates in parallel isolated workers.
 
 Workers compile and check concurrently; timing takes a lock (one per GPU for the whole
-process, see `workers.gpu_lock`), so one candidate at a time runs on the GPU while the
+process, see `housekeeping.gpu_lock`), so one candidate at a time runs on the GPU while the
 others compile. The worker that runs the reference config saves its outputs as the
 reference for the others, so that config is compiled once.
 
@@ -27,20 +27,17 @@ from typing import Any
 import torch
 
 from tilecraft.autotune.energy import EnergyMeter
+from tilecraft.autotune.housekeeping import DIR_PREFIX, capped_workers, gpu_lock, remove_stale_dirs
 from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.reference import Reference, ReferenceFailed
 from tilecraft.autotune.runner import fresh, outputs, run_job
 from tilecraft.autotune.trial import Trial
 from tilecraft.autotune.workers import (
-    DIR_PREFIX,
     SKIPPED_RESULT,
     WorkerPool,
     acquire,
-    capped_workers,
     give_back,
-    gpu_lock,
     past,
-    remove_stale_dirs,
     start_early,
     timed,
 )

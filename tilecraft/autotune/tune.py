@@ -31,6 +31,7 @@ from tilecraft.autotune.energy import (
 from tilecraft.autotune.features import describe
 from tilecraft.autotune.llm.context import LLMContext, closest_entries
 from tilecraft.autotune.model import CostModel, from_database
+from tilecraft.autotune.outcome import check_reference, distinct, summary
 from tilecraft.autotune.phases import Phases
 from tilecraft.autotune.pick import pick
 from tilecraft.autotune.predict import TOP
@@ -201,8 +202,8 @@ def autotune(
             tuning_j = used.joules()
             phases["total"] = time.monotonic() - started
             shown.finish(best, tuning_j, pareto_front(trials), _shown(phases, settings))
-    _check_reference(bound.src.tree.name, trials)
-    bound.tuning = {**_summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
+    check_reference(bound.src.tree.name, trials)
+    bound.tuning = {**summary(trials, name, best, objective, tuning_j), "phases": phases.rounded()}
     return best.config
 
 
@@ -277,28 +278,6 @@ def _trials(
     return runner.trials
 
 
-class ReferenceWarning(UserWarning):
-    """Most configs of a tuning run disagreed with the default config's outputs."""
-
-
-def _check_reference(name: str, trials: list[Trial]) -> None:
-    """Warn where most configs disagreed with the reference (the default config's outputs):
-    a compiler that miscompiles the default config makes every config that agrees with it
-    the wrong one (Triton 3.6 did, at small convolution shapes), and a kernel whose result
-    depends on its config (a race, an output left unwritten) looks the same."""
-    wrong = sum(t.status == "wrong_result" for t in trials)
-    agreed = sum(t.ok for t in trials)
-    if wrong >= 3 and wrong > agreed:
-        warnings.warn(
-            f"tilecraft: {wrong} configs of `{name}` gave outputs that differ from its default "
-            f"config's and {agreed} agreed: the default config may be miscompiled, or the "
-            "kernel's result depends on its config (a race, an output not written "
-            "everywhere); check its output against PyTorch",
-            ReferenceWarning,
-            3,
-        )
-
-
 def _winner(run: _Run, trials: list[Trial]) -> Trial:
     """The best of `trials` (re-timed on a GPU), stored as the kernel's best config."""
     quick = run.search == "predict"
@@ -358,28 +337,6 @@ def _pool_size(
     if max_configs:
         batch.append(max_configs)
     return min(batch)
-
-
-def _summary(
-    trials: list[Trial], search: str, best: Trial, objective: str, tuning_j: float | None
-) -> dict[str, Any]:
-    """What a tuning run did (kept as `bound.tuning`): counts, the winner's time and energy,
-    the energy the run used, and the time/energy Pareto front of its trials."""
-    front = [
-        {"config": t.config, "time_ms": t.time_ms, "energy_j": t.energy_j}
-        for t in pareto_front(trials)
-    ]
-    return {
-        "configs": len(trials),
-        "failed": sum(not t.ok for t in trials),
-        "search": search,
-        "objective": objective,
-        "best_ms": best.time_ms,
-        "best_energy_j": best.energy_j,
-        "tuning_energy_j": tuning_j,
-        "pareto": front,
-        **status_counts(trials),
-    }
 
 
 def best_key(key: TuneKey, objective: str) -> TuneKey:
@@ -514,7 +471,7 @@ def _choose(
         return Trial(default, "ok", None, objective=objective)
     if objective != "time":
         return ranked[0]
-    leaders = _distinct(ranked)[:LEADERS]
+    leaders = distinct(ranked)[:LEADERS]
     if quick:
         fastest = ranked[0].time_ms or 0.0
         leaders = [t for t in leaders if (t.time_ms or 0.0) <= fastest * (1 + NOISE)]
@@ -533,22 +490,3 @@ def _choose(
     if chosen is None:
         return ranked[0]
     return Trial(chosen, "ok", statistics.median(samples[chosen]))
-
-
-def _distinct(ranked: list[Trial]) -> list[Trial]:
-    """`ranked` without repeats of a config (a search may measure one twice)."""
-    seen: set[Config] = set()
-    out = []
-    for trial in ranked:
-        if trial.config not in seen:
-            seen.add(trial.config)
-            out.append(trial)
-    return out
-
-
-def status_counts(trials: list[Trial]) -> dict[str, Any]:
-    """Counts of trials by status."""
-    counts: dict[str, Any] = {}
-    for t in trials:
-        counts[t.status] = counts.get(t.status, 0) + 1
-    return counts
