@@ -3,8 +3,9 @@
 Times, in one process, the forward as a user's call runs it (`attention(q, k, v)`, default
 configs, the Gluon forward where it applies), the same call with it turned off
 (`TILECRAFT_GLUON_ATTENTION=0`: the `tl` forward), and SDPA's cuDNN and flash backends;
-then one training step (forward and backward) of each. Inputs bf16, heads in rows, and
-once more as a fused projection leaves them (heads side by side, read in place).
+then its backward alone and one training step (forward and backward). Inputs bf16, heads
+in rows, and once more as a fused projection leaves them (heads side by side, read in
+place).
 
     python benchmarks/bench_attention_sm90.py --out $OUT/bench_attention_sm90.json
 """
@@ -51,10 +52,13 @@ def peer_call(backend: SDPBackend, causal: bool) -> Callable[..., torch.Tensor]:
 
 
 def measure(call: Callable[..., torch.Tensor], leaves: list, ref: torch.Tensor) -> dict:
-    """Forward and training-step milliseconds of one implementation, and its error."""
+    """Forward, backward and training-step milliseconds of one implementation, and its
+    error. The backward alone runs on one retained graph, given the output's gradient in
+    the output's dtype and layout (as a model's arrives) and, as `backward_bhsd_ms`,
+    contiguous in `(batch, heads, seq, dim)` (the tl backward reads either in place)."""
     with torch.no_grad():
         out = call(*leaves)
-    grad = torch.ones_like(out)  # in the output's dtype and layout, as a model's arrives
+    grad = torch.ones_like(out)
     row = dict(err=(out.float() - ref).abs().max().item())
     with torch.no_grad():
         row["forward_ms"] = ms(lambda: call(*leaves))
@@ -63,6 +67,9 @@ def measure(call: Callable[..., torch.Tensor], leaves: list, ref: torch.Tensor) 
         torch.autograd.grad(call(*leaves), leaves, grad)
 
     row["step_ms"] = ms(step)
+    graph = call(*leaves)
+    for name, g in (("backward_ms", grad), ("backward_bhsd_ms", grad.contiguous())):
+        row[name] = ms(lambda g=g: torch.autograd.grad(graph, leaves, g, retain_graph=True))
     return row
 
 
@@ -93,6 +100,7 @@ def run_case(shape: tuple, causal: bool, in_rows: bool) -> list[dict]:
             row.update(measure(call, leaves, ref))
             row["forward_tflops"] = fwd / row["forward_ms"] * 1e-9
             row["step_tflops"] = 3.5 * fwd / row["step_ms"] * 1e-9
+            row["backward_tflops"] = 2.5 * fwd / row["backward_ms"] * 1e-9
         except Exception as exc:  # noqa: BLE001 - a peer may lack a backend
             row["error"] = f"{type(exc).__name__}: {exc}"[:200]
         rows.append(row)
@@ -101,22 +109,28 @@ def run_case(shape: tuple, causal: bool, in_rows: bool) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: forward and step TFLOP/s per implementation, and ratios to the peers."""
-    head = "| shape | causal | heads | impl | fwd TFLOP/s | step TFLOP/s "
-    lines = [head + "| fwd vs cuDNN | fwd vs flash | err |", "|---" * 9 + "|"]
+    """Markdown: forward, backward and step TFLOP/s per implementation, and the forward's
+    and backward's ratios to cuDNN's and flash's."""
+    head = "| shape | causal | heads | impl | fwd | bwd | step | fwd vs cuDNN, flash "
+    lines = [head + "| bwd vs cuDNN, flash | err |", "|---" * 10 + "|"]
     for r in rows:
         if "error" in r:
             continue
         same = [p for p in rows if p["shape"] == r["shape"] and p["causal"] == r["causal"]
                 and p["heads_in_rows"] == r["heads_in_rows"]]  # fmt: skip
-        peer = {p["impl"]: p.get("forward_tflops") for p in same}
-        ratio = [f"{r['forward_tflops'] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS]
         lines.append(
             f"| {tuple(r['shape'])} | {r['causal']} | {'rows' if r['heads_in_rows'] else 'fused'} "
-            f"| {r['impl']} | {r['forward_tflops']:.0f} | {r['step_tflops']:.0f} | "
-            f"{ratio[0]} | {ratio[1]} | {r['err']:.1e} |"
+            f"| {r['impl']} | {r['forward_tflops']:.0f} | {r['backward_tflops']:.0f} | "
+            f"{r['step_tflops']:.0f} | {_ratios(r, same, 'forward_tflops')} | "
+            f"{_ratios(r, same, 'backward_tflops')} | {r['err']:.1e} |"
         )
     return "\n".join(lines)
+
+
+def _ratios(row: dict, same: list[dict], key: str) -> str:
+    """`row[key]` over cuDNN's and flash's, measured on the same case."""
+    peer = {p["impl"]: p.get(key) for p in same}
+    return ", ".join(f"{row[key] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS)
 
 
 VARIANTS = {  # (consumer warpgroups, key tile, ring depth) the sweep times, by head dim
