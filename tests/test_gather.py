@@ -1,9 +1,9 @@
 """Gathers and sorts within a tile: torch.gather / Tensor.gather, take_along_dim,
-index_select, `row[:, ids]` with an index tile, and sort/argsort/msort/topk/kthvalue
-along a dim other than the last; both modes against PyTorch on rows of widths 0, 1 and
-not powers of two (padded lanes must never be picked), NaN and -0.0 values, int32 and
-int64 indices, and refusals by name at the user's line (abs and negation of bool tiles
-among them).
+index_select, `row[:, ids]` with an index tile, and sort/argsort/msort/topk/kthvalue/
+median/nanmedian along a dim other than the last; both modes against PyTorch on rows of
+widths 0, 1 and not powers of two (padded lanes must never be picked), NaN and -0.0
+values, int32 and int64 indices, and refusals by name at the user's line (abs and
+negation of bool tiles among them).
 
 An index out of range cannot raise in a kernel: compiled code reads 0 there (checked
 below under Triton's interpreter), eager mode raises as PyTorch does. Ties in sorts'
@@ -313,3 +313,51 @@ def test_compares_over_tritons_largest_tensor_are_refused_by_config() -> None:
     with pytest.raises(InvalidConfig, match=r"tile of \d+ elements .* over Triton's") as caught:
         gather_rows.bind(args).compile(tc.Config(block_sizes=[128]))
     assert "torch.gather(x[t, :], 1, ids[t, :])" in str(caught.value)
+
+
+@tc.kernel
+def middles(x: torch.Tensor, name: str, keep: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    fn = getattr(torch, name)
+    shape = [x.size(0), 1] if keep else [x.size(0)]
+    values = torch.empty(shape, dtype=x.dtype, device=x.device)
+    index = torch.empty(shape, dtype=torch.int64, device=x.device)
+    for t in tc.tile(x.size(0)):
+        v, i = fn(x[t, :], dim=1, keepdim=keep)
+        values[t, ...] = v
+        index[t, ...] = i
+    return values, index
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+@pytest.mark.parametrize("width", [1, 2, 5, 17])
+@pytest.mark.parametrize("keep", [False, True])
+def test_median_and_nanmedian_match_pytorch(name: str, width: int, keep: bool) -> None:
+    """The lower middle value and its position; `median` of a row holding NaN is NaN at
+    the first NaN, `nanmedian` leaves NaN out. Rows hold distinct numbers (PyTorch does
+    not promise which of tied positions). An all-NaN row's nanmedian index is the first
+    NaN here, where PyTorch's CPU kernel gives one depending on the row's length."""
+    x = distinct(width, 6).T.contiguous().float()
+    if width > 2:
+        x[1, 1], x[2, 0], x[2, -1] = float("nan"), float("nan"), float("nan")
+        x[3] = float("nan")
+    expected = getattr(torch, name)(x, 1, keepdim=keep)
+    for mode in ("eager", "triton"):
+        values, index = run_mode(middles, (x, name, keep), mode, tc.Config(block_sizes=[4]))
+        torch.testing.assert_close(values, expected.values, equal_nan=True)
+        rows = [r for r in range(6) if not (name == "nanmedian" and x[r].isnan().all())]
+        assert torch.equal(index[rows], expected.indices[rows]), mode
+
+
+@tc.kernel
+def whole_median(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([x.size(0)], dtype=x.dtype, device=x.device)
+    for t in tc.tile(x.size(0), block_size=1):
+        out[t.begin] = x[t.begin, :, :].median()  # all elements of a [4, 5] tile
+    return out
+
+
+def test_median_of_all_elements() -> None:
+    x = torch.randn(3, 4, 5, device=DEVICE)
+    x[1, 2, 3] = float("nan")
+    expected = torch.stack([row.median() for row in x])
+    check_modes(whole_median, (x,), lambda x: expected)

@@ -1,5 +1,5 @@
-"""`torch.sort`, `argsort`, `msort`, `topk` and `kthvalue` on a tile, along any of its
-dims (the dim is moved last, and the results' back).
+"""`torch.sort`, `argsort`, `msort`, `topk`, `kthvalue`, `median` and `nanmedian` on a
+tile, along any of its dims (the dim is moved last, and the results' back).
 
 sort ranks every element by comparing all pairs along the dim (stable, NaN largest, as
 PyTorch): O(n^2) work, so rows are limited to MAX_SORT elements. topk selects the k best
@@ -15,7 +15,7 @@ import torch
 
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend import jagged
-from tilecraft.frontend.builder import Builder
+from tilecraft.frontend.builder import Builder, Operand
 from tilecraft.frontend.gathers import pick
 from tilecraft.frontend.ops import OPS, ValuesIndices, _axis, op, reduce, view
 from tilecraft.frontend.views import movedim, whole_extent
@@ -187,10 +187,65 @@ def _kth_last(b: Builder, x: Value, block: Dim, k: int, keepdim: bool) -> Values
         values = pick(b, chosen, x, -1)
         where = b.cast(pos, torch.int64)
         indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
+    return _kept(b, ValuesIndices(values, indices), block, keepdim)
+
+
+@op("median")
+def _median(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False) -> object:
+    """The lower of the two middle values along a dim and its position (PyTorch's); NaN,
+    at the first NaN's position, where the row holds one. Without `dim`, of all elements
+    (the value alone)."""
+    return _middle(b, x, dim, keepdim, "median")
+
+
+@op("nanmedian")
+def _nanmedian(b: Builder, x: Value, dim: int | None = None, keepdim: bool = False) -> object:
+    """`median` of the elements that are not NaN (NaN where all are)."""
+    return _middle(b, x, dim, keepdim, "nanmedian")
+
+
+def _middle(b: Builder, x: Value, dim: int | None, keepdim: bool, what: str) -> object:
+    if isinstance(x, Value) and x.type.dtype == torch.bool:
+        raise DtypeError(f"{what} of a bool tile (PyTorch refuses it too)", b.loc)
+    if dim is None:
+        flat = OPS["flatten"](b, x) if isinstance(x, Value) and x.type.rank != 1 else x
+        return _middle(b, flat, 0, False, what).values  # type: ignore[attr-defined]
+    skip = what == "nanmedian"
+    return _along(b, x, dim, what, lambda x, block: _middle_last(b, x, block, keepdim, skip))
+
+
+def _middle_last(b: Builder, x: Value, block: Dim, keepdim: bool, skip: bool) -> ValuesIndices:
+    if block is None:
+        values, indices = _one(b, x)
+    else:
+        n = whole_extent(b, x, x.type.rank - 1, "median")
+        if n > MAX_SORT:
+            raise UnsupportedOperation(f"median of rows longer than {MAX_SORT} (a sort)", b.loc)
+        rank, pos = _ranks(b, x, descending=False)
+        nan = OPS["isnan"](b, x) if x.type.dtype.is_floating_point else None
+        middle: Operand = (n - 1) // 2
+        if skip and nan is not None:  # the middle of the numbers (NaN sorts after them)
+            count = reduce(b, "sum", b.cast(OPS["not"](b, nan), torch.int32), -1, True)  # type: ignore[arg-type]
+            half = OPS["floordiv"](b, OPS["sub"](b, count, 1), 2)
+            middle = OPS["maximum"](b, half, 0)  # no numbers: the first NaN
+        chosen = OPS["eq"](b, rank, middle)
+        where = b.cast(pos, torch.int64)
+        values = pick(b, chosen, x, -1)
+        indices = reduce(b, "sum", OPS["where"](b, chosen, where, 0), -1, False)
+        if not skip and nan is not None:
+            seen = OPS["gt"](b, reduce(b, "sum", b.cast(nan, torch.int32), -1, False), 0)  # type: ignore[arg-type]
+            first = reduce(b, "min", OPS["where"](b, nan, where, 2**62), -1, False)
+            values = OPS["where"](b, seen, math.nan, values)
+            indices = OPS["where"](b, seen, first, indices)
+    return _kept(b, ValuesIndices(values, indices), block, keepdim)
+
+
+def _kept(b: Builder, found: ValuesIndices, block: Dim, keepdim: bool) -> ValuesIndices:
+    """A reduced dim's results with the dim kept or not (a dim of 1 is there already)."""
     if keepdim == (block is None):  # as it is
-        return ValuesIndices(values, indices)
+        return found
     fix = OPS["squeeze"] if block is None else OPS["unsqueeze"]
-    return ValuesIndices(fix(b, values, -1), fix(b, indices, -1))
+    return ValuesIndices(fix(b, found.values, -1), fix(b, found.indices, -1))
 
 
 def _first(b: Builder, x: Value, block: int, largest: bool) -> ValuesIndices:
