@@ -64,6 +64,7 @@ UNARY = [
     "tanh",
     "sigmoid",
     "erf",
+    "erfc",
     "reciprocal",
     "isnan",
     "isinf",
@@ -101,6 +102,29 @@ def test_expm1_and_tanh_keep_precision_small_and_large(mode, name: str) -> None:
     the log of exp(x), subnormal for x near -100 (expm1(-100) was -0.9997)."""
     x = torch.tensor([[1e-10, -1e-7, 3e-5, 0.3, -2.5, 9.0, -50.0, -100.0, 60.0]], device=DEVICE)
     torch.testing.assert_close(mode(unary)(x, name), getattr(torch, name)(x), rtol=1e-5, atol=0)
+
+
+def test_erfc_keeps_its_tail_and_ndtr_is_pytorchs(mode) -> None:
+    """erfc was refused. Under the interpreter (no libdevice) it is 1 - erf in float64
+    below 2 and a continued fraction beyond (erfc(9) is 4e-37, erfc(10) a denormal);
+    ndtr is PyTorch's 0.5 * (1 + erf(x / sqrt(2))), cancellation and all."""
+    x = torch.tensor([[0.0, 0.3, -0.7, 1.9, 2.1, 3.0, 5.0, 9.0, 10.0, 10.5, -3.0, -27.0]])
+    x = x.to(DEVICE)
+    torch.testing.assert_close(mode(unary)(x, "erfc"), torch.erfc(x), rtol=2e-6, atol=0)
+    wide = x.double() * 2.5
+    torch.testing.assert_close(mode(unary)(wide, "erfc"), torch.erfc(wide), rtol=1e-13, atol=0)
+    grid = torch.linspace(-12, 12, 2001, device=DEVICE)[None]
+    for dtype, atol in ((torch.float32, 1e-6), (torch.float64, 1e-12), (torch.bfloat16, 4e-3)):
+        found = mode(normal_cdf)(grid.to(dtype))
+        torch.testing.assert_close(found, torch.special.ndtr(grid.to(dtype)), atol=atol, rtol=0)
+
+
+@tc.kernel
+def normal_cdf(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size()):
+        out[tile] = torch.special.ndtr(x[tile])
+    return out
 
 
 def test_log10_of_powers_of_ten_is_exact(mode) -> None:

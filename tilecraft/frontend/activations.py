@@ -52,6 +52,16 @@ def _gelu(b: Builder, x: Value, approximate: str = "none") -> Value:
     return _narrow(b, b.elementwise("mul", half, b.elementwise("add", t, 1.0)), x)
 
 
+@op("ndtr")
+def _ndtr(b: Builder, x: Value) -> Value:
+    """`torch.special.ndtr`, the standard normal CDF, as PyTorch's kernel computes it:
+    0.5 * (1 + erf(x / sqrt(2))), which loses the far lower tail to the cancellation
+    (ndtr(-8) is 0 in float32; 0.5 * erfc(-x / sqrt(2)) keeps it)."""
+    xf = _wide(b, x)
+    t = OPS["erf"](b, b.elementwise("mul", xf, 1.0 / math.sqrt(2.0)))
+    return _narrow(b, b.elementwise("mul", b.elementwise("add", t, 1.0), 0.5), x)
+
+
 def _softplus_of(b: Builder, xf: Value) -> Value:
     """log(1 + exp(x)), computed in `xf`'s dtype."""
     return OPS["log1p"](b, OPS["exp"](b, xf))  # type: ignore[no-any-return]

@@ -28,6 +28,7 @@ import torch
 
 from tilecraft.ir.helpers import (
     ATAN,
+    ERFC,
     FLOAT_FLOORDIV,
     INT_FLOORDIV,
     POW,
@@ -419,6 +420,17 @@ define(
     eager=torch.tanh,
     result=Result.FLOAT,
     torch_names=("tanh",),
+    category="transcendental",
+)
+
+define(
+    "erfc",
+    E,
+    emit=lambda d, a: f"libdevice.erfc({a})",
+    helper=lambda d: ERFC if interpreted() else None,
+    eager=torch.erfc,
+    result=Result.FLOAT,
+    torch_names=("erfc",),
     category="transcendental",
 )
 
