@@ -127,6 +127,23 @@ def normal_cdf(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@pytest.mark.parametrize("name", ["lgamma", "digamma"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_lgamma_and_digamma_over_poles_and_tails(mode, name: str, dtype: torch.dtype) -> None:
+    """Both were refused. Negative arguments (reflected), the poles at 0 and the negative
+    integers (digamma: -inf at 0, +inf at -0.0, NaN below), tiny and huge arguments and
+    the zeros of lgamma at 1 and 2."""
+    grid = torch.linspace(-9.7, 25.3, 1200, device=DEVICE)
+    edges = [0.0, -0.0, -1.0, -3.0, 1.0, 2.0, 0.5, 1e-30, -1e-30, 1e30, float("inf")]
+    edges += [-float("inf"), float("nan"), 1.4616321449683622, -2.5]
+    x = torch.cat([grid, torch.tensor(edges, device=DEVICE)])[None].to(dtype)
+    expected = getattr(torch, name)(x)
+    rtol, atol = {torch.float32: (2e-6, 1e-6), torch.float64: (1e-11, 1e-13)}.get(
+        dtype, (2e-3, 2e-3)
+    )
+    torch.testing.assert_close(mode(unary)(x, name), expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
 def test_log10_of_powers_of_ten_is_exact(mode) -> None:
     """log10 was log2(x) * log10(2), rounded twice: 2.9999998 for 1000 in float32, so
     floor(log10(x)), the digit count, came out one short."""

@@ -167,3 +167,49 @@ ERFC = """def {name}(a):
     near = 1.0 - tl.erf(x)
     return tl.where(tl.abs(x) >= 2.0, far, near).to(a.dtype)  # (NaN: near, NaN)
 """
+
+# lgamma and digamma under the interpreter (lgamma's libdevice on a GPU; digamma has none,
+# so this on a GPU too), in float64: arguments below 1/2 reflected (Euler's), the rest
+# moved up to 10 or more by the recurrences, then Stirling's series (error below 1e-15)
+LGAMMA = """def {name}(a):
+    x = a.to(tl.float64)
+    y = tl.where(x < 0.5, 1.0 - x, x)
+    logs = tl.zeros_like(y)
+    for _ in tl.static_range(10):  # lgamma(y) = lgamma(y + 1) - log(y)
+        logs = tl.where(y < 10.0, logs + tl.log(y), logs)
+        y = tl.where(y < 10.0, y + 1.0, y)
+    w = 1.0 / (y * y)
+    series = (((((w * 0.0008417508417508417 - 0.0005952380952380953) * w
+                 + 0.0007936507936507937) * w - 0.002777777777777778) * w
+               + 0.08333333333333333) / y)
+    big = (y - 0.5) * tl.log(y) - y + 0.9189385332046728 + series - logs
+    turns = tl.where(tl.abs(x) < 1.0, x, x - 2.0 * tl.floor(x * 0.5))  # x mod 2, exact
+    sine = tl.abs(tl.sin(turns * 3.141592653589793))
+    small = tl.log(3.141592653589793 / sine) - big
+    out = tl.where(x < 0.5, small, big)
+    pole = ((x <= 0) & (x == tl.floor(x))) | (tl.abs(x) == float("inf"))
+    return tl.where(pole, float("inf"), out).to(a.dtype)
+"""
+
+DIGAMMA = """def {name}(a):
+    x = a.to(tl.float64)
+    y = tl.where(x < 0.5, 1.0 - x, x)
+    steps = tl.zeros_like(y)
+    for _ in tl.static_range(10):  # digamma(y) = digamma(y + 1) - 1 / y
+        steps = tl.where(y < 10.0, steps - 1.0 / y, steps)
+        y = tl.where(y < 10.0, y + 1.0, y)
+    w = 1.0 / (y * y)
+    series = ((((w * -0.007575757575757576 + 0.004166666666666667) * w
+                - 0.003968253968253968) * w + 0.008333333333333333) * w
+              - 0.08333333333333333) * w
+    big = tl.log(y) - 0.5 / y + series + steps
+    turns = tl.where(tl.abs(x) < 1.0, x, x - 2.0 * tl.floor(x * 0.5))  # x mod 2, exact
+    angle = turns * 3.141592653589793
+    small = big - 3.141592653589793 * tl.cos(angle) / tl.sin(angle)
+    out = tl.where(x < 0.5, small, big)
+    pole = (x <= 0) & (x == tl.floor(x))  # 0: -inf (+inf for -0.0); below: NaN
+    zero = tl.where(1.0 / x < 0, float("inf"), -float("inf"))
+    out = tl.where(pole, tl.where(x == 0, zero, float("nan")), out)
+    out = tl.where(x == float("inf"), x, tl.where(x == -float("inf"), float("nan"), out))
+    return out.to(a.dtype)
+"""

@@ -28,9 +28,11 @@ import torch
 
 from tilecraft.ir.helpers import (
     ATAN,
+    DIGAMMA,
     ERFC,
     FLOAT_FLOORDIV,
     INT_FLOORDIV,
+    LGAMMA,
     POW,
     REMAINDER,
     TANH,
@@ -412,38 +414,38 @@ for _name, (_emit, _eager) in TRANSCENDENTAL.items():
         category="transcendental",
     )
 
-define(
-    "tanh",
-    E,
-    emit=lambda d, a: f"libdevice.tanh({a})",
-    helper=lambda d: TANH if interpreted() else None,
-    eager=torch.tanh,
-    result=Result.FLOAT,
-    torch_names=("tanh",),
-    category="transcendental",
-)
+# ops from libdevice on a GPU (CUDA's, as PyTorch's kernels) and from a Triton helper under
+# the interpreter, which has no libdevice (helpers.py): name -> (libdevice function, or None
+# for the helper on a GPU too; the helper; the eager function; PyTorch's names)
+LIBDEVICE: dict[str, tuple[str | None, str, Any, tuple[str, ...]]] = {
+    "tanh": ("tanh", TANH, torch.tanh, ("tanh",)),
+    "atan": ("atan", ATAN, torch.atan, ("atan", "arctan")),
+    "erfc": ("erfc", ERFC, torch.erfc, ("erfc",)),
+    "lgamma": ("lgamma", LGAMMA, torch.lgamma, ("lgamma", "gammaln")),
+    "digamma": (None, DIGAMMA, torch.digamma, ("digamma", "psi")),
+}
 
-define(
-    "erfc",
-    E,
-    emit=lambda d, a: f"libdevice.erfc({a})",
-    helper=lambda d: ERFC if interpreted() else None,
-    eager=torch.erfc,
-    result=Result.FLOAT,
-    torch_names=("erfc",),
-    category="transcendental",
-)
 
-define(
-    "atan",
-    E,
-    emit=lambda d, a: f"libdevice.atan({a})",
-    helper=lambda d: ATAN if interpreted() else None,
-    eager=torch.atan,
-    result=Result.FLOAT,
-    torch_names=("atan", "arctan"),
-    category="transcendental",
-)
+def _libdevice(fn: str | None, helper: str) -> dict[str, Any]:
+    """The emit and helper rules of a `LIBDEVICE` op."""
+    if fn is None:
+        return dict(helper=lambda d: helper)
+    return dict(
+        emit=lambda d, a: f"libdevice.{fn}({a})",
+        helper=lambda d: helper if interpreted() else None,
+    )
+
+
+for _name, (_device_fn, _helper, _eager, _names) in LIBDEVICE.items():
+    define(
+        _name,
+        E,
+        eager=_eager,
+        result=Result.FLOAT,
+        torch_names=_names,
+        category="transcendental",
+        **_libdevice(_device_fn, _helper),
+    )
 
 # -- ops the code generator writes itself ----------------------------------------------------
 define("cast", E, eager=lambda x, dtype: x.to(dtype))
