@@ -144,6 +144,21 @@ def test_lgamma_and_digamma_over_poles_and_tails(mode, name: str, dtype: torch.d
     torch.testing.assert_close(mode(unary)(x, name), expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_erfinv_and_i0(mode, dtype: torch.dtype) -> None:
+    """Both were refused. erfinv over (-1, 1) and at +-1 (+-inf), beyond (NaN) and 0; i0
+    over +-100 (past float32's range from 89 on: inf), 0 and the series' switch at 30."""
+    inside = torch.cat([torch.linspace(-0.999999, 0.999999, 2001), torch.tensor([0.0, -0.0])])
+    outside = torch.tensor([1.0, -1.0, 1.5, -2.0, float("nan"), 1e-30])
+    y = torch.cat([inside, outside]).to(DEVICE)[None].to(dtype)
+    tol = {torch.float32: (2e-6, 1e-6), torch.float64: (1e-9, 1e-12)}.get(dtype, (1e-2, 1e-2))
+    found = mode(unary)(y, "erfinv")
+    torch.testing.assert_close(found, torch.erfinv(y), rtol=tol[0], atol=tol[1], equal_nan=True)
+    x = torch.cat([torch.linspace(-100, 100, 2001), torch.tensor([0.0, 29.99, 30.0])])
+    x = x.to(DEVICE)[None].to(dtype)
+    torch.testing.assert_close(mode(unary)(x, "i0"), torch.i0(x), rtol=tol[0] * 2, atol=0)
+
+
 def test_log10_of_powers_of_ten_is_exact(mode) -> None:
     """log10 was log2(x) * log10(2), rounded twice: 2.9999998 for 1000 in float32, so
     floor(log10(x)), the digit count, came out one short."""

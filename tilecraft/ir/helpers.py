@@ -213,3 +213,41 @@ DIGAMMA = """def {name}(a):
     out = tl.where(x == float("inf"), x, tl.where(x == -float("inf"), float("nan"), out))
     return out.to(a.dtype)
 """
+
+# erfinv under the interpreter, in float64: Winitzki's closed form (within 2e-3), then
+# three Newton steps on the interpreter's exact erf; +-inf at +-1, NaN beyond
+ERFINV = """def {name}(a):
+    y = a.to(tl.float64)
+    log = tl.log((1.0 - y) * (1.0 + y))
+    b = 4.330746750799873 + log * 0.5  # 2 / (pi * 0.147) + log / 2
+    x = tl.sqrt(tl.sqrt(b * b - log * 6.802721088435374) - b)  # (1 / 0.147)
+    x = tl.where(y < 0, x * -1.0, x)
+    for _ in tl.static_range(3):
+        x = x - (tl.erf(x) - y) / (1.1283791670955126 * tl.exp(x * -x))
+    x = tl.where(y == 0, y, x)
+    return tl.where(tl.abs(y) == 1.0, y * float("inf"), x).to(a.dtype)
+"""
+
+# i0 (the modified Bessel function of order 0), on a GPU too, in float64: its power series
+# below 30 (60 terms), the asymptotic series of e^x / sqrt(2 pi x) beyond. In float32 it
+# is inf from x = log(FLT_MAX) on, as PyTorch's (exp(x) times a series overflows there)
+I0 = """def {name}(a):
+    x = tl.abs(a.to(tl.float64))
+    quarter = x * x * 0.25
+    term = tl.zeros_like(x) + 1.0
+    near = term
+    for k in tl.static_range(1, 61):
+        term = term * quarter / (k * k)
+        near = near + term
+    z = tl.maximum(x, 30.0)
+    term = tl.zeros_like(x) + 1.0
+    far = term
+    for k in tl.static_range(1, 16):
+        term = term * ((2 * k - 1) * (2 * k - 1)) / (8 * k * z)
+        far = far + term
+    far = far * tl.exp(z) / tl.sqrt(z * 6.283185307179586)
+    out = tl.where(x < 30.0, near, far)
+    if a.dtype != tl.float64:
+        out = tl.where(x > 88.72283905206835, float("inf"), out)
+    return out.to(a.dtype)
+"""

@@ -30,7 +30,9 @@ from tilecraft.ir.helpers import (
     ATAN,
     DIGAMMA,
     ERFC,
+    ERFINV,
     FLOAT_FLOORDIV,
+    I0,
     INT_FLOORDIV,
     LGAMMA,
     POW,
@@ -423,6 +425,8 @@ LIBDEVICE: dict[str, tuple[str | None, str, Any, tuple[str, ...]]] = {
     "erfc": ("erfc", ERFC, torch.erfc, ("erfc",)),
     "lgamma": ("lgamma", LGAMMA, torch.lgamma, ("lgamma", "gammaln")),
     "digamma": (None, DIGAMMA, torch.digamma, ("digamma", "psi")),
+    "erfinv": ("erfinv", ERFINV, torch.erfinv, ("erfinv",)),
+    "i0": (None, I0, torch.i0, ("i0",)),
 }
 
 
