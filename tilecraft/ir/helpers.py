@@ -187,6 +187,7 @@ LGAMMA = """def {name}(a):
     sine = tl.abs(tl.sin(turns * 3.141592653589793))
     small = tl.log(3.141592653589793 / sine) - big
     out = tl.where(x < 0.5, small, big)
+    out = tl.where((x == 1.0) | (x == 2.0), 0.0, out)  # its zeros, exactly
     pole = ((x <= 0) & (x == tl.floor(x))) | (tl.abs(x) == float("inf"))
     return tl.where(pole, float("inf"), out).to(a.dtype)
 """
@@ -230,7 +231,7 @@ ERFINV = """def {name}(a):
 
 # i0 (the modified Bessel function of order 0), on a GPU too, in float64: its power series
 # below 30 (60 terms), the asymptotic series of e^x / sqrt(2 pi x) beyond. In float32 it
-# is inf from x = log(FLT_MAX) on, as PyTorch's (exp(x) times a series overflows there)
+# is inf from x = log(FLT_MAX) on, and NaN at +-inf, as PyTorch's (exp(x) over sqrt(x))
 I0 = """def {name}(a):
     x = tl.abs(a.to(tl.float64))
     quarter = x * x * 0.25
@@ -246,8 +247,8 @@ I0 = """def {name}(a):
         term = term * ((2 * k - 1) * (2 * k - 1)) / (8 * k * z)
         far = far + term
     far = far * tl.exp(z) / tl.sqrt(z * 6.283185307179586)
-    out = tl.where(x < 30.0, near, far)
+    out = tl.where(x >= 30.0, far, near)  # (NaN: near, NaN)
     if a.dtype != tl.float64:
         out = tl.where(x > 88.72283905206835, float("inf"), out)
-    return out.to(a.dtype)
+    return tl.where(x == float("inf"), float("nan"), out).to(a.dtype)  # (PyTorch's inf/inf)
 """
