@@ -478,3 +478,22 @@ def test_int_of_a_scalar_is_a_python_int_meeting_tiles() -> None:
 
     out = torch.zeros(2, 3, 3, dtype=torch.int16, device=DEVICE)  # (wrapped, as PyTorch)
     check_modes(with_int_of_scalar, (x, f, out), reference)
+
+
+@tc.kernel
+def with_int_remainder(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            out[i, t] = x[i, t] * 1000000000007 + (-int(f[i])) % -3
+
+
+def test_python_remainder_of_int_of_a_scalar_stays_an_int() -> None:
+    """`-int(v) % -3` is a Python int in eager mode; compiled code took it for a float (a
+    zero of the divisor's sign, -0.0), which made float32 of the int64 tile it was added
+    to (-18999999987712 for -19000000000133: flow fuzzer, seed 581, kernel 119)."""
+    x = torch.tensor([[-19, 3, 0]], device=DEVICE)
+    f = torch.tensor([2], device=DEVICE)
+    out = torch.zeros(1, 3, dtype=torch.int64, device=DEVICE)
+    expected = x * 1000000000007 + (-2) % -3
+    for mode in ("eager", "triton"):
+        assert torch.equal(run_mode(with_int_remainder, (x, f, out), mode)[-1], expected)

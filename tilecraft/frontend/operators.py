@@ -172,10 +172,15 @@ def host_arithmetic(pyop: Any, left: Any, right: Any) -> Any:
 
 
 def _host_floats(*operands: Any) -> bool:
-    """Python numbers and host float arguments (read at launch), a float among them: what
-    eager mode computes with Python's arithmetic."""
+    """Python numbers and host float arguments (read at launch) or `float(v)`/`int(v)` of
+    device values, a float among them: what eager mode computes with Python's arithmetic
+    (`-int(v) % -3` is an int there, as `% -3` of any int: it was taken for a float, its
+    zero -0.0, which made float32 of the int64 tile it met: flow fuzzer, seed 581)."""
     host = all(isinstance(o, (int, float)) or (isinstance(o, Value) and o.weak) for o in operands)
-    return host and any(isinstance(o, (float, Value)) for o in operands)
+    return host and any(
+        isinstance(o, float) or (isinstance(o, Value) and o.type.dtype.is_floating_point)
+        for o in operands
+    )
 
 
 def _python_float_mod(b: Builder, left: Any, right: Any) -> Value:
