@@ -497,3 +497,22 @@ def test_python_remainder_of_int_of_a_scalar_stays_an_int() -> None:
     expected = x * 1000000000007 + (-2) % -3
     for mode in ("eager", "triton"):
         assert torch.equal(run_mode(with_int_remainder, (x, f, out), mode)[-1], expected)
+
+
+@tc.kernel
+def with_int_quotient(x: torch.Tensor, f: torch.Tensor, out: torch.Tensor) -> None:
+    for i in tc.grid(x.size(0)):
+        for t in tc.tile(x.size(1)):
+            out[0, i, t] = x[i, t] + int(f[i]) / 3
+            out[1, i, t] = x[i, t] * (int(f[i]) / 7)
+
+
+def test_python_quotient_of_ints_of_scalars_is_a_double() -> None:
+    """`int(v) / 3` is a Python float in eager mode (a double); compiled code took it as
+    PyTorch's int tensor / int, a float32 (2/3 rounded to 0.6666667 met a float64 tile)."""
+    x = torch.tensor([[1.0, 2.0, 1e-9]], dtype=torch.float64, device=DEVICE)
+    f = torch.tensor([2], device=DEVICE)
+    out = torch.zeros(2, 1, 3, dtype=torch.float64, device=DEVICE)
+    expected = torch.stack([x + 2 / 3, x * (2 / 7)])
+    for mode in ("eager", "triton"):
+        assert torch.equal(run_mode(with_int_quotient, (x, f, out), mode)[-1], expected)

@@ -124,6 +124,10 @@ def _divided(b: Builder, x: Operand, y: Operand) -> Value:
     where `torch.div(2.0, tile)` divides."""
     if _host_scalar(x) and isinstance(y, Value) and not y.weak:
         return b.elementwise("mul", OPS["reciprocal"](b, y), x)
+    if _host_scalar(x) and _host_scalar(y) and not promote(x, y).is_floating_point:
+        # Python's int / int (`int(v) / 3`): a float in double precision, as eager mode's
+        # number (it was float32: 2/3 rounded to 0.6666667 met a float64 tile)
+        return b.elementwise("truediv", x, y, dtype=torch.float64, compute=torch.float64)
     return _true_divide(b, x, y)
 
 
