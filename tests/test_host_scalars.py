@@ -12,7 +12,7 @@ from conftest import DEVICE
 
 import tilecraft as tc
 from tilecraft.exc import DtypeError
-from tilecraft.testing import check_modes
+from tilecraft.testing import check_modes, run_mode
 
 
 @tc.kernel
@@ -202,3 +202,24 @@ def test_a_number_over_a_tile_is_a_reciprocal_only_as_an_operator(dtype) -> None
     for n in (500, 1, 0):
         out = torch.empty(n, 5, dtype=dtype, device=DEVICE)
         check_modes(number_over_tile, (x[:n], math.pi, out), reference, torch.float64)
+
+
+@tc.kernel
+def remainder_by_python_mod(x: torch.Tensor, n: int, s: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.fmod(x[tile], n % s)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_python_remainder_of_host_numbers_is_rounded_as_a_number(dtype) -> None:
+    """`n % s` of a host int and a host float is a Python float; PyTorch rounds it to a
+    16-bit tile's dtype for fmod (-4.3 is -4.3125 in bfloat16). Compiled code took the
+    float remainder (computed at launch) for a 0-d tensor and did not round it:
+    fmod(22.875, -4.3) gave 1.375 where PyTorch gives 1.3125 (dtype fuzzer, seed 592)."""
+    x = torch.tensor([22.875, -9.5, 3.0, 100.0], device=DEVICE).to(dtype)
+    expected = torch.fmod(x, 3 % -7.3)
+    for mode in ("eager", "triton"):
+        found = run_mode(remainder_by_python_mod, (x, 3, -7.3), mode)
+        assert torch.equal(found, expected), (mode, found, expected)

@@ -191,7 +191,9 @@ def _python_float_mod(b: Builder, left: Any, right: Any) -> Value:
         zero = OPS["where"](b, OPS["lt"](b, right, 0), -0.0, 0.0)
     else:
         zero = math.copysign(0.0, right)
-    return OPS["where"](b, OPS["eq"](b, r, 0), zero, r)  # type: ignore[no-any-return]
+    out: Value = OPS["where"](b, OPS["eq"](b, r, 0), zero, r)
+    out.weak = True  # a Python float still (its test is a bool tile's), rounded as numbers are
+    return out
 
 
 def py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
