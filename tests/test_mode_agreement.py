@@ -122,6 +122,8 @@ UNARY = {
     "addcdiv": lambda x: x.addcdiv(x, x + 3, value=2),
     "rsub_fn": lambda x: torch.rsub(x, 2),
     "positive": torch.positive,
+    "masked_fill": lambda x: x.masked_fill(x > 0.5, 2.7),  # (2 in an int tile)
+    "masked_fill_nan": lambda x: torch.masked_fill(x, x < 0, float("nan")),
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
@@ -129,7 +131,7 @@ INTEGER_OPS |= {"floordiv_int", "mod_int", "to_bool", "to_int", "to_half", "sqrt
 INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
-INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive"}
+INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """Compound functions users call on tiles, expanded into other handlers as PyTorch writes
 them: isposinf/isneginf, heaviside, deg2rad/rad2deg, sinc, addcmul/addcdiv, rsub,
-positive, softmin, and torch.nn.functional's normalize and glu."""
+positive, softmin, masked_fill, and torch.nn.functional's normalize and glu."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.activations import _narrow, _wide
-from tilecraft.frontend.builder import Builder, Operand, compute_dtype, promote
+from tilecraft.frontend.builder import Builder, Operand, compute_dtype, converted, promote
 from tilecraft.frontend.joins import _piece
 from tilecraft.frontend.ops import OPS, op
 from tilecraft.frontend.views import axis_of, whole_extent
@@ -140,3 +140,23 @@ def _glu(b: Builder, x: Value, dim: int = -1) -> Value:
         raise ShapeMismatch(f"glu halves a dim of even size, not {extent}", b.loc)
     first, second = (_piece(b, x, axis, offset, extent // 2) for offset in (0, extent // 2))
     return b.elementwise("mul", first, OPS["sigmoid"](b, second))
+
+
+@op("masked_fill")
+def _masked_fill(b: Builder, x: Value, mask: Value, value: Operand) -> Value:
+    """`x.masked_fill(mask, value)`: `value` where `mask` is True, `x` elsewhere, in `x`'s
+    dtype and shape (`mask` broadcasts to it). `value` is a number, converted as PyTorch
+    converts one (2.7 is 2 in an int tile; an overflow refused), or a one-element tile."""
+    if not isinstance(mask, Value) or mask.type.dtype != torch.bool:
+        raise DtypeError("masked_fill needs a boolean tile as its mask", b.loc)
+    if isinstance(value, Value) and any(d is not None for d in value.type.dims):
+        raise ShapeMismatch("masked_fill's value is a number or a tile of one element", b.loc)
+    if b.broadcast(x, mask) != x.type.dims:
+        raise ShapeMismatch(
+            f"masked_fill's mask of shape {b.describe(mask.type.dims)} does not broadcast to "
+            f"the tile's {b.describe(x.type.dims)}",
+            b.loc,
+        )
+    dtype = x.type.dtype
+    fill = b.cast(value, dtype) if isinstance(value, Value) else converted(b, value, dtype)
+    return b.op("where", (mask, fill, x), dtype, x.type.dims, compute=compute_dtype(dtype))
