@@ -1,7 +1,7 @@
 """More of Helion's example kernels, written anew on the same surface and ported by the
 imports alone (as tests/helion_examples.py): a policy-gradient loss's forward and
-backward, a causal depthwise 1-D convolution, and attention over a KV cache while
-decoding. What a port needed is in each docstring.
+backward, a causal depthwise 1-D convolution, attention over a KV cache while decoding,
+and HSTU's attention over packed sequences. What a port needed is in each docstring.
 """
 
 from __future__ import annotations
@@ -197,6 +197,51 @@ def _decode_attention_reference(q, k_cache, v_cache, lengths):
     return out
 
 
+@helion.kernel()
+def jagged_silu_attention(
+    max_len: int, alpha: float, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    offsets: torch.Tensor,
+) -> torch.Tensor:  # fmt: skip
+    """HSTU's causal attention over packed sequences `[tokens, heads, dim]` (sequence i is
+    `offsets[i]:offsets[i + 1]`): SiLU of the scaled scores instead of a softmax.
+
+    Needed: `hl.vtile`, Helion's newer name for `hl.jagged_tile`, in eager mode too (its
+    lanes are run one at a time there); flat loads and stores by computed offsets."""
+    heads = hl.specialize(q.size(1))
+    dim = hl.specialize(v.size(2))
+    out = torch.zeros_like(v)
+    q_flat, k_flat, v_flat, out_flat = q.view(-1), k.view(-1), v.view(-1), out.view(-1)
+    for tile_b, tile_h in hl.tile([offsets.size(0) - 1, heads], block_size=[None, 1]):
+        starts = offsets[tile_b]
+        lengths = offsets[tile_b.index + 1] - starts
+        for tile_q in hl.vtile(lengths):
+            lanes = hl.arange(dim)
+            rows = (starts[:, None] + tile_q.index[None, :]) * heads + tile_h.begin
+            at = rows[:, :, None] * dim + lanes[None, None, :]
+            query = hl.load(q_flat, [at])
+            acc = hl.zeros([tile_b, tile_q, dim], dtype=torch.float32)
+            for tile_k in hl.vtile(lengths):
+                keys = (starts[:, None] + tile_k.index[None, :]) * heads + tile_h.begin
+                kv_at = keys[:, :, None] * dim + lanes[None, None, :]
+                scores = torch.matmul(query, hl.load(k_flat, [kv_at]).transpose(1, 2)) * alpha
+                scores = F.silu(scores) / max_len
+                scores = torch.where(tile_q.index[:, None] >= tile_k.index[None, :], scores, 0.0)
+                acc = hl.dot(scores.to(v.dtype), hl.load(v_flat, [kv_at]), acc=acc)
+            hl.store(out_flat, [at], acc.to(out.dtype))
+    return out
+
+
+def _jagged_silu_attention_reference(max_len, alpha, q, k, v, offsets):
+    out = torch.zeros_like(v)
+    for i in range(offsets.numel() - 1):
+        a, e = int(offsets[i]), int(offsets[i + 1])
+        qs, ks, vs = (t[a:e].transpose(0, 1).float() for t in (q, k, v))
+        scores = F.silu(qs @ ks.transpose(1, 2) * alpha) / max_len
+        scores = torch.tril(scores)
+        out[a:e] = (scores @ vs).transpose(0, 1).to(v.dtype)
+    return out
+
+
 def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     """(kernel, inputs, reference) by name: ragged shapes, lengths of 0 and 1."""
     logits = torch.randn(3, 12, 37)
@@ -209,6 +254,9 @@ def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     q, k_cache = torch.randn(3, 2, 4, 32), torch.randn(3, 45, 2, 32)
     v_cache, lengths = torch.randn(3, 45, 2, 32), torch.tensor([0, 1, 37], dtype=torch.int32)
     loss_args = (logits, chosen, old, gains, mask, 0.9, 0.2)
+    # packed sequences of 5, 0, 17, 1 and 9 tokens, 2 heads of 16
+    jagged_offsets = torch.tensor([0, 5, 5, 22, 23, 32], dtype=torch.int32)
+    packed = [torch.randn(32, 2, 16) for _ in range(3)]
     return {
         "policy_loss": (policy_loss, loss_args, _policy_loss_reference),
         "policy_loss_no_old": (
@@ -226,6 +274,11 @@ def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
             causal_depthwise_conv1d,
             (x, w[:, :3], bias),
             _causal_conv1d_reference,
+        ),
+        "jagged_silu_attention": (
+            jagged_silu_attention,
+            (17, 1 / 256, *packed, jagged_offsets),
+            _jagged_silu_attention_reference,
         ),
         "decode_attention": (
             decode_attention,

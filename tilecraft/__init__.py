@@ -42,6 +42,7 @@ from tilecraft.language import (
     tile_end,
     tile_id,
     tile_index,
+    vtile,
     zeros,
 )
 from tilecraft.language.host import cdiv, next_power_of_2
@@ -96,6 +97,7 @@ __all__ = [
     "full",
     "grid",
     "jagged_tile",
+    "vtile",
     "jit",
     "join",
     "kernel",

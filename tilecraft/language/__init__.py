@@ -46,6 +46,7 @@ from tilecraft.language.tiles import (
     tile_end,
     tile_id,
     tile_index,
+    vtile,
 )
 from tilecraft.language.tunables import (
     Choice,
@@ -90,6 +91,7 @@ __all__ = [
     "inline_asm_elementwise",
     "inline_triton",
     "jagged_tile",
+    "vtile",
     "join",
     "load",
     "ones",

@@ -163,6 +163,10 @@ def jagged_tile(parent: torch.Tensor) -> Iterator[Tile]:
     return (Tile(s, min(s + size, end), size, ctx.device, (0, end)) for s in range(0, end, size))
 
 
+# Helion's newer name for the same loop (its jagged-attention example writes `hl.vtile`)
+vtile = jagged_tile
+
+
 def lanes(loop: Iterator[Any]) -> Iterator[Any]:
     """The tiles of a `tc.tile` loop split into tiles of one lane each (interpret mode's
     way of running the loops around a `tc.jagged_tile`: each lane gets exact lengths)."""

@@ -228,7 +228,7 @@ class _JaggedLanes(ast.NodeTransformer):
 
     def visit_For(self, node: ast.For) -> ast.For:
         self.generic_visit(node)
-        tiled = _calls(node.iter, "tile") or _calls(node.iter, "jagged_tile")
+        tiled = _calls(node.iter, "tile", *JAGGED)
         if tiled and _names(node.target) & _jagged_inputs(node):
             node.iter = ast.copy_location(_call("_tc_lanes", node.iter), node.iter)
         return node
@@ -243,7 +243,7 @@ def _jagged_inputs(loop: ast.For) -> set[str]:
     (through the assignments anywhere in `loop`)."""
     needed: set[str] = set()
     for n in ast.walk(loop):
-        if isinstance(n, ast.For) and _calls(n.iter, "jagged_tile"):
+        if isinstance(n, ast.For) and _calls(n.iter, *JAGGED):
             needed |= _names(n.iter)
     sources: dict[str, set[str]] = {}
     for n in ast.walk(loop):
@@ -258,11 +258,15 @@ def _jagged_inputs(loop: ast.For) -> set[str]:
     return needed
 
 
-def _calls(node: ast.AST, name: str) -> bool:
+JAGGED = ("jagged_tile", "vtile")  # the jagged loop's names (Helion's newer: `hl.vtile`)
+
+
+def _calls(node: ast.AST, *names: str) -> bool:
+    """Whether `node` calls a function of one of `names` (`tc.tile(...)`, `tile(...)`)."""
     if not isinstance(node, ast.Call):
         return False
     fn = node.func
-    return (fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)) == name
+    return (fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)) in names
 
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
