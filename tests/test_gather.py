@@ -361,3 +361,14 @@ def test_median_of_all_elements() -> None:
     x[1, 2, 3] = float("nan")
     expected = torch.stack([row.median() for row in x])
     check_modes(whole_median, (x,), lambda x: expected)
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+def test_median_of_a_dim_of_length_zero_is_refused(name: str) -> None:
+    """PyTorch raises for a median of no elements; compiled code refuses it at the line
+    (it had no value to give)."""
+    x = torch.randn(3, 0, device=DEVICE)
+    with pytest.raises(ShapeMismatch, match="length 0"):
+        run_mode(middles, (x, name, False), "triton")
+    with pytest.raises((IndexError, RuntimeError)):
+        run_mode(middles, (x, name, False), "eager")

@@ -124,6 +124,12 @@ UNARY = {
     "positive": torch.positive,
     "masked_fill": lambda x: x.masked_fill(x > 0.5, 2.7),  # (2 in an int tile)
     "masked_fill_nan": lambda x: torch.masked_fill(x, x < 0, float("nan")),
+    "erfc": torch.erfc,
+    "erfinv": lambda x: torch.erfinv(x * 0.3),
+    "lgamma": torch.lgamma,
+    "digamma": torch.digamma,
+    "i0": torch.i0,
+    "ndtr": torch.special.ndtr,
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}

@@ -219,6 +219,8 @@ def _middle_last(b: Builder, x: Value, block: Dim, keepdim: bool, skip: bool) ->
         values, indices = _one(b, x)
     else:
         n = whole_extent(b, x, x.type.rank - 1, "median")
+        if n == 0:  # PyTorch raises too
+            raise ShapeMismatch("median of a dim of length 0 has no value", b.loc)
         if n > MAX_SORT:
             raise UnsupportedOperation(f"median of rows longer than {MAX_SORT} (a sort)", b.loc)
         rank, pos = _ranks(b, x, descending=False)
