@@ -83,7 +83,9 @@ def test_rows_looped_over_chunks_that_tile_them_exactly(name: str) -> None:
 
 
 @pytest.mark.parametrize("shape", [(5, 1), (3, 0)])
-@pytest.mark.parametrize("name", ["prod", "any", "all", "logsumexp", "norm", "mean"])
+@pytest.mark.parametrize(
+    "name", ["prod", "any", "all", "logsumexp", "norm", "mean", "std", "var0", "std_mean"]
+)
 def test_reductions_over_length_one_and_zero(shape: tuple[int, int], name: str) -> None:
     x = torch.randn(shape, device=DEVICE)
     check_modes(row_reduce, (x, name), lambda x, n: ROW[n](x))
