@@ -153,6 +153,24 @@ class Builder:
                 dims = joined
         return dims
 
+    def fit_ones(self, operands: tuple[Operand, ...]) -> tuple[Operand, ...]:
+        """`operands` where they do not broadcast only because a tile of block size 1 meets
+        another dim: that tile's dim made a plain size-1 dim (a view), as eager mode's
+        tensors broadcast it. Unchanged where they broadcast, or clash elsewhere."""
+        dims: tuple[Dim, ...] | None = ()
+        for o in operands:
+            if isinstance(o, Value) and dims is not None:
+                dims = broadcast_dims(dims, o.type.dims)
+        if dims is not None:
+            return operands
+        return tuple(self._loose_ones(o) if isinstance(o, Value) else o for o in operands)
+
+    def _loose_ones(self, x: Value) -> Value:
+        dims = tuple(None if d is not None and self.blocks[d].holds_one else d for d in x.type.dims)
+        if dims == x.type.dims:
+            return x
+        return self.op("reshape", (x,), x.type.dtype, dims, hint="view")
+
     def chunked_hint(self, dims: tuple[Dim, ...]) -> str:
         """Why dims of the same size may differ: the config loops over one in chunks (a
         view's new dim is held whole); empty where no dim is looped over."""
@@ -197,6 +215,7 @@ class Builder:
         if name in INT_DIVISIONS and zero and not promoted.is_floating_point:
             # PyTorch raises; a GPU's quotient is undefined
             raise UnsupportedOperation(f"integer {name} by zero", self.loc)
+        operands = self.fit_ones(operands)
         dims = self.broadcast(*operands)
         attrs.setdefault("compute", compute_dtype(promoted))
         out = self.op(name, operands, dtype or promoted, dims, hint, **attrs)

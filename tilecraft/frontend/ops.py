@@ -179,6 +179,7 @@ def _where(b: Builder, cond: Value, x: Operand, y: Operand) -> Value:
         raise DtypeError("torch.where needs a boolean tile as its condition", b.loc)
     tiles = [o for o in (x, y) if isinstance(o, Value) and not o.weak]
     dtype = promote(x, y) if tiles else _scalars_dtype(x, y)
+    cond, x, y = b.fit_ones((cond, x, y))  # type: ignore[assignment]
     dims = b.broadcast(cond, x, y)
     return b.op("where", (cond, x, y), dtype, dims, compute=compute_dtype(dtype))
 

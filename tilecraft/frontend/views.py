@@ -156,12 +156,7 @@ def _one(b: Builder, d: Dim) -> bool:
     fixes at 1 (`tc.tile(..., block_size=1)`: each program holds one position)."""
     if static_extent(b, d) == 1:
         return True
-    block = b.blocks[d] if d is not None else None
-    return block is not None and block.kind == "tile" and _fixed_one(block)
-
-
-def _fixed_one(block: Any) -> bool:
-    return block.fixed_size == 1 and block.config_index is None and not block.dynamic
+    return d is not None and b.blocks[d].holds_one
 
 
 # -- permute and transpose ---------------------------------------------------------------

@@ -54,6 +54,13 @@ class Block:
         return self.begin + self.extent
 
     @property
+    def holds_one(self) -> bool:
+        """A tile loop whose block size the kernel fixes at 1 (`block_size=1`): each program
+        holds one position, so its dim is a size-1 dim, as in eager mode."""
+        fixed = self.fixed_size == 1 and self.config_index is None and not self.dynamic
+        return self.kind == "tile" and fixed
+
+    @property
     def dynamic(self) -> bool:
         return self.begin_value is not None or self.end_value is not None
 

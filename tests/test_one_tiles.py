@@ -1,0 +1,73 @@
+"""Tiles of block size 1 (`block_size=1` in the kernel) broadcast as size-1 dims against
+other tiles' dims, as eager mode's tensors do (Helion's kernels rely on it); a tile whose
+block size the config picks does not, and is refused at the line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft.exc import ShapeMismatch
+from tilecraft.testing import check_modes
+
+
+@tc.kernel
+def signed_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    b, m, _ = q.size()
+    n = k.size(1)
+    out = torch.empty([b, m, n], dtype=q.dtype, device=q.device)
+    for tile_b, tile_m in tc.tile([b, m], block_size=[1, None]):
+        rows = q[tile_b, tile_m, :]  # [tile_b, tile_m, d]
+        for tile_n in tc.tile(n):
+            scores = rows[0] @ k[tile_b.begin, tile_n, :].T  # [tile_m, tile_n]
+            total = rows.sum(-1)  # [tile_b, tile_m]
+            # [tile_m, tile_b] meets [tile_m, tile_n]: tile_b's dim holds one row
+            signed = torch.where(total.T > 0, scores, -scores)
+            out[tile_b, tile_m, tile_n] = signed + total.T * 0.5
+    return out
+
+
+def _signed_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    scores = q @ k.transpose(1, 2)
+    total = q.sum(-1, keepdim=True)
+    return torch.where(total > 0, scores, -scores) + total * 0.5
+
+
+def test_a_tile_of_block_size_one_broadcasts_in_where_and_arithmetic() -> None:
+    q, k = torch.randn(3, 21, 16), torch.randn(3, 37, 16)
+    check_modes(signed_scores, (q, k), _signed_scores)
+
+
+@tc.kernel
+def outer_rows(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    b, n = x.size()
+    out = torch.empty([b, n, y.size(1)], dtype=x.dtype, device=x.device)
+    for tile_b, tile_n, tile_m in tc.tile([b, n, y.size(1)], block_size=[1, None, None]):
+        # [tile_n, tile_b] * [tile_b, tile_m]: tile_b's dim meets tile_n's and tile_m's
+        out[tile_b, tile_n, tile_m] = x[tile_b, tile_n].T * y[tile_b, tile_m]
+    return out
+
+
+@pytest.mark.parametrize("shape", [(3, 9, 5), (1, 1, 1), (2, 0, 4)])
+def test_outer_product_of_rows_through_a_tile_of_block_size_one(shape: tuple) -> None:
+    b, n, m = shape
+    x, y = torch.randn(b, n), torch.randn(b, m)
+    check_modes(outer_rows, (x, y), lambda x, y: x[:, :, None] * y[:, None, :])
+
+
+@tc.kernel
+def outer_tuned(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    b, n = x.size()
+    out = torch.empty([b, n, y.size(1)], dtype=x.dtype, device=x.device)
+    for tile_b, tile_n, tile_m in tc.tile([b, n, y.size(1)]):
+        out[tile_b, tile_n, tile_m] = x[tile_b, tile_n].T * y[tile_b, tile_m]
+    return out
+
+
+def test_a_tile_the_config_sizes_does_not_broadcast() -> None:
+    """Its block may hold many positions: refused at the user's line, not guessed."""
+    x, y = torch.randn(3, 9), torch.randn(3, 5)
+    with pytest.raises(ShapeMismatch, match="do not broadcast") as info:
+        outer_tuned(x, y)
+    assert "x[tile_b, tile_n].T * y[tile_b, tile_m]" in str(info.value)
