@@ -71,3 +71,36 @@ def test_a_tile_the_config_sizes_does_not_broadcast() -> None:
     with pytest.raises(ShapeMismatch, match="do not broadcast") as info:
         outer_tuned(x, y)
     assert "x[tile_b, tile_n].T * y[tile_b, tile_m]" in str(info.value)
+
+
+@pytest.mark.parametrize("blocks", [[1, 8, 8], [16, 8, 4], [4, 16, 32]])
+def test_a_tile_over_one_position_broadcasts_whatever_its_block_size(blocks: list) -> None:
+    """A tile over an extent of 1 (decoding's single query) broadcasts as a size-1 dim;
+    its block may hold more lanes than that one position (the config picks it)."""
+    x, y = torch.randn(1, 9), torch.randn(1, 5)
+    config = tc.Config(block_sizes=blocks)
+    check_modes(outer_tuned, (x, y), lambda x, y: x[:, :, None] * y[:, None, :], config=config)
+
+
+@tc.kernel
+def single_query(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """One query row against keys: `[tile_q, tile_n]` scores meet `[tile_n]` key norms
+    through `torch.where` and arithmetic, with `tile_q`'s dim in either place."""
+    n = k.size(0)
+    out = torch.empty([q.size(0), n], dtype=q.dtype, device=q.device)
+    for tile_q, tile_n in tc.tile([q.size(0), n]):
+        scores = q[tile_q, :] @ k[tile_n, :].T  # [tile_q, tile_n]
+        norms = (k[tile_n, :] * k[tile_n, :]).sum(-1)[None, :]  # [1, tile_n]
+        rows = q[tile_q, :].sum(-1)  # [tile_q]
+        picked = torch.where(scores > 0, scores, norms) - rows[:, None]
+        out[tile_q, tile_n] = picked * rows  # [tile_q] meets tile_n's dim
+    return out
+
+
+def _single_query(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    scores, norms, rows = q @ k.T, (k * k).sum(-1)[None, :], q.sum(-1)
+    return (torch.where(scores > 0, scores, norms) - rows[:, None]) * rows
+
+
+def test_single_query_rows() -> None:
+    check_modes(single_query, (torch.randn(1, 16), torch.randn(37, 16)), _single_query)

@@ -154,9 +154,11 @@ class Builder:
         return dims
 
     def fit_ones(self, operands: tuple[Operand, ...]) -> tuple[Operand, ...]:
-        """`operands` where they do not broadcast only because a tile of block size 1 meets
-        another dim: that tile's dim made a plain size-1 dim (a view), as eager mode's
-        tensors broadcast it. Unchanged where they broadcast, or clash elsewhere."""
+        """`operands` where they do not broadcast only because a tile holding one position
+        meets another dim: that tile's dim made a plain size-1 dim, as eager mode's tensors
+        broadcast it. Such a tile has block size 1 in the kernel (`block_size=1`) or runs
+        over one position (`tc.tile(1)`, its block size then picked by the config).
+        Unchanged where they broadcast, or clash elsewhere."""
         dims: tuple[Dim, ...] | None = ()
         for o in operands:
             if isinstance(o, Value) and dims is not None:
@@ -166,10 +168,15 @@ class Builder:
         return tuple(self._loose_ones(o) if isinstance(o, Value) else o for o in operands)
 
     def _loose_ones(self, x: Value) -> Value:
-        dims = tuple(None if d is not None and self.blocks[d].holds_one else d for d in x.type.dims)
-        if dims == x.type.dims:
-            return x
-        return self.op("reshape", (x,), x.type.dtype, dims, hint="view")
+        for axis, d in enumerate(x.type.dims):
+            if d is None or self.blocks[d].kind != "tile":
+                continue
+            dims = x.type.dims[:axis] + (None,) + x.type.dims[axis + 1 :]
+            if self.blocks[d].holds_one:  # one lane: a reshape
+                x = self.op("reshape", (x,), x.type.dtype, dims, hint="view")
+            elif self.blocks[d].extent == 1 and not self.blocks[d].dynamic:  # lane 0 of many
+                x = self.op("select", (x, 0), x.type.dtype, dims, hint="picked", axis=axis)
+        return x
 
     def chunked_hint(self, dims: tuple[Dim, ...]) -> str:
         """Why dims of the same size may differ: the config loops over one in chunks (a
