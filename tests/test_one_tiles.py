@@ -104,3 +104,23 @@ def _single_query(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 def test_single_query_rows() -> None:
     check_modes(single_query, (torch.randn(1, 16), torch.randn(37, 16)), _single_query)
+
+
+@tc.kernel
+def spread_row(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The single row of `x` stored to every row of the result, zeroed where `x`'s row of
+    flags (`[tile_q, tile_n]`) says so in `y`'s rows (`[tile_m, tile_n]`)."""
+    m, n = y.size()
+    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+    for tile_q, tile_m, tile_n in tc.tile([x.size(0), m, n], block_size=[None, 8, None]):
+        out[tile_m, tile_n] = x[tile_q, tile_n]
+        flags = x[tile_q, tile_n] > 0
+        out[tile_m, tile_n] += y[tile_m, tile_n].masked_fill(flags, 0.0)
+    return out
+
+
+@pytest.mark.parametrize("blocks", [[1, 16], [16, 4]])
+def test_stores_and_masks_broadcast_a_tile_over_one_position(blocks: list) -> None:
+    x, y = torch.randn(1, 37), torch.randn(21, 37)
+    config = tc.Config(block_sizes=blocks)
+    check_modes(spread_row, (x, y), lambda x, y: x + y.masked_fill(x > 0, 0.0), config=config)

@@ -167,6 +167,13 @@ class Builder:
             return operands
         return tuple(self._loose_ones(o) if isinstance(o, Value) else o for o in operands)
 
+    def fit_to(self, x: Operand, dims: tuple[Dim, ...]) -> Operand:
+        """`x` made to broadcast to `dims` as `fit_ones` makes operands broadcast together
+        (a stored value, a mask): unchanged where it does, or clashes elsewhere."""
+        if not isinstance(x, Value) or broadcast_dims(dims, x.type.dims) == dims:
+            return x
+        return self._loose_ones(x)
+
     def _loose_ones(self, x: Value) -> Value:
         for axis, d in enumerate(x.type.dims):
             if d is None or self.blocks[d].kind != "tile":

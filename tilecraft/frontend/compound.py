@@ -151,6 +151,7 @@ def _masked_fill(b: Builder, x: Value, mask: Value, value: Operand) -> Value:
         raise DtypeError("masked_fill needs a boolean tile as its mask", b.loc)
     if isinstance(value, Value) and any(d is not None for d in value.type.dims):
         raise ShapeMismatch("masked_fill's value is a number or a tile of one element", b.loc)
+    mask = b.fit_to(mask, x.type.dims)  # type: ignore[assignment]
     if b.broadcast(x, mask) != x.type.dims:
         raise ShapeMismatch(
             f"masked_fill's mask of shape {b.describe(mask.type.dims)} does not broadcast to "

@@ -113,6 +113,7 @@ def _select_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
             c.env[name] = _number_before_loop(a, b)
         elif not _same_host(a, b):
             _check_mergeable(name, a, b)
+            a, b = c.b.fit_ones((a, b))
             dims = c.b.broadcast(*(v for v in (a, b) if isinstance(v, Value)))
             picked = OPS["where"](c.b, aligned_mask(c, cond, dims) or cond, a, b)
             c.env[name] = c.named(picked, name)

@@ -239,6 +239,7 @@ class MemoryLowering:
         `drop_unused_results`)."""
         _check_atomic_dtype(name, param)
         acc = self.access(param, meta, items)
+        operands = tuple(self.b.fit_to(value, acc.dims) for value in operands)
         for value in operands:
             self._check_value(param, acc, value)
         self._check_mask(param, acc, extra_mask)
