@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import helion_examples
+import helion_examples_decode
 import helion_examples_more
 import torch
 
@@ -413,4 +414,9 @@ def _inputs() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
 
 def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     """Every case: the kernels above and Helion's examples (tests/helion_examples.py)."""
-    return {**_inputs(), **helion_examples.CASES(), **helion_examples_more.CASES()}
+    return {
+        **_inputs(),
+        **helion_examples.CASES(),
+        **helion_examples_more.CASES(),
+        **helion_examples_decode.CASES(),
+    }

@@ -162,6 +162,26 @@ def test_tile_op_in_host_code_raises_at_bind() -> None:
     assert_names_line(str(info.value), "out = tc.zeros([4])")
 
 
+@tc.kernel
+def doubles_in_a_host_loop(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    for _ in range(2):
+        for twice in tc.tile(x.size(0)):
+            out[twice] = out[twice] * 2
+    return out
+
+
+@pytest.mark.parametrize("mode", ["bind", "eager"])
+def test_a_device_loop_inside_host_control_flow_is_refused_at_its_line(mode: str) -> None:
+    """Not a launch per iteration compiled from the last one's values: refused, saying why."""
+    with pytest.raises(exc.UnsupportedSyntax, match="statement of the kernel's body") as info:
+        if mode == "bind":
+            doubles_in_a_host_loop.bind((vector(),))
+        else:
+            doubles_in_a_host_loop.run_eagerly(doubles_in_a_host_loop.normalize((vector(),), {}))
+    assert_names_line(str(info.value), "for twice in tc.tile(x.size(0)):")
+
+
 # -- shapes --------------------------------------------------------------------------------
 
 

@@ -80,6 +80,14 @@ def _is_device_loop(src: KernelSource, stmt: ast.stmt) -> bool:
 
 def _check_host_stmt(src: KernelSource, stmt: ast.stmt) -> None:
     for node in ast.walk(stmt):
+        if isinstance(node, ast.For) and _is_device_loop(src, node):
+            raise UnsupportedSyntax(
+                "a device loop must be a statement of the kernel's body itself, not inside "
+                "host code's `for`, `while`, `if`, `with` or `try` (each device loop is one "
+                "launch, compiled once): write the launches out, or move the host loop into "
+                "the device loop (`for r in tc.static_range(n)`)",
+                src.loc(node),
+            )
         obj = src.resolve(node.func) if isinstance(node, ast.Call) else None
         if _is_language_op(obj) and obj not in HOST_FUNCS:
             name = getattr(obj, "__name__", "op")

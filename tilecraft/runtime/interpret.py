@@ -13,7 +13,7 @@ from torch.overrides import TorchFunctionMode
 
 from tilecraft import language as lang
 from tilecraft.frontend.flow import ContinueFree
-from tilecraft.frontend.host import compile_function, rewrite_host
+from tilecraft.frontend.host import compile_function, device_loops, rewrite_host
 from tilecraft.frontend.source import KernelSource
 from tilecraft.language.indexing import is_vector, read, write
 from tilecraft.language.state import (
@@ -298,6 +298,7 @@ def _builtin_extreme(builtin: Any, elementwise: Any) -> Any:
 
 def eager_function(src: KernelSource) -> Any:
     """The kernel as a plain Python function whose device loops run eagerly."""
+    device_loops(src)  # the checks of host code compiled code makes, at the same lines
     branches = EagerBranches()
 
     def eager_loop(_: int, loop: ast.For) -> ast.stmt:
