@@ -194,6 +194,9 @@ class KernelWriter:
             if c.init.name != c.param.name:
                 self.line(f"{c.param.name} = {self.carried_text(c.param, c.init)}")
         outer, live = self.depth, set(self.live)
+        if loop.cond is not None:
+            self.line(f"while {loop.cond.name}:")
+            self.depth += 1
         for i, block_id in enumerate(loop.blocks):
             block = self.kernel.blocks[block_id]
             bs = "1" if block.kind == "grid" else self.size(block_id)

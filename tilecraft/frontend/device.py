@@ -33,6 +33,7 @@ from tilecraft.frontend.ops import OPS, lookup, unsupported
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.signatures import check_arguments
 from tilecraft.frontend.source import KernelSource
+from tilecraft.frontend.whiles import Whiles
 from tilecraft.ir.nodes import DeviceKernel, Param, Value, drop_unused_results
 
 LOCATED = (ast.Call, ast.BinOp, ast.Subscript, ast.Compare)  # expressions errors point into
@@ -40,7 +41,7 @@ TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "s
 NEW_TILES = ("new_zeros", "new_ones", "new_empty", "new_full")  # `w.new_zeros(n)`: a tile
 
 
-class DeviceCompiler(Loops, Operators, HostNames):
+class DeviceCompiler(Loops, Whiles, Operators, HostNames):
     """Walks a device loop's statements, building IR with a Builder."""
 
     def __init__(

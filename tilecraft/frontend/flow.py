@@ -17,6 +17,7 @@ import torch
 
 from tilecraft.exc import ShapeMismatch, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.builder import category
 from tilecraft.frontend.ops import OPS
 from tilecraft.ir.nodes import Access, Branch, Merged, Node, Value, walk_ops
 from tilecraft.ir.types import broadcast_dims
@@ -68,9 +69,10 @@ def _pass(at: ast.stmt) -> ast.stmt:
 
 
 # -- if -------------------------------------------------------------------------------
-def compile_if(c: DeviceCompiler, node: ast.If) -> None:
-    """Lower `if`/`elif`/`else` (an `elif` is an `if` nested in the `else` arm)."""
-    test = c.expr(node.test)
+def compile_if(c: DeviceCompiler, node: ast.If, test: Any = _MISSING) -> None:
+    """Lower `if`/`elif`/`else` (an `elif` is an `if` nested in the `else` arm); `test`:
+    its condition when already computed."""
+    test = c.expr(node.test) if test is _MISSING else test
     if not isinstance(test, Value):
         c._body(node.body if test else node.orelse)
         return
@@ -256,13 +258,15 @@ def _merge_scalar(
         else:
             finals.append(c.b.op("full", (), dtype, dims, hint=name, value=value))
         c.b.bodies.pop()
-    out = Value(finals[0].type, c.b.fresh(name))
+    # numbers in both arms (numbers held on the device too): a number after the `if`
+    weak = all(not isinstance(v, Value) or v.weak for v in values) and dtype != torch.bool
+    out = Value(finals[0].type, c.b.fresh(name), weak)
     return Merged(name, finals[0], finals[1], out)
 
 
 def _merged_dtype(values: list[Any]) -> torch.dtype:
     dtypes = [v.type.dtype for v in values if isinstance(v, Value) and not v.weak]
-    values = [1.0 if isinstance(v, Value) and v.weak else v for v in values]  # host floats
+    values = [_number_like(v) if isinstance(v, Value) and v.weak else v for v in values]
     if not dtypes:
         dtypes = [torch.tensor(v).dtype for v in values]
         dtypes = [torch.float32 if d == torch.float64 else d for d in dtypes]
@@ -273,6 +277,12 @@ def _merged_dtype(values: list[Any]) -> torch.dtype:
         if isinstance(v, float) and not result.is_floating_point:
             result = torch.float32
     return result
+
+
+def _number_like(v: Value) -> Any:
+    """A Python number of the kind a number held on the device is (a host float, `int(v)`,
+    a counter carried by a `while`)."""
+    return (True, 1, 1.0)[category(v)]
 
 
 # -- masks of stores inside an `if` on a tile -------------------------------------------

@@ -168,6 +168,8 @@ class Loop:
     carried: list[Carried]
     loc: SourceLoc
     index: int = 0  # position among the kernel's device loops, for the range_* knobs
+    # a `while` loop (no blocks): the carried flag it runs while (frontend/whiles.py)
+    cond: Value | None = None
 
 
 @dataclass(eq=False)

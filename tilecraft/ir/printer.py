@@ -32,7 +32,8 @@ def _lines(body: list[Node], depth: int) -> list[str]:
         if isinstance(node, Loop):
             carried = ", ".join(c.name for c in node.carried)
             blocks = ", ".join(f"b{b}" for b in node.blocks)
-            out.append(f"{pad}loop {blocks} carry({carried}):")
+            head = f"while {node.cond.name}" if node.cond is not None else f"loop {blocks}"
+            out.append(f"{pad}{head} carry({carried}):")
             out += _lines(node.body, depth + 1)
             continue
         if isinstance(node, Branch):
