@@ -63,6 +63,31 @@ def test_a_loop_up_to_a_bound_read_on_the_device() -> None:
 
 
 @tc.kernel
+def search(sorted_seq: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`torch.searchsorted` by bisection: the bounds start as host ints and become values
+    computed on the device in a branch on a load, so the loop runs on the device."""
+    out = torch.empty(values.size(0), dtype=torch.int64, device=values.device)
+    for i in tc.grid(values.size(0)):
+        v = values[i]
+        lo, hi = 0, sorted_seq.size(0)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if sorted_seq[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[i] = lo
+    return out
+
+
+@pytest.mark.parametrize("n", [0, 1, 50])
+def test_bisection_with_bounds_that_start_on_the_host(n: int) -> None:
+    seq = torch.sort(torch.randn(n)).values
+    values = torch.cat([torch.randn(20), seq[:3], torch.tensor([-1e9, 1e9])])
+    check_modes(search, (seq, values), torch.searchsorted)
+
+
+@tc.kernel
 def newton_sqrt(a: torch.Tensor) -> torch.Tensor:
     """Square roots of a tile by Newton's method, until every lane has converged."""
     out = torch.empty_like(a)

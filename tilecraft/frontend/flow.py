@@ -129,7 +129,7 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
     Values over a whole dimension computed in chunks (`reduction_loops`) are recomputed
     by each of their consumers and cannot cross a branch: such an `if` is compiled again
     as a select (both arms computed, stores masked by the scalar condition)."""
-    before, snapshot = dict(c.env), _snapshot(c.table)
+    before, saved = dict(c.env), snapshot(c.table)
     arms: list[tuple[list[Node], dict[str, Any]]] = []
     for stmts in (node.body, node.orelse):
         c.b.bodies.append([])
@@ -137,7 +137,7 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
         arms.append((c.b.bodies.pop(), env))
     c.env = before
     if _touches_rolled(c, [*arms[0][0], *arms[1][0]]):
-        _restore(c.table, snapshot)
+        restore(c.table, saved)
         _select_if(c, node, cond)
         return
     c.b.loc = c.src.loc(node)
@@ -159,7 +159,7 @@ def _scalar_if(c: DeviceCompiler, node: ast.If, cond: Value) -> None:
     c.b.add(Branch(cond, then_body, else_body, merged, c.b.loc))
 
 
-def _snapshot(table: BlockTable) -> dict[str, Any]:
+def snapshot(table: BlockTable) -> dict[str, Any]:
     """What compiling code adds to the block table, to undo it before compiling again."""
     lists = (
         "tile_specs",
@@ -175,7 +175,7 @@ def _snapshot(table: BlockTable) -> dict[str, Any]:
     return saved
 
 
-def _restore(table: BlockTable, saved: dict[str, Any]) -> None:
+def restore(table: BlockTable, saved: dict[str, Any]) -> None:
     for name, length in saved.items():
         if isinstance(length, int):
             del getattr(table, name)[length:]

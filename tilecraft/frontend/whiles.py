@@ -31,6 +31,7 @@ from tilecraft.ir.nodes import Carried, Loop, Value
 from tilecraft.ir.types import TileType
 
 if TYPE_CHECKING:
+    from tilecraft.frontend.blocks import BlockTable
     from tilecraft.frontend.builder import Builder
 
 NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
@@ -41,6 +42,7 @@ class Whiles:
 
     b: Builder
     env: dict[str, Any]
+    table: BlockTable
 
     def expr(self, node: ast.expr) -> Any:
         raise NotImplementedError
@@ -51,8 +53,7 @@ class Whiles:
     def stmt_While(self, node: ast.While) -> None:
         if node.orelse:
             raise UnsupportedSyntax("`while ... else` is not supported inside a device loop")
-        if not isinstance(self._scratch_test(node), Value):
-            self._unrolled_while(node)
+        if not isinstance(self._scratch_test(node), Value) and self._unrolled_while(node):
             return
         carried = self._while_carried(node)
         saved = dict(self.env)
@@ -80,16 +81,23 @@ class Whiles:
         finally:
             self.b.bodies.pop()
 
-    def _unrolled_while(self, node: ast.While) -> None:
+    def _unrolled_while(self, node: ast.While) -> bool:
+        """Unroll while the condition stays a host value; False (nothing compiled) where
+        it becomes one computed on the device (`lo = mid + 1` in a branch on a load):
+        then the loop runs on the device."""
+        env, snapshot = dict(self.env), flow.snapshot(self.table)
+        self.b.bodies.append([])
         for _ in range(flow.MAX_UNROLL):
             test = self.expr(node.test)
             if isinstance(test, Value):
-                raise UnsupportedSyntax(
-                    "this `while` condition became a value computed on the device after "
-                    "some trips: compute it on the device from the start"
-                )
+                self.b.bodies.pop()
+                self.env = env
+                flow.restore(self.table, snapshot)
+                return False
             if not test:
-                return
+                body = self.b.bodies.pop()
+                self.b.bodies[-1].extend(body)
+                return True
             self._body(flow.without_continue(node.body))
         raise UnsupportedSyntax(
             f"this `while` on host values runs past {flow.MAX_UNROLL} trips while compiling"
