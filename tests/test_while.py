@@ -88,6 +88,35 @@ def test_bisection_with_bounds_that_start_on_the_host(n: int) -> None:
 
 
 @tc.kernel
+def first_above(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    """The position of each row's first element above `threshold` (the row's length if
+    none is): a `break` on a load."""
+    out = torch.empty(x.size(0), dtype=torch.int64, device=x.device)
+    n = x.size(1)
+    for r in tc.grid(x.size(0)):
+        j = 0
+        while j < n:
+            if x[r, j] > threshold:
+                break
+            j += 1
+        out[r] = j
+    return out
+
+
+def _first_above(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    above = torch.cat([x > threshold, torch.ones(x.size(0), 1, dtype=torch.bool)], 1)
+    return above.int().argmax(1)  # the first True, the appended column if none
+
+
+@pytest.mark.parametrize("shape", [(9, 13), (3, 0), (1, 1)])
+def test_break_ends_the_loop(shape: tuple) -> None:
+    x = torch.randn(shape)
+    if x.numel() > 2:
+        x[0, :] = float("nan")  # never above: the whole row
+    check_modes(first_above, (x, 1.0), _first_above)
+
+
+@tc.kernel
 def newton_sqrt(a: torch.Tensor) -> torch.Tensor:
     """Square roots of a tile by Newton's method, until every lane has converged."""
     out = torch.empty_like(a)

@@ -20,6 +20,7 @@ A condition on a tile has one truth value per lane and is refused, as PyTorch re
 from __future__ import annotations
 
 import ast
+import copy
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -53,13 +54,24 @@ class Whiles:
     def stmt_While(self, node: ast.While) -> None:
         if node.orelse:
             raise UnsupportedSyntax("`while ... else` is not supported inside a device loop")
+        if _breaks(node.body):
+            node = _without_break(node)
+            self.env[BROKEN] = False
+            try:
+                self._while(node)
+            finally:
+                self.env.pop(BROKEN, None)
+        else:
+            self._while(node)
+
+    def _while(self, node: ast.While) -> None:
         if not isinstance(self._scratch_test(node), Value) and self._unrolled_while(node):
             return
         carried = self._while_carried(node)
         saved = dict(self.env)
         self.b.bodies.append([])
         cond = self._condition(node)
-        guarded = ast.copy_location(ast.If(node.test, node.body, []), node)
+        guarded = ast.copy_location(ast.If(node.test, flow.without_continue(node.body), []), node)
         flow.compile_if(self, guarded, cond)  # type: ignore[arg-type]
         flag = carried[-1]
         for c in carried[:-1]:
@@ -163,6 +175,39 @@ class Whiles:
 
 
 _KINDS = ("bool", "int", "float")
+BROKEN = "_tc_broken"  # set by a `break`, which ends the trip (a `continue`) and the loop
+
+
+def _breaks(stmts: list[ast.stmt]) -> bool:
+    """Whether `stmts` hold a `break` of the loop around them (not of a loop inside)."""
+    finder = _BreakToFlag()
+    finder.visit(ast.Module(body=copy.deepcopy(stmts), type_ignores=[]))
+    return finder.found
+
+
+def _without_break(node: ast.While) -> ast.While:
+    """`while test: ... break ...` as `while not broken and (test): ... broken = True;
+    continue ...` (the body `without_continue` then skips the rest of the trip)."""
+    flag = ast.Name(BROKEN, ast.Load())
+    test = ast.BoolOp(ast.And(), [ast.UnaryOp(ast.Not(), flag), node.test])
+    rewriter = _BreakToFlag()
+    body = [rewriter.visit(copy.deepcopy(s)) for s in node.body]
+    loop = ast.While(test, [s for s in body if s is not None], [])
+    return ast.fix_missing_locations(ast.copy_location(loop, node))
+
+
+class _BreakToFlag(ast.NodeTransformer):
+    found = False
+
+    def visit_Break(self, node: ast.Break) -> list[ast.stmt]:
+        self.found = True
+        done = ast.Assign([ast.Name(BROKEN, ast.Store())], ast.Constant(True))
+        return [ast.copy_location(done, node), ast.copy_location(ast.Continue(), node)]
+
+    def _inner(self, node: ast.AST) -> ast.AST:  # a loop or function of its own
+        return node
+
+    visit_For = visit_While = visit_FunctionDef = visit_Lambda = _inner
 
 
 def _category(dtype: torch.dtype) -> int:
