@@ -1,7 +1,8 @@
 """Differential fuzzing of control flow and scalar semantics in device loops: random kernels
 of `if`/`elif`/`else` on tiles, on loaded scalars and on host values, `range` loops
 (unrolled, and on the device when bounded by a loaded scalar) with `continue` and
-accumulators, stores inside arms, Python ints' `//` and `%` of negative operands, `**`,
+accumulators, `while` loops (unrolled on host values, on the device on a loaded scalar)
+with `continue` and `break`, stores inside arms, Python ints' `//` and `%` of negative operands, `**`,
 shifts past the bit width, int wraparound, builtins (`abs`, `min`, `max`, `int`,
 `float`) and `math` constants, run in both modes against a reference that runs the same
 body element by element on 0-d tensors (so every `if` is a Python `if`). Values keep the
@@ -172,6 +173,8 @@ class Draw:
             if r.random() < 0.5:
                 lines += [f"{pad}else:", *self.block(depth - 1, indent + 4)]
             return lines
+        if r.random() < 0.35:
+            return self.while_loop(depth, indent)
         var, bound = f"j{len(self.loop_vars)}", r.choice(["3", "n % 4 + 1", "2"])
         if self.head == "grid" and not self.floats and r.random() < 0.4:
             bound = "v % 4"  # a loop on the device
@@ -182,6 +185,29 @@ class Draw:
         lines += self.block(depth - 1, indent + 4)
         self.loop_vars.pop()
         return lines
+
+
+    def while_loop(self, depth: int, indent: int) -> list[str]:
+        """A `while` counting trips (first, so that `continue` cannot skip it) up to a
+        host bound, and in the grid nest also on the loaded scalar `v` (on the device)."""
+        r, pad = self.rng, " " * indent
+        var = f"j{len(self.loop_vars)}"
+        test = f"{var} < {r.choice(['3', 'n % 4 + 1', '2'])}"
+        if self.head == "grid" and r.random() < 0.6:
+            test += f" and v {r.choice(['>', '<', '!='])} {r.choice(['0', '1', '-1', 'n'])}"
+        lines = [f"{pad}{var} = 0", f"{pad}while {test}:", f"{pad}    {var} += 1"]
+        if r.random() < 0.4:
+            exit_ = r.choice(["continue", "break"])
+            lines += [f"{pad}    if {self.scalar_cond()}:", f"{pad}        {exit_}"]
+        self.loop_vars.append(var)
+        lines += self.block(depth - 1, indent + 4)
+        self.loop_vars.pop()
+        return lines
+
+    def scalar_cond(self) -> str:
+        """A condition on numbers and the loaded scalar only (one truth value)."""
+        left = "v" if self.head == "grid" else "n"
+        return f"{left} {self.rng.choice(['>', '<', '=='])} {self.rng.choice(['0', '1', 'n'])}"
 
 
 class _Tile:
