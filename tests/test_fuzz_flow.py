@@ -2,8 +2,8 @@
 of `if`/`elif`/`else` on tiles, on loaded scalars and on host values, `range` loops
 (unrolled, and on the device when bounded by a loaded scalar) with `continue` and
 accumulators, `while` loops (unrolled on host values, on the device on a loaded scalar)
-with `continue` and `break`, stores inside arms, Python ints' `//` and `%` of negative operands, `**`,
-shifts past the bit width, int wraparound, builtins (`abs`, `min`, `max`, `int`,
+with `continue` and `break`, stores inside arms, Python ints' `//` and `%` of negative
+operands, `**`, shifts past the bit width, int wraparound, builtins (`abs`, `min`, `max`, `int`,
 `float`) and `math` constants, run in both modes against a reference that runs the same
 body element by element on 0-d tensors (so every `if` is a Python `if`). Values keep the
 kernel's dtype (a `where` has a tile operand): after an `if` on a tile, a variable of
