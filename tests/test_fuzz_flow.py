@@ -186,7 +186,6 @@ class Draw:
         self.loop_vars.pop()
         return lines
 
-
     def while_loop(self, depth: int, indent: int) -> list[str]:
         """A `while` counting trips (first, so that `continue` cannot skip it) up to a
         host bound, and in the grid nest also on the loaded scalar `v` (on the device)."""
