@@ -30,6 +30,7 @@ from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.operators import BINOPS, Operators
 from tilecraft.frontend.ops import OPS, lookup, unsupported
+from tilecraft.frontend.pyforms import SUM, LocalFunction, PythonForms, sum_of_tiles
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.signatures import check_arguments
 from tilecraft.frontend.source import KernelSource
@@ -41,7 +42,7 @@ TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "s
 NEW_TILES = ("new_zeros", "new_ones", "new_empty", "new_full")  # `w.new_zeros(n)`: a tile
 
 
-class DeviceCompiler(Loops, Whiles, Operators, HostNames):
+class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
     """Walks a device loop's statements, building IR with a Builder."""
 
     def __init__(
@@ -291,6 +292,11 @@ class DeviceCompiler(Loops, Whiles, Operators, HostNames):
         return self.call_op(name.removeprefix("new_"), args, kwargs)
 
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if isinstance(fn, LocalFunction):
+            return self.call_local(fn, args, kwargs)
+        total = sum_of_tiles(self.b, args, kwargs) if fn is SUM else NotImplemented
+        if total is not NotImplemented:
+            return total
         if isinstance(fn, HostCallable) or (inline.inlinable(fn) and on_device(args, kwargs)):
             callee = fn if isinstance(fn, HostCallable) else HostCallable(fn, self._global(fn))
             return self.inline(callee, args, kwargs)
