@@ -424,6 +424,7 @@ from tilecraft.frontend import (  # noqa: E402, F401
     gathers,
     jagged,
     joins,
+    norms,
     piecewise,
     powers,
     products,
