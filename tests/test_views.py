@@ -511,6 +511,7 @@ DIFFS = {
     "once": lambda r: torch.diff(r),
     "twice": lambda r: r.diff(n=2, dim=1),
     "of_bools": lambda r: torch.diff(r > 0),
+    "joined": lambda r: torch.diff(r, dim=-1, prepend=r[:, :1] * 2, append=r[:, -1:] + 1),
 }
 
 

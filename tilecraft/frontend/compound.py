@@ -1,6 +1,6 @@
 """Compound functions users call on tiles, expanded into other handlers as PyTorch writes
 them: isposinf/isneginf, heaviside, deg2rad/rad2deg, sinc, addcmul/addcdiv, rsub,
-positive, softmin, masked_fill, and torch.nn.functional's normalize and glu."""
+positive, softmin, masked_fill, triu/tril, and torch.nn.functional's normalize and glu."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation
 from tilecraft.frontend.activations import _narrow, _wide
 from tilecraft.frontend.builder import Builder, Operand, compute_dtype, converted, promote
 from tilecraft.frontend.joins import _piece
-from tilecraft.frontend.ops import OPS, op
+from tilecraft.frontend.ops import OPS, op, view
 from tilecraft.frontend.views import axis_of, whole_extent
 from tilecraft.ir.nodes import Value
 from tilecraft.runtime.cpu import interpreter_set as interpreted
@@ -161,3 +161,40 @@ def _masked_fill(b: Builder, x: Value, mask: Value, value: Operand) -> Value:
     dtype = x.type.dtype
     fill = b.cast(value, dtype) if isinstance(value, Value) else converted(b, value, dtype)
     return b.op("where", (mask, fill, x), dtype, x.type.dims, compute=compute_dtype(dtype))
+
+
+def _triangle(upper: bool) -> Any:
+    def handler(b: Builder, x: Value, diagonal: int = 0) -> Value:
+        """x where column - row >= diagonal (triu) or <= diagonal (tril), else 0, over
+        the last two dims, by positions within the tile (as eager mode's slice has them)."""
+        rank = x.type.rank
+        if rank < 2 or not isinstance(diagonal, int):
+            raise ShapeMismatch("triu/tril take a tile of 2 dims or more, an int diagonal", b.loc)
+        rows, cols = (_lanes(b, x, axis, "triu" if upper else "tril") for axis in (-2, -1))
+        offset = OPS["sub"](b, cols, rows)
+        keep = b.elementwise("ge" if upper else "le", offset, diagonal, dtype=torch.bool)
+        zero = False if x.type.dtype == torch.bool else 0
+        return b.elementwise("where", keep, x, zero, dtype=x.type.dtype)
+
+    return handler
+
+
+def _lanes(b: Builder, x: Value, axis: int, what: str) -> Operand:
+    """Positions 0, 1, ... along dim `axis` of x (a tile's from its first lane), placed
+    at that axis."""
+    rank = x.type.rank
+    d = x.type.dims[axis]
+    if d is None:
+        return 0
+    block = b.blocks[d]
+    index = b.op("tile_index", (d,), torch.int32, (d,), hint="position")
+    if block.kind == "tile":
+        start: Operand = b.op("tile_begin", (d,), torch.int32, (), hint="start")
+    else:
+        whole_extent(b, x, axis % rank, what)
+        start = block.begin
+    local = b.elementwise("sub", index, start) if isinstance(start, Value) or start else index
+    return view(b, local, tuple(":" if k == axis % rank else "None" for k in range(rank)))
+
+
+OPS["triu"], OPS["tril"] = _triangle(True), _triangle(False)

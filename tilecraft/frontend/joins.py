@@ -234,10 +234,12 @@ def diff(
     b: Builder, x: Value, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None
 ) -> Value:
     """`torch.diff(x, n, dim)` along a dim of a size known while compiling: x[1:] - x[:-1],
-    n times (bools: x[1:] != x[:-1], as PyTorch)."""
-    if prepend is not None or append is not None:
-        raise UnsupportedOperation("torch.diff of a tile takes no prepend= or append=", b.loc)
+    n times (bools: x[1:] != x[:-1], as PyTorch), of `prepend`, x and `append` joined
+    along `dim` (tiles of x's shape elsewhere)."""
     axis = axis_of(b, x.type.rank, dim)
+    if prepend is not None or append is not None:
+        parts = [p for p in (prepend, x, append) if p is not None]
+        x = cat(b, parts, axis)
     for _ in range(n):
         extent = whole_extent(b, x, axis, "diff")
         if extent == 0:
