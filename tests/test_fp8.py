@@ -48,3 +48,23 @@ def widen(x: torch.Tensor) -> torch.Tensor:
 def test_every_bit_pattern_widens_as_in_pytorch(fmt: torch.dtype) -> None:
     x = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fmt)
     check_modes(widen, (x,), lambda x: x.float())
+
+
+@tc.kernel
+def fp8_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty([a.size(0), b.size(1)], dtype=torch.float32, device=a.device)
+    for tm, tn in tc.tile(out.size()):
+        acc = tc.zeros([tm, tn], dtype=torch.float32)
+        for tk in tc.tile(a.size(1)):
+            acc = tc.dot(a[tm, tk], b[tk, tn], acc=acc)
+        out[tm, tn] = acc
+    return out
+
+
+@pytest.mark.parametrize("fmt", FP8, ids=["e4m3fn", "e5m2"])
+def test_products_of_fp8_tiles_read_nan_and_inf(fmt: torch.dtype) -> None:
+    a, b = (torch.randn(s).to(fmt) for s in ((19, 32), (32, 21)))
+    a[0, 0] = float("nan")
+    if fmt == torch.float8_e5m2:
+        b[1, 2] = float("inf")
+    check_modes(fp8_product, (a, b), lambda a, b: a.float() @ b.float())

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from tilecraft.codegen.padding import padded_operand
-from tilecraft.codegen.rules import tl_dtype, triton_interpret
+from tilecraft.codegen.rules import convert, tl_dtype, triton_interpret
 from tilecraft.ir.nodes import Op, Value
 from tilecraft.ir.types import Dim
 
@@ -72,9 +72,10 @@ def batched(w: KernelWriter, operand: Value, out: Value) -> str:
 def dot_operands(w: KernelWriter, dtype: torch.dtype, other: torch.dtype, a: str, b: str) -> str:
     """`tl.dot`'s arguments for operands `a`, `b` (Triton text) of these dtypes."""
     if dtype in INTERPRETER_UPCAST and triton_interpret():
-        # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8; both convert
-        # to float32 exactly
-        return f"{a}.to(tl.float32), {b}.to(tl.float32)"
+        # Triton's CPU interpreter multiplies bf16 wrongly and has no fp8 products: both
+        # operands widened to float32 (from the bits, where it misreads them: rules.convert)
+        wide = torch.float32
+        return f"{convert(a, dtype, wide)}, {convert(b, other, wide)}"
     if dtype == torch.float32 and other == torch.float32:
         precision = "tf32" if w.allow_tf32 else "ieee"
         return f'{a}, {b}, input_precision="{precision}"'
