@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -316,3 +317,44 @@ def _best(
 def _int_bound(x: Value, largest: bool) -> int:
     info = torch.iinfo(x.type.dtype)
     return info.min if largest else info.max
+
+
+# -- searchsorted and bucketize --------------------------------------------------------
+MAX_BOUNDARIES = 1024  # boundaries compared with every value (a tile of values x this)
+
+
+@op("searchsorted")
+def _searchsorted(
+    b: Builder, sorted_sequence: Value, values: Operand, *, out_int32: bool = False,
+    right: bool = False, side: str | None = None, sorter: Any = None,
+) -> Value:  # fmt: skip
+    """Where each value would go in a sorted row of boundaries: the count of boundaries
+    it follows, as PyTorch's binary search counts them (left: `not b >= v`, so NaN goes
+    last; right: `not b > v`), each value compared with every boundary."""
+    if sorter is not None or not isinstance(sorted_sequence, Value):
+        raise UnsupportedOperation("searchsorted of a tile takes a row of boundaries", b.loc)
+    if sorted_sequence.type.rank != 1:
+        raise ShapeMismatch("searchsorted of tiles takes a 1-D row of boundaries", b.loc)
+    count = whole_extent(b, sorted_sequence, 0, "searchsorted")
+    if count > MAX_BOUNDARIES:
+        raise UnsupportedOperation(
+            f"searchsorted compares each value with all {count} boundaries; at most "
+            f"{MAX_BOUNDARIES} on a tile",
+            b.loc,
+        )
+    right = right or side == "right"
+    v = values if isinstance(values, Value) else b.op("full", (), torch.float32, (), value=values)
+    spread = view(b, v, (":",) * v.type.rank + ("None",))
+    after = b.elementwise("gt" if right else "ge", sorted_sequence, spread, dtype=torch.bool)
+    follows = OPS["not"](b, after)
+    total = reduce(b, "sum", b.cast(follows, torch.int32), -1, False)  # type: ignore[arg-type]
+    return b.cast(total, torch.int32 if out_int32 else torch.int64)  # type: ignore[return-value]
+
+
+@op("bucketize")
+def _bucketize(
+    b: Builder, values: Operand, boundaries: Value, *, out_int32: bool = False,
+    right: bool = False,
+) -> Value:  # fmt: skip
+    """torch.bucketize: searchsorted with the arguments the other way round."""
+    return _searchsorted(b, boundaries, values, out_int32=out_int32, right=right)
