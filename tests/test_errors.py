@@ -118,6 +118,21 @@ def test_unsupported_torch_op(kernel, source) -> None:
 
 
 @tc.kernel
+def uses_rand_like(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.rand_like(x[tile])
+    return out
+
+
+def test_unseeded_random_numbers_point_to_the_seeded_ones() -> None:
+    """PyTorch's global generator cannot give eager mode's numbers on the device."""
+    message = raised(exc.UnsupportedOperation, uses_rand_like, vector())
+    assert_names_line(message, "out[tile] = torch.rand_like(x[tile])")
+    assert "tc.rand([tile, ...], seed)" in message
+
+
+@tc.kernel
 def number_for_a_tile(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in tc.tile(x.size(0)):

@@ -456,6 +456,7 @@ def _torch_names() -> dict[int, str]:
 TORCH_FUNCTIONS = _torch_names()
 
 
+_SEEDED = "tc.rand([tile, ...], seed) (counter-based: the same numbers in both modes)"
 INSTEAD = {
     "einsum": "`@` / torch.matmul on tiles",
     "nonzero": "a mask with torch.where (shapes must not depend on data)",
@@ -470,6 +471,10 @@ INSTEAD = {
     "fill_": "tc.full([...], value)",
     "add_": "`x = x + y` (tiles are values)",
     "mul_": "`x = x * y` (tiles are values)",
+    "rand_like": _SEEDED,
+    "randn_like": _SEEDED,
+    "randint_like": "tc.randint([...], low, high, seed) (the same numbers in both modes)",
+    "dropout": "`torch.where(tc.rand([...], seed) >= p, x / (1 - p), 0.0)`",
 }
 
 
