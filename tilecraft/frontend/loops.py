@@ -165,11 +165,7 @@ class Loops:
             final = self.env[c.name][c.item]
         if not isinstance(final, Value):
             raise UnsupportedSyntax(f"`{c.name}` must stay a tile across loop iterations")
-        if final.type.dims != c.param.type.dims:
-            raise ShapeMismatch(
-                f"`{c.name}` changes shape inside the loop: {self.b.describe(c.param.type.dims)}"
-                f" before, {self.b.describe(final.type.dims)} after"
-            )
+        check_same_shape(self.b, c, final)
         return self.b.cast(final, c.param.type.dtype)  # type: ignore[return-value]
 
     # -- loops and targets --------------------------------------------------------
@@ -224,6 +220,15 @@ class Loops:
 
     def _grid_index(self, block: int) -> Value:
         return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+
+
+def check_same_shape(b: Builder, c: Carried, final: Value) -> None:
+    """A variable carried across a loop's trips keeps its shape."""
+    if final.type.dims != c.param.type.dims:
+        raise ShapeMismatch(
+            f"`{c.name}` changes shape inside the loop: {b.describe(c.param.type.dims)}"
+            f" before, {b.describe(final.type.dims)} after"
+        )
 
 
 @dataclass(frozen=True)

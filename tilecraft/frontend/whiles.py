@@ -27,6 +27,7 @@ import torch
 
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedSyntax
 from tilecraft.frontend import flow
+from tilecraft.frontend.loops import check_same_shape
 from tilecraft.frontend.ops import OPS
 from tilecraft.ir.nodes import Carried, Loop, Value
 from tilecraft.ir.types import TileType
@@ -160,11 +161,7 @@ class Whiles:
             final = self.b.op("full", (), c.param.type.dtype, (), hint=c.name, value=final)
         if not isinstance(final, Value):
             raise UnsupportedSyntax(f"`{c.name}` must stay a tile or a number across the loop")
-        if final.type.dims != c.param.type.dims:
-            raise ShapeMismatch(
-                f"`{c.name}` changes shape inside the loop: {self.b.describe(c.param.type.dims)}"
-                f" before, {self.b.describe(final.type.dims)} after"
-            )
+        check_same_shape(self.b, c, final)
         if c.param.weak and _category(final.type.dtype) != _category(c.param.type.dtype):
             raise DtypeError(
                 f"`{c.name}` holds a Python {_KINDS[_category(c.param.type.dtype)]} before the "
