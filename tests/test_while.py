@@ -221,3 +221,42 @@ def test_refused_at_the_line(kernel, error, match, line) -> None:
     with pytest.raises(error, match=match) as info:
         kernel(torch.rand(9) * 10)
     assert line in str(info.value)
+
+
+@tc.kernel
+def first_pair_above(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    """The first (row-major) pair of a row and a later column position whose sum passes
+    `threshold`: nested loops, each with its own `break`."""
+    out = torch.full([x.size(0), 2], -1, dtype=torch.int64, device=x.device)
+    n = x.size(1)
+    for r in tc.grid(x.size(0)):
+        i = 0
+        found = False
+        while i < n:
+            j = i + 1
+            while j < n:
+                if x[r, i] + x[r, j] > threshold:
+                    found = True
+                    break
+                j += 1
+            if found:
+                out[r, 0] = i
+                out[r, 1] = j
+                break
+            i += 1
+    return out
+
+
+def _first_pair_above(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    out = torch.full([x.size(0), 2], -1, dtype=torch.int64)
+    for r in range(x.size(0)):
+        pairs = [(i, j) for i in range(x.size(1)) for j in range(i + 1, x.size(1))]
+        hit = next(((i, j) for i, j in pairs if x[r, i] + x[r, j] > threshold), None)
+        if hit is not None:
+            out[r] = torch.tensor(hit)
+    return out
+
+
+def test_nested_loops_break_each_their_own() -> None:
+    x = torch.randn(6, 7)
+    check_modes(first_pair_above, (x, 2.0), _first_pair_above)

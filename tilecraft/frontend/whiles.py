@@ -56,12 +56,12 @@ class Whiles:
         if node.orelse:
             raise UnsupportedSyntax("`while ... else` is not supported inside a device loop")
         if _breaks(node.body):
-            node = _without_break(node)
-            self.env[BROKEN] = False
+            flag = f"_tc_broken_{node.lineno}_{node.col_offset}"  # (one per loop: nested)
+            self.env[flag] = False
             try:
-                self._while(node)
+                self._while(_without_break(node, flag))
             finally:
-                self.env.pop(BROKEN, None)
+                self.env.pop(flag, None)
         else:
             self._while(node)
 
@@ -172,7 +172,6 @@ class Whiles:
 
 
 _KINDS = ("bool", "int", "float")
-BROKEN = "_tc_broken"  # set by a `break`, which ends the trip (a `continue`) and the loop
 
 
 def _breaks(stmts: list[ast.stmt]) -> bool:
@@ -182,23 +181,26 @@ def _breaks(stmts: list[ast.stmt]) -> bool:
     return finder.found
 
 
-def _without_break(node: ast.While) -> ast.While:
-    """`while test: ... break ...` as `while not broken and (test): ... broken = True;
+def _without_break(node: ast.While, flag: str) -> ast.While:
+    """`while test: ... break ...` as `while not flag and (test): ... flag = True;
     continue ...` (the body `without_continue` then skips the rest of the trip)."""
-    flag = ast.Name(BROKEN, ast.Load())
-    test = ast.BoolOp(ast.And(), [ast.UnaryOp(ast.Not(), flag), node.test])
-    rewriter = _BreakToFlag()
+    read = ast.Name(flag, ast.Load())
+    test = ast.BoolOp(ast.And(), [ast.UnaryOp(ast.Not(), read), node.test])
+    rewriter = _BreakToFlag(flag)
     body = [rewriter.visit(copy.deepcopy(s)) for s in node.body]
     loop = ast.While(test, [s for s in body if s is not None], [])
     return ast.fix_missing_locations(ast.copy_location(loop, node))
 
 
 class _BreakToFlag(ast.NodeTransformer):
-    found = False
+    """Each `break` of the loop (not of one inside) as `flag = True; continue`."""
+
+    def __init__(self, flag: str = "") -> None:
+        self.flag, self.found = flag, False
 
     def visit_Break(self, node: ast.Break) -> list[ast.stmt]:
         self.found = True
-        done = ast.Assign([ast.Name(BROKEN, ast.Store())], ast.Constant(True))
+        done = ast.Assign([ast.Name(self.flag, ast.Store())], ast.Constant(True))
         return [ast.copy_location(done, node), ast.copy_location(ast.Continue(), node)]
 
     def _inner(self, node: ast.AST) -> ast.AST:  # a loop or function of its own
