@@ -516,3 +516,30 @@ def test_python_quotient_of_ints_of_scalars_is_a_double() -> None:
     expected = torch.stack([x + 2 / 3, x * (2 / 7)])
     for mode in ("eager", "triton"):
         assert torch.equal(run_mode(with_int_quotient, (x, f, out), mode)[-1], expected)
+
+
+@tc.kernel
+def items(x: torch.Tensor, counts: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    """`.item()` of loaded scalars: the Python numbers eager mode gets (a float meets the
+    bfloat16 tile as a number, an int bounds a loop on the device, a bool picks a branch)."""
+    out = torch.zeros_like(x)
+    for i in tc.grid(x.size(0)):
+        scale, n, on = x[i, 0].float().item(), counts[i].item(), flags[i].item()
+        total = x[i, :] * scale
+        for _ in range(n):
+            total = total + 1
+        if on:
+            out[i, :] = total
+    return out
+
+
+def _items(x: torch.Tensor, counts: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    total = x * x[:, :1].float() + counts[:, None].to(x.dtype)
+    return torch.where(flags[:, None], total, 0).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_item_of_one_element_gives_a_python_number(dtype: torch.dtype) -> None:
+    x = torch.randn(6, 5).to(dtype)
+    counts, flags = torch.tensor([0, 1, 3, 2, 0, 1]), torch.tensor([1, 0, 1, 1, 1, 0]) > 0
+    check_modes(items, (x, counts, flags), _items, dtype=dtype)

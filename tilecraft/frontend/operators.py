@@ -266,6 +266,21 @@ def _converted(b: Builder, fn: Any, x: Value) -> Value:
     return out
 
 
+def item(b: Builder, x: Value) -> Value:
+    """`t.item()` of a one-element tile: the Python number eager mode gives (`float(t)`,
+    `int(t)` or `bool(t)` by its dtype)."""
+    if any(d is not None for d in x.type.dims):
+        raise UnsupportedOperation(
+            "`.item()` of a tile of many elements (PyTorch refuses too): index one element"
+        )
+    dtype = x.type.dtype
+    fn: Any = builtins.bool if dtype == torch.bool else builtins.int
+    return _converted(b, builtins.float if dtype.is_floating_point else fn, x)
+
+
+OPS["item"] = item
+
+
 def _python_name(fn: Any) -> str | None:
     if id(fn) in MATH_NAMES and getattr(math, MATH_NAMES[id(fn)]) is fn:
         return f"math.{MATH_NAMES[id(fn)]}"

@@ -461,7 +461,6 @@ INSTEAD = {
     "einsum": "`@` / torch.matmul on tiles",
     "nonzero": "a mask with torch.where (shapes must not depend on data)",
     "masked_select": "torch.where(mask, x, 0) (shapes must not depend on data)",
-    "item": "the tile itself (a 0-d tile is a scalar on the device)",
     "tolist": "the tile itself",
     "numpy": "the tile itself",
     "contiguous": "the tile itself (tiles have no strides)",
