@@ -12,13 +12,14 @@ from tilecraft.testing import check_modes
 
 @tc.kernel
 def places(bounds: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty([4, *x.shape], dtype=torch.int64, device=x.device)
+    out = torch.empty([5, *x.shape], dtype=torch.int64, device=x.device)
     for tile in tc.tile(x.size(0)):
         row, edges = x[tile, :], bounds[:]
         out[0, tile, :] = torch.searchsorted(edges, row)
         out[1, tile, :] = torch.searchsorted(edges, row, side="right")
         out[2, tile, :] = torch.bucketize(row, edges, right=True, out_int32=True).long()
         out[3, tile, :] = torch.bucketize(row, edges)
+        out[4, tile, :] = torch.searchsorted(edges, 1) + row.long() * 0  # of a number
     return out
 
 
@@ -29,6 +30,7 @@ def _places(bounds: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
             torch.searchsorted(bounds, x, side="right"),
             torch.bucketize(x, bounds, right=True, out_int32=True).long(),
             torch.bucketize(x, bounds),
+            torch.searchsorted(bounds, torch.ones_like(x)).long(),
         ]
     )
 

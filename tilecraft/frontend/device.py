@@ -30,7 +30,7 @@ from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.operators import BINOPS, Operators
 from tilecraft.frontend.ops import OPS, lookup, unsupported
-from tilecraft.frontend.pyforms import SUM, LocalFunction, PythonForms, sum_of_tiles
+from tilecraft.frontend.pyforms import LocalFunction, PythonForms, sum_of_tiles
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.signatures import check_arguments
 from tilecraft.frontend.source import KernelSource
@@ -294,7 +294,7 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
     def call(self, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if isinstance(fn, LocalFunction):
             return self.call_local(fn, args, kwargs)
-        total = sum_of_tiles(self.b, args, kwargs) if fn is SUM else NotImplemented
+        total = sum_of_tiles(self.b, args, kwargs) if fn is builtins.sum else NotImplemented
         if total is not NotImplemented:
             return total
         if isinstance(fn, HostCallable) or (inline.inlinable(fn) and on_device(args, kwargs)):

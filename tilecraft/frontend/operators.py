@@ -273,9 +273,7 @@ def item(b: Builder, x: Value) -> Value:
         raise UnsupportedOperation(
             "`.item()` of a tile of many elements (PyTorch refuses too): index one element"
         )
-    dtype = x.type.dtype
-    fn: Any = builtins.bool if dtype == torch.bool else builtins.int
-    return _converted(b, builtins.float if dtype.is_floating_point else fn, x)
+    return _converted(b, (builtins.bool, builtins.int, builtins.float)[category(x)], x)
 
 
 OPS["item"] = item

@@ -10,7 +10,6 @@ elsewhere, those of its definition).
 from __future__ import annotations
 
 import ast
-import builtins
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -168,5 +167,3 @@ def sum_of_tiles(b: Builder, args: list[Any], kwargs: dict[str, Any]) -> Any:
         total = OPS["add"](b, total, item) if both else total + item
     return total
 
-
-SUM = builtins.sum

@@ -343,9 +343,9 @@ def _searchsorted(
             b.loc,
         )
     right = right or side == "right"
-    v = values if isinstance(values, Value) else b.op("full", (), torch.float32, (), value=values)
-    spread = view(b, v, (":",) * v.type.rank + ("None",))
-    after = b.elementwise("gt" if right else "ge", sorted_sequence, spread, dtype=torch.bool)
+    if isinstance(values, Value):  # each value against the row: a new last dim
+        values = view(b, values, (":",) * values.type.rank + ("None",))
+    after = b.elementwise("gt" if right else "ge", sorted_sequence, values, dtype=torch.bool)
     follows = OPS["not"](b, after)
     total = reduce(b, "sum", b.cast(follows, torch.int32), -1, False)  # type: ignore[arg-type]
     return b.cast(total, torch.int32 if out_int32 else torch.int64)  # type: ignore[return-value]

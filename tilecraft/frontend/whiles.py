@@ -66,7 +66,7 @@ class Whiles:
             self._while(node)
 
     def _while(self, node: ast.While) -> None:
-        if not isinstance(self._scratch_test(node), Value) and self._unrolled_while(node):
+        if self._unrolled_while(node):
             return
         carried = self._while_carried(node)
         saved = dict(self.env)
@@ -85,19 +85,10 @@ class Whiles:
             c.out = c.param
             self.env[c.name] = c.param
 
-    def _scratch_test(self, node: ast.While) -> Any:
-        """The condition evaluated once to learn whether it is a host value (its ops, if
-        any, are dropped: the loop computes it again on each trip)."""
-        self.b.bodies.append([])
-        try:
-            return self.expr(node.test)
-        finally:
-            self.b.bodies.pop()
-
     def _unrolled_while(self, node: ast.While) -> bool:
         """Unroll while the condition stays a host value; False (nothing compiled) where
-        it becomes one computed on the device (`lo = mid + 1` in a branch on a load):
-        then the loop runs on the device."""
+        it is one computed on the device, from the start or after some trips (`lo = mid +
+        1` in a branch on a load): then the loop runs on the device."""
         env, snapshot = dict(self.env), flow.snapshot(self.table)
         self.b.bodies.append([])
         for _ in range(flow.MAX_UNROLL):
