@@ -166,4 +166,3 @@ def sum_of_tiles(b: Builder, args: list[Any], kwargs: dict[str, Any]) -> Any:
         both = isinstance(total, Value) or isinstance(item, Value)
         total = OPS["add"](b, total, item) if both else total + item
     return total
-
