@@ -126,6 +126,9 @@ class KernelWriter:
         for name in sorted(self.doubles()):
             hi, lo = (f"tl.full((), {name}_{half}, tl.int64)" for half in ("hi", "lo"))
             self.line(f"{name} = (({hi} << 32) | ({lo} & 0xFFFFFFFF)).to(tl.float64, bitcast=True)")
+        for p in self.kernel.params:  # host ints (Triton may pass a small one as an int32)
+            if not p.is_tensor and p.dtype == torch.int64:
+                self.line(f"{p.name} = tl.full((), {p.name}, tl.int64)")
         self.grid_prologue()
         for block in self.kernel.blocks.values():
             if block.kind == "reduction" and not is_rolled(block):

@@ -105,6 +105,17 @@ def stale_host_values(
     )
 
 
+def unreached_loop(filename: str, lineno: int) -> None:
+    """Raise the error of a device loop that host code did not reach when the kernel was
+    specialized (so it was not compiled) and reaches now."""
+    raise HostCodeError(
+        "host code reaches this device loop, which it did not reach for the same shapes, "
+        "dtypes and int arguments when the kernel was compiled: make which loops run depend "
+        "only on what the kernel is specialized on",
+        SourceLoc(filename, lineno, linecache.getline(filename, lineno)),
+    )
+
+
 def module_source(
     name: str, where: str, kernels: list[str], host: ast.Module, constants: dict[str, str]
 ) -> str:
@@ -123,6 +134,8 @@ def module_source(
         head += "from tilecraft.codegen.module import double_halves as _tc_double_halves\n"
     if "_tc_stale(" in launcher:
         head += "from tilecraft.codegen.module import stale_host_values as _tc_stale\n"
+    if "_tc_unreached(" in launcher:
+        head += "from tilecraft.codegen.module import unreached_loop as _tc_unreached\n"
     if constants:
         head += "\n" + "".join(f"{k} = {v}\n" for k, v in constants.items()) + "\n"
     return head + "\n" + body + "\n\n" + launcher + "\n"

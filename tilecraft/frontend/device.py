@@ -46,9 +46,15 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
     """Walks a device loop's statements, building IR with a Builder."""
 
     def __init__(
-        self, src: KernelSource, host_locals: dict[str, Any], table: BlockTable, name: str
+        self,
+        src: KernelSource,
+        host_locals: dict[str, Any],
+        table: BlockTable,
+        name: str,
+        runtime_ints: set[str] = frozenset(),  # type: ignore[assignment]
     ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
+        self.runtime_ints = runtime_ints  # host ints passed to each launch (frontend/trips)
         self.kernel_src = src
         self.b = Builder(src.loc(src.tree), table.blocks, table=table, new_dim=table.reduction)
         self.env: dict[str, Any] = {}

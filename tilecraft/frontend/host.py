@@ -31,21 +31,51 @@ HOST_FUNCS = (
     lang.barrier,
     lang.host.cdiv,
     lang.host.next_power_of_2,
+    lang.static_range,  # a plain `range` in host code
 )
 
 
+HOST_FLOW = (ast.For, ast.While, ast.If, ast.With)  # host statements a device loop may sit in
+
+
 def device_loops(src: KernelSource) -> list[ast.For]:
-    """The top-level device loops of the kernel, checking that host code uses no tile op."""
-    loops = [s for s in src.tree.body if isinstance(s, ast.For) and _is_device_loop(src, s)]
-    for stmt in src.tree.body:
-        if stmt not in loops:
-            _check_host_stmt(src, stmt)
+    """The device loops of the kernel in source order: statements of its body, or of the
+    host `for`/`while`/`if`/`with` statements around them (launched each time host code
+    reaches them); checks that host code uses no tile op."""
+    loops: list[ast.For] = []
+    _collect(src, src.tree.body, loops)
     _check_device_names(src)
     if not loops:
         raise UnsupportedSyntax(
             "a kernel needs at least one `for ... in tc.tile(...)` loop", src.loc(src.tree)
         )
     return loops
+
+
+def _collect(src: KernelSource, body: list[ast.stmt], loops: list[ast.For]) -> None:
+    for stmt in body:
+        if _is_device_loop(src, stmt):
+            loops.append(stmt)  # type: ignore[arg-type]
+        elif isinstance(stmt, HOST_FLOW):
+            _check_host_expr(src, stmt)
+            for block in _blocks(stmt):
+                _collect(src, block, loops)
+        else:
+            _check_host_stmt(src, stmt)
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists of a host `for`/`while`/`if`/`with`."""
+    return [stmt.body, getattr(stmt, "orelse", [])]  # type: ignore[attr-defined]
+
+
+def _check_host_expr(src: KernelSource, stmt: ast.stmt) -> None:
+    """The parts of a host `for`/`while`/`if`/`with` that are not its statements."""
+    heads = [getattr(stmt, f, None) for f in ("target", "iter", "test")]
+    heads += getattr(stmt, "items", [])
+    for head in heads:
+        if head is not None:
+            _check_host_stmt(src, head)
 
 
 def _stored(node: ast.AST) -> set[str]:
@@ -57,35 +87,48 @@ def _stored(node: ast.AST) -> set[str]:
 def _check_device_names(src: KernelSource) -> None:
     """Host code cannot read a variable that only a device loop defines."""
     host = {a.arg for a in ast.walk(src.tree.args) if isinstance(a, ast.arg)}
-    device: set[str] = set()
-    for stmt in src.tree.body:
+    _check_names(src, src.tree.body, host, set())
+
+
+def _check_names(src: KernelSource, body: list[ast.stmt], host: set[str], device: set[str]) -> None:
+    for stmt in body:
         if _is_device_loop(src, stmt):
             device |= _stored(stmt) - host
             continue
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device:
-                raise UnsupportedSyntax(
-                    f"`{node.id}` is computed inside a device loop and cannot be used by host "
-                    "code; store it to a tensor instead",
-                    src.loc(node),
-                )
-        host |= _stored(stmt)
+        flow = isinstance(stmt, HOST_FLOW)
+        heads = [h for h in map(lambda f: getattr(stmt, f, None), ("iter", "test")) if h]
+        for node in (n for part in heads + getattr(stmt, "items", []) for n in ast.walk(part)):
+            _check_read(src, node, device)
+        if not flow:
+            for node in ast.walk(stmt):
+                _check_read(src, node, device)
+        host |= _stored(getattr(stmt, "target", stmt) if flow else stmt)
+        for block in _blocks(stmt) if flow else []:
+            _check_names(src, block, host, device)
 
 
-def _is_device_loop(src: KernelSource, stmt: ast.stmt) -> bool:
+def _check_read(src: KernelSource, node: ast.AST, device: set[str]) -> None:
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in device:
+        raise UnsupportedSyntax(
+            f"`{node.id}` is computed inside a device loop and cannot be used by host "
+            "code; store it to a tensor instead",
+            src.loc(node),
+        )
+
+
+def _is_device_loop(src: KernelSource, stmt: ast.AST) -> bool:
     if not isinstance(stmt, ast.For) or not isinstance(stmt.iter, ast.Call):
         return False
     return src.resolve(stmt.iter.func) in LOOP_FUNCS
 
 
-def _check_host_stmt(src: KernelSource, stmt: ast.stmt) -> None:
+def _check_host_stmt(src: KernelSource, stmt: ast.AST) -> None:
     for node in ast.walk(stmt):
         if isinstance(node, ast.For) and _is_device_loop(src, node):
             raise UnsupportedSyntax(
-                "a device loop must be a statement of the kernel's body itself, not inside "
-                "host code's `for`, `while`, `if`, `with` or `try` (each device loop is one "
-                "launch, compiled once): write the launches out, or move the host loop into "
-                "the device loop (`for r in tc.static_range(n)`)",
+                "a device loop can sit in host code's `for`, `while`, `if` and `with`, not "
+                "in a `try` or a function defined in the kernel (each device loop is a "
+                "launch of one compiled kernel)",
                 src.loc(node),
             )
         obj = src.resolve(node.func) if isinstance(node, ast.Call) else None
@@ -118,19 +161,26 @@ class _HostCalls(ast.NodeTransformer):
         return node
 
 
+class _Rewrite(_HostCalls):
+    """`_HostCalls`, and each device loop replaced by `make(index, loop)` (in source order)."""
+
+    def __init__(self, src: KernelSource, make: Callable[[int, ast.For], ast.stmt]) -> None:
+        super().__init__(src)
+        self.make, self.count = make, 0
+
+    def visit_For(self, node: ast.For) -> ast.stmt:
+        if not _is_device_loop(self.src, node):
+            self.generic_visit(node)
+            return node
+        self.count += 1
+        return ast.copy_location(self.make(self.count - 1, node), node)
+
+
 def rewrite_host(src: KernelSource, make: Callable[[int, ast.For], ast.stmt]) -> ast.Module:
     """A copy of the kernel whose device loops are replaced by `make(index, loop)`."""
     func = copy.deepcopy(src.tree)
-    body: list[ast.stmt] = []
-    loops = 0
-    for stmt in func.body:
-        if _is_device_loop(src, stmt):
-            assert isinstance(stmt, ast.For)
-            body.append(ast.copy_location(make(loops, stmt), stmt))
-            loops += 1
-        else:
-            body.append(_HostCalls(src).visit(stmt))
-    func.body = body
+    rewrite = _Rewrite(src, make)
+    func.body = [rewrite.visit(stmt) for stmt in func.body]
     module = ast.Module(body=[func], type_ignores=[])
     return ast.fix_missing_locations(module)
 

@@ -44,6 +44,7 @@ class HostNames:
     opaque: dict[int, str]
     keyed: set[str]
     guarding: bool
+    runtime_ints: set[str]
     params: list[Param]
 
     def expr_Name(self, node: ast.Name) -> Any:
@@ -92,11 +93,15 @@ class HostNames:
             )
             self.params.append(param)
             return HostTensor(param, value)
-        if isinstance(value, float):
-            # passed as a double (codegen/module.py), read as PyTorch reads a Python float
-            param = Param(self._param_name(name), where, torch.float64)
+        number = torch.float64 if isinstance(value, float) else None
+        if type(value) is int and where in self.runtime_ints:
+            number = torch.int64
+        if number is not None:
+            # a float is passed as a double (codegen/module.py), read as PyTorch reads a
+            # Python float; an int that changes between launches as an int64
+            param = Param(self._param_name(name), where, number)
             self.params.append(param)
-            return Value(TileType(torch.float64, ()), param.name, weak=True)
+            return Value(TileType(number, ()), param.name, weak=True)
         return self._constant(where, value, by_value=where in self.keyed)
 
     def _constant(self, where: str, value: Any, by_value: bool = False) -> Any:

@@ -18,6 +18,7 @@ from tilecraft.codegen.grid import plan_grid
 from tilecraft.codegen.kernel import KernelWriter
 from tilecraft.codegen.module import Launch, module_source
 from tilecraft.exc import HostCodeError, InvalidConfig, LoweringError, TilecraftError
+from tilecraft.frontend import trips as trips_
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
 from tilecraft.frontend.host import (
@@ -30,6 +31,7 @@ from tilecraft.frontend.host import (
     rewrite_host,
 )
 from tilecraft.frontend.source import KernelSource
+from tilecraft.frontend.trips import Trip
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.state import Sites
@@ -48,10 +50,11 @@ from tilecraft.runtime.spec import closure_tensors, kernel_spec
 class Analysis:
     """The device kernels of one config, and the block table they were built with."""
 
-    kernels: list[DeviceKernel]
+    kernels: list[DeviceKernel]  # of the device loops host code reached
     table: BlockTable
     tunables: dict[str, Fragment]
     config: Config
+    reached: list[int | None]  # each device loop's kernel in `kernels` (None: not reached)
 
 
 def meta_like(value: Any) -> Any:
@@ -98,27 +101,42 @@ class BoundKernel:
         """Run the host code on meta tensors, then compile each device loop to IR."""
         table = BlockTable(config.to_dict())
         tunables: dict[str, Fragment] = {}
-        captured: dict[int, dict[str, Any]] = {}
+        captured: dict[int, list[Trip]] = {}
 
         def tunable(name: str, fragment: Fragment) -> Any:
             tunables[name] = fragment
             return config.tunables.get(name, fragment_default(fragment))
 
         extra = {
-            "_tc_capture": lambda i, env: captured.__setitem__(i, dict(env)),
+            "_tc_capture": lambda i, env: captured.setdefault(i, []).append(dict(env)),
             "_tc_block_size": table.register,
             "_tc_tunable": tunable,
         }
         fn = compile_function(rewrite_host(self.src, capture_stmt), self.src, extra)
         self._run_host(fn)
-        kernels = []
+        kernels: list[DeviceKernel] = []
+        reached: list[int | None] = []
         for i, loop in enumerate(self.loops):
-            # one leading underscore: inductor calls a kernel it launches from a class body,
-            # where Python would mangle a name that starts with two
-            name = f"_{self.src.tree.name.lstrip('_')}_kernel{'' if i == 0 else i}"
-            compiler = DeviceCompiler(self.src, captured.get(i, {}), table, name)
-            kernels.append(verify(compiler.compile(loop)))
-        return Analysis(kernels, table, tunables, config)
+            trips = captured.get(i)
+            reached.append(len(kernels) if trips else None)
+            if trips:
+                kernels.append(verify(self._compile_loop(i, loop, trips, table)))
+        return Analysis(kernels, table, tunables, config, reached)
+
+    def _compile_loop(self, i: int, loop: ast.For, trips: list[Trip], table: BlockTable) -> Any:
+        """The kernel of device loop `i`, from the host locals of each time host code
+        reached it (`frontend/trips.py`)."""
+        # one leading underscore: inductor calls a kernel it launches from a class body,
+        # where Python would mangle a name that starts with two
+        name = f"_{self.src.tree.name.lstrip('_')}_kernel{'' if i == 0 else i}"
+        ints = trips_.varying_ints(trips)
+        compiler = DeviceCompiler(self.src, trips_.first_env(trips), table, name, ints)
+        try:
+            kernel = compiler.compile(loop)
+        except TilecraftError as e:
+            raise trips_.explain(e, ints) from None
+        trips_.check_same(trips, set(compiler.host_values), self.src.loc(loop))
+        return kernel
 
     def _value(self, element: Element) -> Any:
         if element not in self.values:
@@ -200,13 +218,22 @@ class BoundKernel:
         analysis = self.analyze(config)
         launches = [self._launch(k, config) for k in analysis.kernels]
         sources = [launch.writer.write() for launch in launches]
-        host = rewrite_host(self.src, lambda i, loop: launches[i].statement())
+        host = rewrite_host(self.src, lambda i, loop: self._statement(analysis, launches, i))
         host = _FixHostValues(analysis, config).visit(host)
         kernels = {k.name for k in analysis.kernels}
         host, constants = fold_host(host, self.src, self.meta_args, self.devices, kernels)
         where = f"{self.src.filename}:{self.src.tree.lineno}"
         host = ast.fix_missing_locations(host)
         return module_source(self.src.tree.name, where, sources, host, constants)
+
+    def _statement(self, analysis: Analysis, launches: list[Launch], i: int) -> ast.stmt:
+        """Device loop `i` in the launcher: its launch, or an error where host code reaches
+        a loop it did not reach when the kernel was specialized."""
+        kernel = analysis.reached[i]
+        if kernel is not None:
+            return launches[kernel].statement()
+        loc = self.src.loc(self.loops[i])
+        return ast.parse(f"_tc_unreached({loc.filename!r}, {loc.lineno})").body[0]
 
     def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
         blocks = [kernel.blocks[b] for b in kernel.grid_blocks]
