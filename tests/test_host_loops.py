@@ -161,6 +161,26 @@ def test_an_int_that_changes_is_not_a_constant_and_the_error_says_so() -> None:
         zeros_of_layer.bind((torch.randn(5),))
 
 
+@tc.kernel
+def halves_by_launch_tiles(x: torch.Tensor) -> torch.Tensor:
+    buf = x.clone()
+    n = x.size(0)
+    while n > 1:
+        half = n // 2
+        for t in tc.tile(half):  # the grid would change with each launch
+            buf[t] = buf[t] + buf[t.index + (n - half)]
+        n = n - half
+    return buf[:1]
+
+
+def test_a_launch_tiled_by_an_int_that_changes_is_refused() -> None:
+    """Its grid is sized when compiled: a wrong answer past that size, so refused."""
+    with pytest.raises(exc.UnsupportedOperation, match="need bounds known on the host") as info:
+        halves_by_launch_tiles.bind((torch.randn(13),))
+    assert "`half`, `n` change each time" in str(info.value)
+    assert "for t in tc.tile(half):" in str(info.value)
+
+
 SETTINGS = {"second": False}
 
 

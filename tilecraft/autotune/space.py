@@ -19,7 +19,6 @@ from tilecraft.runtime.spec import KernelSpec
 MAX_ELEMENTS = 1 << 16  # largest tile a program may hold (registers) before it is refused
 MAX_BLOCK = 4096
 MAX_INNER_BLOCK = 16384  # a device loop's chunk: one long row chunk per step streams best
-MIN_DOT_BLOCK = 16  # tl.dot needs every dim >= 16
 MIN_CHUNK = 64  # the shortest chunk a looped reduction takes
 REGISTERS = 65536  # 32-bit registers per SM (and per block) on Hopper and Ampere
 
@@ -101,7 +100,7 @@ class ConfigSpace:
     def _knobs(self, spec: KernelSpec, default: Config, on_gpu: bool) -> Any:
         d = default.to_dict()
         for i, block in enumerate(spec.blocks):
-            low = MIN_DOT_BLOCK if i in spec.dot_blocks else 1
+            low = spec.smallest_block(i)
             cap = MAX_INNER_BLOCK if block.inner and i not in spec.dot_blocks else MAX_BLOCK
             high = max(low, min(pow2_ceil(block.extent), cap))
             yield Knob("block_sizes", i, _powers(low, high), d["block_sizes"][i])

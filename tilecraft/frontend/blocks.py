@@ -32,6 +32,7 @@ class BlockSpec:
 
     extent: int
     inner: bool
+    bounded: bool = False  # a `register_block_size` maximum: sizes stay within pow2_ceil(extent)
 
 
 @dataclass
@@ -108,9 +109,11 @@ class BlockTable:
     def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
         index = len(self.tile_specs)
         extent = int(high if high is not None else low or 1024)
-        self.tile_specs.append(BlockSpec(extent, inner=True))
+        bounded = high is not None or low is not None
+        self.tile_specs.append(BlockSpec(extent, inner=True, bounded=bounded))
         self.registered_extents[index] = extent
-        chosen = self._chosen(index, 32)
+        within = 1 << max(extent - 1, 0).bit_length()  # the maximum's power of two
+        chosen = self._chosen(index, min(32, within))
         self.registered.append(BlockSizeInt(chosen, index))
         return self.registered[-1]
 
@@ -157,6 +160,7 @@ class BlockTable:
             self.tile_specs.append(BlockSpec(hint, inner=True))
             size, config_index = self._chosen(index, 16), index
         else:
+            _check_power_of_two(block_size, "tc.tile(..., block_size=)")
             size, config_index = int(block_size), getattr(block_size, "index", None)
         return self._new(
             kind="tile",

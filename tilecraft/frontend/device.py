@@ -80,6 +80,12 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
             blocks, order = self._loop_blocks(
                 loop.iter, self._callee(loop.iter), *self._call_args(loop.iter), inner=False
             )
+            if any(self.table.blocks[blk].dynamic for blk, _ in blocks):
+                raise UnsupportedOperation(
+                    "the tiles of a launch need bounds known on the host when it is compiled "
+                    "(they size its grid): tile a fixed extent and mask the positions past "
+                    "the bound"
+                )
             self._bind_target(loop.target, blocks)
             self.table.launch_blocks.update(blk for blk, _ in blocks)
         except TilecraftError as e:

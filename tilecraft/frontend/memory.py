@@ -346,6 +346,11 @@ class MemoryLowering:
 
     def arange(self, begin: Any, end: Any = None, dtype: torch.dtype = torch.int32) -> Value:
         lo, hi = (0, begin) if end is None else (begin, end)
+        if end is None and isinstance(begin, TileSizeInt):  # the tile's dim, as Helion's
+            lanes = self.b.elementwise(  # `tile.begin + arange(tile.block_size)` meets tiles
+                "sub", self.tile_attr(begin.block, "index"), self.tile_attr(begin.block, "begin")
+            )
+            return self.b.cast(lanes, dtype)  # type: ignore[return-value]
         if isinstance(lo, Value) or isinstance(hi, Value):
             return self.b.cast(self._tile_range(lo, hi), dtype)  # type: ignore[return-value]
         if int(hi) - int(lo) == 1:

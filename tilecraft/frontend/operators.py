@@ -123,16 +123,32 @@ class Operators:
         return x
 
     def expr_Compare(self, node: ast.Compare) -> Any:
-        if len(node.ops) != 1:
-            raise UnsupportedSyntax("chained comparisons: combine them with &")
-        left, right = self.expr(node.left), self.expr(node.comparators[0])
-        if isinstance(node.ops[0], (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
-            return py_compare(node.ops[0], left, right)
+        """`a < b`; a chain `a <= b < c` as Python's `a <= b and b < c` (`b` read once), of
+        scalars only: on tiles Python's `and` asks one truth value of many (use `&`)."""
+        values = [self.expr(v) for v in (node.left, *node.comparators)]
+        pairs = zip(node.ops, values[:-1], values[1:], strict=True)
+        results = [self._compare(op, a, b) for op, a, b in pairs]
+        if len(results) == 1:
+            return results[0]
+        if any(isinstance(r, Value) and r.type.rank for r in results):
+            raise UnsupportedSyntax("chained comparisons of tiles: combine them with &")
+        for r in results:  # a false one known while compiling decides, as Python's `and`
+            if not isinstance(r, Value) and not r:
+                return r
+        device = [r for r in results if isinstance(r, Value)]
+        result = device[0] if device else results[-1]
+        for r in device[1:]:
+            result = OPS["bitwise_and"](self.b, result, r)
+        return result
+
+    def _compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
+        if isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)):
+            return py_compare(op, left, right)
         if on_device([left, right], {}):
             left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
-            return PYOPS[type(node.ops[0])](left, right)
-        result = OPS[CMPOPS[type(node.ops[0])]](self.b, left, right)
+            return PYOPS[type(op)](left, right)
+        result = OPS[CMPOPS[type(op)]](self.b, left, right)
         if all(not isinstance(v, Value) or v.weak for v in (left, right)):
             self.python_bools.add(id(result))  # of host floats: a Python bool in eager mode
         return result

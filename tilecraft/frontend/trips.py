@@ -65,9 +65,12 @@ def explain(error: TilecraftError, ints: set[str]) -> TilecraftError:
     if not ints:
         return error
     names = ", ".join(f"`{n}`" for n in sorted(ints))
+    verb, them, what = ("change", "them as launch arguments", "constants")
+    if len(ints) == 1:
+        verb, them, what = ("changes", "it as a launch argument", "a constant")
     note = (
-        f" ({names} changes each time host code reaches this device loop, so device code "
-        "reads it as a launch argument, not as a constant)"
+        f" ({names} {verb} each time host code reaches this device loop, so device code "
+        f"reads {them}, not as {what})"
     )
     return type(error)(error.message + note, error.loc)
 

@@ -51,9 +51,13 @@ class EagerContext:
             for i, b in enumerate(explicit)
         ]
 
-    def next_registered(self) -> int:
-        """The config's value of the next `register_block_size` call."""
-        return self.registered.pop(0) if self.registered else self.block_size
+    def next_registered(self, most: int | None = None) -> int:
+        """The config's value of the next `register_block_size` call; without one (the
+        kernel did not compile), the eager block size within `most`'s power of two."""
+        if self.registered:
+            return self.registered.pop(0)
+        within = 1 << max(int(most) - 1, 0).bit_length() if most else self.block_size
+        return min(self.block_size, within)
 
 
 _current: contextvars.ContextVar[EagerContext | None] = contextvars.ContextVar(

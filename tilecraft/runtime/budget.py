@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from tilecraft.runtime.spec import KernelSpec, TileUse
+from tilecraft.runtime.spec import KernelSpec, TileUse, pow2_ceil
 
 
 @dataclass(frozen=True)
@@ -185,8 +185,3 @@ def _item(values: Any, index: int | None) -> Any:
     if not isinstance(values, list) or index is None or index >= len(values):
         return None
     return values[index]
-
-
-def pow2_ceil(n: int) -> int:
-    """The smallest power of two >= n (1 for n <= 1)."""
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()

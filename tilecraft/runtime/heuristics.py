@@ -19,7 +19,6 @@ from tilecraft.runtime.spec import KernelSpec
 ROW_LIMIT = 16384  # rows up to this many elements are reduced in one block by default
 ROW_CHUNK = 4096
 DEFAULT_ELEMENTS = 16384  # the most elements of one value a default program holds
-MIN_DOT_BLOCK = 16  # tl.dot needs every matrix dim >= 16
 # Matrix products, measured on an H200 (benchmarks/landscapes/h200, bf16): 128x128x64
 # tiles, 4 warps, 4 stages ran within 7-11% of the best config at 1024^3, 2048^3 and
 # 8192x1024x8192, where 64x64x32 with 8 warps was 1.5-2x slower.
@@ -119,7 +118,7 @@ def _dot_defaults(spec: KernelSpec) -> tuple[list[int], int, int]:
     for i, b in enumerate(spec.blocks):
         if i in spec.dot_blocks:
             want = tile[2] if b.inner else next(grid, tile[1])
-            sizes.append(max(MIN_DOT_BLOCK, min(want, pow2_ceil(b.extent))))
+            sizes.append(max(spec.smallest_block(i), min(want, pow2_ceil(b.extent))))
         elif i in batch:
             sizes.append(1 if flat else min(BATCH_TILE[0], pow2_ceil(b.extent)))
         else:
@@ -220,7 +219,7 @@ def _halve(spec: KernelSpec, values: dict[str, Any]) -> bool:
     """Halve the largest block that can shrink, the blocks of no load's last (contiguous)
     dim first, so that loads stay wide; the earliest of equals. False if none can."""
     sizes = values["block_sizes"]
-    floor = [MIN_DOT_BLOCK if i in spec.dot_blocks else 1 for i in range(len(sizes))]
+    floor = [spec.smallest_block(i) for i in range(len(sizes))]
     shrinkable = [i for i, s in enumerate(sizes) if s > floor[i]]
     if not shrinkable:
         return _halve_chunk(spec, values)

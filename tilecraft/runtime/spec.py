@@ -14,6 +14,14 @@ from tilecraft.frontend.blocks import BlockSpec, BlockTable
 from tilecraft.ir.nodes import Branch, DeviceKernel, Loop, Node, Value
 from tilecraft.ir.ops import OPDEFS, Kind
 
+MIN_DOT_BLOCK = 16  # tl.dot is slower below 16 rows or columns (and needs K >= 16 on a GPU)
+
+
+def pow2_ceil(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
 # One dim of a value: ("tile", config index), ("reduction", config index) or ("fixed", size).
 DimRef = tuple[str, int]
 
@@ -58,6 +66,16 @@ class KernelSpec:
     values: list[tuple[DimRef, ...]] = field(default_factory=list)  # shapes of all values
     uses: list[TileUse] = field(default_factory=list)  # what the budgets count (budget.py)
     limits: Any = None  # the device's Limits (budget.py), set by the BoundKernel
+
+    def smallest_block(self, i: int) -> int:
+        """The smallest size worth giving block `i`: 16 for a matrix product's dims (tl.dot
+        is slower below), unless `register_block_size`'s maximum is smaller (the kernel may
+        rely on it: a tile within one quantization group), then that maximum's power of 2."""
+        if i not in self.dot_blocks:
+            return 1
+        block = self.blocks[i]
+        return min(MIN_DOT_BLOCK, pow2_ceil(block.extent)) if block.bounded else MIN_DOT_BLOCK
+
     # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
     loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
     # per top-level loop with loops of device-computed bounds: their trip counts' trends

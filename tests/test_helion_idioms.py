@@ -1,0 +1,126 @@
+"""Idioms of Helion's examples that tilecraft got wrong or refused (found porting
+flex_attention, fp8_gemm_blockwise and gdn_fwd_o): each against PyTorch in both modes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tilecraft as tc
+from tilecraft import exc
+from tilecraft.testing import check_modes, run_mode
+
+
+@tc.kernel
+def group_scaled_mm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, group: int):
+    """out[i] = scale[i // group] * (x[i] @ w): a row tile must stay within one group."""
+    m = x.size(0)
+    out = torch.empty(m, w.size(1))
+    rows = tc.register_block_size(group)
+    for tm in tc.tile(m, block_size=rows):
+        acc = tc.dot(x[tm, :], w[:, :], out_dtype=torch.float32)
+        out[tm, :] = acc * scale[tm.begin // group]
+    return out
+
+
+@pytest.mark.parametrize("group", [4, 2, 1])
+def test_register_block_size_keeps_its_maximum_on_a_product(group: int) -> None:
+    """The product's tiles were at least 16 rows whatever the maximum: every row past the
+    first group took the first group's scale."""
+    x, w = torch.randn(12, 24), torch.randn(24, 5)
+    scale = torch.randn(12 // group)
+    check_modes(
+        group_scaled_mm,
+        (x, w, scale, group),
+        lambda x, w, s, g: s.repeat_interleave(g)[:, None] * (x @ w),
+    )
+    sizes = group_scaled_mm.bind((x, w, scale, group)).default_config.to_dict()["block_sizes"]
+    assert sizes[0] <= group
+
+
+def test_the_tuner_keeps_a_registered_maximum_too() -> None:
+    from tilecraft.autotune.space import ConfigSpace
+
+    args = (torch.randn(12, 24), torch.randn(24, 5), torch.randn(3), 4)
+    bound = group_scaled_mm.bind(args)
+    space = ConfigSpace(bound.spec, bound.default_config)
+    knob = next(k for k in space.knobs if k.field == "block_sizes" and k.index == 0)
+    assert max(knob.choices) <= 4
+
+
+@tc.kernel
+def window_sum(x: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    out = torch.zeros(1)
+    for t in tc.tile(x.size(0), block_size=4):
+        if lo <= t.begin < hi:
+            tc.atomic_add(out, [torch.zeros_like(t.index)], x[t])
+    return out
+
+
+@pytest.mark.parametrize("lo, hi", [(4, 12), (0, 20), (8, 8), (12, 4)])
+def test_a_chained_comparison_of_scalars(lo: int, hi: int) -> None:
+    x = torch.randn(20)
+    expected = x[lo:hi].sum().reshape(1) if lo < hi else torch.zeros(1)
+    check_modes(window_sum, (x, lo, hi), lambda *a: expected)
+
+
+@tc.kernel
+def between(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in tc.tile(x.size(0)):
+        out[t] = torch.where(0 < x[t] < 1, x[t], 0.0)
+    return out
+
+
+def test_a_chained_comparison_of_tiles_is_refused_in_both_modes() -> None:
+    with pytest.raises(exc.UnsupportedSyntax, match="chained comparisons of tiles"):
+        run_mode(between, (torch.randn(7),), "triton")
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        run_mode(between, (torch.randn(7),), "eager")
+
+
+@tc.kernel
+def add_positions(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] + (t.begin + tc.arange(t.block_size))
+    return out
+
+
+@pytest.mark.parametrize("n", [10, 1, 33])
+def test_begin_plus_arange_of_the_block_size_is_the_tiles_index(n: int) -> None:
+    x = torch.randn(n)
+    check_modes(add_positions, (x,), lambda x: x + torch.arange(n))
+
+
+@tc.kernel
+def chunks_of_six(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for r in tc.grid(x.size(0)):
+        for t in tc.tile(r * 6, r * 6 + 6, block_size=6):
+            out[r, t] = x[r, t] * 2
+    return out
+
+
+def test_a_block_size_not_a_power_of_two_on_device_bounds_is_refused() -> None:
+    """It reached Triton, whose interpreter raised on `tl.arange(0, 6)`."""
+    with pytest.raises(exc.InvalidConfig, match="must be a power of two, got 6"):
+        run_mode(chunks_of_six, (torch.randn(3, 18),), "triton")
+
+
+@tc.kernel
+def registers_eight(q: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(q.size(), dtype=torch.int32)
+    rows = tc.register_block_size(8)
+    for tb, tm in tc.tile(q.size(), block_size=[1, rows]):
+        out[tb, tm] = (tm.block_size + 0 * tm.index)[None, :]
+    return out
+
+
+def test_eager_mode_keeps_a_registered_maximum_without_a_config() -> None:
+    from tilecraft.language import state
+
+    with state.running_eagerly(state.EagerContext(torch.device("cpu"), block_size=32)):
+        assert tc.register_block_size(8) == 8
+        assert tc.register_block_size(100) == 32
+    assert int(run_mode(registers_eight, (torch.randn(2, 13),), "eager").max()) <= 8
