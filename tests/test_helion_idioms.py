@@ -124,3 +124,64 @@ def test_eager_mode_keeps_a_registered_maximum_without_a_config() -> None:
         assert tc.register_block_size(8) == 8
         assert tc.register_block_size(100) == 32
     assert int(run_mode(registers_eight, (torch.randn(2, 13),), "eager").max()) <= 8
+
+
+@tc.kernel
+def gate_times_up(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A fused SwiGLU projection: `w` holds the gate's columns, then the up projection's;
+    each reads its half as `w[tk, s : s + tile.block_size]`."""
+    m, k = x.size()
+    n = w.size(1) // 2
+    out = torch.empty(m, n)
+    for tm, tn in tc.tile([m, n]):
+        gate = tc.zeros([tm, tn], dtype=torch.float32)
+        up = tc.zeros([tm, tn], dtype=torch.float32)
+        for tk in tc.tile(k):
+            up_begin = tn.begin + n
+            gate = tc.dot(x[tm, tk], w[tk, tn.begin : tn.begin + tn.block_size], acc=gate)
+            up = tc.dot(x[tm, tk], w[tk, up_begin : up_begin + tn.block_size], acc=up)
+        out[tm, tn] = torch.nn.functional.silu(gate) * up
+    return out
+
+
+@pytest.mark.parametrize("m, k, n", [(19, 40, 11), (1, 16, 1), (33, 7, 24)])
+def test_a_slice_of_a_tiles_block_size_from_a_computed_start(m: int, k: int, n: int) -> None:
+    x, w = torch.randn(m, k), torch.randn(k, 2 * n)
+
+    def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        both = x @ w
+        return torch.nn.functional.silu(both[:, :n]) * both[:, n:]
+
+    check_modes(gate_times_up, (x, w), reference)
+
+
+@tc.kernel
+def heads_as_rows(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """dense_gdpa's shape: a one-sequence tile's heads flattened into rows of one product,
+    then unflattened back (`[ts, h, tq, d] -> [ts * h, tq, d]`)."""
+    b, h, m, d = q.shape
+    out = torch.empty(b, h, m, w.size(1))
+    for ts, tq in tc.tile([b, m], block_size=[1, None]):
+        rows = q[ts, :, tq, :].flatten(0, 1)  # [h, tq, d]: the sequence tile holds one
+        mixed = torch.matmul(rows, w[None, :, :].expand(h, d, w.size(1)))
+        out[ts, :, tq, :] = mixed.unflatten(0, [ts, h])
+    return out
+
+
+@pytest.mark.parametrize("batch, seq", [(3, 5), (1, 1), (2, 17)])
+def test_flatten_merges_a_tile_holding_one_position(batch: int, seq: int) -> None:
+    q, w = torch.randn(batch, 2, seq, 4), torch.randn(4, 3)
+    check_modes(heads_as_rows, (q, w), lambda q, w: q @ w)
+
+
+@tc.kernel
+def flattens_a_wide_tile(q: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(q.size(0) * q.size(1))
+    for ts in tc.tile(q.size(0), block_size=2):
+        out[ts.begin * q.size(1) : ts.begin * q.size(1) + 6] = q[ts, :].flatten()
+    return out
+
+
+def test_flatten_still_refuses_a_tile_of_several_positions() -> None:
+    with pytest.raises(exc.UnsupportedOperation, match="would merge a tile's dim"):
+        run_mode(flattens_a_wide_tile, (torch.randn(4, 3),), "triton")

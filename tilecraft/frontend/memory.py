@@ -105,7 +105,9 @@ class MemoryLowering:
             raise UnsupportedSyntax(
                 "a slice with bounds computed on the device needs a positive int step"
             )
-        positions = self.arange(len(range(0, length, step)))
+        # `s : s + tile.block_size`: the tile's own dim, as Helion's symbolic block size is
+        keep = isinstance(length, TileSizeInt) and step == 1
+        positions = self.arange(length if keep else len(range(0, length, step)))
         if step != 1:
             positions = self.b.elementwise("mul", positions, step)
         return Index("gather", value=self.b.elementwise("add", positions, start))
@@ -113,11 +115,19 @@ class MemoryLowering:
     def _slice_length(self, start: Any, stop: Any) -> int:
         """`n` of a slice `s : s + n` (or `s + n`'s operands in either order)."""
         producer = self._producer(stop) if isinstance(stop, Value) else None
-        if producer is not None and producer.name == "add" and start in producer.args:
-            other = producer.args[1] if producer.args[0] is start else producer.args[0]
+        args = producer.args if producer is not None and producer.name == "add" else ()
+        if any(self._same_scalar(start, a) for a in args):
+            other = args[0] if self._same_scalar(start, args[1]) else args[1]
             if isinstance(other, int) and not isinstance(other, bool) and other >= 0:
                 return other
         raise UnsupportedSyntax(_DEVICE_SLICE)
+
+    def _same_scalar(self, a: Any, b: Any) -> bool:
+        """The same value, or the same attribute of one tile (`t.begin` read twice)."""
+        if a is b:
+            return True
+        attr = self.tile_values.get(id(a))
+        return attr is not None and attr == self.tile_values.get(id(b)) and attr[0] != "index"
 
     def _producer(self, value: Value) -> Op | None:
         """The op computing `value` in the bodies built so far."""

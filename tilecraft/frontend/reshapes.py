@@ -45,6 +45,13 @@ def reshape(b: Builder, x: Value, *shape: Any) -> Value:
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         return bitcast(b, x, shape[0])
     targets = [_target_unit(b, item) for item in shape_items(shape)]
+    # a tile holding one position that `x` lacks (a flatten merged it): a size-1 dim
+    targets = [
+        ("static", 1)
+        if t[0] == "tile" and t[1] not in x.type.dims and b.blocks[t[1]].holds_one
+        else t
+        for t in targets
+    ]
     moves: list[Move] = []
     dims = _reshape_dims(b, x, targets, moves)
     return reshape_to(b, _regrouped(b, x, moves) if moves else x, dims)
@@ -231,9 +238,23 @@ def flatten(b: Builder, x: Value, start_dim: int = 0, end_dim: int = -1) -> Valu
         raise ShapeMismatch("flatten's start_dim must not come after its end_dim", b.loc)
     if first == last:
         return x
+    span = x.type.dims[first : last + 1]
+    if any(d is not None and b.blocks[d].holds_one for d in span):  # one position: size 1
+        x = b.op(
+            "reshape", (x,), x.type.dtype, _ones_loosened(b, x.type.dims, first, last), hint="view"
+        )
     shape = list(sizes(b, x))
     merged = _merged_size(b, x, shape[first : last + 1])
     return reshape(b, x, [*shape[:first], merged, *shape[last + 1 :]])
+
+
+def _ones_loosened(b: Builder, dims: tuple, first: int, last: int) -> tuple:
+    """`dims` with the dims of tiles holding one position in `first..last` made plain
+    size-1 dims (as eager mode's tensors have them), so that flatten may merge them."""
+    return tuple(
+        None if first <= i <= last and d is not None and b.blocks[d].holds_one else d
+        for i, d in enumerate(dims)
+    )
 
 
 def _merged_size(b: Builder, x: Value, items: list[Any]) -> Any:

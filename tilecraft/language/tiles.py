@@ -14,6 +14,44 @@ from tilecraft.exc import UnsupportedSyntax
 from tilecraft.language.state import eager_context
 
 
+class BlockWidth(int):
+    """Eagerly, `tile.block_size` of a tile cut short by its loop's end: an int, except that
+    `s + tile.block_size` is a `SliceEnd`, which as a slice's end (`w[t0, s : s + bs]`,
+    Helion's spelling of a tile's columns from a computed start) stops where the tile does,
+    as compiled code's lanes past the tile's end read nothing."""
+
+    short: int  # the block's lanes past the tile's end
+
+    def __new__(cls, size: int, short: int) -> BlockWidth:
+        obj = super().__new__(cls, size)
+        obj.short = short
+        return obj
+
+    def __add__(self, other: Any) -> Any:
+        if type(other) is not int:
+            return int(self) + other
+        return SliceEnd(int(self) + other, self.short)
+
+    __radd__ = __add__
+
+
+class SliceEnd(int):
+    """`s + tile.block_size` of a tile cut short (see `BlockWidth`)."""
+
+    short: int
+
+    def __new__(cls, value: int, short: int) -> SliceEnd:
+        obj = super().__new__(cls, value)
+        obj.short = short
+        return obj
+
+
+def _width(begin: int, end: int, block: int) -> int:
+    """A tile's `block_size` as eager mode gives it (`BlockWidth` where cut short)."""
+    short = begin + block - end
+    return BlockWidth(block, short) if short > 0 else block
+
+
 @dataclass(frozen=True)
 class Tile:
     """A block of consecutive indices along one dimension: `[begin, end)`.
@@ -87,7 +125,7 @@ def tile(
     explicit = block_size if isinstance(block_size, Sequence) else [block_size] * len(ranges)
     sizes = ctx.tile_sizes(list(explicit), sys._getframe(1))
     axes = [
-        [Tile(s, min(s + bs, e), bs, ctx.device, (b, e)) for s in range(b, e, bs)]
+        [Tile(s, min(s + bs, e), _width(s, e, bs), ctx.device, (b, e)) for s in range(b, e, bs)]
         for (b, e), bs in zip(ranges, sizes, strict=True)
     ]
     if not multi:
@@ -160,7 +198,10 @@ def jagged_tile(parent: torch.Tensor) -> Iterator[Tile]:
         )
     end = int(parent.item())
     (size,) = ctx.tile_sizes([None], sys._getframe(1))
-    return (Tile(s, min(s + size, end), size, ctx.device, (0, end)) for s in range(0, end, size))
+    return (
+        Tile(s, min(s + size, end), _width(s, end, size), ctx.device, (0, end))
+        for s in range(0, end, size)
+    )
 
 
 # Helion's newer name for the same loop (its jagged-attention example writes `hl.vtile`)

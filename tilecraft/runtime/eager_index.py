@@ -20,7 +20,7 @@ import torch
 
 from tilecraft.exc import ShapeMismatch, SourceLoc
 from tilecraft.language.state import eager_context
-from tilecraft.language.tiles import Tile
+from tilecraft.language.tiles import SliceEnd, Tile
 
 
 class _Literal(int):
@@ -72,6 +72,21 @@ def _is_short(value: Any) -> bool:
 
 
 _INTS = (int, _Literal, _TileLiteral)
+
+
+def tile_slices(key: Any) -> Any:
+    """Slices `s : s + tile.block_size` of a tile cut short, ending where the tile does."""
+    items = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(i, slice) and isinstance(i.stop, SliceEnd) for i in items):
+        return key
+    out = tuple(_tile_slice(i) for i in items)
+    return out if isinstance(key, tuple) else out[0]
+
+
+def _tile_slice(item: Any) -> Any:
+    if not isinstance(item, slice) or not isinstance(item.stop, SliceEnd):
+        return item
+    return slice(item.start, int(item.stop) - item.stop.short, item.step)
 
 
 def computed_ints(key: Any, obj: torch.Tensor) -> Any:
