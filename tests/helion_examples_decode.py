@@ -1,6 +1,8 @@
-"""A decoding step through one transformer layer as a single Helion kernel (the shape of
-Helion's Gemma-3 decode megakernel, written anew at toy sizes): ported by the imports
-alone, each phase a top-level device loop.
+"""A decoding step through transformer layers as a single Helion kernel (the shape of
+Helion's Gemma-3 decode megakernels, written anew at toy sizes): ported by the imports
+alone, each phase a device loop, the layers a host loop around them (each phase is then
+a launch per layer, the layer index passed to it), a period of layers whose last attends
+globally and the others through a window.
 
 Needed: a token's embedding row read through a loaded index (`emb[token[0], :]`); one
 row sliced and reshaped into heads (`row[a:b].reshape(kv_heads, dim)`); rotary halves
@@ -39,8 +41,10 @@ def decode_step(
     k_cache: torch.Tensor,  # [layers, kv_heads, ctx, dim], row `pos` written in place
     v_cache: torch.Tensor,
     pos: torch.Tensor,  # [1] int32
-    layer: int,
+    first_layer: int,  # the stacked weights' layers first_layer .. last_layer - 1, in order
+    last_layer: int,
     window: int,  # 0: attend to the whole cache
+    period: int,  # 0, or every `period`-th layer attends to the whole cache
 ) -> tuple[torch.Tensor, torch.Tensor]:
     m, hidden = token.size(0), emb.size(1)
     _, kv_heads, ctx, dim = k_cache.shape
@@ -55,67 +59,69 @@ def decode_step(
     best_i = torch.empty([m], dtype=torch.int32, device=emb.device)
     for _ in hl.grid(1):
         res[0, :] = emb[token[0], :] * math.sqrt(hidden)
-    for tm in hl.tile(m):
-        v = res[tm, :].float()
-        v = v * torch.rsqrt(torch.mean(v * v, -1, keepdim=True) + EPS)
-        x[tm, :] = (v * (1.0 + norm_w[layer, :][None, :].float())).to(dt)
-    for tm, tn in hl.tile([m, w_qkv.size(2)]):
-        acc = hl.zeros([tm, tn], dtype=torch.float32)
-        for tk in hl.tile(hidden):
-            acc = hl.dot(x[tm, tk], w_qkv[layer, tk, tn], acc=acc)
-        qkv[tm, tn] = acc.to(dt)
-    for _ in hl.grid(1):
-        t = pos[0]
-        if window == 0:  # noqa: SIM108 (an `if` on a host int in a device loop)
-            first = t - ctx
-        else:
-            first = t - window
-        angle = t.to(torch.float32) * inv_freq[:]
-        cos, sin = torch.cos(angle)[None, :], torch.sin(angle)[None, :]
-        row = qkv[0, :]
-        k = row[heads * dim : (heads + kv_heads) * dim].reshape(kv_heads, dim).float()
-        k1, k2 = k[:, :half], k[:, half:]
-        rotated = torch.cat([k1 * cos - k2 * sin, k2 * cos + k1 * sin], dim=-1)
-        k_cache[layer, :, t, :] = rotated.to(dt)
-        v_cache[layer, :, t, :] = row[(heads + kv_heads) * dim :].reshape(kv_heads, dim)
-        q = row[: heads * dim].reshape(kv_heads, group, dim).float()
-        q1, q2 = q[:, :, :half], q[:, :, half:]
-        c, s = cos[None, :, :], sin[None, :, :]
-        q = torch.cat([q1 * c - q2 * s, q2 * c + q1 * s], dim=-1).to(dt)
-        m_i = hl.full([kv_heads, group], float("-inf"), dtype=torch.float32)
-        l_i = hl.zeros([kv_heads, group], dtype=torch.float32)
-        acc_o = hl.zeros([kv_heads, group, dim], dtype=torch.float32)
-        for tt in hl.tile(ctx):
-            keys = k_cache[layer, :, tt, :].transpose(1, 2)
-            scores = hl.dot(q, keys, out_dtype=torch.float32) / math.sqrt(dim)
-            idx = tt.index[None, None, :]
-            scores = torch.where((idx <= t) & (idx > first), scores, -1e30)
-            m_new = torch.maximum(m_i, torch.amax(scores, -1))
-            alpha = torch.exp(m_i - m_new)
-            probs = torch.exp(scores - m_new[:, :, None])
-            l_i = l_i * alpha + torch.sum(probs, -1)
-            values = v_cache[layer, :, tt, :]
-            update = hl.dot(probs.to(dt), values, out_dtype=torch.float32)
-            acc_o = acc_o * alpha[:, :, None] + update
-            m_i = m_new
-        attn[0, :] = (acc_o / l_i[:, :, None]).to(dt).reshape(heads * dim)
-    for tm, tn in hl.tile([m, hidden]):
-        acc = hl.zeros([tm, tn], dtype=torch.float32)
-        for tk in hl.tile(heads * dim):
-            acc = hl.dot(attn[tm, tk], w_o[layer, tk, tn], acc=acc)
-        res[tm, tn] = res[tm, tn] + acc.to(dt)
-    for tm, tn in hl.tile([m, inter]):
-        g = hl.zeros([tm, tn], dtype=torch.float32)
-        u = hl.zeros([tm, tn], dtype=torch.float32)
-        for tk in hl.tile(hidden):
-            g = hl.dot(res[tm, tk], w_gate[layer, tk, tn], acc=g)
-            u = hl.dot(res[tm, tk], w_up[layer, tk, tn], acc=u)
-        act[tm, tn] = F.gelu(g.to(dt), approximate="tanh") * u.to(dt)
-    for tm, tn in hl.tile([m, hidden]):
-        acc = hl.zeros([tm, tn], dtype=torch.float32)
-        for tk in hl.tile(inter):
-            acc = hl.dot(act[tm, tk], w_down[layer, tk, tn], acc=acc)
-        res[tm, tn] = res[tm, tn] + acc.to(dt)
+    for layer in range(first_layer, last_layer):
+        local = 0 if period and layer % period == period - 1 else window
+        for tm in hl.tile(m):
+            v = res[tm, :].float()
+            v = v * torch.rsqrt(torch.mean(v * v, -1, keepdim=True) + EPS)
+            x[tm, :] = (v * (1.0 + norm_w[layer, :][None, :].float())).to(dt)
+        for tm, tn in hl.tile([m, w_qkv.size(2)]):
+            acc = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(hidden):
+                acc = hl.dot(x[tm, tk], w_qkv[layer, tk, tn], acc=acc)
+            qkv[tm, tn] = acc.to(dt)
+        for _ in hl.grid(1):
+            t = pos[0]
+            if local == 0:  # noqa: SIM108 (the layer decides: a launch argument)
+                first = t - ctx
+            else:
+                first = t - local
+            angle = t.to(torch.float32) * inv_freq[:]
+            cos, sin = torch.cos(angle)[None, :], torch.sin(angle)[None, :]
+            row = qkv[0, :]
+            k = row[heads * dim : (heads + kv_heads) * dim].reshape(kv_heads, dim).float()
+            k1, k2 = k[:, :half], k[:, half:]
+            rotated = torch.cat([k1 * cos - k2 * sin, k2 * cos + k1 * sin], dim=-1)
+            k_cache[layer, :, t, :] = rotated.to(dt)
+            v_cache[layer, :, t, :] = row[(heads + kv_heads) * dim :].reshape(kv_heads, dim)
+            q = row[: heads * dim].reshape(kv_heads, group, dim).float()
+            q1, q2 = q[:, :, :half], q[:, :, half:]
+            c, s = cos[None, :, :], sin[None, :, :]
+            q = torch.cat([q1 * c - q2 * s, q2 * c + q1 * s], dim=-1).to(dt)
+            m_i = hl.full([kv_heads, group], float("-inf"), dtype=torch.float32)
+            l_i = hl.zeros([kv_heads, group], dtype=torch.float32)
+            acc_o = hl.zeros([kv_heads, group, dim], dtype=torch.float32)
+            for tt in hl.tile(ctx):
+                keys = k_cache[layer, :, tt, :].transpose(1, 2)
+                scores = hl.dot(q, keys, out_dtype=torch.float32) / math.sqrt(dim)
+                idx = tt.index[None, None, :]
+                scores = torch.where((idx <= t) & (idx > first), scores, -1e30)
+                m_new = torch.maximum(m_i, torch.amax(scores, -1))
+                alpha = torch.exp(m_i - m_new)
+                probs = torch.exp(scores - m_new[:, :, None])
+                l_i = l_i * alpha + torch.sum(probs, -1)
+                values = v_cache[layer, :, tt, :]
+                update = hl.dot(probs.to(dt), values, out_dtype=torch.float32)
+                acc_o = acc_o * alpha[:, :, None] + update
+                m_i = m_new
+            attn[0, :] = (acc_o / l_i[:, :, None]).to(dt).reshape(heads * dim)
+        for tm, tn in hl.tile([m, hidden]):
+            acc = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(heads * dim):
+                acc = hl.dot(attn[tm, tk], w_o[layer, tk, tn], acc=acc)
+            res[tm, tn] = res[tm, tn] + acc.to(dt)
+        for tm, tn in hl.tile([m, inter]):
+            g = hl.zeros([tm, tn], dtype=torch.float32)
+            u = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(hidden):
+                g = hl.dot(res[tm, tk], w_gate[layer, tk, tn], acc=g)
+                u = hl.dot(res[tm, tk], w_up[layer, tk, tn], acc=u)
+            act[tm, tn] = F.gelu(g.to(dt), approximate="tanh") * u.to(dt)
+        for tm, tn in hl.tile([m, hidden]):
+            acc = hl.zeros([tm, tn], dtype=torch.float32)
+            for tk in hl.tile(inter):
+                acc = hl.dot(act[tm, tk], w_down[layer, tk, tn], acc=acc)
+            res[tm, tn] = res[tm, tn] + acc.to(dt)
     for tm in hl.tile(m):
         best = hl.full([tm], float("-inf"), dtype=torch.float32)
         index = hl.zeros([tm], dtype=torch.int32)
@@ -138,11 +144,21 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 
 def _decode_step_reference(
     token, emb, norm_w, w_qkv, w_o, w_gate, w_up, w_down, inv_freq, k_cache, v_cache, pos,
-    layer, window,
+    first_layer, last_layer, window, period,
+):  # fmt: skip
+    res = (emb[token.long()] * math.sqrt(emb.size(1))).to(emb.dtype)
+    weights = (norm_w, w_qkv, w_o, w_gate, w_up, w_down, inv_freq, k_cache, v_cache, pos)
+    for layer in range(first_layer, last_layer):
+        local = 0 if period and layer % period == period - 1 else window
+        res = _layer_reference(res, *weights, layer, local)
+    return res, (res.float() @ emb.float().T).argmax(-1).to(torch.int32)
+
+
+def _layer_reference(
+    res, norm_w, w_qkv, w_o, w_gate, w_up, w_down, inv_freq, k_cache, v_cache, pos, layer, window
 ):  # fmt: skip
     _, kv_heads, ctx, dim = k_cache.shape
-    heads, dt, t = w_o.size(1) // dim, emb.dtype, int(pos[0])
-    res = (emb[token.long()] * math.sqrt(emb.size(1))).to(dt)
+    heads, dt, t = w_o.size(1) // dim, res.dtype, int(pos[0])
     v = res.float() * torch.rsqrt((res.float() ** 2).mean(-1, keepdim=True) + EPS)
     qkv = ((v * (1.0 + norm_w[layer].float())).to(dt).float() @ w_qkv[layer].float()).to(dt)[0]
     cos, sin = torch.cos(t * inv_freq), torch.sin(t * inv_freq)
@@ -157,12 +173,11 @@ def _decode_step_reference(
     res = res + (o.reshape(1, heads * dim).float() @ w_o[layer].float()).to(dt)
     g, u = res.float() @ w_gate[layer].float(), res.float() @ w_up[layer].float()
     act = F.gelu(g.to(dt), approximate="tanh") * u.to(dt)
-    res = res + (act.float() @ w_down[layer].float()).to(dt)
-    return res, (res.float() @ emb.float().T).argmax(-1).to(torch.int32)
+    return res + (act.float() @ w_down[layer].float()).to(dt)
 
 
-def _inputs(window: int) -> tuple:
-    layers, hidden, heads, kv_heads, dim, ctx, inter, vocab = 2, 32, 4, 2, 8, 13, 24, 37
+def _inputs(window: int, first: int = 1, last: int = 2, period: int = 0) -> tuple:
+    layers, hidden, heads, kv_heads, dim, ctx, inter, vocab = 3, 32, 4, 2, 8, 13, 24, 37
     gen = torch.Generator().manual_seed(0)
 
     def weight(*shape: int) -> torch.Tensor:
@@ -181,8 +196,10 @@ def _inputs(window: int) -> tuple:
         torch.randn(layers, kv_heads, ctx, dim, generator=gen),
         torch.randn(layers, kv_heads, ctx, dim, generator=gen),
         torch.tensor([7], dtype=torch.int32),
-        1,
+        first,
+        last,
         window,
+        period,
     )
 
 
@@ -190,4 +207,6 @@ def CASES() -> dict[str, tuple[Any, tuple, Callable[..., Any]]]:
     return {
         "decode_step_global": (decode_step, _inputs(0), _decode_step_reference),
         "decode_step_window": (decode_step, _inputs(4), _decode_step_reference),
+        # three layers, the third global (Gemma's period of local layers, then a global one)
+        "decode_stack": (decode_step, _inputs(4, 0, 3, period=3), _decode_step_reference),
     }
