@@ -185,3 +185,91 @@ def flattens_a_wide_tile(q: torch.Tensor) -> torch.Tensor:
 def test_flatten_still_refuses_a_tile_of_several_positions() -> None:
     with pytest.raises(exc.UnsupportedOperation, match="would merge a tile's dim"):
         run_mode(flattens_a_wide_tile, (torch.randn(4, 3),), "triton")
+
+
+@tc.kernel
+def chunk_products(a: torch.Tensor, x: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Each chunk's `[C, C]` block of `a` times the chunk's rows of `x`: the product's inner
+    dims are `a`'s whole dim of C and the rows of a `block_size=C` tile (gdn's w and u)."""
+    chunk = tc.specialize(chunk)
+    out = torch.empty_like(x)
+    for t in tc.tile(x.size(0), block_size=chunk):
+        out[t, :] = tc.dot(a[t, :], x[t, :])
+    return out
+
+
+@pytest.mark.parametrize("rows", [8, 10, 1])
+def test_a_product_over_a_tile_of_the_whole_dims_size(rows: int) -> None:
+    a, x = torch.randn(rows, 4), torch.randn(rows, 3)
+
+    def reference(a: torch.Tensor, x: torch.Tensor, chunk: int) -> torch.Tensor:
+        padded = torch.cat([x, torch.zeros(-rows % chunk, 3)])  # a short chunk's rows read 0
+        parts = [a[i : i + chunk] @ padded[i : i + chunk] for i in range(0, rows, chunk)]
+        return torch.cat(parts)
+
+    check_modes(chunk_products, (a, x, 4), reference)
+
+
+@tc.kernel
+def rows_of_a_registered_block(x: torch.Tensor) -> torch.Tensor:
+    rows_per = tc.register_block_size(4, 16)
+    out = torch.zeros_like(x)
+    for _ in tc.grid(1):
+        rows = tc.arange(rows_per)  # the dim of `tc.zeros([rows_per])`
+        acc = tc.zeros([rows_per], dtype=torch.float32)
+        acc = acc + tc.load(x, [rows], extra_mask=rows < x.size(0))
+        tc.store(out, [rows], acc, extra_mask=rows < x.size(0))
+    return out
+
+
+def test_arange_of_a_registered_block_size_meets_zeros_of_it() -> None:
+    check_modes(rows_of_a_registered_block, (torch.randn(3),), lambda x: x)
+
+
+@tc.kernel
+def registered_over_all(x: torch.Tensor) -> torch.Tensor:
+    n = x.size(0)
+    rows = tc.register_block_size(n)
+    out = torch.empty_like(x)
+    for t in tc.tile(n, block_size=rows):
+        acc = tc.zeros([rows], dtype=torch.float32)
+        acc += x[t]
+        out[t] = acc
+    return out
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_register_block_size_of_a_dim_of_zero(n: int) -> None:
+    """A maximum of 0 was read as no maximum (1024), a dim other than the tile's."""
+    check_modes(registered_over_all, (torch.randn(n),), lambda x: x)
+
+
+@tc.kernel
+def indexed_by_lists(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tm, tn in tc.tile(x.size()):
+        where = [tm, tn]
+        out[where] = x[where] + y[[tm, tn]]
+    return out
+
+
+def test_a_list_of_tiles_indexes_as_a_tuple() -> None:
+    """`x[[tm, tn]]` as `x[tm, tn]` (Helion's template_via_closure): eager mode raised."""
+    x, y = torch.randn(5, 7), torch.randn(5, 7)
+    check_modes(indexed_by_lists, (x, y), lambda x, y: x + y)
+
+
+@tc.kernel
+def scaled_rows(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tm in tc.tile(x.size(0)):
+        ramp = tc.arange(x.size(1)).to(torch.float32)[None, :]
+        out[tm, :] = x[tm, :] * w.to(torch.float32) + ramp.broadcast_to(tm, x.size(1))
+    return out
+
+
+def test_a_whole_host_tensor_and_broadcast_to_sizes() -> None:
+    """`w.to(...)` of a whole host tensor reads it as `w[:]` does; `broadcast_to(t, n)`
+    takes its sizes as arguments: compiled code refused both, eager mode ran them."""
+    x, w = torch.randn(5, 7), torch.randn(7, dtype=torch.float16)
+    check_modes(scaled_rows, (x, w), lambda x, w: x * w.float() + torch.arange(7.0))

@@ -108,7 +108,8 @@ class BlockTable:
 
     def register(self, low: Any = None, high: Any = None) -> BlockSizeInt:
         index = len(self.tile_specs)
-        extent = int(high if high is not None else low or 1024)
+        most = high if high is not None else low
+        extent = int(most) if most is not None else 1024  # (a maximum of 0: a dim of 0)
         bounded = high is not None or low is not None
         self.tile_specs.append(BlockSpec(extent, inner=True, bounded=bounded))
         self.registered_extents[index] = extent

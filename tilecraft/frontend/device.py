@@ -223,9 +223,11 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
         if isinstance(obj, HostTensor):
             if node.attr in NEW_TILES:
                 return _BoundMethod(obj, node.attr)
-            if node.attr not in TENSOR_QUERIES:
+            if node.attr in TENSOR_QUERIES:
+                return getattr(obj.meta, node.attr)
+            if not callable(getattr(torch.Tensor, node.attr, None)):
                 raise UnsupportedOperation(f"tensor.{node.attr} on a host tensor in a device loop")
-            return getattr(obj.meta, node.attr)
+            return _BoundMethod(self.operand(obj), node.attr)  # `w.float()`: of `w[:]`
         if isinstance(obj, Value):
             if node.attr == "dtype":
                 return obj.type.dtype
@@ -276,7 +278,9 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
             value = self.expr(item)
             if isinstance(value, HostTensor):  # a 0-d tensor indexes with its value
                 value = self.operand(value)
-            out += list(value) if isinstance(value, tuple) else [value]
+            # a list holding tiles indexes as a tuple does (Helion's `x[[tile_m, tile_n]]`)
+            several = isinstance(value, tuple) or _tile_list(value)
+            out += list(value) if several else [value]
         return out
 
     def expr_Call(self, node: ast.Call) -> Any:
@@ -420,13 +424,8 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
         device code cannot compute with is refused, naming its variable."""
         if isinstance(x, (Value, bool, int, float)):
             return x
-        if isinstance(x, HostTensor):
-            if x.meta.dim() == 0:
-                return self.mem.load(x.param, x.meta, [], None)
-            raise UnsupportedOperation(
-                f"{self._named(x)} is a tensor of shape {list(x.meta.shape)}: index it with "
-                "tiles to read its values (`t[tile]`), or pass a 0-d tensor or a number"
-            )
+        if isinstance(x, HostTensor):  # read whole, as `x[:]` (a 0-d tensor: its value)
+            return self.mem.load(x.param, x.meta, [slice(None)] * x.meta.dim(), None)
         if isinstance(x, TileRef):
             raise UnsupportedOperation(
                 f"{self._named(x)} is a tile (a range of indices): use `.index` for its "
@@ -492,3 +491,7 @@ def _print_left_out(loc: SourceLoc, name: str) -> None:
         loc.lineno,
         registry=_PRINT_WARNINGS,
     )
+
+
+def _tile_list(value: Any) -> bool:
+    return isinstance(value, list) and any(isinstance(v, TileRef) for v in value)

@@ -10,7 +10,7 @@ import torch
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend import jagged, views
-from tilecraft.frontend.blocks import BlockTable
+from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.refs import HostTensor, TileRef, TileSizeInt
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
@@ -361,6 +361,10 @@ class MemoryLowering:
                 "sub", self.tile_attr(begin.block, "index"), self.tile_attr(begin.block, "begin")
             )
             return self.b.cast(lanes, dtype)  # type: ignore[return-value]
+        if end is None and isinstance(begin, BlockSizeInt):  # over `tc.zeros([bm])`'s dim
+            registered = self.table.registered_block(begin).id
+            positions = self.arange(int(begin), dtype=dtype)
+            return self.b.op("reshape", (positions,), dtype, (registered,), hint="view")
         if isinstance(lo, Value) or isinstance(hi, Value):
             return self.b.cast(self._tile_range(lo, hi), dtype)  # type: ignore[return-value]
         if int(hi) - int(lo) == 1:

@@ -26,6 +26,7 @@ def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any
     with `acc` the product is cast to `out_dtype` (if given) and added to `acc`."""
     if not isinstance(a, Value) or not isinstance(c, Value) or a.type.rank != c.type.rank:
         raise ShapeMismatch("a matrix product needs two tiles of the same rank (2 or 3)", b.loc)
+    a, c = _inner_dims_matched(b, a, c)
     if a.type.rank not in (2, 3) or a.type.dims[-1] != c.type.dims[-2]:
         raise ShapeMismatch(
             f"matrix product of {b.describe(a.type.dims)} and {b.describe(c.type.dims)}: "
@@ -54,6 +55,37 @@ def dot(b: Builder, a: Value, c: Value, acc: Value | None = None, out_dtype: Any
     dtype = acc.type.dtype if acc is not None else (out_dtype or compute)
     product = out_dtype if acc is not None else None
     return b.op("dot", (a, c, acc), dtype, dims, hint="mm", compute=compute, product=product)
+
+
+def _inner_dims_matched(b: Builder, a: Value, c: Value) -> tuple[Value, Value]:
+    """Operands whose inner dims are a tile of a block size the kernel fixes and a whole
+    dim of that size (chunked algorithms: a chunk's `[C, C]` matrix times the rows of a
+    `block_size=C` tile) with the tile's dim read as the whole dim: lane for lane the same
+    positions (a tile cut short reads 0 past its end, adding nothing)."""
+    if a.type.rank not in (2, 3) or a.type.dims[-1] == c.type.dims[-2]:
+        return a, c
+    left, right = a.type.dims[-1], c.type.dims[-2]
+    if _fixed_tile_of(b, right, left):
+        return a, _relabelled(b, c, c.type.rank - 2, left)
+    if _fixed_tile_of(b, left, right):
+        return _relabelled(b, a, a.type.rank - 1, right), c
+    return a, c
+
+
+def _fixed_tile_of(b: Builder, tile: Any, whole: Any) -> bool:
+    """Whether dim `tile` is a tile loop's whose block size the kernel fixes to exactly
+    the size of dim `whole`, a dim read whole (no padded lanes)."""
+    if tile is None or whole is None:
+        return False
+    t, w = b.blocks[tile], b.blocks[whole]
+    fixed = t.kind == "tile" and t.config_index is None and not t.dynamic
+    whole_dim = w.kind == "reduction" and not w.dynamic and w.fixed_size == w.extent
+    return fixed and whole_dim and t.fixed_size == w.extent
+
+
+def _relabelled(b: Builder, x: Value, axis: int, dim: Any) -> Value:
+    dims = (*x.type.dims[:axis], dim, *x.type.dims[axis + 1 :])
+    return b.op("reshape", (x,), x.type.dtype, dims, hint="view")
 
 
 def _dot_operands(b: Builder, a: Value, c: Value) -> tuple[Value, Value]:

@@ -245,8 +245,9 @@ def expand_as(b: Builder, x: Value, other: Value) -> Value:
 
 
 @op("broadcast_to")
-def _broadcast_to(b: Builder, x: Value, shape: Any) -> Value:
-    return expand(b, x, *shape_items((shape,)))
+def _broadcast_to(b: Builder, x: Value, *shape: Any) -> Value:
+    """`x.broadcast_to(shape)`, or its sizes as separate arguments (`x.broadcast_to(t, 4)`)."""
+    return expand(b, x, *shape_items(shape))
 
 
 # -- integer indexing --------------------------------------------------------------------

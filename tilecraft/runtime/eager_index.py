@@ -74,8 +74,12 @@ def _is_short(value: Any) -> bool:
 _INTS = (int, _Literal, _TileLiteral)
 
 
-def tile_slices(key: Any) -> Any:
-    """Slices `s : s + tile.block_size` of a tile cut short, ending where the tile does."""
+def tile_key(key: Any) -> Any:
+    """A subscript as compiled code reads it: a list holding tiles as a tuple (Helion's
+    `x[[tile_m, tile_n]]`), slices `s : s + tile.block_size` of a tile cut short ending
+    where the tile does."""
+    if isinstance(key, list) and any(isinstance(k, Tile) for k in key):
+        key = tuple(key)
     items = key if isinstance(key, tuple) else (key,)
     if not any(isinstance(i, slice) and isinstance(i.stop, SliceEnd) for i in items):
         return key
