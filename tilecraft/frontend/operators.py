@@ -77,6 +77,9 @@ class Operators:
     def operand(self, x: Any) -> Any:
         raise NotImplementedError
 
+    def _named(self, x: Any) -> str:
+        raise NotImplementedError
+
     def expr_Constant(self, node: ast.Constant) -> Any:
         return node.value
 
@@ -98,13 +101,23 @@ class Operators:
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
         if pyop is ast.Add and _sequences(left, right):
             return left + right  # tiles gathered in a list, as an unrolled loop builds one
+        whole = [x for x in (left, right) if isinstance(x, HostTensor) and x.meta.dim()]
         if on_device([left, right], {}):
             left, right = self.operand(left), self.operand(right)
         if not isinstance(left, Value) and not isinstance(right, Value):
             return host_arithmetic(pyop, left, right)
         if pyop is ast.Mod and _host_floats(left, right):
             return _python_float_mod(self.b, left, right)
-        return OPS[name](self.b, left, right)
+        try:
+            return OPS[name](self.b, left, right)
+        except ShapeMismatch:
+            if not whole:
+                raise
+            raise UnsupportedOperation(  # most likely a tile index forgotten: say so
+                f"{self._named(whole[0])} is a tensor of shape {list(whole[0].meta.shape)}, "
+                "read whole here, which does not broadcast with the other operand: index it "
+                "with tiles to read its values (`t[tile]`)"
+            ) from None
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         x = self.expr(node.operand)
