@@ -319,11 +319,17 @@ def draw_stores(rng: random.Random, target: str, atomic: str) -> list[tuple[str,
 
 
 # -- the reference: every lane, one at a time ------------------------------------------------
-def position(items: list[Item], shape: list[int], lane: dict[str, int]) -> tuple | None:
-    """Where `items` point at `lane`, or None where a position is out of range."""
+def position(
+    items: list[Item], shape: list[int], lane: dict[str, int], load: bool = False
+) -> tuple | None:
+    """Where `items` point at `lane`, or None where a position is out of range. A load's
+    tile over several positions meeting a dim of size 1 reads position 0 (that dim
+    broadcasts, as in Helion)."""
     out = []
     for item, size in zip(items, shape, strict=True):
         p = item.at(lane[item.axis.name] if item.axis else 0)
+        if load and _plain_tile(item) and size == 1 and len(item.axis.lanes) > 1:
+            p = 0
         if item.scalar:
             if not -size <= p < size:
                 return None
@@ -332,6 +338,10 @@ def position(items: list[Item], shape: list[int], lane: dict[str, int]) -> tuple
             return None
         out.append(p)
     return tuple(out)
+
+
+def _plain_tile(item: Item) -> bool:
+    return item.axis is not None and item.axis.kind == "tile" and item.text == item.axis.name
 
 
 def lanes_of(axes: list[Axis]) -> list[dict[str, int]]:
@@ -369,7 +379,7 @@ class Spec:
 
 
 def value_at(spec: Spec, xs: Any, lane: dict[str, int]) -> Any:
-    at = position(spec.load, spec.x_shape, lane)
+    at = position(spec.load, spec.x_shape, lane, load=True)
     keep, other = spec.masked if spec.masked else (None, spec.zero)
     if at is None or (keep is not None and not keep(lane)):
         return other

@@ -273,3 +273,33 @@ def test_a_whole_host_tensor_and_broadcast_to_sizes() -> None:
     takes its sizes as arguments: compiled code refused both, eager mode ran them."""
     x, w = torch.randn(5, 7), torch.randn(7, dtype=torch.float16)
     check_modes(scaled_rows, (x, w), lambda x, w: x * w.float() + torch.arange(7.0))
+
+
+@tc.kernel
+def reduce_rows(x: torch.Tensor, fn: object) -> torch.Tensor:
+    out = torch.empty([x.size(0)], dtype=torch.float32)
+    for t in tc.tile(x.size(0)):
+        out[t] = fn(x[t, :], dim=-1)
+    return out
+
+
+def test_each_builtin_passed_as_an_argument_compiles_its_own_kernel() -> None:
+    """After `torch.amax`, `torch.sum` ran amax: builtins shared one specialization."""
+    x = torch.randn(7, 13)
+    for fn in (torch.amax, torch.sum, torch.amin):
+        check_modes(reduce_rows, (x, fn), lambda x, fn: fn(x, dim=-1))
+
+
+@tc.kernel
+def add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tm, tn in tc.tile(x.size()):
+        out[tm, tn] = x[tm, tn] + bias[tm, tn]
+    return out
+
+
+@pytest.mark.parametrize("bias_shape", [(1, 7), (5, 1), (1, 1)])
+def test_a_tile_reading_a_dim_of_one_broadcasts(bias_shape: tuple[int, int]) -> None:
+    """Helion's broadcast: rows past the first read zeros in both modes."""
+    x, bias = torch.randn(5, 7), torch.randn(bias_shape)
+    check_modes(add_bias, (x, bias), lambda x, b: x + b)

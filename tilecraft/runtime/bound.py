@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import sys
 import traceback
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -396,6 +397,8 @@ def spec_key(args: tuple) -> str:
             parts.append(repr(a))
         elif callable(a) and hasattr(a, "__code__"):  # an inlined function: which one
             parts.append(f"{a.__code__.co_name}@{a.__code__.co_firstlineno}")
+        elif isinstance(a, types.BuiltinFunctionType):  # an op (`torch.amax`): which one
+            parts.append(f"{a.__module__ or ''}.{a.__qualname__}")
         else:
             parts.append(type(a).__name__)
     return ",".join(parts)

@@ -319,6 +319,8 @@ def _arg_key(arg: Any) -> Any:
         return arg
     if isinstance(arg, types.FunctionType):  # inlined: each function compiles on its own
         return callable_key(arg, _arg_key)
+    if isinstance(arg, types.BuiltinFunctionType):  # `torch.amax`: an op, one per builtin
+        return arg
     if isinstance(arg, constexpr):
         raise BadArgument(
             f"an argument wrapped as tc.constexpr({arg.value!r}): pass {arg.value!r} itself "
