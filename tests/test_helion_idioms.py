@@ -303,3 +303,25 @@ def test_a_tile_reading_a_dim_of_one_broadcasts(bias_shape: tuple[int, int]) -> 
     """Helion's broadcast: rows past the first read zeros in both modes."""
     x, bias = torch.randn(5, 7), torch.randn(bias_shape)
     check_modes(add_bias, (x, bias), lambda x, b: x + b)
+
+
+@tc.kernel
+def evens_counts_and_fills(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(x.size(0), 4)
+    for t in tc.tile(x.size(0), block_size=4):
+        evens = tc.arange(0, 8, step=2).to(torch.float32)  # 0, 2, 4, 6
+        tiles = t.count + tc.zeros([t], dtype=torch.float32)  # how many tiles the loop runs
+        filled = tc.full([t, 4], fill[0], dtype=torch.float32)  # a fill read on the device
+        out[t, :] = x[t, None] * evens[None, :] + tiles[:, None] + filled
+    return out
+
+
+@pytest.mark.parametrize("n", [9, 1, 4])
+def test_arange_steps_tile_count_and_a_fill_read_on_the_device(n: int) -> None:
+    x, fill = torch.randn(n), torch.tensor([0.25])
+    count = -(-n // 4)
+    check_modes(
+        evens_counts_and_fills,
+        (x, fill),
+        lambda x, f: x[:, None] * torch.arange(0.0, 8.0, 2.0) + count + f[0],
+    )

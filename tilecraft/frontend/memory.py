@@ -9,7 +9,7 @@ import torch
 
 from tilecraft import language as lang
 from tilecraft.exc import DtypeError, ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
-from tilecraft.frontend import jagged, views
+from tilecraft.frontend import creation, jagged, views
 from tilecraft.frontend.blocks import BlockSizeInt, BlockTable
 from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.refs import HostTensor, TileRef, TileSizeInt
@@ -305,6 +305,8 @@ class MemoryLowering:
         if attr == "block_size":
             size = info.fixed_size
             return size if size is None else TileSizeInt(size, block)
+        if attr == "count" and not info.dynamic and info.fixed_size:  # tiles in the loop
+            return -(-info.extent // info.fixed_size)
         raise UnsupportedOperation(f"tiles have no attribute `{attr}`")
 
     def tile_function(self, fn: Any, tile: Any) -> Any:
@@ -361,11 +363,17 @@ class MemoryLowering:
         return views.shape_dims(self.b, items)
 
     def full(self, shape: Any, value: Any, dtype: torch.dtype = torch.float32) -> Value:
-        if isinstance(value, Value):
-            raise UnsupportedSyntax("tc.full needs a constant fill value")
+        if isinstance(value, Value):  # a scalar computed on the device (`fill[0]`)
+            return creation.full(self.b, self._shape_dims(shape), value, dtype)
         return self.b.op("full", (), dtype, self._shape_dims(shape), hint="acc", value=value)
 
-    def arange(self, begin: Any, end: Any = None, dtype: torch.dtype = torch.int32) -> Value:
+    def arange(
+        self, begin: Any, end: Any = None, step: Any = 1, dtype: torch.dtype = torch.int32
+    ) -> Value:
+        if isinstance(step, torch.dtype):  # `tc.arange(a, b, torch.int64)`
+            step, dtype = 1, step
+        if step != 1:
+            return self._stepped(begin, end, step, dtype)
         lo, hi = (0, begin) if end is None else (begin, end)
         if end is None and isinstance(begin, TileSizeInt):  # the tile's dim, as Helion's
             lanes = self.b.elementwise(  # `tile.begin + arange(tile.block_size)` meets tiles
@@ -382,6 +390,16 @@ class MemoryLowering:
             return self.b.op("full", (), dtype, (None,), hint="arange", value=int(lo))
         block = self.table.reduction(int(hi) - int(lo))
         return self.b.op("arange", (), dtype, (block.id,), hint="arange", begin=int(lo))
+
+    def _stepped(self, begin: Any, end: Any, step: Any, dtype: torch.dtype) -> Value:
+        """`tc.arange(a, b, step)` of ints known while compiling."""
+        lo, hi = (0, begin) if end is None else (begin, end)
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi, step))
+        if not ints or step <= 0:
+            raise UnsupportedSyntax("tc.arange with a step needs ints known on the host, step > 0")
+        count = len(range(lo, hi, step))
+        positions = self.b.elementwise("mul", self.arange(count, dtype=dtype), step)
+        return self.b.cast(self.b.elementwise("add", positions, lo), dtype)  # type: ignore[return-value]
 
     def _tile_range(self, lo: Any, hi: Any) -> Value:
         """`tc.arange(tile.begin, tile.end)`: the tile's own indices."""

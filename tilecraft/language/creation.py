@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -61,16 +62,20 @@ def ones(
     return torch.ones(_sizes(shape), dtype=dtype, device=ctx.device)
 
 
-def arange(begin: int, end: int | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-    """Consecutive integers `[begin, end)` (or `[0, begin)`) as a tile.
+def arange(
+    begin: int, end: int | None = None, step: Any = 1, dtype: torch.dtype = torch.int32
+) -> torch.Tensor:
+    """Integers `[begin, end)` (or `[0, begin)`) `step` apart as a tile.
 
     Example::
 
         offsets = tc.arange(tile.begin, tile.end)
     """
     ctx = eager_context("arange")
+    if isinstance(step, torch.dtype):  # `tc.arange(a, b, torch.int64)`
+        dtype, step = step, 1
     lo, hi = (0, begin) if end is None else (begin, end)
-    return torch.arange(lo, hi, dtype=dtype, device=ctx.device)
+    return torch.arange(lo, hi, step, dtype=dtype, device=ctx.device)
 
 
 def dot(

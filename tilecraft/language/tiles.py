@@ -75,6 +75,12 @@ class Tile:
     def id(self) -> int:
         return self.begin // self.block_size
 
+    @property
+    def count(self) -> int:
+        """How many tiles its loop runs (Helion's `tile.count`)."""
+        low, high = self.span if self.span is not None else (self.begin, self.end)
+        return -(-(high - low) // self.block_size)
+
     def __len__(self) -> int:
         return self.end - self.begin
 
