@@ -211,7 +211,12 @@ def load_items(
     """`x`'s subscript (following some of the store's axes) and its shape."""
     followed = [a for a in axes if rng.random() < 0.8] or axes[:1]
     items = [lane_item(rng, a, ids, True) for a in followed]
-    shape = [dim_size(rng) for _ in items]
+    # (a tile over several positions reading a dim of 1 broadcasts it, a size-1 dim that
+    # the lane-by-lane reference cannot follow: tests/test_helion_idioms.py tests it)
+    shape = [
+        4 if _broadcasts(i, s) else s
+        for i, s in zip(items, map(dim_size, [rng] * len(items)), strict=True)
+    ]
     if whole is not None and rng.random() < 0.7:
         extra, size = whole_item(rng, len(whole.lanes))
         extra.axis = whole
@@ -319,17 +324,11 @@ def draw_stores(rng: random.Random, target: str, atomic: str) -> list[tuple[str,
 
 
 # -- the reference: every lane, one at a time ------------------------------------------------
-def position(
-    items: list[Item], shape: list[int], lane: dict[str, int], load: bool = False
-) -> tuple | None:
-    """Where `items` point at `lane`, or None where a position is out of range. A load's
-    tile over several positions meeting a dim of size 1 reads position 0 (that dim
-    broadcasts, as in Helion)."""
+def position(items: list[Item], shape: list[int], lane: dict[str, int]) -> tuple | None:
+    """Where `items` point at `lane`, or None where a position is out of range."""
     out = []
     for item, size in zip(items, shape, strict=True):
         p = item.at(lane[item.axis.name] if item.axis else 0)
-        if load and _plain_tile(item) and size == 1 and len(item.axis.lanes) > 1:
-            p = 0
         if item.scalar:
             if not -size <= p < size:
                 return None
@@ -340,8 +339,9 @@ def position(
     return tuple(out)
 
 
-def _plain_tile(item: Item) -> bool:
-    return item.axis is not None and item.axis.kind == "tile" and item.text == item.axis.name
+def _broadcasts(item: Item, size: int) -> bool:
+    plain = item.axis is not None and item.axis.kind == "tile" and item.text == item.axis.name
+    return plain and size == 1 and len(item.axis.lanes) > 1  # type: ignore[union-attr]
 
 
 def lanes_of(axes: list[Axis]) -> list[dict[str, int]]:
@@ -379,7 +379,7 @@ class Spec:
 
 
 def value_at(spec: Spec, xs: Any, lane: dict[str, int]) -> Any:
-    at = position(spec.load, spec.x_shape, lane, load=True)
+    at = position(spec.load, spec.x_shape, lane)
     keep, other = spec.masked if spec.masked else (None, spec.zero)
     if at is None or (keep is not None and not keep(lane)):
         return other

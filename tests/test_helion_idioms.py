@@ -325,3 +325,16 @@ def test_arange_steps_tile_count_and_a_fill_read_on_the_device(n: int) -> None:
         (x, fill),
         lambda x, f: x[:, None] * torch.arange(0.0, 8.0, 2.0) + count + f[0],
     )
+
+
+@tc.kernel
+def rows_of_pairs(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(9, 2 * x.size(1))
+    for tm, tn in tc.tile(out.size()):
+        out[tm, tn] = x[tm, tn.index // 2]  # x has one row: every tile row reads it
+    return out
+
+
+def test_a_dim_of_one_broadcasts_beside_a_gather() -> None:
+    x = torch.randn(1, 7)
+    check_modes(rows_of_pairs, (x,), lambda x: x.repeat_interleave(2, 1).expand(9, 14))

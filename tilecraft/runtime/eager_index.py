@@ -102,12 +102,12 @@ def ones_broadcast(key: Any, obj: torch.Tensor) -> Any:
         return key
     out, dim = [], 0
     for item in items:
-        if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dim() > 0):
+        if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
             return key  # dims not counted here
         if isinstance(item, Tile) and dim < obj.dim() and obj.size(dim) == 1 and _spans(item):
             item = slice(0, 1)
         out.append(item)
-        dim += item is not None  # (an int or a 0-d tensor picks a position of its dim)
+        dim += item is not None  # (an int, a tensor of positions: one dim each)
     return tuple(out) if isinstance(key, tuple) else out[0]
 
 
