@@ -338,3 +338,31 @@ def rows_of_pairs(x: torch.Tensor) -> torch.Tensor:
 def test_a_dim_of_one_broadcasts_beside_a_gather() -> None:
     x = torch.randn(1, 7)
     check_modes(rows_of_pairs, (x,), lambda x: x.repeat_interleave(2, 1).expand(9, 14))
+
+
+@tc.kernel
+def spin_locks(lock: torch.Tensor) -> torch.Tensor:
+    """Helion's lock: a `while` on an atomic of a `block_size=1` tile (one value)."""
+    for idx in tc.tile(lock.size(0), block_size=1):
+        while tc.atomic_cas(lock, [idx], 0, 1) == 1:
+            pass
+        tc.atomic_cas(lock, [idx], 1, 2)
+    return lock
+
+
+def test_a_while_on_a_tile_holding_one_position() -> None:
+    lock = torch.zeros(5, dtype=torch.int32)
+    check_modes(spin_locks, (lock,), lambda lock: torch.full((5,), 2, dtype=torch.int32))
+
+
+@tc.kernel
+def rows_and_ones(dst: torch.Tensor, row: torch.Tensor, ones: torch.Tensor) -> tuple:
+    for i in tc.grid(dst.size(0)):
+        dst[i] = row  # a whole host tensor stored at a grid index
+        ones[i] = dst[i : i + 1, 0]  # a [1] tile stored into one element, as PyTorch does
+    return dst, ones
+
+
+def test_stores_of_a_whole_host_tensor_and_of_a_size_one_tile() -> None:
+    dst, row, ones = torch.zeros(4, 3), torch.randn(3), torch.zeros(4)
+    check_modes(rows_and_ones, (dst, row, ones), lambda d, r, o: (r.expand(4, 3), r[0].expand(4)))

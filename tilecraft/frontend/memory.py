@@ -260,7 +260,7 @@ class MemoryLowering:
         `drop_unused_results`)."""
         _check_atomic_dtype(name, param)
         acc = self.access(param, meta, items)
-        operands = tuple(self.b.fit_to(value, acc.dims) for value in operands)
+        operands = tuple(self.b.fit_to(self._stored(v, acc), acc.dims) for v in operands)
         for value in operands:
             self._check_value(param, acc, value)
         self._check_mask(param, acc, extra_mask)
@@ -272,6 +272,18 @@ class MemoryLowering:
             self.b.effect(name, (acc, *operands), **attrs)
             return None
         return self.b.op(name, (acc, *operands), param.dtype, acc.dims, hint="old", **attrs)
+
+    def _stored(self, value: Any, acc: Access) -> Any:
+        """A value as a store writes it: a host tensor read whole (`dst[i] = row`), leading
+        dims of size 1 past the destination's dropped (`x[i] = y[i : i + 1]`), as PyTorch."""
+        if isinstance(value, HostTensor):
+            value = self.load(value.param, value.meta, [slice(None)] * value.meta.dim())
+        if isinstance(value, Value) and value.type.rank > len(acc.dims):
+            extra = value.type.rank - len(acc.dims)
+            if all(d is None for d in value.type.dims[:extra]):
+                dims = value.type.dims[extra:]
+                value = self.b.op("reshape", (value,), value.type.dtype, dims, hint="view")
+        return value
 
     def _check_value(self, param: Param, acc: Access, value: Any) -> None:
         """A value written to `param[...]` broadcasts to the shape accessed."""

@@ -112,6 +112,9 @@ class Whiles:
         if not isinstance(test, Value):  # a host value now, on the device before: taken
             test = self.b.op("full", (), torch.bool, (), hint="cond", value=bool(test))
         cond = test if test.type.dtype == torch.bool else OPS["ne"](self.b, test, 0)
+        fitted = self.b.fit_to(cond, ())  # a tile holding one position is one value
+        assert isinstance(fitted, Value)
+        cond = fitted
         if any(d is not None for d in cond.type.dims):
             raise ShapeMismatch(
                 f"a `while` condition must be one value; this one is a tile of shape "
