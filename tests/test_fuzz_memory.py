@@ -211,12 +211,7 @@ def load_items(
     """`x`'s subscript (following some of the store's axes) and its shape."""
     followed = [a for a in axes if rng.random() < 0.8] or axes[:1]
     items = [lane_item(rng, a, ids, True) for a in followed]
-    # (a tile over several positions reading a dim of 1 broadcasts it, a size-1 dim that
-    # the lane-by-lane reference cannot follow: tests/test_helion_idioms.py tests it)
-    shape = [
-        4 if _broadcasts(i, s) else s
-        for i, s in zip(items, map(dim_size, [rng] * len(items)), strict=True)
-    ]
+    shape = [dim_size(rng) for _ in items]
     if whole is not None and rng.random() < 0.7:
         extra, size = whole_item(rng, len(whole.lanes))
         extra.axis = whole
@@ -337,11 +332,6 @@ def position(items: list[Item], shape: list[int], lane: dict[str, int]) -> tuple
             return None
         out.append(p)
     return tuple(out)
-
-
-def _broadcasts(item: Item, size: int) -> bool:
-    plain = item.axis is not None and item.axis.kind == "tile" and item.text == item.axis.name
-    return plain and size == 1 and len(item.axis.lanes) > 1  # type: ignore[union-attr]
 
 
 def lanes_of(axes: list[Axis]) -> list[dict[str, int]]:

@@ -291,21 +291,6 @@ def test_each_builtin_passed_as_an_argument_compiles_its_own_kernel() -> None:
 
 
 @tc.kernel
-def add_bias(x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tm, tn in tc.tile(x.size()):
-        out[tm, tn] = x[tm, tn] + bias[tm, tn]
-    return out
-
-
-@pytest.mark.parametrize("bias_shape", [(1, 7), (5, 1), (1, 1)])
-def test_a_tile_reading_a_dim_of_one_broadcasts(bias_shape: tuple[int, int]) -> None:
-    """Helion's broadcast: rows past the first read zeros in both modes."""
-    x, bias = torch.randn(5, 7), torch.randn(bias_shape)
-    check_modes(add_bias, (x, bias), lambda x, b: x + b)
-
-
-@tc.kernel
 def evens_counts_and_fills(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(x.size(0), 4)
     for t in tc.tile(x.size(0), block_size=4):
@@ -325,19 +310,6 @@ def test_arange_steps_tile_count_and_a_fill_read_on_the_device(n: int) -> None:
         (x, fill),
         lambda x, f: x[:, None] * torch.arange(0.0, 8.0, 2.0) + count + f[0],
     )
-
-
-@tc.kernel
-def rows_of_pairs(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty(9, 2 * x.size(1))
-    for tm, tn in tc.tile(out.size()):
-        out[tm, tn] = x[tm, tn.index // 2]  # x has one row: every tile row reads it
-    return out
-
-
-def test_a_dim_of_one_broadcasts_beside_a_gather() -> None:
-    x = torch.randn(1, 7)
-    check_modes(rows_of_pairs, (x,), lambda x: x.repeat_interleave(2, 1).expand(9, 14))
 
 
 @tc.kernel

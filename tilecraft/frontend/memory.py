@@ -27,11 +27,7 @@ class MemoryLowering:
         self.whole_reads: dict[int, tuple[HostTensor, list[Any]]] = {}
 
     # -- subscripts -----------------------------------------------------------------
-    def access(
-        self, param: Param, meta: torch.Tensor, items: list[Any], load: bool = False
-    ) -> Access:
-        """The access `param[items]`; a load's tile over several positions that meets a
-        dim of size 1 reads position 0 (the dim broadcasts, as in Helion)."""
+    def access(self, param: Param, meta: torch.Tensor, items: list[Any]) -> Access:
         shape = list(meta.shape)
         items = _every_dim(items, len(shape), f"`{param.host_expr}`")
         vectors = sum(isinstance(i, Value) and bool(i.type.dims) for i in items)
@@ -43,8 +39,6 @@ class MemoryLowering:
                 continue
             # a lone `tile.index` is the tile itself; several vectors index jointly
             item = self._as_tile(item, shape[dim]) if vectors == 1 else item
-            if load and isinstance(item, TileRef) and shape[dim] == 1 and self._spans(item):
-                item = slice(0, 1)
             indices.append(self._index(param, dim, shape[dim], item))
             dim += 1
         self._check_gathers(param, indices)
@@ -160,11 +154,6 @@ class MemoryLowering:
                 "for every pair, index with `a[:, None]` and `b[None, :]`"
             )
 
-    def _spans(self, tile: TileRef) -> bool:
-        """Whether a tile's loop runs over more than one position."""
-        block = self.table.blocks[tile.block]
-        return block.dynamic or block.extent > 1
-
     def _fits(self, block_id: int, size: int) -> bool:
         return _inside(self.table.blocks[block_id], size)
 
@@ -193,7 +182,7 @@ class MemoryLowering:
         other: Any = None,
         eviction_policy: str | None = None,
     ) -> Value:
-        acc = self.access(param, meta, items, load=True)
+        acc = self.access(param, meta, items)
         _check_other(other)
         self._check_mask(param, acc, extra_mask)
         extra_mask = self._jagged_mask(param, acc, extra_mask)

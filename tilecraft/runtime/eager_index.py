@@ -93,30 +93,6 @@ def _tile_slice(item: Any) -> Any:
     return slice(item.start, int(item.stop) - item.stop.short, item.step)
 
 
-def ones_broadcast(key: Any, obj: torch.Tensor) -> Any:
-    """A read's subscript with each tile over several positions that meets a dim of size 1
-    made `0:1` (that dim broadcasts, as in Helion: `bias[tile_m, tile_n]` of a `[1, n]`
-    bias), as compiled code reads it."""
-    items = key if isinstance(key, tuple) else (key,)
-    if not any(isinstance(i, Tile) for i in items):
-        return key
-    out, dim = [], 0
-    for item in items:
-        if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
-            return key  # dims not counted here
-        if isinstance(item, Tile) and dim < obj.dim() and obj.size(dim) == 1 and _spans(item):
-            item = slice(0, 1)
-        out.append(item)
-        dim += item is not None  # (an int, a tensor of positions: one dim each)
-    return tuple(out) if isinstance(key, tuple) else out[0]
-
-
-def _spans(tile: Tile) -> bool:
-    """Whether a tile's loop runs over more than one position."""
-    low, high = tile.span if tile.span is not None else (tile.begin, tile.end)
-    return high - low > 1
-
-
 def computed_ints(key: Any, obj: torch.Tensor) -> Any:
     """Plain ints of an index that fall outside their dim, as 0-d tensors: in a device loop
     they were computed there (`t.begin + 6`), and the bounded read of such an index gives

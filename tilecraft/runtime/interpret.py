@@ -32,8 +32,7 @@ def _getitem(obj: Any, key: Any) -> Any:
     """`obj[key]`: on tensors, tiles as slices and computed indices bounded as compiled."""
     if not isinstance(obj, torch.Tensor):
         return obj[key]
-    key = eager_index.ones_broadcast(eager_index.tile_key(key), obj)
-    key = eager_index.computed_ints(key, obj)
+    key = eager_index.computed_ints(eager_index.tile_key(key), obj)
     mask = eager_context("load").branch_mask()
     if mask is not None and _gathers(key):
         # a gather inside an `if` on a tile reads only where the arm is taken, as
