@@ -3,6 +3,8 @@ flex_attention, fp8_gemm_blockwise and gdn_fwd_o): each against PyTorch in both 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -301,9 +303,9 @@ def evens_counts_and_fills(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("n", [9, 1, 4])
-def test_arange_steps_tile_count_and_a_fill_read_on_the_device(n: int) -> None:
-    x, fill = torch.randn(n), torch.tensor([0.25])
+@pytest.mark.parametrize("n, value", [(9, 0.25), (1, math.nan), (4, -math.inf), (0, 1.0)])
+def test_arange_steps_tile_count_and_a_fill_read_on_the_device(n: int, value: float) -> None:
+    x, fill = torch.randn(n), torch.tensor([value])
     count = -(-n // 4)
     check_modes(
         evens_counts_and_fills,

@@ -113,8 +113,7 @@ class BlockTable:
         bounded = high is not None or low is not None
         self.tile_specs.append(BlockSpec(extent, inner=True, bounded=bounded))
         self.registered_extents[index] = extent
-        within = 1 << max(extent - 1, 0).bit_length()  # the maximum's power of two
-        chosen = self._chosen(index, min(32, within))
+        chosen = self._chosen(index, min(32, _next_power_of_2(extent)))  # within the maximum
         self.registered.append(BlockSizeInt(chosen, index))
         return self.registered[-1]
 

@@ -51,7 +51,7 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
         host_locals: dict[str, Any],
         table: BlockTable,
         name: str,
-        runtime_ints: set[str] = frozenset(),  # type: ignore[assignment]
+        runtime_ints: frozenset[str] = frozenset(),
     ) -> None:
         self.src, self.host_locals, self.table, self.name = src, host_locals, table, name
         self.runtime_ints = runtime_ints  # host ints passed to each launch (frontend/trips)

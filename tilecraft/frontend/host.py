@@ -69,13 +69,15 @@ def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
     return [stmt.body, getattr(stmt, "orelse", [])]  # type: ignore[attr-defined]
 
 
-def _check_host_expr(src: KernelSource, stmt: ast.stmt) -> None:
+def _heads(stmt: ast.stmt) -> list[ast.AST]:
     """The parts of a host `for`/`while`/`if`/`with` that are not its statements."""
     heads = [getattr(stmt, f, None) for f in ("target", "iter", "test")]
-    heads += getattr(stmt, "items", [])
-    for head in heads:
-        if head is not None:
-            _check_host_stmt(src, head)
+    return [h for h in heads if h is not None] + getattr(stmt, "items", [])
+
+
+def _check_host_expr(src: KernelSource, stmt: ast.stmt) -> None:
+    for head in _heads(stmt):
+        _check_host_stmt(src, head)
 
 
 def _stored(node: ast.AST) -> set[str]:
@@ -96,12 +98,8 @@ def _check_names(src: KernelSource, body: list[ast.stmt], host: set[str], device
             device |= _stored(stmt) - host
             continue
         flow = isinstance(stmt, HOST_FLOW)
-        heads = [h for h in map(lambda f: getattr(stmt, f, None), ("iter", "test")) if h]
-        for node in (n for part in heads + getattr(stmt, "items", []) for n in ast.walk(part)):
+        for node in (n for part in (_heads(stmt) if flow else [stmt]) for n in ast.walk(part)):
             _check_read(src, node, device)
-        if not flow:
-            for node in ast.walk(stmt):
-                _check_read(src, node, device)
         host |= _stored(getattr(stmt, "target", stmt) if flow else stmt)
         for block in _blocks(stmt) if flow else []:
             _check_names(src, block, host, device)

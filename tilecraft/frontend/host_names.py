@@ -44,7 +44,7 @@ class HostNames:
     opaque: dict[int, str]
     keyed: set[str]
     guarding: bool
-    runtime_ints: set[str]
+    runtime_ints: frozenset[str]
     params: list[Param]
 
     def expr_Name(self, node: ast.Name) -> Any:

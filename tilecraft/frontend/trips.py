@@ -19,15 +19,15 @@ from tilecraft.frontend.blocks import BlockSizeInt
 Trip = dict[str, Any]  # the host locals where host code reached the loop
 
 
-def varying_ints(trips: list[Trip]) -> set[str]:
+def varying_ints(trips: list[Trip]) -> frozenset[str]:
     """The host ints that differ between trips: device code reads them as launch arguments."""
-    return {
+    return frozenset(
         name
         for name, value in trips[0].items()
         if _plain_int(value)
         and all(_plain_int(t.get(name)) for t in trips)
         and any(t[name] != value for t in trips)
-    }
+    )
 
 
 def first_env(trips: list[Trip]) -> Trip:
@@ -60,7 +60,7 @@ def check_same(trips: list[Trip], read: set[str], loc: Any) -> None:
                 )
 
 
-def explain(error: TilecraftError, ints: set[str]) -> TilecraftError:
+def explain(error: TilecraftError, ints: frozenset[str]) -> TilecraftError:
     """`error` with a note on the ints that device code took as launch arguments."""
     if not ints:
         return error

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import torch
 
 from tilecraft.exc import NotInKernel, SourceLoc
+from tilecraft.language.host import next_power_of_2
 
 F = TypeVar("F", bound=Callable[..., Any])
 # the block sizes of the dims of each tile loop, by the place of its call (file, line)
@@ -56,8 +57,7 @@ class EagerContext:
         kernel did not compile), the eager block size within `most`'s power of two."""
         if self.registered:
             return self.registered.pop(0)
-        within = 1 << max(int(most) - 1, 0).bit_length() if most else self.block_size
-        return min(self.block_size, within)
+        return min(self.block_size, next_power_of_2(int(most))) if most else self.block_size
 
 
 _current: contextvars.ContextVar[EagerContext | None] = contextvars.ContextVar(

@@ -19,7 +19,6 @@ from tilecraft.codegen.grid import plan_grid
 from tilecraft.codegen.kernel import KernelWriter
 from tilecraft.codegen.module import Launch, module_source
 from tilecraft.exc import HostCodeError, InvalidConfig, LoweringError, TilecraftError
-from tilecraft.frontend import trips as trips_
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.device import DeviceCompiler
 from tilecraft.frontend.host import (
@@ -32,7 +31,7 @@ from tilecraft.frontend.host import (
     rewrite_host,
 )
 from tilecraft.frontend.source import KernelSource
-from tilecraft.frontend.trips import Trip
+from tilecraft.frontend.trips import Trip, check_same, explain, first_env, varying_ints
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.state import Sites
@@ -124,19 +123,21 @@ class BoundKernel:
                 kernels.append(verify(self._compile_loop(i, loop, trips, table)))
         return Analysis(kernels, table, tunables, config, reached)
 
-    def _compile_loop(self, i: int, loop: ast.For, trips: list[Trip], table: BlockTable) -> Any:
+    def _compile_loop(
+        self, i: int, loop: ast.For, trips: list[Trip], table: BlockTable
+    ) -> DeviceKernel:
         """The kernel of device loop `i`, from the host locals of each time host code
         reached it (`frontend/trips.py`)."""
         # one leading underscore: inductor calls a kernel it launches from a class body,
         # where Python would mangle a name that starts with two
         name = f"_{self.src.tree.name.lstrip('_')}_kernel{'' if i == 0 else i}"
-        ints = trips_.varying_ints(trips)
-        compiler = DeviceCompiler(self.src, trips_.first_env(trips), table, name, ints)
+        ints = varying_ints(trips)
+        compiler = DeviceCompiler(self.src, first_env(trips), table, name, ints)
         try:
             kernel = compiler.compile(loop)
         except TilecraftError as e:
-            raise trips_.explain(e, ints) from None
-        trips_.check_same(trips, set(compiler.host_values), self.src.loc(loop))
+            raise explain(e, ints) from None
+        check_same(trips, set(compiler.host_values), self.src.loc(loop))
         return kernel
 
     def _value(self, element: Element) -> Any:
