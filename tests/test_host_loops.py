@@ -139,26 +139,29 @@ def shrinking(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def test_a_tensor_whose_shape_changes_between_trips_is_refused() -> None:
-    with pytest.raises(exc.UnsupportedSyntax, match="`part` is not the same") as info:
-        shrinking.bind((torch.randn(9),))
-    assert "for t in tc.tile(part.size(0)):" in str(info.value)
-    eager = run_mode(shrinking, (torch.randn(9),), "eager")  # eager mode runs it as Python
-    assert eager.shape == (9,)
+def test_a_view_whose_shape_changes_gets_a_kernel_for_each_shape() -> None:
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x[:-1] * 4, x[-1:] * 2])
+
+    check_modes(shrinking, (torch.randn(9),), reference)
+    code = shrinking.bind((torch.randn(9),)).to_triton_code()
+    assert code.count("def _shrinking_kernel_v") == 2
+    assert "tuple(part.shape), part.stride()) == (torch.float32, (8,), (1,))" in code
 
 
 @tc.kernel
 def zeros_of_layer(x: torch.Tensor) -> torch.Tensor:
     out = x.clone()
-    for k in range(2):
+    for k in range(3):
         for t in tc.tile(x.size(0)):
-            out[t] = out[t] + tc.zeros([k + 1])[0]
+            out[t] = out[t] + tc.zeros([k + 1]).sum() + k
     return out
 
 
-def test_an_int_that_changes_is_not_a_constant_and_the_error_says_so() -> None:
-    with pytest.raises(exc.TilecraftError, match="`k` changes each time host code reaches"):
-        zeros_of_layer.bind((torch.randn(5),))
+def test_an_int_that_sizes_a_tile_gets_a_kernel_for_each_value() -> None:
+    check_modes(zeros_of_layer, (torch.randn(5),), lambda x: x + 3)
+    code = zeros_of_layer.bind((torch.randn(5),)).to_triton_code()
+    assert "if k == 0:" in code and "elif k == 2:" in code
 
 
 @tc.kernel
@@ -167,18 +170,96 @@ def halves_by_launch_tiles(x: torch.Tensor) -> torch.Tensor:
     n = x.size(0)
     while n > 1:
         half = n // 2
-        for t in tc.tile(half):  # the grid would change with each launch
+        for t in tc.tile(half):  # a launch grid of its own each pass
             buf[t] = buf[t] + buf[t.index + (n - half)]
         n = n - half
     return buf[:1]
 
 
-def test_a_launch_tiled_by_an_int_that_changes_is_refused() -> None:
-    """Its grid is sized when compiled: a wrong answer past that size, so refused."""
+@pytest.mark.parametrize("size", [13, 64, 1, 2])
+def test_a_launch_tiled_by_an_int_that_changes_gets_a_kernel_for_each_value(size: int) -> None:
+    check_modes(halves_by_launch_tiles, (torch.randn(size),), lambda x: x.sum().reshape(1))
+
+
+@tc.kernel
+def pyramid(x: torch.Tensor, levels: int) -> torch.Tensor:
+    """Each level the pairwise mean of the one before, all in one buffer: views of a new
+    length and offset on each trip, and a launch grid that halves."""
+    buf = torch.zeros(2 * x.size(0), dtype=x.dtype, device=x.device)
+    buf[: x.size(0)] = x
+    start, size = 0, x.size(0)
+    for _ in range(levels):
+        src = buf[start : start + size]
+        dst = buf[start + size : start + size + size // 2]
+        for t in tc.tile(size // 2):
+            dst[t] = (src[t.index * 2] + src[t.index * 2 + 1]) * 0.5
+        start, size = start + size, size // 2
+    return buf
+
+
+def _pyramid(x: torch.Tensor, levels: int) -> torch.Tensor:
+    buf = torch.zeros(2 * x.size(0), dtype=x.dtype)
+    buf[: x.size(0)] = x
+    start, size = 0, x.size(0)
+    for _ in range(levels):
+        pairs = buf[start : start + size // 2 * 2].reshape(-1, 2)
+        buf[start + size : start + size + size // 2] = pairs.mean(-1)
+        start, size = start + size, size // 2
+    return buf
+
+
+@pytest.mark.parametrize(("size", "levels"), [(37, 4), (64, 6), (1, 2), (0, 1), (5, 0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_pyramid_of_levels_that_halve(size: int, levels: int, dtype: torch.dtype) -> None:
+    x = torch.randn(size).to(dtype)
+    if size == 37:
+        x[3], x[20] = float("nan"), float("inf")
+    check_modes(pyramid, (x, levels), _pyramid, dtype=dtype)
+
+
+@tc.kernel
+def every_length(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    for k in range(x.size(0)):
+        for t in tc.tile(k + 1):
+            out[t] = out[t] + 1
+    return out
+
+
+def test_a_kernel_for_each_of_too_many_values_is_refused() -> None:
+    every_length.bind((torch.randn(32),))  # 32 kernels
     with pytest.raises(exc.UnsupportedOperation, match="need bounds known on the host") as info:
-        halves_by_launch_tiles.bind((torch.randn(13),))
-    assert "`half`, `n` change each time" in str(info.value)
-    assert "for t in tc.tile(half):" in str(info.value)
+        every_length.bind((torch.randn(33),))
+    assert "`k` changes each time" in str(info.value)
+    assert "each of their 33 versions would be over 32" in str(info.value)
+    assert "for t in tc.tile(k + 1):" in str(info.value)
+    eager = run_mode(every_length, (torch.zeros(33),), "eager")
+    torch.testing.assert_close(eager[:3], torch.tensor([33.0, 32.0, 31.0]))
+
+
+SHIFT = {"rows": 0}
+
+
+@tc.kernel
+def shifted_lengths(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    for k in range(2):
+        rows = x.size(0) - k - SHIFT["rows"]  # not what the kernel is specialized on
+        for t in tc.tile(rows):
+            out[t] = out[t] * 2
+    return out
+
+
+def test_a_loop_reached_with_other_values_than_compiled_raises() -> None:
+    x = torch.randn(6)
+    expected = torch.cat([x[:5] * 4, x[5:] * 2])
+    torch.testing.assert_close(run_mode(shifted_lengths, (x,), "triton"), expected)
+    SHIFT["rows"] = 1
+    try:
+        with pytest.raises(exc.HostCodeError, match="with host values it did not have"):
+            run_mode(shifted_lengths, (x,), "triton")
+    finally:
+        SHIFT["rows"] = 0
 
 
 SETTINGS = {"second": False}

@@ -105,13 +105,15 @@ def stale_host_values(
     )
 
 
-def unreached_loop(filename: str, lineno: int) -> None:
+def unreached_loop(filename: str, lineno: int, versions: bool = False) -> None:
     """Raise the error of a device loop that host code did not reach when the kernel was
-    specialized (so it was not compiled) and reaches now."""
+    specialized (so it was not compiled) and reaches now; with `versions`, a loop compiled
+    for each version of the host values it reads, reached with other ones."""
+    what = "with host values it did not have" if versions else "which it did not reach"
     raise HostCodeError(
-        "host code reaches this device loop, which it did not reach for the same shapes, "
-        "dtypes and int arguments when the kernel was compiled: make which loops run depend "
-        "only on what the kernel is specialized on",
+        f"host code reaches this device loop {what} for the same shapes, dtypes and int "
+        "arguments when the kernel was compiled: make what host code does depend only on "
+        "what the kernel is specialized on",
         SourceLoc(filename, lineno, linecache.getline(filename, lineno)),
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,18 @@ class BlockTable:
     span_trends: dict[int, list[int | None]] = field(default_factory=dict)
     # each line of a `tc.tile(...)` call: its dims' block sizes (eager mode tiles the same)
     sites: Sites = field(default_factory=dict)
+
+    def snapshot(self) -> BlockTable:
+        """A copy to go back to where a device loop is compiled again another way (frontend/
+        trips.py): what the failed compile added is dropped; registered sizes stay the
+        objects host code holds."""
+        saved = copy.deepcopy(dataclasses.replace(self, choices={}, registered=[]))
+        saved.choices, saved.registered = self.choices, list(self.registered)
+        return saved
+
+    def restore(self, saved: BlockTable) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(saved, f.name))
 
     def note_site(self, filename: str, call: ast.expr, blocks: list[int]) -> None:
         """The block sizes of the tile loop whose call is `call` (the first trace wins)."""

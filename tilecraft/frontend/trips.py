@@ -5,6 +5,11 @@ host locals are captured: one "trip". The loop is compiled once, from the first 
 launched on every trip. An int that differs between trips (a layer index) is therefore a
 launch argument rather than a constant; any other host value the device code reads must be
 the same on every trip (a tensor's dtype, shape and strides, a flag), or the loop is refused.
+
+Where that fails (an int sizes a tile, the launch grid or a `tc.static_range`: the passes
+of a tree reduction over halving lengths; a view's shape changes: the levels of a pyramid),
+the loop is compiled once for each version of what differs (`variants`), and the launcher
+picks the kernel by it.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from tilecraft.exc import TilecraftError, UnsupportedSyntax
 from tilecraft.frontend.blocks import BlockSizeInt
 
 Trip = dict[str, Any]  # the host locals where host code reached the loop
+MAX_VARIANTS = 32  # kernels one device loop may be compiled into, one per value of its ints
 
 
 def varying_ints(trips: list[Trip]) -> frozenset[str]:
@@ -28,6 +34,40 @@ def varying_ints(trips: list[Trip]) -> frozenset[str]:
         and all(_plain_int(t.get(name)) for t in trips)
         and any(t[name] != value for t in trips)
     )
+
+
+def variants(trips: list[Trip], names: set[str]) -> list[tuple[dict[str, Any], list[Trip]]]:
+    """The trips grouped by the host values among `names` that differ between them (an
+    int's value, a tensor's dtype, shape and strides), in the order host code reached them;
+    each group with those values."""
+    first = trips[0]
+    differ = sorted(
+        n for n in names if n in first and any(not _same(first[n], t.get(n)) for t in trips)
+    )
+    groups: list[tuple[dict[str, Any], list[Trip]]] = []
+    for trip in trips:
+        key = {n: trip.get(n) for n in differ}
+        group = next((g for k, g in groups if all(map(_same, k.values(), key.values()))), None)
+        if group is None:
+            groups.append((key, [trip]))
+        else:
+            group.append(trip)
+    return groups
+
+
+def condition(key: dict[str, Any]) -> str | None:
+    """A Python test that the host values are those of `key`, as a launcher picks a
+    loop's kernel by them; None where one cannot be written down."""
+    tests = []
+    for name, value in key.items():
+        if isinstance(value, torch.Tensor):
+            now = f"({name}.dtype, tuple({name}.shape), {name}.stride())"
+            tests.append(f"{now} == {_layout(value)!r}")
+        elif value is None or type(value) in (bool, int, str):
+            tests.append(f"{name} == {value!r}")
+        else:
+            return None
+    return " and ".join(tests)
 
 
 def first_env(trips: list[Trip]) -> Trip:
@@ -60,8 +100,10 @@ def check_same(trips: list[Trip], read: set[str], loc: Any) -> None:
                 )
 
 
-def explain(error: TilecraftError, ints: frozenset[str]) -> TilecraftError:
-    """`error` with a note on the ints that device code took as launch arguments."""
+def explain(error: TilecraftError, ints: frozenset[str], versions: int = 0) -> TilecraftError:
+    """`error` with a note on the ints that device code took as launch arguments, and on
+    the kernels compiling the loop for each version of them would take (`versions`), where
+    that is more than MAX_VARIANTS."""
     if not ints:
         return error
     names = ", ".join(f"`{n}`" for n in sorted(ints))
@@ -70,9 +112,11 @@ def explain(error: TilecraftError, ints: frozenset[str]) -> TilecraftError:
         verb, them, what = ("changes", "it as a launch argument", "a constant")
     note = (
         f" ({names} {verb} each time host code reaches this device loop, so device code "
-        f"reads {them}, not as {what})"
+        f"reads {them}, not as {what}"
     )
-    return type(error)(error.message + note, error.loc)
+    if versions > MAX_VARIANTS:
+        note += f"; a kernel for each of their {versions} versions would be over {MAX_VARIANTS}"
+    return type(error)(error.message + note + ")", error.loc)
 
 
 def _plain_int(value: Any) -> bool:

@@ -31,7 +31,16 @@ from tilecraft.frontend.host import (
     rewrite_host,
 )
 from tilecraft.frontend.source import KernelSource
-from tilecraft.frontend.trips import Trip, check_same, explain, first_env, varying_ints
+from tilecraft.frontend.trips import (
+    MAX_VARIANTS,
+    Trip,
+    check_same,
+    condition,
+    explain,
+    first_env,
+    variants,
+    varying_ints,
+)
 from tilecraft.ir.nodes import DeviceKernel
 from tilecraft.ir.verify import verify
 from tilecraft.language.state import Sites
@@ -54,7 +63,9 @@ class Analysis:
     table: BlockTable
     tunables: dict[str, Fragment]
     config: Config
-    reached: list[int | None]  # each device loop's kernel in `kernels` (None: not reached)
+    # each device loop's kernels in `kernels`, with the test of the host values each is for
+    # ("": any); None where host code did not reach the loop
+    reached: list[list[tuple[int, str]] | None]
 
 
 def meta_like(value: Any) -> Any:
@@ -115,28 +126,45 @@ class BoundKernel:
         fn = compile_function(rewrite_host(self.src, capture_stmt), self.src, extra)
         self._run_host(fn)
         kernels: list[DeviceKernel] = []
-        reached: list[int | None] = []
+        reached: list[list[tuple[int, str]] | None] = []
         for i, loop in enumerate(self.loops):
             trips = captured.get(i)
-            reached.append(len(kernels) if trips else None)
-            if trips:
-                kernels.append(verify(self._compile_loop(i, loop, trips, table)))
+            variants = self._compile_loop(i, loop, trips, table) if trips else []
+            reached.append([(len(kernels) + j, key) for j, (_, key) in enumerate(variants)])
+            kernels += [verify(kernel) for kernel, _ in variants]
+            if not trips:
+                reached[-1] = None
         return Analysis(kernels, table, tunables, config, reached)
 
     def _compile_loop(
         self, i: int, loop: ast.For, trips: list[Trip], table: BlockTable
-    ) -> DeviceKernel:
-        """The kernel of device loop `i`, from the host locals of each time host code
-        reached it (`frontend/trips.py`)."""
+    ) -> list[tuple[DeviceKernel, str]]:
+        """The kernels of device loop `i`, from the host locals of each time host code
+        reached it (`frontend/trips.py`): one taking the ints that change as launch
+        arguments, else one for each version of the host values that change, with the test
+        that picks it."""
         # one leading underscore: inductor calls a kernel it launches from a class body,
         # where Python would mangle a name that starts with two
         name = f"_{self.src.tree.name.lstrip('_')}_kernel{'' if i == 0 else i}"
-        ints = varying_ints(trips)
-        compiler = DeviceCompiler(self.src, first_env(trips), table, name, ints)
+        ints, saved = varying_ints(trips), table.snapshot()
         try:
-            kernel = compiler.compile(loop)
+            return [(self._compile_trips(loop, trips, table, name, ints), "")]
         except TilecraftError as e:
-            raise explain(e, ints) from None
+            groups = variants(trips, {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)})
+            tests = [condition(key) for key, _ in groups]
+            if len(groups) < 2 or len(groups) > MAX_VARIANTS or None in tests:
+                raise explain(e, ints, len(groups)) from None
+        table.restore(saved)
+        return [
+            (self._compile_trips(loop, group, table, f"{name}_v{j}", frozenset()), str(test))
+            for j, ((_, group), test) in enumerate(zip(groups, tests, strict=True))
+        ]
+
+    def _compile_trips(
+        self, loop: ast.For, trips: list[Trip], table: BlockTable, name: str, ints: frozenset
+    ) -> DeviceKernel:
+        compiler = DeviceCompiler(self.src, first_env(trips), table, name, ints)
+        kernel = compiler.compile(loop)
         check_same(trips, set(compiler.host_values), self.src.loc(loop))
         return kernel
 
@@ -231,11 +259,14 @@ class BoundKernel:
     def _statement(self, analysis: Analysis, launches: list[Launch], i: int) -> ast.stmt:
         """Device loop `i` in the launcher: its launch, or an error where host code reaches
         a loop it did not reach when the kernel was specialized."""
-        kernel = analysis.reached[i]
-        if kernel is not None:
-            return launches[kernel].statement()
-        loc = self.src.loc(self.loops[i])
-        return ast.parse(f"_tc_unreached({loc.filename!r}, {loc.lineno})").body[0]
+        loc, versions = self.src.loc(self.loops[i]), bool(analysis.reached[i])
+        chain = ast.parse(f"_tc_unreached({loc.filename!r}, {loc.lineno}, {versions})").body[0]
+        for kernel, test in reversed(analysis.reached[i] or []):
+            if not test:
+                return launches[kernel].statement()
+            launch = launches[kernel].statement()
+            chain = ast.If(ast.parse(test, mode="eval").body, [launch], [chain])
+        return chain
 
     def _launch(self, kernel: DeviceKernel, config: Config) -> Launch:
         blocks = [kernel.blocks[b] for b in kernel.grid_blocks]
