@@ -146,13 +146,14 @@ class BoundKernel:
         # one leading underscore: inductor calls a kernel it launches from a class body,
         # where Python would mangle a name that starts with two
         name = f"_{self.src.tree.name.lstrip('_')}_kernel{'' if i == 0 else i}"
-        ints, saved = varying_ints(trips), table.snapshot()
+        ints, saved = varying_ints(trips), table.snapshot() if len(trips) > 1 else None
         try:
             return [(self._compile_trips(loop, trips, table, name, ints), "")]
         except TilecraftError as e:
-            groups = variants(trips, {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)})
+            names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
+            groups = variants(trips, names) if saved else []
             tests = [condition(key) for key, _ in groups]
-            if len(groups) < 2 or len(groups) > MAX_VARIANTS or None in tests:
+            if saved is None or len(groups) < 2 or len(groups) > MAX_VARIANTS or None in tests:
                 raise explain(e, ints, len(groups)) from None
         table.restore(saved)
         return [
