@@ -340,3 +340,35 @@ def rows_and_ones(dst: torch.Tensor, row: torch.Tensor, ones: torch.Tensor) -> t
 def test_stores_of_a_whole_host_tensor_and_of_a_size_one_tile() -> None:
     dst, row, ones = torch.zeros(4, 3), torch.randn(3), torch.zeros(4)
     check_modes(rows_and_ones, (dst, row, ones), lambda d, r, o: (r.expand(4, 3), r[0].expand(4)))
+
+
+@tc.kernel
+def tile_offsets(x: torch.Tensor, shift: int) -> torch.Tensor:
+    """Helion's `x[tile + k]`: a tile in arithmetic is its indices, in loads and stores."""
+    out = torch.zeros(x.size(0) + 3, x.size(1), dtype=x.dtype, device=x.device)
+    for tm, tn in tc.tile(x.size()):
+        out[tm + 3, tn] = x[tm, tn] + x[shift + tm, tn] * 2 + x[tm * 2 - 1, tn]
+    return out
+
+
+def _tile_offsets(x: torch.Tensor, shift: int) -> torch.Tensor:
+    rows = torch.arange(x.size(0))
+
+    def read(index: torch.Tensor) -> torch.Tensor:  # rows past either end read 0
+        ok = (index >= 0) & (index < x.size(0))
+        return torch.where(ok[:, None], x[index.clamp(0, max(x.size(0) - 1, 0))], 0)
+
+    out = torch.zeros(x.size(0) + 3, x.size(1), dtype=x.dtype)
+    out[3:] = x + read(rows + shift) * 2 + read(rows * 2 - 1)
+    return out
+
+
+@pytest.mark.parametrize(("rows", "shift"), [(13, 4), (1, 0), (0, 2), (20, 25)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_tile_plus_an_offset_indexes_as_its_indices(
+    rows: int, shift: int, dtype: torch.dtype
+) -> None:
+    x = torch.randn(rows, 5).to(dtype)
+    if rows > 2:
+        x[1, 2], x[2, 0] = float("nan"), float("-inf")
+    check_modes(tile_offsets, (x, shift), _tile_offsets, dtype=dtype)

@@ -15,11 +15,12 @@ import torch
 from tilecraft.exc import ShapeMismatch, UnsupportedOperation, UnsupportedSyntax
 from tilecraft.frontend.builder import category
 from tilecraft.frontend.ops import OPS
-from tilecraft.frontend.refs import HostTensor, on_device
+from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.ir.nodes import Value
 
 if TYPE_CHECKING:
     from tilecraft.frontend.builder import Builder
+    from tilecraft.frontend.memory import MemoryLowering
 
 BINOPS = {
     ast.Add: "add",
@@ -62,6 +63,8 @@ UNARY_PYOPS: dict[type, Any] = {
     ast.Not: operator.not_,
     ast.Invert: operator.invert,
 }
+# a tile in these is its indices (`x[tile + 10]`, Helion's spelling of `tile.index + 10`)
+INDEX_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 
 
@@ -69,6 +72,7 @@ class Operators:
     """The device compiler's handlers of operators and literals."""
 
     b: Builder
+    mem: MemoryLowering
     python_bools: set[int]  # ids of comparisons of host floats (Python bools in eager mode)
 
     def expr(self, node: ast.expr) -> Any:
@@ -101,6 +105,8 @@ class Operators:
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
         if pyop is ast.Add and _sequences(left, right):
             return left + right  # tiles gathered in a list, as an unrolled loop builds one
+        if pyop in INDEX_ARITHMETIC:
+            left, right = (self._indices(x) for x in (left, right))
         whole = [x for x in (left, right) if isinstance(x, HostTensor) and x.meta.dim()]
         if on_device([left, right], {}):
             left, right = self.operand(left), self.operand(right)
@@ -118,6 +124,9 @@ class Operators:
                 "read whole here, which does not broadcast with the other operand: index it "
                 "with tiles to read its values (`t[tile]`)"
             ) from None
+
+    def _indices(self, x: Any) -> Any:
+        return self.mem.tile_attr(x.block, "index") if isinstance(x, TileRef) else x
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         x = self.expr(node.operand)

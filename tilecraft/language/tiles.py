@@ -84,6 +84,37 @@ class Tile:
     def __len__(self) -> int:
         return self.end - self.begin
 
+    # a tile in arithmetic is its indices (`x[tile + 10]`), as in compiled code
+    def __add__(self, other: Any) -> torch.Tensor:
+        return self.index + other
+
+    def __radd__(self, other: Any) -> torch.Tensor:
+        return other + self.index
+
+    def __sub__(self, other: Any) -> torch.Tensor:
+        return self.index - other
+
+    def __rsub__(self, other: Any) -> torch.Tensor:
+        return other - self.index
+
+    def __mul__(self, other: Any) -> torch.Tensor:
+        return self.index * other
+
+    def __rmul__(self, other: Any) -> torch.Tensor:
+        return other * self.index
+
+    def __floordiv__(self, other: Any) -> torch.Tensor:
+        return self.index // other
+
+    def __rfloordiv__(self, other: Any) -> torch.Tensor:
+        return other // self.index
+
+    def __mod__(self, other: Any) -> torch.Tensor:
+        return self.index % other
+
+    def __rmod__(self, other: Any) -> torch.Tensor:
+        return other % self.index
+
     def __index__(self) -> int:
         # a tile in a shape (`torch.zeros([tile_m, 4])`, `x.reshape(tile_m, -1)`) is its
         # length, as in compiled code where it is the tile's block
