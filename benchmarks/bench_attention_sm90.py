@@ -163,7 +163,7 @@ def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: t
     dim = shape[3]
     if 2 * (consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim) > 227 * 1024:
         return dict(skipped="shared memory")
-    sm90.CONSUMERS[dim], sm90.BLOCK_N, sm90.STAGES[dim] = variant
+    sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant
     call = tilecraft_call(True, causal)
     with torch.no_grad():
         found = call(*leaves)

@@ -219,7 +219,7 @@ def test_attention_backward_through_the_gluon_forward(causal, monkeypatch) -> No
 if __name__ == "__main__":  # the compile test's own process
     dim, causal, q_rows, kv_rows, dtype, consumers = sys.argv[1:]
     flags = (flag == "True" for flag in (causal, q_rows, kv_rows))
-    sm90.CONSUMERS[int(dim)] = int(consumers)
+    sm90.CONSUMERS[int(dim), causal == "True"] = int(consumers)
     print(_compile_for_sm90(int(dim), *flags, dtype))
 
 

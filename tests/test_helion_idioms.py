@@ -17,7 +17,7 @@ from tilecraft.testing import check_modes, run_mode
 def group_scaled_mm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor, group: int):
     """out[i] = scale[i // group] * (x[i] @ w): a row tile must stay within one group."""
     m = x.size(0)
-    out = torch.empty(m, w.size(1))
+    out = torch.empty(m, w.size(1), device=x.device)
     rows = tc.register_block_size(group)
     for tm in tc.tile(m, block_size=rows):
         acc = tc.dot(x[tm, :], w[:, :], out_dtype=torch.float32)
@@ -52,7 +52,7 @@ def test_the_tuner_keeps_a_registered_maximum_too() -> None:
 
 @tc.kernel
 def window_sum(x: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-    out = torch.zeros(1)
+    out = torch.zeros(1, device=x.device)
     for t in tc.tile(x.size(0), block_size=4):
         if lo <= t.begin < hi:
             tc.atomic_add(out, [torch.zeros_like(t.index)], x[t])
@@ -112,7 +112,7 @@ def test_a_block_size_not_a_power_of_two_on_device_bounds_is_refused() -> None:
 
 @tc.kernel
 def registers_eight(q: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros(q.size(), dtype=torch.int32)
+    out = torch.zeros(q.size(), dtype=torch.int32, device=q.device)
     rows = tc.register_block_size(8)
     for tb, tm in tc.tile(q.size(), block_size=[1, rows]):
         out[tb, tm] = (tm.block_size + 0 * tm.index)[None, :]
@@ -134,7 +134,7 @@ def gate_times_up(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     each reads its half as `w[tk, s : s + tile.block_size]`."""
     m, k = x.size()
     n = w.size(1) // 2
-    out = torch.empty(m, n)
+    out = torch.empty(m, n, device=x.device)
     for tm, tn in tc.tile([m, n]):
         gate = tc.zeros([tm, tn], dtype=torch.float32)
         up = tc.zeros([tm, tn], dtype=torch.float32)
@@ -162,7 +162,7 @@ def heads_as_rows(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """dense_gdpa's shape: a one-sequence tile's heads flattened into rows of one product,
     then unflattened back (`[ts, h, tq, d] -> [ts * h, tq, d]`)."""
     b, h, m, d = q.shape
-    out = torch.empty(b, h, m, w.size(1))
+    out = torch.empty(b, h, m, w.size(1), device=q.device)
     for ts, tq in tc.tile([b, m], block_size=[1, None]):
         rows = q[ts, :, tq, :].flatten(0, 1)  # [h, tq, d]: the sequence tile holds one
         mixed = torch.matmul(rows, w[None, :, :].expand(h, d, w.size(1)))
@@ -178,7 +178,7 @@ def test_flatten_merges_a_tile_holding_one_position(batch: int, seq: int) -> Non
 
 @tc.kernel
 def flattens_a_wide_tile(q: torch.Tensor) -> torch.Tensor:
-    out = torch.empty(q.size(0) * q.size(1))
+    out = torch.empty(q.size(0) * q.size(1), device=q.device)
     for ts in tc.tile(q.size(0), block_size=2):
         out[ts.begin * q.size(1) : ts.begin * q.size(1) + 6] = q[ts, :].flatten()
     return out
@@ -279,7 +279,7 @@ def test_a_whole_host_tensor_and_broadcast_to_sizes() -> None:
 
 @tc.kernel
 def reduce_rows(x: torch.Tensor, fn: object) -> torch.Tensor:
-    out = torch.empty([x.size(0)], dtype=torch.float32)
+    out = torch.empty([x.size(0)], dtype=torch.float32, device=x.device)
     for t in tc.tile(x.size(0)):
         out[t] = fn(x[t, :], dim=-1)
     return out
@@ -294,7 +294,7 @@ def test_each_builtin_passed_as_an_argument_compiles_its_own_kernel() -> None:
 
 @tc.kernel
 def evens_counts_and_fills(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros(x.size(0), 4)
+    out = torch.zeros(x.size(0), 4, device=x.device)
     for t in tc.tile(x.size(0), block_size=4):
         evens = tc.arange(0, 8, step=2).to(torch.float32)  # 0, 2, 4, 6
         tiles = t.count + tc.zeros([t], dtype=torch.float32)  # how many tiles the loop runs
@@ -372,3 +372,17 @@ def test_a_tile_plus_an_offset_indexes_as_its_indices(
     if rows > 2:
         x[1, 2], x[2, 0] = float("nan"), float("-inf")
     check_modes(tile_offsets, (x, shift), _tile_offsets, dtype=dtype)
+
+
+@tc.kernel
+def allocates_on_the_cpu(x: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros(x.size(0))  # no device=: on the CPU
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] * 2
+    return out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a CPU tensor given to a GPU launch")
+def test_a_cpu_tensor_given_to_a_gpu_launch_is_named() -> None:
+    with pytest.raises(exc.HostCodeError, match="`out` passed to device code is on the CPU"):
+        allocates_on_the_cpu(torch.randn(5, device="cuda"))

@@ -1,12 +1,15 @@
-"""fp8 conversions under Triton's interpreter, computed from the bits.
+"""fp8 conversions as PyTorch converts, computed from the bits where Triton's differ.
 
-The interpreter rounds float -> fp8 halfway cases up (100.0 became 104 in e4m3, where
-PyTorch and the GPU round to even: 96), flushes subnormals to zero, neither saturates
-nor keeps NaN (NaN became 384, inf 256, 470 became 480, which e4m3fn cannot hold), and
-reads fp8 NaN and inf as numbers (e4m3fn's NaN as 480). There, conversions go through
-these expressions: round to nearest even on a float32's bits, subnormals by a scaled
-rounding, overflow as this PyTorch converts (e4m3fn saturates at 448 in recent
-versions, older ones give NaN from 480; e5m2 overflows to inf), NaN kept.
+Narrowing, on the GPU too: the GPU's own conversion saturates at the format's largest
+finite value (470 and inf became 448 in e4m3fn, 1e6 became 57344 in e5m2), where PyTorch
+gives NaN from 480 (e4m3fn, before versions that saturate) and inf (e5m2); ints have no
+conversion to fp8 in Triton. Under the interpreter it also rounds halfway cases up (100.0
+became 104 in e4m3, where PyTorch and the GPU round to even: 96), flushes subnormals to
+zero and loses NaN (NaN became 384, inf 256). So conversions to fp8 go through these
+expressions: round to nearest even on a float32's bits, subnormals by a scaled rounding,
+overflow as this PyTorch converts (e4m3fn saturates at 448 in recent versions, older ones
+give NaN from 480; e5m2 overflows to inf), NaN kept. Widening is the GPU's own, and under
+the interpreter (which reads fp8 NaN and inf as numbers, e4m3fn's NaN as 480) from the bits.
 """
 
 from __future__ import annotations

@@ -79,12 +79,11 @@ def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     PyTorch and the GPU do. It also misreads bfloat16 subnormals (3e-39 became 3.7e-40,
     1e-40 became 0): there, widen a bfloat16 by its bits (its bits are a float32's top half).
     Floats go to uint8 through int64, as in PyTorch (wrapping: -1.0 is 255, 300.0 is 44),
-    where the GPU's own conversion would saturate. Fp8 under the interpreter: see
-    codegen/fp8.py."""
+    where the GPU's own conversion would saturate. Fp8: see codegen/fp8.py."""
     if triton_interpret() and src in fp8.FORMATS:
         wide = fp8.widened(text, src)
         return wide if dst == torch.float32 else convert(wide, torch.float32, dst)
-    if triton_interpret() and dst in fp8.FORMATS and src != dst:
+    if dst in fp8.FORMATS and src != dst:  # the GPU's own conversion saturates: not there
         wide = text if src == torch.float32 else convert(text, src, torch.float32)
         return fp8.narrowed(wide, dst)
     if src == torch.bfloat16 and triton_interpret():

@@ -25,8 +25,12 @@ from tilecraft.nn.attention_tiles import LOG2E
 
 MIN_QUERIES = 1024  # below this the launch's host work (descriptors) is a visible share
 BLOCK_M, BLOCK_N = 64, 128  # rows per consumer warpgroup, keys per tile
-STAGES = {64: 2, 128: 3}  # ring depth by head dim (the probe's fastest; shared memory)
-CONSUMERS = {64: 2, 128: 2}  # consumer warpgroups by head dim
+# ring depth by head dim, and consumer warpgroups by head dim and causality: an H100's
+# sweep (benchmarks/RESULTS.md, seventeenth session) found 2-deep rings 1.0-1.14x 3-deep
+# ones at head dim 128, and three consumers 1.06x two at head dim 64 without a mask, 0.9x
+# with the causal one
+STAGES = {64: 2, 128: 2}
+CONSUMERS = {(64, False): 3, (64, True): 2, (128, False): 2, (128, True): 2}
 # registers per thread by the number of consumers: at launch, then each consumer's after
 # `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
 REGISTERS = {2: (168, 240), 3: (128, 160)}
@@ -169,7 +173,7 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
     ]
     plane = batch * heads * seq_q
     args = [*descs, stats, scale * LOG2E, heads, heads // kv_heads, seq_q, k.size(1), plane]
-    consumers = CONSUMERS[dim]
+    consumers = CONSUMERS[dim, causal]
     maxnreg, regs = REGISTERS[consumers]
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
                    CONSUMERS=consumers, REGS=regs, num_warps=4, maxnreg=maxnreg,

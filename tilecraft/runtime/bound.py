@@ -49,7 +49,7 @@ from tilecraft.runtime import fast_launch, guard
 from tilecraft.runtime.budget import device_limits, fits, pow2_ceil
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.errors import user_location
+from tilecraft.runtime.errors import cpu_tensor_error, user_location
 from tilecraft.runtime.heuristics import default_config, safe_config
 from tilecraft.runtime.settings import Settings
 from tilecraft.runtime.spec import closure_tensors, kernel_spec
@@ -308,18 +308,28 @@ class BoundKernel:
         try:
             result = launcher(*args)
         except Exception as e:
-            if not type(e).__module__.startswith("triton"):
+            error = self._launch_error(e, config)
+            if error is e:
                 raise
-            code = self.to_triton_code(config)
-            path = str(self.code_path(config))
-            where = user_location(e, code, path) or self.src.loc(self.src.tree)
-            raise LoweringError(
-                f"Triton failed on the generated code for `{self.src.tree.name}`"
-                f" ({type(e).__name__}: {str(e)[-600:]})",
-                where,
-            ) from e
+            raise error from (None if isinstance(error, HostCodeError) else e)
         self.launcher = launcher
         return result
+
+    def _launch_error(self, e: Exception, config: Config | None) -> Exception:
+        """What a failed first launch raises: Triton's failures and a CPU tensor given to a
+        GPU launch as tilecraft errors at the user's line, anything else as it is."""
+        if not (type(e).__module__.startswith("triton") or isinstance(e, ValueError)):
+            return e
+        code, path = self.to_triton_code(config), str(self.code_path(config))
+        cpu = cpu_tensor_error(e, code, path, self.analyze(self.resolve(config)).kernels)
+        if cpu is not None or isinstance(e, ValueError):
+            return cpu or e
+        where = user_location(e, code, path) or self.src.loc(self.src.tree)
+        return LoweringError(
+            f"Triton failed on the generated code for `{self.src.tree.name}`"
+            f" ({type(e).__name__}: {str(e)[-600:]})",
+            where,
+        )
 
     def compile_in_time(
         self, config: Config | None, args: tuple

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import linecache
 import re
+import traceback
 from types import TracebackType
+from typing import Any
 
-from tilecraft.exc import SourceLoc
+import torch
+
+from tilecraft.exc import HostCodeError, SourceLoc
 
 COMMENT = re.compile(r"^\s*# (.+):(\d+)$")
 
@@ -63,3 +67,29 @@ def _from_compile_error(error: BaseException, lines: list[str]) -> int | None:
     if first not in lines:
         return None
     return lines.index(first) + lineno
+
+
+def cpu_tensor_error(error: BaseException, code: str, path: str, kernels: list) -> Any:
+    """A HostCodeError naming the CPU tensors a launch on the GPU was given (made in host
+    code without `device=`), where Triton refused one; else None."""
+    if not (isinstance(error, ValueError) and "cannot be accessed from Triton" in str(error)):
+        return None
+    frames = [f for f, _ in traceback.walk_tb(error.__traceback__) if f.f_code.co_filename == path]
+    if not frames:
+        return None
+    frame, lines = frames[-1], code.splitlines()
+    text = lines[frame.f_lineno - 1] if 0 < frame.f_lineno <= len(lines) else ""
+    words = set(re.findall(r"\w+", text))
+    names = [
+        f"`{n}`"
+        for n, v in frame.f_locals.items()
+        if n in words and isinstance(v, torch.Tensor) and v.device.type == "cpu"
+    ]
+    loc = next((k.loc for k in kernels if f"{k.name}[" in text), None)
+    verb = "is" if len(names) < 2 else "are"
+    return HostCodeError(
+        f"{', '.join(names) or 'a tensor'} passed to device code {verb} on the CPU, and the "
+        "kernel runs on the GPU: create it on the arguments' device "
+        "(`torch.empty(..., device=x.device)`)",
+        loc,
+    )
