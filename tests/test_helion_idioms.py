@@ -3,10 +3,13 @@ flex_attention, fp8_gemm_blockwise and gdn_fwd_o): each against PyTorch in both 
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import math
 
 import pytest
 import torch
+from conftest import DEVICE
 
 import tilecraft as tc
 from tilecraft import exc
@@ -386,3 +389,88 @@ def allocates_on_the_cpu(x: torch.Tensor) -> torch.Tensor:
 def test_a_cpu_tensor_given_to_a_gpu_launch_is_named() -> None:
     with pytest.raises(exc.HostCodeError, match="`out` passed to device code is on the CPU"):
         allocates_on_the_cpu(torch.randn(5, device="cuda"))
+
+
+@dataclasses.dataclass
+class Pair:
+    a: torch.Tensor
+    b: torch.Tensor
+
+
+Named = collections.namedtuple("Named", ["a", "b"])
+
+
+@tc.kernel
+def add_held(pair: object, shift: tuple) -> torch.Tensor:
+    a, b = (pair["a"], pair["b"]) if isinstance(pair, dict) else (pair[0], pair[1])
+    out = torch.empty_like(a)
+    for t in tc.tile(a.size(0)):
+        out[t] = a[t] + b[t] * shift[0]
+    return out
+
+
+@tc.kernel
+def add_fields(pair: Pair) -> torch.Tensor:
+    out = torch.empty_like(pair.a)
+    for t in tc.tile(pair.a.size(0)):
+        out[t] = pair.a[t] + pair.b[t]
+    return out
+
+
+@pytest.mark.parametrize("box", ["list", "tuple", "dict", "namedtuple"])
+def test_tensors_and_ints_in_a_container_are_specialized_on(box: str) -> None:
+    """Tensors held in a list, tuple, dict or namedtuple argument, then others of another
+    shape or stride: each call compiles for its own (a kernel compiled for 13 elements had
+    written 27 of 40 wrong, and past the end of smaller ones); ints in a tuple too."""
+    make = {"list": list, "tuple": tuple, "namedtuple": lambda p: Named(*p)}
+    make["dict"] = lambda p: {"a": p[0], "b": p[1]}
+    for n, stride, shift in ((13, 1, 2), (40, 1, 2), (5, 1, 3), (9, 2, 3)):
+        a, b = torch.randn(n * stride, device=DEVICE)[::stride], torch.randn(n, device=DEVICE)
+        got = add_held(make[box]((a, b)), (shift, 0))
+        torch.testing.assert_close(got, a + b * shift)
+    for n in (13, 40, 5):
+        a, b = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
+        torch.testing.assert_close(add_fields(Pair(a, b)), a + b)
+
+
+@tc.kernel
+def weighted_parts(parts: tuple, scales: list) -> torch.Tensor:
+    """Tensors of a tuple argument read in device code: by position, in a loop over the
+    tuple and through `zip` (each becomes an argument of the launch)."""
+    out = torch.zeros_like(parts[0])
+    for t in tc.tile(out.size(0)):
+        acc = out[t] + parts[1][t]
+        for p, s in zip(parts, scales, strict=True):
+            acc = acc + p[t] * s
+        for p in parts:
+            acc = acc - p[t]
+        out[t] = acc
+    return out
+
+
+@pytest.mark.parametrize("n", [7, 1, 0])
+def test_tensors_of_a_tuple_read_in_device_code(n: int) -> None:
+    parts = (torch.randn(n), torch.randn(n), torch.randn(n))
+    if n > 2:
+        parts[0][2] = float("nan")
+
+    def reference(parts: tuple, scales: list) -> torch.Tensor:
+        return parts[1] + sum(p * s for p, s in zip(parts, scales, strict=True)) - sum(parts)
+
+    check_modes(weighted_parts, (parts, [1.0, 2.0, 3.0]), reference)
+
+
+BIAS = torch.ones(4)
+
+
+@tc.kernel
+def reads_a_module_tensor(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for t in tc.tile(x.size(0)):
+        out[t] = x[t] + BIAS[t]
+    return out
+
+
+def test_a_module_level_tensor_is_refused_by_name() -> None:
+    with pytest.raises(exc.UnsupportedOperation, match="`BIAS` is a tensor that device code"):
+        reads_a_module_tensor.bind((torch.randn(4),))

@@ -6,7 +6,7 @@ import ast
 import builtins
 import inspect
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import Any
 
 import torch
@@ -24,7 +24,7 @@ from tilecraft.exc import (
 from tilecraft.frontend import flow, inline, operators, scans, views
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
-from tilecraft.frontend.host_names import KEYED, HostNames
+from tilecraft.frontend.host_names import KEYED, HostNames, container_items
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
@@ -247,6 +247,8 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         obj = self.expr(node.value)
+        if isinstance(obj, torch.Tensor):
+            obj = self._reached(obj)
         if isinstance(obj, HostTensor):
             items = self._subscript(node.slice)
             return self.mem.load(obj.param, obj.meta, items, self._load_mask(obj, items))
@@ -431,6 +433,8 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
                 f"{self._named(x)} is a tile (a range of indices): use `.index` for its "
                 "indices, or `.begin`, `.end`, `.block_size`"
             )
+        if isinstance(x, torch.Tensor) and self._held(x):
+            return self.operand(self._reached(x))
         if isinstance(x, torch.Tensor):
             raise UnsupportedOperation(
                 f"{self._named(x)} is a tensor that device code cannot reach: build it in "
@@ -441,6 +445,22 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
             f"{self._named(x)} is a {type(x).__name__}, which device code cannot compute "
             "with: use numbers, 0-d tensors, tiles, or tensors indexed with tiles"
         )
+
+    def _held(self, x: torch.Tensor) -> str | None:
+        """Where host code holds tensor `x` in a list, tuple or dict (`parts[1]`: device code
+        reached it through `for p in parts`, `zip`, `enumerate`), if it does."""
+        for name, value in self.host_locals.items():
+            where = self.host_exprs.get(name, name)
+            for key, item in container_items(value) or []:
+                if item is x and where is not None and not is_dataclass(value):
+                    return f"{where}[{key!r}]"
+        return None
+
+    def _reached(self, x: torch.Tensor) -> Any:
+        """`x` as a tensor argument of the launch where host code holds it in a container;
+        else refused, naming it (a tensor device code cannot reach)."""
+        held = self._held(x)
+        return self.operand(x) if held is None else self._member(held, x)  # (operand raises)
 
     def _argument(self, x: Any) -> Any:
         """An argument of a tile op: tensors are operands; everything else passes (dims,
@@ -455,7 +475,7 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
 
     def _named(self, x: Any) -> str:
         """How an error names `x`: by the variable that holds it, where one does."""
-        for scope in (self.env, self.host_values):
+        for scope in (self.env, self.host_values, self.src.namespace):
             for name, value in scope.items():
                 if value is x:
                     return f"`{name}`"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import math
 import re
 import types
@@ -122,7 +123,8 @@ class HostNames:
         float that the specialization does not pin down is an argument of each launch, as
         a float variable is (a constant would need a new compile for each value); anything
         else a constant (`_constant`)."""
-        if not (isinstance(value, float) and self.guarding):
+        lifted = isinstance(value, torch.Tensor) or (isinstance(value, float) and self.guarding)
+        if not lifted:
             return self._constant(where, value)
         if where not in self.lifted:
             self.lifted[where] = self._lift(where, where, value)
@@ -130,3 +132,16 @@ class HostNames:
 
     def _param_name(self, name: str) -> str:
         return self.b.fresh(re.sub(r"\W", "_", name))
+
+
+def container_items(arg: Any) -> list[tuple[Any, Any]] | None:
+    """What a list, tuple (a namedtuple too), dict or dataclass argument holds, by position,
+    key or field; None for anything else. The tensors and ints in it are specialized on as
+    the arguments' own are (generated code has their shapes in it)."""
+    if isinstance(arg, (list, tuple)):
+        return list(enumerate(arg))
+    if isinstance(arg, dict):
+        return list(arg.items())
+    if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
+        return [(f.name, getattr(arg, f.name)) for f in dataclasses.fields(arg)]
+    return None

@@ -30,6 +30,7 @@ from tilecraft.frontend.host import (
     read_element,
     rewrite_host,
 )
+from tilecraft.frontend.host_names import container_items
 from tilecraft.frontend.source import KernelSource
 from tilecraft.frontend.trips import (
     MAX_VARIANTS,
@@ -431,10 +432,15 @@ def _sm_count(args: tuple) -> int:
 
 def spec_key(args: tuple) -> str:
     """The specialization as text: dtypes and shapes of tensors (and the strides of those
-    not contiguous: a transposed input is another tuning problem), values of ints."""
+    not contiguous: a transposed input is another tuning problem), values of ints, and
+    those of the lists, tuples, dicts and dataclasses given."""
     parts = []
     for a in args:
-        if isinstance(a, torch.Tensor):
+        items = container_items(a)
+        if items is not None:
+            inner = spec_key(tuple(v for _, v in items))
+            parts.append(f"{type(a).__name__}({inner})")
+        elif isinstance(a, torch.Tensor):
             parts.append(f"{str(a.dtype).removeprefix('torch.')}{list(a.shape)}{_layout(a)}")
         elif isinstance(a, (int, bool, str)) or a is None:
             parts.append(repr(a))

@@ -13,6 +13,7 @@ import torch
 
 from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
+from tilecraft.frontend.host_names import container_items
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.language.state import Sites
 from tilecraft.language.tunables import constexpr
@@ -321,6 +322,9 @@ def _arg_key(arg: Any) -> Any:
         return callable_key(arg, _arg_key)
     if isinstance(arg, types.BuiltinFunctionType):  # `torch.amax`: an op, one per builtin
         return arg
+    items = container_items(arg)
+    if items is not None:  # a list, tuple, dict or dataclass: the key of what it holds
+        return (type(arg), tuple((k, _arg_key(v)) for k, v in items))
     if isinstance(arg, constexpr):
         raise BadArgument(
             f"an argument wrapped as tc.constexpr({arg.value!r}): pass {arg.value!r} itself "
