@@ -55,7 +55,7 @@ WRONG = [
     ("a, *rest = a", False), ("a = [v * 2 for v in a]", False), ("a = {a: 1}[a]", False),
     ("a = f'{a}'", False), ("a = a if a > 0 else b", True), ("a = (n := a) + n", False),
     ("a = sum(a)", False), ("a = len(a) + a", False),
-    ("a = torch.tensor([1.0, 2.0]) + a", False), ("a = x[t, :] + x[t + 1, :]", False),
+    ("a = torch.tensor([1.0, 2.0]) + a", False), ("a = x[t, :] + x[t ** 2, :]", False),
     ("a = torch.randn(3)", False), ("import os", False), ("c = x[t, 9]", True),
     ("c = x[t, x.size(1)]", True), ("x[t, -8] = c", True),
 ]  # fmt: skip

@@ -345,6 +345,10 @@ def test_median_and_nanmedian_match_pytorch(name: str, width: int, keep: bool) -
         values, index = run_mode(middles, (x, name, keep), mode, tc.Config(block_sizes=[4]))
         torch.testing.assert_close(values, expected.values, equal_nan=True)
         rows = [r for r in range(6) if not (name == "nanmedian" and x[r].isnan().all())]
+        if x.is_cuda and name == "median":  # PyTorch's CUDA kernel picks a NaN its own way
+            nans = [r for r in rows if x[r].isnan().any()]
+            assert all(x[r].flatten()[index[r].item()].isnan() for r in nans), mode
+            rows = [r for r in rows if r not in nans]
         assert torch.equal(index[rows], expected.indices[rows]), mode
 
 

@@ -2,14 +2,15 @@
 
 Narrowing, on the GPU too: the GPU's own conversion saturates at the format's largest
 finite value (470 and inf became 448 in e4m3fn, 1e6 became 57344 in e5m2), where PyTorch
-gives NaN from 480 (e4m3fn, before versions that saturate) and inf (e5m2); ints have no
+gives NaN past 464 (e4m3fn, before versions that saturate) and inf (e5m2); ints have no
 conversion to fp8 in Triton. Under the interpreter it also rounds halfway cases up (100.0
 became 104 in e4m3, where PyTorch and the GPU round to even: 96), flushes subnormals to
 zero and loses NaN (NaN became 384, inf 256). So conversions to fp8 go through these
 expressions: round to nearest even on a float32's bits, subnormals by a scaled rounding,
-overflow as this PyTorch converts (e4m3fn saturates at 448 in recent versions, older ones
-give NaN from 480; e5m2 overflows to inf), NaN kept. Widening is the GPU's own, and under
-the interpreter (which reads fp8 NaN and inf as numbers, e4m3fn's NaN as 480) from the bits.
+overflow as this PyTorch converts (e4m3fn saturates at 448 in recent versions; older ones
+give NaN past 464, which rounds to 480; e5m2 overflows to inf), NaN kept. Widening is the
+GPU's own (through float32 to other dtypes), and under the interpreter, which reads fp8
+NaN and inf as numbers (e4m3fn's NaN as 480), from the bits.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def narrowed(x: str, dst: torch.dtype) -> str:
     sign = f"(({x}).to(tl.uint32, bitcast=True) >> 31).to(tl.int32)"
     nan = f"({a} != {a})"
     if dst == torch.float8_e4m3fn:
-        if not _e4m3_saturates():
-            nan = f"({nan} | ({a} >= 480.0))"
+        if not _e4m3_saturates():  # past 464 rounds to 480, e4m3fn's NaN there
+            nan = f"({nan} | ({a} > 464.0))"
         a = f"tl.where({a} > 448.0, 448.0, {a})"
     a = f"tl.where({nan}, 0.0, {a})"  # (no NaN cast to an int below)
     bits = f"{a}.to(tl.uint32, bitcast=True)"

@@ -80,8 +80,8 @@ def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     1e-40 became 0): there, widen a bfloat16 by its bits (its bits are a float32's top half).
     Floats go to uint8 through int64, as in PyTorch (wrapping: -1.0 is 255, 300.0 is 44),
     where the GPU's own conversion would saturate. Fp8: see codegen/fp8.py."""
-    if triton_interpret() and src in fp8.FORMATS:
-        wide = fp8.widened(text, src)
+    if src in fp8.FORMATS and src != dst:  # (Triton converts fp8 to floats only)
+        wide = fp8.widened(text, src) if triton_interpret() else f"{text}.to(tl.float32)"
         return wide if dst == torch.float32 else convert(wide, torch.float32, dst)
     if dst in fp8.FORMATS and src != dst:  # the GPU's own conversion saturates: not there
         wide = text if src == torch.float32 else convert(text, src, torch.float32)
