@@ -474,3 +474,29 @@ def reads_a_module_tensor(x: torch.Tensor) -> torch.Tensor:
 def test_a_module_level_tensor_is_refused_by_name() -> None:
     with pytest.raises(exc.UnsupportedOperation, match="`BIAS` is a tensor that device code"):
         reads_a_module_tensor.bind((torch.randn(4),))
+
+
+@tc.kernel
+def row_sums_in_one_tile(w: torch.Tensor) -> torch.Tensor:
+    """`register_block_size(least, most)` with both the row's power of two: one tile a row
+    (each row's tile overwrites its sum, so a row split in two was summed in part)."""
+    rows, d = w.shape
+    out = torch.empty([rows], dtype=torch.float32, device=w.device)
+    whole = tc.register_block_size(tc.next_power_of_2(d), tc.next_power_of_2(d))
+    for tr, td in tc.tile([rows, d], block_size=[None, whole]):
+        out[tr] = torch.sum(w[tr, td].float(), dim=-1)
+    return out
+
+
+@pytest.mark.parametrize("d", [100, 1, 33])
+def test_register_block_size_keeps_its_minimum(d: int) -> None:
+    w = torch.randn(3, d)
+    w[1, 0] = float("inf")
+    check_modes(row_sums_in_one_tile, (w,), lambda w: w.sum(-1))
+    bound = row_sums_in_one_tile.bind((w,))
+    assert bound.default_config.to_dict()["block_sizes"][0] == tc.next_power_of_2(d)
+    from tilecraft.autotune.space import ConfigSpace
+
+    space = ConfigSpace(bound.spec, bound.default_config)
+    knob = next(k for k in space.knobs if k.field == "block_sizes" and k.index == 0)
+    assert min(knob.choices) == tc.next_power_of_2(d)

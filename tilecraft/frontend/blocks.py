@@ -34,6 +34,7 @@ class BlockSpec:
     extent: int
     inner: bool
     bounded: bool = False  # a `register_block_size` maximum: sizes stay within pow2_ceil(extent)
+    least: int = 1  # a `register_block_size` minimum's power of two: sizes stay at or above it
 
 
 @dataclass
@@ -124,9 +125,11 @@ class BlockTable:
         most = high if high is not None else low
         extent = int(most) if most is not None else 1024  # (a maximum of 0: a dim of 0)
         bounded = high is not None or low is not None
-        self.tile_specs.append(BlockSpec(extent, inner=True, bounded=bounded))
+        least = _next_power_of_2(int(low)) if high is not None and low else 1
+        self.tile_specs.append(BlockSpec(extent, inner=True, bounded=bounded, least=least))
         self.registered_extents[index] = extent
-        chosen = self._chosen(index, min(32, _next_power_of_2(extent)))  # within the maximum
+        # within the maximum, at least the minimum
+        chosen = self._chosen(index, max(least, min(32, _next_power_of_2(extent))))
         self.registered.append(BlockSizeInt(chosen, index))
         return self.registered[-1]
 

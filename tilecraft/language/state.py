@@ -52,12 +52,14 @@ class EagerContext:
             for i, b in enumerate(explicit)
         ]
 
-    def next_registered(self, most: int | None = None) -> int:
+    def next_registered(self, most: int | None = None, least: int | None = None) -> int:
         """The config's value of the next `register_block_size` call; without one (the
-        kernel did not compile), the eager block size within `most`'s power of two."""
+        kernel did not compile), the eager block size within `most`'s power of two and at
+        least `least`'s."""
         if self.registered:
             return self.registered.pop(0)
-        return min(self.block_size, next_power_of_2(int(most))) if most else self.block_size
+        size = min(self.block_size, next_power_of_2(int(most))) if most else self.block_size
+        return max(size, next_power_of_2(int(least))) if least else size
 
 
 _current: contextvars.ContextVar[EagerContext | None] = contextvars.ContextVar(

@@ -89,7 +89,7 @@ def register_block_size(low: int, high: int | None = None) -> int:
         for tile_k in tc.tile(k, block_size=block_k): ...
     """
     ctx = eager_context("register_block_size")
-    return ctx.next_registered(high if high is not None else low)
+    return ctx.next_registered(high if high is not None else low, low if high else None)
 
 
 def register_tunable(name: str, fragment: Fragment) -> object:

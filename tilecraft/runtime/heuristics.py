@@ -50,7 +50,7 @@ def default_config(spec: KernelSpec) -> Config:
     else:
         sizes, warps, stages = _tile_defaults(spec), None, 3 if _has_inner(spec) else 1
     values: dict[str, Any] = {
-        "block_sizes": sizes,
+        "block_sizes": [max(s, spec.smallest_block(i)) for i, s in enumerate(sizes)],
         "reduction_loops": reduction_loops,
         "num_warps": warps,
         "num_stages": stages,

@@ -70,11 +70,13 @@ class KernelSpec:
     def smallest_block(self, i: int) -> int:
         """The smallest size worth giving block `i`: 16 for a matrix product's dims (tl.dot
         is slower below), unless `register_block_size`'s maximum is smaller (the kernel may
-        rely on it: a tile within one quantization group), then that maximum's power of 2."""
-        if i not in self.dot_blocks:
-            return 1
+        rely on it: a tile within one quantization group), then that maximum's power of 2;
+        and never below `register_block_size`'s minimum."""
         block = self.blocks[i]
-        return min(MIN_DOT_BLOCK, pow2_ceil(block.extent)) if block.bounded else MIN_DOT_BLOCK
+        if i not in self.dot_blocks:
+            return block.least
+        floor = min(MIN_DOT_BLOCK, pow2_ceil(block.extent)) if block.bounded else MIN_DOT_BLOCK
+        return max(floor, block.least)
 
     # the block_sizes index of each dim of each multi-dim tile loop (None: not tuned)
     loop_order_blocks: list[tuple[int | None, ...]] = field(default_factory=list)
