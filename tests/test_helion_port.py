@@ -86,6 +86,16 @@ def test_helion_settings_are_translated() -> None:
     assert kernel.settings.autotune_effort == "none" and not kernel.settings.print_code
     x = torch.randn(9)
     torch.testing.assert_close(kernel(x), x * 2)
+    untuned = helion.kernel(_double, use_default_config=True)
+    assert untuned.settings.autotune_effort == "none"
+
+
+def test_a_config_given_as_a_dict() -> None:
+    """Helion takes `config={"block_sizes": [...]}` too: the same as a Config."""
+    kernel = helion.kernel(_double, config={"block_sizes": [4]}, autotune_effort="none")
+    assert kernel.config == helion.Config(block_sizes=[4])
+    x = torch.randn(9)
+    torch.testing.assert_close(kernel(x), x * 2)
 
 
 @pytest.mark.parametrize(

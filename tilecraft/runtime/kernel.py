@@ -39,8 +39,8 @@ class Kernel:
         **settings: Any,
     ) -> None:
         self.fn = fn
-        self.config = config
-        self.configs = list(configs or [])
+        self.config = _as_config(config)  # a dict of fields as Helion takes one too
+        self.configs = [_as_config(c) for c in configs or []]
         # the author's measured default (partial; the heuristics fill the rest), or a
         # function of the arguments giving it: untuned calls run it, tuning starts from it
         self.default_config = default_config
@@ -332,6 +332,10 @@ def _arg_key(arg: Any) -> Any:
             "annotation is fine)"
         )
     return type(arg)
+
+
+def _as_config(config: Any) -> Any:
+    return Config(**config) if isinstance(config, dict) else config
 
 
 def _element_values(args: tuple, elements: list[Element]) -> tuple:

@@ -90,6 +90,8 @@ TRANSLATED: dict[str, Callable[[Any], dict[str, Any]]] = {
     "backend": _backend,
     "autotune_accuracy_check": _accuracy_check,
     "ref_mode": _ref_mode,
+    # the default config, untuned (on a GPU the cost model's pick where it is confident)
+    "use_default_config": lambda v: {"autotune_effort": "none"} if v else {},
 }
 
 # Helion keywords accepted with no effect here, and why.
