@@ -500,3 +500,29 @@ def test_register_block_size_keeps_its_minimum(d: int) -> None:
     space = ConfigSpace(bound.spec, bound.default_config)
     knob = next(k for k in space.knobs if k.field == "block_sizes" and k.index == 0)
     assert min(knob.choices) == tc.next_power_of_2(d)
+
+
+@tc.kernel
+def every_step(x: torch.Tensor, step: int) -> torch.Tensor:
+    """`tc.grid(begin, end, step)` as the launch, with a step per dim, and nested (the step
+    was dropped when compiled: every index was run)."""
+    out = torch.zeros_like(x)
+    for i, j in tc.grid([1, 0], x.size(), step=[step, 2]):
+        out[i, j] = x[i, j] * 2
+    for i in tc.grid(x.size(0), step=step):
+        for j in tc.grid(1, x.size(1), 3):
+            out[i, j] = out[i, j] + 100
+    return out
+
+
+def _every_step(x: torch.Tensor, step: int) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    out[1::step, ::2] = x[1::step, ::2] * 2
+    out[::step, 1::3] += 100
+    return out
+
+
+@pytest.mark.parametrize(("rows", "cols", "step"), [(7, 5, 2), (1, 1, 3), (0, 4, 2), (9, 8, 20)])
+def test_grid_steps(rows: int, cols: int, step: int) -> None:
+    x = torch.randn(rows, cols)
+    check_modes(every_step, (x, step), _every_step)

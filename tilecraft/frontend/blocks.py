@@ -65,6 +65,8 @@ class BlockTable:
     span_trends: dict[int, list[int | None]] = field(default_factory=dict)
     # each line of a `tc.tile(...)` call: its dims' block sizes (eager mode tiles the same)
     sites: Sites = field(default_factory=dict)
+    # each `tc.grid` dim with a step: its first index and step (a grid over the count)
+    grid_steps: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def snapshot(self) -> BlockTable:
         """A copy to go back to where a device loop is compiled again another way (frontend/

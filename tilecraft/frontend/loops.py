@@ -20,6 +20,7 @@ from tilecraft.exc import (
 )
 from tilecraft.frontend import flow, jagged
 from tilecraft.frontend.facts import facts_of
+from tilecraft.frontend.ops import OPS
 from tilecraft.frontend.refs import TileRef
 from tilecraft.frontend.trends import span_trend
 from tilecraft.ir.nodes import Carried, Loop, Value
@@ -175,7 +176,8 @@ class Loops:
         """The blocks a loop binds (in the user's order) and its iteration order."""
         begin, end = (args + [kwargs.get("end")])[:2] if args else (None, None)
         begins, ends = _ranges(begin, end)
-        block_size = kwargs.get("block_size", args[2] if len(args) > 2 else None)
+        third = "step" if fn is lang.grid else "block_size"
+        block_size = kwargs.get(third, args[2] if len(args) > 2 else None)
         sizes = block_size if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
         multi = isinstance(begin, (list, tuple, torch.Size))
         out = []
@@ -184,7 +186,7 @@ class Loops:
                 launch = self.table.launch_blocks
                 self.table.note_span(span_trend(lo, hi, self.b.bodies, launch))
             if fn is lang.grid:
-                blk = self.table.grid(lo, hi)
+                blk = self._stepped_grid(lo, hi, size)
             else:
                 facts = tuple(facts_of(x, self.b.bodies, self.table.blocks) for x in (lo, hi))
                 blk = self.table.tile(lo, hi, inner, size, facts)
@@ -219,7 +221,24 @@ class Loops:
             self.table.label(block, name)
 
     def _grid_index(self, block: int) -> Value:
-        return self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+        index = self.b.op("tile_begin", (block,), torch.int32, (), hint="index")
+        if block not in self.table.grid_steps:
+            return index
+        begin, step = self.table.grid_steps[block]
+        return OPS["add"](self.b, OPS["mul"](self.b, index, step), begin)
+
+    def _stepped_grid(self, begin: Any, end: Any, step: Any) -> Any:
+        """The block of a `tc.grid` dim, one with a step as a grid over its positions'
+        count (each index then `begin + i * step`)."""
+        if step is None or step == 1:
+            return self.table.grid(begin, end)
+        if type(step) is not int or step < 1:
+            raise UnsupportedSyntax(f"tc.grid's step must be a positive int, not {step!r}")
+        if not (isinstance(begin, int) and isinstance(end, int)):
+            raise UnsupportedSyntax("tc.grid with a step needs bounds known on the host")
+        block = self.table.grid(0, max(-(-(end - begin) // step), 0))
+        self.table.grid_steps[block.id] = (begin, step)
+        return block
 
 
 def check_same_shape(b: Builder, c: Carried, final: Value) -> None:

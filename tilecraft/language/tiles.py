@@ -170,8 +170,11 @@ def tile(
     return (tuple(reversed(t)) for t in itertools.product(*reversed(axes)))
 
 
-def grid(begin_or_size: Sizes, end: Sizes | None = None) -> Iterator[int] | Iterator[tuple]:
-    """Loop over a range one index at a time; as the outer loop, one program per index.
+def grid(
+    begin_or_size: Sizes, end: Sizes | None = None, step: int | Sequence[int] | None = None
+) -> Iterator[int] | Iterator[tuple]:
+    """Loop over a range one index at a time (every `step`-th); as the outer loop, one
+    program per index.
 
     Example::
 
@@ -180,9 +183,11 @@ def grid(begin_or_size: Sizes, end: Sizes | None = None) -> Iterator[int] | Iter
     """
     eager_context("grid")
     ranges = _ranges(begin_or_size, end)
+    steps = step if isinstance(step, Sequence) else [step or 1] * len(ranges)
+    axes = [range(b, e, s) for (b, e), s in zip(ranges, steps, strict=True)]
     if _is_one(begin_or_size) and (end is None or _is_one(end)):
-        return iter(range(*ranges[0]))
-    return (tuple(reversed(t)) for t in itertools.product(*(range(*r) for r in reversed(ranges))))
+        return iter(axes[0])
+    return (tuple(reversed(t)) for t in itertools.product(*reversed(axes)))
 
 
 def static_range(begin_or_end: int, end: int | None = None, step: int = 1) -> range:
