@@ -526,3 +526,24 @@ def _every_step(x: torch.Tensor, step: int) -> torch.Tensor:
 def test_grid_steps(rows: int, cols: int, step: int) -> None:
     x = torch.randn(rows, cols)
     check_modes(every_step, (x, step), _every_step)
+
+
+def _sum_and_biggest(lx, li, rx, ri):  # type: ignore[no-untyped-def]
+    return lx + rx, torch.maximum(li, ri)
+
+
+@tc.kernel
+def reduce_pairs(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`tc.reduce` of a tuple of tiles (compiled code failed on more than one operand)."""
+    sums = torch.empty([x.size(0)], device=x.device)
+    tops = torch.empty([x.size(0)], device=x.device)
+    for r in tc.tile(x.size(0)):
+        s, t = tc.reduce(_sum_and_biggest, (x[r, :], y[r, :]), dim=1, other=(0.0, -1e30))
+        sums[r], tops[r] = s, t
+    return sums, tops
+
+
+@pytest.mark.parametrize("cols", [5, 1, 17])
+def test_reduce_of_a_tuple(cols: int) -> None:
+    x, y = torch.randn(3, cols), torch.randn(3, cols)
+    check_modes(reduce_pairs, (x, y), lambda x, y: (x.sum(1), y.amax(1)))

@@ -421,7 +421,7 @@ class KernelWriter:
 
     def op_reduce(self, op: Op) -> None:
         assert op.out is not None
-        (x,) = op.args
+        x = op.args[0]  # (a user's reduction of a tuple has one per item: `reduce_by`)
         kind, axis, block = op.attrs["kind"], op.attrs["axis"], op.attrs["block"]
         compute, dims = reduce_compute(op), self.text_dims(x)
         axis -= x.type.rank - len(dims)  # a flat value has lost its leading dim
