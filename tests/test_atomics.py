@@ -6,6 +6,8 @@ several times, an extra mask and an `if` on a tile; and the values every atomic 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -362,3 +364,24 @@ def test_16_bit_float_adds_compile() -> None:
     x = torch.zeros(5, dtype=torch.float16)
     code = update_by_name.bind((x, x.clone(), "atomic_add")).to_triton_code(helion.Config())
     assert "tl.atomic_add(" in code
+
+
+@helion.kernel
+def add_into(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(out.size(0)):
+        hl.atomic_add(out, [tile], y[tile])
+    return out
+
+
+def test_a_bfloat16_atomic_under_the_interpreter_is_refused_clearly() -> None:
+    """Triton's interpreter failed with `ValueError('Unsupported data type')`; eager mode
+    and a GPU run it."""
+    y = torch.randn(5).bfloat16()
+    out = torch.zeros_like(y)
+    torch.testing.assert_close(run_mode(add_into, (out, y), "eager"), y)
+    if os.environ.get("TILECRAFT_TEST_DEVICE", "cpu") == "cpu":
+        with pytest.raises(exc.DtypeError, match="no bfloat16 atomics") as info:
+            run_mode(add_into, (out, y), "triton")
+        assert "hl.atomic_add(out, [tile], y[tile])" in str(info.value)
+    else:
+        torch.testing.assert_close(run_mode(add_into, (out, y), "triton"), y)

@@ -15,6 +15,7 @@ from tilecraft.frontend.builder import Builder
 from tilecraft.frontend.refs import HostTensor, TileRef, TileSizeInt
 from tilecraft.ir.nodes import Access, Index, Op, Param, Value, gather_dims
 from tilecraft.ir.types import Block, Dim, broadcast_dims
+from tilecraft.runtime.cpu import interpreter_set as interpreted
 
 
 class MemoryLowering:
@@ -486,5 +487,10 @@ def _check_atomic_dtype(name: str, param: Param) -> None:
     """Refuse an atomic that Triton's GPU compiler refuses for the tensor's dtype
     (`language.memory.atomic_refusal`)."""
     why = None if name == "store" else lang.memory.atomic_refusal(name, param.dtype)
+    if why is None and name != "store" and param.dtype == torch.bfloat16 and interpreted():
+        why = (
+            "Triton's interpreter has no bfloat16 atomics (NumPy has no bfloat16): run it "
+            "eagerly on the CPU (TILECRAFT_INTERPRET=1) or on a GPU"
+        )
     if why is not None:
         raise DtypeError(f"tc.{name} cannot update `{param.host_expr}` of {param.dtype}: {why}")
