@@ -385,3 +385,19 @@ def test_a_bfloat16_atomic_under_the_interpreter_is_refused_clearly() -> None:
         assert "hl.atomic_add(out, [tile], y[tile])" in str(info.value)
     else:
         torch.testing.assert_close(run_mode(add_into, (out, y), "triton"), y)
+
+
+@helion.kernel
+def add_with_sem(out: torch.Tensor, y: torch.Tensor, sem: str) -> torch.Tensor:
+    for tile in hl.tile(out.size(0)):
+        hl.atomic_add(out, [tile], y[tile], sem=sem)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["eager", "triton"])
+def test_an_unknown_sem_is_refused_in_both_modes(mode: str) -> None:
+    y = torch.randn(5)
+    torch.testing.assert_close(run_mode(add_with_sem, (torch.zeros(5), y, "relaxed"), mode), y)
+    with pytest.raises(exc.UnsupportedOperation, match="sem='ERROR'") as info:
+        run_mode(add_with_sem, (torch.zeros(5), y, "ERROR"), mode)
+    assert "hl.atomic_add(out, [tile], y[tile], sem=sem)" in str(info.value)

@@ -463,12 +463,9 @@ def _eviction_policy(policy: str | None) -> str | None:
     )
 
 
-SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
-
-
 def _sem(sem: str, name: str) -> str:
-    if sem not in SEMANTICS:
-        raise UnsupportedOperation(f"tc.{name}(sem={sem!r}): use one of {SEMANTICS}")
+    if sem not in lang.memory.SEMANTICS:
+        raise UnsupportedOperation(f"tc.{name}(sem={sem!r}): use one of {lang.memory.SEMANTICS}")
     return sem
 
 

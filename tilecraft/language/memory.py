@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from tilecraft.exc import DtypeError, SourceLoc
+from tilecraft.exc import DtypeError, SourceLoc, UnsupportedOperation
 from tilecraft.language.indexing import accumulate, eager_key, read, update, write
 from tilecraft.language.state import eager_context, user_frame
 
@@ -104,7 +104,7 @@ def atomic_add(
         tc.atomic_add(out, [tile_m], partial_sum, sem="relaxed")
         ticket = tc.atomic_add(counter, [0], 1)  # 0, 1, 2, ... one per program
     """
-    _refuse_dtype("atomic_add", tensor)
+    _refuse("atomic_add", tensor, sem)
     mask = eager_context("atomic_add").branch_mask(extra_mask)
     return accumulate(tensor, tuple(index), value, mask)
 
@@ -125,16 +125,22 @@ def atomic_refusal(name: str, dtype: torch.dtype) -> str | None:
     return None
 
 
-def _refuse_dtype(name: str, tensor: torch.Tensor) -> None:
+SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")  # an atomic's `sem=`
+
+
+def _refuse(name: str, tensor: torch.Tensor, sem: str | None) -> None:
     """Eager mode refuses what compiled code refuses (frontend/memory.py), at the user's line."""
     why = atomic_refusal(name, tensor.dtype)
+    if why is None and (sem is None or sem in SEMANTICS):
+        return
+    frame = user_frame()
+    line = frame.f_lineno
+    where = SourceLoc(
+        frame.f_code.co_filename, line, linecache.getline(frame.f_code.co_filename, line)
+    )
     if why is not None:
-        frame = user_frame()
-        line = frame.f_lineno
-        where = SourceLoc(
-            frame.f_code.co_filename, line, linecache.getline(frame.f_code.co_filename, line)
-        )
         raise DtypeError(f"tc.{name} cannot update a tensor of {tensor.dtype}: {why}", where)
+    raise UnsupportedOperation(f"tc.{name}(sem={sem!r}): use one of {SEMANTICS}", where)
 
 
 def _atomic(
@@ -146,7 +152,7 @@ def _atomic(
     sem: str | None,
     extra_mask: torch.Tensor | None,
 ) -> torch.Tensor:
-    _refuse_dtype(name, tensor)
+    _refuse(name, tensor, sem)
     mask = eager_context(name).branch_mask(extra_mask)
     return update(tensor, tuple(index), combine, mask, *operands)
 
