@@ -70,9 +70,12 @@ GELU = torch.nn.functional.gelu
 # (its exp(89) overflows), finite on one element, in compiled code and on a GPU
 HYPERBOLIC: set[Any] = {torch.sinh, torch.cosh, torch.Tensor.sinh, torch.Tensor.cosh}
 
+# topk's ties: compiled code takes the first positions (PyTorch's CPU kernel picks its own)
+TOPK: set[Any] = {torch.topk, torch.Tensor.topk}
+
 _FMODS_AND_REMAINDERS = FMODS | REMAINDERS
 _HANDLED = NUMBER_OPS | FLOOR_DIVISIONS | ROUNDED_DIVISIONS | _FMODS_AND_REMAINDERS | EXTREMA
-_HANDLED |= HYPERBOLIC | set(CLAMPS) | {GELU}
+_HANDLED |= HYPERBOLIC | set(CLAMPS) | {GELU} | TOPK
 
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
@@ -90,6 +93,8 @@ def call(func: Any, args: tuple, kwargs: dict) -> Any:
 
 
 def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
+    if func in TOPK:
+        return _first_of_ties(*args, **kwargs)
     if _widened(func, args, kwargs):
         return _in_float32(func, args, kwargs)
     if _fmod_of_floats(func, args, kwargs):
@@ -109,6 +114,14 @@ def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
         quotient = torch.true_divide(*(a.to(dtype) for a in args)).trunc()
         return args[0].copy_(quotient) if func in IN_PLACE else quotient
     return NotImplemented
+
+
+def _first_of_ties(
+    x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
+) -> Any:
+    """`torch.topk` taking the first of tied positions, as compiled code does."""
+    values, indices = torch.sort(x, dim=dim, descending=largest, stable=True)
+    return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
 
 
 def _second_of_zeros(func: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
