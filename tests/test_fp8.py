@@ -31,8 +31,9 @@ def test_narrowing_matches_pytorch(fmt: torch.dtype, source: str) -> None:
         x = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(getattr(torch, source))
     elif source == "float32":
         x = torch.cat([torch.tensor(SPECIALS), torch.randn(999) * 100])
-    else:
+    else:  # (ints within range: NaN has no int, and each machine converts it its own way)
         x = torch.arange(-600, 600, dtype=torch.int32)
+        x = x[~x.to(fmt).float().isnan()]
     check_modes(round_trip, (x, fmt), lambda x, f: x.to(f).to(x.dtype))
 
 

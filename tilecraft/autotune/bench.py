@@ -45,7 +45,7 @@ from tilecraft.exc import TilecraftError
 from tilecraft.runtime import guard
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.cpu import runs_on_cpu
+from tilecraft.runtime.cpu import runs_on_cpu, tensors_in
 from tilecraft.runtime.interpret import eager_function, run_eagerly
 
 
@@ -72,7 +72,7 @@ class Benchmarker:
     ) -> None:
         self.bound, self.args, self.timeout_s, self.meter = bound, args, timeout_s, meter
         self.phases = Phases() if phases is None else phases
-        self.on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        self.on_gpu = any(t.is_cuda for t in tensors_in(args))
         self.pool: WorkerPool | None = None
         self.dir: Path | None = None  # the workers' copies of the inputs and outputs
         self.started = time.monotonic()
@@ -387,7 +387,7 @@ def past_by(deadline: float | None, seconds: float) -> bool:
 
 def device_of(args: tuple) -> str:
     """The GPU the arguments live on ("" on the CPU), where workers make their context."""
-    return next((str(a.device) for a in args if isinstance(a, torch.Tensor) and a.is_cuda), "")
+    return next((str(t.device) for t in tensors_in(args) if t.is_cuda), "")
 
 
 def pool_kind(args: tuple) -> dict[str, Any]:

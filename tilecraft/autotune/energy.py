@@ -28,6 +28,7 @@ import torch
 from tilecraft.autotune.trial import OBJECTIVES, Trial
 from tilecraft.exc import SettingsError
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import tensors_in
 
 WINDOW_S = 0.2  # the shortest window measured: several updates of NVML's counter
 EDGE_WAIT_S = 0.15  # how long to wait for the counter to move (it updates every <= 100 ms)
@@ -178,7 +179,7 @@ def meter_from_job(spec: dict[str, Any]) -> EnergyMeter:
 def default_meter(args: Sequence[Any]) -> EnergyMeter | None:
     """NVML's meter of the GPU the arguments live on; None on a CPU, without
     `nvidia-ml-py`, or where the driver does not report energy."""
-    device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    device = next((t.device for t in tensors_in(args) if t.is_cuda), None)
     if device is None:
         return None
     index = device.index if device.index is not None else torch.cuda.current_device()

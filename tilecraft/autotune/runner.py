@@ -21,6 +21,7 @@ import torch
 from tilecraft.autotune.energy import meter_from_job
 from tilecraft.runtime.cache import remember_source
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import tensors_in
 from tilecraft.testing import REL_ERROR_LIMITS, relative_error
 
 WARMUP_MS, REP_MS = 10.0, 40.0  # a search's timing of one candidate (see `measure`)
@@ -95,7 +96,7 @@ def mismatch(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> str:
 
 
 def synchronize(args: tuple) -> None:
-    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+    if any(t.is_cuda for t in tensors_in(args)):
         torch.cuda.synchronize()
 
 
@@ -148,7 +149,7 @@ def measure(
     flushed before it, over `rep_ms` of launches after `warmup_ms` of them (hundreds of
     launches for a kernel of 10-100 us); else the wall time of `repeats` runs."""
     run_args = fresh(args)
-    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in run_args):
+    if any(t.is_cuda for t in tensors_in(run_args)):
         run = lambda: launcher(*run_args)  # noqa: E731
         try:
             return gpu_median_ms(run, device_of(run_args), warmup_ms, rep_ms)

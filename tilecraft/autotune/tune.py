@@ -45,6 +45,7 @@ from tilecraft.exc import SettingsError
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.cache import usable_dir
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import tensors_in
 from tilecraft.runtime.settings import Settings
 
 VERSION = "0.1.0"
@@ -85,9 +86,9 @@ def db_path(settings: Settings) -> Path:
 
 def hardware(args: tuple) -> str:
     """The device the arguments live on, by name."""
-    for a in args:
-        if isinstance(a, torch.Tensor) and a.is_cuda:
-            return torch.cuda.get_device_name(a.device)
+    for t in tensors_in(args):
+        if t.is_cuda:
+            return torch.cuda.get_device_name(t.device)
     return "cpu"
 
 

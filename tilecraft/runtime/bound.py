@@ -50,6 +50,7 @@ from tilecraft.runtime import fast_launch, guard
 from tilecraft.runtime.budget import device_limits, fits, pow2_ceil
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
+from tilecraft.runtime.cpu import tensors_in
 from tilecraft.runtime.errors import cpu_tensor_error, user_location
 from tilecraft.runtime.heuristics import default_config, safe_config
 from tilecraft.runtime.settings import Settings
@@ -90,7 +91,7 @@ class BoundKernel:
         self.devices = tuple(a.device if isinstance(a, torch.Tensor) else None for a in args)
         self.num_sms = _sm_count(args)
         self.cpu_mode: str | None = None  # on CPU tensors: "triton" (interpreter) or "eager"
-        tensors = [a for a in args if isinstance(a, torch.Tensor)] + closure_tensors(args)
+        tensors = tensors_in(args) + closure_tensors(args)
         self.aligned = all(t.data_ptr() % 16 == 0 for t in tensors)
         self._compiled: dict[Config, Callable[..., Any]] = {}
         self._eager_blocks: dict[Config, tuple[Sites, list[int]]] = {}

@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 import warnings
+from typing import Any
 
 import torch
 
@@ -17,9 +18,20 @@ class SlowOnCPU(UserWarning):
     """A kernel runs on CPU tensors through an interpreter: right answers, slowly."""
 
 
+def tensors_in(args: Any) -> list[torch.Tensor]:
+    """A call's tensors, those in list, tuple and dict arguments too."""
+    if isinstance(args, torch.Tensor):
+        return [args]
+    if isinstance(args, dict):
+        args = list(args.values())
+    if isinstance(args, (list, tuple)):
+        return [t for a in args for t in tensors_in(a)]
+    return []
+
+
 def runs_on_cpu(args: tuple) -> bool:
     """Whether a call's tensors are all on the CPU (where Triton can only interpret)."""
-    devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+    devices = {a.device.type for a in tensors_in(args)}
     if not devices:
         devices = {torch.get_default_device().type}
     return devices == {"cpu"}

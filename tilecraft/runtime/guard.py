@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from tilecraft.runtime.cpu import tensors_in
 from tilecraft.runtime.fast_launch import unwrap
 
 
@@ -27,7 +28,7 @@ class SlowCompileWarning(UserWarning):
 
 def needed(args: tuple) -> bool:
     """Whether a first call compiles for a device here (CPU kernels are interpreted)."""
-    return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return any(t.is_cuda for t in tensors_in(args))
 
 
 def compile_only(launcher: Callable[..., Any]) -> Callable[..., Any]:
@@ -62,7 +63,7 @@ class _Warmup:
 def precompile(launcher: Callable[..., Any], args: tuple) -> None:
     """Compile every Triton kernel `launcher` launches for `args`, running none, for the
     arguments' GPU (a new thread starts on GPU 0, and Triton compiles for the current one)."""
-    device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    device = next((t.device for t in tensors_in(args) if t.is_cuda), None)
     if device is None:
         compile_only(launcher)(*args)
         return

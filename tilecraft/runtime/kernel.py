@@ -19,7 +19,7 @@ from tilecraft.language.state import Sites
 from tilecraft.language.tunables import constexpr
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, warn_slow
+from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, tensors_in, warn_slow
 from tilecraft.runtime.interpret import run_eagerly
 from tilecraft.runtime.options import settings_from_options
 from tilecraft.runtime.settings import Settings
@@ -125,7 +125,7 @@ class Kernel:
         cached = cached_config(bound, args, self.settings)
         if cached is not None:
             return cached
-        on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        on_gpu = any(t.is_cuda for t in tensors_in(args))
         if self.settings.autotune_effort == "none":
             if on_gpu and not self.configs:  # the cost model's pick, when it is confident
                 from tilecraft.autotune.predict import untuned_config
@@ -357,7 +357,7 @@ def _wants_grad(args: tuple) -> bool:
 
 def _capturing(args: tuple) -> bool:
     """Whether a CUDA graph is being captured on the current stream (for GPU arguments)."""
-    on_gpu = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    on_gpu = any(t.is_cuda for t in tensors_in(args))
     return on_gpu and torch.cuda.is_current_stream_capturing()
 
 
