@@ -411,8 +411,8 @@ def test_a_changed_host_constant_is_an_error_not_a_stale_answer() -> None:
     assert torch.equal(offset_by_option(x, Options(2), {"factor": 3}), x + 6)
     with pytest.raises(HostCodeError, match="`options.k` was 2 and is 4"):
         offset_by_option(x, Options(4), {"factor": 3})
-    with pytest.raises(HostCodeError, match="`table\\['factor'\\]` was 3 and is 1"):
-        offset_by_option(x, Options(2), {"factor": 1})
+    # a dict argument is specialized on what it holds: another value compiles anew
+    assert torch.equal(offset_by_option(x, Options(2), {"factor": 1}), x + 2)
 
 
 @tc.kernel

@@ -322,15 +322,15 @@ def _arg_key(arg: Any) -> Any:
         return callable_key(arg, _arg_key)
     if isinstance(arg, types.BuiltinFunctionType):  # `torch.amax`: an op, one per builtin
         return arg
-    items = container_items(arg)
-    if items is not None:  # a list, tuple, dict or dataclass: the key of what it holds
-        return (type(arg), tuple((k, _arg_key(v)) for k, v in items))
     if isinstance(arg, constexpr):
         raise BadArgument(
             f"an argument wrapped as tc.constexpr({arg.value!r}): pass {arg.value!r} itself "
             "(ints, bools and strs are specialized on already; `n: tc.constexpr` as an "
             "annotation is fine)"
         )
+    items = container_items(arg)
+    if items is not None:  # a list, tuple, dict or dataclass: the key of what it holds
+        return (type(arg), tuple((k, _arg_key(v)) for k, v in items))
     return type(arg)
 
 
