@@ -547,3 +547,37 @@ def reduce_pairs(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.
 def test_reduce_of_a_tuple(cols: int) -> None:
     x, y = torch.randn(3, cols), torch.randn(3, cols)
     check_modes(reduce_pairs, (x, y), lambda x, y: (x.sum(1), y.amax(1)))
+
+
+def _running_argmax(left, right):  # type: ignore[no-untyped-def]
+    """Helion's tuple format: each side a tuple (value, index)."""
+    (lv, li), (rv, ri) = left, right
+    take = rv > lv
+    return torch.where(take, rv, lv), torch.where(take, ri, li)
+
+
+@tc.kernel
+def argmax_both_ways(x: torch.Tensor, combine: object) -> tuple[torch.Tensor, torch.Tensor]:
+    running = torch.zeros_like(x)
+    last = torch.zeros([x.size(0)], device=x.device)
+    for r in tc.tile(x.size(0)):
+        v = x[r, :]
+        where = tc.arange(x.size(1)).float()[None, :].expand_as(v)
+        _, running[r, :] = tc.associative_scan(combine, (v, where), dim=1)
+        _, last[r] = tc.reduce(_running_argmax, (v, where), dim=1)
+    return running, last
+
+
+def _argmax_both_ways(x: torch.Tensor, combine: object) -> tuple[torch.Tensor, torch.Tensor]:
+    best = torch.cummax(x, 1).values
+    firsts = [
+        [int((x[r, : c + 1] == best[r, c]).nonzero()[0]) for c in range(x.size(1))]
+        for r in range(x.size(0))
+    ]
+    return torch.tensor(firsts, dtype=x.dtype).reshape(x.shape), x.argmax(1).to(x.dtype)
+
+
+@pytest.mark.parametrize("cols", [5, 1, 19])
+def test_combine_functions_in_helions_tuple_format(cols: int) -> None:
+    x = torch.randn(3, cols)
+    check_modes(argmax_both_ways, (x, _running_argmax), _argmax_both_ways)

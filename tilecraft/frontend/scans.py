@@ -21,6 +21,7 @@ from tilecraft.ir.combine import Combine
 from tilecraft.ir.nodes import Op, Value
 from tilecraft.ir.ops import writes
 from tilecraft.ir.types import Dim, TileType
+from tilecraft.language.scans import takes_pairs
 
 if TYPE_CHECKING:
     from tilecraft.frontend.device import DeviceCompiler
@@ -124,7 +125,10 @@ def trace_combine(c: DeviceCompiler, fn: Any, computes: list[torch.dtype], what:
     ]
     b.bodies.append([])
     try:
-        result = c.call(fn, list(params), {})
+        n = len(computes)
+        pairs = n > 1 and takes_pairs(getattr(fn, "fn", fn))  # Helion's tuple format
+        args = [tuple(params[:n]), tuple(params[n:])] if pairs else list(params)
+        result = c.call(fn, args, {})
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         if len(results) != len(computes):
             raise UnsupportedOperation(

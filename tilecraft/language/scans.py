@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,8 @@ def associative_scan(
     """An inclusive scan of `input` along `dim` with an associative `combine_fn`.
 
     `combine_fn(left, right)` combines two elements (for a tuple of n tiles it takes 2n
-    arguments, the left element's then the right's, and returns n values); it is applied
+    arguments, the left element's then the right's, or two tuples of n, and returns n
+    values); it is applied
     elementwise, so it may use tile arithmetic and `torch.where`. It is compiled into a
     Triton function: it may compute only with its arguments and numbers.
 
@@ -48,7 +50,7 @@ def associative_scan(
     steps: list[tuple[Any, ...]] = [()] * n
     for i in order:
         item = tuple(t.select(dim, i) for t in inputs)
-        carry = item if carry is None else _as_tuple(combine_fn(*carry, *item))
+        carry = item if carry is None else _as_tuple(combined(combine_fn, carry, item))
         steps[i] = tuple(
             torch.as_tensor(c, dtype=t.dtype) for c, t in zip(carry, inputs, strict=True)
         )
@@ -87,7 +89,8 @@ def reduce(
         raise ValueError("tc.reduce over a dim of length 0 has no result")
     carry = tuple(t.select(axis, 0) for t in inputs)
     for i in range(1, n):
-        carry = _as_tuple(combine_fn(*carry, *(t.select(axis, i) for t in inputs)))
+        item = tuple(t.select(axis, i) for t in inputs)
+        carry = _as_tuple(combined(combine_fn, carry, item))
     outs = tuple(
         torch.as_tensor(c, dtype=t.dtype).unsqueeze(axis)
         if keep_dims
@@ -118,3 +121,22 @@ def cumprod(input: torch.Tensor, dim: int, reverse: bool = False) -> torch.Tenso
     """
     eager_context("cumprod")
     return input.flip(dim).cumprod(dim).flip(dim) if reverse else input.cumprod(dim)
+
+
+def combined(fn: Callable[..., Any], left: tuple, right: tuple) -> Any:
+    """`fn` on two elements of a tuple of tiles: `fn(*left, *right)`, or `fn(left, right)`
+    where it takes two parameters for several tiles (Helion's tuple format)."""
+    if len(left) > 1 and takes_pairs(fn):
+        return fn(tuple(left), tuple(right))
+    return fn(*left, *right)
+
+
+def takes_pairs(fn: Any) -> bool:
+    """Whether `fn` takes exactly two positional parameters (no `*args`)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    starred = any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
+    return not starred and sum(p.kind in kinds for p in params) == 2
