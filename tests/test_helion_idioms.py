@@ -581,3 +581,24 @@ def _argmax_both_ways(x: torch.Tensor, combine: object) -> tuple[torch.Tensor, t
 def test_combine_functions_in_helions_tuple_format(cols: int) -> None:
     x = torch.randn(3, cols)
     check_modes(argmax_both_ways, (x, _running_argmax), _argmax_both_ways)
+
+
+@tc.kernel
+def interleave_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """Rows interleaved with their negatives by a stack and a reshape to block sizes (int4
+    unpacking's shape): eager mode padded the wrong dim of a tile cut short."""
+    m, n = x.shape
+    out = torch.zeros(2 * m, n, device=x.device)
+    for tm, tn in tc.tile([m, n], block_size=[rows, 16]):
+        v = x[tm, tn]
+        both = torch.stack([v, -v], dim=1).reshape(tm.block_size * 2, tn.block_size)
+        out[tm.begin * 2 + tc.arange(tm.block_size * 2), tn] = both
+    return out
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "rows"), [(4, 4, 2), (2, 1, 1), (5, 7, 2), (3, 3, 1), (4, 4, 1)]
+)
+def test_a_stack_reshaped_to_block_sizes_on_a_short_tile(m: int, n: int, rows: int) -> None:
+    x = torch.randn(m, n)
+    check_modes(interleave_rows, (x, rows), lambda x, r: torch.stack([x, -x], 1).reshape(2 * m, n))

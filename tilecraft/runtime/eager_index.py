@@ -48,7 +48,7 @@ def _refused(item: int, frame: FrameType | None) -> bool:
     return type(item) is _Literal
 
 
-def _kernel_frame() -> FrameType | None:
+def kernel_frame() -> FrameType | None:
     """The eager kernel body's frame running this subscript: its namespace holds
     `_tc_literal` (a kernel of tilecraft's own too, whose file `user_frame` would skip)."""
     frame: FrameType | None = sys._getframe(1)
@@ -106,7 +106,7 @@ def computed_ints(key: Any, obj: torch.Tensor) -> Any:
         if item is Ellipsis or (isinstance(item, torch.Tensor) and item.dtype == torch.bool):
             return tuple(_as_index(k, obj.device) for k in items)  # dims not counted here
         if type(item) in _INTS and not _in_dim(item, obj, dim):
-            frame = _kernel_frame() if type(item) is not int else None
+            frame = kernel_frame() if type(item) is not int else None
             if _refused(item, frame):
                 raise _refusal(item, dim, obj.size(dim) if dim < obj.dim() else 0, frame)
             item = _as_index(item, obj.device)

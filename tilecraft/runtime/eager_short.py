@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from tilecraft.language.tiles import Tile
+from tilecraft.runtime.eager_index import kernel_frame
 
 _MARK = "_tilecraft_short"  # {result dim: block size} on a tensor read through a short tile
 
@@ -100,9 +101,23 @@ def grown_to_reshape(x: torch.Tensor, shape: list[int]) -> torch.Tensor | None:
     ways = list(_growths(list(x.shape), list(shape)))
     if not ways:
         return None
-    for dim, grow in min(ways, key=lambda way: sum(g for _, g in way)):
+    cut = _cut_tiles()
+
+    def cost(way: list[tuple[int, int]]) -> tuple[bool, int]:  # a cut tile's growth first
+        grown = {(x.shape[d], x.shape[d] + g) for d, g in way if g}
+        return (not grown <= cut, sum(g for _, g in way))
+
+    for dim, grow in min(ways, key=cost):
         x = torch.nn.functional.pad(x, [0, 0] * (x.dim() - 1 - dim) + [0, grow])
     return x.reshape(shape)
+
+
+def _cut_tiles() -> set[tuple[int, int]]:
+    """(length, block size) of each tile the kernel body holds that its loop's end cut."""
+    frame = kernel_frame()
+    values = list(frame.f_locals.values()) if frame is not None else []
+    tiles = [t for v in values for t in (v if isinstance(v, tuple) else (v,))]
+    return {(len(t), t.block_size) for t in tiles if isinstance(t, Tile) and len(t) < t.block_size}
 
 
 def _growths(sizes: list[int], shape: list[int], at: int = 0) -> Iterator[list[tuple[int, int]]]:
