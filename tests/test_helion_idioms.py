@@ -602,3 +602,26 @@ def interleave_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
 def test_a_stack_reshaped_to_block_sizes_on_a_short_tile(m: int, n: int, rows: int) -> None:
     x = torch.randn(m, n)
     check_modes(interleave_rows, (x, rows), lambda x, r: torch.stack([x, -x], 1).reshape(2 * m, n))
+
+
+@tc.kernel
+def sum_of_exps(x: torch.Tensor) -> torch.Tensor:
+    """A `register_block_size` accumulator over a row cut short at its end: compiled code
+    added exp(0) in the lanes past the row's end (a softmax's denominator too large)."""
+    m, n = x.shape
+    bn = tc.register_block_size(n)
+    out = torch.empty(m, device=x.device)
+    for tm in tc.tile(m):
+        acc = tc.zeros([tm, bn])
+        for tn in tc.tile(n, block_size=bn):
+            acc += torch.exp(x[tm, tn])
+        out[tm] = acc.sum(-1)
+    return out
+
+
+@pytest.mark.parametrize("n", [5, 13, 16, 1])
+def test_an_accumulator_keeps_the_lanes_past_its_rows_end(n: int) -> None:
+    x = torch.randn(3, n)
+    x[0, 0] = -float("inf")
+    config = tc.Config(block_sizes=[8, 4])
+    check_modes(sum_of_exps, (x,), lambda x: x.exp().sum(-1), config=config)

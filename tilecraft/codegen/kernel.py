@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from tilecraft.codegen import access, atomics, products, scans, views
-from tilecraft.codegen.common import NO_NAN, expand, is_rolled, needs_mask, reduce_compute
+from tilecraft.codegen.common import expand, is_rolled, needs_mask, reduce_compute
 from tilecraft.codegen.flat import FlatPlan, plan_flat, unflatten
 from tilecraft.codegen.grid import GridPlan, pid_lines, program_lines
 from tilecraft.codegen.rolled import RolledBody
@@ -213,8 +213,20 @@ class KernelWriter:
         for c in loop.carried:
             assert c.final is not None
             if c.final.name != c.param.name:
-                self.line(f"{c.param.name} = {self.carried_text(c.param, c.final)}")
+                text = self.live_lanes(loop, c.param, self.carried_text(c.param, c.final))
+                self.line(f"{c.param.name} = {text}")
         self.depth, self.live = outer, live
+
+    def live_lanes(self, loop: Loop, param: Value, text: str) -> str:
+        """A carried value over the loop's own tile keeps its lanes past the loop's end (a
+        `register_block_size` accumulator: `acc += exp(x[tm, tn])` had added exp(0) there,
+        lanes PyTorch does not have)."""
+        dims = self.text_dims(param)
+        for block in loop.blocks:
+            if block in dims and self.has_mask(block):
+                mask = expand(f"mask_{block}", len(dims), dims.index(block))
+                text = f"tl.where({mask}, {text}, {param.name})"
+        return text
 
     def loop_begin(self, block: Block) -> str:
         """A device loop's start, plus a zero the host passes where the loop may run once.
@@ -443,36 +455,9 @@ class KernelWriter:
             self.line(f"{op.out.name}_in = {value}")
             size = "1" if block is None else self.size(block)
             position = expand(f"tl.arange(0, {size})", len(dims), axis)
-            expr = self.nan_aware(kind, op.out.name, axis, keep, position, compute)
+            expr = scans.nan_aware(self, kind, op.out.name, axis, keep, position, compute)
         result = torch.int32 if kind.startswith("arg") else compute
         self.assign(op, self.cast_out(expr, result, op.out.type.dtype))
-
-    def nan_aware(
-        self,
-        kind: str,
-        name: str,
-        axis: int,
-        keep: str,
-        position: str,
-        compute: torch.dtype | None = None,
-    ) -> str:
-        """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
-        PyTorch does: max/min are NaN if any element is, arg* give the position of the
-        first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs, and
-        its argmax fails on a slice of NaN only, so the fold itself never sees NaN.) A
-        float32 max/min is one fold whose steps keep NaN (`max.NaN` on the GPU, as Helion
-        emits) rather than a NaN count and a fold of the rest: a reduction less per row."""
-        value = f"{name}_in"
-        if kind in ("max", "min") and compute == torch.float32:
-            return f"tl.reduce({value}, {axis}, {scans.nan_best(self, kind)}{keep})"
-        isnan = f"({value} != {value})"
-        finite = f"tl.where({isnan}, {identity(kind, torch.float32)}, {value})"
-        fold = f"{TL_REDUCE[kind]}({finite}, {axis}{keep})"
-        if kind in ("max", "min"):
-            self.line(f"{name}_nan = tl.max({isnan}.to(tl.int32), {axis}{keep}) > 0")
-            return f'tl.where({name}_nan, float("nan"), {fold})'
-        self.line(f"{name}_nan = tl.min(tl.where({isnan}, {position}, {NO_NAN}), {axis}{keep})")
-        return f"tl.where({name}_nan < {NO_NAN}, {name}_nan, {fold})"
 
     def op_scan(self, op: Op) -> None:
         scans.scan(self, op)

@@ -199,7 +199,7 @@ class RolledBody:
             expr = f"{TL_REDUCE[kind]}({acc}, {axis}{keep})"
         if kind not in ("sum", "prod") and compute.is_floating_point:
             self.w.line(f"{out.name}_in = {acc}")
-            expr = self.w.nan_aware(kind, out.name, axis, keep, "", compute)
+            expr = scans.nan_aware(self.w, kind, out.name, axis, keep, "", compute)
         self.w.line(f"{out.name} = {self.w.cast_out(expr, compute, out.type.dtype)}")
 
     def finish_arg(self, op: Op, acc: str, axis: int, keep: str) -> None:
@@ -210,7 +210,7 @@ class RolledBody:
         match = f"{acc} == {name}_best"
         if reduce_compute(op).is_floating_point:
             self.w.line(f"{name}_in = {acc}")
-            best = self.w.nan_aware(kind, name, axis, ", keep_dims=True", "")
+            best = scans.nan_aware(self.w, kind, name, axis, ", keep_dims=True", "")
             match = f"({match}) | (({acc} != {acc}) & ({name}_best != {name}_best))"
         self.w.line(f"{name}_best = {best}")
         self.w.line(f"{name} = tl.min(tl.where({match}, {name}_idx, {2**62}), {axis}{keep})")

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tilecraft.codegen.common import expand
-from tilecraft.codegen.rules import identity, tl_dtype
+from tilecraft.codegen.common import NO_NAN, expand
+from tilecraft.codegen.rules import TL_REDUCE, identity, tl_dtype
 from tilecraft.exc import LoweringError
 from tilecraft.ir.combine import Combine
 from tilecraft.ir.nodes import Op
@@ -249,3 +249,31 @@ def rand(w: KernelWriter, op: Op) -> None:
         w.assign(op, f"tl.rand({seed}, {offsets})")
     else:  # the raw 32 bits, as a signed int (what hl.randint maps into its range)
         w.assign(op, f"tl.randint({seed}, {offsets}).to(tl.int32, bitcast=True)")
+
+
+def nan_aware(
+    w: KernelWriter,
+    kind: str,
+    name: str,
+    axis: int,
+    keep: str,
+    position: str,
+    compute: torch.dtype | None = None,
+) -> str:
+    """A float max/min/argmax/argmin of `{name}_in` along `axis` that propagates NaN as
+    PyTorch does: max/min are NaN if any element is, arg* give the position of the
+    first NaN. (tl.max and tl.argmax drop NaN on the GPU; the interpreter differs, and
+    its argmax fails on a slice of NaN only, so the fold itself never sees NaN.) A
+    float32 max/min is one fold whose steps keep NaN (`max.NaN` on the GPU, as Helion
+    emits) rather than a NaN count and a fold of the rest: a reduction less per row."""
+    value = f"{name}_in"
+    if kind in ("max", "min") and compute == torch.float32:
+        return f"tl.reduce({value}, {axis}, {nan_best(w, kind)}{keep})"
+    isnan = f"({value} != {value})"
+    finite = f"tl.where({isnan}, {identity(kind, torch.float32)}, {value})"
+    fold = f"{TL_REDUCE[kind]}({finite}, {axis}{keep})"
+    if kind in ("max", "min"):
+        w.line(f"{name}_nan = tl.max({isnan}.to(tl.int32), {axis}{keep}) > 0")
+        return f'tl.where({name}_nan, float("nan"), {fold})'
+    w.line(f"{name}_nan = tl.min(tl.where({isnan}, {position}, {NO_NAN}), {axis}{keep})")
+    return f"tl.where({name}_nan < {NO_NAN}, {name}_nan, {fold})"
