@@ -625,3 +625,29 @@ def test_an_accumulator_keeps_the_lanes_past_its_rows_end(n: int) -> None:
     x[0, 0] = -float("inf")
     config = tc.Config(block_sizes=[8, 4])
     check_modes(sum_of_exps, (x,), lambda x: x.exp().sum(-1), config=config)
+
+
+@tc.kernel
+def product_of_parts(parts: tuple, width: int) -> torch.Tensor:
+    """A list of tiles built in device code: repeated, assigned by position, appended to."""
+    out = torch.empty_like(parts[0])
+    for t in tc.tile(out.size(0)):
+        cache = [tc.zeros([t])] * width
+        for i, p in enumerate(parts):
+            cache[i] = p[t]
+        grown = []
+        for p in parts:
+            grown.append(p[t] + 1)
+        out[t] = cache[0] * cache[1] + cache[width - 1] + grown[0] * grown[1]
+    return out
+
+
+@pytest.mark.parametrize("n", [5, 1, 0])
+def test_a_list_of_tiles_built_in_device_code(n: int) -> None:
+    a, b = torch.randn(n), torch.randn(n)
+
+    def reference(parts: tuple, width: int) -> torch.Tensor:
+        a, b = parts
+        return a * b + 0 + (a + 1) * (b + 1)
+
+    check_modes(product_of_parts, ((a, b), 3), reference)

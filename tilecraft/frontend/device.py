@@ -6,7 +6,7 @@ import ast
 import builtins
 import inspect
 import warnings
-from dataclasses import dataclass, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,7 +24,7 @@ from tilecraft.exc import (
 from tilecraft.frontend import flow, inline, operators, scans, views
 from tilecraft.frontend.blocks import BlockTable
 from tilecraft.frontend.builder import Builder
-from tilecraft.frontend.host_names import KEYED, HostNames, container_items
+from tilecraft.frontend.host_names import KEYED, HostNames
 from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
@@ -42,7 +42,7 @@ TENSOR_QUERIES = ("size", "shape", "dtype", "dim", "ndim", "numel", "device", "s
 NEW_TILES = ("new_zeros", "new_ones", "new_empty", "new_full")  # `w.new_zeros(n)`: a tile
 
 
-class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
+class DeviceCompiler(Loops, Whiles, PythonForms, HostNames, Operators):
     """Walks a device loop's statements, building IR with a Builder."""
 
     def __init__(
@@ -183,6 +183,9 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
                 self.assign(elt, v)
         elif isinstance(target, ast.Subscript):
             tensor = self.expr(target.value)
+            if self._device_list(tensor):  # `cache[i] = p[t]`: a list built in device code
+                tensor[self.expr(target.slice)] = value
+                return
             if not isinstance(tensor, HostTensor):
                 raise UnsupportedSyntax("only tensors from the host can be stored to")
             items = self._subscript(target.slice)
@@ -339,6 +342,8 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
             for a in args[1:]:
                 result = OPS["minimum" if fn is builtins.min else "maximum"](self.b, result, a)
             return result
+        if self._device_list(getattr(fn, "__self__", None)):  # `cache.append(p[t])`
+            return fn(*args, **kwargs)
         handler = lookup(fn)
         special = operators.builtin_call(self.b, fn, args, kwargs)
         if special is NotImplemented and handler is not None:
@@ -446,22 +451,6 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
             "with: use numbers, 0-d tensors, tiles, or tensors indexed with tiles"
         )
 
-    def _held(self, x: torch.Tensor) -> str | None:
-        """Where host code holds tensor `x` in a list, tuple or dict (`parts[1]`: device code
-        reached it through `for p in parts`, `zip`, `enumerate`), if it does."""
-        for name, value in self.host_locals.items():
-            where = self.host_exprs.get(name, name)
-            for key, item in container_items(value) or []:
-                if item is x and where is not None and not is_dataclass(value):
-                    return f"{where}[{key!r}]"
-        return None
-
-    def _reached(self, x: torch.Tensor) -> Any:
-        """`x` as a tensor argument of the launch where host code holds it in a container;
-        else refused, naming it (a tensor device code cannot reach)."""
-        held = self._held(x)
-        return self.operand(x) if held is None else self._member(held, x)  # (operand raises)
-
     def _argument(self, x: Any) -> Any:
         """An argument of a tile op: tensors are operands; everything else passes (dims,
         dtypes, flags and functions are the op's business); a complex number (`n ** 0.5` of
@@ -472,14 +461,6 @@ class DeviceCompiler(Loops, Whiles, PythonForms, Operators, HostNames):
         if isinstance(x, (list, tuple)) and any(isinstance(i, tensors) for i in x):
             return type(x)(self._argument(i) for i in x)
         return x
-
-    def _named(self, x: Any) -> str:
-        """How an error names `x`: by the variable that holds it, where one does."""
-        for scope in (self.env, self.host_values, self.src.namespace):
-            for name, value in scope.items():
-                if value is x:
-                    return f"`{name}`"
-        return "this value"
 
     def _callee(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Call):

@@ -48,6 +48,9 @@ class HostNames:
     runtime_ints: frozenset[str]
     params: list[Param]
 
+    def operand(self, x: Any) -> Any:
+        raise NotImplementedError
+
     def expr_Name(self, node: ast.Name) -> Any:
         if node.id in self.env:
             value = self.env[node.id]
@@ -129,6 +132,35 @@ class HostNames:
         if where not in self.lifted:
             self.lifted[where] = self._lift(where, where, value)
         return self.lifted[where]
+
+    def _held(self, x: torch.Tensor) -> str | None:
+        """Where host code holds tensor `x` in a list, tuple or dict (`parts[1]`: device code
+        reached it through `for p in parts`, `zip`, `enumerate`), if it does."""
+        for name, value in self.host_locals.items():
+            where = self.host_exprs.get(name, name)
+            for key, item in container_items(value) or []:
+                if item is x and where is not None and not dataclasses.is_dataclass(value):
+                    return f"{where}[{key!r}]"
+        return None
+
+    def _reached(self, x: torch.Tensor) -> Any:
+        """`x` as a tensor argument of the launch where host code holds it in a container;
+        else refused, naming it (a tensor device code cannot reach)."""
+        held = self._held(x)
+        return self.operand(x) if held is None else self._member(held, x)  # (operand raises)
+
+    def _named(self, x: Any) -> str:
+        """How an error names `x`: by the variable that holds it, where one does."""
+        for scope in (self.env, self.host_values, self.src.namespace):
+            for name, value in scope.items():
+                if value is x:
+                    return f"`{name}`"
+        return "this value"
+
+    def _device_list(self, x: Any) -> bool:
+        """Whether `x` is a list or dict built in device code (changed while compiling, as
+        Python changes it); one from host code is not the device code's to change."""
+        return type(x) in (list, dict) and id(x) not in self.opaque
 
     def _param_name(self, name: str) -> str:
         return self.b.fresh(re.sub(r"\W", "_", name))

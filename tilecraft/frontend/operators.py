@@ -105,6 +105,8 @@ class Operators:
     def binop(self, name: str, left: Any, right: Any, pyop: Any) -> Any:
         if pyop is ast.Add and _sequences(left, right):
             return left + right  # tiles gathered in a list, as an unrolled loop builds one
+        if pyop is ast.Mult and _repeated(left, right):
+            return left * right  # `[tc.zeros([t])] * g`: a list of g of them
         if pyop in INDEX_ARITHMETIC:
             left, right = (self._indices(x) for x in (left, right))
         whole = [x for x in (left, right) if isinstance(x, HostTensor) and x.meta.dim()]
@@ -247,6 +249,12 @@ def py_compare(op: ast.cmpop, left: Any, right: Any) -> bool:
 def _sequences(left: Any, right: Any) -> bool:
     """Whether `left + right` joins two lists (or two tuples), of values or not."""
     return isinstance(left, (list, tuple)) and type(left) is type(right)
+
+
+def _repeated(left: Any, right: Any) -> bool:
+    """Whether `left * right` repeats a list or tuple an int number of times."""
+    seq, n = (left, right) if isinstance(left, (list, tuple)) else (right, left)
+    return isinstance(seq, (list, tuple)) and type(n) is int
 
 
 # -- Python builtins and math functions of device values -----------------------------------
