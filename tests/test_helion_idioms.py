@@ -651,3 +651,25 @@ def test_a_list_of_tiles_built_in_device_code(n: int) -> None:
         return a * b + 0 + (a + 1) * (b + 1)
 
     check_modes(product_of_parts, ((a, b), 3), reference)
+
+
+@tc.kernel
+def _plus(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a + b
+
+
+@tc.kernel
+def totals_by_a_kernel_combine(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A combine function decorated as a kernel, as Helion allows: its function."""
+    totals = torch.empty(x.size(0), device=x.device)
+    running = torch.empty_like(x)
+    for r in tc.tile(x.size(0)):
+        totals[r] = tc.reduce(_plus, x[r, :], dim=1)
+        running[r, :] = tc.associative_scan(_plus, x[r, :], dim=1)
+    return totals, running
+
+
+@pytest.mark.parametrize("cols", [4, 1, 13])
+def test_a_combine_function_decorated_as_a_kernel(cols: int) -> None:
+    x = torch.randn(3, cols)
+    check_modes(totals_by_a_kernel_combine, (x,), lambda x: (x.sum(1), x.cumsum(1)))

@@ -81,12 +81,14 @@ def _function_node(fn: types.FunctionType, module: ast.Module) -> ast.FunctionDe
     params = list(code.co_varnames[: code.co_argcount + code.co_kwonlyargcount])
     found: list[ast.FunctionDef] = []
     for node in ast.walk(module):
-        if getattr(node, "lineno", None) != code.co_firstlineno:
-            continue
-        if isinstance(node, ast.Lambda) and code.co_name == "<lambda>":
-            found.append(_as_def(node))
-        elif isinstance(node, ast.FunctionDef) and node.name == code.co_name:
-            found.append(node)
+        if isinstance(node, ast.FunctionDef):  # (a decorated one's code starts at its first
+            # decorator's line)
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if node.name == code.co_name and first == code.co_firstlineno:
+                found.append(node)
+        elif isinstance(node, ast.Lambda) and code.co_name == "<lambda>":
+            if node.lineno == code.co_firstlineno:
+                found.append(_as_def(node))
     found = [f for f in found if [a.arg for a in (*f.args.args, *f.args.kwonlyargs)] == params]
     if len(found) != 1:
         raise UnsupportedOperation(

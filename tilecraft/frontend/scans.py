@@ -21,7 +21,7 @@ from tilecraft.ir.combine import Combine
 from tilecraft.ir.nodes import Op, Value
 from tilecraft.ir.ops import writes
 from tilecraft.ir.types import Dim, TileType
-from tilecraft.language.scans import takes_pairs
+from tilecraft.language.scans import plain_function, takes_pairs
 
 if TYPE_CHECKING:
     from tilecraft.frontend.device import DeviceCompiler
@@ -117,7 +117,7 @@ def _inputs(c: DeviceCompiler, input: Any, what: str) -> list[Value]:
 
 def trace_combine(c: DeviceCompiler, fn: Any, computes: list[torch.dtype], what: str) -> Combine:
     """`fn` compiled on 0-d values: (left..., right...) -> results, one per input."""
-    b = c.b
+    b, fn = c.b, plain_function(fn)
     params = [
         Value(TileType(d, ()), b.fresh(f"{side}{i}"))
         for side in "lr"

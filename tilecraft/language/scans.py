@@ -126,6 +126,7 @@ def cumprod(input: torch.Tensor, dim: int, reverse: bool = False) -> torch.Tenso
 def combined(fn: Callable[..., Any], left: tuple, right: tuple) -> Any:
     """`fn` on two elements of a tuple of tiles: `fn(*left, *right)`, or `fn(left, right)`
     where it takes two parameters for several tiles (Helion's tuple format)."""
+    fn = plain_function(fn)
     if len(left) > 1 and takes_pairs(fn):
         return fn(tuple(left), tuple(right))
     return fn(*left, *right)
@@ -140,3 +141,10 @@ def takes_pairs(fn: Any) -> bool:
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     starred = any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params)
     return not starred and sum(p.kind in kinds for p in params) == 2
+
+
+def plain_function(fn: Any) -> Any:
+    """A combine function decorated as a kernel (as Helion allows) is its function."""
+    from tilecraft.runtime.kernel import Kernel  # (imports the compiler, which imports this)
+
+    return fn.fn if isinstance(fn, Kernel) else fn
