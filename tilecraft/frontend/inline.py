@@ -87,8 +87,7 @@ def _function_node(fn: types.FunctionType, module: ast.Module) -> ast.FunctionDe
             if node.name == code.co_name and first == code.co_firstlineno:
                 found.append(node)
         elif isinstance(node, ast.Lambda) and code.co_name == "<lambda>":
-            if node.lineno == code.co_firstlineno:
-                found.append(_as_def(node))
+            found += [_as_def(node)] if node.lineno == code.co_firstlineno else []
     found = [f for f in found if [a.arg for a in (*f.args.args, *f.args.kwonlyargs)] == params]
     if len(found) != 1:
         raise UnsupportedOperation(
