@@ -673,3 +673,24 @@ def totals_by_a_kernel_combine(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 def test_a_combine_function_decorated_as_a_kernel(cols: int) -> None:
     x = torch.randn(3, cols)
     check_modes(totals_by_a_kernel_combine, (x,), lambda x: (x.sum(1), x.cumsum(1)))
+
+
+@tc.kernel
+def rows_plus_one(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`tc.zeros([t, next_power_of_2(n)])` meeting a whole row `x[t, :]` of n (Helion's
+    spelling): the padded dim is the row's, its lanes past n masked."""
+    out = torch.empty_like(x)
+    sums = torch.empty(x.size(0), device=x.device)
+    for t in tc.tile(x.size(0)):
+        acc = tc.zeros([t, tc.next_power_of_2(x.size(1))])
+        acc = acc + x[t, :]
+        out[t, :] = acc + 1
+        sums[t] = acc.sum(-1)
+    return out, sums
+
+
+@pytest.mark.parametrize("n", [19, 1, 32, 3])
+def test_a_row_padded_to_a_power_of_two(n: int) -> None:
+    x = torch.randn(37, n)
+    x[0, 0] = float("nan")
+    check_modes(rows_plus_one, (x,), lambda x: (x + 1, x.sum(-1)))

@@ -165,7 +165,32 @@ class Builder:
                 dims = broadcast_dims(dims, o.type.dims)
         if dims is not None:
             return operands
+        operands = self._padded_wholes(operands)
         return tuple(self._loose_ones(o) if isinstance(o, Value) else o for o in operands)
+
+    def _padded_wholes(self, operands: tuple[Operand, ...]) -> tuple[Operand, ...]:
+        """A whole dim of a power of two P meeting a whole dim of n < P that pads to it
+        (`tc.zeros([t, next_power_of_2(n)])` and `x[t, :]`, Helion's spelling): the first
+        taken as the second, whose lanes past n are masked. Neither may be looped over."""
+        values = [o for o in operands if isinstance(o, Value)]
+        wholes = {d for v in values for d in v.type.dims if d is not None}
+        wholes = {d for d in wholes if self.blocks[d].kind == "reduction"}
+        wholes = {d for d in wholes if not is_rolled(self.blocks[d])}
+        swap = {
+            d: e
+            for d in wholes
+            for e in wholes
+            if self.blocks[e].extent < self.blocks[d].extent == self.blocks[e].fixed_size
+        }
+        if not swap:
+            return operands
+        return tuple(self._retagged(o, swap) if isinstance(o, Value) else o for o in operands)
+
+    def _retagged(self, x: Value, swap: dict[int, int]) -> Value:
+        dims = tuple(None if d is None else swap.get(d, d) for d in x.type.dims)
+        if dims == x.type.dims:
+            return x
+        return self.op("reshape", (x,), x.type.dtype, dims, hint="view")
 
     def fit_to(self, x: Operand, dims: tuple[Dim, ...]) -> Operand:
         """`x` made to broadcast to `dims` as `fit_ones` makes operands broadcast together
