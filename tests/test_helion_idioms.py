@@ -424,10 +424,12 @@ def test_tensors_and_ints_in_a_container_are_specialized_on(box: str) -> None:
     written 27 of 40 wrong, and past the end of smaller ones); ints in a tuple too."""
     make = {"list": list, "tuple": tuple, "namedtuple": lambda p: Named(*p)}
     make["dict"] = lambda p: {"a": p[0], "b": p[1]}
-    for n, stride, shift in ((13, 1, 2), (40, 1, 2), (5, 1, 3), (9, 2, 3)):
+    for n, stride, shift in ((13, 1, 2), (40, 1, 2), (5, 1, 3), (9, 2, 3), (1, 1, 3), (0, 1, 3)):
         a, b = torch.randn(n * stride, device=DEVICE)[::stride], torch.randn(n, device=DEVICE)
+        if n > 2:
+            a[0], b[1] = float("nan"), float("inf")
         got = add_held(make[box]((a, b)), (shift, 0))
-        torch.testing.assert_close(got, a + b * shift)
+        torch.testing.assert_close(got, a + b * shift, equal_nan=True)
     for n in (13, 40, 5):
         a, b = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
         torch.testing.assert_close(add_fields(Pair(a, b)), a + b)
@@ -619,10 +621,11 @@ def sum_of_exps(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@pytest.mark.parametrize("n", [5, 13, 16, 1])
+@pytest.mark.parametrize("n", [5, 13, 16, 1, 0])
 def test_an_accumulator_keeps_the_lanes_past_its_rows_end(n: int) -> None:
     x = torch.randn(3, n)
-    x[0, 0] = -float("inf")
+    if n:
+        x[0, 0] = -float("inf")
     config = tc.Config(block_sizes=[8, 4])
     check_modes(sum_of_exps, (x,), lambda x: x.exp().sum(-1), config=config)
 

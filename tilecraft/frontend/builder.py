@@ -172,11 +172,10 @@ class Builder:
         """A whole dim of a power of two P meeting a whole dim of n < P that pads to it
         (`tc.zeros([t, next_power_of_2(n)])` and `x[t, :]`, Helion's spelling): the first
         taken as the second, whose lanes past n are masked. Neither may be looped over."""
-        values = [o for o in operands if isinstance(o, Value)]
-        wholes = {d for v in values for d in v.type.dims if d is not None}
-        wholes = {d for d in wholes if self.blocks[d].kind == "reduction"}
-        wholes = {d for d in wholes if not is_rolled(self.blocks[d])}
-        swap = {
+        dims = {d for o in operands if isinstance(o, Value) for d in o.type.dims}
+        wholes = [d for d in dims if d is not None and self.blocks[d].kind == "reduction"]
+        wholes = [d for d in wholes if not is_rolled(self.blocks[d])]
+        swap: dict[Dim, Dim] = {
             d: e
             for d in wholes
             for e in wholes
@@ -184,10 +183,12 @@ class Builder:
         }
         if not swap:
             return operands
-        return tuple(self._retagged(o, swap) if isinstance(o, Value) else o for o in operands)
+        return tuple(self.relabelled(o, swap) if isinstance(o, Value) else o for o in operands)
 
-    def _retagged(self, x: Value, swap: dict[int, int]) -> Value:
-        dims = tuple(None if d is None else swap.get(d, d) for d in x.type.dims)
+    def relabelled(self, x: Value, swap: dict[Dim, Dim]) -> Value:
+        """`x` with dims of the same padded size read as others (the same lanes, other
+        masks): `swap` maps each dim to the one it is read as."""
+        dims = tuple(swap.get(d, d) for d in x.type.dims)
         if dims == x.type.dims:
             return x
         return self.op("reshape", (x,), x.type.dtype, dims, hint="view")

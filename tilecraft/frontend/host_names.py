@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-import dataclasses
 import math
 import re
 import types
+from dataclasses import is_dataclass
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ from tilecraft.frontend.refs import HostTensor
 from tilecraft.frontend.source import KernelSource
 from tilecraft.ir.nodes import Param, Value
 from tilecraft.ir.types import TileType
+from tilecraft.runtime.cpu import container_items
 
 GUARDED = (bool, int, float, str)  # constants whose value the launcher can check cheaply
 UNGUARDED = (type(None), torch.dtype, torch.device, types.ModuleType, type)
@@ -139,7 +140,7 @@ class HostNames:
         for name, value in self.host_locals.items():
             where = self.host_exprs.get(name, name)
             for key, item in container_items(value) or []:
-                if item is x and where is not None and not dataclasses.is_dataclass(value):
+                if item is x and where is not None and not is_dataclass(value):
                     return f"{where}[{key!r}]"
         return None
 
@@ -164,16 +165,3 @@ class HostNames:
 
     def _param_name(self, name: str) -> str:
         return self.b.fresh(re.sub(r"\W", "_", name))
-
-
-def container_items(arg: Any) -> list[tuple[Any, Any]] | None:
-    """What a list, tuple (a namedtuple too), dict or dataclass argument holds, by position,
-    key or field; None for anything else. The tensors and ints in it are specialized on as
-    the arguments' own are (generated code has their shapes in it)."""
-    if isinstance(arg, (list, tuple)):
-        return list(enumerate(arg))
-    if isinstance(arg, dict):
-        return list(arg.items())
-    if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
-        return [(f.name, getattr(arg, f.name)) for f in dataclasses.fields(arg)]
-    return None

@@ -66,9 +66,9 @@ def _inner_dims_matched(b: Builder, a: Value, c: Value) -> tuple[Value, Value]:
         return a, c
     left, right = a.type.dims[-1], c.type.dims[-2]
     if _fixed_tile_of(b, right, left):
-        return a, _relabelled(b, c, c.type.rank - 2, left)
+        return a, b.relabelled(c, {right: left})
     if _fixed_tile_of(b, left, right):
-        return _relabelled(b, a, a.type.rank - 1, right), c
+        return b.relabelled(a, {left: right}), c
     return a, c
 
 
@@ -81,11 +81,6 @@ def _fixed_tile_of(b: Builder, tile: Any, whole: Any) -> bool:
     fixed = t.kind == "tile" and t.config_index is None and not t.dynamic
     whole_dim = w.kind == "reduction" and not w.dynamic and w.fixed_size == w.extent
     return fixed and whole_dim and t.fixed_size == w.extent
-
-
-def _relabelled(b: Builder, x: Value, axis: int, dim: Any) -> Value:
-    dims = (*x.type.dims[:axis], dim, *x.type.dims[axis + 1 :])
-    return b.op("reshape", (x,), x.type.dtype, dims, hint="view")
 
 
 def _dot_operands(b: Builder, a: Value, c: Value) -> tuple[Value, Value]:

@@ -30,7 +30,6 @@ from tilecraft.frontend.host import (
     read_element,
     rewrite_host,
 )
-from tilecraft.frontend.host_names import container_items
 from tilecraft.frontend.source import KernelSource
 from tilecraft.frontend.trips import (
     MAX_VARIANTS,
@@ -50,7 +49,7 @@ from tilecraft.runtime import fast_launch, guard
 from tilecraft.runtime.budget import device_limits, fits, pow2_ceil
 from tilecraft.runtime.cache import digest, remember_source, write_module
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.cpu import tensors_in
+from tilecraft.runtime.cpu import container_items, tensors_in
 from tilecraft.runtime.errors import cpu_tensor_error, user_location
 from tilecraft.runtime.heuristics import default_config, safe_config
 from tilecraft.runtime.settings import Settings
@@ -131,11 +130,10 @@ class BoundKernel:
         reached: list[list[tuple[int, str]] | None] = []
         for i, loop in enumerate(self.loops):
             trips = captured.get(i)
-            variants = self._compile_loop(i, loop, trips, table) if trips else []
-            reached.append([(len(kernels) + j, key) for j, (_, key) in enumerate(variants)])
-            kernels += [verify(kernel) for kernel, _ in variants]
-            if not trips:
-                reached[-1] = None
+            compiled = self._compile_loop(i, loop, trips, table) if trips else []
+            first = len(kernels)
+            reached.append([(first + j, test) for j, (_, test) in enumerate(compiled)] or None)
+            kernels += [verify(kernel) for kernel, _ in compiled]
         return Analysis(kernels, table, tunables, config, reached)
 
     def _compile_loop(
@@ -152,10 +150,9 @@ class BoundKernel:
         try:
             return [(self._compile_trips(loop, trips, table, name, ints), "")]
         except TilecraftError as e:
-            names = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)}
-            groups = variants(trips, names) if saved else []
+            groups = variants(trips, {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)})
             tests = [condition(key) for key, _ in groups]
-            if saved is None or len(groups) < 2 or len(groups) > MAX_VARIANTS or None in tests:
+            if saved is None or not 2 <= len(groups) <= MAX_VARIANTS or None in tests:
                 raise explain(e, ints, len(groups)) from None
         table.restore(saved)
         return [

@@ -3,6 +3,7 @@ interpreter where it can run them, else eagerly in PyTorch, and say once that it
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -19,14 +20,23 @@ class SlowOnCPU(UserWarning):
 
 
 def tensors_in(args: Any) -> list[torch.Tensor]:
-    """A call's tensors, those in list, tuple and dict arguments too."""
+    """A call's tensors, those its list, tuple, dict and dataclass arguments hold too."""
     if isinstance(args, torch.Tensor):
         return [args]
-    if isinstance(args, dict):
-        args = list(args.values())
-    if isinstance(args, (list, tuple)):
-        return [t for a in args for t in tensors_in(a)]
-    return []
+    return [t for _, a in container_items(args) or [] for t in tensors_in(a)]
+
+
+def container_items(arg: Any) -> list[tuple[Any, Any]] | None:
+    """What a list, tuple (a namedtuple too), dict or dataclass argument holds, by position,
+    key or field; None for anything else. The tensors and ints in it are specialized on as
+    the arguments' own are (generated code has their shapes in it)."""
+    if isinstance(arg, (list, tuple)):
+        return list(enumerate(arg))
+    if isinstance(arg, dict):
+        return list(arg.items())
+    if dataclasses.is_dataclass(arg) and not isinstance(arg, type):
+        return [(f.name, getattr(arg, f.name)) for f in dataclasses.fields(arg)]
+    return None
 
 
 def runs_on_cpu(args: tuple) -> bool:

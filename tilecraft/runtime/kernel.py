@@ -13,13 +13,12 @@ import torch
 
 from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
-from tilecraft.frontend.host_names import container_items
 from tilecraft.frontend.source import KernelSource, read_source
 from tilecraft.language.state import Sites
 from tilecraft.language.tunables import constexpr
 from tilecraft.runtime.bound import BoundKernel
 from tilecraft.runtime.config import Config
-from tilecraft.runtime.cpu import cpu_mode, runs_on_cpu, tensors_in, warn_slow
+from tilecraft.runtime.cpu import container_items, cpu_mode, runs_on_cpu, tensors_in, warn_slow
 from tilecraft.runtime.interpret import run_eagerly
 from tilecraft.runtime.options import settings_from_options
 from tilecraft.runtime.settings import Settings
