@@ -67,6 +67,7 @@ SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
 SMOKE_SHAPES = [(1, 1, 19, 16)]
 TMA = "tensor_descriptor"  # the `indexing` of the reads (pointers otherwise)
 DEFAULT = "default"  # the kernel's default config for the case: what an untuned call runs
+ATOMIC = {"atomic_dq": True, "l2_groupings": [4, 4]}  # the backward's single pass (below)
 # forward: (block_m, block_n, warps, stages, indexing); the first is kept when time runs out
 FORWARD = [DEFAULT, (128, 64, 4, 3, TMA), (128, 64, 4, 3, None), (128, 128, 8, 3, TMA)]
 FORWARD += [(128, 128, 8, 3, None), (128, 64, 8, 3, TMA), (64, 64, 4, 3, None)]
@@ -87,7 +88,7 @@ SPECIALIZED = {"range_warp_specializes": [True, True]}
 # (on the H200 with Triton 3.6 it timed as without it at 8 warps; 4 failed to compile)
 FORWARD += [(128, 128, 8, 3, TMA, SPECIALIZED)]
 SMOKE_FORWARD = [DEFAULT, (16, 16, 4, 1, TMA), (16, 16, 4, 1, TMA, SPECIALIZED)]
-SMOKE_BACKWARD = [DEFAULT, (16, 16, 16, 16, 4, 1, TMA)]
+SMOKE_BACKWARD = [DEFAULT, (16, 16, 16, 16, 4, 1, TMA), (16, 16, 16, 16, 4, 1, TMA, ATOMIC)]
 # causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
 # wave then mixes a head's light (early) and heavy (late) query tiles, which balances the
 # load differently from the default (all heads' first tiles first, the heaviest last)
@@ -107,9 +108,15 @@ CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 2, TMA, {"reversed_launches": [True, Fal
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 3, TMA, {"reversed_launches": [True, False]})]
 # the backward's fastest configs of the earlier runs, and longer key tiles for dK/dV
 # (`--backward-only` sweeps these)
-BACKWARD_BEST = [DEFAULT, (64, 64, 64, 64, 4, 2, TMA), (64, 64, 64, 64, 4, 3, TMA)]
-BACKWARD_BEST += [(128, 32, 64, 64, 4, 3, TMA), (128, 64, 64, 64, 4, 2, TMA)]
-BACKWARD_BEST += [(128, 32, 128, 32, 4, 3, TMA), (128, 64, 128, 64, 8, 2, TMA)]
+BACKWARD_BEST = [DEFAULT, (64, 64, 64, 64, 4, 2, TMA), (128, 32, 64, 64, 4, 3, TMA)]
+# the single pass (`atomic_dq`): dK/dV's programs add dQ up (TMA reductions, or pointer
+# atomics without TMA); the dQ tiles then size only the delta pass. Longer key tiles halve
+# dQ's additions.
+BACKWARD_BEST += [(64, 64, 64, 64, 4, 2, TMA, ATOMIC), (64, 64, 64, 64, 4, 3, TMA, ATOMIC)]
+BACKWARD_BEST += [(128, 64, 64, 64, 8, 2, TMA, ATOMIC), (128, 32, 64, 64, 4, 3, TMA, ATOMIC)]
+BACKWARD_BEST += [(128, 64, 64, 64, 8, 3, TMA, ATOMIC), (64, 64, 64, 64, 8, 2, TMA, ATOMIC)]
+BACKWARD_BEST += [(64, 64, 64, 64, 4, 2, None, ATOMIC), (128, 128, 64, 64, 8, 2, TMA, ATOMIC)]
+BACKWARD_BEST += [(64, 32, 64, 64, 4, 3, TMA, ATOMIC), (128, 32, 64, 64, 8, 3, TMA, ATOMIC)]
 CAUSAL_BACKWARD_BEST = CAUSAL_BACKWARD[-1:]
 SMOKE_CAUSAL_FORWARD += [(16, 16, 4, 1, TMA, REVERSED)]
 # Helion's style of flash attention (benchmarks/helion_kernels.py, one source) run by
@@ -500,8 +507,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace) -> list[dict]:
-    """Every case; configs beyond the first of each list only while the budget lasts."""
+def run(args: argparse.Namespace, save: Callable[[list], None] = lambda rows: None) -> list[dict]:
+    """Every case; configs beyond the first of each list only while the budget lasts. The
+    rows so far go to `save` after each case (a run cut short keeps them)."""
     smoke = args.device == "cpu"
     shapes = SMOKE_SHAPES if smoke else SHAPES
     if args.shapes:
@@ -526,6 +534,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             row = run_case(shape, causal, args, *lists)
             row["swept"] = not late
             rows.append(row)
+            save(rows)
             print(f"{shape} causal={causal}: {row.get('tflops')} ({spent:.0f} s)", flush=True)
     return rows
 
@@ -551,10 +560,15 @@ def main(argv: Sequence[str] | None = None) -> dict:
     args = parse(argv)
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # read when generated code is loaded
-    data = {"environment": environment(args), "results": run(args)}
-    print(markdown(data["results"]))
+    data: dict[str, Any] = {"environment": environment(args), "results": []}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2) + "\n")
+
+    def save(rows: list) -> None:
+        data["results"] = rows
+        args.out.write_text(json.dumps(data, indent=2) + "\n")
+
+    save(run(args, save))
+    print(markdown(data["results"]))
     print(f"wrote {args.out}")
     return data
 
