@@ -144,6 +144,8 @@ def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Co
     kv_n, kv_m, q_m, q_n, warps, stages, indexing, *more = entry
     loops = 2 if causal else 1
     blocks = [q_m, *[q_n] * loops, kv_n, *[kv_m] * (group * loops)]
+    if any(extra.get("atomic_dq") for extra in more):  # the single pass: no dQ key loops
+        blocks, count = [q_m, kv_n, *[kv_m] * (group * loops)], count - loops
     blocks = (blocks + [blocks[-1]] * count)[:count]  # should the kernel's layout change
     extra = {"indexing": indexing} if indexing else {}
     extra.update(*more)
