@@ -67,7 +67,6 @@ SHAPES = [(4, 16, 4096, 128), (8, 32, 2048, 64), (1, 16, 16384, 128)]
 SMOKE_SHAPES = [(1, 1, 19, 16)]
 TMA = "tensor_descriptor"  # the `indexing` of the reads (pointers otherwise)
 DEFAULT = "default"  # the kernel's default config for the case: what an untuned call runs
-ATOMIC = {"atomic_dq": True, "l2_groupings": [4, 4]}  # the backward's single pass (below)
 # forward: (block_m, block_n, warps, stages, indexing); the first is kept when time runs out
 FORWARD = [DEFAULT, (128, 64, 4, 3, TMA), (128, 64, 4, 3, None), (128, 128, 8, 3, TMA)]
 FORWARD += [(128, 128, 8, 3, None), (128, 64, 8, 3, TMA), (64, 64, 4, 3, None)]
@@ -88,7 +87,7 @@ SPECIALIZED = {"range_warp_specializes": [True, True]}
 # (on the H200 with Triton 3.6 it timed as without it at 8 warps; 4 failed to compile)
 FORWARD += [(128, 128, 8, 3, TMA, SPECIALIZED)]
 SMOKE_FORWARD = [DEFAULT, (16, 16, 4, 1, TMA), (16, 16, 4, 1, TMA, SPECIALIZED)]
-SMOKE_BACKWARD = [DEFAULT, (16, 16, 16, 16, 4, 1, TMA), (16, 16, 16, 16, 4, 1, TMA, ATOMIC)]
+SMOKE_BACKWARD = [DEFAULT, (16, 16, 16, 16, 4, 1, TMA)]
 # causal cases also try the query tiles' programs launched fastest (`loop_orders`): each
 # wave then mixes a head's light (early) and heavy (late) query tiles, which balances the
 # load differently from the default (all heads' first tiles first, the heaviest last)
@@ -108,15 +107,9 @@ CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 2, TMA, {"reversed_launches": [True, Fal
 CAUSAL_BACKWARD += [(64, 64, 64, 64, 4, 3, TMA, {"reversed_launches": [True, False]})]
 # the backward's fastest configs of the earlier runs, and longer key tiles for dK/dV
 # (`--backward-only` sweeps these)
-BACKWARD_BEST = [DEFAULT, (64, 64, 64, 64, 4, 2, TMA), (128, 32, 64, 64, 4, 3, TMA)]
-# the single pass (`atomic_dq`): dK/dV's programs add dQ up (TMA reductions, or pointer
-# atomics without TMA); the dQ tiles then size only the delta pass. Longer key tiles halve
-# dQ's additions.
-BACKWARD_BEST += [(64, 64, 64, 64, 4, 2, TMA, ATOMIC), (64, 64, 64, 64, 4, 3, TMA, ATOMIC)]
-BACKWARD_BEST += [(128, 64, 64, 64, 8, 2, TMA, ATOMIC), (128, 32, 64, 64, 4, 3, TMA, ATOMIC)]
-BACKWARD_BEST += [(128, 64, 64, 64, 8, 3, TMA, ATOMIC), (64, 64, 64, 64, 8, 2, TMA, ATOMIC)]
-BACKWARD_BEST += [(64, 64, 64, 64, 4, 2, None, ATOMIC), (128, 128, 64, 64, 8, 2, TMA, ATOMIC)]
-BACKWARD_BEST += [(64, 32, 64, 64, 4, 3, TMA, ATOMIC), (128, 32, 64, 64, 8, 3, TMA, ATOMIC)]
+BACKWARD_BEST = [DEFAULT, (64, 64, 64, 64, 4, 2, TMA), (64, 64, 64, 64, 4, 3, TMA)]
+BACKWARD_BEST += [(128, 32, 64, 64, 4, 3, TMA), (128, 64, 64, 64, 4, 2, TMA)]
+BACKWARD_BEST += [(128, 32, 128, 32, 4, 3, TMA), (128, 64, 128, 64, 8, 2, TMA)]
 CAUSAL_BACKWARD_BEST = CAUSAL_BACKWARD[-1:]
 SMOKE_CAUSAL_FORWARD += [(16, 16, 4, 1, TMA, REVERSED)]
 # Helion's style of flash attention (benchmarks/helion_kernels.py, one source) run by
@@ -144,8 +137,6 @@ def backward_config(entry: tuple, group: int, causal: bool, count: int) -> tc.Co
     kv_n, kv_m, q_m, q_n, warps, stages, indexing, *more = entry
     loops = 2 if causal else 1
     blocks = [q_m, *[q_n] * loops, kv_n, *[kv_m] * (group * loops)]
-    if any(extra.get("atomic_dq") for extra in more):  # the single pass: no dQ key loops
-        blocks, count = [q_m, kv_n, *[kv_m] * (group * loops)], count - loops
     blocks = (blocks + [blocks[-1]] * count)[:count]  # should the kernel's layout change
     extra = {"indexing": indexing} if indexing else {}
     extra.update(*more)

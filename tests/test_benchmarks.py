@@ -144,10 +144,6 @@ def test_bench_attention_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         if t["fields"].get("reversed_launches") == [True]
     ]
     assert reversed_trials and reversed_trials[0]["rel_err"] < 1e-4  # longest programs first
-    for row in data["results"]:  # the backward's single pass (dQ added up by dK/dV's)
-        trials = row["tilecraft"]["backward"]["trials"]
-        single = [t for t in trials if t["fields"].get("atomic_dq")]
-        assert single and single[0]["rel_err"] < 1e-4
     table = script.markdown(data["results"])
     assert table.count("\n") == 3 and "Helion fwd" in table and "default fwd" in table
 

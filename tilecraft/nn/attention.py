@@ -51,7 +51,6 @@ from typing import Any
 import torch
 
 import tilecraft as tc
-from tilecraft.language.tunables import Choice
 from tilecraft.nn import attention_sm90
 from tilecraft.nn.attention_tiles import (
     LOG2E,
@@ -213,12 +212,10 @@ def _key_program(
 ) -> None:
     """One program of the dK, dV pass: key tile `tile_n` of the (batch * kv_heads) row
     `tile_kv`, summed over the queries of every head that reads it, stored into `outs`
-    (dK, dV, and in the single pass the float32 dQ rows and dBias, else None). `ins` holds
-    the key, value, query, output-gradient, bias (None without one), row statistics (a
-    pair) and delta rows, `sizes` (heads, kv_heads, queries, head_dim), `flags` what
-    `_mask` takes."""
+    (dK, dV). `ins` holds the key, value, query, output-gradient, bias (None without one),
+    row statistics (a pair) and delta rows, `sizes` (heads, kv_heads, queries, head_dim),
+    `flags` what `_mask` takes."""
     k_rows, v_rows, q_rows, do_rows, bias_rows, stats, delta = ins
-    dk, dv, dq_rows, grad_bias = outs
     heads, kv_heads, m, head_dim = sizes
     causal, window = flags
     key = _read(k_rows, _own(k_rows, tile_kv), tile_n)
@@ -237,21 +234,24 @@ def _key_program(
     for g in range(heads // kv_heads):
         if heads == kv_heads:
             rows = (_own(q_rows, tile_kv), _own(do_rows, tile_kv))
-            dq_row = tile_kv  # dQ's rows are flat: a plain block
         else:  # query head g of the kv head's group, gathered
             q_row = _q_rows(tile_kv.index, heads, kv_heads, g)
             rows = (q_row, q_row)
-            dq_row = q_row
-        sink = None if dq_rows is None else (dq_rows, dq_row, grad_bias, scale)
-        step = (key, value, reads, rows, tile_n, qk_scale, sink)
         for tile_m in tc.tile(start, diagonal_end):
-            dk_acc, dv_acc = _add_key_grads(dk_acc, dv_acc, tile_m, step, *flags)
+            dk_acc, dv_acc = _add_key_grads(
+                dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
+            )
         if causal:  # the queries past the key tile (within the window), unmasked
             for tile_m in tc.tile(diagonal_end, full_end):
-                dk_acc, dv_acc = _add_key_grads(dk_acc, dv_acc, tile_m, step, False, 0)
+                dk_acc, dv_acc = _add_key_grads(
+                    dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, False, 0
+                )
             if window > 0:  # the window's edge: masked
                 for tile_m in tc.tile(full_end, stop):
-                    dk_acc, dv_acc = _add_key_grads(dk_acc, dv_acc, tile_m, step, *flags)
+                    dk_acc, dv_acc = _add_key_grads(
+                        dk_acc, dv_acc, key, value, reads, rows, tile_m, tile_n, qk_scale, *flags
+                    )
+    dk, dv = outs
     dk[tile_kv, tile_n, :] = (dk_acc * scale).to(dk.dtype)[None, :, :]
     dv[tile_kv, tile_n, :] = dv_acc.to(dv.dtype)[None, :, :]
 
@@ -266,35 +266,22 @@ def _query_program(
     scale: float,
     *flags: Any,
 ) -> None:
-    """One program of the dQ pass: query tile `tile_m` of the (batch * heads) row `tile_bh`
-    stores its rows' `delta = rowsum(dO * O)`, the softmax backward's per-row term, for the
-    dK, dV pass into `outs` (delta, dBias or None, and dQ, None in the single pass, where
-    the dK, dV pass adds dQ up), then dQ over the key tiles it attends to (`_query_grad`).
-    `ins` holds the query, output-gradient, output, row statistics, key, bias (None
-    without one) and value rows, `sizes` as `_key_program` takes them (with the keys for
-    the queries), `flags` what `_mask` takes."""
-    do_rows, o_rows = ins[1], ins[2]
-    d_o = _read(do_rows, _own(do_rows, tile_bh), tile_m)
-    o = _read(o_rows, _own(o_rows, tile_bh), tile_m)
-    row_delta = torch.sum(d_o.to(torch.float32) * o.to(torch.float32), -1)
-    outs[0][tile_bh, tile_m] = row_delta[None, :]
-    if outs[2] is not None:
-        terms = (d_o, row_delta, qk_scale, scale)
-        _query_grad(tile_bh, tile_m, ins, outs, sizes, terms, *flags)
-
-
-def _query_grad(
-    tile_bh: Any, tile_m: Any, ins: tuple, outs: tuple, sizes: tuple, terms: tuple, *flags: Any
-) -> None:
-    """The dQ of `_query_program`'s tile, over the key tiles it attends to; `terms`: its
-    output-gradient tile and delta, the base-2 and the plain softmax scales."""
-    q_rows, _, _, stats, k_rows, bias_rows, v_rows = ins
-    _, grad_bias, dq = outs
+    """One program of the dQ pass: query tile `tile_m` of the (batch * heads) row `tile_bh`,
+    over the key tiles it attends to, stored into `outs` (delta, dBias, None without a bias,
+    and dQ). `ins` holds the query, output-gradient, output, row statistics, key, bias (None
+    without one) and value rows, `sizes` as `_key_program` takes them (with the keys for the
+    queries), `flags` what `_mask` takes. The tile's `delta = rowsum(dO * O)`, the softmax
+    backward's per-row term, is computed here and stored for the dK, dV pass."""
+    q_rows, do_rows, o_rows, stats, k_rows, bias_rows, v_rows = ins
+    delta, grad_bias, dq = outs
     heads, kv_heads, n, head_dim = sizes
-    d_o, row_delta, qk_scale, scale = terms
     causal, window = flags
     kv = _kv_of((k_rows, v_rows), tile_bh, heads, kv_heads)
     query = _read(q_rows, _own(q_rows, tile_bh), tile_m)
+    d_o = _read(do_rows, _own(do_rows, tile_bh), tile_m)
+    o = _read(o_rows, _own(o_rows, tile_bh), tile_m)
+    row_delta = torch.sum(d_o.to(torch.float32) * o.to(torch.float32), -1)
+    delta[tile_bh, tile_m] = row_delta[None, :]
     row_max, row_log_sum = _row_stats(stats, tile_bh, tile_m)
     terms = (row_max, row_log_sum, row_delta)
     reads = (k_rows, bias_rows, v_rows, grad_bias)
@@ -355,11 +342,7 @@ def attention_backward(
     else:
         grad_bias = torch.empty([0], dtype=torch.float32, device=q.device)
     delta = torch.empty([batch * heads, m], dtype=torch.float32, device=q.device)
-    # the single pass: dK, dV's programs add dQ up in float32 (and store dBias)
-    single = tc.register_tunable("atomic_dq", Choice(False, True))
-    rows = [batch * heads, m, head_dim]
-    dq = torch.empty([0] if single else rows, dtype=q.dtype, device=q.device)
-    dq_sum = torch.zeros(rows if single else [0], dtype=torch.float32, device=q.device)
+    dq = torch.empty([batch * heads, m, head_dim], dtype=q.dtype, device=q.device)
     dk = torch.empty([batch * kv_heads, n, head_dim], dtype=k.dtype, device=k.device)
     dv = torch.empty([batch * kv_heads, n, head_dim], dtype=v.dtype, device=v.device)
     qk_scale = scale * LOG2E
@@ -368,7 +351,7 @@ def attention_backward(
         q_pair, do_pair, o_pair = (q_rows, q_parts), (do_rows, do_parts), (o_rows, o_parts)
         k_pair, v_pair = (k_rows, k_parts), (v_rows, v_parts)
         query_ins = (q_pair, do_pair, o_pair, (max_rows, log_sum_rows), k_pair, bias_rows, v_pair)
-        outs = (delta, grad_bias if has_bias else None, None if single else dq)
+        outs = (delta, grad_bias if has_bias else None, dq)
         sizes = (heads, kv_heads, n, head_dim)
         _query_program(tile_bh, tile_m, query_ins, outs, sizes, qk_scale, scale, causal, window)
     # dK, dV: a program per key tile sums over the queries of every head that reads it
@@ -377,10 +360,8 @@ def attention_backward(
         q_pair, do_pair = (q_rows, q_parts), (do_rows, do_parts)
         key_ins = (k_pair, v_pair, q_pair, do_pair, bias_rows, (max_rows, log_sum_rows), delta)
         sizes = (heads, kv_heads, m, head_dim)
-        key_outs = (dk, dv, dq_sum if single else None, grad_bias if has_bias else None)
-        _key_program(tile_kv, tile_n, key_ins, key_outs, sizes, qk_scale, scale, causal, window)
+        _key_program(tile_kv, tile_n, key_ins, (dk, dv), sizes, qk_scale, scale, causal, window)
     grad_bias = grad_bias.view(bias.size()) if has_bias else grad_bias
-    dq = dq_sum.to(q.dtype) if single else dq
     return dq.view(q.size()), dk.view(k.size()), dv.view(v.size()), grad_bias
 
 

@@ -15,8 +15,6 @@ from typing import Any
 
 import torch
 
-import tilecraft as tc
-
 LOG2E = 1.4426950408889634
 FLOAT32_MAX = torch.finfo(torch.float32).max
 
@@ -205,26 +203,32 @@ def _key_grads(
     row_max: torch.Tensor,
     row_log_sum: torch.Tensor,
     row_delta: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A key tile's dK and dV sums after one more query tile (dK not yet scaled), and the
-    scores' gradient ([keys, queries]), from the scores transposed (`_key_scores`)."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A key tile's dK and dV sums after one more query tile (dK not yet scaled), from
+    the scores transposed ([keys, queries], `_key_scores`)."""
     p = _probabilities(scores, row_max[None, :], row_log_sum[None, :])
     dv_acc = torch.addmm(dv_acc, p.to(d_o.dtype), d_o)
     ds = p * (torch.mm(value, d_o.T, torch.float32) - row_delta[None, :])
-    return torch.addmm(dk_acc, ds.to(query.dtype), query), dv_acc, ds
+    return torch.addmm(dk_acc, ds.to(query.dtype), query), dv_acc
 
 
 def _add_key_grads(
-    dk_acc: torch.Tensor, dv_acc: torch.Tensor, tile_m: Any, step: tuple, *flags: Any
+    dk_acc: torch.Tensor,
+    dv_acc: torch.Tensor,
+    key: Any,
+    value: Any,
+    reads: tuple,
+    rows: Any,
+    tile_m: Any,
+    tile_n: Any,
+    qk_scale: float,
+    *flags: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A key tile's dK and dV sums after the query tile `tile_m` of one (batch * heads)
-    row. `step` holds the key and value tiles, the `reads` (query, output-gradient, bias
-    or None, row statistics (a pair) and delta rows), the `rows` of the query and the
-    output-gradient as `_read` takes them (the first also indexes the flat bias, row
-    statistics and delta), the key tile, the base-2 scale, and the `sink`: None, or where
-    the query tile's share of dQ (and dBias) goes (`_sink_grads`); `flags` what `_mask`
-    takes."""
-    key, value, reads, rows, tile_n, qk_scale, sink = step
+    row, which `rows` gives as `_read` takes it for the query and the output-gradient (the
+    first also indexes the flat bias, row statistics and delta); `reads` holds the query,
+    output-gradient, bias (None without one), row statistics (a pair) and delta rows,
+    `flags` what `_mask` takes."""
     q_rows, do_rows, bias_rows, stats, delta = reads
     row = rows[0]
     query, d_o = _read(q_rows, row, tile_m), _read(do_rows, rows[1], tile_m)
@@ -232,25 +236,7 @@ def _add_key_grads(
     scores = _key_scores(query, key, bias_tile, qk_scale, tile_m, tile_n, *flags)
     row_max, row_log_sum = _row_stats(stats, row, tile_m)
     terms = (row_max, row_log_sum, delta[row, tile_m].squeeze(0))
-    dk_acc, dv_acc, ds = _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
-    if sink is not None:
-        _sink_grads(sink, ds, key, row, tile_m, tile_n)
-    return dk_acc, dv_acc
-
-
-def _sink_grads(
-    sink: tuple, ds: torch.Tensor, key: Any, row: Any, tile_m: Any, tile_n: Any
-) -> None:
-    """The single-pass backward's share of dQ from one key tile, `ds.T @ key` scaled, added
-    to the float32 dQ rows (`sink`: those rows, their row for `row`, the bias gradient or
-    None, the softmax scale) with a relaxed atomic (one TMA reduction per tile on Hopper,
-    where the rows are a plain block); and the scores' gradient stored as the bias's (each
-    query and key tile meets once)."""
-    dq_rows, dq_row, grad_bias, scale = sink
-    part = torch.mm(ds.to(key.dtype).T, key, torch.float32) * scale
-    tc.atomic_add(dq_rows, [dq_row, tile_m, slice(None)], part[None, :, :], sem="relaxed")
-    if grad_bias is not None:
-        grad_bias[row, tile_m, tile_n] = ds.T[None, :, :]
+    return _key_grads(dk_acc, dv_acc, query, d_o, value, scores, *terms)
 
 
 def _add_query_grad(

@@ -147,7 +147,7 @@ def _key_program(
             d_o = do_rows[rows, :]
             scores = _scores(query, key, qk_scale, valid, keep_n, tile_m, tile_n, causal)
             terms = (row_max[rows], row_log_sum[rows], delta[rows])
-            dk_acc, dv_acc, _ = _key_grads(dk_acc, dv_acc, query, d_o, value, scores.T, *terms)
+            dk_acc, dv_acc = _key_grads(dk_acc, dv_acc, query, d_o, value, scores.T, *terms)
     dk, dk_rows, dv, dv_rows = outs
     dk_rows[cols, :] = (dk_acc * scale).to(dk.dtype)
     dv_rows[cols, :] = dv_acc.to(dv.dtype)
