@@ -133,12 +133,10 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
     return ", ".join(f"{row[key] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS)
 
 
-# (consumer warpgroups, key tile, ring depth[, causal grid heads first]) the sweep times,
-# by head dim
-VARIANTS = {
+VARIANTS = {  # (consumer warpgroups, key tile, ring depth) the sweep times, by head dim
     64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 128, 3), (3, 64, 3), (3, 64, 4)]
-    + [(2, 128, 2, True), (2, 64, 3), (2, 64, 4), (2, 64, 3, True)],
-    128: [(2, 128, 2), (2, 128, 3), (2, 64, 4), (2, 128, 2, True)],
+    + [(2, 64, 3), (2, 64, 4)],
+    128: [(2, 128, 2), (2, 128, 3), (2, 64, 4)],
 }
 
 
@@ -162,14 +160,11 @@ def sweep(out: str | None) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages, *heads_first = variant
+    consumers, block_n, stages = variant
     dim = shape[3]
-    if heads_first and not causal:
-        return dict(skipped="causal only")
     if 2 * (consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim) > 227 * 1024:
         return dict(skipped="shared memory")
-    sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = consumers, block_n, stages
-    sm90.HEADS_FIRST[dim] = bool(heads_first and heads_first[0])
+    sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant
     call = tilecraft_call(True, causal)
     with torch.no_grad():
         found = call(*leaves)

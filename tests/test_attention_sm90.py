@@ -72,17 +72,14 @@ def test_heads_are_read_in_place_in_either_layout() -> None:
 
 
 @pytest.mark.parametrize(
-    "dim, causal, q_rows, kv_rows, dtype, consumers, heads_first",
+    "dim, causal, q_rows, kv_rows, dtype, consumers",
     [
-        (64, False, True, False, "bfloat16", 2, False),
-        (128, True, False, True, "float16", 2, False),
-        (64, True, True, True, "bfloat16", 3, False),
-        (64, True, True, True, "bfloat16", 2, True),
+        (64, False, True, False, "bfloat16", 2),
+        (128, True, False, True, "float16", 2),
+        (64, True, True, True, "bfloat16", 3),
     ],
 )
-def test_compiles_for_sm90_warp_specialized(
-    dim, causal, q_rows, kv_rows, dtype, consumers, heads_first
-):
+def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype, consumers):
     """Triton's compiler, for sm_90, without a GPU: each consumer gets the registers
     `REGISTERS` gives it (240 of two, 160 of three) and the loader 24 (`setmaxnreg`), and no
     product is contracted into an FMA (the `tl` backward recomputes the scores unfused and
@@ -92,7 +89,7 @@ def test_compiles_for_sm90_warp_specialized(
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     flags = [str(flag) for flag in (dim, causal, q_rows, kv_rows)]
-    argv = [sys.executable, __file__, *flags, dtype, str(consumers), str(heads_first)]
+    argv = [sys.executable, __file__, *flags, dtype, str(consumers)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = done.stdout
@@ -182,20 +179,6 @@ def test_gluon_forward_matches_the_tl_forward(shape, causal, in_rows, dtype) -> 
 
 
 @hopper
-@pytest.mark.parametrize("dim", [64, 128])
-def test_causal_grid_heads_first(dim, monkeypatch) -> None:
-    """The causal grid ordered heads first (`HEADS_FIRST`): the same answers, every query
-    tile of every head computed once (ragged queries, grouped heads)."""
-    monkeypatch.setitem(sm90.HEADS_FIRST, dim, True)
-    kw = dict(dtype=torch.bfloat16, device="cuda")
-    q = _heads(3, 4, 333, dim, True, **kw)
-    k, v = (_heads(3, 2, 400, dim, True, **kw) for _ in range(2))
-    (out, stats), (tl_out, tl_stats) = _both(q, k, v, True)
-    torch.testing.assert_close(out, tl_out, atol=1e-2, rtol=1e-2)
-    assert torch.equal(stats[0], tl_stats[0])
-
-
-@hopper
 @pytest.mark.parametrize("causal", [False, True])
 def test_nan_inf_and_huge_scores_as_the_tl_forward(causal) -> None:
     kw = dict(dtype=torch.bfloat16, device="cuda")
@@ -234,10 +217,9 @@ def test_attention_backward_through_the_gluon_forward(causal, monkeypatch) -> No
 
 
 if __name__ == "__main__":  # the compile test's own process
-    dim, causal, q_rows, kv_rows, dtype, consumers, heads_first = sys.argv[1:]
+    dim, causal, q_rows, kv_rows, dtype, consumers = sys.argv[1:]
     flags = (flag == "True" for flag in (causal, q_rows, kv_rows))
     sm90.CONSUMERS[int(dim), causal == "True"] = int(consumers)
-    sm90.HEADS_FIRST[int(dim)] = heads_first == "True"
     print(_compile_for_sm90(int(dim), *flags, dtype))
 
 

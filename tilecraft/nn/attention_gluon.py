@@ -40,16 +40,13 @@ LOADER_REGS = gl.constexpr(24)  # the loader only issues TMA copies
 
 
 @gluon.jit
-def _origin(heads, ROWS: gl.constexpr, CAUSAL: gl.constexpr, HEADS_FIRST: gl.constexpr):
+def _origin(heads, ROWS: gl.constexpr, CAUSAL: gl.constexpr):
     """This program's batch, head and first query row. Causal programs run the longest
-    first (the grid's last query tiles), so the grid's tail is short: within each head,
-    or with HEADS_FIRST (the grid's first dim the heads) every head's longest first."""
-    if HEADS_FIRST:
-        pid_bh, pid_m, tiles = gl.program_id(0), gl.program_id(1), gl.num_programs(1)
-    else:
-        pid_bh, pid_m, tiles = gl.program_id(1), gl.program_id(0), gl.num_programs(0)
+    first (the grid's last query tiles), so the grid's tail is short."""
+    pid_m = gl.program_id(0)
     if CAUSAL:
-        pid_m = tiles - 1 - pid_m
+        pid_m = gl.num_programs(0) - 1 - pid_m
+    pid_bh = gl.program_id(1)
     return pid_bh // heads, pid_bh % heads, pid_m * ROWS
 
 
@@ -76,7 +73,7 @@ def _key_tiles(q_end, seq_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
-            KV_ROWS: gl.constexpr, HEADS_FIRST: gl.constexpr):  # fmt: skip
+            KV_ROWS: gl.constexpr):  # fmt: skip
     """One warp: the consumers' query tiles, then every key and value tile, through
     rings whose slots the consumers free (each empty barrier counts one arrival each)."""
     q_desc, k_desc, v_desc, _ = descs
@@ -87,7 +84,7 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
     BLOCK_M: gl.constexpr = q_smem.shape[2]
     BLOCK_N: gl.constexpr = k_smem.shape[2]
     CONSUMERS: gl.constexpr = q_smem.shape[0]
-    batch, head, q_cta = _origin(heads, CONSUMERS * BLOCK_M, CAUSAL, HEADS_FIRST)
+    batch, head, q_cta = _origin(heads, CONSUMERS * BLOCK_M, CAUSAL)
     for c in gl.static_range(CONSUMERS):
         row = q_cta + c * BLOCK_M
         _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
@@ -152,7 +149,7 @@ def _finish(acc, state, descs, q_buf, dims, stats, batch, head, q_start):
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
-              CONSUMER: gl.constexpr, HEADS_FIRST: gl.constexpr):  # fmt: skip
+              CONSUMER: gl.constexpr):  # fmt: skip
     """One warpgroup's BLOCK_M query rows: S = Q K^T, the online softmax, O += P V.
 
     Iteration j issues S_j and O += P_{j-1} V_{j-1}, waits for S_j only, and runs S_j's
@@ -170,7 +167,7 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
 
-    batch, head, q_cta = _origin(heads, ROWS, CAUSAL, HEADS_FIRST)
+    batch, head, q_cta = _origin(heads, ROWS, CAUSAL)
     q_start = q_cta + CONSUMER * BLOCK_M
     n_own = _key_tiles(q_start + BLOCK_M, seq_k, BLOCK_N, CAUSAL)
     n_full = seq_k // BLOCK_N  # tiles before it need no mask (all keys real, under the diagonal)
@@ -275,8 +272,7 @@ def _barriers(count: gl.constexpr, arrivals: gl.constexpr):
 def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, heads, group,
                            seq_q, seq_k, plane, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                            Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
-                           CONSUMERS: gl.constexpr, REGS: gl.constexpr,
-                           HEADS_FIRST: gl.constexpr):  # fmt: skip
+                           CONSUMERS: gl.constexpr, REGS: gl.constexpr):  # fmt: skip
     """Allocate the query tiles, the key and value rings and their barriers; fork into
     the consumers and the loader. Block shapes come from the descriptors."""
     ring: gl.constexpr = [STAGES]
@@ -297,16 +293,16 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, head
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
     descs = (q_desc, k_desc, v_desc, o_desc)
     dims = (heads, group, seq_q, seq_k, plane)
-    loads = (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS, HEADS_FIRST)
+    loads = (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS)
     # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
     if CONSUMERS == 3:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, HEADS_FIRST)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, HEADS_FIRST)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2, HEADS_FIRST)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2)),
              (_loader, loads)], [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
     else:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, HEADS_FIRST)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, HEADS_FIRST)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
              (_loader, loads)], [4, 1], [REGS, LOADER_REGS])  # fmt: skip

@@ -34,9 +34,6 @@ CONSUMERS = {(64, False): 3, (64, True): 2, (128, False): 2, (128, True): 2}
 # registers per thread by the number of consumers: at launch, then each consumer's after
 # `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
 REGISTERS = {2: (168, 240), 3: (128, 160)}
-# causal grids ordered heads first (every head's longest query tiles first, then the next
-# longest: the last wave the shortest), by head dim; else each head's tiles in turn
-HEADS_FIRST = {64: False, 128: False}
 _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
 
 
@@ -178,12 +175,10 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
     args = [*descs, stats, scale * LOG2E, heads, heads // kv_heads, seq_q, k.size(1), plane]
     consumers = CONSUMERS[dim, causal]
     maxnreg, regs = REGISTERS[consumers]
-    heads_first = causal and HEADS_FIRST[dim]
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
                    CONSUMERS=consumers, REGS=regs, num_warps=4, maxnreg=maxnreg,
-                   HEADS_FIRST=heads_first, enable_fp_fusion=False)  # fmt: skip
-    grid = (-(-seq_q // (consumers * BLOCK_M)), batch * heads)
-    return grid[::-1] if heads_first else grid, args, options
+                   enable_fp_fusion=False)  # fmt: skip
+    return (-(-seq_q // (consumers * BLOCK_M)), batch * heads), args, options
 
 
 def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
