@@ -6,8 +6,9 @@ import ast
 import inspect
 import linecache
 import textwrap
+import types
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tilecraft.exc import SourceLoc, UnsupportedSyntax
@@ -42,6 +43,59 @@ class KernelSource:
         for attr in reversed(parts):
             obj = getattr(obj, attr, None)
         return obj
+
+
+CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
+
+
+def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
+    """The module-level names `fn`, and the functions it calls by name, read whose values
+    are numbers, strings or tuples of them, as (module globals, name): compiled code and
+    eager mode take them as constants, so a kernel is specialized on their values, read
+    again at every call (a module's `SCALE = 2.0` set to 3.0 later recompiles)."""
+    from tilecraft.frontend.inline import inlinable  # (it imports this module)
+
+    found: list[tuple[dict[str, Any], str]] = []
+    seen: set[Any] = set()  # functions (by id) and (module globals' id, name) pairs
+    stack = [fn]
+    while stack:
+        item = stack.pop()
+        f = getattr(item, "__wrapped__", item)  # a tc.kernel: its function
+        if id(f) in seen or not (f is fn or inlinable(f)):  # user code, not a library's
+            continue
+        seen.add(id(f))
+        for name in sorted(_code_names(f.__code__) & f.__globals__.keys()):
+            value = f.__globals__[name]
+            if _constant(value) and (id(f.__globals__), name) not in seen:
+                seen.add((id(f.__globals__), name))
+                found.append((f.__globals__, name))
+            elif callable(value):
+                stack.append(value)
+    return found
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global (and attribute) names a code object and those nested in it read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _constant(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all(_constant(v) for v in value)
+    return isinstance(value, CONSTANTS)
+
+
+def refreshed(src: KernelSource) -> KernelSource:
+    """`src` with its namespace read again where a module-level constant changed since."""
+    namespace = src.fn.__globals__
+    reads = [n for d, n in global_reads(src.fn) if d is namespace]
+    if all(src.namespace.get(n) is namespace.get(n) for n in reads):
+        return src
+    return replace(src, namespace=_namespace(src.fn))
 
 
 def _namespace(fn: Callable[..., Any]) -> dict[str, Any]:

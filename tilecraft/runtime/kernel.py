@@ -13,7 +13,7 @@ import torch
 
 from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
-from tilecraft.frontend.source import KernelSource, read_source
+from tilecraft.frontend.source import KernelSource, global_reads, read_source, refreshed
 from tilecraft.language.state import Sites
 from tilecraft.language.tunables import constexpr
 from tilecraft.runtime.bound import BoundKernel
@@ -51,7 +51,9 @@ class Kernel:
         self._bound: dict[tuple, BoundKernel] = {}
         self.value_reads: list[Element] = []  # argument elements the host code reads
         self._source: KernelSource | None = None
+        self._constants: list[tuple[dict[str, Any], str]] | None = None  # `global_reads`
         self._eager: Callable[..., Any] | None = None
+        self._eager_constants: tuple = ()  # the module constants `_eager` was built with
         self._warned_grad = False
         functools.update_wrapper(self, fn)
 
@@ -82,7 +84,15 @@ class Kernel:
                 for a in args
             ]
         )
-        return key + _element_values(args, self.value_reads) if self.value_reads else key
+        if self.value_reads:
+            key += _element_values(args, self.value_reads)
+        return key + self._constant_values() if self._constants != [] else key
+
+    def _constant_values(self) -> tuple:
+        """The values of the module-level constants the kernel reads (`global_reads`)."""
+        if self._constants is None:
+            self._constants = global_reads(self.fn)
+        return tuple([d.get(n) for d, n in self._constants])
 
     def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
         """The BoundKernel for these arguments (created on first use)."""
@@ -90,6 +100,8 @@ class Kernel:
         key = self.key(args)
         bound = self._bound.get(key)
         if bound is None:
+            if self._source is not None and self._constants:
+                self._refresh()
             _check_devices(args, self.source)
             mode = cpu_mode() if runs_on_cpu(args) else None  # before Triton is imported
             bound = self._bound[key] = BoundKernel(
@@ -101,6 +113,13 @@ class Kernel:
                 del self._bound[key]
                 self._bound[self.key(args)] = bound
         return bound
+
+    def _refresh(self) -> None:
+        """Read the module-level constants again (`global_reads`) if one changed: compiled
+        code and eager mode then take the new values."""
+        source = refreshed(self.source)
+        if source is not self._source:
+            self._source, self._eager = source, None
 
     def chosen_config(self) -> Config | None:
         return self.config or (self.configs[0] if self.configs else None)
@@ -264,13 +283,15 @@ class Kernel:
         """Run the body in PyTorch (interpret mode), tiled as `config` (by default the
         chosen one) tiles compiled code."""
         _check_devices(args, self.source)  # as compiled runs do, naming the kernel
-        if self._eager is None:
-            from tilecraft.runtime.interpret import eager_function
-
-            self._eager = eager_function(self.source)
         config = config or self.chosen_config()
         tunables = config.tunables if config else {}
         blocks = self._eager_blocks(args, config)
+        constants = self._constant_values()
+        if self._eager is None or constants != self._eager_constants:
+            from tilecraft.runtime.interpret import eager_function
+
+            self._refresh()
+            self._eager, self._eager_constants = eager_function(self.source), constants
         return run_eagerly(self._eager, args, tunables, self.settings.check, blocks)
 
     def _eager_blocks(self, args: tuple, config: Config | None) -> tuple[Sites, list[int]]:
