@@ -78,6 +78,9 @@ class OneElementAtATime(TorchFunctionMode):
 
 def _one_at_a_time(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
+    devices = [a.device for a in args if _tensor(a) and a.dim()]
+    if devices:  # a 0-d CPU tensor (a number's result) with a GPU one: PyTorch moves it
+        args = tuple(a.to(devices[0]) if _tensor(a) and not a.dim() else a for a in args)
 
     def at(k: slice) -> list:
         return [a.broadcast_to(shape).reshape(-1)[k] if _tensor(a) else a for a in args]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 import torch
@@ -171,19 +172,30 @@ def inputs(i: int, case: dict) -> torch.Tensor:
     return torch.where(chosen, torch.tensor(special)[pick], x).to(dtype).to(DEVICE)
 
 
+def _reference(reference: Any, x: torch.Tensor, expr: str) -> torch.Tensor:
+    """PyTorch's answer on the test device, but for two of its CUDA kernels' departures
+    from its CPU ones and its documentation, taken on the CPU: a stable sort of a few
+    elements put a NaN first on an H100 (torch 2.11), and an empty int64 tensor's
+    logcumsumexp passes there (every non-empty one is refused)."""
+    if x.device.type != "cpu" and ("sort" in expr or x.numel() == 0):
+        return reference(x.cpu()).to(x.device)
+    return reference(x)
+
+
 @pytest.mark.parametrize("i", range(KERNELS), ids=[f"k{i}" for i in range(KERNELS)])
 def test_random_reduction_agrees_in_both_modes(module, i: int) -> None:
     case = cases()[i]
     kernel, reference = getattr(module, f"k{i}"), getattr(module, f"r{i}")
     x = inputs(i, case)
     try:
-        expected = reference(x)
+        expected = _reference(reference, x, case["expr"])
     except (RuntimeError, IndexError, NotImplementedError):  # PyTorch refuses: so must we
         with pytest.raises(TilecraftError):
             run_mode(kernel, (x, torch.empty(0, device=DEVICE)), "triton")
         return
     out = torch.empty(expected.shape, dtype=expected.dtype, device=DEVICE)
-    check_modes(kernel, (x, out), lambda x, out: (x, reference(x)), expected.dtype)
+    check = lambda x, out: (x, _reference(reference, x, case["expr"]))  # noqa: E731
+    check_modes(kernel, (x, out), check, expected.dtype)
 
 
 @pytest.mark.parametrize("i", range(0, KERNELS, 4), ids=[f"k{i}" for i in range(0, KERNELS, 4)])
@@ -195,13 +207,13 @@ def test_random_reduction_at_a_random_config(module, i: int) -> None:
     kernel, reference = getattr(module, f"k{i}"), getattr(module, f"r{i}")
     x = inputs(i, case)
     try:
-        expected = reference(x)
+        expected = _reference(reference, x, case["expr"])
     except (RuntimeError, IndexError, NotImplementedError):
         pytest.skip("PyTorch refuses it (checked at the default config)")
     out = torch.empty(expected.shape, dtype=expected.dtype, device=DEVICE)
     config = space_of(kernel.bind((x, out)), on_gpu=False).random(random.Random(SEED + i))
     modes = ["triton"] if config.reduction_loops else ["eager", "triton"]
-    check = lambda x, out: (x, reference(x))  # noqa: E731
+    check = lambda x, out: (x, _reference(reference, x, case["expr"]))  # noqa: E731
     check_modes(kernel, (x, out), check, expected.dtype, config=config, modes=modes)
 
 

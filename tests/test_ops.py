@@ -285,6 +285,10 @@ CASTS = [
     (torch.float32, torch.uint8),  # through int64, as PyTorch: -1.5 is 255, 300.7 is 44
     (torch.float16, torch.uint8),
     (torch.bfloat16, torch.uint8),
+    (torch.float32, torch.int8),  # through int32, as PyTorch: 255.9 is -1, 300.7 is 44
+    (torch.bfloat16, torch.int8),
+    (torch.float16, torch.int16),
+    (torch.float32, torch.int16),
 ]
 
 

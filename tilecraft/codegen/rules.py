@@ -79,7 +79,10 @@ def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
     PyTorch and the GPU do. It also misreads bfloat16 subnormals (3e-39 became 3.7e-40,
     1e-40 became 0): there, widen a bfloat16 by its bits (its bits are a float32's top half).
     Floats go to uint8 through int64, as in PyTorch (wrapping: -1.0 is 255, 300.0 is 44),
-    where the GPU's own conversion would saturate. Fp8: see codegen/fp8.py."""
+    where the GPU's own conversion would saturate; to int8 and int16 through int32, as C's
+    casts in PyTorch's kernels go (a float past int16's range became 32767 in an int8 on
+    the GPU, where PyTorch's CUDA kernels wrap int32's saturated value: -1). Fp8: see
+    codegen/fp8.py."""
     if src in fp8.FORMATS and src != dst:  # (Triton converts fp8 to floats only)
         wide = fp8.widened(text, src) if triton_interpret() else f"{text}.to(tl.float32)"
         return wide if dst == torch.float32 else convert(wide, torch.float32, dst)
@@ -93,6 +96,8 @@ def convert(text: str, src: torch.dtype, dst: torch.dtype) -> str:
         return wide if dst == torch.float32 else convert(wide, torch.float32, dst)
     if dst == torch.uint8 and src.is_floating_point:
         return f"{text}.to(tl.int64).to(tl.uint8)"
+    if dst in (torch.int8, torch.int16) and src.is_floating_point:
+        return f"{text}.to(tl.int32).to({tl_dtype(dst)})"
     if dst != torch.bfloat16 or src == torch.bfloat16:
         return f"{text}.to({tl_dtype(dst)})"
     wide = text if src == torch.float32 else f"{text}.to(tl.float32)"
