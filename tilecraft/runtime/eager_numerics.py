@@ -73,9 +73,14 @@ HYPERBOLIC: set[Any] = {torch.sinh, torch.cosh, torch.Tensor.sinh, torch.Tensor.
 # topk's ties: compiled code takes the first positions (PyTorch's CPU kernel picks its own)
 TOPK: set[Any] = {torch.topk, torch.Tensor.topk}
 
+# a sort of floats with a NaN on a GPU: PyTorch's CUDA kernel put the NaN first in a stable
+# sort of a few elements (an H100, torch 2.11), where its CPU kernel, its documentation and
+# compiled code put NaNs last (first when descending); eager mode sorts those on the CPU
+SORTS: set[Any] = {torch.sort, torch.Tensor.sort, torch.argsort, torch.Tensor.argsort}
+
 _FMODS_AND_REMAINDERS = FMODS | REMAINDERS
 _HANDLED = NUMBER_OPS | FLOOR_DIVISIONS | ROUNDED_DIVISIONS | _FMODS_AND_REMAINDERS | EXTREMA
-_HANDLED |= HYPERBOLIC | set(CLAMPS) | {GELU} | TOPK
+_HANDLED |= HYPERBOLIC | set(CLAMPS) | {GELU} | TOPK | SORTS
 
 IN_PLACE: set[Any] = {torch.Tensor.__iadd__, torch.Tensor.__isub__, torch.Tensor.add_}
 IN_PLACE |= {torch.Tensor.sub_}
@@ -95,6 +100,8 @@ def call(func: Any, args: tuple, kwargs: dict) -> Any:
 def _as_compiled(func: Any, args: tuple, kwargs: dict) -> Any:
     if func in TOPK:
         return _first_of_ties(*args, **kwargs)
+    if func in SORTS:
+        return _sort(func, *args, **kwargs)
     if _widened(func, args, kwargs):
         return _in_float32(func, args, kwargs)
     if _fmod_of_floats(func, args, kwargs):
@@ -120,8 +127,20 @@ def _first_of_ties(
     x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
 ) -> Any:
     """`torch.topk` taking the first of tied positions, as compiled code does."""
-    values, indices = torch.sort(x, dim=dim, descending=largest, stable=True)
+    values, indices = _sort(torch.sort, x, dim=dim, descending=largest, stable=True)
     return torch.return_types.topk((values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
+
+
+def _sort(func: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+    """A sort or argsort (`SORTS`), on the CPU where `x` holds floats with a NaN on a GPU."""
+    if not isinstance(x, torch.Tensor) or x.device.type == "cpu" or not x.is_floating_point():
+        return func(x, *args, **kwargs)
+    if not bool(x.isnan().any()):
+        return func(x, *args, **kwargs)
+    found = func(x.cpu(), *args, **kwargs)
+    if isinstance(found, torch.Tensor):
+        return found.to(x.device)
+    return type(found)(tuple(t.to(x.device) for t in found))
 
 
 def _second_of_zeros(func: Any, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
