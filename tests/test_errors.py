@@ -314,3 +314,33 @@ def test_explicit_block_size_not_a_power_of_two() -> None:
 def test_config_that_does_not_fit_the_kernel() -> None:
     kernel = tc.kernel(needs_a_matrix.fn, config=tc.Config(reduction_loops=[4, 4]))
     raised(exc.InvalidConfig, kernel, randn(4, 9))
+
+
+@tc.kernel
+def doubled(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * 2
+    return out
+
+
+def test_a_config_past_the_gpus_shared_memory_is_a_tilecraft_error(monkeypatch) -> None:
+    """A config run as given (`BoundKernel.run_config`, what `tilecraft.testing` runs) whose
+    tiles need more shared memory than the GPU has raises a LoweringError naming the
+    kernel and the amounts at its source, as a first call would: it was Triton's raw
+    OutOfResources (a view fuzzer's [6, 16, 32, 16] tiles on an H100)."""
+    from triton.runtime.errors import OutOfResources
+
+    def launcher(*args: object) -> None:
+        raise OutOfResources(2097152, 232448, "shared memory")
+
+    x = vector(37)
+    bound = doubled.bind((x,))
+    monkeypatch.setattr(bound, "compile", lambda config=None: launcher)
+    with pytest.raises(exc.LoweringError) as info:
+        bound.run_config(tc.Config(block_sizes=[16]), (x,))
+    message = str(info.value)
+    assert "`doubled`" in message and "2097152" in message and "232448" in message
+    assert str(THIS_FILE) in message
+    monkeypatch.undo()  # the real launcher
+    assert torch.equal(bound.run_config(None, (x,)), x * 2)

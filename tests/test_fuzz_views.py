@@ -32,7 +32,13 @@ from conftest import DEVICE
 from fuzzing import load_kernels
 
 import tilecraft as tc
-from tilecraft.exc import DtypeError, InvalidConfig, ShapeMismatch, UnsupportedOperation
+from tilecraft.exc import (
+    DtypeError,
+    InvalidConfig,
+    LoweringError,
+    ShapeMismatch,
+    UnsupportedOperation,
+)
 from tilecraft.testing import check_modes
 
 SEED = 2027
@@ -482,6 +488,10 @@ def test_random_view_chain_agrees_in_both_modes(module, case: Case) -> None:
         )
     except REFUSALS as e:  # a clear refusal
         pytest.skip(f"refused: {str(e).splitlines()[0]}")
+    except LoweringError as e:  # on a GPU, tiles past its shared memory (seed 777, kernel
+        if "OutOfResources" not in str(e):  # 185: [6, 16, 32, 16] float32 tiles need 2 MB)
+            raise
+        pytest.skip(f"too large for this GPU: {str(e).splitlines()[0]}")
 
 
 def test_few_view_chains_are_refused(module) -> None:

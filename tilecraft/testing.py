@@ -127,7 +127,7 @@ def run_mode(kernel: Any, args: Sequence[Any], mode: str, config: Any = None) ->
         from tilecraft.runtime import crosscompile  # (this binding's analysis, not another)
 
         crosscompile.compile_for_gpu(bound, config, copies, int(arch))
-    return _outputs(bound.compile(config), copies)
+    return _outputs(lambda *a: bound.run_config(config, a), copies)
 
 
 def compile_for_gpu(kernel: Any, args: Sequence[Any], config: Any = None, arch: int = 90) -> None:

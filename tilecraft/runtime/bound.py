@@ -304,15 +304,23 @@ class BoundKernel:
         """Compile `config`, run it once (Triton compiles here), and keep it for later calls.
         On a GPU a Triton compile past `compile_timeout_s` gives way to a small config."""
         config, launcher = self.compile_in_time(config, args)
+        result = self.run_config(config, args, launcher)
+        self.launcher = launcher
+        return result
+
+    def run_config(
+        self, config: Config | None, args: tuple, launcher: Callable[..., Any] | None = None
+    ) -> Any:
+        """`config`'s launcher run once on `args`, as it is (no fallback to another config),
+        Triton's failures raised as a first call raises them: tilecraft errors at the
+        user's line (a config needing more shared memory than the GPU has, too)."""
         try:
-            result = launcher(*args)
+            return (launcher or self.compile(config))(*args)
         except Exception as e:
             error = self._launch_error(e, config)
             if error is e:
                 raise
             raise error from (None if isinstance(error, HostCodeError) else e)
-        self.launcher = launcher
-        return result
 
     def _launch_error(self, e: Exception, config: Config | None) -> Exception:
         """What a failed first launch raises: Triton's failures and a CPU tensor given to a
