@@ -71,16 +71,23 @@ class OneElementAtATime(TorchFunctionMode):
         floor = floor or (func in _DIVISIONS and kwargs == {"rounding_mode": "floor"})
         half = floor and torch.result_type(*args[:2]) in (torch.float16, torch.bfloat16)
         gelu = func is F.gelu and kwargs.get("approximate", "none") == "none"
+        args = _on_one_device(args)
         if half or gelu:
             return _one_at_a_time(func, args, kwargs)
         return func(*args, **kwargs)
 
 
+def _on_one_device(args: tuple) -> tuple:
+    """A 0-d CPU tensor (the result of host numbers, `torch.div(-2, n)`) moved to the GPU
+    of another operand: most ops take it as a number, `torch.logical_and` refuses it."""
+    devices = [a.device for a in args if _tensor(a) and a.device.type != "cpu"]
+    if not devices:
+        return args
+    return tuple(a.to(devices[0]) if _tensor(a) and not a.dim() else a for a in args)
+
+
 def _one_at_a_time(func: Any, args: tuple, kwargs: dict) -> torch.Tensor:
     shape = torch.broadcast_shapes(*(a.shape for a in args if isinstance(a, torch.Tensor)))
-    devices = [a.device for a in args if _tensor(a) and a.dim()]
-    if devices:  # a 0-d CPU tensor (a number's result) with a GPU one: PyTorch moves it
-        args = tuple(a.to(devices[0]) if _tensor(a) and not a.dim() else a for a in args)
 
     def at(k: slice) -> list:
         return [a.broadcast_to(shape).reshape(-1)[k] if _tensor(a) else a for a in args]
