@@ -366,7 +366,7 @@ def test_module_values_a_function_reads_are_part_of_the_key() -> None:
         SHIFT = 1
 
 
-GAIN, OFFSETS, BLOCK = 2.0, (1, 3), 16
+GAIN, OFFSETS, BLOCK, WIDE = 2.0, (1, 3), 16, torch.float64
 
 
 def _offset(v: torch.Tensor) -> torch.Tensor:
@@ -375,9 +375,9 @@ def _offset(v: torch.Tensor) -> torch.Tensor:
 
 @tc.kernel
 def module_constants(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, dtype=WIDE, device=x.device)
     for tile in tc.tile(x.size(0), block_size=BLOCK):
-        out[tile] = _offset(x[tile] * GAIN) + OFFSETS[0]
+        out[tile] = (_offset(x[tile] * GAIN) + OFFSETS[0]).to(WIDE)
     return out
 
 
@@ -385,19 +385,21 @@ def test_module_constants_are_read_again_at_each_call(mode) -> None:
     """Module-level numbers and tuples the kernel, its helpers and its host code read are
     compiled in, and the kernel is specialized on them: set anew, the next call computes
     with the new values (it ran the first values' kernel: a wrong answer, in both modes)."""
-    global GAIN, OFFSETS, BLOCK
+    global GAIN, OFFSETS, BLOCK, WIDE
     x = randn(37)
     mode(module_constants)
-    assert_close(module_constants(x), x * 2 + 4)
+    assert_close(module_constants(x), (x * 2 + 3 + 1).double())
     try:
+        WIDE = torch.float16  # alone: a dtype is a constant too
+        assert module_constants(x).dtype == torch.float16
         GAIN, OFFSETS, BLOCK = 0.5, (-1.0, 10), 8
-        assert_close(module_constants(x), x * 0.5 + 9)
+        assert_close(module_constants(x), (x * 0.5 + 10 - 1.0).half())
         GAIN = float("nan")
         assert module_constants(x).isnan().all()
     finally:
-        GAIN, OFFSETS, BLOCK = 2.0, (1, 3), 16
-    assert_close(module_constants(x), x * 2 + 4)
-    assert_close(module_constants(x[:0]), x[:0])
+        GAIN, OFFSETS, BLOCK, WIDE = 2.0, (1, 3), 16, torch.float64
+    assert_close(module_constants(x), (x * 2 + 3 + 1).double())
+    assert_close(module_constants(x[:0]), x[:0].double())
 
 
 # -- host code reading values of tensors ------------------------------------------------------

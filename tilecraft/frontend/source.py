@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
+
 from tilecraft.exc import SourceLoc, UnsupportedSyntax
 
 
@@ -45,12 +47,12 @@ class KernelSource:
         return obj
 
 
-CONSTANTS = (bool, int, float, complex, str, bytes, type(None))
+CONSTANTS = (bool, int, float, complex, str, bytes, type(None), torch.dtype)
 
 
 def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
     """The module-level names `fn`, and the functions it calls by name, read whose values
-    are numbers, strings or tuples of them, as (module globals, name): compiled code and
+    are numbers, strings, dtypes or tuples of them, as (module globals, name): compiled code and
     eager mode take them as constants, so a kernel is specialized on their values, read
     again at every call (a module's `SCALE = 2.0` set to 3.0 later recompiles)."""
     from tilecraft.frontend.inline import inlinable  # (it imports this module)
