@@ -316,14 +316,6 @@ def test_config_that_does_not_fit_the_kernel() -> None:
     raised(exc.InvalidConfig, kernel, randn(4, 9))
 
 
-@tc.kernel
-def doubled(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tile in tc.tile(x.size(0)):
-        out[tile] = x[tile] * 2
-    return out
-
-
 def test_a_config_past_the_gpus_shared_memory_is_a_tilecraft_error(monkeypatch) -> None:
     """A config run as given (`BoundKernel.run_config`, what `tilecraft.testing` runs) whose
     tiles need more shared memory than the GPU has raises a LoweringError naming the
@@ -334,13 +326,13 @@ def test_a_config_past_the_gpus_shared_memory_is_a_tilecraft_error(monkeypatch) 
     def launcher(*args: object) -> None:
         raise OutOfResources(2097152, 232448, "shared memory")
 
-    x = vector(37)
-    bound = doubled.bind((x,))
+    x, y = vector(37), vector(37)
+    bound = adds.bind((x, y))
     monkeypatch.setattr(bound, "compile", lambda config=None: launcher)
     with pytest.raises(exc.LoweringError) as info:
-        bound.run_config(tc.Config(block_sizes=[16]), (x,))
+        bound.run_config(tc.Config(block_sizes=[16]), (x, y))
     message = str(info.value)
-    assert "`doubled`" in message and "2097152" in message and "232448" in message
+    assert "`adds`" in message and "2097152" in message and "232448" in message
     assert str(THIS_FILE) in message
     monkeypatch.undo()  # the real launcher
-    assert torch.equal(bound.run_config(None, (x,)), x * 2)
+    assert torch.equal(bound.run_config(None, (x, y)), x + y)

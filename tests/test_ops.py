@@ -299,6 +299,8 @@ def test_cast(src, dst, mode) -> None:
     x = x > 0 if src == torch.bool else x.to(src)
     # the interpreter rounds float32 -> bfloat16 toward zero: compare with a tolerance
     assert_close(mode(cast)(x, dst), x.to(dst), dst)
+    for n in (0, 1):  # an empty tensor, and one element past the range (300.7 to int8: 44)
+        assert_close(mode(cast)(x[3 : 3 + n], dst), x[3 : 3 + n].to(dst), dst)
 
 
 # -- reductions ----------------------------------------------------------------------------

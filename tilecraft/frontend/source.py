@@ -91,11 +91,11 @@ def _constant(value: Any) -> bool:
     return isinstance(value, CONSTANTS)
 
 
-def refreshed(src: KernelSource) -> KernelSource:
-    """`src` with its namespace read again where a module-level constant changed since."""
+def refreshed(src: KernelSource, reads: list[tuple[dict[str, Any], str]]) -> KernelSource:
+    """`src` with its namespace read again where one of the module-level constants it
+    `reads` (`global_reads`: the kernel's own module's) changed since."""
     namespace = src.fn.__globals__
-    reads = [n for d, n in global_reads(src.fn) if d is namespace]
-    if all(src.namespace.get(n) is namespace.get(n) for n in reads):
+    if all(src.namespace.get(n) is namespace.get(n) for d, n in reads if d is namespace):
         return src
     return replace(src, namespace=_namespace(src.fn))
 

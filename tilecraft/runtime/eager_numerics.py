@@ -133,9 +133,8 @@ def _first_of_ties(
 
 def _sort(func: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
     """A sort or argsort (`SORTS`), on the CPU where `x` holds floats with a NaN on a GPU."""
-    if not isinstance(x, torch.Tensor) or x.device.type == "cpu" or not x.is_floating_point():
-        return func(x, *args, **kwargs)
-    if not bool(x.isnan().any()):
+    on_gpu = isinstance(x, torch.Tensor) and x.device.type != "cpu" and x.is_floating_point()
+    if not (on_gpu and bool(x.isnan().any())):
         return func(x, *args, **kwargs)
     found = func(x.cpu(), *args, **kwargs)
     if isinstance(found, torch.Tensor):

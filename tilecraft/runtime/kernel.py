@@ -117,7 +117,7 @@ class Kernel:
     def _refresh(self) -> None:
         """Read the module-level constants again (`global_reads`) if one changed: compiled
         code and eager mode then take the new values."""
-        source = refreshed(self.source)
+        source = refreshed(self.source, self._constants or [])
         if source is not self._source:
             self._source, self._eager = source, None
 
