@@ -134,14 +134,14 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
 
 
 VARIANTS = {  # (consumer warpgroups, key tile, ring depth) the sweep times, by head dim
-    64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 128, 3), (3, 64, 3), (3, 64, 4)]
-    + [(2, 64, 3), (2, 64, 4)],
+    64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 128, 3), (3, 64, 3), (2, 64, 4)],
     128: [(2, 128, 2), (2, 128, 3), (2, 64, 4)],
 }
 
 
 def sweep(out: str | None) -> None:
-    """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory."""
+    """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory, with
+    one program per tile and persistent (one per SM)."""
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
     os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
     rows = []
@@ -149,10 +149,12 @@ def sweep(out: str | None) -> None:
         for causal in (False, True):
             leaves = [t.detach() for t in inputs(shape, True)]
             for variant in VARIANTS[shape[3]]:
-                row = dict(shape=list(shape), causal=causal, variant=list(variant))
-                row.update(time_variant(sm90, shape, causal, leaves, variant))
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for persistent in (False, True):
+                    row = dict(shape=list(shape), causal=causal, variant=list(variant),
+                               persistent=persistent)  # fmt: skip
+                    row.update(time_variant(sm90, shape, causal, leaves, (*variant, persistent)))
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     if out:
         with open(out, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
@@ -160,11 +162,13 @@ def sweep(out: str | None) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages = variant
+    consumers, block_n, stages, persistent = variant
     dim = shape[3]
-    if 2 * (consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim) > 227 * 1024:
+    tiles = 2 * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim  # q, o; k, v
+    if 2 * tiles > 227 * 1024:
         return dict(skipped="shared memory")
-    sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant
+    sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
+    sm90.PERSISTENT[dim, causal] = persistent
     call = tilecraft_call(True, causal)
     with torch.no_grad():
         found = call(*leaves)
@@ -183,7 +187,8 @@ def main() -> None:
     parser.add_argument("--out", help="write the rows as JSON here")
     parser.add_argument("--quick", action="store_true", help="the first shape only")
     parser.add_argument("--sweep", action="store_true", help="the Gluon forward's consumers, "
-                        "key tiles and ring depths at each shape, forward only")  # fmt: skip
+                        "key tiles, ring depths and persistence at each shape, "
+                        "forward only")  # fmt: skip
     args = parser.parse_args()
     if args.sweep:
         return sweep(args.out)

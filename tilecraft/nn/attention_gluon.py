@@ -1,13 +1,14 @@
 """Attention's forward for Hopper (sm_90), warp-specialized, in Triton's Gluon dialect.
 
 Imported only where `attention_sm90.py` finds an sm_90 GPU and a Triton that ships Gluon's
-Hopper ops. Each program owns `CONSUMERS * BLOCK_M` query rows of one (batch, head) and
-forks: a 1-warp loader streams the key and value tiles through rings of shared memory by
-TMA, and two or three 4-warp consumer warpgroups (BLOCK_M rows each, registers moved to
-them with `setmaxnreg`) run the online softmax. Each consumer issues this key tile's scores and
-the previous tile's `P @ V` back to back on the tensor cores, then computes its softmax
-while `P @ V` is still in flight. Plain Triton (`tl`) cannot express that schedule on
-Hopper; it is FlashAttention-3's.
+Hopper ops. A tile is `CONSUMERS * BLOCK_M` query rows of one (batch, head); a program runs
+one tile or, persistent, tiles pid, pid + programs, ... in turn. It forks: a 1-warp loader
+streams each tile's query rows (as soon as a consumer is done with its last) and its key
+and value tiles through rings of shared memory by TMA, and two or three 4-warp consumer
+warpgroups (BLOCK_M rows each, registers moved to them with `setmaxnreg`) run the online
+softmax. Each consumer issues this key tile's scores and the previous tile's `P @ V` back
+to back on the tensor cores, then computes its softmax while `P @ V` is still in flight.
+Plain Triton (`tl`) cannot express that schedule on Hopper; it is FlashAttention-3's.
 
 The numerics are the `tl` forward's (`attention.py`), bit for bit where the products are
 the same: scores scaled by `scale * log2(e)` (no FMA contraction: the launch turns it off),
@@ -32,22 +33,30 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-# Triton 3.7 renamed the TMA copies; 3.5 and 3.6 have only the old names
+# Triton 3.7 renamed the TMA copies and the barrier; 3.5 and 3.6 have only the old names
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
-
+thread_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
 LOADER_REGS = gl.constexpr(24)  # the loader only issues TMA copies
 
 
 @gluon.jit
-def _origin(heads, ROWS: gl.constexpr, CAUSAL: gl.constexpr):
-    """This program's batch, head and first query row. Causal programs run the longest
-    first (the grid's last query tiles), so the grid's tail is short."""
-    pid_m = gl.program_id(0)
+def _tiles(dims, ROWS: gl.constexpr):
+    """The grid's tiles: `ROWS` query rows of one (batch, head) each."""
+    batch, heads, _, seq_q, _ = dims
+    return batch * heads * gl.cdiv(seq_q, ROWS)
+
+
+@gluon.jit
+def _tile(t, dims, ROWS: gl.constexpr, CAUSAL: gl.constexpr):
+    """Tile t's batch, head and first query row. Tiles run head by head (a head's keys
+    stay in L2), a head's longest first when causal (the grid's tail is short)."""
+    _, heads, _, seq_q, _ = dims
+    per_head = gl.cdiv(seq_q, ROWS)
+    bh, m = t // per_head, t % per_head
     if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - pid_m
-    pid_bh = gl.program_id(1)
-    return pid_bh // heads, pid_bh % heads, pid_m * ROWS
+        m = per_head - 1 - m
+    return bh // heads, bh % heads, m * ROWS
 
 
 @gluon.jit
@@ -74,27 +83,44 @@ def _key_tiles(q_end, seq_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 @gluon.jit
 def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
             KV_ROWS: gl.constexpr):  # fmt: skip
-    """One warp: the consumers' query tiles, then every key and value tile, through
-    rings whose slots the consumers free (each empty barrier counts one arrival each)."""
-    q_desc, k_desc, v_desc, _ = descs
-    q_smem, k_smem, v_smem = smem
-    q_bars, k_ready, k_empty, v_ready, v_empty = bars
-    heads, group, _, seq_k, _ = dims
-    STAGES: gl.constexpr = k_smem.shape[0]
+    """One warp: for each of this program's tiles, the consumers' query tiles (once each
+    consumer is done with its last), then every key and value tile through the rings."""
+    q_desc = descs[0]
+    q_smem = smem[0]
+    q_bars, q_empty = bars[0], bars[1]
+    heads, group = dims[1], dims[2]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
-    BLOCK_N: gl.constexpr = k_smem.shape[2]
+    BLOCK_N: gl.constexpr = smem[2].shape[2]
     CONSUMERS: gl.constexpr = q_smem.shape[0]
-    batch, head, q_cta = _origin(heads, CONSUMERS * BLOCK_M, CAUSAL)
-    for c in gl.static_range(CONSUMERS):
-        row = q_cta + c * BLOCK_M
-        _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
-    kv = (batch, head // group, heads // group)
-    for j in range(_key_tiles(q_cta + CONSUMERS * BLOCK_M, seq_k, BLOCK_N, CAUSAL)):
-        slot, phase = j % STAGES, (j // STAGES) & 1
-        mbarrier.wait(k_empty.index(slot), phase ^ 1)  # a fresh barrier passes parity 1
-        _load_tile(k_desc, kv, j * BLOCK_N, k_ready.index(slot), k_smem.index(slot), KV_ROWS)
+    ROWS: gl.constexpr = CONSUMERS * BLOCK_M
+    it = 0  # key tiles loaded so far: the rings' position
+    phase = 0  # of the query barriers, flipping each tile
+    for t in range(gl.program_id(0), _tiles(dims, ROWS), gl.num_programs(0)):
+        batch, head, q_cta = _tile(t, dims, ROWS, CAUSAL)
+        for c in gl.static_range(CONSUMERS):
+            mbarrier.wait(q_empty.index(c), phase ^ 1)  # a fresh barrier passes parity 1
+            row = q_cta + c * BLOCK_M
+            _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
+        n = _key_tiles(q_cta + ROWS, dims[4], BLOCK_N, CAUSAL)
+        it = _load_keys(descs, smem, bars, (batch, head // group, heads // group), it, n, KV_ROWS)
+        phase ^= 1
+
+
+@gluon.jit
+def _load_keys(descs, smem, bars, kv, it, n, KV_ROWS: gl.constexpr):
+    """Key and value tiles 0..n of head `kv` into the rings, from ring position `it`, each
+    slot once every consumer freed it; the position after them."""
+    k_smem, v_smem = smem[2], smem[3]
+    k_ready, k_empty, v_ready, v_empty = bars[2], bars[3], bars[4], bars[5]
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[2]
+    for j in range(n):
+        slot, phase = (it + j) % STAGES, ((it + j) // STAGES) & 1
+        mbarrier.wait(k_empty.index(slot), phase ^ 1)
+        _load_tile(descs[1], kv, j * BLOCK_N, k_ready.index(slot), k_smem.index(slot), KV_ROWS)
         mbarrier.wait(v_empty.index(slot), phase ^ 1)
-        _load_tile(v_desc, kv, j * BLOCK_N, v_ready.index(slot), v_smem.index(slot), KV_ROWS)
+        _load_tile(descs[2], kv, j * BLOCK_N, v_ready.index(slot), v_smem.index(slot), KV_ROWS)
+    return it + n
 
 
 @gluon.jit
@@ -128,76 +154,109 @@ def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constex
 
 
 @gluon.jit
-def _finish(acc, state, descs, q_buf, dims, stats, batch, head, q_start):
-    """Normalize and store this warpgroup's output rows (by TMA, through its query tile's
-    buffer) and their statistics (the maximum, base-2 log of the denominator)."""
-    heads, _, seq_q, _, plane = dims
+def _finish(acc, state, descs, o_buf, dims, stats, rows_at):
+    """Normalize and store this warpgroup's output rows (`rows_at`: batch, head, first
+    row) by TMA through `o_buf`, once its last store has left it, and their statistics
+    (the maximum, base-2 log of the denominator)."""
+    batches, heads, _, seq_q, _ = dims
+    batch, head, q_start = rows_at
     m_i, l_i = state
     unseen = l_i == 0.0  # a row no key reached: 0, as SDPA's safe softmax gives
     m_i = gl.where(unseen, 0.0, m_i)
     l_i = gl.where(unseen, 1.0, l_i)
     o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout))[:, None]
     head_dim: gl.constexpr = acc.shape[1]
-    q_buf.reshape(o.shape).store(o.to(q_buf.dtype))  # the query tile is read no more
+    tma.store_wait(0)  # the previous tile's output has been read out of o_buf
+    thread_barrier()  # (by the thread that issued its store: the others wait for it)
+    o_buf.reshape(o.shape).store(o.to(o_buf.dtype))
     fence_async_shared()
-    tma_store(descs[3], [batch, q_start, head * head_dim], q_buf)
+    tma_store(descs[3], [batch, q_start, head * head_dim], o_buf)
     rows = q_start + gl.arange(0, acc.shape[0], layout=m_i.type.layout)
     at = stats + (batch * heads + head) * seq_q + rows
     gl.store(at, m_i, mask=rows < seq_q)
-    gl.store(at + plane, gl.log2(l_i), mask=rows < seq_q)
+    gl.store(at + batches * heads * seq_q, gl.log2(l_i), mask=rows < seq_q)
 
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
               CONSUMER: gl.constexpr):  # fmt: skip
-    """One warpgroup's BLOCK_M query rows: S = Q K^T, the online softmax, O += P V.
+    """One warpgroup: its BLOCK_M query rows of each of this program's tiles."""
+    ROWS: gl.constexpr = smem[0].shape[0] * smem[0].shape[2]
+    it = 0  # key tiles consumed so far: the rings' position
+    phase = 0  # of the query barriers, flipping each tile
+    for t in range(gl.program_id(0), _tiles(dims, ROWS), gl.num_programs(0)):
+        tile = _tile(t, dims, ROWS, CAUSAL)
+        it = _attend(tile, it, phase, descs, smem, bars, dims, stats, qk_scale, CAUSAL, CONSUMER)
+        phase ^= 1
+    tma.store_wait(0)
 
-    Iteration j issues S_j and O += P_{j-1} V_{j-1}, waits for S_j only, and runs S_j's
-    softmax while the product with V is in flight."""
-    q_smem, k_smem, v_smem = smem
-    q_bars, k_ready, k_empty, v_ready, v_empty = bars
-    heads, _, _, seq_k, _ = dims
+
+@gluon.jit
+def _attend(tile, it, q_phase, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
+            CONSUMER: gl.constexpr):  # fmt: skip
+    """This warpgroup's BLOCK_M rows of `tile`: S = Q K^T, the online softmax, O += P V.
+    `it`: the rings' position at the tile's first key tile; returns it after its last."""
+    q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
     BLOCK_N: gl.constexpr = k_smem.shape[2]
     HEAD_D: gl.constexpr = q_smem.shape[3]
-    ROWS: gl.constexpr = q_smem.shape[0] * BLOCK_M
     # wgmma accumulators: 4 warps stacked along the rows, one instruction the whole width
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-
-    batch, head, q_cta = _origin(heads, ROWS, CAUSAL)
+    batch, head, q_cta = tile
+    seq_k = dims[4]
     q_start = q_cta + CONSUMER * BLOCK_M
     n_own = _key_tiles(q_start + BLOCK_M, seq_k, BLOCK_N, CAUSAL)
     n_full = seq_k // BLOCK_N  # tiles before it need no mask (all keys real, under the diagonal)
     if CAUSAL:
         n_full = gl.minimum(n_full, q_start // BLOCK_N)
     where = (n_full, q_start, seq_k, qk_scale)
-    q_buf = q_smem.index(CONSUMER)
-    query = q_buf.reshape([BLOCK_M, HEAD_D])
-    mbarrier.wait(q_bars.index(CONSUMER), 0)
-    p, alpha, state = _first_tile(query, k_smem, bars, where, CAUSAL, s_layout, p_layout)
+    query = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_D])
+    mbarrier.wait(bars[0].index(CONSUMER), q_phase)
+    p, alpha, state = _first_tile(query, it, smem, bars, where, CAUSAL, s_layout, p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_D], gl.float32, o_layout)
     for j in range(1, n_own):
-        slot, prev = j % STAGES, (j - 1) % STAGES
-        mbarrier.wait(k_ready.index(slot), (j // STAGES) & 1)
-        k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
-        s = warpgroup_mma(query, k_t, gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout),
-                          use_acc=False, is_async=True)  # fmt: skip
-        acc = _rescale(acc, alpha)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // STAGES) & 1)
-        acc = warpgroup_mma(p, v_smem.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
-        s = warpgroup_mma_wait(1, deps=(s,))  # groups retire in order: S_j is done
-        mbarrier.arrive(k_empty.index(slot))
-        p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, p_layout, query.dtype)
-        acc, p = warpgroup_mma_wait(0, deps=(acc, p))
-        mbarrier.arrive(v_empty.index(prev))
-        p = p_next
-    acc = _last_product(acc, alpha, p, v_smem, bars, n_own - 1)
-    _finish(acc, state, descs, q_buf, dims, stats, batch, head, q_start)
-    _release(n_own, _key_tiles(q_cta + ROWS, seq_k, BLOCK_N, CAUSAL), bars, STAGES)
-    tma.store_wait(0)
+        acc, p, alpha, state = _step(query, (acc, p, alpha, state), it, j, smem, bars, where,
+                                     CAUSAL, (s_layout, p_layout))  # fmt: skip
+    mbarrier.arrive(bars[1].index(CONSUMER))  # no product reads Q any more: load the next
+    acc = _last_product(acc, alpha, p, smem, bars, it + n_own - 1)
+    _finish(acc, state, descs, smem[1].index(CONSUMER), dims, stats, (batch, head, q_start))
+    n_cta = _key_tiles(q_cta + q_smem.shape[0] * BLOCK_M, seq_k, BLOCK_N, CAUSAL)
+    _release(it + n_own, it + n_cta, bars, STAGES)
+    return it + n_cta
+
+
+@gluon.jit
+def _step(query, carried, it, j, smem, bars, where, CAUSAL: gl.constexpr,
+          layouts: gl.constexpr):  # fmt: skip
+    """Key tile j (ring position it + j): issue S_j and O += P_{j-1} V_{j-1}, wait for S_j
+    only, and run S_j's softmax while the product with V is in flight. `layouts`: the
+    scores' and the probabilities' (the A operand of `P @ V`)."""
+    acc, p, alpha, state = carried
+    s_layout: gl.constexpr = layouts[0]
+    k_smem, v_smem = smem[2], smem[3]
+    _, _, k_ready, k_empty, v_ready, v_empty = bars
+    STAGES: gl.constexpr = k_smem.shape[0]
+    BLOCK_N: gl.constexpr = k_smem.shape[2]
+    HEAD_D: gl.constexpr = k_smem.shape[3]
+    BLOCK_M: gl.constexpr = query.shape[0]
+    at = it + j
+    slot, prev = at % STAGES, (at - 1) % STAGES
+    mbarrier.wait(k_ready.index(slot), (at // STAGES) & 1)
+    k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
+    s = warpgroup_mma(query, k_t, s_zero, use_acc=False, is_async=True)
+    acc = _rescale(acc, alpha)
+    mbarrier.wait(v_ready.index(prev), ((at - 1) // STAGES) & 1)
+    acc = warpgroup_mma(p, v_smem.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+    s = warpgroup_mma_wait(1, deps=(s,))  # groups retire in order: S_j is done
+    mbarrier.arrive(k_empty.index(slot))
+    p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, layouts[1], query.dtype)
+    acc, p = warpgroup_mma_wait(0, deps=(acc, p))
+    mbarrier.arrive(v_empty.index(prev))
+    return acc, p_next, alpha, state
 
 
 @gluon.jit
@@ -207,19 +266,23 @@ def _rescale(acc, alpha):
 
 
 @gluon.jit
-def _first_tile(query, k_smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl.constexpr,
+def _first_tile(query, it, smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl.constexpr,
                 p_layout: gl.constexpr):  # fmt: skip
-    """The first key tile's scores and softmax (nothing to overlap them with yet)."""
-    _, k_ready, k_empty, _, _ = bars
+    """The first key tile's scores (ring position `it`) and softmax (nothing to overlap
+    them with yet)."""
+    k_smem = smem[2]
+    k_ready, k_empty = bars[2], bars[3]
+    STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = query.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[2]
     HEAD_D: gl.constexpr = query.shape[1]
-    mbarrier.wait(k_ready.index(0), 0)
-    k_t = k_smem.index(0).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
+    slot = it % STAGES
+    mbarrier.wait(k_ready.index(slot), (it // STAGES) & 1)
+    k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     s = warpgroup_mma(query, k_t, s_zero, use_acc=False, is_async=True)
     s = warpgroup_mma_wait(0, deps=(s,))
-    mbarrier.arrive(k_empty.index(0))
+    mbarrier.arrive(k_empty.index(slot))
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
     state = (
         gl.full([BLOCK_M], float("-inf"), gl.float32, rows),
@@ -229,9 +292,10 @@ def _first_tile(query, k_smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl.c
 
 
 @gluon.jit
-def _last_product(acc, alpha, p, v_smem, bars, last):
-    """O += P V for the last key tile, and its value slot freed."""
-    _, _, _, v_ready, v_empty = bars
+def _last_product(acc, alpha, p, smem, bars, last):
+    """O += P V for the last key tile (ring position `last`), and its value slot freed."""
+    v_smem = smem[3]
+    v_ready, v_empty = bars[4], bars[5]
     STAGES: gl.constexpr = v_smem.shape[0]
     BLOCK_N: gl.constexpr = v_smem.shape[2]
     HEAD_D: gl.constexpr = v_smem.shape[3]
@@ -246,13 +310,13 @@ def _last_product(acc, alpha, p, v_smem, bars, last):
 
 
 @gluon.jit
-def _release(n_own, n_cta, bars, STAGES: gl.constexpr):
+def _release(first, end, bars, STAGES: gl.constexpr):
     """Causal only: an early consumer may need fewer key tiles than the program loads;
-    it still frees each (once filled, so each arrival lands in its phase), or the loader
-    waits forever."""
-    _, k_ready, k_empty, v_ready, v_empty = bars
-    for j in range(n_own, n_cta):
-        slot, phase = j % STAGES, (j // STAGES) & 1
+    it still frees each (ring positions first..end, once filled, so each arrival lands in
+    its phase), or the loader waits forever."""
+    k_ready, k_empty, v_ready, v_empty = bars[2], bars[3], bars[4], bars[5]
+    for i in range(first, end):
+        slot, phase = i % STAGES, (i // STAGES) & 1
         mbarrier.wait(k_ready.index(slot), phase)
         mbarrier.arrive(k_empty.index(slot))
         mbarrier.wait(v_ready.index(slot), phase)
@@ -269,22 +333,24 @@ def _barriers(count: gl.constexpr, arrivals: gl.constexpr):
 
 
 @gluon.jit
-def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, heads, group,
-                           seq_q, seq_k, plane, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+def _buffers(desc, count: gl.constexpr):
+    """`count` shared-memory tiles of `desc`'s block."""
+    return gl.allocate_shared_memory(desc.dtype, [count] + desc.block_type.shape, desc.layout)
+
+
+@gluon.jit
+def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, batches, heads,
+                           group, seq_q, seq_k, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
                            Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                            CONSUMERS: gl.constexpr, REGS: gl.constexpr):  # fmt: skip
-    """Allocate the query tiles, the key and value rings and their barriers; fork into
-    the consumers and the loader. Block shapes come from the descriptors."""
-    ring: gl.constexpr = [STAGES]
-    smem = (
-        gl.allocate_shared_memory(
-            q_desc.dtype, [CONSUMERS] + q_desc.block_type.shape, q_desc.layout
-        ),
-        gl.allocate_shared_memory(k_desc.dtype, ring + k_desc.block_type.shape, k_desc.layout),
-        gl.allocate_shared_memory(v_desc.dtype, ring + v_desc.block_type.shape, v_desc.layout),
-    )
+    """Allocate the query and output tiles, the key and value rings and their barriers;
+    fork into the consumers and the loader. Block shapes come from the descriptors. A
+    program runs tiles pid, pid + programs, ... (one each, or persistent: see the launch)."""
+    smem = (_buffers(q_desc, CONSUMERS), _buffers(o_desc, CONSUMERS), _buffers(k_desc, STAGES),
+            _buffers(v_desc, STAGES))  # fmt: skip
     bars = (
         _barriers(CONSUMERS, 1),  # a consumer's query tile landed
+        _barriers(CONSUMERS, 1),  # a consumer's query tile is read no more
         _barriers(STAGES, 1),  # key tile ready
         _barriers(STAGES, CONSUMERS),  # key slot free: every consumer is done with it
         _barriers(STAGES, 1),  # value tile ready
@@ -292,7 +358,7 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, head
     )
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
     descs = (q_desc, k_desc, v_desc, o_desc)
-    dims = (heads, group, seq_q, seq_k, plane)
+    dims = (batches, heads, group, seq_q, seq_k)
     loads = (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS)
     # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
     if CONSUMERS == 3:

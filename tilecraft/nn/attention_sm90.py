@@ -34,6 +34,12 @@ CONSUMERS = {(64, False): 3, (64, True): 2, (128, False): 2, (128, True): 2}
 # registers per thread by the number of consumers: at launch, then each consumer's after
 # `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
 REGISTERS = {2: (168, 240), 3: (128, 160)}
+# one program per SM running query tiles in turn (it loads a tile's queries and keys
+# while its consumers finish the last), or one program per tile, by head dim and causality:
+# an H100's sweep (nineteenth session) found persistence 1.03x at head dim 64 unmasked,
+# 0.94-1.03x at 128; with the causal mask a static turn leaves programs unequal work
+PERSISTENT = {(64, False): True, (64, True): False, (128, False): False, (128, True): False}
+PROGRAMS: int | None = None  # a persistent launch's programs; None: one per SM
 _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
 
 
@@ -155,15 +161,19 @@ def forward(
 
 def _launch(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
             scale: float, kv_heads: int) -> None:  # fmt: skip
-    grid, args, options = kernel_arguments(views, out, stats, causal, scale, kv_heads)
+    tiles, args, options = kernel_arguments(views, out, stats, causal, scale, kv_heads)
+    grid = tiles
+    if PERSISTENT[out.size(3), causal]:  # one program per SM, each running tiles in turn
+        sms = torch.cuda.get_device_properties(out.device).multi_processor_count
+        grid = min(tiles, PROGRAMS or sms)
     with torch.cuda.device(out.device):  # Triton launches on the current device
-        _gluon().attention_forward_sm90[grid](*args, **options)
+        _gluon().attention_forward_sm90[(grid,)](*args, **options)
 
 
 def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
-                     scale: float, kv_heads: int) -> tuple[tuple, list, dict]:  # fmt: skip
-    """The launch's grid, arguments and constexprs with options (the tests compile these
-    for sm_90 on a CPU)."""
+                     scale: float, kv_heads: int) -> tuple[int, list, dict]:  # fmt: skip
+    """The launch's tiles (of `CONSUMERS * BLOCK_M` query rows of a head), arguments and
+    constexprs with options (the tests compile these for sm_90 on a CPU)."""
     batch, heads, seq_q, dim = out.shape
     out_view = out.as_strided([batch, seq_q, heads * dim], [seq_q * heads * dim, heads * dim, 1])
     (q, q_rows), (k, kv_rows), (v, _) = views
@@ -171,14 +181,13 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
         _descriptor(t, rows, dim)
         for t, rows in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (out_view, BLOCK_M))
     ]
-    plane = batch * heads * seq_q
-    args = [*descs, stats, scale * LOG2E, heads, heads // kv_heads, seq_q, k.size(1), plane]
+    args = [*descs, stats, scale * LOG2E, batch, heads, heads // kv_heads, seq_q, k.size(1)]
     consumers = CONSUMERS[dim, causal]
     maxnreg, regs = REGISTERS[consumers]
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
                    CONSUMERS=consumers, REGS=regs, num_warps=4, maxnreg=maxnreg,
                    enable_fp_fusion=False)  # fmt: skip
-    return (-(-seq_q // (consumers * BLOCK_M)), batch * heads), args, options
+    return -(-seq_q // (consumers * BLOCK_M)) * batch * heads, args, options
 
 
 def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
