@@ -134,14 +134,14 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
 
 
 VARIANTS = {  # (consumer warpgroups, key tile, ring depth) the sweep times, by head dim
-    64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 128, 3), (3, 64, 3), (2, 64, 4)],
-    128: [(2, 128, 2), (2, 128, 3), (2, 64, 4)],
+    64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 64, 3)],
+    128: [(2, 128, 2), (2, 64, 4)],
 }
 
 
 def sweep(out: str | None) -> None:
     """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory, with
-    one program per tile and persistent (one per SM)."""
+    each of the launch's schedules (one program per tile; persistent, static or dynamic)."""
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
     os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
     rows = []
@@ -149,10 +149,10 @@ def sweep(out: str | None) -> None:
         for causal in (False, True):
             leaves = [t.detach() for t in inputs(shape, True)]
             for variant in VARIANTS[shape[3]]:
-                for persistent in (False, True):
+                for schedule in ("one", "static", "dynamic"):
                     row = dict(shape=list(shape), causal=causal, variant=list(variant),
-                               persistent=persistent)  # fmt: skip
-                    row.update(time_variant(sm90, shape, causal, leaves, (*variant, persistent)))
+                               schedule=schedule)  # fmt: skip
+                    row.update(time_variant(sm90, shape, causal, leaves, (*variant, schedule)))
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     if out:
@@ -162,13 +162,13 @@ def sweep(out: str | None) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages, persistent = variant
+    consumers, block_n, stages, schedule = variant
     dim = shape[3]
     tiles = 2 * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim  # q, o; k, v
     if 2 * tiles > 227 * 1024:
         return dict(skipped="shared memory")
     sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
-    sm90.PERSISTENT[dim, causal] = persistent
+    sm90.SCHEDULE[dim, causal] = schedule
     call = tilecraft_call(True, causal)
     with torch.no_grad():
         found = call(*leaves)
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--out", help="write the rows as JSON here")
     parser.add_argument("--quick", action="store_true", help="the first shape only")
     parser.add_argument("--sweep", action="store_true", help="the Gluon forward's consumers, "
-                        "key tiles, ring depths and persistence at each shape, "
+                        "key tiles, ring depths and schedules at each shape, "
                         "forward only")  # fmt: skip
     args = parser.parse_args()
     if args.sweep:

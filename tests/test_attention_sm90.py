@@ -163,14 +163,14 @@ SHAPES = [  # batch, heads, kv heads, queries, keys, head dim
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("in_rows", [True, False])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("programs", [None, 3])
-def test_gluon_forward_matches_the_tl_forward(shape, causal, in_rows, dtype, programs,
+@pytest.mark.parametrize("schedule", ["one", "static", "dynamic"])
+def test_gluon_forward_matches_the_tl_forward(shape, causal, in_rows, dtype, schedule,
                                               monkeypatch) -> None:  # fmt: skip
-    """One program per tile (None), and persistent: three programs running every tile
-    in turn (the rings' and barriers' phases carried from tile to tile)."""
+    """One program per tile, and persistent: three programs running every tile in turn
+    or taking the next one free (the rings' and barriers' phases carried across tiles)."""
     batch, heads, kv_heads, m, n, dim = shape
-    monkeypatch.setitem(sm90.PERSISTENT, (dim, causal), programs is not None)
-    monkeypatch.setattr(sm90, "PROGRAMS", programs)
+    monkeypatch.setitem(sm90.SCHEDULE, (dim, causal), schedule)
+    monkeypatch.setattr(sm90, "PROGRAMS", 3)
     kw = dict(dtype=dtype, device="cuda")
     q = _heads(batch, heads, m, dim, in_rows, **kw)
     k, v = (_heads(batch, kv_heads, n, dim, not in_rows, **kw) for _ in range(2))

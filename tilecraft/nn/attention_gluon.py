@@ -2,13 +2,14 @@
 
 Imported only where `attention_sm90.py` finds an sm_90 GPU and a Triton that ships Gluon's
 Hopper ops. A tile is `CONSUMERS * BLOCK_M` query rows of one (batch, head); a program runs
-one tile or, persistent, tiles pid, pid + programs, ... in turn. It forks: a 1-warp loader
-streams each tile's query rows (as soon as a consumer is done with its last) and its key
-and value tiles through rings of shared memory by TMA, and two or three 4-warp consumer
-warpgroups (BLOCK_M rows each, registers moved to them with `setmaxnreg`) run the online
-softmax. Each consumer issues this key tile's scores and the previous tile's `P @ V` back
-to back on the tensor cores, then computes its softmax while `P @ V` is still in flight.
-Plain Triton (`tl`) cannot express that schedule on Hopper; it is FlashAttention-3's.
+one tile or, persistent, one after another (pid, pid + programs, ..., or whichever no
+program has taken yet). It forks: a 1-warp loader takes the tiles and streams each one's
+query rows (as soon as a consumer is done with its last) and its key and value tiles
+through rings of shared memory by TMA, and two or three 4-warp consumer warpgroups
+(BLOCK_M rows each, registers moved to them with `setmaxnreg`) run the online softmax.
+Each consumer issues this key tile's scores and the previous tile's `P @ V` back to back on
+the tensor cores, then computes its softmax while `P @ V` is still in flight. Plain Triton
+(`tl`) cannot express that schedule on Hopper; it is FlashAttention-3's.
 
 The numerics are the `tl` forward's (`attention.py`), bit for bit where the products are
 the same: scores scaled by `scale * log2(e)` (no FMA contraction: the launch turns it off),
@@ -81,29 +82,72 @@ def _key_tiles(q_end, seq_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
-            KV_ROWS: gl.constexpr):  # fmt: skip
-    """One warp: for each of this program's tiles, the consumers' query tiles (once each
-    consumer is done with its last), then every key and value tile through the rings."""
-    q_desc = descs[0]
-    q_smem = smem[0]
+def _loader(descs, smem, bars, dims, counter, DYNAMIC: gl.constexpr, CAUSAL: gl.constexpr,
+            Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr):  # fmt: skip
+    """One warp: for each of this program's tiles, its number and the consumers' query
+    tiles (once each consumer is done with its last), then every key and value tile
+    through the rings; at the end a number past the last tile, which stops the consumers."""
     q_bars, q_empty = bars[0], bars[1]
     heads, group = dims[1], dims[2]
-    BLOCK_M: gl.constexpr = q_smem.shape[2]
     BLOCK_N: gl.constexpr = smem[2].shape[2]
-    CONSUMERS: gl.constexpr = q_smem.shape[0]
-    ROWS: gl.constexpr = CONSUMERS * BLOCK_M
+    CONSUMERS: gl.constexpr = smem[0].shape[0]
+    ROWS: gl.constexpr = CONSUMERS * smem[0].shape[2]
     it = 0  # key tiles loaded so far: the rings' position
     phase = 0  # of the query barriers, flipping each tile
-    for t in range(gl.program_id(0), _tiles(dims, ROWS), gl.num_programs(0)):
+    t = gl.program_id(0)
+    while t < _tiles(dims, ROWS):
+        after = _next_tile(t, counter, DYNAMIC)  # first: its latency hides behind the loads
         batch, head, q_cta = _tile(t, dims, ROWS, CAUSAL)
-        for c in gl.static_range(CONSUMERS):
-            mbarrier.wait(q_empty.index(c), phase ^ 1)  # a fresh barrier passes parity 1
-            row = q_cta + c * BLOCK_M
-            _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
+        _load_queries(descs[0], smem, bars, (batch, head, heads, q_cta), t, phase, Q_ROWS)
         n = _key_tiles(q_cta + ROWS, dims[4], BLOCK_N, CAUSAL)
         it = _load_keys(descs, smem, bars, (batch, head // group, heads // group), it, n, KV_ROWS)
         phase ^= 1
+        t = after
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.wait(q_empty.index(c), phase ^ 1)
+        _announce(smem[4], c, t)
+        mbarrier.arrive(q_bars.index(c))
+
+
+@gluon.jit
+def _next_tile(t, counter, DYNAMIC: gl.constexpr):
+    """The tile after t: the next one no program has taken (dynamic: programs that drew
+    short tiles take more), or t + programs (one per program, or a static turn)."""
+    after = t + gl.num_programs(0)
+    if DYNAMIC:
+        after = gl.num_programs(0) + gl.atomic_add(counter, 1, sem="relaxed")
+    return after
+
+
+@gluon.jit
+def _load_queries(q_desc, smem, bars, at, t, phase, Q_ROWS: gl.constexpr):
+    """Each consumer's query rows of tile t (`at`: batch, head, heads, first row) and the
+    tile's number, once the consumer is done with its last."""
+    q_smem = smem[0]
+    q_bars, q_empty = bars[0], bars[1]
+    batch, head, heads, q_cta = at
+    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    for c in gl.static_range(CONSUMERS):
+        mbarrier.wait(q_empty.index(c), phase ^ 1)  # a fresh barrier passes parity 1
+        _announce(smem[4], c, t)
+        row = q_cta + c * q_smem.shape[2]
+        _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
+
+
+@gluon.jit
+def _announce(numbers, c, t):
+    """Tile number t for consumer c, in shared memory (the query barrier's arrival, next,
+    publishes it)."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    numbers.index(c).store(gl.full([1], t, gl.int32, layout))
+
+
+@gluon.jit
+def _announced(numbers, q_bars, c, phase):
+    """The number of consumer c's next tile, once its query rows (or the end) arrived."""
+    mbarrier.wait(q_bars.index(c), phase)
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    return gl.max(numbers.index(c).load(layout), axis=0)
 
 
 @gluon.jit
@@ -180,21 +224,24 @@ def _finish(acc, state, descs, o_buf, dims, stats, rows_at):
 @gluon.jit
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
               CONSUMER: gl.constexpr):  # fmt: skip
-    """One warpgroup: its BLOCK_M query rows of each of this program's tiles."""
+    """One warpgroup: its BLOCK_M query rows of each tile the loader announces."""
     ROWS: gl.constexpr = smem[0].shape[0] * smem[0].shape[2]
     it = 0  # key tiles consumed so far: the rings' position
     phase = 0  # of the query barriers, flipping each tile
-    for t in range(gl.program_id(0), _tiles(dims, ROWS), gl.num_programs(0)):
+    t = _announced(smem[4], bars[0], CONSUMER, phase)
+    while t < _tiles(dims, ROWS):
         tile = _tile(t, dims, ROWS, CAUSAL)
-        it = _attend(tile, it, phase, descs, smem, bars, dims, stats, qk_scale, CAUSAL, CONSUMER)
+        it = _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL, CONSUMER)
         phase ^= 1
+        t = _announced(smem[4], bars[0], CONSUMER, phase)
     tma.store_wait(0)
 
 
 @gluon.jit
-def _attend(tile, it, q_phase, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
+def _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
             CONSUMER: gl.constexpr):  # fmt: skip
-    """This warpgroup's BLOCK_M rows of `tile`: S = Q K^T, the online softmax, O += P V.
+    """This warpgroup's BLOCK_M rows of `tile` (its query rows landed): S = Q K^T, the
+    online softmax, O += P V.
     `it`: the rings' position at the tile's first key tile; returns it after its last."""
     q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
@@ -214,7 +261,6 @@ def _attend(tile, it, q_phase, descs, smem, bars, dims, stats, qk_scale, CAUSAL:
         n_full = gl.minimum(n_full, q_start // BLOCK_N)
     where = (n_full, q_start, seq_k, qk_scale)
     query = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_D])
-    mbarrier.wait(bars[0].index(CONSUMER), q_phase)
     p, alpha, state = _first_tile(query, it, smem, bars, where, CAUSAL, s_layout, p_layout)
     acc = gl.zeros([BLOCK_M, HEAD_D], gl.float32, o_layout)
     for j in range(1, n_own):
@@ -339,17 +385,21 @@ def _buffers(desc, count: gl.constexpr):
 
 
 @gluon.jit
-def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, batches, heads,
-                           group, seq_q, seq_k, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                           Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
-                           CONSUMERS: gl.constexpr, REGS: gl.constexpr):  # fmt: skip
-    """Allocate the query and output tiles, the key and value rings and their barriers;
-    fork into the consumers and the loader. Block shapes come from the descriptors. A
-    program runs tiles pid, pid + programs, ... (one each, or persistent: see the launch)."""
+def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_scale, batches,
+                           heads, group, seq_q, seq_k, STAGES: gl.constexpr,
+                           CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
+                           CONSUMERS: gl.constexpr, REGS: gl.constexpr,
+                           DYNAMIC: gl.constexpr):  # fmt: skip
+    """Allocate the query and output tiles, the key and value rings, the tile numbers and
+    the barriers; fork into the consumers and the loader. Block shapes come from the
+    descriptors. A program runs tile pid, then (persistent) tiles pid + programs, ... or
+    (DYNAMIC) the next that no program has taken, counted by `counter` (zeroed)."""
+    numbers: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     smem = (_buffers(q_desc, CONSUMERS), _buffers(o_desc, CONSUMERS), _buffers(k_desc, STAGES),
-            _buffers(v_desc, STAGES))  # fmt: skip
+            _buffers(v_desc, STAGES),
+            gl.allocate_shared_memory(gl.int32, [CONSUMERS, 1], numbers))  # fmt: skip
     bars = (
-        _barriers(CONSUMERS, 1),  # a consumer's query tile landed
+        _barriers(CONSUMERS, 1),  # a consumer's query tile (or the end) landed
         _barriers(CONSUMERS, 1),  # a consumer's query tile is read no more
         _barriers(STAGES, 1),  # key tile ready
         _barriers(STAGES, CONSUMERS),  # key slot free: every consumer is done with it
@@ -359,16 +409,19 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, qk_scale, batc
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
     descs = (q_desc, k_desc, v_desc, o_desc)
     dims = (batches, heads, group, seq_q, seq_k)
-    loads = (descs, smem, bars, dims, CAUSAL, Q_ROWS, KV_ROWS)
+    # (the loader's arguments written out: a tuple held in a variable turns its constexprs
+    # into tensors, and their `if`s into branches at run time)
     # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
     if CONSUMERS == 3:
         gl.warp_specialize(
             [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
              (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
              (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2)),
-             (_loader, loads)], [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
+             (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
+            [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
     else:
         gl.warp_specialize(
             [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
              (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
-             (_loader, loads)], [4, 1], [REGS, LOADER_REGS])  # fmt: skip
+             (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
+            [4, 1], [REGS, LOADER_REGS])  # fmt: skip

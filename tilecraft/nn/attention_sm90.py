@@ -34,11 +34,14 @@ CONSUMERS = {(64, False): 3, (64, True): 2, (128, False): 2, (128, True): 2}
 # registers per thread by the number of consumers: at launch, then each consumer's after
 # `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
 REGISTERS = {2: (168, 240), 3: (128, 160)}
-# one program per SM running query tiles in turn (it loads a tile's queries and keys
-# while its consumers finish the last), or one program per tile, by head dim and causality:
-# an H100's sweep (nineteenth session) found persistence 1.03x at head dim 64 unmasked,
-# 0.94-1.03x at 128; with the causal mask a static turn leaves programs unequal work
-PERSISTENT = {(64, False): True, (64, True): False, (128, False): False, (128, True): False}
+# how programs take tiles (CONSUMERS * BLOCK_M query rows of a head), by head dim and
+# causality: "one" program per tile; "static", one per SM taking tiles pid, pid + programs,
+# ...; "dynamic", one per SM taking the next tile no program has (the causal tiles differ
+# in work). A persistent program loads a tile's queries and keys while its consumers
+# finish the last. An H100's sweep (nineteenth session) found dynamic 1.05x one at head
+# dim 64 unmasked, 1.12x causal, 0.97-1.09x causal at 128, 0.98x unmasked at 128
+SCHEDULE = {(64, False): "dynamic", (64, True): "dynamic", (128, False): "one",
+            (128, True): "dynamic"}  # fmt: skip
 PROGRAMS: int | None = None  # a persistent launch's programs; None: one per SM
 _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
 
@@ -163,7 +166,7 @@ def _launch(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
             scale: float, kv_heads: int) -> None:  # fmt: skip
     tiles, args, options = kernel_arguments(views, out, stats, causal, scale, kv_heads)
     grid = tiles
-    if PERSISTENT[out.size(3), causal]:  # one program per SM, each running tiles in turn
+    if options["DYNAMIC"] or SCHEDULE[out.size(3), causal] == "static":
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count
         grid = min(tiles, PROGRAMS or sms)
     with torch.cuda.device(out.device):  # Triton launches on the current device
@@ -181,12 +184,16 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
         _descriptor(t, rows, dim)
         for t, rows in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (out_view, BLOCK_M))
     ]
-    args = [*descs, stats, scale * LOG2E, batch, heads, heads // kv_heads, seq_q, k.size(1)]
+    dynamic = SCHEDULE[dim, causal] == "dynamic"
+    # the tiles' counter, zeroed (unread unless dynamic: the statistics stand in)
+    counter = torch.zeros(1, dtype=torch.int32, device=out.device) if dynamic else stats
+    args = [*descs, stats, counter, scale * LOG2E, batch, heads, heads // kv_heads, seq_q]
+    args.append(k.size(1))
     consumers = CONSUMERS[dim, causal]
     maxnreg, regs = REGISTERS[consumers]
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
-                   CONSUMERS=consumers, REGS=regs, num_warps=4, maxnreg=maxnreg,
-                   enable_fp_fusion=False)  # fmt: skip
+                   CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, num_warps=4,
+                   maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
     return -(-seq_q // (consumers * BLOCK_M)) * batch * heads, args, options
 
 
