@@ -168,7 +168,7 @@ def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: t
     if 2 * tiles > 227 * 1024:
         return dict(skipped="shared memory")
     sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
-    sm90.SCHEDULE[dim, causal] = schedule
+    sm90.SCHEDULE = schedule
     call = tilecraft_call(True, causal)
     with torch.no_grad():
         found = call(*leaves)

@@ -34,14 +34,15 @@ CONSUMERS = {(64, False): 3, (64, True): 2, (128, False): 2, (128, True): 2}
 # registers per thread by the number of consumers: at launch, then each consumer's after
 # `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
 REGISTERS = {2: (168, 240), 3: (128, 160)}
-# how programs take tiles (CONSUMERS * BLOCK_M query rows of a head), by head dim and
-# causality: "one" program per tile; "static", one per SM taking tiles pid, pid + programs,
-# ...; "dynamic", one per SM taking the next tile no program has (the causal tiles differ
-# in work). A persistent program loads a tile's queries and keys while its consumers
-# finish the last. An H100's sweep (nineteenth session) found dynamic 1.05x one at head
-# dim 64 unmasked, 1.12x causal, 0.97-1.09x causal at 128, 0.98x unmasked at 128
-SCHEDULE = {(64, False): "dynamic", (64, True): "dynamic", (128, False): "one",
-            (128, True): "dynamic"}  # fmt: skip
+# how programs take tiles (CONSUMERS * BLOCK_M query rows of a head): "one" program per
+# tile; "static", one per SM taking tiles pid, pid + programs, ...; "dynamic", one per SM
+# taking the next tile no program has (causal tiles differ in work). A persistent program
+# loads a tile's queries and keys while its consumers finish the last, which pays where
+# tiles are short: on an H100 (nineteenth session) dynamic ran 1.04-1.05x one at head dim
+# 64 without a mask, 1.11-1.12x causal (16 tiles a head), 1.04-1.09x causal at head dim 128
+# and 4096 queries (32), but 0.93-0.97x at 16384 (128) and 0.98-1.01x unmasked at 128
+PERSISTENT_UP_TO = 32  # a head's query tiles up to this many: dynamic; beyond, one per tile
+SCHEDULE: str | None = None  # one of the three for every call (the tests, the sweeps)
 PROGRAMS: int | None = None  # a persistent launch's programs; None: one per SM
 _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
 
@@ -166,7 +167,7 @@ def _launch(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,
             scale: float, kv_heads: int) -> None:  # fmt: skip
     tiles, args, options = kernel_arguments(views, out, stats, causal, scale, kv_heads)
     grid = tiles
-    if options["DYNAMIC"] or SCHEDULE[out.size(3), causal] == "static":
+    if options["DYNAMIC"] or SCHEDULE == "static":
         sms = torch.cuda.get_device_properties(out.device).multi_processor_count
         grid = min(tiles, PROGRAMS or sms)
     with torch.cuda.device(out.device):  # Triton launches on the current device
@@ -184,17 +185,18 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
         _descriptor(t, rows, dim)
         for t, rows in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (out_view, BLOCK_M))
     ]
-    dynamic = SCHEDULE[dim, causal] == "dynamic"
+    consumers = CONSUMERS[dim, causal]
+    per_head = -(-seq_q // (consumers * BLOCK_M))
+    dynamic = (SCHEDULE or ("dynamic" if per_head <= PERSISTENT_UP_TO else "one")) == "dynamic"
     # the tiles' counter, zeroed (unread unless dynamic: the statistics stand in)
     counter = torch.zeros(1, dtype=torch.int32, device=out.device) if dynamic else stats
     args = [*descs, stats, counter, scale * LOG2E, batch, heads, heads // kv_heads, seq_q]
     args.append(k.size(1))
-    consumers = CONSUMERS[dim, causal]
     maxnreg, regs = REGISTERS[consumers]
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
                    CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, num_warps=4,
                    maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
-    return -(-seq_q // (consumers * BLOCK_M)) * batch * heads, args, options
+    return per_head * batch * heads, args, options
 
 
 def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
