@@ -99,6 +99,29 @@ def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype,
     assert not re.search(r"\bfma\.rn\.f32", ptx)
 
 
+def test_persistent_programs_where_a_head_has_few_query_tiles(monkeypatch) -> None:
+    """Dynamic persistent programs (a zeroed int32 counter of the tiles taken) where a head
+    has at most `PERSISTENT_UP_TO` query tiles, one program per tile beyond; `SCHEDULE`
+    forces one of the three."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+
+    def launch(seq: int) -> tuple:
+        q, k = (torch.zeros(2, h, s, 64, dtype=torch.bfloat16) for h, s in ((4, seq), (2, 300)))
+        views = [sm90.heads_view(t) for t in (q, k, k)]
+        out, stats = sm90.empty_outputs(q)
+        tiles, args, options = sm90.kernel_arguments(views, out, stats, True, 0.125, 2)
+        return tiles, args[5], options["DYNAMIC"]
+
+    rows = sm90.CONSUMERS[64, True] * sm90.BLOCK_M
+    tiles, counter, dynamic = launch(sm90.PERSISTENT_UP_TO * rows)
+    assert tiles == 8 * sm90.PERSISTENT_UP_TO and dynamic
+    assert counter.dtype == torch.int32 and counter.tolist() == [0]
+    tiles, counter, dynamic = launch(sm90.PERSISTENT_UP_TO * rows + 1)
+    assert tiles == 8 * (sm90.PERSISTENT_UP_TO + 1) and not dynamic
+    monkeypatch.setattr(sm90, "SCHEDULE", "dynamic")
+    assert launch(sm90.PERSISTENT_UP_TO * rows + 1)[2]
+
+
 def _compile_for_sm90(dim: int, causal: bool, q_rows: bool, kv_rows: bool, dtype: str) -> str:
     """The kernel's PTX for sm_90, compiled as a launch with these inputs would be."""
     import triton
