@@ -241,8 +241,8 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
 def _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
             CONSUMER: gl.constexpr):  # fmt: skip
     """This warpgroup's BLOCK_M rows of `tile` (its query rows landed): S = Q K^T, the
-    online softmax, O += P V.
-    `it`: the rings' position at the tile's first key tile; returns it after its last."""
+    online softmax, O += P V. `it`: the rings' position at the tile's first key tile;
+    returns it after the tile's last."""
     q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
