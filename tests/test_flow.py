@@ -367,6 +367,7 @@ def test_module_values_a_function_reads_are_part_of_the_key() -> None:
 
 
 GAIN, OFFSETS, BLOCK, WIDE = 2.0, (1, 3), 16, torch.float64
+SHIFTS, TABLE = [0.0, [1.0]], {"bias": 0.0}  # changed in place below
 
 
 def _offset(v: torch.Tensor) -> torch.Tensor:
@@ -379,6 +380,31 @@ def module_constants(x: torch.Tensor) -> torch.Tensor:
     for tile in tc.tile(x.size(0), block_size=BLOCK):
         out[tile] = (_offset(x[tile] * GAIN) + OFFSETS[0]).to(WIDE)
     return out
+
+
+@tc.kernel
+def module_containers(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = x[tile] * SHIFTS[1][0] + SHIFTS[0] + TABLE["bias"]
+    return out
+
+
+def test_module_lists_and_dicts_changed_in_place(mode) -> None:
+    """A module-level list or dict the kernel reads, changed in place (the same object):
+    the next call computes with its new contents (compiled code kept the first ones)."""
+    x = randn(37)
+    mode(module_containers)
+    assert_close(module_containers(x), x)
+    try:
+        SHIFTS[1][0], TABLE["bias"] = 3.0, 0.5
+        assert_close(module_containers(x), x * 3 + 0.5)
+        SHIFTS[0] = -1.0
+        assert_close(module_containers(x), x * 3 - 0.5)
+    finally:
+        SHIFTS[:], TABLE["bias"] = [0.0, [1.0]], 0.0
+    assert_close(module_containers(x), x)
+    assert_close(module_containers(x[:1]), x[:1])
 
 
 def test_module_constants_are_read_again_at_each_call(mode) -> None:

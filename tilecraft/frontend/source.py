@@ -52,9 +52,10 @@ CONSTANTS = (bool, int, float, complex, str, bytes, type(None), torch.dtype)
 
 def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
     """The module-level names `fn`, and the functions it calls by name, read whose values
-    are numbers, strings, dtypes or tuples of them, as (module globals, name): compiled code and
-    eager mode take them as constants, so a kernel is specialized on their values, read
-    again at every call (a module's `SCALE = 2.0` set to 3.0 later recompiles)."""
+    are numbers, strings, dtypes or tuples, lists and dicts of them, as (module globals,
+    name): compiled code and eager mode take them as constants, so a kernel is specialized
+    on their values, read again at every call (a module's `SCALE = 2.0` set to 3.0 later,
+    or `OFFSETS[1] = 3` in place, recompiles)."""
     from tilecraft.frontend.inline import inlinable  # (it imports this module)
 
     found: list[tuple[dict[str, Any], str]] = []
@@ -86,9 +87,21 @@ def _code_names(code: types.CodeType) -> set[str]:
 
 
 def _constant(value: Any) -> bool:
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return all(_constant(v) for v in value)
+    if isinstance(value, dict):
+        return all(_constant(k) and _constant(v) for k, v in value.items())
     return isinstance(value, CONSTANTS)
+
+
+def frozen(value: Any) -> Any:
+    """A module constant's value as a key: lists and dicts (changed in place, the same
+    object holds other values) as tuples of their contents at this call."""
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, *[frozen(v) for v in value])
+    if isinstance(value, dict):
+        return ("dict", *[(k, frozen(v)) for k, v in value.items()])
+    return value
 
 
 def refreshed(src: KernelSource, reads: list[tuple[dict[str, Any], str]]) -> KernelSource:
