@@ -3,6 +3,7 @@ device scalars and tiles; loops unrolled while compiling; loops bounded by tenso
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -368,6 +369,7 @@ def test_module_values_a_function_reads_are_part_of_the_key() -> None:
 
 GAIN, OFFSETS, BLOCK, WIDE = 2.0, (1, 3), 16, torch.float64
 SHIFTS, TABLE = [0.0, [1.0]], {"bias": 0.0}  # changed in place below
+SETTING = SimpleNamespace(gain=1.0)
 
 
 def _offset(v: torch.Tensor) -> torch.Tensor:
@@ -386,13 +388,14 @@ def module_constants(x: torch.Tensor) -> torch.Tensor:
 def module_containers(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in tc.tile(x.size(0)):
-        out[tile] = x[tile] * SHIFTS[1][0] + SHIFTS[0] + TABLE["bias"]
+        out[tile] = x[tile] * SHIFTS[1][0] * SETTING.gain + SHIFTS[0] + TABLE["bias"]
     return out
 
 
 def test_module_lists_and_dicts_changed_in_place(mode) -> None:
-    """A module-level list or dict the kernel reads, changed in place (the same object):
-    the next call computes with its new contents (compiled code kept the first ones)."""
+    """A module-level list or dict the kernel reads, changed in place (the same object),
+    or an object's attribute: the next call computes with the new values (compiled code
+    kept the first ones)."""
     x = randn(37)
     mode(module_containers)
     assert_close(module_containers(x), x)
@@ -401,8 +404,10 @@ def test_module_lists_and_dicts_changed_in_place(mode) -> None:
         assert_close(module_containers(x), x * 3 + 0.5)
         SHIFTS[0] = -1.0
         assert_close(module_containers(x), x * 3 - 0.5)
+        SETTING.gain = 2.0
+        assert_close(module_containers(x), x * 6 - 0.5)
     finally:
-        SHIFTS[:], TABLE["bias"] = [0.0, [1.0]], 0.0
+        SHIFTS[:], TABLE["bias"], SETTING.gain = [0.0, [1.0]], 0.0, 1.0
     assert_close(module_containers(x), x)
     assert_close(module_containers(x[:1]), x[:1])
 

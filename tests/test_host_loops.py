@@ -4,8 +4,6 @@ passed to each launch. Eager mode, compiled code and PyTorch agree."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -239,16 +237,25 @@ def test_a_kernel_for_each_of_too_many_values_is_refused() -> None:
     torch.testing.assert_close(eager[:3], torch.tensor([33.0, 32.0, 31.0]))
 
 
-# host values the kernel is not specialized on: an object's attributes (a module's numbers,
-# lists and dicts are keyed, and changed they compile again)
-SHIFT = SimpleNamespace(rows=0)
+class _Setting:
+    """A host value the kernel is not specialized on: a method's result (a module's
+    numbers, lists, dicts and objects' attributes are keyed: changed, they compile again)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def get(self) -> object:
+        return self.value
+
+
+SHIFT = _Setting(0)
 
 
 @tc.kernel
 def shifted_lengths(x: torch.Tensor) -> torch.Tensor:
     out = x.clone()
     for k in range(2):
-        rows = x.size(0) - k - SHIFT.rows  # not what the kernel is specialized on
+        rows = x.size(0) - k - SHIFT.get()  # not what the kernel is specialized on
         for t in tc.tile(rows):
             out[t] = out[t] * 2
     return out
@@ -258,15 +265,15 @@ def test_a_loop_reached_with_other_values_than_compiled_raises() -> None:
     x = torch.randn(6)
     expected = torch.cat([x[:5] * 4, x[5:] * 2])
     torch.testing.assert_close(run_mode(shifted_lengths, (x,), "triton"), expected)
-    SHIFT.rows = 1
+    SHIFT.value = 1
     try:
         with pytest.raises(exc.HostCodeError, match="with host values it did not have"):
             run_mode(shifted_lengths, (x,), "triton")
     finally:
-        SHIFT.rows = 0
+        SHIFT.value = 0
 
 
-SETTINGS = SimpleNamespace(second=False)
+SECOND = _Setting(False)
 
 
 @tc.kernel
@@ -274,7 +281,7 @@ def second_if_flag(x: torch.Tensor) -> torch.Tensor:
     out = x.clone()
     for t in tc.tile(x.size(0)):
         out[t] = out[t] + 1
-    if SETTINGS.second:  # not something the kernel is specialized on
+    if SECOND.get():  # not something the kernel is specialized on
         for t in tc.tile(x.size(0)):
             out[t] = out[t] * 3
     return out
@@ -283,14 +290,14 @@ def second_if_flag(x: torch.Tensor) -> torch.Tensor:
 def test_a_loop_not_reached_when_compiled_raises_if_reached_later() -> None:
     x = torch.randn(6)
     torch.testing.assert_close(run_mode(second_if_flag, (x,), "triton"), x + 1)
-    SETTINGS.second = True
+    SECOND.value = True
     try:
         with pytest.raises(exc.HostCodeError, match="did not reach") as info:
             run_mode(second_if_flag, (x,), "triton")
         assert "for t in tc.tile(x.size(0)):" in str(info.value)
         torch.testing.assert_close(run_mode(second_if_flag, (x,), "eager"), (x + 1) * 3)
     finally:
-        SETTINGS.second = False
+        SECOND.value = False
 
 
 @tc.kernel

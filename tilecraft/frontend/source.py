@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dis
 import inspect
 import linecache
 import textwrap
@@ -53,9 +54,11 @@ CONSTANTS = (bool, int, float, complex, str, bytes, type(None), torch.dtype)
 def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
     """The module-level names `fn`, and the functions it calls by name, read whose values
     are numbers, strings, dtypes or tuples, lists and dicts of them, as (module globals,
-    name): compiled code and eager mode take them as constants, so a kernel is specialized
-    on their values, read again at every call (a module's `SCALE = 2.0` set to 3.0 later,
-    or `OFFSETS[1] = 3` in place, recompiles)."""
+    name), and so the attributes of module-level objects they read (`CONFIG.gain`, as
+    (module globals, "CONFIG.gain")): compiled code and eager mode take them as constants,
+    so a kernel is specialized on their values, read again at every call (a module's
+    `SCALE = 2.0` set to 3.0 later, `OFFSETS[1] = 3` in place or `CONFIG.gain = 3.0`
+    recompiles)."""
     from tilecraft.frontend.inline import inlinable  # (it imports this module)
 
     found: list[tuple[dict[str, Any], str]] = []
@@ -74,7 +77,41 @@ def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
                 found.append((f.__globals__, name))
             elif callable(value):
                 stack.append(value)
+        for dotted in sorted(_attribute_reads(f.__code__)):  # `CONFIG.gain`, `mod.SCALE`
+            if _constant(module_value(f.__globals__, dotted)):
+                found.append((f.__globals__, dotted))
     return found
+
+
+def _attribute_reads(code: types.CodeType) -> set[str]:
+    """The attributes of module-level names (`CONFIG.gain`, `a.b.c` and `a.b`) a code
+    object and those nested in it read."""
+    found, chain = set(), ""
+    for ins in dis.get_instructions(code):
+        if ins.opname == "LOAD_GLOBAL":
+            chain = ins.argval
+        elif ins.opname == "LOAD_ATTR" and chain:
+            chain += "." + ins.argval
+            found.add(chain)
+        else:
+            chain = ""
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _attribute_reads(const)
+    return found
+
+
+def module_value(namespace: dict[str, Any], dotted: str) -> Any:
+    """The value of a module-level name or of an attribute path from one (None where an
+    attribute is missing or raises)."""
+    root, *attrs = dotted.split(".")
+    value = namespace.get(root)
+    for attr in attrs:
+        try:
+            value = getattr(value, attr, None)
+        except Exception:  # noqa: BLE001 - a property that raises: no constant
+            return None
+    return value
 
 
 def _code_names(code: types.CodeType) -> set[str]:

@@ -13,7 +13,14 @@ import torch
 
 from tilecraft.exc import BadArgument, GraphCaptureError, TilecraftError
 from tilecraft.frontend.host import Element, read_element
-from tilecraft.frontend.source import KernelSource, frozen, global_reads, read_source, refreshed
+from tilecraft.frontend.source import (
+    KernelSource,
+    frozen,
+    global_reads,
+    module_value,
+    read_source,
+    refreshed,
+)
 from tilecraft.language.state import Sites
 from tilecraft.language.tunables import constexpr
 from tilecraft.runtime.bound import BoundKernel
@@ -92,7 +99,7 @@ class Kernel:
         """The values of the module-level constants the kernel reads (`global_reads`)."""
         if self._constants is None:
             self._constants = global_reads(self.fn)
-        return tuple([frozen(d.get(n)) for d, n in self._constants])
+        return tuple([frozen(module_value(d, n)) for d, n in self._constants])
 
     def bind(self, args: tuple, kwargs: dict[str, Any] | None = None) -> BoundKernel:
         """The BoundKernel for these arguments (created on first use)."""
