@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from conftest import DEVICE
@@ -369,7 +370,7 @@ def test_module_values_a_function_reads_are_part_of_the_key() -> None:
 
 GAIN, OFFSETS, BLOCK, WIDE = 2.0, (1, 3), 16, torch.float64
 SHIFTS, TABLE = [0.0, [1.0]], {"bias": 0.0}  # changed in place below
-SETTING = SimpleNamespace(gain=1.0)
+SETTING, WEIGHTS = SimpleNamespace(gain=1.0), np.array([1.0, 0.0])
 
 
 def _offset(v: torch.Tensor) -> torch.Tensor:
@@ -388,14 +389,14 @@ def module_constants(x: torch.Tensor) -> torch.Tensor:
 def module_containers(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in tc.tile(x.size(0)):
-        out[tile] = x[tile] * SHIFTS[1][0] * SETTING.gain + SHIFTS[0] + TABLE["bias"]
+        out[tile] = x[tile] * SHIFTS[1][0] * SETTING.gain + SHIFTS[0] + TABLE["bias"] + WEIGHTS[1]
     return out
 
 
 def test_module_lists_and_dicts_changed_in_place(mode) -> None:
-    """A module-level list or dict the kernel reads, changed in place (the same object),
-    or an object's attribute: the next call computes with the new values (compiled code
-    kept the first ones)."""
+    """A module-level list, dict or numpy array the kernel reads, changed in place (the
+    same object), or an object's attribute: the next call computes with the new values
+    (compiled code kept the first ones)."""
     x = randn(37)
     mode(module_containers)
     assert_close(module_containers(x), x)
@@ -406,8 +407,11 @@ def test_module_lists_and_dicts_changed_in_place(mode) -> None:
         assert_close(module_containers(x), x * 3 - 0.5)
         SETTING.gain = 2.0
         assert_close(module_containers(x), x * 6 - 0.5)
+        WEIGHTS[1] = 0.25
+        assert_close(module_containers(x), x * 6 - 0.25)
     finally:
         SHIFTS[:], TABLE["bias"], SETTING.gain = [0.0, [1.0]], 0.0, 1.0
+        WEIGHTS[1] = 0.0
     assert_close(module_containers(x), x)
     assert_close(module_containers(x[:1]), x[:1])
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from tilecraft.exc import SourceLoc, UnsupportedSyntax
@@ -53,12 +54,12 @@ CONSTANTS = (bool, int, float, complex, str, bytes, type(None), torch.dtype)
 
 def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
     """The module-level names `fn`, and the functions it calls by name, read whose values
-    are numbers, strings, dtypes or tuples, lists and dicts of them, as (module globals,
-    name), and so the attributes of module-level objects they read (`CONFIG.gain`, as
-    (module globals, "CONFIG.gain")): compiled code and eager mode take them as constants,
-    so a kernel is specialized on their values, read again at every call (a module's
-    `SCALE = 2.0` set to 3.0 later, `OFFSETS[1] = 3` in place or `CONFIG.gain = 3.0`
-    recompiles)."""
+    are numbers, strings, dtypes, tuples, lists and dicts of them or numeric numpy arrays,
+    as (module globals, name), and the attributes of module-level objects they read so
+    (`CONFIG.gain`, as (module globals, "CONFIG.gain")): compiled code and eager mode take
+    them as constants, so a kernel is specialized on their values, read again at every
+    call (a module's `SCALE = 2.0` set to 3.0 later, `OFFSETS[1] = 3` in place or
+    `CONFIG.gain = 3.0` recompiles)."""
     from tilecraft.frontend.inline import inlinable  # (it imports this module)
 
     found: list[tuple[dict[str, Any], str]] = []
@@ -128,16 +129,20 @@ def _constant(value: Any) -> bool:
         return all(_constant(v) for v in value)
     if isinstance(value, dict):
         return all(_constant(k) and _constant(v) for k, v in value.items())
+    if isinstance(value, np.ndarray):  # device code reads its elements as numbers
+        return value.dtype.kind in "biuf"
     return isinstance(value, CONSTANTS)
 
 
 def frozen(value: Any) -> Any:
-    """A module constant's value as a key: lists and dicts (changed in place, the same
-    object holds other values) as tuples of their contents at this call."""
+    """A module constant's value as a key: lists, dicts and numpy arrays (changed in
+    place, the same object holds other values) as tuples of their contents at this call."""
     if isinstance(value, (tuple, list)):
         return (type(value).__name__, *[frozen(v) for v in value])
     if isinstance(value, dict):
         return ("dict", *[(k, frozen(v)) for k, v in value.items()])
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
     return value
 
 
