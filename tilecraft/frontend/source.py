@@ -94,7 +94,7 @@ def _attribute_reads(code: types.CodeType) -> set[str]:
         elif ins.opname == "LOAD_ATTR" and chain:
             chain += "." + ins.argval
             found.add(chain)
-        else:
+        elif ins.opname != "EXTENDED_ARG":  # (an argument's high bits, the next one's own)
             chain = ""
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
