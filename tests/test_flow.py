@@ -437,6 +437,32 @@ def test_module_constants_are_read_again_at_each_call(mode) -> None:
     assert_close(module_constants(x[:0]), x[:0].double())
 
 
+def test_closure_values_rebound_or_changed_in_place(mode) -> None:
+    """A kernel made in a function reads its closure's values: rebound (`nonlocal`) or
+    changed in place, the next call computes with the new ones (both modes kept the first)."""
+    gain, offsets = 2.0, [0.0]
+
+    @tc.kernel
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in tc.tile(x.size(0)):
+            out[tile] = x[tile] * gain + offsets[0]
+        return out
+
+    def set_gain(value: float) -> None:
+        nonlocal gain
+        gain = value
+
+    x = randn(37)
+    mode(scaled)
+    assert_close(scaled(x), x * 2)
+    set_gain(-1.0)
+    assert_close(scaled(x), -x)
+    offsets[0] = 0.5
+    assert_close(scaled(x), 0.5 - x)
+    assert_close(scaled(x[:0]), x[:0])
+
+
 # -- host code reading values of tensors ------------------------------------------------------
 
 

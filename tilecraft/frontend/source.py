@@ -59,7 +59,7 @@ def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
     (`CONFIG.gain`, as (module globals, "CONFIG.gain")): compiled code and eager mode take
     them as constants, so a kernel is specialized on their values, read again at every
     call (a module's `SCALE = 2.0` set to 3.0 later, `OFFSETS[1] = 3` in place or
-    `CONFIG.gain = 3.0` recompiles)."""
+    `CONFIG.gain = 3.0` recompiles). Closure variables holding constants count too."""
     from tilecraft.frontend.inline import inlinable  # (it imports this module)
 
     found: list[tuple[dict[str, Any], str]] = []
@@ -78,10 +78,25 @@ def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
                 found.append((f.__globals__, name))
             elif callable(value):
                 stack.append(value)
+        found += _closure_reads(f)
         for dotted in sorted(_attribute_reads(f.__code__)):  # `CONFIG.gain`, `mod.SCALE`
             if _constant(module_value(f.__globals__, dotted)):
                 found.append((f.__globals__, dotted))
     return found
+
+
+def _closure_reads(f: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
+    """`f`'s closure variables that hold constants, as ({name: its cell}, name): read
+    through the cell, so that a `nonlocal` rebinding is seen as well."""
+    cells = zip(f.__code__.co_freevars, f.__closure__ or (), strict=True)
+    return [({name: cell}, name) for name, cell in cells if _constant(_contents(cell))]
+
+
+def _contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # not bound yet
+        return None
 
 
 def _attribute_reads(code: types.CodeType) -> set[str]:
@@ -107,6 +122,8 @@ def module_value(namespace: dict[str, Any], dotted: str) -> Any:
     attribute is missing or raises)."""
     root, *attrs = dotted.split(".")
     value = namespace.get(root)
+    if isinstance(value, types.CellType):  # a closure variable (`_closure_reads`)
+        value = _contents(value)
     for attr in attrs:
         try:
             value = getattr(value, attr, None)
@@ -147,10 +164,14 @@ def frozen(value: Any) -> Any:
 
 
 def refreshed(src: KernelSource, reads: list[tuple[dict[str, Any], str]]) -> KernelSource:
-    """`src` with its namespace read again where one of the module-level constants it
-    `reads` (`global_reads`: the kernel's own module's) changed since."""
-    namespace = src.fn.__globals__
-    if all(src.namespace.get(n) is namespace.get(n) for d, n in reads if d is namespace):
+    """`src` with its namespace read again where one of the constants it `reads`
+    (`global_reads`: the kernel's own module's, its closure's) is another object since."""
+    own = src.fn.__code__.co_freevars
+    if all(
+        src.namespace.get(n) is module_value(d, n)
+        for d, n in reads
+        if "." not in n and (d is src.fn.__globals__ or n in own)
+    ):
         return src
     return replace(src, namespace=_namespace(src.fn))
 
