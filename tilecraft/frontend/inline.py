@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilecraft.exc import UnsupportedOperation, UnsupportedSyntax
-from tilecraft.frontend.source import KernelSource
+from tilecraft.frontend.source import KernelSource, namespace_of
 
 LIBRARIES = ("torch", "triton", "numpy", "math", "builtins", "operator")
 # tilecraft's own DSL functions are ops, not helpers to inline; its kernel library's
@@ -51,10 +51,20 @@ def inlinable(fn: Any) -> bool:
     """A user's Python function (not a library's), whose source tilecraft can compile."""
     if not isinstance(fn, types.FunctionType):
         return False
-    module = getattr(fn, "__module__", None) or ""
+    return not _library(getattr(fn, "__module__", None) or "")
+
+
+def library_module(value: Any) -> bool:
+    """A library's module or tilecraft's DSL (`torch`, `tc`): its attributes (`torch.float32`)
+    are not a user's values that may change between calls."""
+    return isinstance(value, types.ModuleType) and _library(value.__name__)
+
+
+def _library(module: str) -> bool:
+    """Whether code of the module named `module` is a library's, not a user's."""
     if module.startswith(DSL_MODULES) or module == "tilecraft":
-        return False
-    return module.split(".")[0] not in LIBRARIES
+        return True
+    return module.split(".")[0] in LIBRARIES
 
 
 def function_source(fn: types.FunctionType) -> KernelSource:
@@ -67,7 +77,7 @@ def function_source(fn: types.FunctionType) -> KernelSource:
             f"cannot read the source of `{fn.__qualname__}` to compile it on the device"
         )
     tree = _function_node(fn, _parsed(filename, len(lines), "".join(lines)))
-    namespace = {**fn.__globals__, **_closure_values(fn)}
+    namespace = namespace_of(fn)
     return KernelSource(fn, tree, filename, lines, namespace)
 
 
@@ -101,11 +111,6 @@ def _as_def(node: ast.Lambda) -> ast.FunctionDef:
     ret = ast.copy_location(ast.Return(node.body), node.body)
     func = ast.FunctionDef(name="<lambda>", args=node.args, body=[ret], decorator_list=[])
     return ast.copy_location(func, node)
-
-
-def _closure_values(fn: types.FunctionType) -> dict[str, Any]:
-    cells = zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True)
-    return {name: cell.cell_contents for name, cell in cells}
 
 
 def bind_arguments(fn: types.FunctionType, args: list[Any], kwargs: dict[str, Any]) -> dict:

@@ -8,7 +8,7 @@ import inspect
 import linecache
 import textwrap
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,7 +60,7 @@ def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
     them as constants, so a kernel is specialized on their values, read again at every
     call (a module's `SCALE = 2.0` set to 3.0 later, `OFFSETS[1] = 3` in place or
     `CONFIG.gain = 3.0` recompiles). Closure variables holding constants count too."""
-    from tilecraft.frontend.inline import inlinable  # (it imports this module)
+    from tilecraft.frontend.inline import inlinable, library_module  # (it imports this module)
 
     found: list[tuple[dict[str, Any], str]] = []
     seen: set[Any] = set()  # functions (by id) and (module globals' id, name) pairs
@@ -78,18 +78,18 @@ def global_reads(fn: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
                 found.append((f.__globals__, name))
             elif callable(value):
                 stack.append(value)
-        found += _closure_reads(f)
+        found += [({n: c}, n) for n, c in closure_cells(f).items() if _constant(_contents(c))]
         for dotted in sorted(_attribute_reads(f.__code__)):  # `CONFIG.gain`, `mod.SCALE`
-            if _constant(module_value(f.__globals__, dotted)):
+            root = f.__globals__.get(dotted.split(".")[0])
+            if not library_module(root) and _constant(module_value(f.__globals__, dotted)):
                 found.append((f.__globals__, dotted))
     return found
 
 
-def _closure_reads(f: Callable[..., Any]) -> list[tuple[dict[str, Any], str]]:
-    """`f`'s closure variables that hold constants, as ({name: its cell}, name): read
-    through the cell, so that a `nonlocal` rebinding is seen as well."""
-    cells = zip(f.__code__.co_freevars, f.__closure__ or (), strict=True)
-    return [({name: cell}, name) for name, cell in cells if _constant(_contents(cell))]
+def closure_cells(fn: Callable[..., Any]) -> dict[str, types.CellType]:
+    """A function's closure: its free variables' cells by name (read through the cell,
+    a `nonlocal` rebinding is seen too)."""
+    return dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
 
 
 def _contents(cell: types.CellType) -> Any:
@@ -99,21 +99,28 @@ def _contents(cell: types.CellType) -> Any:
         return None
 
 
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """A code object and those nested in it (its functions, lambdas, comprehensions)."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
 def _attribute_reads(code: types.CodeType) -> set[str]:
     """The attributes of module-level names (`CONFIG.gain`, `a.b.c` and `a.b`) a code
     object and those nested in it read."""
-    found, chain = set(), ""
-    for ins in dis.get_instructions(code):
-        if ins.opname == "LOAD_GLOBAL":
-            chain = ins.argval
-        elif ins.opname == "LOAD_ATTR" and chain:
-            chain += "." + ins.argval
-            found.add(chain)
-        elif ins.opname != "EXTENDED_ARG":  # (an argument's high bits, the next one's own)
-            chain = ""
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            found |= _attribute_reads(const)
+    found: set[str] = set()
+    for each in _codes(code):
+        chain = ""
+        for ins in dis.get_instructions(each):
+            if ins.opname == "LOAD_GLOBAL":
+                chain = ins.argval
+            elif ins.opname == "LOAD_ATTR" and chain:
+                chain += "." + ins.argval
+                found.add(chain)
+            elif ins.opname != "EXTENDED_ARG":  # (an argument's high bits, the next one's)
+                chain = ""
     return found
 
 
@@ -134,11 +141,7 @@ def module_value(namespace: dict[str, Any], dotted: str) -> Any:
 
 def _code_names(code: types.CodeType) -> set[str]:
     """The global (and attribute) names a code object and those nested in it read."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
+    return set().union(*(each.co_names for each in _codes(code)))
 
 
 def _constant(value: Any) -> bool:
@@ -173,15 +176,13 @@ def refreshed(src: KernelSource, reads: list[tuple[dict[str, Any], str]]) -> Ker
         if "." not in n and (d is src.fn.__globals__ or n in own)
     ):
         return src
-    return replace(src, namespace=_namespace(src.fn))
+    return replace(src, namespace=namespace_of(src.fn))
 
 
-def _namespace(fn: Callable[..., Any]) -> dict[str, Any]:
-    namespace = dict(fn.__globals__)
-    names = fn.__code__.co_freevars
-    for name, cell in zip(names, fn.__closure__ or (), strict=True):
-        namespace[name] = cell.cell_contents
-    return namespace
+def namespace_of(fn: Callable[..., Any]) -> dict[str, Any]:
+    """A function's globals and its closure's values over them."""
+    cells = closure_cells(fn)
+    return {**fn.__globals__, **{name: cell.cell_contents for name, cell in cells.items()}}
 
 
 def read_source(fn: Callable[..., Any]) -> KernelSource:
@@ -199,4 +200,4 @@ def read_source(fn: Callable[..., Any]) -> KernelSource:
     # here: its lines come from the file (the function's own would not match line numbers)
     file_lines = inspect.getsourcelines(module)[0] if module else linecache.getlines(filename)
     indent = len(raw_lines[0]) - len(raw_lines[0].lstrip())
-    return KernelSource(fn, func, filename, file_lines, _namespace(fn), indent)
+    return KernelSource(fn, func, filename, file_lines, namespace_of(fn), indent)
