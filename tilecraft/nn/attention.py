@@ -39,8 +39,9 @@ stages (per kernel and per key loop), tensor-descriptor (TMA) reads through `ind
 (taken where a read is a plain block of the tensor: not for grouped heads' gathered kv rows
 nor the keys of a loop whose bounds are not proven multiples of its tile), and persistent
 programs through `pid_type`. Variable-length batches are in `tilecraft.nn.varlen`.
-On an sm_90 GPU, `attention()` runs the forward of the calls it covers as the
-warp-specialized Gluon kernel of `attention_gluon.py` (see `attention_sm90.py`).
+On an sm_90 GPU, `attention()` runs the forward and backward of the calls it covers as the
+warp-specialized Gluon kernels of `attention_gluon.py` and `attention_gluon_bwd.py` (see
+`attention_sm90.py`).
 """
 
 from __future__ import annotations
@@ -377,7 +378,9 @@ def _backward(ctx: object, grad_out: torch.Tensor, grad_stats: torch.Tensor | No
     q, k, v, bias, out, stats = ctx.saved_tensors  # type: ignore[attr-defined]
     grad_out = torch.zeros_like(out) if grad_out is None else grad_out
     flags = ctx.flags  # type: ignore[attr-defined]
-    dq, dk, dv, d_bias = attention_backward_op(grad_out, q, k, v, bias, out, stats, *flags)
+    sm90 = attention_sm90.BACKWARD and attention_sm90.wanted(q, k, *flags[1:])
+    op = attention_backward_sm90_op if sm90 else attention_backward_op
+    dq, dk, dv, d_bias = op(grad_out, q, k, v, bias, out, stats, *flags)
     d_bias = d_bias.to(bias.dtype) if flags[3] else None
     return dq, dk, dv, d_bias, None, None, None, None
 
@@ -388,6 +391,7 @@ attention_op = attention_forward.as_torch_op(
     "tilecraft_nn::attention", backward=_backward, setup_context=_setup_context
 )
 attention_sm90_op = attention_sm90.define_op(attention_forward, _backward, _setup_context)
+attention_backward_sm90_op = attention_sm90.define_backward_op(attention_backward_op)
 
 
 def attention(

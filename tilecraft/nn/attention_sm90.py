@@ -1,12 +1,12 @@
-"""Attention's forward on Hopper: when `attention()` runs the Gluon kernel, and its launch.
+"""Attention on Hopper: when `attention()` runs the Gluon kernels, and their launches.
 
-On an sm_90 GPU (H100, H200) `tilecraft.nn.attention` runs its forward as the
-warp-specialized kernel of `attention_gluon.py` where that kernel covers the call: float16
-or bfloat16, head dim 64 or 128, no bias and no sliding window, a positive scale, at least
-`MIN_QUERIES` queries, and q, k, v each laid out with heads in rows or side by side (TMA
-reads them in place). Everywhere else, and wherever Triton lacks Gluon's Hopper ops or the
-kernel fails to compile, the `tl` forward runs; the backward is always the `tl` one, fed
-the same statistics.
+On an sm_90 GPU (H100, H200) `tilecraft.nn.attention` runs its forward and backward as the
+warp-specialized kernels of `attention_gluon.py` and `attention_gluon_bwd.py` where they
+cover the call: float16 or bfloat16, head dim 64 or 128, no bias and no sliding window, a
+positive scale, at least `MIN_QUERIES` queries, and q, k, v (and the output's gradient)
+each laid out with heads in rows or side by side (TMA reads them in place). Everywhere
+else, and wherever Triton lacks Gluon's Hopper ops or a kernel fails to compile, the `tl`
+kernels run; both backwards take either forward's statistics.
 
 `TILECRAFT_GLUON_ATTENTION=0` turns the Gluon forward off; `=always` takes it at any
 number of queries (the GPU tests use that to reach small and ragged shapes).
@@ -44,7 +44,12 @@ REGISTERS = {2: (168, 240), 3: (128, 160)}
 PERSISTENT_UP_TO = 32  # a head's query tiles up to this many: dynamic; beyond, one per tile
 SCHEDULE: str | None = None  # one of the three for every call (the tests, the sweeps)
 PROGRAMS: int | None = None  # a persistent launch's programs; None: one per SM
-_failed: set[tuple] = set()  # kernel variants that failed to compile: the tl forward runs
+_failed: set[tuple] = set()  # kernel variants that failed to compile: the tl kernels run
+# the backward: query tiles of 64 rows, 2-deep rings of them, and dQ buffers for the writer
+# by head dim (an H100, twentieth session: one buffer 1.0-1.1x two at head dim 128)
+BACKWARD_STAGES, BACKWARD_ROWS = 2, 64
+DQ_BUFFERS = {64: 2, 128: 1}
+BACKWARD = True  # the Gluon backward where it covers the call (tests compare it with tl's)
 
 
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
@@ -71,6 +76,14 @@ def covers(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias
 @functools.cache
 def _hopper(index: int | None) -> bool:
     return torch.cuda.get_device_capability(index) == (9, 0)
+
+
+@functools.cache
+def _gluon_backward() -> Any:
+    """The backward kernel's module (imported once `_gluon` found Gluon's Hopper ops)."""
+    from tilecraft.nn import attention_gluon_bwd
+
+    return attention_gluon_bwd
 
 
 @functools.cache
@@ -108,6 +121,104 @@ def define_op(fallback: Any, backward: Any, setup_context: Any) -> Any:
     attention_sm90.register_fake(lambda q, *_: empty_outputs(q))
     attention_sm90.register_autograd(backward, setup_context=setup_context)
     return attention_sm90
+
+
+def define_backward_op(fallback: Any) -> Any:
+    """The operator `tilecraft_nn::attention_backward_sm90`: `attention_backward`'s
+    signature and outputs, computed by the Gluon backward where it applies and by
+    `fallback` (the `tl` backward's operator) where it does not."""
+
+    @torch.library.custom_op("tilecraft_nn::attention_backward_sm90", mutates_args=())
+    def attention_backward_sm90(
+        grad_out: torch.Tensor,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        bias: torch.Tensor,
+        out: torch.Tensor,
+        stats: torch.Tensor,
+        causal: bool,
+        scale: float,
+        window: int,
+        has_bias: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        found = (
+            None if has_bias or window else backward(grad_out, q, k, v, out, stats, causal, scale)
+        )
+        if found is not None:
+            return (*found, q.new_empty(0, dtype=torch.float32))
+        grads = fallback(grad_out, q, k, v, bias, out, stats, causal, scale, window, has_bias)
+        return tuple(t.clone() for t in grads)  # (no view out of an op)
+
+    def fake(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             bias: torch.Tensor, *flags: Any) -> tuple:  # fmt: skip
+        """Contiguous gradients; dBias (float32) the bias's shape, or empty without one."""
+        grads = [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v)]
+        grad_bias = torch.empty(bias.shape if flags[-1] else [0], device=q.device)
+        return (*grads, grad_bias.float())
+
+    attention_backward_sm90.register_fake(fake)
+    return attention_backward_sm90
+
+
+def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             out: torch.Tensor, stats: torch.Tensor, causal: bool,
+             scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:  # fmt: skip
+    """dQ, dK and dV (contiguous) from the Gluon backward, or None where the layouts or
+    this Triton do not allow it."""
+    if not q.is_cuda:
+        return None
+    views = [heads_view(t) for t in (q, k, v, grad_out)]
+    if None in views or views[1][1] != views[2][1] or out.stride(-1) != 1:  # type: ignore[index]
+        return None
+    flags = tuple(view[1] for view in views)  # type: ignore[index]
+    key = ("backward", q.device.index, q.dtype, q.size(3), causal, *flags)
+    if key in _failed:
+        return None
+    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
+    grads = (dq, dk, dv)
+    launch = functools.partial(
+        _launch_backward, views, (grad_out, out, stats), grads, causal, scale
+    )
+    return (dq.to(q.dtype), dk, dv) if _attempt(key, "backward", launch) else None
+
+
+def _launch_backward(views: list, ins: tuple, grads: tuple, causal: bool, scale: float) -> None:
+    """`row_deltas`, then the backward kernel over (key tiles of 128, batch * kv_heads)."""
+    grad_out, out, stats = ins
+    dq, dk, _ = grads
+    batch, heads, seq_q, dim = dq.shape
+    kv_heads, seq_k = dk.size(1), dk.size(2)
+    delta = torch.empty(batch * heads * seq_q, dtype=torch.float32, device=dq.device)
+    args, options = backward_arguments(views, stats, delta, grads, causal, scale)
+    module = _gluon_backward()
+    with torch.cuda.device(dq.device):  # Triton launches on the current device
+        strides = (*out.stride()[:3], *grad_out.stride()[:3])
+        module.row_deltas[(-(-seq_q // 64), batch * heads)](
+            out, grad_out, delta, heads, seq_q, *strides, DIM=dim, ROWS=64
+        )
+        grid = (-(-seq_k // 128), batch * kv_heads)
+        module.attention_backward_sm90[grid](*args, **options)
+
+
+def backward_arguments(views: list, stats: torch.Tensor, delta: torch.Tensor, grads: tuple,
+                       causal: bool, scale: float) -> tuple[list, dict]:  # fmt: skip
+    """The backward kernel's arguments, and its constexprs with options (the tests compile
+    these for sm_90 on a CPU)."""
+    dq, dk, dv = grads
+    batch, heads, seq_q, dim = dq.shape
+    kv_heads, seq_k = dk.size(1), dk.size(2)
+    (q, q_rows), (k, kv_rows), (v, _), (grad_out, do_rows) = views
+    key_rows = [t.view(batch * kv_heads, seq_k, dim) for t in (dk, dv)]
+    rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
+    descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
+    args = [*descs, stats, delta, dq, scale * LOG2E, scale, batch, heads, heads // kv_heads]
+    args += [seq_q, seq_k]
+    options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
+                   KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4, maxnreg=168,
+                   enable_fp_fusion=False)  # fmt: skip
+    return args, options
 
 
 def empty_outputs(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,16 +262,23 @@ def forward(
     if key in _failed:
         return None
     out, stats = empty_outputs(q)
+    launch = functools.partial(_launch, views, out, stats, causal, scale, k.size(1))
+    return (out, stats) if _attempt(key, "forward", launch) else None
+
+
+def _attempt(key: tuple, what: str, launch: Any) -> bool:
+    """Run `launch`; where it fails (a Triton whose Gluon differs), remember the variant
+    `key`, warn once and return False, so that the `tl` kernel runs instead."""
     try:
-        _launch(views, out, stats, causal, scale, k.size(1))  # type: ignore[arg-type]
-    except Exception as exc:  # noqa: BLE001 - a Triton whose Gluon differs: the tl forward
+        launch()
+    except Exception as exc:  # noqa: BLE001 - any compile or launch failure: the tl kernel
         if isinstance(exc, torch.cuda.OutOfMemoryError):
             raise
         _failed.add(key)
-        warnings.warn(f"tilecraft: the Gluon attention forward failed ({exc!s:.200}); "
-                      "running the Triton one", RuntimeWarning, stacklevel=3)  # fmt: skip
-        return None
-    return out, stats
+        warnings.warn(f"tilecraft: the Gluon attention {what} failed ({exc!s:.200}); "
+                      "running the Triton one", RuntimeWarning, stacklevel=4)  # fmt: skip
+        return False
+    return True
 
 
 def _launch(views: list, out: torch.Tensor, stats: torch.Tensor, causal: bool,

@@ -1,0 +1,174 @@
+"""Attention's Gluon backward for Hopper (`attention_sm90.py`, `attention_gluon_bwd.py`).
+
+On the CPU: its compile for sm_90 (Triton's real compiler, nothing launched) and its
+operator's fallback to the `tl` backward. On an sm_90 GPU: its gradients against the `tl`
+backward's (fed the same statistics) and SDPA's, on ragged shapes, grouped heads, every
+layout of q, k, v and the output's gradient, both dtypes, NaN and inf.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
+nn_attention = importlib.import_module("tilecraft.nn.attention")
+
+REPO = Path(__file__).resolve().parent.parent
+ON_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+hopper = pytest.mark.skipif(
+    not (ON_HOPPER and sm90._gluon() is not None), reason="needs an sm_90 GPU and Gluon"
+)
+
+
+def _heads(batch: int, heads: int, seq: int, dim: int, in_rows: bool, **kw) -> torch.Tensor:
+    """`(batch, heads, seq, dim)` with heads in rows, or side by side (a fused projection)."""
+    if in_rows:
+        return torch.randn(batch, heads, seq, dim, **kw)
+    return torch.randn(batch, seq, heads, dim, **kw).transpose(1, 2)
+
+
+@pytest.mark.parametrize(
+    "dim, causal, rows",
+    [(64, False, (True, True, True)), (128, True, (False, False, False)),
+     (128, False, (True, False, False)), (64, True, (False, True, False))],
+)  # fmt: skip
+def test_compiles_for_sm90_warp_specialized(dim, causal, rows) -> None:
+    """Triton's compiler, for sm_90, without a GPU: the consumers get 240 registers and the
+    loader and writer 24 (`setmaxnreg`), the products are wgmma, the tiles come by TMA, dQ
+    is added with float32 atomics, and no product is contracted into an FMA (the scores
+    are recomputed as the forward computed them). In a process of its own: under
+    TRITON_INTERPRET Triton's standard functions are not compilable."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    argv = [sys.executable, __file__, str(dim), str(causal), *map(str, rows)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ptx = done.stdout
+    counts = set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
+    assert {"240", "24"} <= counts
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
+    assert re.search(r"\b(?:atom|red)\.global\.[\w.]*add\.f32", ptx)
+    assert not re.search(r"\bfma\.rn\.f32", ptx)
+
+
+def _compile_for_sm90(dim: int, causal: bool, q_rows: bool, kv_rows: bool, do_rows: bool) -> str:
+    """The backward kernel's PTX for sm_90, compiled as a launch with these inputs would be."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    q, grad_out = (_heads(2, 4, 300, dim, r, dtype=torch.bfloat16) for r in (q_rows, do_rows))
+    k, v = (_heads(2, 2, 257, dim, kv_rows, dtype=torch.bfloat16) for _ in range(2))
+    views = [sm90.heads_view(t) for t in (q, k, v, grad_out)]
+    grads = (torch.zeros(q.shape), *(torch.zeros(k.shape, dtype=k.dtype) for _ in range(2)))
+    stats, delta = torch.zeros(2, 2, 4, 300), torch.zeros(2 * 4 * 300)
+    args, options = sm90.backward_arguments(views, stats, delta, grads, causal, 0.125)
+    kernel = sm90._gluon_backward().attention_backward_sm90
+    constexprs = {n: options.pop(n) for n in list(options) if n in kernel.arg_names}
+    signature = {n: mangle_type(a) for n, a in zip(kernel.arg_names, args, strict=False)}
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    source = GluonASTSource(kernel, signature, constexprs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+
+def _tl_backward(grad_out, q, k, v, out, stats, causal: bool) -> tuple:
+    """The `tl` backward's dQ, dK, dV from the same forward output and statistics."""
+    bias, scale = q.new_empty(0), q.size(-1) ** -0.5
+    grads = nn_attention.attention_backward(grad_out, q, k, v, bias, out, stats, causal, scale,
+                                            0, False)  # fmt: skip
+    return grads[:3]
+
+
+def test_the_backward_operator_falls_back_to_the_tl_backward() -> None:
+    """Off the GPU (and wherever the kernel cannot run) the operator computes the `tl`
+    backward's gradients, and passes PyTorch's custom-op checks (schema, fake outputs'
+    shapes, dtypes and strides against the real ones)."""
+    q = torch.randn(2, 2, 5, 64)
+    k, v = (torch.randn(2, 1, 7, 64) for _ in range(2))
+    bias = q.new_empty(0)
+    out, stats = nn_attention.attention_forward(q, k, v, bias, True, 0.125, 0, False)
+    grad_out = torch.randn_like(out)
+    args = (grad_out, q, k, v, bias, out, stats, True, 0.125, 0, False)
+    got = nn_attention.attention_backward_sm90_op(*args)
+    want = nn_attention.attention_backward_op(*args)
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g, w)
+    torch.library.opcheck(nn_attention.attention_backward_sm90_op, args)
+
+
+SHAPES = [  # batch, heads, kv heads, queries, keys, head dim
+    (1, 1, 1, 1, 1, 64),
+    (2, 4, 2, 77, 130, 64),
+    (1, 2, 1, 300, 257, 128),
+    (2, 2, 2, 1100, 1000, 128),
+    (1, 3, 1, 129, 1300, 64),
+    (1, 4, 1, 256, 256, 128),
+]
+
+
+def _gluon_and_tl(q, k, v, grad_out, causal: bool) -> tuple:
+    """The Gluon backward's gradients and the tl backward's, from the tl forward."""
+    scale = q.size(-1) ** -0.5
+    out, stats = nn_attention.attention_forward(q, k, v, q.new_empty(0), causal, scale, 0, False)
+    gluon = sm90.backward(grad_out, q, k, v, out, stats, causal, scale)
+    assert gluon is not None, "the Gluon backward did not run"
+    return gluon, _tl_backward(grad_out, q, k, v, out, stats, causal)
+
+
+@hopper
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("rows", [(True, True, True), (False, False, False), (True, False, False),
+                                  (False, True, True)])  # fmt: skip
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gluon_backward_matches_the_tl_backward_and_sdpa(shape, causal, rows, dtype,
+                                                         monkeypatch) -> None:  # fmt: skip
+    """`rows`: q's, k's and v's, and the output gradient's layouts (heads in rows or not)."""
+    monkeypatch.setattr(sm90, "_failed", set())
+    batch, heads, kv_heads, m, n, dim = shape
+    kw = dict(dtype=dtype, device="cuda")
+    q = _heads(batch, heads, m, dim, rows[0], **kw)
+    k, v = (_heads(batch, kv_heads, n, dim, rows[1], **kw) for _ in range(2))
+    grad_out = _heads(batch, heads, m, dim, rows[2], **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the Gluon backward must not fall back
+        got, tl = _gluon_and_tl(q, k, v, grad_out, causal)
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True)
+    want = torch.autograd.grad(ref, leaves, grad_out.float())
+    for g, t, w in zip(got, tl, want, strict=True):
+        assert g.shape == w.shape and g.dtype == dtype and g.is_contiguous()
+        torch.testing.assert_close(g.float(), w, atol=5e-2, rtol=5e-2)
+        torch.testing.assert_close(g, t, atol=2e-2, rtol=2e-2)
+
+
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_nan_and_inf_as_the_tl_backward(causal) -> None:
+    kw = dict(dtype=torch.bfloat16, device="cuda")
+    q, k, v, grad_out = (torch.randn(1, 2, 300, 64, **kw) for _ in range(4))
+    q[0, 0, 5] = float("nan")
+    k[0, 1, 7, 3] = float("inf")
+    v[0, 1, 250, 0] = float("-inf")
+    grad_out[0, 0, 100, 1] = float("nan")
+    got, tl = _gluon_and_tl(q, k, v, grad_out, causal)
+    for g, t in zip(got, tl, strict=True):
+        assert torch.equal(g.isnan(), t.isnan()) and torch.equal(g.isinf(), t.isinf())
+        torch.testing.assert_close(g, t, atol=2e-2, rtol=2e-2, equal_nan=True)
+
+
+if __name__ == "__main__":  # the compile test's own process
+    dim, *flags = sys.argv[1:]
+    print(_compile_for_sm90(int(dim), *(flag == "True" for flag in flags)))

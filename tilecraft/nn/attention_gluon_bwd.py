@@ -1,0 +1,355 @@
+"""Attention's backward for Hopper (sm_90), warp-specialized, in Triton's Gluon dialect.
+
+Imported only where `attention_sm90.py` finds an sm_90 GPU and a Triton that ships Gluon's
+Hopper ops. A program owns 128 keys of one kv head and walks over the query tiles of every
+query head that reads them (FlashAttention-3's layout). It forks: a 1-warp loader streams
+each tile's queries and output gradient through rings by TMA; two 4-warp consumer
+warpgroups, 64 of the keys each, compute the tile's five products, dK and dV accumulating
+in registers; a 1-warp writer adds the tile's dQ into a float32 buffer. Everything is
+computed transposed (keys along the rows), so P^T and dS^T are already the register operands
+of `dV += P^T dO` and `dK += dS^T Q`. For `dQ = dS K` each consumer stores its dS^T rows into
+one shared tile; after a barrier both compute half of dQ's columns over all 128 keys and leave
+it in shared memory, from which the writer adds it with atomics, off the tensor-core warps.
+
+The numerics are the `tl` backward's (`attention.py`): the scores scaled by `scale * log2(e)`
+(no FMA contraction: the launch turns it off), base-2 exponentials against the forward's row
+statistics, `delta = rowsum(dO * O)` (computed first by `row_deltas`), dS scaled by `scale`
+before its cast to the inputs' dtype (so dK and dQ come out scaled). Tensors are seen as 3-D
+as the forward's (`attention_sm90.heads_view`); TMA zero-fills reads past a sequence's end
+and clips stores there, so the keys past the end are masked (program's last 128 keys) and
+dQ's rows past the end are not added.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from tilecraft.nn.attention_gluon import (
+    LOADER_REGS,
+    _barriers,
+    _buffers,
+    _load_tile,
+    thread_barrier,
+    tma_store,
+)
+
+KEYS = gl.constexpr(128)  # a program's keys; 64 per consumer warpgroup
+HALF = gl.constexpr(64)
+
+
+@triton.jit
+def row_deltas(o, do, delta, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s, DIM: tl.constexpr,
+               ROWS: tl.constexpr):  # fmt: skip
+    """delta[batch * heads + head, row] = rowsum(dO * O) in float32, O and dO in any layout
+    (strides of batch, head and row given; the head dim is unit-strided)."""
+    bh, rows = tl.program_id(1), tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    b, h = bh // heads, bh % heads
+    cols = tl.arange(0, DIM)[None, :]
+    keep = rows[:, None] < seq
+    at_o = b.to(tl.int64) * o_b + h * o_h + rows[:, None] * o_s + cols
+    at_do = b.to(tl.int64) * do_b + h * do_h + rows[:, None] * do_s + cols
+    total = tl.load(o + at_o, mask=keep, other=0).to(tl.float32)
+    total = total * tl.load(do + at_do, mask=keep, other=0).to(tl.float32)
+    tl.store(delta + bh * seq + rows, tl.sum(total, axis=1), mask=rows < seq)
+
+
+@gluon.jit
+def _program(dims):
+    """The kv head's batch and head, and the program's first key."""
+    _, heads, group, _, _ = dims
+    bh = gl.program_id(1)
+    return bh // (heads // group), bh % (heads // group), gl.program_id(0) * KEYS
+
+
+@gluon.jit
+def _query_tiles(k_cta, seq_q, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    """A head's first query tile that sees the program's keys, and how many from there."""
+    first = k_cta * 0
+    if CAUSAL:
+        first = k_cta // BLOCK_M
+    return first, gl.maximum(gl.cdiv(seq_q, BLOCK_M) - first, 0)
+
+
+@gluon.jit
+def _masked_tiles(k_cta, n, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    """How many of a head's tiles (the first ones) need a mask: all where the keys run past
+    the sequence's end; else, when causal, those crossing the diagonal."""
+    masked = n
+    if k_cta + KEYS <= seq_k:
+        masked = n * 0
+        if CAUSAL:
+            masked = gl.minimum(n, KEYS // BLOCK_M)
+    return masked
+
+
+@gluon.jit
+def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
+            DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr):  # fmt: skip
+    """One warp: each consumer's keys and values once, then every query head's tiles of
+    queries and output gradient through the rings, a slot once both consumers freed it."""
+    q_smem, do_smem = smem[2], smem[3]
+    q_ready, q_empty, do_ready, do_empty = bars[2], bars[3], bars[4], bars[5]
+    STAGES: gl.constexpr = q_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.shape[2]
+    batch, kv_head, k_cta = _program(dims)
+    _, heads, group, seq_q, _ = dims
+    kv = (batch, kv_head, heads // group)
+    for c in gl.static_range(2):
+        row = k_cta + c * HALF
+        _load_tile(descs[1], kv, row, bars[0].index(c), smem[0].index(c), KV_ROWS)
+        _load_tile(descs[2], kv, row, bars[1].index(c), smem[1].index(c), KV_ROWS)
+    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
+    for u in range(group * n):
+        slot, phase = u % STAGES, (u // STAGES) & 1
+        where = (batch, kv_head * group + u // n, heads)
+        row = (first + u % n) * BLOCK_M
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)  # a fresh barrier passes parity 1
+        _load_tile(descs[0], where, row, q_ready.index(slot), q_smem.index(slot), Q_ROWS)
+        mbarrier.wait(do_empty.index(slot), phase ^ 1)
+        _load_tile(descs[3], where, row, do_ready.index(slot), do_smem.index(slot), DO_ROWS)
+
+
+@gluon.jit
+def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
+    """One warp: add each tile's dQ (left in shared memory by both consumers) into the
+    float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`), rows past the end left out."""
+    dq_smem = smem[5]
+    dq_ready, dq_free = bars[8], bars[9]
+    BUFS: gl.constexpr = dq_smem.shape[0]
+    BLOCK_M: gl.constexpr = dq_smem.shape[1]
+    HEAD_D: gl.constexpr = dq_smem.shape[2]
+    ROWS: gl.constexpr = 4  # (the buffers' swizzle repeats every 4 rows)
+    layout: gl.constexpr = gl.BlockedLayout([1, 4], [128 // HEAD_D, HEAD_D // 4], [1, 1], [1, 0])
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))[:, None]
+    offs = rows * HEAD_D + gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, layout))[None, :]
+    batch, kv_head, k_cta = _program(dims)
+    _, heads, group, seq_q, _ = dims
+    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
+    for u in range(group * n):
+        b = u % BUFS
+        q_start = (first + u % n) * BLOCK_M
+        row = (batch * heads + kv_head * group + u // n).to(gl.int64)
+        base = dq + (row * seq_q + q_start) * HEAD_D
+        mbarrier.wait(dq_ready.index(b), (u // BUFS) & 1)
+        for r in gl.static_range(BLOCK_M // ROWS):
+            part = dq_smem.index(b).slice(r * ROWS, ROWS, dim=0).load(layout)
+            keep = q_start + r * ROWS + offs // HEAD_D < seq_q
+            gl.atomic_add(base + r * ROWS * HEAD_D + offs, part, mask=keep, sem="relaxed")
+        mbarrier.arrive(dq_free.index(b))
+
+
+@gluon.jit
+def _mask(p_t, k_start, q_start, seq_k, CAUSAL: gl.constexpr):
+    """P^T with the keys past the end, and (causal) those after each query, zeroed."""
+    BLOCK_N: gl.constexpr = p_t.shape[0]
+    BLOCK_M: gl.constexpr = p_t.shape[1]
+    keys = k_start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, p_t.type.layout))[:, None]
+    keep = keys < seq_k
+    if CAUSAL:
+        queries = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, p_t.type.layout))[None, :]
+        keep = keep & (q_start + queries >= keys)
+    return gl.where(keep, p_t, 0.0)
+
+
+@gluon.jit
+def _row_terms(stats, delta, at, BLOCK_M: gl.constexpr, layout: gl.constexpr):
+    """A query tile's base-2 log-sum-exp (the forward's row maximum plus the log of its
+    denominator) and delta, 0 past the end (`at`: the head's row, first query, seq_q, the
+    statistics' stride)."""
+    row, q_start, seq_q, total = at
+    rows = q_start + gl.arange(0, BLOCK_M, layout=layout)
+    keep = rows < seq_q
+    at_rows = stats + row * seq_q + rows
+    lse = gl.load(at_rows, mask=keep, other=0.0) + gl.load(at_rows + total, mask=keep, other=0.0)
+    return lse, gl.load(delta + row * seq_q + rows, mask=keep, other=0.0)
+
+
+@gluon.jit
+def _share_ds(ds_t, smem, bars, u, C: gl.constexpr):
+    """This warpgroup's dS^T rows into the shared tile of step u (once both dQ products of
+    step u - 2 have read it), announced to the other warpgroup."""
+    ds_tile = smem[4].index(u % 2)
+    ds_ready, ds_free = bars[6], bars[7]
+    mbarrier.wait(ds_free.index(u % 2), ((u // 2) & 1) ^ 1)
+    ds_tile.slice(C * HALF, HALF, dim=0).store(ds_t)
+    fence_async_shared()  # the stores, visible to the tensor cores (async proxy)
+    thread_barrier()  # every thread's rows stored before the arrival
+    mbarrier.arrive(ds_ready.index(u % 2))
+
+
+@gluon.jit
+def _query_grad(smem, bars, u, C: gl.constexpr):
+    """Issue this warpgroup's half of the tile's dQ columns, dS (both halves) times K."""
+    k_smem, ds_tile = smem[0], smem[4].index(u % 2)
+    BLOCK_M: gl.constexpr = ds_tile.shape[1]
+    HEAD_D: gl.constexpr = k_smem.shape[3]
+    DQ_N: gl.constexpr = HEAD_D // 2
+    layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, DQ_N, 16])
+    mbarrier.wait(bars[6].index(u % 2), (u // 2) & 1)
+    dq = gl.zeros([BLOCK_M, DQ_N], gl.float32, layout)
+    for c in gl.static_range(2):
+        ds = ds_tile.slice(c * HALF, HALF, dim=0).permute((1, 0))
+        keys = k_smem.index(c).reshape([HALF, HEAD_D]).slice(C * DQ_N, DQ_N, dim=1)
+        dq = warpgroup_mma(ds, keys, dq, use_acc=c > 0, is_async=True)
+    return dq
+
+
+@gluon.jit
+def _hand_over(dq, smem, bars, u, C: gl.constexpr):
+    """This warpgroup's dQ columns into the writer's buffer (once it added the last)."""
+    dq_smem = smem[5]
+    BUFS: gl.constexpr = dq_smem.shape[0]
+    b = u % BUFS
+    mbarrier.wait(bars[9].index(b), ((u // BUFS) & 1) ^ 1)
+    dq_smem.index(b).slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
+    thread_barrier()
+    mbarrier.arrive(bars[8].index(b))
+
+
+@gluon.jit
+def _step(u, carried, smem, bars, at, scales, CAUSAL: gl.constexpr, C: gl.constexpr,
+          MASK: gl.constexpr):  # fmt: skip
+    """Query tile u of the program (`at`: the head's row, its first query, seq_q, the
+    statistics' stride, the warpgroup's first key, seq_k): S^T and dP^T, P^T and dS^T, then
+    dV, dK and the dQ half; returns dK and dV."""
+    dk, dv, stats, delta = carried
+    k_smem, v_smem, q_smem, do_smem = smem[0], smem[1], smem[2], smem[3]
+    STAGES: gl.constexpr = q_smem.shape[0]
+    BLOCK_M: gl.constexpr = q_smem.shape[2]
+    HEAD_D: gl.constexpr = q_smem.shape[3]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, BLOCK_M, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=dk.type.layout,
+                                                 k_width=2)  # fmt: skip
+    slot, phase = u % STAGES, (u // STAGES) & 1
+    query = q_smem.index(slot).reshape([BLOCK_M, HEAD_D])
+    d_out = do_smem.index(slot).reshape([BLOCK_M, HEAD_D])
+    keys = k_smem.index(C).reshape([HALF, HEAD_D])
+    values = v_smem.index(C).reshape([HALF, HEAD_D])
+    s_zero = gl.zeros([HALF, BLOCK_M], gl.float32, s_layout)
+    terms_at = (at[0], at[1], at[2], at[3])
+    lse, row_delta = _row_terms(stats, delta, terms_at, BLOCK_M, gl.SliceLayout(0, s_layout))
+    mbarrier.wait(bars[2].index(slot), phase)
+    s_t = warpgroup_mma(keys, query.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    mbarrier.wait(bars[4].index(slot), phase)
+    dp_t = warpgroup_mma(values, d_out.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    s_t = warpgroup_mma_wait(1, deps=(s_t,))  # groups retire in order: S^T is done
+    p_t = gl.exp2(s_t * scales[0] - lse[None, :])
+    if MASK:
+        p_t = _mask(p_t, at[4], at[1], at[5], CAUSAL)
+    p_t = p_t.to(query.dtype)
+    p_op = gl.convert_layout(p_t, a_layout)
+    dv = warpgroup_mma(p_op, d_out, dv, is_async=True)
+    dp_t = warpgroup_mma_wait(1, deps=(dp_t,))
+    ds_t = (p_t.to(gl.float32) * (dp_t - row_delta[None, :]) * scales[1]).to(query.dtype)
+    _share_ds(ds_t, smem, bars, u, C)
+    ds_op = gl.convert_layout(ds_t, a_layout)
+    dk = warpgroup_mma(ds_op, query, dk, is_async=True)
+    dq = _query_grad(smem, bars, u, C)
+    dv, dk, dq, p_op, ds_op = warpgroup_mma_wait(0, deps=(dv, dk, dq, p_op, ds_op))
+    mbarrier.arrive(bars[3].index(slot))  # Q, dO and dS^T are read no more
+    mbarrier.arrive(bars[5].index(slot))
+    mbarrier.arrive(bars[7].index(u % 2))
+    _hand_over(dq, smem, bars, u, C)
+    return dk, dv
+
+
+@gluon.jit
+def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexpr,
+              C: gl.constexpr):  # fmt: skip
+    """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
+    tiles (the first ones masked where needed), then stored by TMA."""
+    BLOCK_M: gl.constexpr = smem[2].shape[2]
+    HEAD_D: gl.constexpr = smem[2].shape[3]
+    d_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
+    batch, kv_head, k_cta = _program(dims)
+    batches, heads, group, seq_q, seq_k = dims
+    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
+    masked = _masked_tiles(k_cta, n, seq_k, BLOCK_M, CAUSAL)
+    total = batches * heads * seq_q  # the statistics' stride (row maxima, then logs)
+    k_start = k_cta + C * HALF
+    dk = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
+    dv = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
+    for c in gl.static_range(2):  # dQ reads both warpgroups' keys
+        mbarrier.wait(bars[0].index(c), 0)
+    mbarrier.wait(bars[1].index(C), 0)
+    for g in range(group):
+        row = batch * heads + kv_head * group + g
+        for t in range(masked):
+            at = (row, (first + t) * BLOCK_M, seq_q, total, k_start, seq_k)
+            dk, dv = _step(g * n + t, (dk, dv, stats, delta), smem, bars, at, scales, CAUSAL,
+                           C, True)  # fmt: skip
+        for t in range(masked, n):
+            at = (row, (first + t) * BLOCK_M, seq_q, total, k_start, seq_k)
+            dk, dv = _step(g * n + t, (dk, dv, stats, delta), smem, bars, at, scales, CAUSAL,
+                           C, False)  # fmt: skip
+    _store_key_grads(dk, dv, descs, smem, bars, (batch * heads // group + kv_head, k_start),
+                     group * n, C)  # fmt: skip
+
+
+@gluon.jit
+def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
+    """dK and dV through this warpgroup's K and V tiles (once the other warpgroup's last
+    dQ product has read K) to `[batch * kv_heads, seq_k, head_dim]` buffers."""
+    if steps > 0:
+        last = steps - 1
+        mbarrier.wait(bars[7].index(last % 2), (last // 2) & 1)
+    k_buf, v_buf = smem[0].index(C), smem[1].index(C)
+    k_buf.reshape(dk.shape).store(dk.to(k_buf.dtype))
+    v_buf.reshape(dv.shape).store(dv.to(v_buf.dtype))
+    fence_async_shared()
+    tma_store(descs[4], [where[0], where[1], 0], k_buf)
+    tma_store(descs[5], [where[0], where[1], 0], v_buf)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, stats, delta, dq,
+                            qk_scale, scale, batches, heads, group, seq_q, seq_k,
+                            STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
+                            DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
+                            DQ_BUFS: gl.constexpr):  # fmt: skip
+    """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
+    tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
+    (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed) is added into; `delta`
+    holds `row_deltas`; the statistics are the forward's."""
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
+    HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
+                                                                   q_desc.dtype)  # fmt: skip
+    dq_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, [1, 0])
+    dq_shape: gl.constexpr = [DQ_BUFS, BLOCK_M, HEAD_D]
+    smem = (_buffers(k_desc, 2), _buffers(v_desc, 2), _buffers(q_desc, STAGES),
+            _buffers(do_desc, STAGES),
+            gl.allocate_shared_memory(q_desc.dtype, [2, KEYS, BLOCK_M], ds_layout),
+            gl.allocate_shared_memory(gl.float32, dq_shape, dq_layout))  # fmt: skip
+    bars = (
+        _barriers(2, 1),  # a warpgroup's key tile landed
+        _barriers(2, 1),  # a warpgroup's value tile landed
+        _barriers(STAGES, 1),  # query tile ready
+        _barriers(STAGES, 2),  # query slot free: both warpgroups are done with it
+        _barriers(STAGES, 1),  # output-gradient tile ready
+        _barriers(STAGES, 2),  # output-gradient slot free
+        _barriers(2, 2),  # dS^T tile complete (both halves)
+        _barriers(2, 2),  # dS^T tile read by both dQ products
+        _barriers(DQ_BUFS, 2),  # dQ tile complete (both halves)
+        _barriers(DQ_BUFS, 1),  # dQ tile added
+    )
+    fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
+    descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc)
+    dims = (batches, heads, group, seq_q, seq_k)
+    gl.warp_specialize(
+        [(_consumer, (descs, smem, bars, dims, stats, delta, (qk_scale, scale), CAUSAL, 0)),
+         (_consumer, (descs, smem, bars, dims, stats, delta, (qk_scale, scale), CAUSAL, 1)),
+         (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
+         (_writer, (smem, bars, dims, dq, CAUSAL))],
+        [4, 1, 1], [240, LOADER_REGS, LOADER_REGS])  # fmt: skip
