@@ -169,6 +169,31 @@ def test_nan_and_inf_as_the_tl_backward(causal) -> None:
         torch.testing.assert_close(g, t, atol=2e-2, rtol=2e-2, equal_nan=True)
 
 
+@hopper
+def test_an_expanded_gradient_and_deterministic_mode(monkeypatch) -> None:
+    """`out.sum()`'s gradient (expanded, stride 0) is copied for TMA, not refused; with
+    deterministic algorithms asked for, the tl backward (no atomics) runs."""
+    monkeypatch.setenv("TILECRAFT_GLUON_ATTENTION", "always")
+    monkeypatch.setattr(sm90, "_failed", set())
+    kw = dict(dtype=torch.bfloat16, device="cuda", requires_grad=True)
+    q, k, v = (torch.randn(1, 2, 200, 64, **kw) for _ in range(3))
+    calls = []
+    real = sm90.backward
+    monkeypatch.setattr(sm90, "backward", lambda *a: calls.append(real(*a)) or calls[-1])
+    got = torch.autograd.grad(nn_attention.attention(q, k, v, causal=True).sum(), (q, k, v))
+    assert calls and calls[-1] is not None and not sm90._failed
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*leaves, is_causal=True)
+    want = torch.autograd.grad(ref.sum(), leaves)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.float(), w, atol=5e-2, rtol=5e-2)
+    monkeypatch.setattr(torch, "are_deterministic_algorithms_enabled", lambda: True)
+    again = torch.autograd.grad(nn_attention.attention(q, k, v, causal=True).sum(), (q, k, v))
+    assert calls[-1] is None
+    for g, w in zip(again, want, strict=True):
+        torch.testing.assert_close(g.float(), w, atol=5e-2, rtol=5e-2)
+
+
 if __name__ == "__main__":  # the compile test's own process
     dim, *flags = sys.argv[1:]
     print(_compile_for_sm90(int(dim), *(flag == "True" for flag in flags)))

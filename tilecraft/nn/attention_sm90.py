@@ -164,13 +164,16 @@ def define_backward_op(fallback: Any) -> Any:
 def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
              out: torch.Tensor, stats: torch.Tensor, causal: bool,
              scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:  # fmt: skip
-    """dQ, dK and dV (contiguous) from the Gluon backward, or None where the layouts or
-    this Triton do not allow it."""
-    if not q.is_cuda:
+    """dQ, dK and dV (contiguous) from the Gluon backward, or None where this Triton does
+    not allow it or the caller asked for deterministic algorithms (dQ is summed with
+    atomics). Tensors TMA cannot read in place (an expanded gradient, say) are copied."""
+    if not q.is_cuda or torch.are_deterministic_algorithms_enabled():
         return None
+    q, k, v, grad_out = (t if heads_view(t) else t.contiguous() for t in (q, k, v, grad_out))
+    if heads_view(k)[1] != heads_view(v)[1]:  # type: ignore[index]
+        k, v = k.contiguous(), v.contiguous()
     views = [heads_view(t) for t in (q, k, v, grad_out)]
-    if None in views or views[1][1] != views[2][1] or out.stride(-1) != 1:  # type: ignore[index]
-        return None
+    out = out if out.stride(-1) == 1 else out.contiguous()
     flags = tuple(view[1] for view in views)  # type: ignore[index]
     key = ("backward", q.device.index, q.dtype, q.size(3), causal, *flags)
     if key in _failed:
