@@ -418,8 +418,41 @@ def bench_case(shape, causal: bool) -> list[dict]:
     return rows
 
 
+def bench_integrated(shape, causal: bool) -> list[dict]:
+    """tilecraft's Gluon backward (`attention_sm90.backward`, from the tl forward's output and
+    statistics) with FMA contraction off and on, the probe's best, and cuDNN, one process."""
+    import importlib
+
+    from torch.nn.attention import SDPBackend
+
+    sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
+    nn_attention = importlib.import_module("tilecraft.nn.attention")
+    q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    scale = shape[3] ** -0.5
+    out, stats = nn_attention.attention_forward(q, k, v, q.new_empty(0), causal, scale, 0, False)
+    case = dict(shape=list(shape), causal=causal)
+    _, grads = sdpa_grads(q, k, v, do, causal, SDPBackend.CUDNN_ATTENTION)
+    ms = triton.testing.do_bench(grads, warmup=25, rep=100)
+    rows = [dict(case, impl="cudnn", ms=ms, tflops=tflops(shape, causal, ms))]
+    lse = logsumexp_rows(q, k, causal)
+    cfg = Config(64, 2, True, 2 if shape[3] == 64 else 1)
+    _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
+    ms = triton.testing.do_bench(launch, warmup=25, rep=100)
+    rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
+    for fusion in (False, True):
+        sm90.BACKWARD_FP_FUSION = fusion
+        ms = triton.testing.do_bench(
+            lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
+        )
+        rows.append(
+            dict(case, impl=f"tc_fusion{int(fusion)}", ms=ms, tflops=tflops(shape, causal, ms))
+        )
+    sm90.BACKWARD_FP_FUSION = False
+    return rows
+
+
 def _print_case(rows: list[dict]) -> None:
-    peers = {r["impl"]: r["tflops"] for r in rows if r["impl"] != "fa3"}
+    peers = {r["impl"]: r["tflops"] for r in rows if r["impl"] in ("cudnn", "flash")}
     print(f"\nshape={rows[0]['shape']} causal={rows[0]['causal']}", flush=True)
     for r in rows:
         c = r.get("config")
@@ -438,9 +471,21 @@ def main() -> None:
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out")
+    parser.add_argument("--integrated", action="store_true")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(compile_for_sm90, sweep)
+        return
+    if args.integrated:
+        rows = []
+        for shape in SHAPES:
+            for causal in (False, True):
+                case_rows = bench_integrated(shape, causal)
+                _print_case(case_rows)
+                rows += case_rows
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
         return
     rows = [r for d in (64, 128) for causal in (False, True) for r in check(d, causal)]
     if not args.smoke:

@@ -122,7 +122,8 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
 @gluon.jit
 def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     """One warp: add each tile's dQ (left in shared memory by both consumers) into the
-    float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`), rows past the end left out."""
+    float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile:
+    rows past the end are zero, and no mask is needed)."""
     dq_smem = smem[5]
     dq_ready, dq_free = bars[8], bars[9]
     BUFS: gl.constexpr = dq_smem.shape[0]
@@ -135,29 +136,37 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     batch, kv_head, k_cta = _program(dims)
     _, heads, group, seq_q, _ = dims
     first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
+    padded = gl.cdiv(seq_q, BLOCK_M) * BLOCK_M
     for u in range(group * n):
         b = u % BUFS
         q_start = (first + u % n) * BLOCK_M
         row = (batch * heads + kv_head * group + u // n).to(gl.int64)
-        base = dq + (row * seq_q + q_start) * HEAD_D
+        base = dq + (row * padded + q_start) * HEAD_D
         mbarrier.wait(dq_ready.index(b), (u // BUFS) & 1)
         for r in gl.static_range(BLOCK_M // ROWS):
             part = dq_smem.index(b).slice(r * ROWS, ROWS, dim=0).load(layout)
-            keep = q_start + r * ROWS + offs // HEAD_D < seq_q
-            gl.atomic_add(base + r * ROWS * HEAD_D + offs, part, mask=keep, sem="relaxed")
+            gl.atomic_add(base + r * ROWS * HEAD_D + offs, part, sem="relaxed")
         mbarrier.arrive(dq_free.index(b))
 
 
 @gluon.jit
-def _mask(p_t, k_start, q_start, seq_k, CAUSAL: gl.constexpr):
-    """P^T with the keys past the end, and (causal) those after each query, zeroed."""
-    BLOCK_N: gl.constexpr = p_t.shape[0]
-    BLOCK_M: gl.constexpr = p_t.shape[1]
-    keys = k_start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, p_t.type.layout))[:, None]
-    keep = keys < seq_k
+def _in_bounds(like, at):
+    """Where a `[keys, queries]` tile like `like` holds a real key and a real query (`at`:
+    the tile's first query, the warpgroup's first key, seq_q, seq_k)."""
+    q_start, k_start, seq_q, seq_k = at
+    BLOCK_N: gl.constexpr = like.shape[0]
+    BLOCK_M: gl.constexpr = like.shape[1]
+    keys = k_start + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, like.type.layout))[:, None]
+    queries = q_start + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, like.type.layout))
+    return (keys < seq_k) & (queries[None, :] < seq_q), keys, queries[None, :]
+
+
+@gluon.jit
+def _mask(p_t, at, CAUSAL: gl.constexpr):
+    """P^T zeroed outside the sequences and (causal) where the key follows the query."""
+    keep, keys, queries = _in_bounds(p_t, at)
     if CAUSAL:
-        queries = gl.arange(0, BLOCK_M, layout=gl.SliceLayout(0, p_t.type.layout))[None, :]
-        keep = keep & (q_start + queries >= keys)
+        keep = keep & (queries >= keys)
     return gl.where(keep, p_t, 0.0)
 
 
@@ -217,8 +226,8 @@ def _hand_over(dq, smem, bars, u, C: gl.constexpr):
 
 
 @gluon.jit
-def _step(u, carried, smem, bars, at, scales, CAUSAL: gl.constexpr, C: gl.constexpr,
-          MASK: gl.constexpr):  # fmt: skip
+def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
+          C: gl.constexpr):  # fmt: skip
     """Query tile u of the program (`at`: the head's row, its first query, seq_q, the
     statistics' stride, the warpgroup's first key, seq_k): S^T and dP^T, P^T and dS^T, then
     dV, dK and the dQ half; returns dK and dV."""
@@ -244,13 +253,17 @@ def _step(u, carried, smem, bars, at, scales, CAUSAL: gl.constexpr, C: gl.conste
     dp_t = warpgroup_mma(values, d_out.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s_t = warpgroup_mma_wait(1, deps=(s_t,))  # groups retire in order: S^T is done
     p_t = gl.exp2(s_t * scales[0] - lse[None, :])
-    if MASK:
-        p_t = _mask(p_t, at[4], at[1], at[5], CAUSAL)
+    if mask:
+        p_t = _mask(p_t, (at[1], at[4], at[2], at[5]), CAUSAL)
     p_t = p_t.to(query.dtype)
     p_op = gl.convert_layout(p_t, a_layout)
     dv = warpgroup_mma(p_op, d_out, dv, is_async=True)
     dp_t = warpgroup_mma_wait(1, deps=(dp_t,))
-    ds_t = (p_t.to(gl.float32) * (dp_t - row_delta[None, :]) * scales[1]).to(query.dtype)
+    ds_t = p_t.to(gl.float32) * (dp_t - row_delta[None, :]) * scales[1]
+    if mask:  # (a causal mask's 0 * inf stays NaN, as the tl backward's; lanes past the
+        # sequences' ends are left out there, so they are zeroed here)
+        ds_t = gl.where(_in_bounds(ds_t, (at[1], at[4], at[2], at[5]))[0], ds_t, 0.0)
+    ds_t = ds_t.to(query.dtype)
     _share_ds(ds_t, smem, bars, u, C)
     ds_op = gl.convert_layout(ds_t, a_layout)
     dk = warpgroup_mma(ds_op, query, dk, is_async=True)
@@ -267,7 +280,8 @@ def _step(u, carried, smem, bars, at, scales, CAUSAL: gl.constexpr, C: gl.conste
 def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexpr,
               C: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
-    tiles (the first ones masked where needed), then stored by TMA."""
+    tiles (masked: the first ones where needed, and a ragged last one), then stored by
+    TMA."""
     BLOCK_M: gl.constexpr = smem[2].shape[2]
     HEAD_D: gl.constexpr = smem[2].shape[3]
     d_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
@@ -275,6 +289,7 @@ def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexp
     batches, heads, group, seq_q, seq_k = dims
     first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
     masked = _masked_tiles(k_cta, n, seq_k, BLOCK_M, CAUSAL)
+    plain = n - (seq_q % BLOCK_M != 0).to(gl.int32)  # tiles before a ragged last one
     total = batches * heads * seq_q  # the statistics' stride (row maxima, then logs)
     k_start = k_cta + C * HALF
     dk = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
@@ -284,14 +299,11 @@ def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexp
     mbarrier.wait(bars[1].index(C), 0)
     for g in range(group):
         row = batch * heads + kv_head * group + g
-        for t in range(masked):
+        for t in range(n):
             at = (row, (first + t) * BLOCK_M, seq_q, total, k_start, seq_k)
-            dk, dv = _step(g * n + t, (dk, dv, stats, delta), smem, bars, at, scales, CAUSAL,
-                           C, True)  # fmt: skip
-        for t in range(masked, n):
-            at = (row, (first + t) * BLOCK_M, seq_q, total, k_start, seq_k)
-            dk, dv = _step(g * n + t, (dk, dv, stats, delta), smem, bars, at, scales, CAUSAL,
-                           C, False)  # fmt: skip
+            mask = (t < masked) | (t >= plain)
+            dk, dv = _step(g * n + t, (dk, dv, stats, delta), smem, bars, at, scales, mask,
+                           CAUSAL, C)  # fmt: skip
     _store_key_grads(dk, dv, descs, smem, bars, (batch * heads // group + kv_head, k_start),
                      group * n, C)  # fmt: skip
 

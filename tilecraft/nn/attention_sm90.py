@@ -50,6 +50,7 @@ _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl ke
 BACKWARD_STAGES, BACKWARD_ROWS = 2, 64
 DQ_BUFFERS = {64: 2, 128: 1}
 BACKWARD = True  # the Gluon backward where it covers the call (tests compare it with tl's)
+BACKWARD_FP_FUSION = False  # contract products into FMAs (the tl backward does not)
 
 
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
@@ -178,25 +179,29 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     key = ("backward", q.device.index, q.dtype, q.size(3), causal, *flags)
     if key in _failed:
         return None
-    dq = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    batch, heads, seq_q, dim = q.shape
+    padded = -(-seq_q // BACKWARD_ROWS) * BACKWARD_ROWS  # the writer adds whole tiles
+    dq = torch.zeros(batch, heads, padded, dim, dtype=torch.float32, device=q.device)
     dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
     grads = (dq, dk, dv)
     launch = functools.partial(
         _launch_backward, views, (grad_out, out, stats), grads, causal, scale
     )
-    return (dq.to(q.dtype), dk, dv) if _attempt(key, "backward", launch) else None
+    if not _attempt(key, "backward", launch):
+        return None
+    return dq[:, :, :seq_q].to(q.dtype, memory_format=torch.contiguous_format), dk, dv
 
 
 def _launch_backward(views: list, ins: tuple, grads: tuple, causal: bool, scale: float) -> None:
     """`row_deltas`, then the backward kernel over (key tiles of 128, batch * kv_heads)."""
     grad_out, out, stats = ins
-    dq, dk, _ = grads
-    batch, heads, seq_q, dim = dq.shape
+    dk = grads[1]
+    batch, heads, seq_q, dim = grad_out.shape
     kv_heads, seq_k = dk.size(1), dk.size(2)
-    delta = torch.empty(batch * heads * seq_q, dtype=torch.float32, device=dq.device)
+    delta = torch.empty(batch * heads * seq_q, dtype=torch.float32, device=dk.device)
     args, options = backward_arguments(views, stats, delta, grads, causal, scale)
     module = _gluon_backward()
-    with torch.cuda.device(dq.device):  # Triton launches on the current device
+    with torch.cuda.device(dk.device):  # Triton launches on the current device
         strides = (*out.stride()[:3], *grad_out.stride()[:3])
         module.row_deltas[(-(-seq_q // 64), batch * heads)](
             out, grad_out, delta, heads, seq_q, *strides, DIM=dim, ROWS=64
@@ -210,9 +215,10 @@ def backward_arguments(views: list, stats: torch.Tensor, delta: torch.Tensor, gr
     """The backward kernel's arguments, and its constexprs with options (the tests compile
     these for sm_90 on a CPU)."""
     dq, dk, dv = grads
-    batch, heads, seq_q, dim = dq.shape
+    batch, heads, _, dim = dq.shape  # (dq's queries padded to whole tiles)
     kv_heads, seq_k = dk.size(1), dk.size(2)
     (q, q_rows), (k, kv_rows), (v, _), (grad_out, do_rows) = views
+    seq_q = grad_out.size(1)
     key_rows = [t.view(batch * kv_heads, seq_k, dim) for t in (dk, dv)]
     rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
     descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
@@ -220,7 +226,7 @@ def backward_arguments(views: list, stats: torch.Tensor, delta: torch.Tensor, gr
     args += [seq_q, seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
                    KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4, maxnreg=168,
-                   enable_fp_fusion=False)  # fmt: skip
+                   enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
     return args, options
 
 
