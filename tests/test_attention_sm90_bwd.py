@@ -73,8 +73,8 @@ def _compile_for_sm90(dim: int, causal: bool, q_rows: bool, kv_rows: bool, do_ro
     k, v = (_heads(2, 2, 257, dim, kv_rows, dtype=torch.bfloat16) for _ in range(2))
     views = [sm90.heads_view(t) for t in (q, k, v, grad_out)]
     grads = (torch.zeros(q.shape), *(torch.zeros(k.shape, dtype=k.dtype) for _ in range(2)))
-    stats, delta = torch.zeros(2, 2, 4, 300), torch.zeros(2 * 4 * 300)
-    args, options = sm90.backward_arguments(views, stats, delta, grads, causal, 0.125)
+    terms = torch.zeros(2, 2 * 4, 320)
+    args, options = sm90.backward_arguments(views, terms, grads, causal, 0.125)
     kernel = sm90._gluon_backward().attention_backward_sm90
     constexprs = {n: options.pop(n) for n in list(options) if n in kernel.arg_names}
     signature = {n: mangle_type(a) for n, a in zip(kernel.arg_names, args, strict=False)}

@@ -12,9 +12,10 @@ one shared tile; after a barrier both compute half of dQ's columns over all 128 
 it in shared memory, from which the writer adds it with atomics, off the tensor-core warps.
 
 The numerics are the `tl` backward's (`attention.py`): the scores scaled by `scale * log2(e)`
-(no FMA contraction: the launch turns it off), base-2 exponentials against the forward's row
-statistics, `delta = rowsum(dO * O)` (computed first by `row_deltas`), dS scaled by `scale`
-before its cast to the inputs' dtype (so dK and dQ come out scaled). Tensors are seen as 3-D
+(no FMA contraction unless `attention_sm90.BACKWARD_FP_FUSION`), base-2 exponentials against
+the forward's row statistics, `delta = rowsum(dO * O)` (both per row, computed first by
+`row_terms`), dS scaled by `scale` before its cast to the inputs' dtype (so dK and dQ come
+out scaled). Tensors are seen as 3-D
 as the forward's (`attention_sm90.heads_view`); TMA zero-fills reads past a sequence's end
 and clips stores there, so the keys past the end are masked (program's last 128 keys) and
 dQ's rows past the end are not added.
@@ -48,19 +49,25 @@ HALF = gl.constexpr(64)
 
 
 @triton.jit
-def row_deltas(o, do, delta, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s, DIM: tl.constexpr,
-               ROWS: tl.constexpr):  # fmt: skip
-    """delta[batch * heads + head, row] = rowsum(dO * O) in float32, O and dO in any layout
-    (strides of batch, head and row given; the head dim is unit-strided)."""
+def row_terms(o, do, stats, terms, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s,
+              DIM: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
+    """The backward's per-row terms, float32, `[2, batch * heads, padded]` (queries padded
+    to whole tiles of `ROWS`, the padding 0): the base-2 log-sum-exp (the forward's
+    statistics: row maximum plus the log of the denominator) and delta = rowsum(dO * O),
+    O and dO in any layout (strides of batch, head and row; the head dim unit-strided)."""
     bh, rows = tl.program_id(1), tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b, h = bh // heads, bh % heads
+    padded, planes = tl.num_programs(0) * ROWS, tl.num_programs(1)
     cols = tl.arange(0, DIM)[None, :]
     keep = rows[:, None] < seq
     at_o = b.to(tl.int64) * o_b + h * o_h + rows[:, None] * o_s + cols
     at_do = b.to(tl.int64) * do_b + h * do_h + rows[:, None] * do_s + cols
     total = tl.load(o + at_o, mask=keep, other=0).to(tl.float32)
     total = total * tl.load(do + at_do, mask=keep, other=0).to(tl.float32)
-    tl.store(delta + bh * seq + rows, tl.sum(total, axis=1), mask=rows < seq)
+    row_max = tl.load(stats + bh * seq + rows, mask=rows < seq, other=0)
+    row_log_sum = tl.load(stats + (planes + bh) * seq + rows, mask=rows < seq, other=0)
+    tl.store(terms + bh * padded + rows, row_max + row_log_sum)
+    tl.store(terms + (planes + bh) * padded + rows, tl.sum(total, axis=1))
 
 
 @gluon.jit
@@ -130,6 +137,10 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     BLOCK_M: gl.constexpr = dq_smem.shape[1]
     HEAD_D: gl.constexpr = dq_smem.shape[2]
     ROWS: gl.constexpr = 4  # (the buffers' swizzle repeats every 4 rows)
+    CHUNKS: gl.constexpr = BLOCK_M // ROWS
+    # the buffers seen as chunks of 4 rows (the same bytes and swizzle), indexed at run time
+    chunk_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, [1, 0])
+    chunks = dq_smem._reinterpret(gl.float32, [BUFS * CHUNKS, ROWS, HEAD_D], chunk_layout)
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [128 // HEAD_D, HEAD_D // 4], [1, 1], [1, 0])
     rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))[:, None]
     offs = rows * HEAD_D + gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, layout))[None, :]
@@ -143,8 +154,8 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
         row = (batch * heads + kv_head * group + u // n).to(gl.int64)
         base = dq + (row * padded + q_start) * HEAD_D
         mbarrier.wait(dq_ready.index(b), (u // BUFS) & 1)
-        for r in gl.static_range(BLOCK_M // ROWS):
-            part = dq_smem.index(b).slice(r * ROWS, ROWS, dim=0).load(layout)
+        for r in range(CHUNKS):  # (a loop, not unrolled: one chunk's addresses live at a time)
+            part = chunks.index(b * CHUNKS + r).load(layout)
             gl.atomic_add(base + r * ROWS * HEAD_D + offs, part, sem="relaxed")
         mbarrier.arrive(dq_free.index(b))
 
@@ -171,16 +182,11 @@ def _mask(p_t, at, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _row_terms(stats, delta, at, BLOCK_M: gl.constexpr, layout: gl.constexpr):
-    """A query tile's base-2 log-sum-exp (the forward's row maximum plus the log of its
-    denominator) and delta, 0 past the end (`at`: the head's row, first query, seq_q, the
-    statistics' stride)."""
-    row, q_start, seq_q, total = at
-    rows = q_start + gl.arange(0, BLOCK_M, layout=layout)
-    keep = rows < seq_q
-    at_rows = stats + row * seq_q + rows
-    lse = gl.load(at_rows, mask=keep, other=0.0) + gl.load(at_rows + total, mask=keep, other=0.0)
-    return lse, gl.load(delta + row * seq_q + rows, mask=keep, other=0.0)
+def _row_terms(terms, at, BLOCK_M: gl.constexpr, layout: gl.constexpr):
+    """A query tile's base-2 log-sum-exps (`at`'s last 0) or deltas (the terms' stride),
+    from `row_terms` (`at`: the head's row, the tile's first query, the padded queries)."""
+    row, q_start, padded, plane = at
+    return gl.load(terms + plane + row * padded + q_start + gl.arange(0, BLOCK_M, layout=layout))
 
 
 @gluon.jit
@@ -231,7 +237,7 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
     """Query tile u of the program (`at`: the head's row, its first query, seq_q, the
     statistics' stride, the warpgroup's first key, seq_k): S^T and dP^T, P^T and dS^T, then
     dV, dK and the dQ half; returns dK and dV."""
-    dk, dv, stats, delta = carried
+    dk, dv, terms = carried
     k_smem, v_smem, q_smem, do_smem = smem[0], smem[1], smem[2], smem[3]
     STAGES: gl.constexpr = q_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
@@ -245,13 +251,14 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
     keys = k_smem.index(C).reshape([HALF, HEAD_D])
     values = v_smem.index(C).reshape([HALF, HEAD_D])
     s_zero = gl.zeros([HALF, BLOCK_M], gl.float32, s_layout)
-    terms_at = (at[0], at[1], at[2], at[3])
-    lse, row_delta = _row_terms(stats, delta, terms_at, BLOCK_M, gl.SliceLayout(0, s_layout))
+    per_query: gl.constexpr = gl.SliceLayout(0, s_layout)
+    lse = _row_terms(terms, (at[0], at[1], at[6], 0), BLOCK_M, per_query)
     mbarrier.wait(bars[2].index(slot), phase)
     s_t = warpgroup_mma(keys, query.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     mbarrier.wait(bars[4].index(slot), phase)
     dp_t = warpgroup_mma(values, d_out.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s_t = warpgroup_mma_wait(1, deps=(s_t,))  # groups retire in order: S^T is done
+    row_delta = _row_terms(terms, (at[0], at[1], at[6], at[3]), BLOCK_M, per_query)
     p_t = gl.exp2(s_t * scales[0] - lse[None, :])
     if mask:
         p_t = _mask(p_t, (at[1], at[4], at[2], at[5]), CAUSAL)
@@ -277,7 +284,7 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
 
 
 @gluon.jit
-def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexpr,
+def _consumer(descs, smem, bars, dims, terms, scales, CAUSAL: gl.constexpr,
               C: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
     tiles (masked: the first ones where needed, and a ragged last one), then stored by
@@ -290,7 +297,8 @@ def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexp
     first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
     masked = _masked_tiles(k_cta, n, seq_k, BLOCK_M, CAUSAL)
     plain = n - (seq_q % BLOCK_M != 0).to(gl.int32)  # tiles before a ragged last one
-    total = batches * heads * seq_q  # the statistics' stride (row maxima, then logs)
+    padded = gl.cdiv(seq_q, BLOCK_M) * BLOCK_M
+    plane = batches * heads * padded  # the terms' stride (log-sum-exps, then deltas)
     k_start = k_cta + C * HALF
     dk = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
     dv = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
@@ -300,9 +308,9 @@ def _consumer(descs, smem, bars, dims, stats, delta, scales, CAUSAL: gl.constexp
     for g in range(group):
         row = batch * heads + kv_head * group + g
         for t in range(n):
-            at = (row, (first + t) * BLOCK_M, seq_q, total, k_start, seq_k)
+            at = (row, (first + t) * BLOCK_M, seq_q, plane, k_start, seq_k, padded)
             mask = (t < masked) | (t >= plain)
-            dk, dv = _step(g * n + t, (dk, dv, stats, delta), smem, bars, at, scales, mask,
+            dk, dv = _step(g * n + t, (dk, dv, terms), smem, bars, at, scales, mask,
                            CAUSAL, C)  # fmt: skip
     _store_key_grads(dk, dv, descs, smem, bars, (batch * heads // group + kv_head, k_start),
                      group * n, C)  # fmt: skip
@@ -325,15 +333,15 @@ def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
 
 
 @gluon.jit
-def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, stats, delta, dq,
+def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms, dq,
                             qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                             DQ_BUFS: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
-    (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed) is added into; `delta`
-    holds `row_deltas`; the statistics are the forward's."""
+    (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
+    tiles) is added into; `terms` holds `row_terms`."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
@@ -360,8 +368,8 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, s
     descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc)
     dims = (batches, heads, group, seq_q, seq_k)
     gl.warp_specialize(
-        [(_consumer, (descs, smem, bars, dims, stats, delta, (qk_scale, scale), CAUSAL, 0)),
-         (_consumer, (descs, smem, bars, dims, stats, delta, (qk_scale, scale), CAUSAL, 1)),
+        [(_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 0)),
+         (_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 1)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
          (_writer, (smem, bars, dims, dq, CAUSAL))],
         [4, 1, 1], [240, LOADER_REGS, LOADER_REGS])  # fmt: skip

@@ -193,37 +193,36 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
 
 
 def _launch_backward(views: list, ins: tuple, grads: tuple, causal: bool, scale: float) -> None:
-    """`row_deltas`, then the backward kernel over (key tiles of 128, batch * kv_heads)."""
+    """`row_terms`, then the backward kernel over (key tiles of 128, batch * kv_heads)."""
     grad_out, out, stats = ins
-    dk = grads[1]
+    dq, dk = grads[0], grads[1]
     batch, heads, seq_q, dim = grad_out.shape
-    kv_heads, seq_k = dk.size(1), dk.size(2)
-    delta = torch.empty(batch * heads * seq_q, dtype=torch.float32, device=dk.device)
-    args, options = backward_arguments(views, stats, delta, grads, causal, scale)
+    padded = dq.size(2)
+    terms = torch.empty(2, batch * heads, padded, dtype=torch.float32, device=dk.device)
+    args, options = backward_arguments(views, terms, grads, causal, scale)
     module = _gluon_backward()
     with torch.cuda.device(dk.device):  # Triton launches on the current device
         strides = (*out.stride()[:3], *grad_out.stride()[:3])
-        module.row_deltas[(-(-seq_q // 64), batch * heads)](
-            out, grad_out, delta, heads, seq_q, *strides, DIM=dim, ROWS=64
+        module.row_terms[(padded // BACKWARD_ROWS, batch * heads)](
+            out, grad_out, stats, terms, heads, seq_q, *strides, DIM=dim, ROWS=BACKWARD_ROWS
         )
-        grid = (-(-seq_k // 128), batch * kv_heads)
+        grid = (-(-dk.size(2) // 128), batch * dk.size(1))
         module.attention_backward_sm90[grid](*args, **options)
 
 
-def backward_arguments(views: list, stats: torch.Tensor, delta: torch.Tensor, grads: tuple,
-                       causal: bool, scale: float) -> tuple[list, dict]:  # fmt: skip
+def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: bool,
+                       scale: float) -> tuple[list, dict]:  # fmt: skip
     """The backward kernel's arguments, and its constexprs with options (the tests compile
-    these for sm_90 on a CPU)."""
+    these for sm_90 on a CPU); dq's queries are padded to whole tiles."""
     dq, dk, dv = grads
-    batch, heads, _, dim = dq.shape  # (dq's queries padded to whole tiles)
+    batch, heads, _, dim = dq.shape
     kv_heads, seq_k = dk.size(1), dk.size(2)
     (q, q_rows), (k, kv_rows), (v, _), (grad_out, do_rows) = views
-    seq_q = grad_out.size(1)
     key_rows = [t.view(batch * kv_heads, seq_k, dim) for t in (dk, dv)]
     rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
     descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
-    args = [*descs, stats, delta, dq, scale * LOG2E, scale, batch, heads, heads // kv_heads]
-    args += [seq_q, seq_k]
+    args = [*descs, terms, dq, scale * LOG2E, scale, batch, heads, heads // kv_heads]
+    args += [grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
                    KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4, maxnreg=168,
                    enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
