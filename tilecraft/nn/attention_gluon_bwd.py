@@ -44,6 +44,21 @@ from tilecraft.nn.attention_gluon import (
     tma_store,
 )
 
+if hasattr(gl.shared_memory_descriptor, "reinterpret"):  # Triton 3.7 made it public
+
+    @gluon.jit
+    def _reinterpret(buf, shape: gl.constexpr, layout: gl.constexpr):
+        """`buf` (float32) seen with another shape and layout, over the same bytes."""
+        return buf.reinterpret(gl.float32, shape, layout)
+
+else:
+
+    @gluon.jit
+    def _reinterpret(buf, shape: gl.constexpr, layout: gl.constexpr):
+        """`buf` (float32) seen with another shape and layout, over the same bytes."""
+        return buf._reinterpret(gl.float32, shape, layout)
+
+
 KEYS = gl.constexpr(128)  # a program's keys; 64 per consumer warpgroup
 HALF = gl.constexpr(64)
 
@@ -140,7 +155,7 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     CHUNKS: gl.constexpr = BLOCK_M // ROWS
     # the buffers seen as chunks of 4 rows (the same bytes and swizzle), indexed at run time
     chunk_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, [1, 0])
-    chunks = dq_smem._reinterpret(gl.float32, [BUFS * CHUNKS, ROWS, HEAD_D], chunk_layout)
+    chunks = _reinterpret(dq_smem, [BUFS * CHUNKS, ROWS, HEAD_D], chunk_layout)
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [128 // HEAD_D, HEAD_D // 4], [1, 1], [1, 0])
     rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))[:, None]
     offs = rows * HEAD_D + gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, layout))[None, :]
