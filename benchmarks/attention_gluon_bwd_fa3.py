@@ -448,6 +448,18 @@ def bench_integrated(shape, causal: bool) -> list[dict]:
             dict(case, impl=f"tc_fusion{int(fusion)}", ms=ms, tflops=tflops(shape, causal, ms))
         )
     sm90.BACKWARD_FP_FUSION = False
+    real = sm90.backward_arguments
+
+    def unmasked(*args):  # wrong answers where a mask is needed: what the masks cost
+        found, options = real(*args)
+        return found, dict(options, MASKS=False)
+
+    sm90.backward_arguments = unmasked
+    ms = triton.testing.do_bench(
+        lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
+    )
+    sm90.backward_arguments = real
+    rows.append(dict(case, impl="tc_nomask", ms=ms, tflops=tflops(shape, causal, ms)))
     return rows
 
 
