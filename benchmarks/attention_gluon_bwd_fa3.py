@@ -434,6 +434,17 @@ def bench_integrated(shape, causal: bool) -> list[dict]:
     _, grads = sdpa_grads(q, k, v, do, causal, SDPBackend.CUDNN_ATTENTION)
     ms = triton.testing.do_bench(grads, warmup=25, rep=100)
     rows = [dict(case, impl="cudnn", ms=ms, tflops=tflops(shape, causal, ms))]
+    refs = [r.float() for r in grads()]
+
+    def err(got) -> float:
+        pairs = zip(got, refs, strict=True)
+        return max(((g.float() - r).abs().max() / r.abs().max()).item() for g, r in pairs)
+
+    bias = q.new_empty(0)
+    tl_args = (do, q, k, v, bias, out, stats, causal, scale, 0, False)
+    ms = triton.testing.do_bench(lambda: nn_attention.attention_backward(*tl_args), rep=100)
+    tl_err = err(nn_attention.attention_backward(*tl_args)[:3])
+    rows.append(dict(case, impl="tl", ms=ms, tflops=tflops(shape, causal, ms), err=tl_err))
     lse = logsumexp_rows(q, k, causal)
     cfg = Config(64, 2, True, 2 if shape[3] == 64 else 1)
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
@@ -444,9 +455,9 @@ def bench_integrated(shape, causal: bool) -> list[dict]:
         ms = triton.testing.do_bench(
             lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
         )
-        rows.append(
-            dict(case, impl=f"tc_fusion{int(fusion)}", ms=ms, tflops=tflops(shape, causal, ms))
-        )
+        got = err(sm90.backward(do, q, k, v, out, stats, causal, scale))
+        name = f"tc_fusion{int(fusion)}"
+        rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
     sm90.BACKWARD_FP_FUSION = False
     real = sm90.backward_arguments
 
@@ -475,7 +486,8 @@ def _print_case(rows: list[dict]) -> None:
             print(f"  {label:24} ERROR {r['error']}", flush=True)
             continue
         ratios = "  ".join(f"x{n}={r['tflops'] / t:.3f}" for n, t in peers.items())
-        print(f"  {label:24} {r['tflops']:6.1f} TFLOP/s  {ratios}", flush=True)
+        tail = f"  err={r['err']:.1e}" if "err" in r else ""
+        print(f"  {label:24} {r['tflops']:6.1f} TFLOP/s  {ratios}{tail}", flush=True)
 
 
 def main() -> None:
