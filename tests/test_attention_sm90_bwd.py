@@ -176,6 +176,7 @@ def test_an_expanded_gradient_and_deterministic_mode(monkeypatch) -> None:
     deterministic algorithms asked for, the tl backward (no atomics) runs."""
     monkeypatch.setenv("TILECRAFT_GLUON_ATTENTION", "always")
     monkeypatch.setattr(sm90, "_failed", set())
+    monkeypatch.setattr(sm90, "BACKWARD", True)
     kw = dict(dtype=torch.bfloat16, device="cuda", requires_grad=True)
     q, k, v = (torch.randn(1, 2, 200, 64, **kw) for _ in range(3))
     calls = []
