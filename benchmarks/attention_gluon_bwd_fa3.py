@@ -418,7 +418,7 @@ def bench_case(shape, causal: bool) -> list[dict]:
     return rows
 
 
-def bench_integrated(shape, causal: bool) -> list[dict]:
+def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     """tilecraft's Gluon backward (`attention_sm90.backward`, from the tl forward's output and
     statistics) with FMA contraction off and on, the probe's best, and cuDNN, one process."""
     import importlib
@@ -450,7 +450,7 @@ def bench_integrated(shape, causal: bool) -> list[dict]:
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    for fusion in (False, True):
+    for fusion in (False,) if quick else (False, True):
         sm90.BACKWARD_FP_FUSION = fusion
         ms = triton.testing.do_bench(
             lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
@@ -459,6 +459,8 @@ def bench_integrated(shape, causal: bool) -> list[dict]:
         name = f"tc_fusion{int(fusion)}"
         rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
     sm90.BACKWARD_FP_FUSION = False
+    if quick:
+        return rows
     real = sm90.backward_arguments
 
     def unmasked(*args):  # wrong answers where a mask is needed: what the masks cost
@@ -496,6 +498,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out")
     parser.add_argument("--integrated", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="integrated: cuDNN, tl, probe, tc")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(compile_for_sm90, sweep)
@@ -504,7 +507,7 @@ def main() -> None:
         rows = []
         for shape in SHAPES:
             for causal in (False, True):
-                case_rows = bench_integrated(shape, causal)
+                case_rows = bench_integrated(shape, causal, args.quick)
                 _print_case(case_rows)
                 rows += case_rows
         if args.out:
