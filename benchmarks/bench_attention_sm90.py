@@ -2,10 +2,10 @@
 
 Times, in one process, the forward as a user's call runs it (`attention(q, k, v)`, default
 configs, the Gluon forward, and the backward `attention_sm90.BACKWARD` picks, where they
-apply), the same call with them turned off (`TILECRAFT_GLUON_ATTENTION=0`: the `tl` kernels), and SDPA's cuDNN and flash backends;
-then its backward alone and one training step (forward and backward). Inputs bf16, heads
-in rows, and once more as a fused projection leaves them (heads side by side, read in
-place).
+apply), the same call with them turned off (`TILECRAFT_GLUON_ATTENTION=0`: the `tl`
+kernels), and SDPA's cuDNN and flash backends; then its backward alone and one training
+step (forward and backward). Inputs bf16, heads in rows, and once more as a fused
+projection leaves them (heads side by side, read in place).
 
     python benchmarks/bench_attention_sm90.py --out $OUT/bench_attention_sm90.json
 """
