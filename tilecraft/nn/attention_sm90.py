@@ -1,15 +1,15 @@
 """Attention on Hopper: when `attention()` runs the Gluon kernels, and their launches.
 
-On an sm_90 GPU (H100, H200) `tilecraft.nn.attention` runs its forward (and, with `BACKWARD`
-set, its backward) as the warp-specialized kernels of `attention_gluon.py` and
-`attention_gluon_bwd.py` where they cover the call: float16 or bfloat16, head dim 64 or
-128, no bias and no sliding window, a positive scale, at least `MIN_QUERIES` queries, and
-q, k, v (and the output's gradient) each laid out with heads in rows or side by side (TMA
-reads them in place). Everywhere else, and wherever Triton lacks Gluon's Hopper ops or a
-kernel fails to compile, the `tl` kernels run; both backwards take either forward's
-statistics.
+On an sm_90 GPU (H100, H200) `tilecraft.nn.attention` runs its forward and backward as the
+warp-specialized kernels of `attention_gluon.py` and `attention_gluon_bwd.py` where they
+cover the call: float16 or bfloat16, head dim 64 or 128, no bias and no sliding window, a
+positive scale, at least `MIN_QUERIES` queries, and q, k, v (and the output's gradient)
+each laid out with heads in rows or side by side (TMA reads them in place; others are
+copied for the backward). Everywhere else, wherever Triton lacks Gluon's Hopper ops or a
+kernel fails to compile, and (the backward) under deterministic algorithms, the `tl`
+kernels run; both backwards take either forward's statistics.
 
-`TILECRAFT_GLUON_ATTENTION=0` turns the Gluon kernels off; `=always` takes it at any
+`TILECRAFT_GLUON_ATTENTION=0` turns the Gluon kernels off; `=always` takes them at any
 number of queries (the GPU tests use that to reach small and ragged shapes).
 """
 
@@ -50,10 +50,9 @@ _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl ke
 # by head dim (an H100's probe, twentieth session: one 0.98-1.10x two at head dim 128)
 BACKWARD_STAGES, BACKWARD_ROWS = 2, 64
 DQ_BUFFERS = {64: 2, 128: 1}
-# the Gluon backward where it covers the call: off by default until it is measured faster
-# than the tl one (an H100, twentieth session: its first version ran 0.88-1.05x the tl
-# backward; the FA3 probe it grew from, 0.80-0.89x cuDNN; see benchmarks/RESULTS.md)
-BACKWARD = False
+# the Gluon backward where it covers the call (an H100, twentieth session: 1.05-1.18x the tl
+# backward, 0.75-0.86x cuDNN's, on the six benchmarked shapes); the tests compare the two
+BACKWARD = True
 BACKWARD_FP_FUSION = False  # contract products into FMAs (the tl backward does not)
 
 
