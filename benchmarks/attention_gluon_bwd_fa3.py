@@ -459,20 +459,6 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
         name = f"tc_fusion{int(fusion)}"
         rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
     sm90.BACKWARD_FP_FUSION = False
-    if quick:
-        return rows
-    real = sm90.backward_arguments
-
-    def unmasked(*args):  # wrong answers where a mask is needed: what the masks cost
-        found, options = real(*args)
-        return found, dict(options, MASKS=False)
-
-    sm90.backward_arguments = unmasked
-    ms = triton.testing.do_bench(
-        lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
-    )
-    sm90.backward_arguments = real
-    rows.append(dict(case, impl="tc_nomask", ms=ms, tflops=tflops(shape, causal, ms)))
     return rows
 
 

@@ -14,27 +14,14 @@ import re
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from test_attention_sm90 import REPO, _heads, hopper
 
 sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
 nn_attention = importlib.import_module("tilecraft.nn.attention")
-
-REPO = Path(__file__).resolve().parent.parent
-ON_HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-hopper = pytest.mark.skipif(
-    not (ON_HOPPER and sm90._gluon() is not None), reason="needs an sm_90 GPU and Gluon"
-)
-
-
-def _heads(batch: int, heads: int, seq: int, dim: int, in_rows: bool, **kw) -> torch.Tensor:
-    """`(batch, heads, seq, dim)` with heads in rows, or side by side (a fused projection)."""
-    if in_rows:
-        return torch.randn(batch, heads, seq, dim, **kw)
-    return torch.randn(batch, seq, heads, dim, **kw).transpose(1, 2)
 
 
 @pytest.mark.parametrize(

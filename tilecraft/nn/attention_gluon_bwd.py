@@ -247,8 +247,8 @@ def _hand_over(dq, smem, bars, u, C: gl.constexpr):
 
 
 @gluon.jit
-def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr, C: gl.constexpr,
-          MASKS: gl.constexpr):  # fmt: skip
+def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
+          C: gl.constexpr):  # fmt: skip
     """Query tile u of the program (`at`: the head's row, its first query, seq_q, the
     statistics' stride, the warpgroup's first key, seq_k): S^T and dP^T, P^T and dS^T, then
     dV, dK and the dQ half; returns dK and dV."""
@@ -275,14 +275,14 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr, C: gl.
     s_t = warpgroup_mma_wait(1, deps=(s_t,))  # groups retire in order: S^T is done
     row_delta = _row_terms(terms, (at[0], at[1], at[6], at[3]), BLOCK_M, per_query)
     p_t = gl.exp2(s_t * scales[0] - lse[None, :])
-    if MASKS and mask:
+    if mask:
         p_t = _mask(p_t, (at[1], at[4], at[2], at[5]), CAUSAL)
     p_t = p_t.to(query.dtype)
     p_op = gl.convert_layout(p_t, a_layout)
     dv = warpgroup_mma(p_op, d_out, dv, is_async=True)
     dp_t = warpgroup_mma_wait(1, deps=(dp_t,))
     ds_t = p_t.to(gl.float32) * (dp_t - row_delta[None, :]) * scales[1]
-    if MASKS and mask:  # (a causal mask's 0 * inf stays NaN, as the tl backward's; lanes past the
+    if mask:  # (a causal mask's 0 * inf stays NaN, as the tl backward's; lanes past the
         # sequences' ends are left out there, so they are zeroed here)
         ds_t = gl.where(_in_bounds(ds_t, (at[1], at[4], at[2], at[5]))[0], ds_t, 0.0)
     ds_t = ds_t.to(query.dtype)
@@ -300,7 +300,7 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr, C: gl.
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, terms, scales, CAUSAL: gl.constexpr,
-              C: gl.constexpr, MASKS: gl.constexpr):  # fmt: skip
+              C: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
     tiles (masked: the first ones where needed, and a ragged last one), then stored by
     TMA."""
@@ -326,7 +326,7 @@ def _consumer(descs, smem, bars, dims, terms, scales, CAUSAL: gl.constexpr,
             at = (row, (first + t) * BLOCK_M, seq_q, plane, k_start, seq_k, padded)
             mask = (t < masked) | (t >= plain)
             dk, dv = _step(g * n + t, (dk, dv, terms), smem, bars, at, scales, mask,
-                           CAUSAL, C, MASKS)  # fmt: skip
+                           CAUSAL, C)  # fmt: skip
     _store_key_grads(dk, dv, descs, smem, bars, (batch * heads // group + kv_head, k_start),
                      group * n, C)  # fmt: skip
 
@@ -352,7 +352,7 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
                             qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
-                            DQ_BUFS: gl.constexpr, MASKS: gl.constexpr):  # fmt: skip
+                            DQ_BUFS: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
     (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
@@ -383,8 +383,8 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
     descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc)
     dims = (batches, heads, group, seq_q, seq_k)
     gl.warp_specialize(
-        [(_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 0, MASKS)),
-         (_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 1, MASKS)),
+        [(_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 0)),
+         (_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 1)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
          (_writer, (smem, bars, dims, dq, CAUSAL))],
         [4, 1, 1], [240, LOADER_REGS, LOADER_REGS])  # fmt: skip

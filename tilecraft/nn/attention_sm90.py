@@ -227,7 +227,7 @@ def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: b
     args = [*descs, terms, dq, scale * LOG2E, scale, batch, heads, heads // kv_heads]
     args += [grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
-                   KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], MASKS=True, num_warps=4,
+                   KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4,
                    maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
     return args, options
 
