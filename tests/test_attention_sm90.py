@@ -124,18 +124,24 @@ def test_persistent_programs_where_a_head_has_few_query_tiles(monkeypatch) -> No
 
 def _compile_for_sm90(dim: int, causal: bool, q_rows: bool, kv_rows: bool, dtype: str) -> str:
     """The kernel's PTX for sm_90, compiled as a launch with these inputs would be."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     kw = dict(dtype=getattr(torch, dtype))
     q = _heads(2, 4, 300, dim, q_rows, **kw)
     k, v = (_heads(2, 2, 257, dim, kv_rows, **kw) for _ in range(2))
     out, stats = sm90.empty_outputs(q)
     views = [sm90.heads_view(t) for t in (q, k, v)]
     _, args, options = sm90.kernel_arguments(views, out, stats, causal, 0.125, 2)
-    kernel = sm90._gluon().attention_forward_sm90
+    return ptx_for_sm90(sm90._gluon().attention_forward_sm90, args, options)
+
+
+def ptx_for_sm90(kernel, args: list, options: dict) -> str:  # type: ignore[no-untyped-def]
+    """Compile a Gluon kernel for sm_90 with Triton's real compiler, as a launch with these
+    arguments and constexprs-with-options would, launching nothing; its PTX."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    options = dict(options)
     constexprs = {n: options.pop(n) for n in list(options) if n in kernel.arg_names}
     signature = {n: mangle_type(a) for n, a in zip(kernel.arg_names, args, strict=False)}
     signature.update(dict.fromkeys(constexprs, "constexpr"))

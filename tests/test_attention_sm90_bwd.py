@@ -18,7 +18,7 @@ import warnings
 import pytest
 import torch
 import torch.nn.functional as F
-from test_attention_sm90 import REPO, _heads, hopper
+from test_attention_sm90 import REPO, _heads, hopper, ptx_for_sm90
 
 sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
 nn_attention = importlib.import_module("tilecraft.nn.attention")
@@ -52,23 +52,13 @@ def test_compiles_for_sm90_warp_specialized(dim, causal, rows) -> None:
 
 def _compile_for_sm90(dim: int, causal: bool, q_rows: bool, kv_rows: bool, do_rows: bool) -> str:
     """The backward kernel's PTX for sm_90, compiled as a launch with these inputs would be."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     q, grad_out = (_heads(2, 4, 300, dim, r, dtype=torch.bfloat16) for r in (q_rows, do_rows))
     k, v = (_heads(2, 2, 257, dim, kv_rows, dtype=torch.bfloat16) for _ in range(2))
     views = [sm90.heads_view(t) for t in (q, k, v, grad_out)]
     grads = (torch.zeros(q.shape), *(torch.zeros(k.shape, dtype=k.dtype) for _ in range(2)))
     terms = torch.zeros(2, 2 * 4, 320)
     args, options = sm90.backward_arguments(views, terms, grads, causal, 0.125)
-    kernel = sm90._gluon_backward().attention_backward_sm90
-    constexprs = {n: options.pop(n) for n in list(options) if n in kernel.arg_names}
-    signature = {n: mangle_type(a) for n, a in zip(kernel.arg_names, args, strict=False)}
-    signature.update(dict.fromkeys(constexprs, "constexpr"))
-    source = GluonASTSource(kernel, signature, constexprs)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+    return ptx_for_sm90(sm90._gluon_backward().attention_backward_sm90, args, options)
 
 
 def _tl_backward(grad_out, q, k, v, out, stats, causal: bool) -> tuple:

@@ -61,6 +61,8 @@ else:
 
 KEYS = gl.constexpr(128)  # a program's keys; 64 per consumer warpgroup
 HALF = gl.constexpr(64)
+# dQ's buffers (float32): rows swizzled in groups of 4, so 4-row chunks can be cut out
+DQ_LAYOUT = gl.constexpr(gl.SwizzledSharedLayout(8, 1, 4, [1, 0]))
 
 
 @triton.jit
@@ -154,8 +156,7 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     ROWS: gl.constexpr = 4  # (the buffers' swizzle repeats every 4 rows)
     CHUNKS: gl.constexpr = BLOCK_M // ROWS
     # the buffers seen as chunks of 4 rows (the same bytes and swizzle), indexed at run time
-    chunk_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, [1, 0])
-    chunks = _reinterpret(dq_smem, [BUFS * CHUNKS, ROWS, HEAD_D], chunk_layout)
+    chunks = _reinterpret(dq_smem, [BUFS * CHUNKS, ROWS, HEAD_D], DQ_LAYOUT)
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [128 // HEAD_D, HEAD_D // 4], [1, 1], [1, 0])
     rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))[:, None]
     offs = rows * HEAD_D + gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, layout))[None, :]
@@ -361,12 +362,11 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
     HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
                                                                    q_desc.dtype)  # fmt: skip
-    dq_layout: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 4, [1, 0])
     dq_shape: gl.constexpr = [DQ_BUFS, BLOCK_M, HEAD_D]
     smem = (_buffers(k_desc, 2), _buffers(v_desc, 2), _buffers(q_desc, STAGES),
             _buffers(do_desc, STAGES),
             gl.allocate_shared_memory(q_desc.dtype, [2, KEYS, BLOCK_M], ds_layout),
-            gl.allocate_shared_memory(gl.float32, dq_shape, dq_layout))  # fmt: skip
+            gl.allocate_shared_memory(gl.float32, dq_shape, DQ_LAYOUT))  # fmt: skip
     bars = (
         _barriers(2, 1),  # a warpgroup's key tile landed
         _barriers(2, 1),  # a warpgroup's value tile landed
