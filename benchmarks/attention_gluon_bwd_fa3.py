@@ -6,10 +6,10 @@ tile into the global fp32 buffer with atomics, waiting for the dQ product in bet
 two warpgroups own the CTA's 128 keys together as FlashAttention-3 does: each writes its dS^T
 rows into one shared tile, and after a barrier both compute dQ = dS K over all 128 keys, each
 for half of dQ (head-dim columns, or query rows at 128-row query tiles), so a CTA adds one dQ
-tile per query tile instead of two. The dQ adds are issued from the consumers' registers
-(`writer=False`) or by a 1-warp writer that takes dQ through shared memory, off the
-tensor-core warps (`writer=True`). dS is scaled before its bf16 cast, so dQ and dK come out
-scaled; `lse` is in base 2.
+tile per query tile instead of two. The dQ adds are issued by a 1-warp writer that takes
+dQ through shared memory, off the tensor-core warps (adding from the consumers' registers
+was 1.14-1.27x slower; that variant is gone). dS is scaled before its bf16 cast, so dQ and
+dK come out scaled; `lse` is in base 2.
 
 GPU:  python benchmarks/attention_gluon_bwd_fa3.py --out $OUT/fa3.json   [--smoke]
 CPU:  env -u TRITON_INTERPRET PYTHONPATH=/tmp/tri36 /work/main/.venv/bin/python \
@@ -52,19 +52,18 @@ MAXNREG = 168
 class Config:
     block_m: int = 64
     stages: int = 2
-    writer: bool = False
     dq_bufs: int = 1
 
     def smem_bytes(self, d: int) -> int:
         tiles = 2 * KEYS * d + 2 * self.stages * self.block_m * d + 2 * KEYS * self.block_m
-        return 2 * tiles + (4 * self.dq_bufs * self.block_m * d if self.writer else 0)
+        return 2 * tiles + 4 * self.dq_bufs * self.block_m * d
 
 
 def sweep(d: int) -> list[Config]:
     m = 64 if d == 128 else 128
-    out = [Config(m, 2, False), Config(m, 2, True, 1), Config(m, 2, True, 2)]
+    out = [Config(m, 2, 1), Config(m, 2, 2)]
     if d == 64:
-        out += [Config(64, 2, False), Config(64, 2, True, 2)]
+        out += [Config(64, 2, 2)]
     return [c for c in out if c.smem_bytes(d) <= 227 * 1024]
 
 
@@ -145,8 +144,8 @@ def _mask(p_t, k_start, q_start):
 
 
 @gluon.jit
-def _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, dq_ptr, row0, k_start, qk_scale,
-          sm_scale, C: gl.constexpr, WRITER: gl.constexpr, MASK: gl.constexpr):  # fmt: skip
+def _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, row0, k_start, qk_scale,
+          sm_scale, C: gl.constexpr, MASK: gl.constexpr):  # fmt: skip
     """One query tile: the five products, dS^T shared with the other warpgroup, dQ added."""
     k_smem, v_smem, q_smem, do_smem, ds_smem, dq_smem = smem
     q_ready, q_empty, do_ready, do_empty = bars[1], bars[2], bars[3], bars[4]
@@ -215,25 +214,18 @@ def _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, dq_ptr, row0, k_star
     mbarrier.arrive(q_empty.index(slot))
     mbarrier.arrive(do_empty.index(slot))
     mbarrier.arrive(ds_free.index(b))
-    if WRITER:
-        BUFS: gl.constexpr = dq_smem.shape[0]
-        bq = t % BUFS
-        mbarrier.wait(dq_free.index(bq), ((t // BUFS) & 1) ^ 1)
-        dq_buf = dq_smem.index(bq).slice(dq_row0, DQ_M, dim=0).slice(dq_col0, DQ_N, dim=1)
-        dq_buf.store(dq)
-        gl.thread_barrier()
-        mbarrier.arrive(dq_ready.index(bq))
-    else:
-        dq_rows = gl.arange(0, DQ_M, layout=gl.SliceLayout(1, dq_layout))
-        dq_cols = gl.arange(0, DQ_N, layout=gl.SliceLayout(0, dq_layout))
-        dq_offs = (dq_row0 + dq_rows[:, None]) * HEAD_D + dq_col0 + dq_cols[None, :]
-        gl.atomic_add(dq_ptr + (row0 + q_start) * HEAD_D + dq_offs, dq, sem="relaxed")
+    BUFS: gl.constexpr = dq_smem.shape[0]
+    bq = t % BUFS
+    mbarrier.wait(dq_free.index(bq), ((t // BUFS) & 1) ^ 1)
+    dq_smem.index(bq).slice(dq_row0, DQ_M, dim=0).slice(dq_col0, DQ_N, dim=1).store(dq)
+    gl.thread_barrier()
+    mbarrier.arrive(dq_ready.index(bq))
     return dk, dv
 
 
 @gluon.jit
-def _consumer(dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len, qk_scale,
-              sm_scale, CAUSAL: gl.constexpr, C: gl.constexpr, WRITER: gl.constexpr):  # fmt: skip
+def _consumer(dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, seq_len, qk_scale,
+              sm_scale, CAUSAL: gl.constexpr, C: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the CTA's keys: dK and dV in registers over the query tiles
     (those crossing the diagonal masked, when causal), then stored by TMA."""
     k_smem, v_smem, q_smem = smem[0], smem[1], smem[2]
@@ -255,11 +247,11 @@ def _consumer(dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len,
     if CAUSAL:
         n_masked = gl.minimum(n, 128 // BLOCK_M)  # the tiles crossing the CTA's diagonal
     for t in range(n_masked):
-        dk, dv = _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, dq_ptr, row0, k_start,
-                       qk_scale, sm_scale, C, WRITER, True)  # fmt: skip
+        dk, dv = _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, row0, k_start,
+                       qk_scale, sm_scale, C, True)  # fmt: skip
     for t in range(n_masked, n):
-        dk, dv = _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, dq_ptr, row0, k_start,
-                       qk_scale, sm_scale, C, WRITER, False)  # fmt: skip
+        dk, dv = _step(t, first, dk, dv, smem, bars, lse_ptr, delta_ptr, row0, k_start,
+                       qk_scale, sm_scale, C, False)  # fmt: skip
 
     k_buf.store(dk.to(gl.bfloat16))  # dK came scaled with dS; K and V are read no more
     v_buf.store(dv.to(gl.bfloat16))
@@ -272,8 +264,7 @@ def _consumer(dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len,
 @gluon.jit
 def attention_bwd_fa3(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr,
                       dq_ptr, qk_scale, sm_scale, seq_len, STAGES: gl.constexpr,
-                      CAUSAL: gl.constexpr, WRITER: gl.constexpr,
-                      DQ_BUFS: gl.constexpr):  # fmt: skip
+                      CAUSAL: gl.constexpr, DQ_BUFS: gl.constexpr):  # fmt: skip
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[1]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16)
@@ -299,23 +290,14 @@ def attention_bwd_fa3(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr
         _barrier_array(DQ_BUFS, 1),  # dQ tile added
     )
     fence_async_shared()
-    if WRITER:
-        gl.warp_specialize(
-            [(_consumer, (dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len,
-                          qk_scale, sm_scale, CAUSAL, 0, True)),
-             (_consumer, (dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len,
-                          qk_scale, sm_scale, CAUSAL, 1, True)),
-             (_loader, (q_desc, k_desc, v_desc, do_desc, smem, bars, seq_len, CAUSAL)),
-             (_writer, (smem, bars, dq_ptr, seq_len, CAUSAL))],
-            [4, 1, 1], [240, LOADER_REGS, LOADER_REGS])  # fmt: skip
-    else:
-        gl.warp_specialize(
-            [(_consumer, (dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len,
-                          qk_scale, sm_scale, CAUSAL, 0, False)),
-             (_consumer, (dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, dq_ptr, seq_len,
-                          qk_scale, sm_scale, CAUSAL, 1, False)),
-             (_loader, (q_desc, k_desc, v_desc, do_desc, smem, bars, seq_len, CAUSAL))],
-            [4, 1], [240, LOADER_REGS])  # fmt: skip
+    gl.warp_specialize(
+        [(_consumer, (dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, seq_len, qk_scale,
+                      sm_scale, CAUSAL, 0)),
+         (_consumer, (dk_desc, dv_desc, smem, bars, lse_ptr, delta_ptr, seq_len, qk_scale,
+                      sm_scale, CAUSAL, 1)),
+         (_loader, (q_desc, k_desc, v_desc, do_desc, smem, bars, seq_len, CAUSAL)),
+         (_writer, (smem, bars, dq_ptr, seq_len, CAUSAL))],
+        [4, 1, 1], [240, LOADER_REGS, LOADER_REGS])  # fmt: skip
 
 
 def kernel_args(q, k, v, do, dk, dv, lse2, delta, dq_acc, causal: bool, cfg: Config):
@@ -333,7 +315,7 @@ def kernel_args(q, k, v, do, dk, dv, lse2, delta, dq_acc, causal: bool, cfg: Con
                desc(do, cfg.block_m, q_layout), desc(dk, 64, half_layout),
                desc(dv, 64, half_layout), lse2, delta, dq_acc, scale * math.log2(math.e),
                scale, seq]  # fmt: skip
-    constexprs = dict(STAGES=cfg.stages, CAUSAL=causal, WRITER=cfg.writer, DQ_BUFS=cfg.dq_bufs)
+    constexprs = dict(STAGES=cfg.stages, CAUSAL=causal, DQ_BUFS=cfg.dq_bufs)
     grid = (seq // KEYS, batch * heads)
     return runtime, constexprs, grid, dict(num_warps=4, maxnreg=MAXNREG)
 
@@ -446,7 +428,7 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     tl_err = err(nn_attention.attention_backward(*tl_args)[:3])
     rows.append(dict(case, impl="tl", ms=ms, tflops=tflops(shape, causal, ms), err=tl_err))
     lse = logsumexp_rows(q, k, causal)
-    cfg = Config(64, 2, True, 2 if shape[3] == 64 else 1)
+    cfg = Config(64, 2, 2 if shape[3] == 64 else 1)
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
@@ -467,9 +449,7 @@ def _print_case(rows: list[dict]) -> None:
     print(f"\nshape={rows[0]['shape']} causal={rows[0]['causal']}", flush=True)
     for r in rows:
         c = r.get("config")
-        label = r["impl"] + (
-            f" m{c['block_m']} s{c['stages']} w{int(c['writer'])}b{c['dq_bufs']}" if c else ""
-        )
+        label = r["impl"] + (f" m{c['block_m']} s{c['stages']} b{c['dq_bufs']}" if c else "")
         if "error" in r:
             print(f"  {label:24} ERROR {r['error']}", flush=True)
             continue
