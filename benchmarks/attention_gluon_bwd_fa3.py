@@ -400,50 +400,6 @@ def bench_case(shape, causal: bool) -> list[dict]:
     return rows
 
 
-def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
-    """tilecraft's Gluon backward (`attention_sm90.backward`, from the tl forward's output and
-    statistics) with FMA contraction off and on, the probe's best, and cuDNN, one process."""
-    import importlib
-
-    from torch.nn.attention import SDPBackend
-
-    sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
-    nn_attention = importlib.import_module("tilecraft.nn.attention")
-    q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-    scale = shape[3] ** -0.5
-    out, stats = nn_attention.attention_forward(q, k, v, q.new_empty(0), causal, scale, 0, False)
-    case = dict(shape=list(shape), causal=causal)
-    _, grads = sdpa_grads(q, k, v, do, causal, SDPBackend.CUDNN_ATTENTION)
-    ms = triton.testing.do_bench(grads, warmup=25, rep=100)
-    rows = [dict(case, impl="cudnn", ms=ms, tflops=tflops(shape, causal, ms))]
-    refs = [r.float() for r in grads()]
-
-    def err(got) -> float:
-        pairs = zip(got, refs, strict=True)
-        return max(((g.float() - r).abs().max() / r.abs().max()).item() for g, r in pairs)
-
-    bias = q.new_empty(0)
-    tl_args = (do, q, k, v, bias, out, stats, causal, scale, 0, False)
-    ms = triton.testing.do_bench(lambda: nn_attention.attention_backward(*tl_args), rep=100)
-    tl_err = err(nn_attention.attention_backward(*tl_args)[:3])
-    rows.append(dict(case, impl="tl", ms=ms, tflops=tflops(shape, causal, ms), err=tl_err))
-    lse = logsumexp_rows(q, k, causal)
-    cfg = Config(64, 2, 2 if shape[3] == 64 else 1)
-    _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
-    ms = triton.testing.do_bench(launch, warmup=25, rep=100)
-    rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    for fusion in (False,) if quick else (False, True):
-        sm90.BACKWARD_FP_FUSION = fusion
-        ms = triton.testing.do_bench(
-            lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
-        )
-        got = err(sm90.backward(do, q, k, v, out, stats, causal, scale))
-        name = f"tc_fusion{int(fusion)}"
-        rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
-    sm90.BACKWARD_FP_FUSION = False
-    return rows
-
-
 def _print_case(rows: list[dict]) -> None:
     peers = {r["impl"]: r["tflops"] for r in rows if r["impl"] in ("cudnn", "flash")}
     print(f"\nshape={rows[0]['shape']} causal={rows[0]['causal']}", flush=True)
@@ -463,32 +419,21 @@ def main() -> None:
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out")
-    parser.add_argument("--integrated", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="integrated: cuDNN, tl, probe, tc")
     args = parser.parse_args()
     if args.compile_only:
         compile_only(compile_for_sm90, sweep)
         return
-    if args.integrated:
-        rows = []
-        for shape in SHAPES:
-            for causal in (False, True):
-                case_rows = bench_integrated(shape, causal, args.quick)
-                _print_case(case_rows)
-                rows += case_rows
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
-        return
-    rows = [r for d in (64, 128) for causal in (False, True) for r in check(d, causal)]
-    if not args.smoke:
-        for shape in SHAPES:
-            for causal in (False, True):
-                case_rows = bench_case(shape, causal)
-                _print_case(case_rows)
-                rows += case_rows
-    if args.out:
-        with open(args.out, "w") as f:
+    rows = [r for d in (64, 128) for c in (False, True) for r in check(d, c)]
+    for shape, causal in [] if args.smoke else [(s, c) for s in SHAPES for c in (False, True)]:
+        case_rows = bench_case(shape, causal)
+        _print_case(case_rows)
+        rows += case_rows
+    _dump(args.out, rows)
+
+
+def _dump(path: str | None, rows: list[dict]) -> None:
+    if path:
+        with open(path, "w") as f:
             meta = dict(device=torch.cuda.get_device_name(), triton=triton.__version__)
             json.dump(dict(meta, rows=rows), f, indent=1)
 
