@@ -9,8 +9,6 @@ GPU:  cd benchmarks && python attention_gluon_bwd_ab.py [--quick] --out $OUT/ab.
 
 import argparse
 import importlib
-from collections import defaultdict
-from types import SimpleNamespace
 
 import torch
 import triton
@@ -58,21 +56,37 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
         name = f"tc_fusion{int(fusion)}"
         rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
     sm90.BACKWARD_FP_FUSION = False
-    ms = triton.testing.do_bench(lambda: _overhead(sm90, do, q, k, v, out, stats, causal, scale))
-    return [*rows, dict(case, impl="tc_overhead", ms=ms, tflops=tflops(shape, causal, ms))]
+    if not quick and shape[3] == 64:  # a deeper ring where shared memory allows it
+        sm90.BACKWARD_STAGES = 3
+        ms = triton.testing.do_bench(
+            lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
+        )
+        got = err(sm90.backward(do, q, k, v, out, stats, causal, scale))
+        rows.append(dict(case, impl="tc_stages3", ms=ms, tflops=tflops(shape, causal, ms), err=got))
+        sm90.BACKWARD_STAGES = 2
+    base = next(r["ms"] for r in rows if r["impl"] == "tc_fusion0")
+    for name, ms in _overhead(sm90, do, out, stats):
+        rows.append(dict(case, impl=f"tc_{name}", ms=ms, share=ms / base))
+    return rows
 
 
-def _overhead(sm90, *args) -> None:
-    """`sm90.backward` with its main kernel not launched: the pre-pass, dQ's zeroing, the
-    descriptors and dQ's cast."""
-    real = sm90._gluon_backward
-    nothing = defaultdict(lambda: lambda *args, **options: None)  # [grid](...): no launch
-    sm90._gluon_backward = lambda: SimpleNamespace(row_terms=real().row_terms,
-                                                   attention_backward_sm90=nothing)  # fmt: skip
-    try:
-        sm90.backward(*args)
-    finally:
-        sm90._gluon_backward = real
+def _overhead(sm90, do, out, stats) -> list[tuple[str, float]]:
+    """Milliseconds of what the Gluon backward runs besides its main kernel, each alone:
+    dQ's zeroing, the row-terms pre-pass and dQ's cast."""
+    batch, heads, seq_q, dim = do.shape
+    rows = sm90.BACKWARD_ROWS
+    padded = -(-seq_q // rows) * rows
+    dq = torch.zeros(batch, heads, padded, dim, device=do.device)
+    terms = torch.empty(2, batch * heads, padded, device=do.device)
+    strides = (*out.stride()[:3], *do.stride()[:3])
+    args = (out, do, stats, terms, heads, seq_q, *strides)
+    pre_pass = sm90._gluon_backward().row_terms[(padded // rows, batch * heads)]
+    parts = dict(
+        zero=lambda: torch.zeros(batch, heads, padded, dim, device=do.device),
+        row_terms=lambda: pre_pass(*args, DIM=dim, ROWS=rows),
+        cast=lambda: dq[:, :, :seq_q].to(do.dtype, memory_format=torch.contiguous_format),
+    )
+    return [(name, triton.testing.do_bench(fn, warmup=10, rep=50)) for name, fn in parts.items()]
 
 
 def main() -> None:

@@ -409,6 +409,9 @@ def _print_case(rows: list[dict]) -> None:
         if "error" in r:
             print(f"  {label:24} ERROR {r['error']}", flush=True)
             continue
+        if "share" in r:  # a part of another row's time
+            print(f"  {label:24} {r['ms'] * 1e3:6.1f} us  ({r['share']:.1%})", flush=True)
+            continue
         ratios = "  ".join(f"x{n}={r['tflops'] / t:.3f}" for n, t in peers.items())
         tail = f"  err={r['err']:.1e}" if "err" in r else ""
         print(f"  {label:24} {r['tflops']:6.1f} TFLOP/s  {ratios}{tail}", flush=True)

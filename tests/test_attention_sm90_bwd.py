@@ -139,7 +139,7 @@ def test_nan_and_inf_as_the_tl_backward(causal) -> None:
     pair's zero probability meets a non-finite term (a NaN row's statistics, an inf value)
     only in the tiles a kernel visits, and the two kernels' tiles differ, so there: the rows
     of dQ whose query or output gradient is NaN are NaN in both, and the entries both
-    compute finite agree."""
+    compute finite agree. Either way the other rows of dQ in that head are finite."""
     kw = dict(dtype=torch.bfloat16, device="cuda")
     q, k, v, grad_out = (torch.randn(1, 2, 300, 64, **kw) for _ in range(4))
     q[0, 0, 5] = float("nan")
@@ -151,10 +151,11 @@ def test_nan_and_inf_as_the_tl_backward(causal) -> None:
         if not causal:
             assert torch.equal(g.isnan(), t.isnan()) and torch.equal(g.isinf(), t.isinf())
         both = g.isfinite() & t.isfinite()
-        assert both.any()
         torch.testing.assert_close(g[both], t[both], atol=2e-2, rtol=2e-2)
     for row in (5, 100):
         assert got[0][0, 0, row].isnan().all() and tl[0][0, 0, row].isnan().all()
+    clean = [r for r in range(300) if r not in (5, 100)]  # head 0's other rows of dQ
+    assert got[0][0, 0, clean].isfinite().all() and tl[0][0, 0, clean].isfinite().all()
 
 
 @hopper

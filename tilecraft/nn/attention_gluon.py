@@ -64,8 +64,14 @@ def _tile(t, dims, ROWS: gl.constexpr, CAUSAL: gl.constexpr):
 def _load_tile(desc, where, row, bar, dest, HEADS_IN_ROWS: gl.constexpr):
     """TMA one `[1, rows, head_dim]` tile of a head (`where`: batch, head, heads) into
     `dest`, arriving on `bar`."""
-    batch, head, heads = where
     mbarrier.expect(bar, desc.block_type.nbytes)
+    _copy_tile(desc, where, row, bar, dest, HEADS_IN_ROWS)
+
+
+@gluon.jit
+def _copy_tile(desc, where, row, bar, dest, HEADS_IN_ROWS: gl.constexpr):
+    """`_load_tile`'s copy, the bytes expected on `bar` by the caller."""
+    batch, head, heads = where
     if HEADS_IN_ROWS:
         tma_load(desc, [batch * heads + head, row, 0], bar, dest)
     else:

@@ -14,8 +14,9 @@ it in shared memory, from which the writer adds it with atomics, off the tensor-
 The numerics are the `tl` backward's (`attention.py`): the scores scaled by `scale * log2(e)`
 (no FMA contraction unless `attention_sm90.BACKWARD_FP_FUSION`), base-2 exponentials against
 the forward's row statistics, `delta = rowsum(dO * O)` (both per row, computed first by
-`row_terms`), dS scaled by `scale` before its cast to the inputs' dtype (so dK and dQ come
-out scaled). Tensors are seen as 3-D
+`row_terms`, and loaded by TMA with each query tile: 16 addresses a thread held in
+registers spilled the consumers at head dim 128), dS scaled by `scale` before its cast to
+the inputs' dtype (so dK and dQ come out scaled). Tensors are seen as 3-D
 as the forward's (`attention_sm90.heads_view`); TMA zero-fills reads past a sequence's end
 and clips stores there, so the keys past the end are masked (program's last 128 keys) and
 dQ's rows past the end are not added.
@@ -39,8 +40,10 @@ from tilecraft.nn.attention_gluon import (
     LOADER_REGS,
     _barriers,
     _buffers,
+    _copy_tile,
     _load_tile,
     thread_barrier,
+    tma_load,
     tma_store,
 )
 
@@ -120,7 +123,8 @@ def _masked_tiles(k_cta, n, seq_k, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
 def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr):  # fmt: skip
     """One warp: each consumer's keys and values once, then every query head's tiles of
-    queries and output gradient through the rings, a slot once both consumers freed it."""
+    queries (with their rows' terms) and output gradient through the rings, a slot once
+    both consumers freed it."""
     q_smem, do_smem = smem[2], smem[3]
     q_ready, q_empty, do_ready, do_empty = bars[2], bars[3], bars[4], bars[5]
     STAGES: gl.constexpr = q_smem.shape[0]
@@ -133,14 +137,20 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
         _load_tile(descs[1], kv, row, bars[0].index(c), smem[0].index(c), KV_ROWS)
         _load_tile(descs[2], kv, row, bars[1].index(c), smem[1].index(c), KV_ROWS)
     first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
+    padded = gl.cdiv(seq_q, BLOCK_M) * BLOCK_M
     for u in range(group * n):
         slot, phase = u % STAGES, (u // STAGES) & 1
-        where = (batch, kv_head * group + u // n, heads)
+        head = kv_head * group + u // n
         row = (first + u % n) * BLOCK_M
+        ready = q_ready.index(slot)
         mbarrier.wait(q_empty.index(slot), phase ^ 1)  # a fresh barrier passes parity 1
-        _load_tile(descs[0], where, row, q_ready.index(slot), q_smem.index(slot), Q_ROWS)
+        mbarrier.expect(ready, descs[0].block_type.nbytes + descs[6].block_type.nbytes)
+        _copy_tile(descs[0], (batch, head, heads), row, ready, q_smem.index(slot), Q_ROWS)
+        tma_load(descs[6], [0, (batch * heads + head) * padded + row], ready,
+                 smem[6].index(slot))  # fmt: skip
         mbarrier.wait(do_empty.index(slot), phase ^ 1)
-        _load_tile(descs[3], where, row, do_ready.index(slot), do_smem.index(slot), DO_ROWS)
+        _load_tile(descs[3], (batch, head, heads), row, do_ready.index(slot),
+                   do_smem.index(slot), DO_ROWS)  # fmt: skip
 
 
 @gluon.jit
@@ -198,14 +208,6 @@ def _mask(p_t, at, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _row_terms(terms, at, BLOCK_M: gl.constexpr, layout: gl.constexpr):
-    """A query tile's base-2 log-sum-exps (`at`'s last 0) or deltas (the terms' stride),
-    from `row_terms` (`at`: the head's row, the tile's first query, the padded queries)."""
-    row, q_start, padded, plane = at
-    return gl.load(terms + plane + row * padded + q_start + gl.arange(0, BLOCK_M, layout=layout))
-
-
-@gluon.jit
 def _share_ds(ds_t, smem, bars, u, C: gl.constexpr):
     """This warpgroup's dS^T rows into the shared tile of step u (once both dQ products of
     step u - 2 have read it), announced to the other warpgroup."""
@@ -250,9 +252,10 @@ def _hand_over(dq, smem, bars, u, C: gl.constexpr):
 @gluon.jit
 def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
           C: gl.constexpr):  # fmt: skip
-    """Query tile u of the program (`at`: the head's row, its first query, seq_q, the
-    statistics' stride, the warpgroup's first key, seq_k): S^T and dP^T, P^T and dS^T, then
-    dV, dK and the dQ half; returns dK and dV."""
+    """Query tile u of the program (`at`: its first query, the warpgroup's first key, seq_q,
+    seq_k): S^T and dP^T, P^T and dS^T, then dV, dK and the dQ half; returns dK and dV.
+    The rows' terms come with the queries, `terms` (`[stages * 2, BLOCK_M]`: each slot's
+    log-sum-exps, then its deltas)."""
     dk, dv, terms = carried
     k_smem, v_smem, q_smem, do_smem = smem[0], smem[1], smem[2], smem[3]
     STAGES: gl.constexpr = q_smem.shape[0]
@@ -268,16 +271,16 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
     values = v_smem.index(C).reshape([HALF, HEAD_D])
     s_zero = gl.zeros([HALF, BLOCK_M], gl.float32, s_layout)
     per_query: gl.constexpr = gl.SliceLayout(0, s_layout)
-    lse = _row_terms(terms, (at[0], at[1], at[6], 0), BLOCK_M, per_query)
     mbarrier.wait(bars[2].index(slot), phase)
     s_t = warpgroup_mma(keys, query.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    lse = terms.index(2 * slot).load(per_query)
     mbarrier.wait(bars[4].index(slot), phase)
     dp_t = warpgroup_mma(values, d_out.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     s_t = warpgroup_mma_wait(1, deps=(s_t,))  # groups retire in order: S^T is done
-    row_delta = _row_terms(terms, (at[0], at[1], at[6], at[3]), BLOCK_M, per_query)
+    row_delta = terms.index(2 * slot + 1).load(per_query)
     p_t = gl.exp2(s_t * scales[0] - lse[None, :])
     if mask:
-        p_t = _mask(p_t, (at[1], at[4], at[2], at[5]), CAUSAL)
+        p_t = _mask(p_t, at, CAUSAL)
     p_t = p_t.to(query.dtype)
     p_op = gl.convert_layout(p_t, a_layout)
     dv = warpgroup_mma(p_op, d_out, dv, is_async=True)
@@ -285,7 +288,7 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
     ds_t = p_t.to(gl.float32) * (dp_t - row_delta[None, :]) * scales[1]
     if mask:  # (a causal mask's 0 * inf stays NaN, as the tl backward's; lanes past the
         # sequences' ends are left out there, so they are zeroed here)
-        ds_t = gl.where(_in_bounds(ds_t, (at[1], at[4], at[2], at[5]))[0], ds_t, 0.0)
+        ds_t = gl.where(_in_bounds(ds_t, at)[0], ds_t, 0.0)
     ds_t = ds_t.to(query.dtype)
     _share_ds(ds_t, smem, bars, u, C)
     ds_op = gl.convert_layout(ds_t, a_layout)
@@ -300,7 +303,7 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
 
 
 @gluon.jit
-def _consumer(descs, smem, bars, dims, terms, scales, CAUSAL: gl.constexpr,
+def _consumer(descs, smem, bars, dims, scales, CAUSAL: gl.constexpr,
               C: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
     tiles (masked: the first ones where needed, and a ragged last one), then stored by
@@ -309,12 +312,13 @@ def _consumer(descs, smem, bars, dims, terms, scales, CAUSAL: gl.constexpr,
     HEAD_D: gl.constexpr = smem[2].shape[3]
     d_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
     batch, kv_head, k_cta = _program(dims)
-    batches, heads, group, seq_q, seq_k = dims
+    _, heads, group, seq_q, seq_k = dims
     first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
     masked = _masked_tiles(k_cta, n, seq_k, BLOCK_M, CAUSAL)
     plain = n - (seq_q % BLOCK_M != 0).to(gl.int32)  # tiles before a ragged last one
-    padded = gl.cdiv(seq_q, BLOCK_M) * BLOCK_M
-    plane = batches * heads * padded  # the terms' stride (log-sum-exps, then deltas)
+    STAGES: gl.constexpr = smem[2].shape[0]
+    plain_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])  # (rows: buffers)
+    terms = _reinterpret(smem[6], [STAGES * 2, BLOCK_M], plain_layout)
     k_start = k_cta + C * HALF
     dk = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
     dv = gl.zeros([HALF, HEAD_D], gl.float32, d_layout)
@@ -322,9 +326,8 @@ def _consumer(descs, smem, bars, dims, terms, scales, CAUSAL: gl.constexpr,
         mbarrier.wait(bars[0].index(c), 0)
     mbarrier.wait(bars[1].index(C), 0)
     for g in range(group):
-        row = batch * heads + kv_head * group + g
         for t in range(n):
-            at = (row, (first + t) * BLOCK_M, seq_q, plane, k_start, seq_k, padded)
+            at = ((first + t) * BLOCK_M, k_start, seq_q, seq_k)
             mask = (t < masked) | (t >= plain)
             dk, dv = _step(g * n + t, (dk, dv, terms), smem, bars, at, scales, mask,
                            CAUSAL, C)  # fmt: skip
@@ -349,7 +352,7 @@ def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
 
 
 @gluon.jit
-def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms, dq,
+def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq,
                             qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
@@ -357,7 +360,8 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
     (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
-    tiles) is added into; `terms` holds `row_terms`."""
+    tiles) is added into; `terms_desc` reads `row_terms`' output as `[2, rows]` blocks of
+    `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
@@ -366,7 +370,8 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
     smem = (_buffers(k_desc, 2), _buffers(v_desc, 2), _buffers(q_desc, STAGES),
             _buffers(do_desc, STAGES),
             gl.allocate_shared_memory(q_desc.dtype, [2, KEYS, BLOCK_M], ds_layout),
-            gl.allocate_shared_memory(gl.float32, dq_shape, DQ_LAYOUT))  # fmt: skip
+            gl.allocate_shared_memory(gl.float32, dq_shape, DQ_LAYOUT),
+            _buffers(terms_desc, STAGES))  # fmt: skip
     bars = (
         _barriers(2, 1),  # a warpgroup's key tile landed
         _barriers(2, 1),  # a warpgroup's value tile landed
@@ -380,11 +385,11 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
         _barriers(DQ_BUFS, 1),  # dQ tile added
     )
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
-    descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc)
+    descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc)
     dims = (batches, heads, group, seq_q, seq_k)
     gl.warp_specialize(
-        [(_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 0)),
-         (_consumer, (descs, smem, bars, dims, terms, (qk_scale, scale), CAUSAL, 1)),
+        [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0)),
+         (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
          (_writer, (smem, bars, dims, dq, CAUSAL))],
         [4, 1, 1], [240, LOADER_REGS, LOADER_REGS])  # fmt: skip

@@ -224,8 +224,8 @@ def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: b
     key_rows = [t.view(batch * kv_heads, seq_k, dim) for t in (dk, dv)]
     rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
     descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
-    args = [*descs, terms, dq, scale * LOG2E, scale, batch, heads, heads // kv_heads]
-    args += [grad_out.size(1), seq_k]
+    args = [*descs, _terms_descriptor(terms), dq, scale * LOG2E, scale, batch, heads]
+    args += [heads // kv_heads, grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
                    KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4,
                    maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
@@ -326,6 +326,16 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
                    CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, num_warps=4,
                    maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
     return per_head * batch * heads, args, options
+
+
+def _terms_descriptor(terms: torch.Tensor) -> Any:
+    """A TMA descriptor reading a query tile's row terms (`[2, batch * heads, padded]`,
+    float32: log-sum-exps, deltas) as one `[2, BACKWARD_ROWS]` block, unswizzled."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+    return TensorDescriptor.from_tensor(terms.view(2, -1), [2, BACKWARD_ROWS], layout)
 
 
 def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
