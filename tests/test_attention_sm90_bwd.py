@@ -31,9 +31,10 @@ nn_attention = importlib.import_module("tilecraft.nn.attention")
 )  # fmt: skip
 def test_compiles_for_sm90_warp_specialized(dim, causal, rows) -> None:
     """Triton's compiler, for sm_90, without a GPU: the consumers get 240 registers and the
-    loader and writer 24 (`setmaxnreg`), the products are wgmma, the tiles come by TMA, dQ
-    is added with float32 atomics, and no product is contracted into an FMA unless
-    `BACKWARD_FP_FUSION` asks for it (the scores recomputed as the forward computed them).
+    loader and writer 24 (`setmaxnreg`; 232 and 32 at head dim 64), the products are wgmma,
+    the tiles come by TMA, dQ is added with float32 atomics, and no product is contracted
+    into an FMA unless `BACKWARD_FP_FUSION` asks for it (the scores recomputed as the forward
+    computed them).
     In a process of its own: under TRITON_INTERPRET Triton's standard functions are not
     compilable."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
@@ -44,7 +45,7 @@ def test_compiles_for_sm90_warp_specialized(dim, causal, rows) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = done.stdout
     counts = set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
-    assert {"240", "24"} <= counts
+    assert ({"240", "24"} if dim == 128 else {"232", "32"}) <= counts
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert re.search(r"\b(?:atom|red)\.global\.[\w.]*add\.f32", ptx)
     assert sm90.BACKWARD_FP_FUSION or not re.search(r"\bfma\.rn\.f32", ptx)
