@@ -1,8 +1,8 @@
 """A/B of attention's backward on an sm_90 GPU: cuDNN, the `tl` backward, the FA3-style probe
-(`attention_gluon_bwd_fa3.py`) and tilecraft's Gluon backward (`attention_sm90.backward`, FMA
-contraction off and on), all from the same inputs in one process, with each one's largest
-gradient error against cuDNN's; and what the Gluon backward spends outside its main kernel
-(the row-terms pre-pass, dQ's zeroing, the descriptors, dQ's cast).
+(`attention_gluon_bwd_fa3.py`) and tilecraft's Gluon backward (`attention_sm90.backward`, as
+it ships and with one knob changed each), all from the same inputs in one process, with each
+one's largest gradient error against cuDNN's; and what the Gluon backward spends outside its
+main kernel (the row-terms pre-pass, dQ's cast where the kernel leaves it).
 
 GPU:  cd benchmarks && python attention_gluon_bwd_ab.py [--quick] --out $OUT/ab.json
 """
@@ -19,7 +19,9 @@ from attention_gluon_probe import SHAPES
 
 def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     """tilecraft's Gluon backward (`attention_sm90.backward`, from the tl forward's output and
-    statistics) with FMA contraction off and on, the probe's best, and cuDNN, one process."""
+    statistics) as it ships and with one knob changed each (dQ cast after the kernel, the
+    old register split at head dim 64; unless `quick`, FMA contraction and three stages),
+    the probe's best, and cuDNN, one process."""
     from torch.nn.attention import SDPBackend
 
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
@@ -47,42 +49,44 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    for fusion in (False,) if quick else (False, True):
-        sm90.BACKWARD_FP_FUSION = fusion
-        ms = triton.testing.do_bench(
-            lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
-        )
-        got = err(sm90.backward(do, q, k, v, out, stats, causal, scale))
-        name = f"tc_fusion{int(fusion)}"
-        rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
-    sm90.BACKWARD_FP_FUSION = False
+    variants = {"tc": {}, "tc_cast0": dict(BACKWARD_CAST=False)}
+    if shape[3] == 64:  # the twentieth session's split: consumers 240, loader and writer 24
+        variants["tc_regs240"] = dict(BACKWARD_REGS={**sm90.BACKWARD_REGS, 64: (240, 24)})
+    if not quick:
+        variants["tc_fusion1"] = dict(BACKWARD_FP_FUSION=True)
     if not quick and shape[3] == 64:  # a deeper ring where shared memory allows it
-        sm90.BACKWARD_STAGES = 3
+        variants["tc_stages3"] = dict(BACKWARD_STAGES=3)
+    for name, knobs in variants.items():
+        saved = {knob: getattr(sm90, knob) for knob in knobs}
+        for knob, value in knobs.items():
+            setattr(sm90, knob, value)
         ms = triton.testing.do_bench(
             lambda: sm90.backward(do, q, k, v, out, stats, causal, scale), warmup=25, rep=100
         )
         got = err(sm90.backward(do, q, k, v, out, stats, causal, scale))
-        rows.append(dict(case, impl="tc_stages3", ms=ms, tflops=tflops(shape, causal, ms), err=got))
-        sm90.BACKWARD_STAGES = 2
-    base = next(r["ms"] for r in rows if r["impl"] == "tc_fusion0")
+        rows.append(dict(case, impl=name, ms=ms, tflops=tflops(shape, causal, ms), err=got))
+        for knob, value in saved.items():
+            setattr(sm90, knob, value)
+    base = next(r["ms"] for r in rows if r["impl"] == "tc")
     for name, ms in _overhead(sm90, do, out, stats):
         rows.append(dict(case, impl=f"tc_{name}", ms=ms, share=ms / base))
     return rows
 
 
 def _overhead(sm90, do, out, stats) -> list[tuple[str, float]]:
-    """Milliseconds of what the Gluon backward runs besides its main kernel, each alone:
-    dQ's zeroing, the row-terms pre-pass and dQ's cast."""
+    """Milliseconds of what the Gluon backward runs besides its main kernel, each alone: the
+    row-terms pre-pass (which zeroes dQ and its counts) and dQ's cast where the kernel does
+    not cast it (`BACKWARD_CAST` off)."""
     batch, heads, seq_q, dim = do.shape
     rows = sm90.BACKWARD_ROWS
     padded = -(-seq_q // rows) * rows
-    dq = torch.zeros(batch, heads, padded, dim, device=do.device)
+    dq = torch.empty(batch, heads, padded, dim, device=do.device)
     terms = torch.empty(2, batch * heads, padded, device=do.device)
+    counts = torch.empty(batch * heads, padded // rows, dtype=torch.int32, device=do.device)
     strides = (*out.stride()[:3], *do.stride()[:3])
-    args = (out, do, stats, terms, heads, seq_q, *strides)
+    args = (out, do, stats, terms, dq, counts, heads, seq_q, *strides)
     pre_pass = sm90._gluon_backward().row_terms[(padded // rows, batch * heads)]
     parts = dict(
-        zero=lambda: torch.zeros(batch, heads, padded, dim, device=do.device),
         row_terms=lambda: pre_pass(*args, DIM=dim, ROWS=rows),
         cast=lambda: dq[:, :, :seq_q].to(do.dtype, memory_format=torch.contiguous_format),
     )
@@ -92,7 +96,7 @@ def _overhead(sm90, do, out, stats) -> list[tuple[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out")
-    parser.add_argument("--quick", action="store_true", help="tilecraft without FMA contraction")
+    parser.add_argument("--quick", action="store_true", help="fewer tilecraft variants")
     args = parser.parse_args()
     rows = []
     for shape, causal in [(s, c) for s in SHAPES for c in (False, True)]:

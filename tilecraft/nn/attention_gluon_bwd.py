@@ -37,7 +37,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from tilecraft.nn.attention_gluon import (
-    LOADER_REGS,
     _barriers,
     _buffers,
     _copy_tile,
@@ -66,15 +65,18 @@ KEYS = gl.constexpr(128)  # a program's keys; 64 per consumer warpgroup
 HALF = gl.constexpr(64)
 # dQ's buffers (float32): rows swizzled in groups of 4, so 4-row chunks can be cut out
 DQ_LAYOUT = gl.constexpr(gl.SwizzledSharedLayout(8, 1, 4, [1, 0]))
+CHUNK_ROWS = gl.constexpr(4)  # (the buffers' swizzle repeats every 4 rows)
 
 
 @triton.jit
-def row_terms(o, do, stats, terms, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s,
+def row_terms(o, do, stats, terms, dq, counts, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s,
               DIM: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
     """The backward's per-row terms, float32, `[2, batch * heads, padded]` (queries padded
     to whole tiles of `ROWS`, the padding 0): the base-2 log-sum-exp (the forward's
     statistics: row maximum plus the log of the denominator) and delta = rowsum(dO * O),
-    O and dO in any layout (strides of batch, head and row; the head dim unit-strided)."""
+    O and dO in any layout (strides of batch, head and row; the head dim unit-strided).
+    It also zeroes the tile of `dq` (float32, `[batch * heads, padded, DIM]`) and its count
+    of adds (`counts`, int32, `[batch * heads, padded // ROWS]`)."""
     bh, rows = tl.program_id(1), tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b, h = bh // heads, bh % heads
     padded, planes = tl.num_programs(0) * ROWS, tl.num_programs(1)
@@ -88,6 +90,8 @@ def row_terms(o, do, stats, terms, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s,
     row_log_sum = tl.load(stats + (planes + bh) * seq + rows, mask=rows < seq, other=0)
     tl.store(terms + bh * padded + rows, row_max + row_log_sum)
     tl.store(terms + (planes + bh) * padded + rows, tl.sum(total, axis=1))
+    tl.store(dq + (bh.to(tl.int64) * padded + rows[:, None]) * DIM + cols, tl.zeros_like(total))
+    tl.store(counts + bh * tl.num_programs(0) + tl.program_id(0), 0)
 
 
 @gluon.jit
@@ -154,21 +158,21 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
 
 
 @gluon.jit
-def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
+def _writer(smem, bars, dims, dq_bufs, CAUSAL: gl.constexpr, CAST: gl.constexpr):
     """One warp: add each tile's dQ (left in shared memory by both consumers) into the
     float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile:
-    rows past the end are zero, and no mask is needed)."""
-    dq_smem = smem[5]
+    rows past the end are zero, and no mask is needed); with `CAST`, the last program to add
+    a tile casts it (`_cast_if_last`)."""
+    dq_smem, dq = smem[5], dq_bufs[0]
     dq_ready, dq_free = bars[8], bars[9]
     BUFS: gl.constexpr = dq_smem.shape[0]
     BLOCK_M: gl.constexpr = dq_smem.shape[1]
     HEAD_D: gl.constexpr = dq_smem.shape[2]
-    ROWS: gl.constexpr = 4  # (the buffers' swizzle repeats every 4 rows)
-    CHUNKS: gl.constexpr = BLOCK_M // ROWS
+    CHUNKS: gl.constexpr = BLOCK_M // CHUNK_ROWS
     # the buffers seen as chunks of 4 rows (the same bytes and swizzle), indexed at run time
-    chunks = _reinterpret(dq_smem, [BUFS * CHUNKS, ROWS, HEAD_D], DQ_LAYOUT)
+    chunks = _reinterpret(dq_smem, [BUFS * CHUNKS, CHUNK_ROWS, HEAD_D], DQ_LAYOUT)
     layout: gl.constexpr = gl.BlockedLayout([1, 4], [128 // HEAD_D, HEAD_D // 4], [1, 1], [1, 0])
-    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))[:, None]
+    rows = gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout))[:, None]
     offs = rows * HEAD_D + gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, layout))[None, :]
     batch, kv_head, k_cta = _program(dims)
     _, heads, group, seq_q, _ = dims
@@ -182,8 +186,37 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
         mbarrier.wait(dq_ready.index(b), (u // BUFS) & 1)
         for r in range(CHUNKS):  # (a loop, not unrolled: one chunk's addresses live at a time)
             part = chunks.index(b * CHUNKS + r).load(layout)
-            gl.atomic_add(base + r * ROWS * HEAD_D + offs, part, sem="relaxed")
+            gl.atomic_add(base + r * CHUNK_ROWS * HEAD_D + offs, part, sem="relaxed")
         mbarrier.arrive(dq_free.index(b))
+        if CAST:
+            _cast_if_last(dq_bufs, dims, row, q_start, (rows, offs), BLOCK_M, CAUSAL)
+
+
+@gluon.jit
+def _cast_if_last(dq_bufs, dims, row, q_start, at, BLOCK_M: gl.constexpr,
+                  CAUSAL: gl.constexpr):  # fmt: skip
+    """Count this program's adds into a dQ tile (`counts`, one per tile, zeroed by
+    `row_terms`); the last of the programs that add to it (every key tile, or when causal
+    those up to the diagonal) reads the sums back and stores them in the inputs' dtype."""
+    dq, dq_out, counts = dq_bufs
+    _, _, _, seq_q, seq_k = dims
+    rows, offs = at
+    HEAD_D: gl.constexpr = offs.shape[1]
+    tile = q_start // BLOCK_M
+    adders = gl.cdiv(seq_k, KEYS)
+    if CAUSAL:
+        adders = gl.minimum(q_start // KEYS + 1, adders)
+    padded = gl.cdiv(seq_q, BLOCK_M) * BLOCK_M
+    thread_barrier()  # every lane's adds, before the count's release
+    done = gl.atomic_add(counts + row * (padded // BLOCK_M) + tile, 1, sem="acq_rel", scope="gpu")
+    if done == adders - 1:
+        base = dq + (row * padded + q_start) * HEAD_D
+        out = dq_out + (row * seq_q + q_start) * HEAD_D
+        for r in range(BLOCK_M // CHUNK_ROWS):
+            sums = gl.load(base + r * CHUNK_ROWS * HEAD_D + offs, cache_modifier=".cg")
+            keep = q_start + r * CHUNK_ROWS + rows < seq_q
+            gl.store(out + r * CHUNK_ROWS * HEAD_D + offs, sums.to(dq_out.dtype.element_ty),
+                     mask=keep)  # fmt: skip
 
 
 @gluon.jit
@@ -353,15 +386,18 @@ def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
 
 @gluon.jit
 def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq,
-                            qk_scale, scale, batches, heads, group, seq_q, seq_k,
+                            dq_out, counts, qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
-                            DQ_BUFS: gl.constexpr):  # fmt: skip
+                            DQ_BUFS: gl.constexpr, REGS: gl.constexpr,
+                            WORKER_REGS: gl.constexpr, CAST: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
     (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
-    tiles) is added into; `terms_desc` reads `row_terms`' output as `[2, rows]` blocks of
-    `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
+    tiles) is added into, and with `CAST` copied into `dq_out` (the inputs' dtype) tile by
+    tile, `counts` (int32, zeroed) counting each tile's adds; the consumers get `REGS`
+    registers, the loader and writer `WORKER_REGS`; `terms_desc` reads `row_terms`' output
+    as `[2, rows]` blocks of `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
@@ -385,15 +421,11 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
         _barriers(DQ_BUFS, 1),  # dQ tile added
     )
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
-    # registers: at head dim 128 the consumers need 240 (the loader and writer warps get 24);
-    # at 64 they fit in 232, and the writer's adds spill at fewer than 32
-    REGS: gl.constexpr = 240 if HEAD_D > 64 else 232
-    WORKER_REGS: gl.constexpr = LOADER_REGS if HEAD_D > 64 else 32
     descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc)
     dims = (batches, heads, group, seq_q, seq_k)
     gl.warp_specialize(
         [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0)),
          (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
-         (_writer, (smem, bars, dims, dq, CAUSAL))],
+         (_writer, (smem, bars, dims, (dq, dq_out, counts), CAUSAL, CAST))],
         [4, 1, 1], [REGS, WORKER_REGS, WORKER_REGS])  # fmt: skip
