@@ -49,7 +49,8 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    variants = {"tc": {}, "tc_cast0": dict(BACKWARD_CAST=False)}
+    variants = {"tc": {}, "tc_cast0": dict(BACKWARD_CAST=0), "tc_cast4": dict(BACKWARD_CAST=4)}
+    variants["tc_cast16"] = dict(BACKWARD_CAST=16)
     if shape[3] == 64:  # the twentieth session's split: consumers 240, loader and writer 24
         variants["tc_regs240"] = dict(BACKWARD_REGS={**sm90.BACKWARD_REGS, 64: (240, 24)})
     if not quick:

@@ -164,6 +164,26 @@ def test_gluon_backward_matches_the_tl_backward_and_sdpa(shape, causal, rows, dt
 
 @hopper
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_dq_cast_by_the_last_of_many_adders(causal, batch, monkeypatch) -> None:
+    """64 programs add into each dQ tile (8,192 keys), and the last to add casts it, each
+    counting its adds every `batch` tiles: its dQ is the one cast after the kernel (up to
+    the order of float32 adds), five times over."""
+    monkeypatch.setattr(sm90, "_failed", set())
+    q, grad_out = (torch.randn(2, 4, 700, 64, dtype=torch.bfloat16, device="cuda") for _ in "ab")
+    k, v = (torch.randn(2, 2, 8192, 64, dtype=torch.bfloat16, device="cuda") for _ in "ab")
+    scale = 0.125
+    out, stats = nn_attention.attention_forward(q, k, v, q.new_empty(0), causal, scale, 0, False)
+    monkeypatch.setattr(sm90, "BACKWARD_CAST", 0)
+    want = sm90.backward(grad_out, q, k, v, out, stats, causal, scale)[0]
+    monkeypatch.setattr(sm90, "BACKWARD_CAST", batch)
+    for _ in range(5):
+        got = sm90.backward(grad_out, q, k, v, out, stats, causal, scale)[0]
+        torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
+
+
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
 def test_nan_and_inf_as_the_tl_backward(causal) -> None:
     """Unmasked: the tl backward's NaN and inf, and its values elsewhere. Causal, a masked
     pair's zero probability meets a non-finite term (a NaN row's statistics, an inf value)

@@ -57,9 +57,9 @@ BACKWARD_REGS = {64: (232, 32), 128: (240, 24)}
 # backward, 0.75-0.86x cuDNN's, on the six benchmarked shapes); the tests compare the two
 BACKWARD = True
 BACKWARD_FP_FUSION = False  # contract products into FMAs (the tl backward does not)
-# dQ cast to the inputs' dtype in the kernel, by the last program to add each tile (a pass
-# less over dQ than the cast after it)
-BACKWARD_CAST = True
+# dQ cast to the inputs' dtype in the kernel, by the last program to add each tile, a
+# program counting its adds every this many tiles (a pass less over dQ); 0: cast after it
+BACKWARD_CAST = 8
 
 
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
