@@ -2,7 +2,7 @@
 (`attention_gluon_bwd_fa3.py`) and tilecraft's Gluon backward (`attention_sm90.backward`, as
 it ships and with one knob changed each), all from the same inputs in one process, with each
 one's largest gradient error against cuDNN's; and what the Gluon backward spends outside its
-main kernel (the row-terms pre-pass, dQ's cast where the kernel leaves it).
+main kernel (the row-terms pre-pass, dQ's cast).
 
 GPU:  cd benchmarks && python attention_gluon_bwd_ab.py [--quick] --out $OUT/ab.json
 """
@@ -19,9 +19,9 @@ from attention_gluon_probe import SHAPES
 
 def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     """tilecraft's Gluon backward (`attention_sm90.backward`, from the tl forward's output and
-    statistics) as it ships and with one knob changed each (dQ cast after the kernel, the
-    old register split at head dim 64; unless `quick`, FMA contraction and three stages),
-    the probe's best, and cuDNN, one process."""
+    statistics) as it ships and with one knob changed each (the old register split at head
+    dim 64; unless `quick`, FMA contraction and three stages), the probe's best, and cuDNN,
+    one process."""
     from torch.nn.attention import SDPBackend
 
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
@@ -49,8 +49,7 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    variants = {"tc": {}, "tc_cast0": dict(BACKWARD_CAST=0), "tc_cast4": dict(BACKWARD_CAST=4)}
-    variants["tc_cast16"] = dict(BACKWARD_CAST=16)
+    variants: dict[str, dict] = {"tc": {}}
     if shape[3] == 64:  # the twentieth session's split: consumers 240, loader and writer 24
         variants["tc_regs240"] = dict(BACKWARD_REGS={**sm90.BACKWARD_REGS, 64: (240, 24)})
     if not quick:
@@ -76,16 +75,14 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
 
 def _overhead(sm90, do, out, stats) -> list[tuple[str, float]]:
     """Milliseconds of what the Gluon backward runs besides its main kernel, each alone: the
-    row-terms pre-pass (which zeroes dQ and its counts) and dQ's cast where the kernel does
-    not cast it (`BACKWARD_CAST` off)."""
+    row-terms pre-pass (which zeroes dQ) and dQ's cast."""
     batch, heads, seq_q, dim = do.shape
     rows = sm90.BACKWARD_ROWS
     padded = -(-seq_q // rows) * rows
     dq = torch.empty(batch, heads, padded, dim, device=do.device)
     terms = torch.empty(2, batch * heads, padded, device=do.device)
-    counts = torch.empty(batch * heads, padded // rows, dtype=torch.int32, device=do.device)
     strides = (*out.stride()[:3], *do.stride()[:3])
-    args = (out, do, stats, terms, dq, counts, heads, seq_q, *strides)
+    args = (out, do, stats, terms, dq, heads, seq_q, *strides)
     pre_pass = sm90._gluon_backward().row_terms[(padded // rows, batch * heads)]
     parts = dict(
         row_terms=lambda: pre_pass(*args, DIM=dim, ROWS=rows),

@@ -48,9 +48,6 @@ def test_compiles_for_sm90_warp_specialized(dim, causal, rows) -> None:
     assert ({"240", "24"} if dim == 128 else {"232", "32"}) <= counts
     assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor" in ptx
     assert re.search(r"\b(?:atom|red)\.global\.[\w.]*add\.f32", ptx)
-    # each tile's count of adds (acquire-release), and dQ's cast by the last adder
-    assert re.search(r"\batom\.global\.[\w.]*acq_rel[\w.]*add", ptx), "no counted adds"
-    assert re.search(r"cvt\.rn\.bf16(?:x2)?\.f32", ptx)
     assert sm90.BACKWARD_FP_FUSION or not re.search(r"\bfma\.rn\.f32", ptx)
 
 
@@ -60,8 +57,8 @@ def _compile_for_sm90(dim: int, causal: bool, q_rows: bool, kv_rows: bool, do_ro
     k, v = (_heads(2, 2, 257, dim, kv_rows, dtype=torch.bfloat16) for _ in range(2))
     views = [sm90.heads_view(t) for t in (q, k, v, grad_out)]
     grads = (torch.zeros(2, 4, 320, dim), *(torch.zeros(k.shape, dtype=k.dtype) for _ in range(2)))
-    scratch = (torch.zeros(2, 2 * 4, 320), torch.zeros(2 * 4, 5, dtype=torch.int32))
-    args, options = sm90.backward_arguments(views, scratch, (*grads, q.clone()), causal, 0.125)
+    terms = torch.zeros(2, 2 * 4, 320)
+    args, options = sm90.backward_arguments(views, terms, grads, causal, 0.125)
     return ptx_for_sm90(sm90._gluon_backward().attention_backward_sm90, args, options)
 
 
@@ -77,7 +74,7 @@ def _tl_backward(grad_out, q, k, v, out, stats, causal: bool) -> tuple:
 def test_row_terms_and_the_zeroed_scratch(seq: int, rows: int) -> None:
     """`row_terms` (a `tl` kernel, so it runs under the interpreter): each row's base-2
     log-sum-exp and delta = rowsum(dO * O), 0 on the padding past the last query; and it
-    zeroes the float32 dQ it is given (padding included) and the tiles' counts of adds."""
+    zeroes the float32 dQ it is given (padding included)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("runs under Triton's interpreter")
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
@@ -87,16 +84,15 @@ def test_row_terms_and_the_zeroed_scratch(seq: int, rows: int) -> None:
     stats = torch.randn(2, batch, heads, seq)
     terms = torch.full((2, batch * heads, padded), float("nan"))
     dq = torch.full((batch * heads, padded, dim), float("nan"))
-    counts = torch.full((batch * heads, padded // rows), 7, dtype=torch.int32)
     strides = (*out.stride()[:3], *grad_out.stride()[:3])
     sm90._gluon_backward().row_terms[(padded // rows, batch * heads)](
-        out, grad_out, stats, terms, dq, counts, heads, seq, *strides, DIM=dim, ROWS=rows
+        out, grad_out, stats, terms, dq, heads, seq, *strides, DIM=dim, ROWS=rows
     )
     want = torch.zeros(2, batch * heads, padded)
     want[0, :, :seq] = (stats[0] + stats[1]).reshape(batch * heads, seq)
     want[1, :, :seq] = (out * grad_out).sum(-1).reshape(batch * heads, seq)
     torch.testing.assert_close(terms, want)
-    assert not dq.any() and not counts.any()
+    assert not dq.any()
 
 
 def test_the_backward_operator_falls_back_to_the_tl_backward() -> None:
@@ -160,26 +156,6 @@ def test_gluon_backward_matches_the_tl_backward_and_sdpa(shape, causal, rows, dt
         assert g.shape == w.shape and g.dtype == dtype and g.is_contiguous()
         torch.testing.assert_close(g.float(), w, atol=5e-2, rtol=5e-2)
         torch.testing.assert_close(g, t, atol=2e-2, rtol=2e-2)
-
-
-@hopper
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("batch", [1, 8])
-def test_dq_cast_by_the_last_of_many_adders(causal, batch, monkeypatch) -> None:
-    """64 programs add into each dQ tile (8,192 keys), and the last to add casts it, each
-    counting its adds every `batch` tiles: its dQ is the one cast after the kernel (up to
-    the order of float32 adds), five times over."""
-    monkeypatch.setattr(sm90, "_failed", set())
-    q, grad_out = (torch.randn(2, 4, 700, 64, dtype=torch.bfloat16, device="cuda") for _ in "ab")
-    k, v = (torch.randn(2, 2, 8192, 64, dtype=torch.bfloat16, device="cuda") for _ in "ab")
-    scale = 0.125
-    out, stats = nn_attention.attention_forward(q, k, v, q.new_empty(0), causal, scale, 0, False)
-    monkeypatch.setattr(sm90, "BACKWARD_CAST", 0)
-    want = sm90.backward(grad_out, q, k, v, out, stats, causal, scale)[0]
-    monkeypatch.setattr(sm90, "BACKWARD_CAST", batch)
-    for _ in range(5):
-        got = sm90.backward(grad_out, q, k, v, out, stats, causal, scale)[0]
-        torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
 
 
 @hopper

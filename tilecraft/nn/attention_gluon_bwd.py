@@ -69,14 +69,13 @@ CHUNK_ROWS = gl.constexpr(4)  # (the buffers' swizzle repeats every 4 rows)
 
 
 @triton.jit
-def row_terms(o, do, stats, terms, dq, counts, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s,
+def row_terms(o, do, stats, terms, dq, heads, seq, o_b, o_h, o_s, do_b, do_h, do_s,
               DIM: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
     """The backward's per-row terms, float32, `[2, batch * heads, padded]` (queries padded
     to whole tiles of `ROWS`, the padding 0): the base-2 log-sum-exp (the forward's
     statistics: row maximum plus the log of the denominator) and delta = rowsum(dO * O),
     O and dO in any layout (strides of batch, head and row; the head dim unit-strided).
-    It also zeroes the tile of `dq` (float32, `[batch * heads, padded, DIM]`) and its count
-    of adds (`counts`, int32, `[batch * heads, padded // ROWS]`)."""
+    It also zeroes the tile of `dq` (float32, `[batch * heads, padded, DIM]`)."""
     bh, rows = tl.program_id(1), tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     b, h = bh // heads, bh % heads
     padded, planes = tl.num_programs(0) * ROWS, tl.num_programs(1)
@@ -91,7 +90,6 @@ def row_terms(o, do, stats, terms, dq, counts, heads, seq, o_b, o_h, o_s, do_b, 
     tl.store(terms + bh * padded + rows, row_max + row_log_sum)
     tl.store(terms + (planes + bh) * padded + rows, tl.sum(total, axis=1))
     tl.store(dq + (bh.to(tl.int64) * padded + rows[:, None]) * DIM + cols, tl.zeros_like(total))
-    tl.store(counts + bh * tl.num_programs(0) + tl.program_id(0), 0)
 
 
 @gluon.jit
@@ -158,12 +156,11 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
 
 
 @gluon.jit
-def _writer(smem, bars, dims, dq_bufs, CAUSAL: gl.constexpr, CAST: gl.constexpr):
+def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     """One warp: add each tile's dQ (left in shared memory by both consumers) into the
     float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile:
-    rows past the end are zero, and no mask is needed); with `CAST` (a number of tiles), the
-    last program to add a tile casts it (`_count_and_cast`)."""
-    dq_smem, dq = smem[5], dq_bufs[0]
+    rows past the end are zero, and no mask is needed)."""
+    dq_smem = smem[5]
     dq_ready, dq_free = bars[8], bars[9]
     BUFS: gl.constexpr = dq_smem.shape[0]
     BLOCK_M: gl.constexpr = dq_smem.shape[1]
@@ -188,61 +185,6 @@ def _writer(smem, bars, dims, dq_bufs, CAUSAL: gl.constexpr, CAST: gl.constexpr)
             part = chunks.index(b * CHUNKS + r).load(layout)
             gl.atomic_add(base + r * CHUNK_ROWS * HEAD_D + offs, part, sem="relaxed")
         mbarrier.arrive(dq_free.index(b))
-        if CAST:  # noqa: SIM102 - (a constexpr: no modulo by 0) every CAST tiles, and the last
-            if ((u + 1) % CAST == 0) | (u + 1 == group * n):
-                _count_and_cast(dq_bufs, dims, u, (rows, offs), BLOCK_M, CAST, CAUSAL)
-
-
-@gluon.jit
-def _count_and_cast(dq_bufs, dims, last, at, BLOCK_M: gl.constexpr, BATCH: gl.constexpr,
-                    CAUSAL: gl.constexpr):  # fmt: skip
-    """Count this program's adds into its tiles from the last multiple of `BATCH` up to
-    `last` (`counts`, zeroed by `row_terms`), one lane a tile, after one release of every
-    add before; the last of a tile's adders (every key tile, or when causal those up to the
-    diagonal) casts it. (Counting each tile on its own stalled the writer: 0.59-0.75x.)"""
-    counts = dq_bufs[2]
-    batch, kv_head, k_cta = _program(dims)
-    _, heads, group, seq_q, seq_k = dims
-    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
-    lanes: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    start = last - last % BATCH
-    lane = gl.arange(0, BATCH, layout=lanes)
-    u = start + lane
-    tile = first + u % n
-    adders = gl.full([BATCH], 1, gl.int32, lanes) * gl.cdiv(seq_k, KEYS)
-    if CAUSAL:
-        adders = gl.minimum(tile * BLOCK_M // KEYS + 1, adders)
-    row = batch * heads + kv_head * group + u // n
-    at_count = counts + row * gl.cdiv(seq_q, BLOCK_M) + tile
-    thread_barrier()  # every lane's adds, before the counts' release
-    ones = gl.full([BATCH], 1, gl.int32, lanes)
-    done = gl.atomic_add(at_count, ones, mask=u <= last, sem="acq_rel", scope="gpu")
-    mine = ((u <= last) & (done == adders - 1)).to(gl.int32)
-    thread_barrier()  # the sums the counting lanes acquired, before any lane reads them
-    for j in range(BATCH):
-        if gl.sum(gl.where(lane == j, mine, 0), axis=0) > 0:
-            _cast_tile(dq_bufs, dims, start + j, at, BLOCK_M, CAUSAL)
-
-
-@gluon.jit
-def _cast_tile(dq_bufs, dims, u, at, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
-    """The program's `u`-th dQ tile, its sums read back (past L1) and stored in the inputs'
-    dtype, rows past the sequence's end left out."""
-    dq, dq_out, _ = dq_bufs
-    batch, kv_head, k_cta = _program(dims)
-    _, heads, group, seq_q, _ = dims
-    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
-    rows, offs = at
-    HEAD_D: gl.constexpr = offs.shape[1]
-    q_start = (first + u % n) * BLOCK_M
-    row = (batch * heads + kv_head * group + u // n).to(gl.int64)
-    base = dq + (row * gl.cdiv(seq_q, BLOCK_M) * BLOCK_M + q_start) * HEAD_D
-    out = dq_out + (row * seq_q + q_start) * HEAD_D
-    for r in range(BLOCK_M // CHUNK_ROWS):
-        sums = gl.load(base + r * CHUNK_ROWS * HEAD_D + offs, cache_modifier=".cg")
-        keep = q_start + r * CHUNK_ROWS + rows < seq_q
-        gl.store(out + r * CHUNK_ROWS * HEAD_D + offs, sums.to(dq_out.dtype.element_ty),
-                 mask=keep)  # fmt: skip
 
 
 @gluon.jit
@@ -412,18 +354,17 @@ def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
 
 @gluon.jit
 def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq,
-                            dq_out, counts, qk_scale, scale, batches, heads, group, seq_q, seq_k,
+                            qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                             DQ_BUFS: gl.constexpr, REGS: gl.constexpr,
-                            WORKER_REGS: gl.constexpr, CAST: gl.constexpr):  # fmt: skip
+                            WORKER_REGS: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
     (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
-    tiles) is added into, and with `CAST` copied into `dq_out` (the inputs' dtype) tile by
-    tile, `counts` (int32, zeroed) counting each tile's adds; the consumers get `REGS`
-    registers, the loader and writer `WORKER_REGS`; `terms_desc` reads `row_terms`' output
-    as `[2, rows]` blocks of `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
+    tiles) is added into; the consumers get `REGS` registers, the loader and writer
+    `WORKER_REGS`; `terms_desc` reads `row_terms`' output as `[2, rows]` blocks of
+    `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
@@ -453,5 +394,5 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
         [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0)),
          (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
-         (_writer, (smem, bars, dims, (dq, dq_out, counts), CAUSAL, CAST))],
+         (_writer, (smem, bars, dims, dq, CAUSAL))],
         [4, 1, 1], [REGS, WORKER_REGS, WORKER_REGS])  # fmt: skip

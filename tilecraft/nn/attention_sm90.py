@@ -57,9 +57,6 @@ BACKWARD_REGS = {64: (232, 32), 128: (240, 24)}
 # backward, 0.75-0.86x cuDNN's, on the six benchmarked shapes); the tests compare the two
 BACKWARD = True
 BACKWARD_FP_FUSION = False  # contract products into FMAs (the tl backward does not)
-# dQ cast to the inputs' dtype in the kernel, by the last program to add each tile, a
-# program counting its adds every this many tiles (a pass less over dQ); 0: cast after it
-BACKWARD_CAST = 8
 
 
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
@@ -192,16 +189,13 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     padded = -(-seq_q // BACKWARD_ROWS) * BACKWARD_ROWS  # the writer adds whole tiles
     dq = torch.empty(batch, heads, padded, dim, dtype=torch.float32, device=q.device)
     dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
-    dq_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    grads = (dq, dk, dv, dq_out)
+    grads = (dq, dk, dv)
     launch = functools.partial(
         _launch_backward, views, (grad_out, out, stats), grads, causal, scale
     )
     if not _attempt(key, "backward", launch):
         return None
-    if not BACKWARD_CAST:
-        dq_out = dq[:, :, :seq_q].to(q.dtype, memory_format=torch.contiguous_format)
-    return dq_out, dk, dv
+    return dq[:, :, :seq_q].to(q.dtype, memory_format=torch.contiguous_format), dk, dv
 
 
 def _launch_backward(views: list, ins: tuple, grads: tuple, causal: bool, scale: float) -> None:
@@ -211,13 +205,11 @@ def _launch_backward(views: list, ins: tuple, grads: tuple, causal: bool, scale:
     batch, heads, seq_q, dim = grad_out.shape
     padded = dq.size(2)
     terms = torch.empty(2, batch * heads, padded, dtype=torch.float32, device=dk.device)
-    tiles = (batch * heads, padded // BACKWARD_ROWS)
-    counts = torch.empty(tiles, dtype=torch.int32, device=dk.device)
-    args, options = backward_arguments(views, (terms, counts), grads, causal, scale)
+    args, options = backward_arguments(views, terms, grads, causal, scale)
     module = _gluon_backward()
     with torch.cuda.device(dk.device):  # Triton launches on the current device
         strides = (*out.stride()[:3], *grad_out.stride()[:3])
-        pre_pass = (out, grad_out, stats, terms, dq, counts, heads, seq_q, *strides)
+        pre_pass = (out, grad_out, stats, terms, dq, heads, seq_q, *strides)
         module.row_terms[(padded // BACKWARD_ROWS, batch * heads)](
             *pre_pass, DIM=dim, ROWS=BACKWARD_ROWS
         )
@@ -225,26 +217,23 @@ def _launch_backward(views: list, ins: tuple, grads: tuple, causal: bool, scale:
         module.attention_backward_sm90[grid](*args, **options)
 
 
-def backward_arguments(views: list, scratch: tuple, grads: tuple, causal: bool,
+def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: bool,
                        scale: float) -> tuple[list, dict]:  # fmt: skip
     """The backward kernel's arguments, and its constexprs with options (the tests compile
-    these for sm_90 on a CPU): `scratch` holds the row terms and the tiles' counts of adds,
-    `grads` dQ (float32, its queries padded to whole tiles), dK, dV and dQ's copy in the
-    inputs' dtype."""
-    (terms, counts), (dq, dk, dv, dq_out) = scratch, grads
+    these for sm_90 on a CPU): `grads` are dQ (float32, its queries padded to whole tiles),
+    dK and dV."""
+    dq, dk, dv = grads
     batch, heads, _, dim = dq.shape
     kv_heads, seq_k = dk.size(1), dk.size(2)
     (q, q_rows), (k, kv_rows), (v, _), (grad_out, do_rows) = views
     key_rows = [t.view(batch * kv_heads, seq_k, dim) for t in (dk, dv)]
     rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
     descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
-    args = [*descs, _terms_descriptor(terms), dq, dq_out, counts, scale * LOG2E, scale, batch]
-    args += [heads]
+    args = [*descs, _terms_descriptor(terms), dq, scale * LOG2E, scale, batch, heads]
     args += [heads // kv_heads, grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
                    KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4,
                    REGS=BACKWARD_REGS[dim][0], WORKER_REGS=BACKWARD_REGS[dim][1],
-                   CAST=BACKWARD_CAST,
                    maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
     return args, options
 
