@@ -16,10 +16,10 @@ The numerics are the `tl` backward's (`attention.py`): the scores scaled by `sca
 the forward's row statistics, `delta = rowsum(dO * O)` (both per row, computed first by
 `row_terms`, and loaded by TMA with each query tile: 16 addresses a thread held in
 registers spilled the consumers at head dim 128), dS scaled by `scale` before its cast to
-the inputs' dtype (so dK and dQ come out scaled). Tensors are seen as 3-D
-as the forward's (`attention_sm90.heads_view`); TMA zero-fills reads past a sequence's end
-and clips stores there, so the keys past the end are masked (program's last 128 keys) and
-dQ's rows past the end are not added.
+the inputs' dtype (so dK and dQ come out scaled). Tensors are seen as 3-D as the forward's
+(`attention_sm90.heads_view`); TMA zero-fills reads past a sequence's end and clips stores
+there, so the keys past the end are masked (program's last 128 keys) and dQ's rows past
+the end are not added. dQ is zeroed by `row_terms` and cast after the kernel.
 """
 
 from __future__ import annotations
