@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton._C.libtriton import ir
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -59,6 +61,18 @@ else:
     def _reinterpret(buf, shape: gl.constexpr, layout: gl.constexpr):
         """`buf` (float32) seen with another shape and layout, over the same bytes."""
         return buf._reinterpret(gl.float32, shape, layout)
+
+
+if hasattr(tma, "async_atomic_add"):  # Triton 3.7 made TMA's reductions public
+    tma_add = tma.async_atomic_add
+else:
+
+    @builtin
+    def tma_add(desc, coord, src, _semantic=None):
+        """Add the shared tile `src` into `desc`'s block at `coord` (a TMA reduction)."""
+        coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+        kind = ir.DESCRIPTOR_REDUCE_KIND.ADD
+        _semantic.builder.create_async_tma_reduce(kind, desc.handle, coord, src.handle)
 
 
 KEYS = gl.constexpr(128)  # a program's keys; 64 per consumer warpgroup
@@ -156,6 +170,27 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
 
 
 @gluon.jit
+def _tma_writer(descs, smem, bars, dims, CAUSAL: gl.constexpr):
+    """One warp: add each tile's dQ (left in shared memory by both consumers) into the
+    float32 buffer (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile: rows
+    past the end are zero, and no mask is needed) by a TMA reduction."""
+    dq_smem = smem[5]
+    dq_ready, dq_free = bars[8], bars[9]
+    BUFS: gl.constexpr = dq_smem.shape[0]
+    BLOCK_M: gl.constexpr = dq_smem.shape[2]
+    batch, kv_head, k_cta = _program(dims)
+    _, heads, group, seq_q, _ = dims
+    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
+    for u in range(group * n):
+        b = u % BUFS
+        mbarrier.wait(dq_ready.index(b), (u // BUFS) & 1)
+        head = batch * heads + kv_head * group + u // n
+        tma_add(descs[7], [head, (first + u % n) * BLOCK_M, 0], dq_smem.index(b))
+        tma.store_wait(0)  # the buffer read
+        mbarrier.arrive(dq_free.index(b))
+
+
+@gluon.jit
 def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
     """One warp: add each tile's dQ (left in shared memory by both consumers) into the
     float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile:
@@ -185,6 +220,14 @@ def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
             part = chunks.index(b * CHUNKS + r).load(layout)
             gl.atomic_add(base + r * CHUNK_ROWS * HEAD_D + offs, part, sem="relaxed")
         mbarrier.arrive(dq_free.index(b))
+
+
+@gluon.jit
+def _any_writer(descs, smem, bars, dims, dq, CAUSAL: gl.constexpr, DQ_TMA: gl.constexpr):
+    if DQ_TMA:
+        _tma_writer(descs, smem, bars, dims, CAUSAL)
+    else:
+        _writer(smem, bars, dims, dq, CAUSAL)
 
 
 @gluon.jit
@@ -239,20 +282,25 @@ def _query_grad(smem, bars, u, C: gl.constexpr):
 
 
 @gluon.jit
-def _hand_over(dq, smem, bars, u, C: gl.constexpr):
+def _hand_over(dq, smem, bars, u, C: gl.constexpr, DQ_TMA: gl.constexpr):
     """This warpgroup's dQ columns into the writer's buffer (once it added the last)."""
     dq_smem = smem[5]
     BUFS: gl.constexpr = dq_smem.shape[0]
     b = u % BUFS
     mbarrier.wait(bars[9].index(b), ((u // BUFS) & 1) ^ 1)
-    dq_smem.index(b).slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
+    if DQ_TMA:
+        tile = dq_smem.index(b).reshape([dq_smem.shape[2], dq_smem.shape[3]])
+        tile.slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
+        fence_async_shared()  # the stores, visible to the TMA (async proxy)
+    else:
+        dq_smem.index(b).slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
     thread_barrier()
     mbarrier.arrive(bars[8].index(b))
 
 
 @gluon.jit
 def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
-          C: gl.constexpr):  # fmt: skip
+          C: gl.constexpr, DQ_TMA: gl.constexpr):  # fmt: skip
     """Query tile u of the program (`at`: its first query, the warpgroup's first key, seq_q,
     seq_k): S^T and dP^T, P^T and dS^T, then dV, dK and the dQ half; returns dK and dV.
     The rows' terms come with the queries, `terms` (`[stages * 2, BLOCK_M]`: each slot's
@@ -299,13 +347,13 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
     mbarrier.arrive(bars[3].index(slot))  # Q, dO and dS^T are read no more
     mbarrier.arrive(bars[5].index(slot))
     mbarrier.arrive(bars[7].index(u % 2))
-    _hand_over(dq, smem, bars, u, C)
+    _hand_over(dq, smem, bars, u, C, DQ_TMA)
     return dk, dv
 
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, scales, CAUSAL: gl.constexpr,
-              C: gl.constexpr):  # fmt: skip
+              C: gl.constexpr, DQ_TMA: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
     tiles (masked: the first ones where needed, and a ragged last one), then stored by
     TMA."""
@@ -331,7 +379,7 @@ def _consumer(descs, smem, bars, dims, scales, CAUSAL: gl.constexpr,
             at = ((first + t) * BLOCK_M, k_start, seq_q, seq_k)
             mask = (t < masked) | (t >= plain)
             dk, dv = _step(g * n + t, (dk, dv, terms), smem, bars, at, scales, mask,
-                           CAUSAL, C)  # fmt: skip
+                           CAUSAL, C, DQ_TMA)  # fmt: skip
     _store_key_grads(dk, dv, descs, smem, bars, (batch * heads // group + kv_head, k_start),
                      group * n, C)  # fmt: skip
 
@@ -354,11 +402,11 @@ def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
 
 @gluon.jit
 def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq,
-                            qk_scale, scale, batches, heads, group, seq_q, seq_k,
+                            dq_desc, qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                             DQ_BUFS: gl.constexpr, REGS: gl.constexpr,
-                            WORKER_REGS: gl.constexpr):  # fmt: skip
+                            WORKER_REGS: gl.constexpr, DQ_TMA: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
     (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
@@ -370,11 +418,14 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
                                                                    q_desc.dtype)  # fmt: skip
     dq_shape: gl.constexpr = [DQ_BUFS, BLOCK_M, HEAD_D]
+    if DQ_TMA:
+        dq_smem = _buffers(dq_desc, DQ_BUFS)
+    else:
+        dq_smem = gl.allocate_shared_memory(gl.float32, dq_shape, DQ_LAYOUT)
     smem = (_buffers(k_desc, 2), _buffers(v_desc, 2), _buffers(q_desc, STAGES),
             _buffers(do_desc, STAGES),
             gl.allocate_shared_memory(q_desc.dtype, [2, KEYS, BLOCK_M], ds_layout),
-            gl.allocate_shared_memory(gl.float32, dq_shape, DQ_LAYOUT),
-            _buffers(terms_desc, STAGES))  # fmt: skip
+            dq_smem, _buffers(terms_desc, STAGES))  # fmt: skip
     bars = (
         _barriers(2, 1),  # a warpgroup's key tile landed
         _barriers(2, 1),  # a warpgroup's value tile landed
@@ -388,11 +439,11 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
         _barriers(DQ_BUFS, 1),  # dQ tile added
     )
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
-    descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc)
+    descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq_desc)
     dims = (batches, heads, group, seq_q, seq_k)
     gl.warp_specialize(
-        [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0)),
-         (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1)),
+        [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0, DQ_TMA)),
+         (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1, DQ_TMA)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
-         (_writer, (smem, bars, dims, dq, CAUSAL))],
+         (_any_writer, (descs, smem, bars, dims, dq, CAUSAL, DQ_TMA))],
         [4, 1, 1], [REGS, WORKER_REGS, WORKER_REGS])  # fmt: skip

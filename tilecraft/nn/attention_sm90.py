@@ -57,6 +57,7 @@ BACKWARD_REGS = {64: (232, 32), 128: (240, 24)}
 # backward, 0.75-0.86x cuDNN's, on the six benchmarked shapes); the tests compare the two
 BACKWARD = True
 BACKWARD_FP_FUSION = False  # contract products into FMAs (the tl backward does not)
+BACKWARD_DQ_TMA = True  # the writer adds dQ by TMA reductions (else by atomics, 4 rows a step)
 
 
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
@@ -232,12 +233,14 @@ def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: b
     key_rows = [t.view(batch * kv_heads, seq_k, dim) for t in (dk, dv)]
     rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
     descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
-    args = [*descs, _terms_descriptor(terms), dq, scale * LOG2E, scale, batch, heads]
+    dq_desc = _descriptor(dq.view(batch * heads, -1, dim), BACKWARD_ROWS, dim)
+    args = [*descs, _terms_descriptor(terms), dq, dq_desc, scale * LOG2E, scale, batch, heads]
     args += [heads // kv_heads, grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
                    KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4,
                    REGS=BACKWARD_REGS[dim][0], WORKER_REGS=BACKWARD_REGS[dim][1],
-                   maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
+                   maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION,
+                   DQ_TMA=BACKWARD_DQ_TMA)  # fmt: skip
     return args, options
 
 
@@ -352,6 +355,6 @@ def _descriptor(t: torch.Tensor, rows: int, dim: int) -> Any:
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    dtype = gl.bfloat16 if t.dtype == torch.bfloat16 else gl.float16
+    dtype = {torch.bfloat16: gl.bfloat16, torch.float32: gl.float32}.get(t.dtype, gl.float16)
     layout = gl.NVMMASharedLayout.get_default_for([1, rows, dim], dtype)
     return TensorDescriptor.from_tensor(t, [1, rows, dim], layout)
