@@ -49,11 +49,11 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    variants: dict[str, dict] = {"tc": {}, "tc_atomics": dict(BACKWARD_DQ_TMA=False)}
-    if shape[3] == 64:  # the twentieth session's split: consumers 240, loader and writer 24
-        variants["tc_regs240"] = dict(BACKWARD_REGS={**sm90.BACKWARD_REGS, 64: (240, 24)})
-    if shape[3] == 128:  # two dQ buffers where shared memory allows it
-        variants["tc_dqbufs2"] = dict(DQ_BUFFERS={**sm90.DQ_BUFFERS, 128: 2})
+    # the twenty-second session's: dQ added by atomics, and its buffers and registers
+    old = dict(BACKWARD_REGS=(232, 32)) if shape[3] == 64 else dict(DQ_BUFFERS=1)
+    variants: dict[str, dict] = {"tc": {}, "tc_atomics": dict(old, BACKWARD_DQ_TMA=False)}
+    if shape[3] == 128:
+        variants["tc_dqbufs1"] = dict(DQ_BUFFERS=1)
     if not quick:
         variants["tc_fusion1"] = dict(BACKWARD_FP_FUSION=True)
     if not quick and shape[3] == 64:  # a deeper ring where shared memory allows it

@@ -46,13 +46,11 @@ PERSISTENT_UP_TO = 32  # a head's query tiles up to this many: dynamic; beyond, 
 SCHEDULE: str | None = None  # one of the three for every call (the tests, the sweeps)
 PROGRAMS: int | None = None  # a persistent launch's programs; None: one per SM
 _failed: set[tuple] = set()  # kernel variants that failed to compile: the tl kernels run
-# the backward: query tiles of 64 rows, 2-deep rings of them, and dQ buffers for the writer
-# by head dim (an H100's probe, twentieth session: one 0.98-1.10x two at head dim 128)
-BACKWARD_STAGES, BACKWARD_ROWS = 2, 64
-DQ_BUFFERS = {64: 2, 128: 1}
-# registers of the consumers and of the loader and writer warps, by head dim: at 128 the
-# consumers need 240; at 64 they fit in 232, and the writer's adds spill at fewer than 32
-BACKWARD_REGS = {64: (232, 32), 128: (240, 24)}
+# the backward: query tiles of 64 rows, 2-deep rings of them, and two dQ buffers for the
+# writer (an H100, twenty-third session: with dQ added by TMA, two ran 1.00-1.04x one at
+# head dim 128); the consumers' registers, and the loader's and writer's
+BACKWARD_STAGES, BACKWARD_ROWS, DQ_BUFFERS = 2, 64, 2
+BACKWARD_REGS = (240, 24)
 # the Gluon backward where it covers the call (an H100, twentieth session: 1.05-1.18x the tl
 # backward, 0.75-0.86x cuDNN's, on the six benchmarked shapes); the tests compare the two
 BACKWARD = True
@@ -237,8 +235,8 @@ def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: b
     args = [*descs, _terms_descriptor(terms), dq, dq_desc, scale * LOG2E, scale, batch, heads]
     args += [heads // kv_heads, grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
-                   KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS[dim], num_warps=4,
-                   REGS=BACKWARD_REGS[dim][0], WORKER_REGS=BACKWARD_REGS[dim][1],
+                   KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS, num_warps=4,
+                   REGS=BACKWARD_REGS[0], WORKER_REGS=BACKWARD_REGS[1],
                    maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION,
                    DQ_TMA=BACKWARD_DQ_TMA)  # fmt: skip
     return args, options
