@@ -49,11 +49,7 @@ def bench_integrated(shape, causal: bool, quick: bool = False) -> list[dict]:
     _, launch = attention_bwd(q, k, v, out, do, lse, causal, cfg)
     ms = triton.testing.do_bench(launch, warmup=25, rep=100)
     rows.append(dict(case, impl="probe", ms=ms, tflops=tflops(shape, causal, ms)))
-    # the twenty-second session's: dQ added by atomics, and its buffers and registers
-    old = dict(BACKWARD_REGS=(232, 32)) if shape[3] == 64 else dict(DQ_BUFFERS=1)
-    variants: dict[str, dict] = {"tc": {}, "tc_atomics": dict(old, BACKWARD_DQ_TMA=False)}
-    if shape[3] == 128:
-        variants["tc_dqbufs1"] = dict(DQ_BUFFERS=1)
+    variants: dict[str, dict] = {"tc": {}, "tc_dqbufs1": dict(DQ_BUFFERS=1)}
     if not quick:
         variants["tc_fusion1"] = dict(BACKWARD_FP_FUSION=True)
     if not quick and shape[3] == 64:  # a deeper ring where shared memory allows it

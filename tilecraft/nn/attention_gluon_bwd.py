@@ -9,7 +9,8 @@ in registers; a 1-warp writer adds the tile's dQ into a float32 buffer. Everythi
 computed transposed (keys along the rows), so P^T and dS^T are already the register operands
 of `dV += P^T dO` and `dK += dS^T Q`. For `dQ = dS K` each consumer stores its dS^T rows into
 one shared tile; after a barrier both compute half of dQ's columns over all 128 keys and leave
-it in shared memory, from which the writer adds it with atomics, off the tensor-core warps.
+it in shared memory, from which the writer adds it by one TMA reduction (a bulk add into
+global memory), off the tensor-core warps.
 
 The numerics are the `tl` backward's (`attention.py`): the scores scaled by `scale * log2(e)`
 (no FMA contraction unless `attention_sm90.BACKWARD_FP_FUSION`), base-2 exponentials against
@@ -77,9 +78,6 @@ else:
 
 KEYS = gl.constexpr(128)  # a program's keys; 64 per consumer warpgroup
 HALF = gl.constexpr(64)
-# dQ's buffers (float32): rows swizzled in groups of 4, so 4-row chunks can be cut out
-DQ_LAYOUT = gl.constexpr(gl.SwizzledSharedLayout(8, 1, 4, [1, 0]))
-CHUNK_ROWS = gl.constexpr(4)  # (the buffers' swizzle repeats every 4 rows)
 
 
 @triton.jit
@@ -170,7 +168,7 @@ def _loader(descs, smem, bars, dims, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
 
 
 @gluon.jit
-def _tma_writer(descs, smem, bars, dims, CAUSAL: gl.constexpr):
+def _writer(descs, smem, bars, dims, CAUSAL: gl.constexpr):
     """One warp: add each tile's dQ (left in shared memory by both consumers) into the
     float32 buffer (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile: rows
     past the end are zero, and no mask is needed) by a TMA reduction."""
@@ -188,46 +186,6 @@ def _tma_writer(descs, smem, bars, dims, CAUSAL: gl.constexpr):
         tma_add(descs[7], [head, (first + u % n) * BLOCK_M, 0], dq_smem.index(b))
         tma.store_wait(0)  # the buffer read
         mbarrier.arrive(dq_free.index(b))
-
-
-@gluon.jit
-def _writer(smem, bars, dims, dq, CAUSAL: gl.constexpr):
-    """One warp: add each tile's dQ (left in shared memory by both consumers) into the
-    float32 buffer `dq` (`[batch * heads, seq_q, head_dim]`, seq_q padded to a whole tile:
-    rows past the end are zero, and no mask is needed)."""
-    dq_smem = smem[5]
-    dq_ready, dq_free = bars[8], bars[9]
-    BUFS: gl.constexpr = dq_smem.shape[0]
-    BLOCK_M: gl.constexpr = dq_smem.shape[1]
-    HEAD_D: gl.constexpr = dq_smem.shape[2]
-    CHUNKS: gl.constexpr = BLOCK_M // CHUNK_ROWS
-    # the buffers seen as chunks of 4 rows (the same bytes and swizzle), indexed at run time
-    chunks = _reinterpret(dq_smem, [BUFS * CHUNKS, CHUNK_ROWS, HEAD_D], DQ_LAYOUT)
-    layout: gl.constexpr = gl.BlockedLayout([1, 4], [128 // HEAD_D, HEAD_D // 4], [1, 1], [1, 0])
-    rows = gl.arange(0, CHUNK_ROWS, layout=gl.SliceLayout(1, layout))[:, None]
-    offs = rows * HEAD_D + gl.arange(0, HEAD_D, layout=gl.SliceLayout(0, layout))[None, :]
-    batch, kv_head, k_cta = _program(dims)
-    _, heads, group, seq_q, _ = dims
-    first, n = _query_tiles(k_cta, seq_q, BLOCK_M, CAUSAL)
-    padded = gl.cdiv(seq_q, BLOCK_M) * BLOCK_M
-    for u in range(group * n):
-        b = u % BUFS
-        q_start = (first + u % n) * BLOCK_M
-        row = (batch * heads + kv_head * group + u // n).to(gl.int64)
-        base = dq + (row * padded + q_start) * HEAD_D
-        mbarrier.wait(dq_ready.index(b), (u // BUFS) & 1)
-        for r in range(CHUNKS):  # (a loop, not unrolled: one chunk's addresses live at a time)
-            part = chunks.index(b * CHUNKS + r).load(layout)
-            gl.atomic_add(base + r * CHUNK_ROWS * HEAD_D + offs, part, sem="relaxed")
-        mbarrier.arrive(dq_free.index(b))
-
-
-@gluon.jit
-def _any_writer(descs, smem, bars, dims, dq, CAUSAL: gl.constexpr, DQ_TMA: gl.constexpr):
-    if DQ_TMA:
-        _tma_writer(descs, smem, bars, dims, CAUSAL)
-    else:
-        _writer(smem, bars, dims, dq, CAUSAL)
 
 
 @gluon.jit
@@ -282,25 +240,22 @@ def _query_grad(smem, bars, u, C: gl.constexpr):
 
 
 @gluon.jit
-def _hand_over(dq, smem, bars, u, C: gl.constexpr, DQ_TMA: gl.constexpr):
+def _hand_over(dq, smem, bars, u, C: gl.constexpr):
     """This warpgroup's dQ columns into the writer's buffer (once it added the last)."""
     dq_smem = smem[5]
     BUFS: gl.constexpr = dq_smem.shape[0]
     b = u % BUFS
     mbarrier.wait(bars[9].index(b), ((u // BUFS) & 1) ^ 1)
-    if DQ_TMA:
-        tile = dq_smem.index(b).reshape([dq_smem.shape[2], dq_smem.shape[3]])
-        tile.slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
-        fence_async_shared()  # the stores, visible to the TMA (async proxy)
-    else:
-        dq_smem.index(b).slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
+    tile = dq_smem.index(b).reshape([dq_smem.shape[2], dq_smem.shape[3]])
+    tile.slice(C * dq.shape[1], dq.shape[1], dim=1).store(dq)
+    fence_async_shared()  # the stores, visible to the TMA (async proxy)
     thread_barrier()
     mbarrier.arrive(bars[8].index(b))
 
 
 @gluon.jit
 def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
-          C: gl.constexpr, DQ_TMA: gl.constexpr):  # fmt: skip
+          C: gl.constexpr):  # fmt: skip
     """Query tile u of the program (`at`: its first query, the warpgroup's first key, seq_q,
     seq_k): S^T and dP^T, P^T and dS^T, then dV, dK and the dQ half; returns dK and dV.
     The rows' terms come with the queries, `terms` (`[stages * 2, BLOCK_M]`: each slot's
@@ -347,13 +302,13 @@ def _step(u, carried, smem, bars, at, scales, mask, CAUSAL: gl.constexpr,
     mbarrier.arrive(bars[3].index(slot))  # Q, dO and dS^T are read no more
     mbarrier.arrive(bars[5].index(slot))
     mbarrier.arrive(bars[7].index(u % 2))
-    _hand_over(dq, smem, bars, u, C, DQ_TMA)
+    _hand_over(dq, smem, bars, u, C)
     return dk, dv
 
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, scales, CAUSAL: gl.constexpr,
-              C: gl.constexpr, DQ_TMA: gl.constexpr):  # fmt: skip
+              C: gl.constexpr):  # fmt: skip
     """One warpgroup owning 64 of the program's keys: dK and dV over every query head's
     tiles (masked: the first ones where needed, and a ragged last one), then stored by
     TMA."""
@@ -379,7 +334,7 @@ def _consumer(descs, smem, bars, dims, scales, CAUSAL: gl.constexpr,
             at = ((first + t) * BLOCK_M, k_start, seq_q, seq_k)
             mask = (t < masked) | (t >= plain)
             dk, dv = _step(g * n + t, (dk, dv, terms), smem, bars, at, scales, mask,
-                           CAUSAL, C, DQ_TMA)  # fmt: skip
+                           CAUSAL, C)  # fmt: skip
     _store_key_grads(dk, dv, descs, smem, bars, (batch * heads // group + kv_head, k_start),
                      group * n, C)  # fmt: skip
 
@@ -401,31 +356,25 @@ def _store_key_grads(dk, dv, descs, smem, bars, where, steps, C: gl.constexpr):
 
 
 @gluon.jit
-def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq,
+def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc,
                             dq_desc, qk_scale, scale, batches, heads, group, seq_q, seq_k,
                             STAGES: gl.constexpr, CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr,
                             DO_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                             DQ_BUFS: gl.constexpr, REGS: gl.constexpr,
-                            WORKER_REGS: gl.constexpr, DQ_TMA: gl.constexpr):  # fmt: skip
+                            WORKER_REGS: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
-    (key tiles of 128, batch * kv_heads); `dq` (float32, zeroed, queries padded to whole
-    tiles) is added into; the consumers get `REGS` registers, the loader and writer
+    (key tiles of 128, batch * kv_heads); `dq_desc` writes dQ (float32, zeroed, queries
+    padded to whole tiles) as `[1, BLOCK_M, head_dim]` blocks, added into; the consumers get `REGS` registers, the loader and writer
     `WORKER_REGS`; `terms_desc` reads `row_terms`' output as `[2, rows]` blocks of
     `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
-    HEAD_D: gl.constexpr = q_desc.block_type.shape[2]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
                                                                    q_desc.dtype)  # fmt: skip
-    dq_shape: gl.constexpr = [DQ_BUFS, BLOCK_M, HEAD_D]
-    if DQ_TMA:
-        dq_smem = _buffers(dq_desc, DQ_BUFS)
-    else:
-        dq_smem = gl.allocate_shared_memory(gl.float32, dq_shape, DQ_LAYOUT)
     smem = (_buffers(k_desc, 2), _buffers(v_desc, 2), _buffers(q_desc, STAGES),
             _buffers(do_desc, STAGES),
             gl.allocate_shared_memory(q_desc.dtype, [2, KEYS, BLOCK_M], ds_layout),
-            dq_smem, _buffers(terms_desc, STAGES))  # fmt: skip
+            _buffers(dq_desc, DQ_BUFS), _buffers(terms_desc, STAGES))  # fmt: skip
     bars = (
         _barriers(2, 1),  # a warpgroup's key tile landed
         _barriers(2, 1),  # a warpgroup's value tile landed
@@ -442,8 +391,8 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
     descs = (q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, terms_desc, dq_desc)
     dims = (batches, heads, group, seq_q, seq_k)
     gl.warp_specialize(
-        [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0, DQ_TMA)),
-         (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1, DQ_TMA)),
+        [(_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 0)),
+         (_consumer, (descs, smem, bars, dims, (qk_scale, scale), CAUSAL, 1)),
          (_loader, (descs, smem, bars, dims, CAUSAL, Q_ROWS, DO_ROWS, KV_ROWS)),
-         (_any_writer, (descs, smem, bars, dims, dq, CAUSAL, DQ_TMA))],
+         (_writer, (descs, smem, bars, dims, CAUSAL))],
         [4, 1, 1], [REGS, WORKER_REGS, WORKER_REGS])  # fmt: skip

@@ -55,7 +55,6 @@ BACKWARD_REGS = (240, 24)
 # backward, 0.75-0.86x cuDNN's, on the six benchmarked shapes); the tests compare the two
 BACKWARD = True
 BACKWARD_FP_FUSION = False  # contract products into FMAs (the tl backward does not)
-BACKWARD_DQ_TMA = True  # the writer adds dQ by TMA reductions (else by atomics, 4 rows a step)
 
 
 def wanted(q: torch.Tensor, k: torch.Tensor, scale: float, window: int, has_bias: bool) -> bool:
@@ -171,8 +170,8 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
              out: torch.Tensor, stats: torch.Tensor, causal: bool,
              scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:  # fmt: skip
     """dQ, dK and dV (contiguous) from the Gluon backward, or None where this Triton does
-    not allow it or the caller asked for deterministic algorithms (dQ is summed with
-    atomics). Tensors TMA cannot read in place (an expanded gradient, say) are copied."""
+    not allow it or the caller asked for deterministic algorithms (dQ's sums come in no
+    fixed order). Tensors TMA cannot read in place (an expanded gradient, say) are copied."""
     if not q.is_cuda or torch.are_deterministic_algorithms_enabled():
         return None
     q, k, v, grad_out = (t if heads_view(t) else t.contiguous() for t in (q, k, v, grad_out))
@@ -232,13 +231,12 @@ def backward_arguments(views: list, terms: torch.Tensor, grads: tuple, causal: b
     rows = ((q, BACKWARD_ROWS), (k, 64), (v, 64), (grad_out, BACKWARD_ROWS))
     descs = [_descriptor(t, n, dim) for t, n in (*rows, *((t, 64) for t in key_rows))]
     dq_desc = _descriptor(dq.view(batch * heads, -1, dim), BACKWARD_ROWS, dim)
-    args = [*descs, _terms_descriptor(terms), dq, dq_desc, scale * LOG2E, scale, batch, heads]
+    args = [*descs, _terms_descriptor(terms), dq_desc, scale * LOG2E, scale, batch, heads]
     args += [heads // kv_heads, grad_out.size(1), seq_k]
     options = dict(STAGES=BACKWARD_STAGES, CAUSAL=causal, Q_ROWS=q_rows, DO_ROWS=do_rows,
                    KV_ROWS=kv_rows, DQ_BUFS=DQ_BUFFERS, num_warps=4,
                    REGS=BACKWARD_REGS[0], WORKER_REGS=BACKWARD_REGS[1],
-                   maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION,
-                   DQ_TMA=BACKWARD_DQ_TMA)  # fmt: skip
+                   maxnreg=168, enable_fp_fusion=BACKWARD_FP_FUSION)  # fmt: skip
     return args, options
 
 
