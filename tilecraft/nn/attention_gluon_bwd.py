@@ -364,10 +364,10 @@ def attention_backward_sm90(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, t
                             WORKER_REGS: gl.constexpr):  # fmt: skip
     """Allocate the key, value, query and output-gradient tiles, the shared dS^T and dQ
     tiles and the barriers; fork into the consumers, the loader and the writer. The grid:
-    (key tiles of 128, batch * kv_heads); `dq_desc` writes dQ (float32, zeroed, queries
-    padded to whole tiles) as `[1, BLOCK_M, head_dim]` blocks, added into; the consumers get `REGS` registers, the loader and writer
-    `WORKER_REGS`; `terms_desc` reads `row_terms`' output as `[2, rows]` blocks of
-    `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
+    (key tiles of 128, batch * kv_heads); `dq_desc` adds into dQ (float32, zeroed, queries
+    padded to whole tiles) by `[1, BLOCK_M, head_dim]` blocks; the consumers get `REGS`
+    registers, the loader and writer `WORKER_REGS`; `terms_desc` reads `row_terms`' output
+    as `[2, rows]` blocks of `[2, BLOCK_M]` (a tile's log-sum-exps and deltas)."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[1]
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([KEYS, BLOCK_M],
                                                                    q_desc.dtype)  # fmt: skip
