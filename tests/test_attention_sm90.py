@@ -149,6 +149,24 @@ def ptx_for_sm90(kernel, args: list, options: dict) -> str:  # type: ignore[no-u
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
 
 
+def test_triton_3_5s_gluon_runs_the_tl_kernels(monkeypatch) -> None:
+    """Triton 3.5's Gluon forks warps with another signature (the default partition's
+    arguments first), so the Gluon kernels would fail to compile at every call: their module
+    refuses to load there and `_gluon` gives None, which runs the `tl` kernels quietly."""
+    gl = pytest.importorskip("triton.experimental.gluon.language")
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+
+    def old(default_args, default_partition, worker_args, worker_partitions, worker_num_warps,
+            worker_num_regs):  # fmt: skip
+        raise AssertionError("not called")
+
+    monkeypatch.setattr(gl, "warp_specialize", old)
+    monkeypatch.delitem(sys.modules, "tilecraft.nn.attention_gluon", raising=False)
+    with pytest.raises(ImportError, match="from Triton 3.6"):
+        importlib.import_module("tilecraft.nn.attention_gluon")
+    assert sm90._gluon.__wrapped__() is None
+
+
 def test_the_operator_falls_back_to_the_tl_forward(monkeypatch) -> None:
     """Where the Gluon kernel cannot run (here: no GPU), the operator warns once per
     variant and runs the `tl` forward; its answers and gradients are SDPA's."""

@@ -24,6 +24,8 @@ clips stores there, so the last key tile is masked (`cols < seq_k`) and nothing 
 
 from __future__ import annotations
 
+import inspect
+
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -34,6 +36,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+if "default_args" in inspect.signature(gl.warp_specialize).parameters:  # (`_gluon` catches it)
+    raise ImportError("Gluon's warp_specialize takes (partition, arguments) pairs from Triton 3.6")
 # Triton 3.7 renamed the TMA copies and the barrier; 3.5 and 3.6 have only the old names
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global

@@ -96,7 +96,7 @@ def _gluon() -> Any:
     """The kernel module, or None where this Triton lacks Gluon's Hopper ops."""
     try:
         from tilecraft.nn import attention_gluon
-    except Exception:  # noqa: BLE001 - an older or newer Triton: the tl forward runs
+    except Exception:  # noqa: BLE001 - an older (3.5) or newer Triton: the tl kernels run
         return None
     return attention_gluon
 
