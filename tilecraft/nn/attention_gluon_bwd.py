@@ -64,7 +64,7 @@ else:
         return buf._reinterpret(gl.float32, shape, layout)
 
 
-if hasattr(tma, "async_atomic_add"):  # Triton 3.7 made TMA's reductions public
+if hasattr(tma, "async_atomic_add"):  # Triton 3.8 made TMA's reductions public
     tma_add = tma.async_atomic_add
 else:
 
