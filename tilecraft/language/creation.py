@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from tilecraft.language.state import eager_context
-from tilecraft.language.tiles import Tile
+from tilecraft.language.tiles import LANES, RegisteredSize, Tile
 
 Shape = Sequence["int | Tile"]
 
@@ -16,6 +16,14 @@ Shape = Sequence["int | Tile"]
 def _sizes(shape: Shape) -> list[int]:
     # in interpret mode a tile at a ragged edge holds just its valid indices
     return [len(s) if isinstance(s, Tile) else int(s) for s in shape]
+
+
+def _marked(t: torch.Tensor, shape: Shape) -> torch.Tensor:
+    """`t` marked with its dims made from `register_block_size` values (`eager_lanes`)."""
+    lanes = {d: s for d, s in enumerate(shape) if isinstance(s, RegisteredSize)}
+    if lanes:
+        setattr(t, LANES, lanes)
+    return t
 
 
 def full(
@@ -32,7 +40,7 @@ def full(
         row_max = tc.full([tile_m], float("-inf"), dtype=torch.float32)
     """
     ctx = eager_context("full")
-    return torch.full(_sizes(shape), value, dtype=dtype, device=ctx.device)
+    return _marked(torch.full(_sizes(shape), value, dtype=dtype, device=ctx.device), shape)
 
 
 def zeros(
@@ -46,7 +54,7 @@ def zeros(
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
     """
     ctx = eager_context("zeros")
-    return torch.zeros(_sizes(shape), dtype=dtype, device=ctx.device)
+    return _marked(torch.zeros(_sizes(shape), dtype=dtype, device=ctx.device), shape)
 
 
 def ones(
@@ -59,7 +67,7 @@ def ones(
         counts = tc.ones([tile_m], dtype=torch.int32)
     """
     ctx = eager_context("ones")
-    return torch.ones(_sizes(shape), dtype=dtype, device=ctx.device)
+    return _marked(torch.ones(_sizes(shape), dtype=dtype, device=ctx.device), shape)
 
 
 def arange(

@@ -35,6 +35,15 @@ class BlockWidth(int):
     __radd__ = __add__
 
 
+class RegisteredSize(int):
+    """Eagerly, the value of a `register_block_size` call: an int that the tiles of a loop
+    over it and the tiles made with it as a dim (`tc.full([tm, bn], ...)`) remember, so
+    eager mode knows which dim of an accumulator is the loop's lanes (`eager_lanes`)."""
+
+
+LANES = "_tilecraft_lanes"  # on a tile made with them as dims: {dim: RegisteredSize}
+
+
 class SliceEnd(int):
     """`s + tile.block_size` of a tile cut short (see `BlockWidth`)."""
 
@@ -66,6 +75,7 @@ class Tile:
     block_size: int
     device: torch.device
     span: tuple[int, int] | None = None  # the whole loop range (tc.rand counts in it)
+    registered: RegisteredSize | None = None  # the block size given, if registered
 
     @property
     def index(self) -> torch.Tensor:
@@ -161,9 +171,10 @@ def tile(
     ranges = _ranges(begin_or_size, end)
     explicit = block_size if isinstance(block_size, Sequence) else [block_size] * len(ranges)
     sizes = ctx.tile_sizes(list(explicit), sys._getframe(1))
+    given = [g if isinstance(g, RegisteredSize) else None for g in explicit]
     axes = [
-        [Tile(s, min(s + bs, e), _width(s, e, bs), ctx.device, (b, e)) for s in range(b, e, bs)]
-        for (b, e), bs in zip(ranges, sizes, strict=True)
+        [Tile(s, min(s + bs, e), _width(s, e, bs), ctx.device, (b, e), g) for s in range(b, e, bs)]
+        for (b, e), bs, g in zip(ranges, sizes, given, strict=True)
     ]
     if not multi:
         return iter(axes[0])

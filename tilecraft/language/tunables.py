@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilecraft.language.state import eager_context
+from tilecraft.language.tiles import RegisteredSize
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def register_block_size(low: int, high: int | None = None) -> int:
         for tile_k in tc.tile(k, block_size=block_k): ...
     """
     ctx = eager_context("register_block_size")
-    return ctx.next_registered(high if high is not None else low, low if high else None)
+    size = ctx.next_registered(high if high is not None else low, low if high else None)
+    return RegisteredSize(size)
 
 
 def register_tunable(name: str, fragment: Fragment) -> object:

@@ -24,7 +24,7 @@ from tilecraft.language.state import (
     running_eagerly,
 )
 from tilecraft.language.tiles import Tile, lanes
-from tilecraft.runtime import eager_index, eager_numerics, eager_short
+from tilecraft.runtime import eager_index, eager_lanes, eager_numerics, eager_short
 from tilecraft.runtime.eager_flow import EagerBranches, eager_names
 
 
@@ -304,7 +304,8 @@ def eager_function(src: KernelSource) -> Any:
     def eager_loop(_: int, loop: ast.For) -> ast.stmt:
         loop = branches.visit(ContinueFree().visit(loop))
         subscripts = _EagerSubscripts(eager_index.assigned_names(loop))
-        return _JaggedLanes().visit(subscripts.visit(_RealPowers().visit(loop)))
+        loop = _JaggedLanes().visit(subscripts.visit(_RealPowers().visit(loop)))
+        return eager_lanes.CarriedLanes().visit_nested(loop)
 
     module = rewrite_host(src, eager_loop)
     extra = {
@@ -317,6 +318,8 @@ def eager_function(src: KernelSource) -> Any:
         "_tc_pow": _real_pow,
         "_tc_block_size": lang.register_block_size,
         "_tc_tunable": lang.register_tunable,
+        "_tc_entry": eager_lanes.entry,
+        "_tc_keep": eager_lanes.keep,
         "max": _builtin_extreme(builtins.max, torch.maximum),
         "min": _builtin_extreme(builtins.min, torch.minimum),
     }
