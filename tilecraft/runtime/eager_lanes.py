@@ -8,8 +8,8 @@ the end of each iteration), so `acc.amax(-1)` is PyTorch's row maximum; eagerly 
 tile is padded with zeros and those lanes computed (`max(acc, 0)`). So each loop nested in a
 device loop snapshots, as an iteration starts, the variables its body assigns, and at the
 iteration's end puts back the lanes past a short tile's end, along the dim that was made
-from the tile's registered block size (`language.creation` marks it; the mark follows the
-variable from iteration to iteration).
+from the tile's registered block size (`language.creation` marks the dim on the tensor it
+makes; the loop reads the mark once and carries it along).
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ from tilecraft.language.tiles import LANES, Tile
 
 
 class CarriedLanes(ast.NodeTransformer):
-    """Wrap the body of every `for` loop it visits (not the one it starts from:
-    `visit_nested`) in a snapshot of its assigned names and a `_tc_keep` of each."""
+    """Around every `for` loop it visits (not the one it starts from: `visit_nested`): each
+    name its body assigns gets its value at an iteration's start kept (`_tc_old_*`) and,
+    at the iteration's end, `_tc_keep`; its lanes (`_tc_lanes_*`, found once a loop) ride
+    along in plain variables, as tensor attributes are slow to read under eager mode's
+    torch-function mode."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -33,18 +36,25 @@ class CarriedLanes(ast.NodeTransformer):
         self.generic_visit(loop)
         return loop
 
-    def visit_For(self, node: ast.For) -> ast.For:
+    def visit_For(self, node: ast.For) -> list[ast.stmt] | ast.For:
         self.generic_visit(node)
         names = sorted(_assigned(node.body) - _assigned([node.target]))
         if not names:
             return node
         self.count += 1
-        entry, target = f"_tc_entry_{self.count}", ast.unparse(node.target)
-        start = f"{entry} = _tc_entry(locals(), {tuple(names)!r})"
-        ends = [f"if {n!r} in {entry}:\n    {n} = _tc_keep({target}, {entry}[{n!r}], {n})"
-                for n in names]  # fmt: skip
-        node.body = [*_statements(start), *node.body, *_statements("\n".join(ends))]
-        return node
+        target, k = ast.unparse(node.target), self.count
+        before = "\n".join(f"_tc_lanes_{k}_{n} = None" for n in names)
+        start = "\n".join(
+            f"try:\n    _tc_old_{k}_{n} = {n}\nexcept NameError:\n    _tc_old_{k}_{n} = None"
+            for n in names
+        )
+        end = "\n".join(
+            f"if _tc_old_{k}_{n} is not None:\n    {n}, _tc_lanes_{k}_{n} = _tc_keep("
+            f"{target}, _tc_old_{k}_{n}, {n}, _tc_lanes_{k}_{n})"
+            for n in names
+        )
+        node.body = [*_statements(start), *node.body, *_statements(end)]
+        return [*_statements(before), node]
 
 
 def _statements(code: str) -> list[ast.stmt]:
@@ -65,25 +75,21 @@ def _assigned(body: list[Any]) -> set[str]:
     return {n for n in names if not n.startswith("_tc_")}
 
 
-def entry(scope: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The bound ones of `names` as an iteration starts."""
-    return {n: scope[n] for n in names if n in scope}
-
-
-def keep(target: Any, old: Any, new: Any) -> Any:
+def keep(target: Any, old: Any, new: Any, lanes: dict | None) -> tuple[Any, dict]:
     """`new` with the lanes past the end of each short tile of `target` (the loop's tile
-    or tiles) taken from `old`, along `old`'s dim made from that tile's registered block
-    size; marked as `old` is."""
-    lanes = getattr(old, LANES, None)
-    if not lanes or not isinstance(new, torch.Tensor) or new.shape != old.shape:
-        return new
+    or tiles) taken from `old`, along the dim of `lanes` (`{dim: RegisteredSize}`; None:
+    read off `old`, as the loop's first iteration starts) made from that tile's registered
+    block size; and the lanes."""
+    if lanes is None:
+        lanes = getattr(old, LANES, {}) if isinstance(old, torch.Tensor) else {}
+    if not lanes or not isinstance(new, torch.Tensor):
+        return new, lanes
     for tile in target if isinstance(target, tuple) else (target,):
         if not isinstance(tile, Tile) or tile.registered is None:
             continue
         dims = [d for d, size in lanes.items() if size is tile.registered]
-        if dims and len(tile) < tile.registered:
+        if dims and len(tile) < tile.registered and new.shape == old.shape:
             live = torch.arange(old.size(dims[0]), device=old.device) < len(tile)
             shape = [-1 if d == dims[0] else 1 for d in range(old.dim())]
             new = torch.where(live.view(shape), new, old)
-    setattr(new, LANES, lanes)
-    return new
+    return new, lanes

@@ -318,7 +318,6 @@ def eager_function(src: KernelSource) -> Any:
         "_tc_pow": _real_pow,
         "_tc_block_size": lang.register_block_size,
         "_tc_tunable": lang.register_tunable,
-        "_tc_entry": eager_lanes.entry,
         "_tc_keep": eager_lanes.keep,
         "max": _builtin_extreme(builtins.max, torch.maximum),
         "min": _builtin_extreme(builtins.min, torch.minimum),
