@@ -133,15 +133,24 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
     return ", ".join(f"{row[key] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS)
 
 
-VARIANTS = {  # (consumer warpgroups, key tile, ring depth) the sweep times, by head dim
-    64: [(2, 128, 2), (2, 128, 3), (3, 128, 2), (3, 64, 3)],
-    128: [(2, 128, 2), (2, 64, 4)],
+VARIANTS = {  # (consumer warpgroups, key tile, ring depth, ping-pong) the sweep times, by head dim
+    64: [
+        (2, 128, 2, False),
+        (2, 128, 2, True),
+        (2, 128, 3, True),
+        (3, 128, 2, False),
+        (3, 128, 2, True),
+        (3, 64, 3, False),
+    ],
+    128: [(2, 128, 2, False), (2, 128, 2, True), (2, 64, 4, False)],
 }
+SCHEDULES = ("one", "static", "dynamic")
 
 
-def sweep(out: str | None) -> None:
+def sweep(out: str | None, schedules: tuple) -> None:
     """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory, with
-    each of the launch's schedules (one program per tile; persistent, static or dynamic)."""
+    each of the launch's `schedules` (one program per tile; persistent, static or dynamic;
+    "default": the launch's choice)."""
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
     os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
     rows = []
@@ -149,7 +158,7 @@ def sweep(out: str | None) -> None:
         for causal in (False, True):
             leaves = [t.detach() for t in inputs(shape, True)]
             for variant in VARIANTS[shape[3]]:
-                for schedule in ("one", "static", "dynamic"):
+                for schedule in schedules:
                     row = dict(shape=list(shape), causal=causal, variant=list(variant),
                                schedule=schedule)  # fmt: skip
                     row.update(time_variant(sm90, shape, causal, leaves, (*variant, schedule)))
@@ -162,13 +171,16 @@ def sweep(out: str | None) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages, schedule = variant
+    consumers, block_n, stages, pingpong, schedule = variant
     dim = shape[3]
     tiles = 2 * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim  # q, o; k, v
     if 2 * tiles > 227 * 1024:
         return dict(skipped="shared memory")
+    if pingpong and causal and consumers * sm90.BLOCK_M != block_n:
+        return dict(skipped="causal ping-pong wants a tile's rows in one key tile")
     sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
-    sm90.SCHEDULE = schedule
+    sm90.PINGPONG[dim] = pingpong
+    sm90.SCHEDULE = None if schedule == "default" else schedule
     call = tilecraft_call(True, causal)
     with torch.no_grad():
         found = call(*leaves)
@@ -189,9 +201,14 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="the Gluon forward's consumers, "
                         "key tiles, ring depths and schedules at each shape, "
                         "forward only")  # fmt: skip
+    parser.add_argument(
+        "--schedules",
+        default=",".join(SCHEDULES),
+        help="the sweep's, comma-separated ('default': the launch's)",
+    )
     args = parser.parse_args()
     if args.sweep:
-        return sweep(args.out)
+        return sweep(args.out, tuple(args.schedules.split(",")))
     rows = []
     for shape in SHAPES[:1] if args.quick else SHAPES:
         for causal in (False, True):

@@ -72,24 +72,25 @@ def test_heads_are_read_in_place_in_either_layout() -> None:
 
 
 @pytest.mark.parametrize(
-    "dim, causal, q_rows, kv_rows, dtype, consumers",
+    "dim, causal, q_rows, kv_rows, dtype, consumers, pingpong",
     [
-        (64, False, True, False, "bfloat16", 2),
-        (128, True, False, True, "float16", 2),
-        (64, True, True, True, "bfloat16", 3),
+        (64, False, True, False, "bfloat16", 2, False),
+        (128, True, False, True, "float16", 2, True),
+        (64, True, True, True, "bfloat16", 3, False),
     ],
 )
-def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype, consumers):
+def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype, consumers,
+                                            pingpong):  # fmt: skip
     """Triton's compiler, for sm_90, without a GPU: each consumer gets the registers
-    `REGISTERS` gives it (240 of two, 160 of three) and the loader 24 (`setmaxnreg`), and no
-    product is contracted into an FMA (the `tl` backward recomputes the scores unfused and
-    needs the same row maxima). In a process of its own: under TRITON_INTERPRET Triton's
+    `REGISTERS` gives it (240 of two, 160 of three; one case taking turns, `PINGPONG`) and
+    the loader 24 (`setmaxnreg`), and no product is contracted into an FMA (the `tl`
+    backward recomputes the scores unfused and needs the same row maxima). In a process of its own: under TRITON_INTERPRET Triton's
     standard functions are not compilable."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     flags = [str(flag) for flag in (dim, causal, q_rows, kv_rows)]
-    argv = [sys.executable, __file__, *flags, dtype, str(consumers)]
+    argv = [sys.executable, __file__, *flags, dtype, str(consumers), str(pingpong)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = done.stdout
@@ -215,9 +216,30 @@ def test_gluon_forward_matches_the_tl_forward(shape, causal, in_rows, dtype, sch
                                               monkeypatch) -> None:  # fmt: skip
     """One program per tile, and persistent: three programs running every tile in turn
     or taking the next one free (the rings' and barriers' phases carried across tiles)."""
-    batch, heads, kv_heads, m, n, dim = shape
     monkeypatch.setattr(sm90, "SCHEDULE", schedule)
     monkeypatch.setattr(sm90, "PROGRAMS", 3)
+    _check_forward(shape, causal, in_rows, dtype)
+
+
+@hopper
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("consumers", [2, 3])
+@pytest.mark.parametrize("schedule", ["one", "dynamic"])
+def test_consumers_taking_turns_as_the_tl_forward(shape, causal, consumers, schedule,
+                                                  monkeypatch) -> None:  # fmt: skip
+    """Ping-pong (`PINGPONG`): the consumers issue their products in turn, across tiles
+    and programs (three causal consumers see other key tile counts: no turns there)."""
+    monkeypatch.setattr(sm90, "SCHEDULE", schedule)
+    monkeypatch.setattr(sm90, "PROGRAMS", 3)
+    monkeypatch.setitem(sm90.PINGPONG, shape[-1], True)
+    monkeypatch.setitem(sm90.CONSUMERS, (shape[-1], causal), consumers)
+    _check_forward(shape, causal, True, torch.bfloat16)
+
+
+def _check_forward(shape: tuple, causal: bool, in_rows: bool, dtype: torch.dtype) -> None:
+    """The Gluon forward against SDPA in float32 and the tl forward (statistics too)."""
+    batch, heads, kv_heads, m, n, dim = shape
     kw = dict(dtype=dtype, device="cuda")
     q = _heads(batch, heads, m, dim, in_rows, **kw)
     k, v = (_heads(batch, kv_heads, n, dim, not in_rows, **kw) for _ in range(2))
@@ -270,9 +292,10 @@ def test_attention_backward_through_the_gluon_forward(causal, monkeypatch) -> No
 
 
 if __name__ == "__main__":  # the compile test's own process
-    dim, causal, q_rows, kv_rows, dtype, consumers = sys.argv[1:]
+    dim, causal, q_rows, kv_rows, dtype, consumers, pingpong = sys.argv[1:]
     flags = (flag == "True" for flag in (causal, q_rows, kv_rows))
     sm90.CONSUMERS[int(dim), causal == "True"] = int(consumers)
+    sm90.PINGPONG[int(dim)] = pingpong == "True"
     print(_compile_for_sm90(int(dim), *flags, dtype))
 
 

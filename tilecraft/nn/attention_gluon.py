@@ -233,26 +233,47 @@ def _finish(acc, state, descs, o_buf, dims, stats, rows_at):
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
-              CONSUMER: gl.constexpr):  # fmt: skip
+              CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
     """One warpgroup: its BLOCK_M query rows of each tile the loader announces."""
-    ROWS: gl.constexpr = smem[0].shape[0] * smem[0].shape[2]
-    it = 0  # key tiles consumed so far: the rings' position
+    CONSUMERS: gl.constexpr = smem[0].shape[0]
+    ROWS: gl.constexpr = CONSUMERS * smem[0].shape[2]
+    at = (0, 0)  # key tiles consumed so far (the rings' position); turns at the tensor cores
     phase = 0  # of the query barriers, flipping each tile
+    if PINGPONG and CONSUMER == CONSUMERS - 1:
+        mbarrier.arrive(bars[6].index(0))  # the first turn is consumer 0's
     t = _announced(smem[4], bars[0], CONSUMER, phase)
     while t < _tiles(dims, ROWS):
         tile = _tile(t, dims, ROWS, CAUSAL)
-        it = _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL, CONSUMER)
+        at = _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL,
+                     (CONSUMER, PINGPONG))  # fmt: skip
         phase ^= 1
         t = _announced(smem[4], bars[0], CONSUMER, phase)
     tma.store_wait(0)
 
 
 @gluon.jit
-def _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
-            CONSUMER: gl.constexpr):  # fmt: skip
+def _my_turn(bars, turn, WHO: gl.constexpr):
+    """Ping-pong (`WHO`: this consumer, whether to): wait until the consumer before this
+    one issued its products of `turn`, so that the tensor cores run one consumer's while
+    another computes its softmax."""
+    if WHO[1]:
+        mbarrier.wait(bars[6].index(WHO[0]), turn & 1)
+
+
+@gluon.jit
+def _pass_turn(bars, WHO: gl.constexpr):
+    """Ping-pong: this consumer's products are issued; the next consumer's turn."""
+    if WHO[1]:
+        mbarrier.arrive(bars[6].index((WHO[0] + 1) % bars[6].shape[0]))
+
+
+@gluon.jit
+def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
+            WHO: gl.constexpr):  # fmt: skip
     """This warpgroup's BLOCK_M rows of `tile` (its query rows landed): S = Q K^T, the
-    online softmax, O += P V. `it`: the rings' position at the tile's first key tile;
-    returns it after the tile's last."""
+    online softmax, O += P V. `at`: the rings' position at the tile's first key tile and
+    the consumer's turns so far (`WHO`: the consumer, whether it ping-pongs); returns them
+    after the tile's last."""
     q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
@@ -262,7 +283,9 @@ def _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
     s_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    CONSUMER: gl.constexpr = WHO[0]
     batch, head, q_cta = tile
+    it, turn = at
     seq_k = dims[4]
     q_start = q_cta + CONSUMER * BLOCK_M
     n_own = _key_tiles(q_start + BLOCK_M, seq_k, BLOCK_N, CAUSAL)
@@ -271,17 +294,20 @@ def _attend(tile, it, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
         n_full = gl.minimum(n_full, q_start // BLOCK_N)
     where = (n_full, q_start, seq_k, qk_scale)
     query = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_D])
-    p, alpha, state = _first_tile(query, it, smem, bars, where, CAUSAL, s_layout, p_layout)
+    _my_turn(bars, turn, WHO)
+    p, alpha, state = _first_tile(query, it, smem, bars, where, CAUSAL, s_layout, p_layout, WHO)
     acc = gl.zeros([BLOCK_M, HEAD_D], gl.float32, o_layout)
     for j in range(1, n_own):
+        _my_turn(bars, turn + j, WHO)
         acc, p, alpha, state = _step(query, (acc, p, alpha, state), it, j, smem, bars, where,
-                                     CAUSAL, (s_layout, p_layout))  # fmt: skip
+                                     CAUSAL, (s_layout, p_layout, WHO))  # fmt: skip
     mbarrier.arrive(bars[1].index(CONSUMER))  # no product reads Q any more: load the next
-    acc = _last_product(acc, alpha, p, smem, bars, it + n_own - 1)
+    _my_turn(bars, turn + n_own, WHO)
+    acc = _last_product(acc, alpha, p, smem, bars, it + n_own - 1, WHO)
     _finish(acc, state, descs, smem[1].index(CONSUMER), dims, stats, (batch, head, q_start))
     n_cta = _key_tiles(q_cta + q_smem.shape[0] * BLOCK_M, seq_k, BLOCK_N, CAUSAL)
     _release(it + n_own, it + n_cta, bars, STAGES)
-    return it + n_cta
+    return it + n_cta, turn + n_own + 1
 
 
 @gluon.jit
@@ -289,11 +315,11 @@ def _step(query, carried, it, j, smem, bars, where, CAUSAL: gl.constexpr,
           layouts: gl.constexpr):  # fmt: skip
     """Key tile j (ring position it + j): issue S_j and O += P_{j-1} V_{j-1}, wait for S_j
     only, and run S_j's softmax while the product with V is in flight. `layouts`: the
-    scores' and the probabilities' (the A operand of `P @ V`)."""
+    scores' and the probabilities' (the A operand of `P @ V`), and who runs it."""
     acc, p, alpha, state = carried
     s_layout: gl.constexpr = layouts[0]
     k_smem, v_smem = smem[2], smem[3]
-    _, _, k_ready, k_empty, v_ready, v_empty = bars
+    k_ready, k_empty, v_ready, v_empty = bars[2], bars[3], bars[4], bars[5]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_N: gl.constexpr = k_smem.shape[2]
     HEAD_D: gl.constexpr = k_smem.shape[3]
@@ -307,6 +333,7 @@ def _step(query, carried, it, j, smem, bars, where, CAUSAL: gl.constexpr,
     acc = _rescale(acc, alpha)
     mbarrier.wait(v_ready.index(prev), ((at - 1) // STAGES) & 1)
     acc = warpgroup_mma(p, v_smem.index(prev).reshape([BLOCK_N, HEAD_D]), acc, is_async=True)
+    _pass_turn(bars, layouts[2])
     s = warpgroup_mma_wait(1, deps=(s,))  # groups retire in order: S_j is done
     mbarrier.arrive(k_empty.index(slot))
     p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, layouts[1], query.dtype)
@@ -323,7 +350,7 @@ def _rescale(acc, alpha):
 
 @gluon.jit
 def _first_tile(query, it, smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl.constexpr,
-                p_layout: gl.constexpr):  # fmt: skip
+                p_layout: gl.constexpr, WHO: gl.constexpr):  # fmt: skip
     """The first key tile's scores (ring position `it`) and softmax (nothing to overlap
     them with yet)."""
     k_smem = smem[2]
@@ -337,6 +364,7 @@ def _first_tile(query, it, smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl
     k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_D]).permute((1, 0))
     s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, s_layout)
     s = warpgroup_mma(query, k_t, s_zero, use_acc=False, is_async=True)
+    _pass_turn(bars, WHO)
     s = warpgroup_mma_wait(0, deps=(s,))
     mbarrier.arrive(k_empty.index(slot))
     rows: gl.constexpr = gl.SliceLayout(1, s_layout)
@@ -348,7 +376,7 @@ def _first_tile(query, it, smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl
 
 
 @gluon.jit
-def _last_product(acc, alpha, p, smem, bars, last):
+def _last_product(acc, alpha, p, smem, bars, last, WHO: gl.constexpr):
     """O += P V for the last key tile (ring position `last`), and its value slot freed."""
     v_smem = smem[3]
     v_ready, v_empty = bars[4], bars[5]
@@ -360,6 +388,7 @@ def _last_product(acc, alpha, p, smem, bars, last):
     mbarrier.wait(v_ready.index(slot), (last // STAGES) & 1)
     value = v_smem.index(slot).reshape([BLOCK_N, HEAD_D])
     acc = warpgroup_mma(p, value, acc, is_async=True)
+    _pass_turn(bars, WHO)
     acc, p = warpgroup_mma_wait(0, deps=(acc, p))
     mbarrier.arrive(v_empty.index(slot))
     return acc
@@ -399,7 +428,7 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
                            heads, group, seq_q, seq_k, STAGES: gl.constexpr,
                            CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                            CONSUMERS: gl.constexpr, REGS: gl.constexpr,
-                           DYNAMIC: gl.constexpr):  # fmt: skip
+                           DYNAMIC: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
     """Allocate the query and output tiles, the key and value rings, the tile numbers and
     the barriers; fork into the consumers and the loader. Block shapes come from the
     descriptors. A program runs tile pid, then (persistent) tiles pid + programs, ... or
@@ -415,6 +444,7 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
         _barriers(STAGES, CONSUMERS),  # key slot free: every consumer is done with it
         _barriers(STAGES, 1),  # value tile ready
         _barriers(STAGES, CONSUMERS),  # value slot free
+        _barriers(CONSUMERS, 1),  # ping-pong: a consumer's turn to issue its products
     )
     fence_async_shared()  # the initialized barriers, visible to the TMA (async) proxy
     descs = (q_desc, k_desc, v_desc, o_desc)
@@ -424,14 +454,14 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
     # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
     if CONSUMERS == 3:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2, PINGPONG)),
              (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
             [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
     else:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG)),
              (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
             [4, 1], [REGS, LOADER_REGS])  # fmt: skip

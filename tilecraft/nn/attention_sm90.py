@@ -35,6 +35,10 @@ CONSUMERS = {(64, False): 3, (64, True): 2, (128, False): 2, (128, True): 2}
 # registers per thread by the number of consumers: at launch, then each consumer's after
 # `setmaxnreg` (the loader's warpgroup keeps 24); warpgroups x 128 x registers <= 64K
 REGISTERS = {2: (168, 240), 3: (128, 160)}
+# ping-pong by head dim: the consumers take turns issuing their products (FlashAttention-3's
+# schedule), so that the tensor cores run one's while another computes its softmax; causal
+# only where each consumer of a tile sees as many key tiles (CONSUMERS * BLOCK_M == BLOCK_N)
+PINGPONG = {64: False, 128: False}
 # how programs take tiles (CONSUMERS * BLOCK_M query rows of a head): "one" program per
 # tile; "static", one per SM taking tiles pid, pid + programs, ...; "dynamic", one per SM
 # taking the next tile no program has (causal tiles differ in work). A persistent program
@@ -330,9 +334,10 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
     args = [*descs, stats, counter, scale * LOG2E, batch, heads, heads // kv_heads, seq_q]
     args.append(k.size(1))
     maxnreg, regs = REGISTERS[consumers]
+    pingpong = PINGPONG[dim] and (not causal or consumers * BLOCK_M == BLOCK_N)
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
-                   CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, num_warps=4,
-                   maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
+                   CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, PINGPONG=pingpong,
+                   num_warps=4, maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
     return per_head * batch * heads, args, options
 
 
