@@ -133,16 +133,12 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
     return ", ".join(f"{row[key] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS)
 
 
-VARIANTS = {  # (consumer warpgroups, key tile, ring depth, ping-pong) the sweep times, by head dim
-    64: [
-        (2, 128, 2, False),
-        (2, 128, 2, True),
-        (2, 128, 3, True),
-        (3, 128, 2, False),
-        (3, 128, 2, True),
-        (3, 64, 3, False),
-    ],
-    128: [(2, 128, 2, False), (2, 128, 2, True), (2, 64, 4, False)],
+# (consumer warpgroups, key tile, ring depth, ping-pong, exp2 share) the sweep times, by
+# head dim (the share: one exponential in it on the FMA units; 0: none)
+VARIANTS = {
+    64: [(c, 128, 2, pp, e) for c in (2, 3) for pp in (False, True) for e in (0, 4)]
+    + [(2, 128, 2, True, 2), (2, 128, 3, True, 4)],
+    128: [(2, 128, 2, False, 0), (2, 128, 2, True, 0), (2, 128, 2, True, 4)],
 }
 SCHEDULES = ("one", "static", "dynamic")
 
@@ -171,7 +167,7 @@ def sweep(out: str | None, schedules: tuple) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages, pingpong, schedule = variant
+    consumers, block_n, stages, pingpong, exp2, schedule = variant
     dim = shape[3]
     tiles = 2 * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim  # q, o; k, v
     if 2 * tiles > 227 * 1024:
@@ -179,7 +175,7 @@ def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: t
     if pingpong and causal and consumers * sm90.BLOCK_M != block_n:
         return dict(skipped="causal ping-pong wants a tile's rows in one key tile")
     sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
-    sm90.PINGPONG[dim] = pingpong
+    sm90.PINGPONG[dim], sm90.EXP2[dim] = pingpong, exp2
     sm90.SCHEDULE = None if schedule == "default" else schedule
     call = tilecraft_call(True, causal)
     with torch.no_grad():

@@ -254,8 +254,21 @@ def _check_forward(shape: tuple, causal: bool, in_rows: bool, dtype: torch.dtype
 
 
 @hopper
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-def test_nan_inf_and_huge_scores_as_the_tl_forward(causal) -> None:
+@pytest.mark.parametrize("share", [2, 4])
+def test_exponentials_on_the_fma_units_as_the_tl_forward(shape, causal, share,
+                                                         monkeypatch) -> None:  # fmt: skip
+    """One exponential in `share` computed by a polynomial on the FMA units (`EXP2`)."""
+    monkeypatch.setitem(sm90.EXP2, shape[-1], share)
+    _check_forward(shape, causal, True, torch.bfloat16)
+
+
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("share", [0, 4])
+def test_nan_inf_and_huge_scores_as_the_tl_forward(causal, share, monkeypatch) -> None:
+    monkeypatch.setitem(sm90.EXP2, 64, share)
     kw = dict(dtype=torch.bfloat16, device="cuda")
     q, k, v = (torch.randn(1, 2, 300, 64, **kw) for _ in range(3))
     q[0, 0, 5] = float("nan")

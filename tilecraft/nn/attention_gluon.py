@@ -45,6 +45,41 @@ thread_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
 LOADER_REGS = gl.constexpr(24)  # the loader only issues TMA copies
 
 
+def _exp2_asm(pack: int) -> str:
+    """PTX computing 2^x of `pack` floats, the last on the FMA units (FlashAttention-4's
+    trick: the special function unit computes as many exponentials a cycle as the tensor
+    cores multiply scores at head dim 64). 2^x = 2^f * 2^round(x), f = x - round(x) in
+    [-1/2, 1/2]: 2^f by a degree-5 polynomial (relative error under 1.7e-7, as the
+    unit's; exact at integers), round(x) added to its exponent; 0 below -125, NaN kept."""
+    x, out = f"${2 * pack - 1}", f"${pack - 1}"
+    lines = [f"ex2.approx.ftz.f32 ${i}, ${pack + i};" for i in range(pack - 1)]
+    lines += ["{", ".reg .b32 t, j, f, p;", ".reg .pred small;",
+              f"add.rn.f32 t, {x}, 0f4B400000;",  # 1.5 * 2^23: its low bits are round(x)
+              "sub.rn.f32 j, t, 0f4B400000;", f"sub.rn.f32 f, {x}, j;",
+              "fma.rn.ftz.f32 p, f, 0f3AADDCD4, 0f3C1E7534;"]  # fmt: skip
+    for c in ("3D635BA9", "3E75FCDE", "3F317215", "3F800000"):
+        lines.append(f"fma.rn.ftz.f32 p, p, f, 0f{c};")
+    lines += ["shl.b32 t, t, 23;", "add.s32 p, p, t;", f"setp.lt.f32 small, {x}, 0fC2FA0000;",
+              f"selp.b32 {out}, 0, p, small;", "}"]  # fmt: skip
+    return "\n".join(lines)
+
+
+EXP2_HALF, EXP2_QUARTER = gl.constexpr(_exp2_asm(2)), gl.constexpr(_exp2_asm(4))
+
+
+@gluon.jit
+def _exp2(x, SHARE: gl.constexpr):
+    """2^x; one element in SHARE (2 or 4; 0: none) computed on the FMA units."""
+    if SHARE == 2:
+        return gl.inline_asm_elementwise(EXP2_HALF, "=r,=r,r,r", [x], dtype=gl.float32,
+                                         is_pure=True, pack=2)  # fmt: skip
+    elif SHARE == 4:
+        return gl.inline_asm_elementwise(EXP2_QUARTER, "=r,=r,=r,=r,r,r,r,r", [x],
+                                         dtype=gl.float32, is_pure=True, pack=4)  # fmt: skip
+    else:
+        return gl.exp2(x)
+
+
 @gluon.jit
 def _tiles(dims, ROWS: gl.constexpr):
     """The grid's tiles: `ROWS` query rows of one (batch, head) each."""
@@ -190,10 +225,11 @@ def _mask(s, j, q_start, seq_k, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constexpr,
-                  dtype: gl.constexpr):  # fmt: skip
+                  dtype: gl.constexpr, EXP2: gl.constexpr):  # fmt: skip
     """Fold score tile j into the running row maximum and denominator; return the tile's
     probabilities (the A operand of `P @ V`), the accumulator's rescale and the state.
-    `where`: the first tile to mask, the first query row, the keys, the scores' scale."""
+    `where`: the first tile to mask, the first query row, the keys, the scores' scale;
+    EXP2: one exponential in EXP2 on the FMA units (0: none)."""
     m_i, l_i = state
     n_full, q_start, seq_k, qk_scale = where
     if j >= n_full:
@@ -202,7 +238,7 @@ def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constex
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     shift = gl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - -inf) would be NaN
     alpha = gl.exp2(m_i - shift)
-    p = gl.exp2(s * qk_scale - shift[:, None])
+    p = _exp2(s * qk_scale - shift[:, None], EXP2)
     l_i = l_i * alpha + gl.sum(p, axis=1)
     return gl.convert_layout(p.to(dtype), p_layout), alpha, (m_new, l_i)
 
@@ -233,7 +269,7 @@ def _finish(acc, state, descs, o_buf, dims, stats, rows_at):
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
-              CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
+              CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, EXP2: gl.constexpr):  # fmt: skip
     """One warpgroup: its BLOCK_M query rows of each tile the loader announces."""
     CONSUMERS: gl.constexpr = smem[0].shape[0]
     ROWS: gl.constexpr = CONSUMERS * smem[0].shape[2]
@@ -245,7 +281,7 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
     while t < _tiles(dims, ROWS):
         tile = _tile(t, dims, ROWS, CAUSAL)
         at = _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL,
-                     (CONSUMER, PINGPONG))  # fmt: skip
+                     (CONSUMER, PINGPONG, EXP2))  # fmt: skip
         phase ^= 1
         t = _announced(smem[4], bars[0], CONSUMER, phase)
     tma.store_wait(0)
@@ -253,7 +289,7 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
 
 @gluon.jit
 def _my_turn(bars, turn, WHO: gl.constexpr):
-    """Ping-pong (`WHO`: this consumer, whether to): wait until the consumer before this
+    """Ping-pong (`WHO[:2]`: this consumer, whether to): wait until the consumer before this
     one issued its products of `turn`, so that the tensor cores run one consumer's while
     another computes its softmax."""
     if WHO[1]:
@@ -272,8 +308,8 @@ def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
             WHO: gl.constexpr):  # fmt: skip
     """This warpgroup's BLOCK_M rows of `tile` (its query rows landed): S = Q K^T, the
     online softmax, O += P V. `at`: the rings' position at the tile's first key tile and
-    the consumer's turns so far (`WHO`: the consumer, whether it ping-pongs); returns them
-    after the tile's last."""
+    the consumer's turns so far (`WHO`: the consumer, whether it takes turns, its share of
+    exponentials on the FMA units); returns them after the tile's last."""
     q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
@@ -336,7 +372,8 @@ def _step(query, carried, it, j, smem, bars, where, CAUSAL: gl.constexpr,
     _pass_turn(bars, layouts[2])
     s = warpgroup_mma_wait(1, deps=(s,))  # groups retire in order: S_j is done
     mbarrier.arrive(k_empty.index(slot))
-    p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, layouts[1], query.dtype)
+    p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, layouts[1], query.dtype,
+                                         layouts[2][2])  # fmt: skip
     acc, p = warpgroup_mma_wait(0, deps=(acc, p))
     mbarrier.arrive(v_empty.index(prev))
     return acc, p_next, alpha, state
@@ -372,7 +409,7 @@ def _first_tile(query, it, smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl
         gl.full([BLOCK_M], float("-inf"), gl.float32, rows),
         gl.zeros([BLOCK_M], gl.float32, rows),
     )
-    return _softmax_step(s, state, 0, where, CAUSAL, p_layout, query.dtype)
+    return _softmax_step(s, state, 0, where, CAUSAL, p_layout, query.dtype, WHO[2])
 
 
 @gluon.jit
@@ -428,7 +465,8 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
                            heads, group, seq_q, seq_k, STAGES: gl.constexpr,
                            CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                            CONSUMERS: gl.constexpr, REGS: gl.constexpr,
-                           DYNAMIC: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
+                           DYNAMIC: gl.constexpr, PINGPONG: gl.constexpr,
+                           EXP2: gl.constexpr):  # fmt: skip
     """Allocate the query and output tiles, the key and value rings, the tile numbers and
     the barriers; fork into the consumers and the loader. Block shapes come from the
     descriptors. A program runs tile pid, then (persistent) tiles pid + programs, ... or
@@ -454,14 +492,14 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
     # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
     if CONSUMERS == 3:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2, PINGPONG)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG, EXP2)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG, EXP2)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2, PINGPONG, EXP2)),
              (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
             [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
     else:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG, EXP2)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG, EXP2)),
              (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
             [4, 1], [REGS, LOADER_REGS])  # fmt: skip

@@ -39,6 +39,9 @@ REGISTERS = {2: (168, 240), 3: (128, 160)}
 # schedule), so that the tensor cores run one's while another computes its softmax; causal
 # only where each consumer of a tile sees as many key tiles (CONSUMERS * BLOCK_M == BLOCK_N)
 PINGPONG = {64: False, 128: False}
+# one exponential in EXP2 (2 or 4; 0: none) computed on the FMA units, by head dim: at 64
+# the special function unit's exponentials take as long as the tensor cores' products
+EXP2 = {64: 0, 128: 0}
 # how programs take tiles (CONSUMERS * BLOCK_M query rows of a head): "one" program per
 # tile; "static", one per SM taking tiles pid, pid + programs, ...; "dynamic", one per SM
 # taking the next tile no program has (causal tiles differ in work). A persistent program
@@ -337,6 +340,7 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
     pingpong = PINGPONG[dim] and (not causal or consumers * BLOCK_M == BLOCK_N)
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
                    CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, PINGPONG=pingpong,
+                   EXP2=EXP2[dim],
                    num_warps=4, maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
     return per_head * batch * heads, args, options
 
