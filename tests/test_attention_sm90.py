@@ -84,8 +84,8 @@ def test_compiles_for_sm90_warp_specialized(dim, causal, q_rows, kv_rows, dtype,
     """Triton's compiler, for sm_90, without a GPU: each consumer gets the registers
     `REGISTERS` gives it (240 of two, 160 of three; one case taking turns, `PINGPONG`) and
     the loader 24 (`setmaxnreg`), and no product is contracted into an FMA (the `tl`
-    backward recomputes the scores unfused and needs the same row maxima). In a process of its own: under TRITON_INTERPRET Triton's
-    standard functions are not compilable."""
+    backward recomputes the scores unfused and needs the same row maxima). In a process
+    of its own: under TRITON_INTERPRET Triton's standard functions are not compilable."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
