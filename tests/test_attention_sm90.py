@@ -163,6 +163,7 @@ def test_triton_3_5s_gluon_runs_the_tl_kernels(monkeypatch) -> None:
 
     monkeypatch.setattr(gl, "warp_specialize", old)
     monkeypatch.delitem(sys.modules, "tilecraft.nn.attention_gluon", raising=False)
+    monkeypatch.delattr(importlib.import_module("tilecraft.nn"), "attention_gluon", raising=False)
     with pytest.raises(ImportError, match="from Triton 3.6"):
         importlib.import_module("tilecraft.nn.attention_gluon")
     assert sm90._gluon.__wrapped__() is None
