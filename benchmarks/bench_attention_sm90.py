@@ -133,12 +133,14 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
     return ", ".join(f"{row[key] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS)
 
 
-# (consumer warpgroups, key tile, ring depth, ping-pong, exp2 share) the sweep times, by
-# head dim (the share: one exponential in it on the FMA units; 0: none)
+# (consumer warpgroups, key tile, ring depth, ping-pong, exp2 share, query buffers) the
+# sweep times, by head dim (the share: one exponential in it on the FMA units; 0: none)
 VARIANTS = {
-    64: [(c, 128, 2, pp, e) for c in (2, 3) for pp in (False, True) for e in (0, 4)]
-    + [(2, 128, 2, True, 2), (2, 128, 3, True, 4)],
-    128: [(2, 128, 2, False, 0), (2, 128, 2, True, 0), (2, 128, 2, True, 4)],
+    64: [(c, 128, 2, pp, e, 1) for c in (2, 3) for pp in (False, True) for e in (0, 4)]
+    + [(2, 128, 2, True, 2, 1), (2, 128, 2, False, 0, 2), (2, 128, 2, True, 4, 2)]
+    + [(3, 128, 2, True, 4, 2)],
+    128: [(2, 128, 2, False, 0, 1), (2, 128, 2, True, 0, 1), (2, 128, 2, True, 4, 1)]
+    + [(2, 128, 2, False, 0, 2), (2, 128, 2, True, 0, 2)],
 }
 SCHEDULES = ("one", "static", "dynamic")
 
@@ -167,15 +169,15 @@ def sweep(out: str | None, schedules: tuple) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages, pingpong, exp2, schedule = variant
+    consumers, block_n, stages, pingpong, exp2, buffers, schedule = variant
     dim = shape[3]
-    tiles = 2 * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim  # q, o; k, v
+    tiles = (1 + buffers) * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim
     if 2 * tiles > 227 * 1024:
         return dict(skipped="shared memory")
     if pingpong and causal and consumers * sm90.BLOCK_M != block_n:
         return dict(skipped="causal ping-pong wants a tile's rows in one key tile")
     sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
-    sm90.PINGPONG[dim], sm90.EXP2[dim] = pingpong, exp2
+    sm90.PINGPONG[dim], sm90.EXP2[dim], sm90.QUERY_BUFFERS[dim] = pingpong, exp2, buffers
     sm90.SCHEDULE = None if schedule == "default" else schedule
     call = tilecraft_call(True, causal)
     with torch.no_grad():

@@ -227,10 +227,13 @@ def test_gluon_forward_matches_the_tl_forward(shape, causal, in_rows, dtype, sch
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("consumers", [2, 3])
 @pytest.mark.parametrize("schedule", ["one", "dynamic"])
-def test_consumers_taking_turns_as_the_tl_forward(shape, causal, consumers, schedule,
+@pytest.mark.parametrize("buffers", [1, 2])
+def test_consumers_taking_turns_as_the_tl_forward(shape, causal, consumers, schedule, buffers,
                                                   monkeypatch) -> None:  # fmt: skip
     """Ping-pong (`PINGPONG`): the consumers issue their products in turn, across tiles
-    and programs (three causal consumers see other key tile counts: no turns there)."""
+    and programs (three causal consumers see other key tile counts: no turns there); with
+    one query buffer per consumer or two (`QUERY_BUFFERS`)."""
+    monkeypatch.setitem(sm90.QUERY_BUFFERS, shape[-1], buffers)
     monkeypatch.setattr(sm90, "SCHEDULE", schedule)
     monkeypatch.setattr(sm90, "PROGRAMS", 3)
     monkeypatch.setitem(sm90.PINGPONG, shape[-1], True)

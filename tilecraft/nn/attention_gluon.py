@@ -130,28 +130,39 @@ def _key_tiles(q_end, seq_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 def _loader(descs, smem, bars, dims, counter, DYNAMIC: gl.constexpr, CAUSAL: gl.constexpr,
             Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr):  # fmt: skip
     """One warp: for each of this program's tiles, its number and the consumers' query
-    tiles (once each consumer is done with its last), then every key and value tile
-    through the rings; at the end a number past the last tile, which stops the consumers."""
+    tiles (once each consumer is done with the buffer's last), then every key and value
+    tile through the rings; at the end a number past the last tile, which stops the
+    consumers. With two query buffers a tile's queries load while the last tile runs."""
     q_bars, q_empty = bars[0], bars[1]
     heads, group = dims[1], dims[2]
     BLOCK_N: gl.constexpr = smem[2].shape[2]
-    CONSUMERS: gl.constexpr = smem[0].shape[0]
+    CONSUMERS: gl.constexpr = smem[1].shape[0]
     ROWS: gl.constexpr = CONSUMERS * smem[0].shape[2]
     it = 0  # key tiles loaded so far: the rings' position
-    phase = 0  # of the query barriers, flipping each tile
+    k = 0  # tiles taken so far (their query buffers and barriers' phases)
     t = gl.program_id(0)
     while t < _tiles(dims, ROWS):
         after = _next_tile(t, counter, DYNAMIC)  # first: its latency hides behind the loads
         batch, head, q_cta = _tile(t, dims, ROWS, CAUSAL)
-        _load_queries(descs[0], smem, bars, (batch, head, heads, q_cta), t, phase, Q_ROWS)
+        _load_queries(descs[0], smem, bars, (batch, head, heads, q_cta), t, k, Q_ROWS)
         n = _key_tiles(q_cta + ROWS, dims[4], BLOCK_N, CAUSAL)
         it = _load_keys(descs, smem, bars, (batch, head // group, heads // group), it, n, KV_ROWS)
-        phase ^= 1
+        k += 1
         t = after
     for c in gl.static_range(CONSUMERS):
-        mbarrier.wait(q_empty.index(c), phase ^ 1)
-        _announce(smem[4], c, t)
-        mbarrier.arrive(q_bars.index(c))
+        slot, phase = _query_slot(k, c, smem)
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)
+        _announce(smem[4], slot, t)
+        mbarrier.arrive(q_bars.index(slot))
+
+
+@gluon.jit
+def _query_slot(k, c, smem):
+    """Consumer c's query buffer for its program's k-th tile (buffers taken in turn), and
+    the phase of that buffer's barriers."""
+    CONSUMERS: gl.constexpr = smem[1].shape[0]
+    BUFFERS: gl.constexpr = smem[0].shape[0] // CONSUMERS
+    return (k % BUFFERS) * CONSUMERS + c, (k // BUFFERS) & 1
 
 
 @gluon.jit
@@ -165,34 +176,38 @@ def _next_tile(t, counter, DYNAMIC: gl.constexpr):
 
 
 @gluon.jit
-def _load_queries(q_desc, smem, bars, at, t, phase, Q_ROWS: gl.constexpr):
-    """Each consumer's query rows of tile t (`at`: batch, head, heads, first row) and the
-    tile's number, once the consumer is done with its last."""
+def _load_queries(q_desc, smem, bars, at, t, k, Q_ROWS: gl.constexpr):
+    """Each consumer's query rows of tile t, the program's k-th (`at`: batch, head, heads,
+    first row), and the tile's number, once the consumer is done with the buffer."""
     q_smem = smem[0]
     q_bars, q_empty = bars[0], bars[1]
     batch, head, heads, q_cta = at
-    CONSUMERS: gl.constexpr = q_smem.shape[0]
+    CONSUMERS: gl.constexpr = smem[1].shape[0]
     for c in gl.static_range(CONSUMERS):
-        mbarrier.wait(q_empty.index(c), phase ^ 1)  # a fresh barrier passes parity 1
-        _announce(smem[4], c, t)
+        slot, phase = _query_slot(k, c, smem)
+        mbarrier.wait(q_empty.index(slot), phase ^ 1)  # a fresh barrier passes parity 1
+        _announce(smem[4], slot, t)
         row = q_cta + c * q_smem.shape[2]
-        _load_tile(q_desc, (batch, head, heads), row, q_bars.index(c), q_smem.index(c), Q_ROWS)
+        _load_tile(q_desc, (batch, head, heads), row, q_bars.index(slot), q_smem.index(slot),
+                   Q_ROWS)  # fmt: skip
 
 
 @gluon.jit
-def _announce(numbers, c, t):
-    """Tile number t for consumer c, in shared memory (the query barrier's arrival, next,
-    publishes it)."""
+def _announce(numbers, slot, t):
+    """Tile number t beside query buffer `slot`, in shared memory (the query barrier's
+    arrival, next, publishes it)."""
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    numbers.index(c).store(gl.full([1], t, gl.int32, layout))
+    numbers.index(slot).store(gl.full([1], t, gl.int32, layout))
 
 
 @gluon.jit
-def _announced(numbers, q_bars, c, phase):
-    """The number of consumer c's next tile, once its query rows (or the end) arrived."""
-    mbarrier.wait(q_bars.index(c), phase)
+def _announced(smem, q_bars, c, k):
+    """The number of consumer c's k-th tile and its query buffer, once its query rows (or
+    the end) arrived."""
+    slot, phase = _query_slot(k, c, smem)
+    mbarrier.wait(q_bars.index(slot), phase)
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    return gl.max(numbers.index(c).load(layout), axis=0)
+    return gl.max(smem[4].index(slot).load(layout), axis=0), slot
 
 
 @gluon.jit
@@ -271,19 +286,19 @@ def _finish(acc, state, descs, o_buf, dims, stats, rows_at):
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
               CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, EXP2: gl.constexpr):  # fmt: skip
     """One warpgroup: its BLOCK_M query rows of each tile the loader announces."""
-    CONSUMERS: gl.constexpr = smem[0].shape[0]
+    CONSUMERS: gl.constexpr = smem[1].shape[0]
     ROWS: gl.constexpr = CONSUMERS * smem[0].shape[2]
     at = (0, 0)  # key tiles consumed so far (the rings' position); turns at the tensor cores
-    phase = 0  # of the query barriers, flipping each tile
+    k = 0  # tiles taken so far (their query buffers and barriers' phases)
     if PINGPONG and CONSUMER == CONSUMERS - 1:
         mbarrier.arrive(bars[6].index(0))  # the first turn is consumer 0's
-    t = _announced(smem[4], bars[0], CONSUMER, phase)
+    t, slot = _announced(smem, bars[0], CONSUMER, k)
     while t < _tiles(dims, ROWS):
-        tile = _tile(t, dims, ROWS, CAUSAL)
-        at = _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL,
-                     (CONSUMER, PINGPONG, EXP2))  # fmt: skip
-        phase ^= 1
-        t = _announced(smem[4], bars[0], CONSUMER, phase)
+        batch, head, q_cta = _tile(t, dims, ROWS, CAUSAL)
+        at = _attend((batch, head, q_cta, slot), at, descs, smem, bars, dims, stats, qk_scale,
+                     CAUSAL, (CONSUMER, PINGPONG, EXP2))  # fmt: skip
+        k += 1
+        t, slot = _announced(smem, bars[0], CONSUMER, k)
     tma.store_wait(0)
 
 
@@ -306,7 +321,8 @@ def _pass_turn(bars, WHO: gl.constexpr):
 @gluon.jit
 def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
             WHO: gl.constexpr):  # fmt: skip
-    """This warpgroup's BLOCK_M rows of `tile` (its query rows landed): S = Q K^T, the
+    """This warpgroup's BLOCK_M rows of `tile` (batch, head, first row, the query buffer;
+    its query rows landed): S = Q K^T, the
     online softmax, O += P V. `at`: the rings' position at the tile's first key tile and
     the consumer's turns so far (`WHO`: the consumer, whether it takes turns, its share of
     exponentials on the FMA units); returns them after the tile's last."""
@@ -320,7 +336,7 @@ def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
     o_layout: gl.constexpr = gl.NVMMADistributedLayout([3, 0], [4, 1], [16, HEAD_D, 16])
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     CONSUMER: gl.constexpr = WHO[0]
-    batch, head, q_cta = tile
+    batch, head, q_cta, slot = tile
     it, turn = at
     seq_k = dims[4]
     q_start = q_cta + CONSUMER * BLOCK_M
@@ -329,7 +345,7 @@ def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
     if CAUSAL:
         n_full = gl.minimum(n_full, q_start // BLOCK_N)
     where = (n_full, q_start, seq_k, qk_scale)
-    query = q_smem.index(CONSUMER).reshape([BLOCK_M, HEAD_D])
+    query = q_smem.index(slot).reshape([BLOCK_M, HEAD_D])
     _my_turn(bars, turn, WHO)
     p, alpha, state = _first_tile(query, it, smem, bars, where, CAUSAL, s_layout, p_layout, WHO)
     acc = gl.zeros([BLOCK_M, HEAD_D], gl.float32, o_layout)
@@ -337,11 +353,11 @@ def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
         _my_turn(bars, turn + j, WHO)
         acc, p, alpha, state = _step(query, (acc, p, alpha, state), it, j, smem, bars, where,
                                      CAUSAL, (s_layout, p_layout, WHO))  # fmt: skip
-    mbarrier.arrive(bars[1].index(CONSUMER))  # no product reads Q any more: load the next
+    mbarrier.arrive(bars[1].index(slot))  # no product reads Q any more: load the next
     _my_turn(bars, turn + n_own, WHO)
     acc = _last_product(acc, alpha, p, smem, bars, it + n_own - 1, WHO)
     _finish(acc, state, descs, smem[1].index(CONSUMER), dims, stats, (batch, head, q_start))
-    n_cta = _key_tiles(q_cta + q_smem.shape[0] * BLOCK_M, seq_k, BLOCK_N, CAUSAL)
+    n_cta = _key_tiles(q_cta + smem[1].shape[0] * BLOCK_M, seq_k, BLOCK_N, CAUSAL)
     _release(it + n_own, it + n_cta, bars, STAGES)
     return it + n_cta, turn + n_own + 1
 
@@ -466,18 +482,20 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
                            CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                            CONSUMERS: gl.constexpr, REGS: gl.constexpr,
                            DYNAMIC: gl.constexpr, PINGPONG: gl.constexpr,
-                           EXP2: gl.constexpr):  # fmt: skip
+                           EXP2: gl.constexpr, Q_BUFFERS: gl.constexpr):  # fmt: skip
     """Allocate the query and output tiles, the key and value rings, the tile numbers and
     the barriers; fork into the consumers and the loader. Block shapes come from the
     descriptors. A program runs tile pid, then (persistent) tiles pid + programs, ... or
-    (DYNAMIC) the next that no program has taken, counted by `counter` (zeroed)."""
+    (DYNAMIC) the next that no program has taken, counted by `counter` (zeroed). Each
+    consumer has Q_BUFFERS query buffers, taken in turn by a program's tiles."""
     numbers: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    smem = (_buffers(q_desc, CONSUMERS), _buffers(o_desc, CONSUMERS), _buffers(k_desc, STAGES),
+    Q_SLOTS: gl.constexpr = Q_BUFFERS * CONSUMERS
+    smem = (_buffers(q_desc, Q_SLOTS), _buffers(o_desc, CONSUMERS), _buffers(k_desc, STAGES),
             _buffers(v_desc, STAGES),
-            gl.allocate_shared_memory(gl.int32, [CONSUMERS, 1], numbers))  # fmt: skip
+            gl.allocate_shared_memory(gl.int32, [Q_SLOTS, 1], numbers))  # fmt: skip
     bars = (
-        _barriers(CONSUMERS, 1),  # a consumer's query tile (or the end) landed
-        _barriers(CONSUMERS, 1),  # a consumer's query tile is read no more
+        _barriers(Q_SLOTS, 1),  # a query tile (or the end) landed
+        _barriers(Q_SLOTS, 1),  # a query tile is read no more
         _barriers(STAGES, 1),  # key tile ready
         _barriers(STAGES, CONSUMERS),  # key slot free: every consumer is done with it
         _barriers(STAGES, 1),  # value tile ready

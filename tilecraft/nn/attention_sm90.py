@@ -42,6 +42,9 @@ PINGPONG = {64: False, 128: False}
 # one exponential in EXP2 (2 or 4; 0: none) computed on the FMA units, by head dim: at 64
 # the special function unit's exponentials take as long as the tensor cores' products
 EXP2 = {64: 0, 128: 0}
+# query buffers per consumer by head dim: with two, a program's next tile's queries load
+# while its consumers finish this one
+QUERY_BUFFERS = {64: 1, 128: 1}
 # how programs take tiles (CONSUMERS * BLOCK_M query rows of a head): "one" program per
 # tile; "static", one per SM taking tiles pid, pid + programs, ...; "dynamic", one per SM
 # taking the next tile no program has (causal tiles differ in work). A persistent program
@@ -340,7 +343,7 @@ def kernel_arguments(views: list, out: torch.Tensor, stats: torch.Tensor, causal
     pingpong = PINGPONG[dim] and (not causal or consumers * BLOCK_M == BLOCK_N)
     options = dict(STAGES=STAGES[dim], CAUSAL=causal, Q_ROWS=q_rows, KV_ROWS=kv_rows,
                    CONSUMERS=consumers, REGS=regs, DYNAMIC=dynamic, PINGPONG=pingpong,
-                   EXP2=EXP2[dim],
+                   EXP2=EXP2[dim], Q_BUFFERS=QUERY_BUFFERS[dim],
                    num_warps=4, maxnreg=maxnreg, enable_fp_fusion=False)  # fmt: skip
     return per_head * batch * heads, args, options
 
