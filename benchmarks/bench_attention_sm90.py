@@ -145,14 +145,14 @@ VARIANTS = {
 SCHEDULES = ("one", "static", "dynamic")
 
 
-def sweep(out: str | None, schedules: tuple) -> None:
+def sweep(out: str | None, schedules: tuple, shapes: list) -> None:
     """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory, with
     each of the launch's `schedules` (one program per tile; persistent, static or dynamic;
     "default": the launch's choice)."""
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
     os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
     rows = []
-    for shape in SHAPES:
+    for shape in shapes:
         for causal in (False, True):
             leaves = [t.detach() for t in inputs(shape, True)]
             for variant in VARIANTS[shape[3]]:
@@ -204,9 +204,11 @@ def main() -> None:
         default=",".join(SCHEDULES),
         help="the sweep's, comma-separated ('default': the launch's)",
     )
+    parser.add_argument("--shapes", default="0,1,2", help="the sweep's, indices of SHAPES")
     args = parser.parse_args()
     if args.sweep:
-        return sweep(args.out, tuple(args.schedules.split(",")))
+        shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
+        return sweep(args.out, tuple(args.schedules.split(",")), shapes)
     rows = []
     for shape in SHAPES[:1] if args.quick else SHAPES:
         for causal in (False, True):
