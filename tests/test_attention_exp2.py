@@ -1,4 +1,4 @@
-"""The Gluon forward's exponentials on the FMA units (`attention_gluon._exp2_asm`): its PTX,
+"""The Gluon forward's exponentials on the FMA units (`attention_exp2._exp2_asm`): its PTX,
 run instruction by instruction in float32 by numpy, against 2^x in float64."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import re
 import numpy as np
 import pytest
 
-pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-gluon_attention = pytest.importorskip("tilecraft.nn.attention_gluon")
+attention_exp2 = pytest.importorskip("tilecraft.nn.attention_exp2")
 
 F32 = np.float32
 
@@ -74,10 +73,10 @@ def test_the_fma_units_exponential_is_as_close_as_the_special_units(pack: int) -
     2^-22, 2.4e-7); exact at integers; 0 below -125 and for -inf; NaN kept."""
     rng = np.random.default_rng(0)
     x = np.concatenate([np.linspace(-125, 0, 400_001), -rng.random(100_000) * 8]).astype(F32)
-    *first, last = run_ptx(gluon_attention._exp2_asm(pack), [x] * pack)
+    *first, last = run_ptx(attention_exp2._exp2_asm(pack), [x] * pack)
     assert all(np.array_equal(v, np.exp2(x.astype(np.float64)).astype(F32)) for v in first)
     assert np.abs(last / np.exp2(x.astype(np.float64)) - 1).max() < 1.7e-7
     special = np.array([0.0, -0.0, -1.0, -7.0, -125.0, -125.5, -1e30, -np.inf, np.nan], F32)
-    got = run_ptx(gluon_attention._exp2_asm(pack), [special] * pack)[-1]
+    got = run_ptx(attention_exp2._exp2_asm(pack), [special] * pack)[-1]
     want = [1.0, 1.0, 0.5, 2.0**-7, 2.0**-125, 0.0, 0.0, 0.0]
     assert got[:-1].tolist() == want and np.isnan(got[-1])

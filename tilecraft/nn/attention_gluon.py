@@ -36,6 +36,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from tilecraft.nn.attention_exp2 import exp2
+
 if "default_args" in inspect.signature(gl.warp_specialize).parameters:  # (`_gluon` catches it)
     raise ImportError("Gluon's warp_specialize takes (partition, arguments) pairs from Triton 3.6")
 # Triton 3.7 renamed the TMA copies and the barrier; 3.5 and 3.6 have only the old names
@@ -43,41 +45,6 @@ tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
 thread_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
 LOADER_REGS = gl.constexpr(24)  # the loader only issues TMA copies
-
-
-def _exp2_asm(pack: int) -> str:
-    """PTX computing 2^x of `pack` floats, the last on the FMA units (FlashAttention-4's
-    trick: the special function unit computes as many exponentials a cycle as the tensor
-    cores multiply scores at head dim 64). 2^x = 2^f * 2^round(x), f = x - round(x) in
-    [-1/2, 1/2]: 2^f by a degree-5 polynomial (relative error under 1.7e-7, as the
-    unit's; exact at integers), round(x) added to its exponent; 0 below -125, NaN kept."""
-    x, out = f"${2 * pack - 1}", f"${pack - 1}"
-    lines = [f"ex2.approx.ftz.f32 ${i}, ${pack + i};" for i in range(pack - 1)]
-    lines += ["{", ".reg .b32 t, j, f, p;", ".reg .pred small;",
-              f"add.rn.f32 t, {x}, 0f4B400000;",  # 1.5 * 2^23: its low bits are round(x)
-              "sub.rn.f32 j, t, 0f4B400000;", f"sub.rn.f32 f, {x}, j;",
-              "fma.rn.ftz.f32 p, f, 0f3AADDCD4, 0f3C1E7534;"]  # fmt: skip
-    for c in ("3D635BA9", "3E75FCDE", "3F317215", "3F800000"):
-        lines.append(f"fma.rn.ftz.f32 p, p, f, 0f{c};")
-    lines += ["shl.b32 t, t, 23;", "add.s32 p, p, t;", f"setp.lt.f32 small, {x}, 0fC2FA0000;",
-              f"selp.b32 {out}, 0, p, small;", "}"]  # fmt: skip
-    return "\n".join(lines)
-
-
-EXP2_HALF, EXP2_QUARTER = gl.constexpr(_exp2_asm(2)), gl.constexpr(_exp2_asm(4))
-
-
-@gluon.jit
-def _exp2(x, SHARE: gl.constexpr):
-    """2^x; one element in SHARE (2 or 4; 0: none) computed on the FMA units."""
-    if SHARE == 2:
-        return gl.inline_asm_elementwise(EXP2_HALF, "=r,=r,r,r", [x], dtype=gl.float32,
-                                         is_pure=True, pack=2)  # fmt: skip
-    elif SHARE == 4:
-        return gl.inline_asm_elementwise(EXP2_QUARTER, "=r,=r,=r,=r,r,r,r,r", [x],
-                                         dtype=gl.float32, is_pure=True, pack=4)  # fmt: skip
-    else:
-        return gl.exp2(x)
 
 
 @gluon.jit
@@ -253,7 +220,7 @@ def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constex
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     shift = gl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - -inf) would be NaN
     alpha = gl.exp2(m_i - shift)
-    p = _exp2(s * qk_scale - shift[:, None], EXP2)
+    p = exp2(s * qk_scale - shift[:, None], EXP2)
     l_i = l_i * alpha + gl.sum(p, axis=1)
     return gl.convert_layout(p.to(dtype), p_layout), alpha, (m_new, l_i)
 
