@@ -136,11 +136,9 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
 # (consumer warpgroups, key tile, ring depth, ping-pong, exp2 share, query buffers) the
 # sweep times, by head dim (the share: one exponential in it on the FMA units; 0: none)
 VARIANTS = {
-    64: [(c, 128, 2, pp, e, 1) for c in (2, 3) for pp in (False, True) for e in (0, 4)]
-    + [(2, 128, 2, True, 2, 1), (2, 128, 2, False, 0, 2), (2, 128, 2, True, 4, 2)]
-    + [(3, 128, 2, True, 4, 2)],
-    128: [(2, 128, 2, False, 0, 1), (2, 128, 2, True, 0, 1), (2, 128, 2, True, 4, 1)]
-    + [(2, 128, 2, False, 0, 2), (2, 128, 2, True, 0, 2)],
+    64: [(3, 128, 2, pp, 0, b) for pp in (False, True) for b in (1, 2)]
+    + [(2, 128, 2, pp, 0, b) for pp in (False, True) for b in (1, 2)],
+    128: [(2, 128, 2, pp, 0, b) for pp in (False, True) for b in (1, 2)],
 }
 SCHEDULES = ("one", "static", "dynamic")
 
