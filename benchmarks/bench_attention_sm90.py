@@ -133,12 +133,11 @@ def _ratios(row: dict, same: list[dict], key: str) -> str:
     return ", ".join(f"{row[key] / peer[n]:.2f}x" if peer.get(n) else "-" for n in PEERS)
 
 
-# (consumer warpgroups, key tile, ring depth, ping-pong, exp2 share, query buffers) the
-# sweep times, by head dim (the share: one exponential in it on the FMA units; 0: none)
+# (consumer warpgroups, key tile, ring depth, ping-pong, query buffers) the sweep times, by
+# head dim
 VARIANTS = {
-    64: [(3, 128, 2, pp, 0, b) for pp in (False, True) for b in (1, 2)]
-    + [(2, 128, 2, pp, 0, b) for pp in (False, True) for b in (1, 2)],
-    128: [(2, 128, 2, pp, 0, b) for pp in (False, True) for b in (1, 2)],
+    64: [(c, 128, 2, pp, b) for c in (3, 2) for pp in (False, True) for b in (1, 2)],
+    128: [(2, 128, 2, pp, b) for pp in (False, True) for b in (1, 2)] + [(2, 64, 4, False, 1)],
 }
 SCHEDULES = ("one", "static", "dynamic")
 
@@ -167,7 +166,7 @@ def sweep(out: str | None, schedules: tuple, shapes: list) -> None:
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
     """One variant's forward: its time and error, or why it did not run."""
-    consumers, block_n, stages, pingpong, exp2, buffers, schedule = variant
+    consumers, block_n, stages, pingpong, buffers, schedule = variant
     dim = shape[3]
     tiles = (1 + buffers) * consumers * sm90.BLOCK_M * dim + 2 * stages * block_n * dim
     if 2 * tiles > 227 * 1024:
@@ -175,7 +174,7 @@ def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: t
     if pingpong and causal and consumers * sm90.BLOCK_M != block_n:
         return dict(skipped="causal ping-pong wants a tile's rows in one key tile")
     sm90.CONSUMERS[dim, causal], sm90.BLOCK_N, sm90.STAGES[dim] = variant[:3]
-    sm90.PINGPONG[dim], sm90.EXP2[dim], sm90.QUERY_BUFFERS[dim] = pingpong, exp2, buffers
+    sm90.PINGPONG[dim, causal], sm90.QUERY_BUFFERS[dim, causal] = pingpong, buffers
     sm90.SCHEDULE = None if schedule == "default" else schedule
     call = tilecraft_call(True, causal)
     with torch.no_grad():

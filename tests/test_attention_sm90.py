@@ -227,17 +227,22 @@ def test_gluon_forward_matches_the_tl_forward(shape, causal, in_rows, dtype, sch
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("consumers", [2, 3])
 @pytest.mark.parametrize("schedule", ["one", "dynamic"])
+@pytest.mark.parametrize("turns", [False, True])
 @pytest.mark.parametrize("buffers", [1, 2])
-def test_consumers_taking_turns_as_the_tl_forward(shape, causal, consumers, schedule, buffers,
-                                                  monkeypatch) -> None:  # fmt: skip
+def test_consumers_turns_and_query_buffers_as_the_tl_forward(
+    shape, causal, consumers, schedule, turns, buffers, monkeypatch
+) -> None:
     """Ping-pong (`PINGPONG`): the consumers issue their products in turn, across tiles
-    and programs (three causal consumers see other key tile counts: no turns there); with
-    one query buffer per consumer or two (`QUERY_BUFFERS`)."""
-    monkeypatch.setitem(sm90.QUERY_BUFFERS, shape[-1], buffers)
+    and programs (three causal consumers see other key tile counts: no turns there); one
+    query buffer per consumer or two (`QUERY_BUFFERS`), taken in turn by a program's tiles."""
+    key = (shape[-1], causal)
+    if consumers == 3 and shape[-1] == 128:
+        pytest.skip("three consumers' tiles at head dim 128 overflow shared memory")
     monkeypatch.setattr(sm90, "SCHEDULE", schedule)
     monkeypatch.setattr(sm90, "PROGRAMS", 3)
-    monkeypatch.setitem(sm90.PINGPONG, shape[-1], True)
-    monkeypatch.setitem(sm90.CONSUMERS, (shape[-1], causal), consumers)
+    monkeypatch.setitem(sm90.QUERY_BUFFERS, key, buffers)
+    monkeypatch.setitem(sm90.PINGPONG, key, turns)
+    monkeypatch.setitem(sm90.CONSUMERS, key, consumers)
     _check_forward(shape, causal, True, torch.bfloat16)
 
 
@@ -258,21 +263,8 @@ def _check_forward(shape: tuple, causal: bool, in_rows: bool, dtype: torch.dtype
 
 
 @hopper
-@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("share", [2, 4])
-def test_exponentials_on_the_fma_units_as_the_tl_forward(shape, causal, share,
-                                                         monkeypatch) -> None:  # fmt: skip
-    """One exponential in `share` computed by a polynomial on the FMA units (`EXP2`)."""
-    monkeypatch.setitem(sm90.EXP2, shape[-1], share)
-    _check_forward(shape, causal, True, torch.bfloat16)
-
-
-@hopper
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("share", [0, 4])
-def test_nan_inf_and_huge_scores_as_the_tl_forward(causal, share, monkeypatch) -> None:
-    monkeypatch.setitem(sm90.EXP2, 64, share)
+def test_nan_inf_and_huge_scores_as_the_tl_forward(causal) -> None:
     kw = dict(dtype=torch.bfloat16, device="cuda")
     q, k, v = (torch.randn(1, 2, 300, 64, **kw) for _ in range(3))
     q[0, 0, 5] = float("nan")
@@ -312,7 +304,7 @@ if __name__ == "__main__":  # the compile test's own process
     dim, causal, q_rows, kv_rows, dtype, consumers, pingpong = sys.argv[1:]
     flags = (flag == "True" for flag in (causal, q_rows, kv_rows))
     sm90.CONSUMERS[int(dim), causal == "True"] = int(consumers)
-    sm90.PINGPONG[int(dim)] = pingpong == "True"
+    sm90.PINGPONG[int(dim), causal == "True"] = pingpong == "True"
     print(_compile_for_sm90(int(dim), *flags, dtype))
 
 

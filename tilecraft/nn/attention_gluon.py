@@ -36,8 +36,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from tilecraft.nn.attention_exp2 import exp2
-
 if "default_args" in inspect.signature(gl.warp_specialize).parameters:  # (`_gluon` catches it)
     raise ImportError("Gluon's warp_specialize takes (partition, arguments) pairs from Triton 3.6")
 # Triton 3.7 renamed the TMA copies and the barrier; 3.5 and 3.6 have only the old names
@@ -207,11 +205,10 @@ def _mask(s, j, q_start, seq_k, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constexpr,
-                  dtype: gl.constexpr, EXP2: gl.constexpr):  # fmt: skip
+                  dtype: gl.constexpr):  # fmt: skip
     """Fold score tile j into the running row maximum and denominator; return the tile's
     probabilities (the A operand of `P @ V`), the accumulator's rescale and the state.
-    `where`: the first tile to mask, the first query row, the keys, the scores' scale;
-    EXP2: one exponential in EXP2 on the FMA units (0: none)."""
+    `where`: the first tile to mask, the first query row, the keys, the scores' scale."""
     m_i, l_i = state
     n_full, q_start, seq_k, qk_scale = where
     if j >= n_full:
@@ -220,7 +217,7 @@ def _softmax_step(s, state, j, where, CAUSAL: gl.constexpr, p_layout: gl.constex
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     shift = gl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - -inf) would be NaN
     alpha = gl.exp2(m_i - shift)
-    p = exp2(s * qk_scale - shift[:, None], EXP2)
+    p = gl.exp2(s * qk_scale - shift[:, None])
     l_i = l_i * alpha + gl.sum(p, axis=1)
     return gl.convert_layout(p.to(dtype), p_layout), alpha, (m_new, l_i)
 
@@ -251,7 +248,7 @@ def _finish(acc, state, descs, o_buf, dims, stats, rows_at):
 
 @gluon.jit
 def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
-              CONSUMER: gl.constexpr, PINGPONG: gl.constexpr, EXP2: gl.constexpr):  # fmt: skip
+              CONSUMER: gl.constexpr, PINGPONG: gl.constexpr):  # fmt: skip
     """One warpgroup: its BLOCK_M query rows of each tile the loader announces."""
     CONSUMERS: gl.constexpr = smem[1].shape[0]
     ROWS: gl.constexpr = CONSUMERS * smem[0].shape[2]
@@ -263,7 +260,7 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
     while t < _tiles(dims, ROWS):
         batch, head, q_cta = _tile(t, dims, ROWS, CAUSAL)
         at = _attend((batch, head, q_cta, slot), at, descs, smem, bars, dims, stats, qk_scale,
-                     CAUSAL, (CONSUMER, PINGPONG, EXP2))  # fmt: skip
+                     CAUSAL, (CONSUMER, PINGPONG))  # fmt: skip
         k += 1
         t, slot = _announced(smem, bars[0], CONSUMER, k)
     tma.store_wait(0)
@@ -271,7 +268,7 @@ def _consumer(descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
 
 @gluon.jit
 def _my_turn(bars, turn, WHO: gl.constexpr):
-    """Ping-pong (`WHO[:2]`: this consumer, whether to): wait until the consumer before this
+    """Ping-pong (`WHO`: this consumer, whether to): wait until the consumer before this
     one issued its products of `turn`, so that the tensor cores run one consumer's while
     another computes its softmax."""
     if WHO[1]:
@@ -291,8 +288,8 @@ def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.const
     """This warpgroup's BLOCK_M rows of `tile` (batch, head, first row, the query buffer;
     its query rows landed): S = Q K^T, the
     online softmax, O += P V. `at`: the rings' position at the tile's first key tile and
-    the consumer's turns so far (`WHO`: the consumer, whether it takes turns, its share of
-    exponentials on the FMA units); returns them after the tile's last."""
+    the consumer's turns so far (`WHO`: the consumer, whether it takes turns); returns them
+    after the tile's last."""
     q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
@@ -355,8 +352,7 @@ def _step(query, carried, it, j, smem, bars, where, CAUSAL: gl.constexpr,
     _pass_turn(bars, layouts[2])
     s = warpgroup_mma_wait(1, deps=(s,))  # groups retire in order: S_j is done
     mbarrier.arrive(k_empty.index(slot))
-    p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, layouts[1], query.dtype,
-                                         layouts[2][2])  # fmt: skip
+    p_next, alpha, state = _softmax_step(s, state, j, where, CAUSAL, layouts[1], query.dtype)
     acc, p = warpgroup_mma_wait(0, deps=(acc, p))
     mbarrier.arrive(v_empty.index(prev))
     return acc, p_next, alpha, state
@@ -392,7 +388,7 @@ def _first_tile(query, it, smem, bars, where, CAUSAL: gl.constexpr, s_layout: gl
         gl.full([BLOCK_M], float("-inf"), gl.float32, rows),
         gl.zeros([BLOCK_M], gl.float32, rows),
     )
-    return _softmax_step(s, state, 0, where, CAUSAL, p_layout, query.dtype, WHO[2])
+    return _softmax_step(s, state, 0, where, CAUSAL, p_layout, query.dtype)
 
 
 @gluon.jit
@@ -449,7 +445,7 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
                            CAUSAL: gl.constexpr, Q_ROWS: gl.constexpr, KV_ROWS: gl.constexpr,
                            CONSUMERS: gl.constexpr, REGS: gl.constexpr,
                            DYNAMIC: gl.constexpr, PINGPONG: gl.constexpr,
-                           EXP2: gl.constexpr, Q_BUFFERS: gl.constexpr):  # fmt: skip
+                           Q_BUFFERS: gl.constexpr):  # fmt: skip
     """Allocate the query and output tiles, the key and value rings, the tile numbers and
     the barriers; fork into the consumers and the loader. Block shapes come from the
     descriptors. A program runs tile pid, then (persistent) tiles pid + programs, ... or
@@ -477,14 +473,14 @@ def attention_forward_sm90(q_desc, k_desc, v_desc, o_desc, stats, counter, qk_sc
     # REGS: registers per thread of each consumer (setmaxnreg); the launch picks them
     if CONSUMERS == 3:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG, EXP2)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG, EXP2)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2, PINGPONG, EXP2)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 2, PINGPONG)),
              (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
             [4, 4, 1], [REGS, REGS, LOADER_REGS])  # fmt: skip
     else:
         gl.warp_specialize(
-            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG, EXP2)),
-             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG, EXP2)),
+            [(_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 0, PINGPONG)),
+             (_consumer, (descs, smem, bars, dims, stats, qk_scale, CAUSAL, 1, PINGPONG)),
              (_loader, (descs, smem, bars, dims, counter, DYNAMIC, CAUSAL, Q_ROWS, KV_ROWS))],
             [4, 1], [REGS, LOADER_REGS])  # fmt: skip
