@@ -4,12 +4,14 @@ Imported only where `attention_sm90.py` finds an sm_90 GPU and a Triton that shi
 Hopper ops. A tile is `CONSUMERS * BLOCK_M` query rows of one (batch, head); a program runs
 one tile or, persistent, one after another (pid, pid + programs, ..., or whichever no
 program has taken yet). It forks: a 1-warp loader takes the tiles and streams each one's
-query rows (as soon as a consumer is done with its last) and its key and value tiles
-through rings of shared memory by TMA, and two or three 4-warp consumer warpgroups
-(BLOCK_M rows each, registers moved to them with `setmaxnreg`) run the online softmax.
-Each consumer issues this key tile's scores and the previous tile's `P @ V` back to back on
-the tensor cores, then computes its softmax while `P @ V` is still in flight. Plain Triton
-(`tl`) cannot express that schedule on Hopper; it is FlashAttention-3's.
+query rows (into one or two buffers per consumer, each as soon as the consumer is done with
+it) and its key and value tiles through rings of shared memory by TMA, and two or three
+4-warp consumer warpgroups (BLOCK_M rows each, registers moved to them with `setmaxnreg`)
+run the online softmax. Each consumer issues this key tile's scores and the previous tile's
+`P @ V` back to back on the tensor cores, then computes its softmax while `P @ V` is still
+in flight; with PINGPONG the consumers issue their products in turn, so that one's softmax
+runs while the tensor cores run another's. Plain Triton (`tl`) cannot express that schedule
+on Hopper; it is FlashAttention-3's.
 
 The numerics are the `tl` forward's (`attention.py`), bit for bit where the products are
 the same: scores scaled by `scale * log2(e)` (no FMA contraction: the launch turns it off),
@@ -286,10 +288,9 @@ def _pass_turn(bars, WHO: gl.constexpr):
 def _attend(tile, at, descs, smem, bars, dims, stats, qk_scale, CAUSAL: gl.constexpr,
             WHO: gl.constexpr):  # fmt: skip
     """This warpgroup's BLOCK_M rows of `tile` (batch, head, first row, the query buffer;
-    its query rows landed): S = Q K^T, the
-    online softmax, O += P V. `at`: the rings' position at the tile's first key tile and
-    the consumer's turns so far (`WHO`: the consumer, whether it takes turns); returns them
-    after the tile's last."""
+    its query rows landed): S = Q K^T, the online softmax, O += P V. `at`: the rings'
+    position at the tile's first key tile and the consumer's turns so far (`WHO`: the
+    consumer, whether it takes turns); returns them after the tile's last."""
     q_smem, k_smem = smem[0], smem[2]
     STAGES: gl.constexpr = k_smem.shape[0]
     BLOCK_M: gl.constexpr = q_smem.shape[2]
