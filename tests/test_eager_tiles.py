@@ -174,14 +174,34 @@ def carried_over_own_tiles(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
     return top, plus
 
 
+@tc.kernel
+def carried_over_own_tiles_made_by_torch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`carried_over_own_tiles` with its accumulators made by PyTorch's functions."""
+    m, n = x.size()
+    top = torch.empty([m], dtype=x.dtype, device=x.device)
+    plus = torch.empty([m], dtype=x.dtype, device=x.device)
+    block_n = tc.register_block_size(n)
+    for tile_m in tc.tile(m):
+        best = torch.full([tile_m, block_n], float("-inf"), dtype=torch.float32, device=x.device)
+        total = x.new_zeros(tile_m, block_n, dtype=torch.float32)
+        for tile_n in tc.tile(n, block_size=block_n):
+            best = torch.maximum(best, x[tile_m, tile_n])
+            total = total + x[tile_m, tile_n] + 1
+        top[tile_m] = best.amax(-1)
+        plus[tile_m] = total.sum(-1)
+    return top, plus
+
+
+@pytest.mark.parametrize("kernel", [carried_over_own_tiles, carried_over_own_tiles_made_by_torch])
 @pytest.mark.parametrize("n, blocks", [(13, [4, 8]), (8, [4, 8]), (1, [4, 8]), (13, [8, 8])])
-def test_an_accumulator_keeps_its_lanes_past_its_loops_end(mode, n: int, blocks) -> None:
+def test_an_accumulator_keeps_its_lanes_past_its_loops_end(mode, kernel, n: int, blocks) -> None:
     """An accumulator over its own loop's lanes (`register_block_size`) keeps those past
     the row's end in both modes, as compiled code does: the row maximum of negative values
     and the sum of x + 1 over all lanes are PyTorch's (eager mode used to compute the lanes
     past the end from zeros: max(acc, 0), acc + 0 + 1). [8, 8]: the tile's rows and the
-    accumulator's lanes have one size, so only the dim made from `block_n` is kept."""
+    accumulator's lanes have one size, so only the dim made from `block_n` is kept. The
+    accumulators made by `tc.full`/`tc.zeros` or by `torch.full`/`x.new_zeros`."""
     x = -torch.rand(5, n, device=DEVICE) - 1
-    top, plus = mode(tc.kernel(config=tc.Config(block_sizes=blocks))(carried_over_own_tiles.fn))(x)
+    top, plus = mode(tc.kernel(config=tc.Config(block_sizes=blocks))(kernel.fn))(x)
     torch.testing.assert_close(top, x.amax(-1))
     torch.testing.assert_close(plus, (x + 1).sum(-1), rtol=1e-5, atol=1e-5)

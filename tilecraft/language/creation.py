@@ -18,7 +18,7 @@ def _sizes(shape: Shape) -> list[int]:
     return [len(s) if isinstance(s, Tile) else int(s) for s in shape]
 
 
-def _marked(t: torch.Tensor, shape: Shape) -> torch.Tensor:
+def mark_lanes(t: torch.Tensor, shape: Shape) -> torch.Tensor:
     """`t` marked with its dims made from `register_block_size` values (`eager_lanes`)."""
     lanes = {d: s for d, s in enumerate(shape) if isinstance(s, RegisteredSize)}
     if lanes:
@@ -40,7 +40,7 @@ def full(
         row_max = tc.full([tile_m], float("-inf"), dtype=torch.float32)
     """
     ctx = eager_context("full")
-    return _marked(torch.full(_sizes(shape), value, dtype=dtype, device=ctx.device), shape)
+    return mark_lanes(torch.full(_sizes(shape), value, dtype=dtype, device=ctx.device), shape)
 
 
 def zeros(
@@ -54,7 +54,7 @@ def zeros(
         acc = tc.zeros([tile_m, tile_n], dtype=torch.float32)
     """
     ctx = eager_context("zeros")
-    return _marked(torch.zeros(_sizes(shape), dtype=dtype, device=ctx.device), shape)
+    return mark_lanes(torch.zeros(_sizes(shape), dtype=dtype, device=ctx.device), shape)
 
 
 def ones(
@@ -67,7 +67,7 @@ def ones(
         counts = tc.ones([tile_m], dtype=torch.int32)
     """
     ctx = eager_context("ones")
-    return _marked(torch.ones(_sizes(shape), dtype=dtype, device=ctx.device), shape)
+    return mark_lanes(torch.ones(_sizes(shape), dtype=dtype, device=ctx.device), shape)
 
 
 def arange(

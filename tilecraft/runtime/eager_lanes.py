@@ -9,7 +9,8 @@ tile is padded with zeros and those lanes computed (`max(acc, 0)`). So each loop
 device loop snapshots, as an iteration starts, the variables its body assigns, and at the
 iteration's end puts back the lanes past a short tile's end, along the dim that was made
 from the tile's registered block size (`language.creation` marks the dim on the tensor it
-makes; the loop reads the mark once and carries it along).
+makes, and `created` on those PyTorch's creation functions make; the loop reads the mark
+once and carries it along).
 """
 
 from __future__ import annotations
@@ -19,7 +20,24 @@ from typing import Any
 
 import torch
 
+from tilecraft.language.creation import mark_lanes
 from tilecraft.language.tiles import LANES, Tile
+
+# PyTorch's functions making a tensor of a given size, by the position of the size: a tile
+# made by one with a `register_block_size` value as a dim is marked as `tc.full`'s is
+_SIZED = {torch.full: 0, torch.zeros: 0, torch.ones: 0}
+_SIZED |= {torch.Tensor.new_full: 1, torch.Tensor.new_zeros: 1, torch.Tensor.new_ones: 1}
+
+
+def created(func: Any, args: tuple, result: Any) -> Any:
+    """`result` of `func(*args)`, its dims made from `register_block_size` values marked
+    where `func` makes a tensor of a size (`torch.full([tm, bn], ...)`, `x.new_zeros(tm,
+    bn)`); anything else unchanged."""
+    at = _SIZED.get(func)
+    if at is None or len(args) <= at:
+        return result
+    size = args[at] if isinstance(args[at], (list, tuple, torch.Size)) else args[at:]
+    return mark_lanes(result, size)
 
 
 class CarriedLanes(ast.NodeTransformer):

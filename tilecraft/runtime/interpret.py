@@ -428,6 +428,7 @@ class _FloatAccumulation(TorchFunctionMode):
             result = eager_numerics.call(func, args, kwargs)
         except RuntimeError as e:
             result = _short_tile_retry(func, args, kwargs, e)
+        result = eager_lanes.created(func, args, result)
         return eager_short.carry(result, args) if marked else result
 
 
