@@ -194,8 +194,8 @@ def main() -> None:
     parser.add_argument("--out", help="write the rows as JSON here")
     parser.add_argument("--quick", action="store_true", help="the first shape only")
     parser.add_argument("--sweep", action="store_true", help="the Gluon forward's consumers, "
-                        "key tiles, ring depths and schedules at each shape, "
-                        "forward only")  # fmt: skip
+                        "key tiles, ring depths, turns, query buffers and schedules at each "
+                        "shape, forward only")  # fmt: skip
     parser.add_argument(
         "--schedules",
         default=",".join(SCHEDULES),

@@ -40,8 +40,8 @@ REGISTERS = {2: (168, 240), 3: (128, 160)}
 # its softmax; causal only where each consumer of a tile sees as many key tiles (CONSUMERS *
 # BLOCK_M == BLOCK_N). Query buffers per consumer: with two, a program's next tile's queries
 # load while its consumers finish this one. An H100 (twenty-fourth session, four sweeps):
-# turns 1.02-1.09x at head dim 64 unmasked (three consumers), two buffers 1.02-1.03x at
-# 64 causal; neither more than noise at 128
+# turns 1.02x the median at head dim 64 unmasked (three consumers; 3 of 4 sweeps higher),
+# two buffers 1.01-1.03x at 64 causal (every sweep); neither more than noise at 128
 PINGPONG = {(64, False): True, (64, True): False, (128, False): False, (128, True): False}
 QUERY_BUFFERS = {(64, False): 1, (64, True): 2, (128, False): 1, (128, True): 1}
 # how programs take tiles (CONSUMERS * BLOCK_M query rows of a head): "one" program per
