@@ -146,10 +146,10 @@ def _host_part(node: ast.AST) -> bool:
     return isinstance(node, (*plain, ast.operator, ast.unaryop, ast.expr_context))
 
 
-def assigned_names(loop: ast.For) -> set[str]:
-    """The names a device loop binds (its tiles, its tile values)."""
+def assigned_names(node: ast.AST) -> set[str]:
+    """The names a device loop (or any code) binds: its tiles, its tile values."""
     return {
-        n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
 
 

@@ -22,6 +22,7 @@ import torch
 
 from tilecraft.language.creation import mark_lanes
 from tilecraft.language.tiles import LANES, Tile
+from tilecraft.runtime.eager_index import assigned_names
 
 # PyTorch's functions making a tensor of a given size, by the position of the size: a tile
 # made by one with a `register_block_size` value as a dim is marked as `tc.full`'s is
@@ -56,7 +57,9 @@ class CarriedLanes(ast.NodeTransformer):
 
     def visit_For(self, node: ast.For) -> list[ast.stmt] | ast.For:
         self.generic_visit(node)
-        names = sorted(_assigned(node.body) - _assigned([node.target]))
+        # (eager mode's own names left out: inner loops' snapshots)
+        bound = {n for s in node.body for n in assigned_names(s) if not n.startswith("_tc_")}
+        names = sorted(bound - assigned_names(node.target))
         if not names:
             return node
         self.count += 1
@@ -77,20 +80,6 @@ class CarriedLanes(ast.NodeTransformer):
 
 def _statements(code: str) -> list[ast.stmt]:
     return ast.parse(code).body
-
-
-def _assigned(body: list[Any]) -> set[str]:
-    """The plain names `body` binds, leaving out other scopes and eager mode's own."""
-    names: set[str] = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.Lambda, ast.comprehension, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        stack.extend(ast.iter_child_nodes(node))
-    return {n for n in names if not n.startswith("_tc_")}
 
 
 def keep(target: Any, old: Any, new: Any, lanes: dict | None) -> tuple[Any, dict]:
