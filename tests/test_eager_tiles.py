@@ -160,22 +160,27 @@ def test_a_one_element_tile_stores_into_a_tensor_as_long_as_its_block() -> None:
 @tc.kernel
 def carried_over_own_tiles(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Row maxima and sums of x + 1 through accumulators over their own loop's lanes, made
-    by tilecraft's functions (row 0 of each output) and by PyTorch's (row 1)."""
+    by tilecraft's functions (row 0 of each output), by PyTorch's (row 1) and computed from
+    those (row 2)."""
     m, n = x.size()
-    top = torch.empty([2, m], dtype=x.dtype, device=x.device)
-    plus = torch.empty([2, m], dtype=x.dtype, device=x.device)
+    top = torch.empty([3, m], dtype=x.dtype, device=x.device)
+    plus = torch.empty([3, m], dtype=x.dtype, device=x.device)
     block_n = tc.register_block_size(n)
     for tile_m in tc.tile(m):
         best = tc.full([tile_m, block_n], float("-inf"), dtype=torch.float32)
         total = tc.zeros([tile_m, block_n], dtype=torch.float32)
         best_pt = torch.full([tile_m, block_n], float("-inf"), dtype=torch.float32, device=x.device)
         total_pt = x.new_zeros(tile_m, block_n, dtype=torch.float32)
+        best_from = tc.zeros([tile_m, block_n], dtype=torch.float32) - float("inf")
+        total_from = torch.ones([tile_m, block_n], dtype=torch.float32, device=x.device) * 2 - 2
         for tile_n in tc.tile(n, block_size=block_n):
             v = x[tile_m, tile_n]
             best, best_pt = torch.maximum(best, v), torch.maximum(best_pt, v)
             total, total_pt = total + v + 1, total_pt + v + 1
+            best_from, total_from = torch.maximum(best_from, v), total_from + v + 1
         top[0, tile_m], top[1, tile_m] = best.amax(-1), best_pt.amax(-1)
         plus[0, tile_m], plus[1, tile_m] = total.sum(-1), total_pt.sum(-1)
+        top[2, tile_m], plus[2, tile_m] = best_from.amax(-1), total_from.sum(-1)
     return top, plus
 
 
@@ -186,8 +191,9 @@ def test_an_accumulator_keeps_its_lanes_past_its_loops_end(mode, n: int, blocks)
     and the sum of x + 1 over all lanes are PyTorch's (eager mode used to compute the lanes
     past the end from zeros: max(acc, 0), acc + 0 + 1). [8, 8]: the tile's rows and the
     accumulator's lanes have one size, so only the dim made from `block_n` is kept. The
-    accumulators made by `tc.full`/`tc.zeros` or by `torch.full`/`x.new_zeros`."""
+    accumulators made by `tc.full`/`tc.zeros` or by `torch.full`/`x.new_zeros`, or
+    computed from those by elementwise ops."""
     x = -torch.rand(5, n, device=DEVICE) - 1
     top, plus = mode(tc.kernel(config=tc.Config(block_sizes=blocks))(carried_over_own_tiles.fn))(x)
-    torch.testing.assert_close(top, x.amax(-1).expand(2, -1))
-    torch.testing.assert_close(plus, (x + 1).sum(-1).expand(2, -1), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(top, x.amax(-1).expand(3, -1))
+    torch.testing.assert_close(plus, (x + 1).sum(-1).expand(3, -1), rtol=1e-5, atol=1e-5)

@@ -9,8 +9,8 @@ tile is padded with zeros and those lanes computed (`max(acc, 0)`). So each loop
 device loop snapshots, as an iteration starts, the variables its body assigns, and at the
 iteration's end puts back the lanes past a short tile's end, along the dim that was made
 from the tile's registered block size (`language.creation` marks the dim on the tensor it
-makes, and `created` on those PyTorch's creation functions make; the loop reads the mark
-once and carries it along).
+makes, and `created` on those PyTorch's creation functions make and on elementwise ops'
+results; the loop reads the mark once and carries it along).
 """
 
 from __future__ import annotations
@@ -28,17 +28,46 @@ from tilecraft.runtime.eager_index import assigned_names
 # made by one with a `register_block_size` value as a dim is marked as `tc.full`'s is
 _SIZED = {torch.full: 0, torch.zeros: 0, torch.ones: 0}
 _SIZED |= {torch.Tensor.new_full: 1, torch.Tensor.new_zeros: 1, torch.Tensor.new_ones: 1}
+# elementwise functions: their result's lanes are their arguments' (of the result's shape)
+_POINTWISE = {
+    getattr(owner, name)
+    for owner in (torch, torch.Tensor)
+    for name in ("add", "sub", "mul", "div", "maximum", "minimum", "where", "exp", "exp2", "log",
+                 "log2", "abs", "neg", "sqrt", "rsqrt", "sigmoid", "tanh", "clamp")
+}  # fmt: skip
+_POINTWISE |= {getattr(torch.Tensor, n) for n in ("to", "float", "clone", "type_as")}
+_POINTWISE |= {
+    getattr(torch.Tensor, f"__{prefix}{name}__")
+    for name in ("add", "sub", "mul", "truediv", "pow")
+    for prefix in ("", "i", "r")
+} | {torch.Tensor.__neg__}
 
 
 def created(func: Any, args: tuple, result: Any) -> Any:
     """`result` of `func(*args)`, its dims made from `register_block_size` values marked
     where `func` makes a tensor of a size (`torch.full([tm, bn], ...)`, `x.new_zeros(tm,
-    bn)`); anything else unchanged."""
+    bn)`) or, elementwise, as an argument of its shape is (`torch.ones([tm, bn]) - 1`);
+    anything else unchanged."""
     at = _SIZED.get(func)
-    if at is None or len(args) <= at:
+    if at is None:
+        return _derived(args, result) if func in _POINTWISE else result
+    if len(args) <= at:
         return result
     size = args[at] if isinstance(args[at], (list, tuple, torch.Size)) else args[at:]
     return mark_lanes(result, size)
+
+
+def _derived(args: tuple, result: Any) -> Any:
+    """`result` marked as the first argument of its shape that is marked (the lanes of an
+    elementwise op's result are those of its arguments)."""
+    if not isinstance(result, torch.Tensor) or hasattr(result, LANES):
+        return result
+    for a in args:
+        lanes = getattr(a, LANES, None) if isinstance(a, torch.Tensor) else None
+        if lanes and a.shape == result.shape:
+            setattr(result, LANES, lanes)
+            break
+    return result
 
 
 class CarriedLanes(ast.NodeTransformer):
