@@ -142,17 +142,18 @@ VARIANTS = {
 SCHEDULES = ("one", "static", "dynamic")
 
 
-def sweep(out: str | None, schedules: tuple, shapes: list) -> None:
-    """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory, with
-    each of the launch's `schedules` (one program per tile; persistent, static or dynamic;
-    "default": the launch's choice)."""
+def sweep(out: str | None, schedules: tuple, shapes: list, shipped: bool = False) -> None:
+    """Time the Gluon forward at each variant of `VARIANTS` that fits shared memory (or,
+    `shipped`, only the launch's own knobs), with each of the launch's `schedules` (one
+    program per tile; persistent, static or dynamic; "default": the launch's choice)."""
     sm90 = importlib.import_module("tilecraft.nn.attention_sm90")
     os.environ["TILECRAFT_GLUON_ATTENTION"] = "1"
     rows = []
     for shape in shapes:
         for causal in (False, True):
             leaves = [t.detach() for t in inputs(shape, True)]
-            for variant in VARIANTS[shape[3]]:
+            variants = [shipped_variant(sm90, shape[3], causal)] if shipped else VARIANTS[shape[3]]
+            for variant in variants:
                 for schedule in schedules:
                     row = dict(shape=list(shape), causal=causal, variant=list(variant),
                                schedule=schedule)  # fmt: skip
@@ -162,6 +163,13 @@ def sweep(out: str | None, schedules: tuple, shapes: list) -> None:
     if out:
         with open(out, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+
+
+def shipped_variant(sm90: Any, dim: int, causal: bool) -> tuple:
+    """The launch's own knobs at this head dim and causality, as a `VARIANTS` entry."""
+    key = (dim, causal)
+    return (sm90.CONSUMERS[key], sm90.BLOCK_N, sm90.STAGES[dim], sm90.PINGPONG[key],
+            sm90.QUERY_BUFFERS[key])  # fmt: skip
 
 
 def time_variant(sm90: Any, shape: tuple, causal: bool, leaves: list, variant: tuple) -> dict:
@@ -202,10 +210,12 @@ def main() -> None:
         help="the sweep's, comma-separated ('default': the launch's)",
     )
     parser.add_argument("--shapes", default="0,1,2", help="the sweep's, indices of SHAPES")
+    parser.add_argument("--shipped", action="store_true", help="the sweep times only the "
+                        "launch's own knobs")  # fmt: skip
     args = parser.parse_args()
     if args.sweep:
         shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
-        return sweep(args.out, tuple(args.schedules.split(",")), shapes)
+        return sweep(args.out, tuple(args.schedules.split(",")), shapes, args.shipped)
     rows = []
     for shape in SHAPES[:1] if args.quick else SHAPES:
         for causal in (False, True):
