@@ -40,12 +40,13 @@ UNARY = [
     "torch.nn.functional.hardswish({})", "torch.log10({})", "torch.nn.functional.softplus({})",
     "torch.sinh({})", "torch.cosh({})", "torch.nn.functional.gelu({})", "torch.erfc({})",
     "torch.lgamma({})", "torch.digamma({})", "torch.erfinv(0.5 * torch.tanh({}))", "torch.i0({})",
+    "torch.special.i1e({})", "torch.special.i0e({})", "torch.special.entr({})",
 ]  # fmt: skip
 BINARY = [
     "({} + {})", "({} - {})", "({} * {})", "({} / {})", "(torch.maximum({}, {}) + 0.0)",
     "(torch.minimum({}, {}) + 0.0)", "torch.where({} > {}, {}, {})", "torch.atan2({}, {})",
     "torch.hypot({}, {})", "torch.lerp({}, {}, 0.3)", "torch.fmod({}, {})", "({} % {})",
-    "torch.logaddexp({}, {})", "torch.xlogy({}, {})",
+    "torch.logaddexp({}, {})", "torch.xlogy({}, {})", "torch.special.xlog1py({}, {})",
 ]  # fmt: skip
 CONSTANTS = ["2.0", "0.5", "-1.5", "3"]
 # steps (floor, round) of a function that libraries round differently (an ulp apart: torch's
@@ -58,7 +59,7 @@ STEPS = {"torch.floor({})", "torch.round({})", "torch.lgamma({})", "torch.digamm
 REMAINDERS = {"torch.fmod({}, {})", "({} % {})"}
 INEXACT = re.compile(
     r"torch\.(exp|log|sigmoid|tanh|sin|cosh|rsqrt|expm1|erf|atan|asinh|hypot|lerp|xlogy|"
-    r"lgamma|digamma|i0)|functional"
+    r"lgamma|digamma|i0)|functional|special"
 )
 REDUCTIONS = [
     None,

@@ -96,6 +96,8 @@ UNARY = {
     "nan_to_num_given": lambda x: torch.nan_to_num(x, nan=1.0, posinf=2.0, neginf=-3.0),
     "xlogy": lambda x: torch.xlogy(x, 3.0),
     "xlogy_zero": lambda x: torch.xlogy(0.0, x),
+    "xlog1py": lambda x: torch.special.xlog1py(x, 3.0),
+    "xlog1py_zero": lambda x: torch.special.xlog1py(0.0, x),
     "lerp": lambda x: torch.lerp(x, torch.ones_like(x), 0.75),
     "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
     "elu": F.elu,
@@ -129,7 +131,13 @@ UNARY = {
     "lgamma": torch.lgamma,
     "digamma": torch.digamma,
     "i0": torch.i0,
+    "i1": torch.special.i1,
+    "i0e": torch.special.i0e,
+    "i1e": torch.special.i1e,
+    "erfcx": torch.special.erfcx,
     "ndtr": torch.special.ndtr,
+    "log_ndtr": torch.special.log_ndtr,
+    "entr": torch.special.entr,
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
@@ -138,6 +146,8 @@ INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
 INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
+INTEGER_OPS |= {"entr", "xlog1py"}
+NO_16_BITS = {"erfcx", "log_ndtr"}  # PyTorch has no 16-bit kernel of these
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
@@ -228,7 +238,8 @@ def unary_cases() -> list:
         pytest.param(n, d, id=f"{n}-{str(d)[6:]}")
         for n in UNARY
         for d in ALL
-        if d.is_floating_point or n in INTEGER_OPS
+        if (d.is_floating_point or n in INTEGER_OPS)
+        and not (n in NO_16_BITS and d in (torch.float16, torch.bfloat16))
     ]
 
 
@@ -269,6 +280,7 @@ BINARY = {
     "logaddexp": torch.logaddexp,
     "logaddexp2": torch.logaddexp2,
     "xlogy": torch.xlogy,
+    "xlog1py": torch.special.xlog1py,
 }
 FLOAT_ONLY = {"pow", "hypot", "lerp", "lerp_weights", "logaddexp", "logaddexp2"}
 INT64 = {"div_trunc", "div_floor", "floor_divide", "true_divide"}  # also run in int64

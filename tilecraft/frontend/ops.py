@@ -45,6 +45,14 @@ BOOL_REFUSED = {
     "abs": "abs of a bool tile",
     "neg": "negation (`-`) of a bool tile: use `~x` or torch.logical_not",
 }
+WIDE_ONLY = {"erfcx"}  # PyTorch has no 16-bit kernel of these
+
+
+def refuse_16_bits(b: Builder, name: str, dtype: torch.dtype) -> None:
+    """A DtypeError for a function PyTorch has no 16-bit kernel of, on a 16-bit tile."""
+    if dtype in LOW_PRECISION:
+        raise DtypeError(f"{name} of a {dtype} tile: cast it to float32 first (PyTorch has "
+                         "no kernel for it)", b.loc)  # fmt: skip
 
 
 def _elementwise(opdef: OpDef) -> Handler:
@@ -57,6 +65,8 @@ def _elementwise(opdef: OpDef) -> Handler:
         if opdef.result is Result.FLOAT and not dtype.is_floating_point:
             args = tuple(b.cast(a, torch.float32) for a in args)
             dtype = torch.float32
+        if opdef.name in WIDE_ONLY:
+            refuse_16_bits(b, opdef.name, dtype)
         if opdef.name in BOOL_REFUSED and dtype == torch.bool:
             raise DtypeError(f"{BOOL_REFUSED[opdef.name]} (PyTorch refuses it too)", b.loc)
         if opdef.result is Result.INT and dtype.is_floating_point:

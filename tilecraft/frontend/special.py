@@ -1,5 +1,6 @@
 """Math functions of signs and of two operands, lowered to the op table's ops: signbit,
-copysign, fmax/fmin, hypot, atan2, asin, acos, lerp, logaddexp(2), xlogy, nan_to_num.
+copysign, fmax/fmin, hypot, atan2, asin, acos, lerp, logaddexp(2), xlogy, xlog1py, entr,
+log_ndtr, nan_to_num.
 
 As in activations.py: 16-bit floats compute in float32 and round once at the end;
 special values (NaN, infinities, signed zeros) follow PyTorch's kernels, which the mode
@@ -16,7 +17,7 @@ import torch
 from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.frontend.activations import LN2
 from tilecraft.frontend.builder import LOW_PRECISION, Builder, Operand, compute_dtype, promote
-from tilecraft.frontend.ops import OPS, op
+from tilecraft.frontend.ops import OPS, op, refuse_16_bits
 from tilecraft.frontend.views import bitcast
 from tilecraft.ir.nodes import Value
 
@@ -216,34 +217,66 @@ def _log_add(exp: str, scale: float) -> Callable[..., Value]:
 OPS["logaddexp"], OPS["logaddexp2"] = _log_add("exp", 1.0), _log_add("exp2", 1 / LN2)
 
 
-def _log_of(b: Builder, y: Operand) -> Operand:
-    """log(y), of a number too (-inf at 0, NaN below)."""
+def _log_of(b: Builder, y: Operand, fn: str) -> Operand:
+    """log(y) or log1p(y) (`fn`), of a number too (-inf at the pole, NaN below)."""
     if isinstance(y, Value):
-        return OPS["log"](b, y)  # type: ignore[no-any-return]
-    return math.log(y) if y > 0 else (-math.inf if y == 0 else math.nan)
+        return OPS[fn](b, y)  # type: ignore[no-any-return]
+    pole = 0.0 if fn == "log" else -1.0
+    return getattr(math, fn)(y) if y > pole else (-math.inf if y == pole else math.nan)
 
 
-@op("xlogy")
-def _xlogy(b: Builder, x: Operand, y: Operand) -> Value:
-    """x * log(y), 0 where x is 0, NaN where y is NaN. For 16-bit floats as PyTorch's
-    kernels (CPU and CUDA) compute it: log(y) rounded to the dtype, then the product of it
-    and x (a number rounded to the dtype too)."""
-    dtype, (xf, yf) = _floats(b, "xlogy", x, y)
-    log = _log_of(b, yf)
-    if dtype in LOW_PRECISION:
-        if isinstance(log, Value):
-            log = b.cast(b.cast(log, dtype), torch.float32)
+def _x_times(fn: str) -> Callable[..., Value]:
+    """torch.xlogy (`fn` "log") or xlog1py ("log1p"): x * fn(y), 0 where x is 0, NaN where
+    y is NaN. For 16-bit floats as PyTorch's kernels (CPU and CUDA) compute it: fn(y)
+    rounded to the dtype, then the product of it and x (a number rounded to the dtype too)."""
+
+    def handler(b: Builder, x: Operand, y: Operand) -> Value:
+        dtype, (xf, yf) = _floats(b, "x" + fn + "y", x, y)
+        log = _log_of(b, yf, fn)
+        if dtype in LOW_PRECISION:
+            if isinstance(log, Value):
+                log = b.cast(b.cast(log, dtype), torch.float32)
+            else:
+                log = getattr(torch, fn)(torch.tensor(yf, dtype=dtype)).item()
+            xf = xf if isinstance(xf, Value) else torch.tensor(xf, dtype=dtype).item()
+        product = b.elementwise("mul", xf, log)
+        if isinstance(xf, Value):
+            zero: Operand = _where(b, _eq(b, xf, 0.0), 0.0, product)
         else:
-            log = torch.log(torch.tensor(yf, dtype=dtype)).item()
-        xf = xf if isinstance(xf, Value) else torch.tensor(xf, dtype=dtype).item()
-    product = b.elementwise("mul", xf, log)
-    if isinstance(xf, Value):
-        zero: Operand = _where(b, _eq(b, xf, 0.0), 0.0, product)
-    else:
-        zero = 0.0 if xf == 0 else product
-    if not isinstance(yf, Value):
-        return _done(b, b.elementwise("add", product, math.nan) if math.isnan(yf) else zero, dtype)
-    return _done(b, _where(b, OPS["isnan"](b, yf), math.nan, zero), dtype)
+            zero = 0.0 if xf == 0 else product
+        if not isinstance(yf, Value):
+            nan = math.isnan(yf)
+            return _done(b, b.elementwise("add", product, math.nan) if nan else zero, dtype)
+        return _done(b, _where(b, OPS["isnan"](b, yf), math.nan, zero), dtype)
+
+    return handler
+
+
+OPS["xlogy"], OPS["xlog1py"] = _x_times("log"), _x_times("log1p")
+
+
+@op("entr")
+def _entr(b: Builder, x: Value) -> Value:
+    """torch.special.entr: -x log(x) above 0, 0 at 0, -inf below, NaN at NaN."""
+    dtype, (xf,) = _floats(b, "entr", x)
+    value = OPS["neg"](b, b.elementwise("mul", xf, OPS["log"](b, xf)))
+    zero = _where(b, _eq(b, xf, 0.0), 0.0, -math.inf)
+    out = _where(b, b.elementwise("gt", xf, 0.0, dtype=torch.bool), value, zero)
+    return _done(b, _where(b, OPS["isnan"](b, xf), xf, out), dtype)
+
+
+@op("log_ndtr")
+def _log_ndtr(b: Builder, x: Value) -> Value:
+    """torch.special.log_ndtr, as PyTorch's kernel: with t = x / sqrt(2), log(erfcx(-t) / 2)
+    - t^2 below -1 (the tail, where the CDF underflows), else log1p(-erfc(t) / 2)."""
+    dtype, (xf,) = _floats(b, "log_ndtr", x)
+    refuse_16_bits(b, "log_ndtr", dtype)
+    t = b.elementwise("mul", xf, math.sqrt(0.5))
+    tail = OPS["log"](b, b.elementwise("mul", OPS["erfcx"](b, OPS["neg"](b, t)), 0.5))
+    tail = b.elementwise("sub", tail, b.elementwise("mul", t, t))
+    body = OPS["log1p"](b, b.elementwise("mul", OPS["erfc"](b, t), -0.5))
+    low = b.elementwise("lt", xf, -1.0, dtype=torch.bool)
+    return _done(b, b.elementwise("where", low, tail, body), dtype)
 
 
 def _number(value: Operand) -> Operand:

@@ -27,17 +27,10 @@ from typing import Any
 import torch
 
 from tilecraft.ir.helpers import (
-    ATAN,
-    DIGAMMA,
-    ERFC,
-    ERFINV,
     FLOAT_FLOORDIV,
-    I0,
     INT_FLOORDIV,
-    LGAMMA,
     POW,
     REMAINDER,
-    TANH,
     _expm1,
     _fmod,
     _log1p,
@@ -46,6 +39,7 @@ from tilecraft.ir.helpers import (
     _with_fmod,
     is_float,
 )
+from tilecraft.ir.special import IN_FLOAT64, LIBDEVICE
 from tilecraft.runtime.cpu import interpreter_set as interpreted
 
 
@@ -416,23 +410,8 @@ for _name, (_emit, _eager) in TRANSCENDENTAL.items():
         category="transcendental",
     )
 
-# ops from libdevice on a GPU (CUDA's, as PyTorch's kernels) and from a Triton helper under
-# the interpreter, which has no libdevice (helpers.py): name -> (libdevice function, or None
-# for the helper on a GPU too; the helper; the eager function; PyTorch's names)
-LIBDEVICE: dict[str, tuple[str | None, str, Any, tuple[str, ...]]] = {
-    "tanh": ("tanh", TANH, torch.tanh, ("tanh",)),
-    "atan": ("atan", ATAN, torch.atan, ("atan", "arctan")),
-    "erfc": ("erfc", ERFC, torch.erfc, ("erfc",)),
-    "lgamma": ("lgamma", LGAMMA, torch.lgamma, ("lgamma", "gammaln")),
-    "digamma": (None, DIGAMMA, torch.digamma, ("digamma", "psi")),
-    "erfinv": ("erfinv", ERFINV, torch.erfinv, ("erfinv",)),
-    "i0": (None, I0, torch.i0, ("i0",)),
-}
-
-
-# libdevice's float32 erfc flushes its subnormal results (erfc(10) was 0 on an H100, where
-# PyTorch's is 2.8e-45): in float64 there, rounded once
-IN_FLOAT64 = {"erfc"}
+# ops from libdevice on a GPU and from a Triton helper where the GPU has none or the
+# interpreter runs (special.py)
 
 
 def _libdevice(fn: str | None, helper: str) -> dict[str, Any]:
