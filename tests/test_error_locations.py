@@ -68,9 +68,21 @@ def misspelled(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@tc.kernel
+def in_place(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        v = x[tile]
+        v.clamp_(0.0, 1.0)
+        out[tile] = v
+    return out
+
+
 def test_unsupported_ops_say_what_to_use_instead() -> None:
     assert "use `@` / torch.matmul" in str(raised(uses_einsum, torch.randn(4, 4)))
     assert "did you mean `sigmoid`?" in str(raised(misspelled, torch.randn(4)))
+    # an in-place method of an op tiles have (was "did you mean `clamp`?")
+    assert "use `x = x.clamp(...)` (tiles are values)" in str(raised(in_place, torch.randn(4)))
 
 
 @tc.kernel

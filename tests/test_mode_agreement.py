@@ -35,6 +35,8 @@ UNARY = {
     "sigmoid": torch.sigmoid,
     "tanh": torch.tanh,
     "abs": torch.abs,
+    "absolute": lambda x: x.absolute(),
+    "sgn": torch.sgn,
     "floor": torch.floor,
     "ceil": torch.ceil,
     "round": torch.round,
@@ -146,7 +148,7 @@ INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
 INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
-INTEGER_OPS |= {"entr", "xlog1py"}
+INTEGER_OPS |= {"entr", "xlog1py", "absolute", "sgn"}
 NO_16_BITS = {"erfcx", "log_ndtr"}  # PyTorch has no 16-bit kernel of these
 
 

@@ -101,6 +101,8 @@ ALIASES = {
     "not_equal": "ne",
     "multiply": "mul",
     "subtract": "sub",
+    "absolute": "abs",
+    "sgn": "sign",  # (of real tiles)
 }
 for _alias, _name in ALIASES.items():
     OPS[_alias] = OPS[_name]
@@ -495,6 +497,8 @@ def unsupported(name: str) -> str:
     message = f"`{name}` is not supported on tiles"
     if name in INSTEAD:
         return f"{message}: use {INSTEAD[name]}"
+    if name.endswith("_") and name[:-1] in OPS:  # an in-place method
+        return f"{message}: use `x = x.{name[:-1]}(...)` (tiles are values)"
     names = [n for n in OPS if n.isidentifier() and n not in QUERIES]
     close = difflib.get_close_matches(name, names, n=1)
     return f"{message}; did you mean `{close[0]}`?" if close else message
