@@ -139,6 +139,7 @@ UNARY = {
     "erfcx": torch.special.erfcx,
     "ndtr": torch.special.ndtr,
     "log_ndtr": torch.special.log_ndtr,
+    "ndtri": torch.special.ndtri,
     "entr": torch.special.entr,
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
@@ -149,7 +150,7 @@ INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "h
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
 INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
 INTEGER_OPS |= {"entr", "xlog1py", "absolute", "sgn"}
-NO_16_BITS = {"erfcx", "log_ndtr"}  # PyTorch has no 16-bit kernel of these
+NO_16_BITS = {"erfcx", "log_ndtr", "ndtri"}  # PyTorch has no 16-bit kernel of these
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:

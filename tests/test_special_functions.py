@@ -1,6 +1,6 @@
-"""torch.special's Bessel functions (i1, i0e, i1e), erfcx, log_ndtr, entr and xlog1py, in
-both CPU modes, against PyTorch over dense grids, their edges (NaN, infinities, signed
-zeros, the switches between series) and their 16-bit refusals.
+"""torch.special's Bessel functions (i1, i0e, i1e), erfcx, ndtri, log_ndtr, entr and
+xlog1py, in both CPU modes, against PyTorch over dense grids, their edges (NaN,
+infinities, signed zeros, the switches between series) and their 16-bit refusals.
 
 All of them were refused (`UnsupportedOperation`) before."""
 
@@ -65,6 +65,18 @@ def test_erfcx_and_log_ndtr(mode, dtype: torch.dtype) -> None:
     check(mode, "log_ndtr", grid(-60.0, 40.0, dtype))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ndtri(mode, dtype: torch.dtype) -> None:
+    """The normal quantile over [0, 1] (NaN outside, -inf and inf at the ends), near 1/2
+    (no cancellation: relative precision of results near 0) and over probabilities down
+    to 1e-300 (float64; float32's 1e-37), where Cephes' tail series works."""
+    smallest = -300 if dtype == torch.float64 else -37
+    tail = torch.logspace(smallest, -1, 600, dtype=torch.float64)
+    near_half = 0.5 + torch.tensor([1e-7, -1e-7, 3e-9, -2e-4], dtype=torch.float64)
+    x = torch.cat([grid(0.0, 1.0, torch.float64), tail, 1 - tail[-300:], near_half])
+    check(mode, "ndtri", x.to(dtype))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_entr(mode, dtype: torch.dtype) -> None:
     """-x log(x): 0 at both zeros, -inf below 0 and at +inf, NaN at NaN."""
@@ -95,9 +107,9 @@ def test_xlog1py(mode, dtype: torch.dtype, k: float) -> None:
     torch.testing.assert_close(found, expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
-@pytest.mark.parametrize("name", ["erfcx", "log_ndtr"])
-def test_16_bit_erfcx_and_log_ndtr_are_refused_at_the_line(name: str) -> None:
-    """PyTorch has no 16-bit kernel of either: compiled code refuses it with a DtypeError
+@pytest.mark.parametrize("name", ["erfcx", "log_ndtr", "ndtri"])
+def test_16_bit_erfcx_ndtri_and_log_ndtr_are_refused_at_the_line(name: str) -> None:
+    """PyTorch has no 16-bit kernel of these: compiled code refuses it with a DtypeError
     at the kernel's line, not a raw Triton error (eager mode runs PyTorch's, which raises)."""
     x = torch.ones(5, dtype=torch.float16, device=DEVICE)
     with pytest.raises(DtypeError, match=f"{name} of a torch.float16 tile") as caught:

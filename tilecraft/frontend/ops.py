@@ -45,7 +45,7 @@ BOOL_REFUSED = {
     "abs": "abs of a bool tile",
     "neg": "negation (`-`) of a bool tile: use `~x` or torch.logical_not",
 }
-WIDE_ONLY = {"erfcx"}  # PyTorch has no 16-bit kernel of these
+WIDE_ONLY = {"erfcx", "ndtri"}  # PyTorch has no 16-bit kernel of these
 
 
 def refuse_16_bits(b: Builder, name: str, dtype: torch.dtype) -> None:

@@ -181,6 +181,33 @@ ERFCX = """def {name}(a):
     return tl.where(tl.abs(x) >= 2.0, far, near).to(a.dtype)  # (NaN: near, NaN)
 """
 
+# ndtri, the standard normal quantile, in float64, on a GPU too (PyTorch's is Cephes'):
+# for the lower half q = min(p, 1 - p), Abramowitz and Stegun's 26.2.23 (within 4.5e-4),
+# then three Newton steps on the normal CDF, 0.5 erfc(z) at z = -x / sqrt(2): below z = 2
+# on 0.5 - q - erf(z) / 2 (no cancellation near 1/2), beyond on the log of the CDF from
+# erfc's continued fraction (its exp would underflow near the smallest q); mirrored for p
+# above 1/2; -inf at 0, inf at 1, NaN outside
+NDTRI = """def {name}(a):
+    p = a.to(tl.float64)
+    q = tl.minimum(p, 1.0 - p)
+    t = tl.sqrt(-2.0 * tl.log(q))
+    x = ((0.010328 * t + 0.802853) * t + 2.515517) / (((0.001308 * t + 0.189269) * t
+                                                       + 1.432788) * t + 1.0) - t
+    for _ in tl.static_range(3):
+        z = x * -0.7071067811865476
+        az = tl.maximum(z, 2.0)  # (the fraction's lanes below 2 are not taken)
+        f = az
+        for n in tl.static_range(60, 0, -1):
+            f = az + (n * 0.5) / f
+        log_cdf = az * -az - tl.log(f * 3.5449077018110318)  # (2 sqrt(pi))
+        far = (log_cdf - tl.log(q)) / (f * 1.4142135623730951)  # (density / CDF: f sqrt(2))
+        near = (0.5 - q - 0.5 * tl.erf(z)) / (tl.exp(x * x * -0.5) * 0.3989422804014327)
+        x = x - tl.where(z >= 2.0, far, near)
+    x = tl.where(q == 0.5, 0.0, tl.where(p > 0.5, x * -1.0, x))
+    x = tl.where(p == 0.0, -float("inf"), tl.where(p == 1.0, float("inf"), x))
+    return tl.where((p < 0.0) | (p > 1.0), float("nan"), x).to(a.dtype)  # (NaN: NaN)
+"""
+
 # name -> (libdevice function, or None for the helper on a GPU too; the helper; the eager
 # function; PyTorch's names)
 LIBDEVICE: dict[str, tuple[str | None, str, Any, tuple[str, ...]]] = {
@@ -195,6 +222,7 @@ LIBDEVICE: dict[str, tuple[str | None, str, Any, tuple[str, ...]]] = {
     "i0e": (None, bessel_i(0, True), torch.special.i0e, ("i0e",)),
     "i1e": (None, bessel_i(1, True), torch.special.i1e, ("i1e",)),
     "erfcx": (None, ERFCX, torch.special.erfcx, ("erfcx",)),
+    "ndtri": (None, NDTRI, torch.special.ndtri, ("ndtri",)),
 }
 
 # libdevice's float32 erfc flushes its subnormal results (erfc(10) was 0 on an H100, where
