@@ -11,6 +11,15 @@ import torch
 
 from tilecraft.ir.helpers import _expm1
 
+
+def _fraction(a: str, t: str, indent: int = 4) -> str:
+    """Lines setting `t` to Laplace's continued fraction of erfc at `a` (2 or more), 60
+    terms: a + 1/2 / (a + 1 / (a + 3/2 / ...)), so that erfc(a) = exp(-a^2) / (sqrt(pi) t)."""
+    pad = " " * indent
+    return (f"{t} = {a}\n{pad}for n in tl.static_range(60, 0, -1):\n"
+            f"{pad}    {t} = {a} + (n * 0.5) / {t}")  # fmt: skip
+
+
 # tanh: libdevice's on a GPU (CUDA's, as PyTorch's kernels); Triton's interpreter has no
 # libdevice, so there a helper from expm1 (2 * sigmoid(2x) - 1 cancelled small x to 0)
 TANH = f"""def {{name}}(a):
@@ -47,12 +56,10 @@ ATAN = """def {name}(a):
 # below |a| = 2 (the interpreter's erf is the C library's; at most 5e-15 relative there),
 # beyond it Laplace's continued fraction exp(-a^2) / sqrt(pi) / (a + 1/2 / (a + 1 / (a +
 # 3/2 / ...))) of 60 terms (2e-16 from 2 on): float32 results correctly rounded
-ERFC = """def {name}(a):
+ERFC = f"""def {{name}}(a):
     x = a.to(tl.float64)
     ax = tl.maximum(tl.abs(x), 2.0)  # (the fraction's lanes below 2 are not taken)
-    t = ax
-    for n in tl.static_range(60, 0, -1):
-        t = ax + (n * 0.5) / t
+    {_fraction("ax", "t")}
     tail = tl.exp(ax * -ax) / (t * 1.7724538509055159)
     far = tl.where(x < 0, 2.0 - tail, tail)
     near = 1.0 - tl.erf(x)
@@ -169,12 +176,10 @@ def bessel_i(order: int, scaled: bool) -> str:
 # libdevice's): exp(x^2) (1 - erf(x)) below |x| = 2, beyond it 1 / sqrt(pi) over erfc's
 # continued fraction (no exp: finite to +inf, 0 there), and 2 exp(x^2) - erfcx(-x) below
 # -2 (inf once exp(x^2) overflows the result's dtype)
-ERFCX = """def {name}(a):
+ERFCX = f"""def {{name}}(a):
     x = a.to(tl.float64)
     ax = tl.maximum(tl.abs(x), 2.0)  # (the fraction's lanes below 2 are not taken)
-    t = ax
-    for n in tl.static_range(60, 0, -1):
-        t = ax + (n * 0.5) / t
+    {_fraction("ax", "t")}
     tail = 1.0 / (t * 1.7724538509055159)
     far = tl.where(x < 0, 2.0 * tl.exp(x * x) - tail, tail)
     near = tl.exp(x * x) * (1.0 - tl.erf(x))
@@ -187,7 +192,7 @@ ERFCX = """def {name}(a):
 # on 0.5 - q - erf(z) / 2 (no cancellation near 1/2), beyond on the log of the CDF from
 # erfc's continued fraction (its exp would underflow near the smallest q); mirrored for p
 # above 1/2; -inf at 0, inf at 1, NaN outside
-NDTRI = """def {name}(a):
+NDTRI = f"""def {{name}}(a):
     p = a.to(tl.float64)
     q = tl.minimum(p, 1.0 - p)
     t = tl.sqrt(-2.0 * tl.log(q))
@@ -196,9 +201,7 @@ NDTRI = """def {name}(a):
     for _ in tl.static_range(3):
         z = x * -0.7071067811865476
         az = tl.maximum(z, 2.0)  # (the fraction's lanes below 2 are not taken)
-        f = az
-        for n in tl.static_range(60, 0, -1):
-            f = az + (n * 0.5) / f
+        {_fraction("az", "f", 8)}
         log_cdf = az * -az - tl.log(f * 3.5449077018110318)  # (2 sqrt(pi))
         far = (log_cdf - tl.log(q)) / (f * 1.4142135623730951)  # (density / CDF: f sqrt(2))
         near = (0.5 - q - 0.5 * tl.erf(z)) / (tl.exp(x * x * -0.5) * 0.3989422804014327)
