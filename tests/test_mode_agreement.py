@@ -141,6 +141,8 @@ UNARY = {
     "log_ndtr": torch.special.log_ndtr,
     "ndtri": torch.special.ndtri,
     "entr": torch.special.entr,
+    "polygamma1": lambda x: torch.polygamma(1, x),
+    "polygamma3": lambda x: x.polygamma(3),
 }
 # int32 inputs only for ops where PyTorch allows them and they stay exact
 INTEGER_OPS = {"abs", "sign", "pow2", "pow3", "pow0", "pow100", "clamp", "where", "add", "div"}
@@ -150,7 +152,7 @@ INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "h
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
 INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
 INTEGER_OPS |= {"entr", "xlog1py", "absolute", "sgn"}
-NO_16_BITS = {"erfcx", "log_ndtr", "ndtri"}  # PyTorch has no 16-bit kernel of these
+NO_16_BITS = {"erfcx", "log_ndtr", "ndtri", "zeta"}  # PyTorch has no 16-bit kernel of these
 
 
 def values(dtype: torch.dtype, length: int = LENGTH) -> torch.Tensor:
@@ -284,6 +286,7 @@ BINARY = {
     "logaddexp2": torch.logaddexp2,
     "xlogy": torch.xlogy,
     "xlog1py": torch.special.xlog1py,
+    "zeta": torch.special.zeta,
 }
 FLOAT_ONLY = {"pow", "hypot", "lerp", "lerp_weights", "logaddexp", "logaddexp2"}
 INT64 = {"div_trunc", "div_floor", "floor_divide", "true_divide"}  # also run in int64
@@ -343,6 +346,7 @@ def binary_cases() -> list:
         for n in BINARY
         for d in [*ALL, *([torch.int64] if n in INT64 else [])]
         if d.is_floating_point or n not in FLOAT_ONLY
+        if not (n in NO_16_BITS and d in (torch.float16, torch.bfloat16))
     ]
 
 

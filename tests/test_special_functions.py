@@ -1,18 +1,20 @@
-"""torch.special's Bessel functions (i1, i0e, i1e), erfcx, ndtri, log_ndtr, entr and
-xlog1py, in both CPU modes, against PyTorch over dense grids, their edges (NaN,
+"""torch.special's Bessel functions (i1, i0e, i1e), erfcx, ndtri, log_ndtr, entr, xlog1py,
+zeta and polygamma, in both CPU modes, against PyTorch over dense grids, their edges (NaN,
 infinities, signed zeros, the switches between series) and their 16-bit refusals.
 
 All of them were refused (`UnsupportedOperation`) before."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 from conftest import DEVICE
 
 import tilecraft as tc
-from tilecraft.exc import DtypeError
-from tilecraft.testing import run_mode
+from tilecraft.exc import DtypeError, UnsupportedOperation
+from tilecraft.testing import compile_for_gpu, run_mode
 
 INF, NAN = float("inf"), float("nan")
 EDGES = [0.0, -0.0, 1e-30, -1e-30, 1e-40, 1.0, -1.0, 1.99, 2.0, -2.0, 29.99, 30.0, -30.0]
@@ -107,6 +109,95 @@ def test_xlog1py(mode, dtype: torch.dtype, k: float) -> None:
     torch.testing.assert_close(found, expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
+@tc.kernel
+def hurwitz(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.special.zeta(x[tile], q[tile]) + torch.special.zeta(x[tile], 2.0)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_zeta(mode, dtype: torch.dtype) -> None:
+    """The Hurwitz zeta function, as PyTorch's CPU kernel: inf at x = 1 and at integer
+    q <= 0 (-inf too), NaN below x = 1, at negative q for x not an integer and at q =
+    +inf; sums of alternating signs at negative q for integer x (as many terms as q is
+    below 9); huge q; and of a number (q = 2)."""
+    xs = [1.0, 0.5, 1.5, 2.0, 3.0, 4.0, 7.5, 12.0, 30.0, INF, NAN, -1.0]
+    qs = [1.0, 0.5, 2.0, 1e-3, 9.0, 9.5, 100.0, 1e8, INF, -1.0, -1.5, -20.3, -0.7, 0.0]
+    qs += [-0.0, NAN, -INF, 3.7]
+    x = torch.tensor(xs, dtype=torch.float64).repeat_interleave(len(qs))
+    q = torch.tensor(qs, dtype=torch.float64).repeat(len(xs))
+    x, q = (v.to(DEVICE, dtype) for v in (x, q))
+    expected = torch.special.zeta(x, q) + torch.special.zeta(x, torch.tensor(2.0, dtype=dtype))
+    rtol, atol = TOLERANCE[dtype]
+    torch.testing.assert_close(mode(hurwitz)(x, q), expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@tc.kernel
+def polygamma_of(x: torch.Tensor, n: int) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=torch.polygamma(n, x[:1]).dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.polygamma(n, x[tile]) + x[tile].polygamma(n) * 0.5
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_polygamma(mode, n: int, dtype: torch.dtype) -> None:
+    """n = 1 is PyTorch's trigamma (reflected below 1/2: its poles at 0 and below are
+    where sin(pi x) rounds to 0, finite and huge at -1, -2, ... as PyTorch's); beyond,
+    (-1)^(n+1) n! zeta(n + 1, x): -inf at the poles for even n. Past n = 1 negative x
+    sum an alternating series: float64 within 1e-6 there (PyTorch's and tilecraft's
+    answers are both 4e-8 from the exact zeta(7, -9.5)); float32 and bfloat16 leave them
+    out (PyTorch's bfloat16 kernel sums in float32: polygamma(4, -9.5) is 7% off)."""
+    x = grid(-9.7, 30.3, torch.float64)
+    if n > 1:  # the alternating sums below 0 lose digits to cancellation
+        negative = x[x < 0].to(dtype)
+        x = x[~(x < 0)]
+        if dtype == torch.float64:  # (the exact zeta(7, -9.5) is 4e-8 from both answers)
+            check_polygamma(mode, n, negative, rtol=1e-6)
+    check_polygamma(mode, n, x.to(dtype))
+
+
+def check_polygamma(mode, n: int, x: torch.Tensor, rtol: float | None = None) -> None:
+    rtol, atol = rtol or TOLERANCE[x.dtype][0], TOLERANCE[x.dtype][1]
+    expected = torch.polygamma(n, x) + x.polygamma(n) * 0.5
+    found = mode(polygamma_of)(x, n)
+    torch.testing.assert_close(found, expected, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@tc.kernel
+def polygamma_of_tile(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.polygamma(n[tile], x[tile])
+    return out
+
+
+@tc.kernel
+def polygamma_negative(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.polygamma(-1, x[tile])
+    return out
+
+
+def test_zeta_and_polygamma_refusals() -> None:
+    """16-bit zeta (no PyTorch kernel), a negative n and an n that is a tile: refused at
+    the line when compiled."""
+    half = torch.ones(5, dtype=torch.float16, device=DEVICE)
+    with pytest.raises(DtypeError, match="zeta of a torch.float16 tile"):
+        run_mode(hurwitz, (half, half), "triton")
+    x = torch.ones(5, device=DEVICE)
+    with pytest.raises(UnsupportedOperation, match="polygamma of a negative n"):
+        run_mode(polygamma_negative, (x,), "triton")
+    n = torch.ones(5, dtype=torch.int64, device=DEVICE)
+    with pytest.raises(UnsupportedOperation, match="needs a constant int n") as caught:
+        run_mode(polygamma_of_tile, (x, n), "triton")
+    assert "torch.polygamma(n[tile], x[tile])" in str(caught.value)
+
+
 @pytest.mark.parametrize("name", ["erfcx", "log_ndtr", "ndtri"])
 def test_16_bit_erfcx_ndtri_and_log_ndtr_are_refused_at_the_line(name: str) -> None:
     """PyTorch has no 16-bit kernel of these: compiled code refuses it with a DtypeError
@@ -117,3 +208,20 @@ def test_16_bit_erfcx_ndtri_and_log_ndtr_are_refused_at_the_line(name: str) -> N
     assert "out[tile] = fn(x[tile])" in str(caught.value)
     with pytest.raises((RuntimeError, NotImplementedError), match="not implemented for 'Half'"):
         run_mode(special, (x, name), "eager")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("triton.backends.nvidia") is None,
+    reason="this Triton has no NVIDIA backend",
+)
+def test_every_function_compiles_for_sm90() -> None:
+    """The helpers run on a GPU too (float64 inside, zeta's summation a loop whose length
+    a reduction over the tile sets): Triton's compiler takes them, for sm_90."""
+    config = tc.Config(block_sizes=[64])
+    x = torch.rand(100)
+    for name in ["i0", "i1", "i0e", "i1e", "erfcx", "ndtri", "log_ndtr", "entr"]:
+        compile_for_gpu(special, (x, name), config)
+    compile_for_gpu(hurwitz, (x, x), config)
+    for n in (1, 4):
+        compile_for_gpu(polygamma_of, (x.double(), n), config)
+    compile_for_gpu(x_log1p_y, (x, x, 2.0), config)

@@ -304,3 +304,67 @@ def _nan_to_num(
     out = _where(b, _eq(b, x, math.inf), top if posinf is None else _number(posinf), out)
     out = _where(b, _eq(b, x, -math.inf), -top if neginf is None else _number(neginf), out)
     return _done(b, out, dtype)
+
+
+@op("polygamma")
+def _polygamma(b: Builder, n: Operand | int, x: Operand) -> Value:
+    """torch.polygamma(n, x) (or x.polygamma(n)), as PyTorch's kernels: digamma at n = 0;
+    at 1 their trigamma (reflected below 1/2, six steps of the recurrence, the asymptotic
+    series), in the compute dtype; beyond, (-1)^(n+1) n! zeta(n + 1, x) (zeta rounded to a
+    16-bit dtype first, as theirs)."""
+    if isinstance(n, Value):  # the method's order: x.polygamma(n)
+        n, x = x, n
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise UnsupportedOperation("polygamma(n, x) needs a constant int n", b.loc)
+    if n < 0:
+        raise UnsupportedOperation("polygamma of a negative n (PyTorch refuses it too)", b.loc)
+    if n == 0:
+        return OPS["digamma"](b, x)  # type: ignore[no-any-return]
+    dtype, (xf,) = _floats(b, "polygamma", x)
+    if n == 1:
+        return _done(b, _trigamma(b, xf), dtype)
+    zeta = _zeta_of(b, float(n + 1), xf)
+    if dtype in LOW_PRECISION:  # PyTorch's kernels round zeta to the dtype, then multiply
+        zeta = b.cast(b.cast(zeta, dtype), torch.float32)
+    return _done(b, b.elementwise("mul", zeta, float(math.factorial(n) * (-1) ** (n + 1))), dtype)
+
+
+@op("zeta")
+def _zeta(b: Builder, x: Operand, q: Operand) -> Value:
+    """torch.special.zeta(x, q), the Hurwitz zeta function (the op table's helper)."""
+    dtype, (xf, qf) = _floats(b, "zeta", x, q)
+    refuse_16_bits(b, "zeta", dtype)
+    return _done(b, _zeta_of(b, xf, qf), dtype)
+
+
+def _zeta_of(b: Builder, x: Operand, q: Operand) -> Value:
+    """The zeta op of operands in the compute dtype, a number made a tile like the other
+    (the helper converts both to float64)."""
+    like = x if isinstance(x, Value) else q
+    x, q = (v if isinstance(v, Value) else OPS["full_like"](b, like, v) for v in (x, q))
+    return b.elementwise("zeta", x, q)
+
+
+def _trigamma(b: Builder, x: Value) -> Value:
+    """PyTorch's trigamma: below 1/2, -(pi^2 / sin(pi x)^2 + trigamma(1 - x)) (so its
+    poles are where sin(pi x) rounds to 0, and near them what it rounds to); then
+    sum(1 / (x + k)^2) for k < 6 and the asymptotic series at x + 6."""
+    below = b.elementwise("lt", x, 0.5, dtype=torch.bool)
+    sine = OPS["sin"](b, b.elementwise("mul", x, math.pi))
+    reflected = b.elementwise("truediv", -math.pi * math.pi, b.elementwise("mul", sine, sine))
+    y: Value = b.elementwise("where", below, b.elementwise("sub", 1.0, x), x)
+    total: Value = b.elementwise("where", below, reflected, 0.0)
+    for _ in range(6):
+        total = b.elementwise("add", total, b.elementwise("truediv", 1.0, _square(b, y)))
+        y = b.elementwise("add", y, 1.0)
+    inverse = b.elementwise("truediv", 1.0, _square(b, y))
+    inner = b.elementwise("sub", 1 / 30, b.elementwise("mul", inverse, 1 / 42))
+    inner = b.elementwise("sub", 1 / 6, b.elementwise("mul", inverse, inner))
+    series = b.elementwise("add", 1.0, b.elementwise("truediv", 0.5, y))
+    series = b.elementwise("add", series, b.elementwise("mul", inverse, inner))
+    total = b.elementwise("add", total, b.elementwise("truediv", series, y))
+    return b.elementwise("where", below, OPS["neg"](b, total), total)  # type: ignore[no-any-return]
+
+
+def _square(b: Builder, y: Value) -> Value:
+    return b.elementwise("mul", y, y)

@@ -39,7 +39,7 @@ from tilecraft.ir.helpers import (
     _with_fmod,
     is_float,
 )
-from tilecraft.ir.special import IN_FLOAT64, LIBDEVICE
+from tilecraft.ir.special import IN_FLOAT64, LIBDEVICE, zeta
 from tilecraft.runtime.cpu import interpreter_set as interpreted
 
 
@@ -437,6 +437,18 @@ for _name, (_device_fn, _helper, _eager, _names) in LIBDEVICE.items():
         category="transcendental",
         **_libdevice(_device_fn, _helper),
     )
+
+# the Hurwitz zeta function, torch.special.zeta(x, q) (special.py)
+define(
+    "zeta",
+    E,
+    arity=2,
+    eager=torch.special.zeta,
+    result=Result.FLOAT,
+    torch_names=("zeta",),
+    category="transcendental",
+    helper=zeta,
+)
 
 # -- ops the code generator writes itself ----------------------------------------------------
 define("cast", E, eager=lambda x, dtype: x.to(dtype))

@@ -5,6 +5,8 @@ says which PyTorch behaviour it reproduces."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -210,6 +212,83 @@ NDTRI = f"""def {{name}}(a):
     x = tl.where(p == 0.0, -float("inf"), tl.where(p == 1.0, float("inf"), x))
     return tl.where((p < 0.0) | (p > 1.0), float("nan"), x).to(a.dtype)  # (NaN: NaN)
 """
+
+
+def _euler_maclaurin() -> list[float]:
+    """(2k)! / B_2k for k = 1..12 (B the Bernoulli numbers, from their recurrence): the
+    divisors of the Euler-Maclaurin tail's terms."""
+    bernoulli = [Fraction(1)]
+    for m in range(1, 25):
+        total = sum((math.comb(m + 1, j) * bernoulli[j] for j in range(m)), Fraction(0))
+        bernoulli.append(-total / (m + 1))
+    return [float(math.factorial(2 * k) / bernoulli[2 * k]) for k in range(1, 13)]
+
+
+# the Hurwitz zeta function sum((q + k)^-x), in float64, on a GPU too, as PyTorch's CPU
+# kernel (Cephes' algorithm, in double): inf at x = 1 and at integer q <= 0, NaN below x = 1
+# and at q < 0 for x not an integer; else the terms one by one (at least 9, until q + k
+# passes 9; each lane stops where a term falls below 2^-53 of the sum), then the
+# Euler-Maclaurin tail (up to 12 terms, stopping likewise). A negative base is raised to
+# an integer power (its sign kept); 1 to any power is 1
+ZETA_HEAD = """def {{name}}(xa, qa):
+    x = xa.to(tl.float64)
+    q = qa.to(tl.float64)
+    odd = (x - 2.0 * tl.floor(x * 0.5)) == 1.0
+    pole = (q <= 0.0) & (q == tl.floor(q))
+    undefined = (q <= 0.0) & (x != tl.floor(x))
+    live = ~(pole | undefined | (x <= 1.0))
+    s = {power_q}
+    a = q
+    b = tl.zeros_like(s)
+    for _ in tl.static_range(9):
+        a = a + 1.0
+        {term}
+    extra = tl.max(tl.where(live & (a <= 9.0), tl.floor(9.0 - a) + 1.0, 0.0))
+    for _ in range(extra.to(tl.int32)):
+        more = live & (a <= 9.0)
+        a = tl.where(more, a + 1.0, a)
+        {term_more}
+    w = a
+    s = tl.where(live, s + b * w / (x - 1.0) - 0.5 * b, s)
+    rising = tl.zeros_like(s) + 1.0
+"""
+ZETA_TAIL = """    s = tl.where(pole, float("inf"), tl.where(undefined, float("nan"), s))
+    s = tl.where(x == 1.0, float("inf"), tl.where(x < 1.0, float("nan"), s))
+    return s.to({out})
+"""
+TINY = "1.1102230246251565e-16"  # 2^-53: a term this much smaller than the sum ends it
+
+
+def _power(base: str) -> str:
+    """Triton text of `base` ** -x for the zeta helper (x an integer where base < 0)."""
+    magnitude = f"tl.exp(x * -tl.log(tl.abs({base})))"
+    signed = f"tl.where(({base} < 0.0) & odd, {magnitude} * -1.0, {magnitude})"
+    return f"tl.where({base} == 1.0, 1.0, {signed})"
+
+
+def _zeta_term(lanes: str) -> str:
+    """A summation step of the zeta helper over `lanes`: the next term added, and the
+    lanes whose term fell below the sum's last bit stop."""
+    return (f"b = tl.where({lanes}, {_power('a')}, b)\n"
+            f"        s = tl.where({lanes}, s + b, s)\n"
+            f"        live = live & ~({lanes} & (tl.abs(b / s) < {TINY}))")  # fmt: skip
+
+
+def zeta(dtype: torch.dtype) -> str:
+    """The zeta helper's source for a compute dtype: the summation, then the
+    Euler-Maclaurin tail unrolled."""
+    head = ZETA_HEAD.format(
+        power_q=_power("q"), term=_zeta_term("live"), term_more=_zeta_term("more")
+    )
+    tail = []
+    for i, divisor in enumerate(_euler_maclaurin()):
+        tail += [f"rising = rising * (x + {2 * i}.0)", "b = b / w",
+                 f"t = rising * b / {divisor!r}", "s = tl.where(live, s + t, s)",
+                 f"live = live & ~(tl.abs(t / s) < {TINY})",
+                 f"rising = rising * (x + {2 * i + 1}.0)", "b = b / w"]  # fmt: skip
+    out = "tl.float64" if dtype == torch.float64 else "tl.float32"
+    return head + "".join(f"    {line}\n" for line in tail) + ZETA_TAIL.replace("{out}", out)
+
 
 # name -> (libdevice function, or None for the helper on a GPU too; the helper; the eager
 # function; PyTorch's names)
