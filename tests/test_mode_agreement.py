@@ -55,6 +55,11 @@ UNARY = {
     "clamp_zero": lambda x: torch.clamp(x, -0.0, 0.0),  # ties between zeros
     "relu": torch.relu,
     "where": lambda x: torch.where(x > 0, x, 0.5),
+    # the method's order (was read as torch.where(x, x > 0, 0.5)): of a bool tile too
+    "where_method": lambda x: x.where(x > 0, 0.5),
+    "where_method_bool": lambda x: (x > 0).where(x < 2, x > -1),
+    "where_other": lambda x: x.where(x > 0, other=x * 2),
+    "type_as": lambda x: (x * 2).type_as(x.double()),
     "add": lambda x: x + 0.7,
     "rsub": lambda x: 0.7 - x,
     "mul": lambda x: x * 0.1,
@@ -151,7 +156,8 @@ INTEGER_OPS |= {"div_trunc_int", "div_floor_int", "sinh", "cosh"}
 INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "hardtanh"}
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
 INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
-INTEGER_OPS |= {"entr", "xlog1py", "absolute", "sgn"}
+INTEGER_OPS |= {"entr", "xlog1py", "absolute", "sgn", "where_method", "where_method_bool"}
+INTEGER_OPS |= {"where_other", "type_as"}
 NO_16_BITS = {"erfcx", "log_ndtr", "ndtri", "zeta"}  # PyTorch has no 16-bit kernel of these
 
 

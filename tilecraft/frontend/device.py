@@ -29,7 +29,7 @@ from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.operators import BINOPS, Operators
-from tilecraft.frontend.ops import OPS, lookup, unsupported
+from tilecraft.frontend.ops import OPS, lookup, method_operands, unsupported
 from tilecraft.frontend.pyforms import LocalFunction, PythonForms, sum_of_tiles
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
 from tilecraft.frontend.signatures import check_arguments
@@ -300,7 +300,7 @@ class DeviceCompiler(Loops, Whiles, PythonForms, HostNames, Operators):
         if isinstance(fn, _BoundMethod) and isinstance(fn.obj, HostTensor):
             return self._new_tile(fn.obj, fn.name, args, kwargs)
         if isinstance(fn, _BoundMethod):
-            return self.call_op(fn.name, [fn.obj, *args], kwargs)
+            return self.call_op(fn.name, method_operands(fn.name, fn.obj, args), kwargs)
         return self.call(fn, args, kwargs)
 
     def _new_tile(

@@ -186,7 +186,8 @@ def _div(b: Builder, x: Operand, y: Operand, *, rounding_mode: str | None = None
 
 
 @op("where")
-def _where(b: Builder, cond: Value, x: Operand, y: Operand) -> Value:
+def _where(b: Builder, condition: Value, input: Operand, other: Operand) -> Value:  # noqa: A002
+    cond, x, y = condition, input, other  # (PyTorch's names: its keywords)
     if not isinstance(cond, Value) or cond.type.dtype != torch.bool:
         raise DtypeError("torch.where needs a boolean tile as its condition", b.loc)
     tiles = [o for o in (x, y) if isinstance(o, Value) and not o.weak]
@@ -230,6 +231,24 @@ def _clamp(b: Builder, x: Value, min: Operand | None = None, max: Operand | None
     if max is not None:
         out = OPS["clamp_max"](b, out, max)
     return out
+
+
+def method_operands(name: str, obj: Any, args: list[Any]) -> list[Any]:
+    """The operands of method `name` of `obj` in the order of its function's handler:
+    `x.where(c, y)` is `torch.where(c, x, y)` (the rest take `obj` first)."""
+    if name == "where" and args:
+        return [args[0], obj, *args[1:]]
+    return [obj, *args]
+
+
+@op("type_as")
+def _type_as(b: Builder, x: Value, other: Any) -> Value:
+    """`x.type_as(other)`: `x` cast to the dtype of a tile or of a tensor argument."""
+    meta = getattr(other, "meta", None)
+    dtype = other.type.dtype if isinstance(other, Value) else getattr(meta, "dtype", None)
+    if not isinstance(dtype, torch.dtype):
+        raise DtypeError(f"type_as needs a tile or a tensor, got {type(other).__name__}", b.loc)
+    return b.cast(x, dtype)  # type: ignore[return-value]
 
 
 @op("to", "type")
