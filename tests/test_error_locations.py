@@ -78,11 +78,31 @@ def in_place(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@tc.kernel
+def in_place_keyword(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.nn.functional.relu(x[tile], inplace=True)
+    return out
+
+
+@tc.kernel
+def training_dropout(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.nn.functional.dropout(x[tile], 0.1)
+    return out
+
+
 def test_unsupported_ops_say_what_to_use_instead() -> None:
     assert "use `@` / torch.matmul" in str(raised(uses_einsum, torch.randn(4, 4)))
     assert "did you mean `sigmoid`?" in str(raised(misspelled, torch.randn(4)))
     # an in-place method of an op tiles have (was "did you mean `clamp`?")
     assert "use `x = x.clamp(...)` (tiles are values)" in str(raised(in_place, torch.randn(4)))
+    # inplace=False is taken (the value is the same), inplace=True refused
+    assert "tiles are values; write `x = relu(x)`" in str(raised(in_place_keyword, torch.randn(4)))
+    # dropout in eval mode is x (the mode tests); in training it needs a seed
+    assert "use `torch.where(tc.rand(" in str(raised(training_dropout, torch.randn(4)))
 
 
 @tc.kernel

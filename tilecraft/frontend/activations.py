@@ -179,3 +179,13 @@ def _atanh(b: Builder, x: Value) -> Value:
     xf = _wide(b, x)
     ratio = b.elementwise("truediv", b.elementwise("mul", xf, 2.0), b.elementwise("sub", 1.0, xf))
     return _narrow(b, b.elementwise("mul", OPS["log1p"](b, ratio), 0.5), x)
+
+
+@op("dropout")
+def _dropout(b: Builder, input: Value, p: float = 0.5, training: bool = True) -> Value:  # noqa: A002
+    """`F.dropout(x, p, training=False)` is `x` (a model's eval mode); training, it needs
+    a seed for the same numbers in both modes, and is refused saying what to write."""
+    if training is not False:
+        instead = "`torch.where(tc.rand([...], seed) >= p, x / (1 - p), 0.0)`"
+        raise UnsupportedOperation(f"`dropout` in training on tiles: use {instead}", b.loc)
+    return input

@@ -32,7 +32,7 @@ from tilecraft.frontend.operators import BINOPS, Operators
 from tilecraft.frontend.ops import OPS, lookup, method_operands, unsupported
 from tilecraft.frontend.pyforms import LocalFunction, PythonForms, sum_of_tiles
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
-from tilecraft.frontend.signatures import check_arguments
+from tilecraft.frontend.signatures import check_arguments, without_inplace
 from tilecraft.frontend.source import KernelSource
 from tilecraft.frontend.whiles import Whiles
 from tilecraft.ir.nodes import DeviceKernel, Param, Value, drop_unused_results
@@ -421,7 +421,7 @@ class DeviceCompiler(Loops, Whiles, PythonForms, HostNames, Operators):
         if name not in OPS:
             raise UnsupportedOperation(unsupported(name))
         args = [self._argument(a) for a in args]
-        kwargs = {k: self._argument(v) for k, v in kwargs.items()}
+        kwargs = without_inplace(name, {k: self._argument(v) for k, v in kwargs.items()})
         check_arguments(name, OPS[name], args, kwargs)
         return OPS[name](self.b, *args, **kwargs)
 

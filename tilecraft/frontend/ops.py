@@ -504,7 +504,6 @@ INSTEAD = {
     "rand_like": _SEEDED,
     "randn_like": _SEEDED,
     "randint_like": "tc.randint([...], low, high, seed) (the same numbers in both modes)",
-    "dropout": "`torch.where(tc.rand([...], seed) >= p, x / (1 - p), 0.0)`",
 }
 
 

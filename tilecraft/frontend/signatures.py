@@ -47,6 +47,19 @@ def check_arguments(
             )
 
 
+def without_inplace(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` less PyTorch's `inplace=False` (what a value computes anyway); `inplace=True`
+    is refused: a tile is a value, and writing it in place would change every name bound
+    to it (eager mode's tensors too)."""
+    if "inplace" not in kwargs:
+        return kwargs
+    if kwargs["inplace"] is not False:
+        raise UnsupportedOperation(
+            f"`{name}(..., inplace=True)` on a tile: tiles are values; write `x = {name}(x)`"
+        )
+    return {k: v for k, v in kwargs.items() if k != "inplace"}
+
+
 def _takes(params: Any, key: str, open_keywords: bool) -> bool:
     """Whether a handler takes keyword `key`: not its builder nor a bound default (`_d`),
     though it may take a private keyword of PyTorch's (softmax's `_stacklevel=`)."""
