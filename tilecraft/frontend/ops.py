@@ -452,6 +452,7 @@ from tilecraft.frontend import (  # noqa: E402, F401
     activations,
     compound,
     creation,
+    floatbits,
     gathers,
     jagged,
     joins,

@@ -323,7 +323,7 @@ def _polygamma(b: Builder, n: Operand | int, x: Operand) -> Value:
     dtype, (xf,) = _floats(b, "polygamma", x)
     if n == 1:
         return _done(b, _trigamma(b, xf), dtype)
-    zeta = _zeta_of(b, float(n + 1), xf)
+    zeta: Operand = _zeta_of(b, float(n + 1), xf)
     if dtype in LOW_PRECISION:  # PyTorch's kernels round zeta to the dtype, then multiply
         zeta = b.cast(b.cast(zeta, dtype), torch.float32)
     return _done(b, b.elementwise("mul", zeta, float(math.factorial(n) * (-1) ** (n + 1))), dtype)
