@@ -87,6 +87,14 @@ def in_place_keyword(x: torch.Tensor) -> torch.Tensor:
 
 
 @tc.kernel
+def in_place_by_position(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = torch.nn.functional.elu(x[tile], 1.0, True)
+    return out
+
+
+@tc.kernel
 def training_dropout(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in tc.tile(x.size(0)):
@@ -101,6 +109,9 @@ def test_unsupported_ops_say_what_to_use_instead() -> None:
     assert "use `x = x.clamp(...)` (tiles are values)" in str(raised(in_place, torch.randn(4)))
     # inplace=False is taken (the value is the same), inplace=True refused
     assert "tiles are values; write `x = relu(x)`" in str(raised(in_place_keyword, torch.randn(4)))
+    assert "tiles are values; write `x = elu(x)`" in str(
+        raised(in_place_by_position, torch.randn(4))
+    )
     # dropout in eval mode is x (the mode tests); in training it needs a seed
     assert "use `torch.where(tc.rand(" in str(raised(training_dropout, torch.randn(4)))
 

@@ -61,6 +61,8 @@ UNARY = {
     "where_other": lambda x: x.where(x > 0, other=x * 2),
     "type_as": lambda x: (x * 2).type_as(x.double()),
     "dropout_eval": lambda x: F.dropout(x, 0.3, training=False) + F.silu(x, inplace=False),
+    "rrelu_eval": lambda x: F.rrelu(x, 0.1, 0.3) + F.elu(x, 1.0, False),
+    "angle": torch.angle,
     "add": lambda x: x + 0.7,
     "rsub": lambda x: 0.7 - x,
     "mul": lambda x: x * 0.1,
@@ -158,7 +160,7 @@ INTEGER_OPS |= {"atan", "asin", "signbit", "copysign", "nan_to_num", "xlogy", "h
 INTEGER_OPS |= {"relu6", "softsign", "threshold", "logit", "rdiv", "isposinf", "isneginf"}
 INTEGER_OPS |= {"heaviside", "deg2rad", "addcmul", "rsub_fn", "positive", "masked_fill"}
 INTEGER_OPS |= {"entr", "xlog1py", "absolute", "sgn", "where_method", "where_method_bool"}
-INTEGER_OPS |= {"where_other", "type_as"}
+INTEGER_OPS |= {"where_other", "type_as", "angle"}
 NO_16_BITS = {"erfcx", "log_ndtr", "ndtri", "zeta"}  # PyTorch has no 16-bit kernel of these
 
 

@@ -1,5 +1,5 @@
 """Piecewise activations (torch.nn.functional's), lowered to the op table's ops:
-leaky_relu, elu, selu, celu, hardtanh, relu6, hardsigmoid, hardswish, softsign,
+leaky_relu, rrelu (eval), elu, selu, celu, hardtanh, relu6, hardsigmoid, hardswish, softsign,
 tanhshrink, threshold, hardshrink, softshrink, logit.
 
 Each follows PyTorch's kernel: the same comparison picks each piece (so NaN and the signs
@@ -60,6 +60,23 @@ def _exponential(
     below = b.elementwise("mul", OPS["expm1"](b, inner), alpha * scale)
     above = xf if scale == 1 else b.elementwise("mul", xf, scale)
     return _narrow(b, _pick(b, "le", xf, 0.0, below, above), x)
+
+
+@op("rrelu")
+def _rrelu(
+    b: Builder,
+    x: Value,
+    lower: float = 1 / 8,
+    upper: float = 1 / 3,
+    training: bool = False,
+    inplace: bool = False,
+) -> Value:
+    """Eval mode's rrelu: leaky_relu with the slopes' mean (training draws random slopes:
+    refused, as tilecraft's random numbers take a seed)."""
+    _numbers(b, "rrelu", lower, upper)
+    if training is not False:
+        raise UnsupportedOperation("rrelu in training (random slopes) on tiles", b.loc)
+    return _leaky_relu(b, x, (lower + upper) / 2)
 
 
 @op("elu")

@@ -39,6 +39,8 @@ def check_arguments(
         bound = signature.bind(None, *args, **kwargs)
     except TypeError as e:
         raise UnsupportedOperation(f"`{name}` on tiles cannot take these arguments: {e}") from None
+    if bound.arguments.get("inplace") is not None:  # given by position: F.elu(x, 1.0, True)
+        without_inplace(name, {"inplace": bound.arguments["inplace"]})
     for key, value in bound.arguments.items():
         if params[key].annotation == "Value" and not isinstance(value, Value):
             raise UnsupportedOperation(

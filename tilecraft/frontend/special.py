@@ -83,6 +83,16 @@ def _with_sign(b: Builder, magnitude: Operand, of: Operand) -> Operand:
     return _where(b, _negative(b, of), _negated(b, magnitude), magnitude)
 
 
+@op("angle")
+def _angle(b: Builder, x: Value) -> Value:
+    """The angle of a real number: pi below 0, else 0 (+0.0 at -0.0); NaN at NaN."""
+    dtype, (xf,) = _floats(b, "angle", x)
+    angle = _where(b, b.elementwise("lt", xf, 0.0, dtype=torch.bool), math.pi, 0.0)
+    if x.type.dtype.is_floating_point:
+        angle = _where(b, OPS["isnan"](b, xf), xf, angle)
+    return _done(b, angle, dtype)
+
+
 @op("copysign")
 def _copysign(b: Builder, x: Operand, y: Operand) -> Value:
     dtype, (xf, yf) = _floats(b, "copysign", x, y)
