@@ -135,6 +135,26 @@ def test_zeta(mode, dtype: torch.dtype) -> None:
 
 
 @tc.kernel
+def hurwitz_2d(x: torch.Tensor, q: torch.Tensor, s: float) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tm, tn in tc.tile(x.shape):
+        out[tm, tn] = torch.special.zeta(x[tm, tn], q[tm, tn]) + torch.special.zeta(s, q[tm, tn])
+    return out
+
+
+def test_zeta_of_2d_tiles_and_a_float_argument(mode) -> None:
+    """The summation's length is the most any lane of a 2-D tile needs; a kernel's float
+    argument (a launch argument, not a constant) is an operand too (the interpreter
+    refused its scalar in the helper before it was spread over the tile)."""
+    x = (torch.rand(5, 7, dtype=torch.float64) * 5 + 1.1).to(DEVICE)
+    q = (torch.rand(5, 7, dtype=torch.float64) * 20 - 10).to(DEVICE)
+    x = torch.where(q < 0, x.round(), x)
+    expected = torch.special.zeta(x, q) + torch.special.zeta(torch.tensor(2.5).double(), q)
+    found = mode(hurwitz_2d)(x, q, 2.5)
+    torch.testing.assert_close(found, expected, rtol=1e-9, atol=0, equal_nan=True)
+
+
+@tc.kernel
 def polygamma_of(x: torch.Tensor, n: int) -> torch.Tensor:
     out = torch.empty(x.shape, dtype=torch.polygamma(n, x[:1]).dtype, device=x.device)
     for tile in tc.tile(x.size(0)):

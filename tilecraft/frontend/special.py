@@ -348,11 +348,16 @@ def _zeta(b: Builder, x: Operand, q: Operand) -> Value:
 
 
 def _zeta_of(b: Builder, x: Operand, q: Operand) -> Value:
-    """The zeta op of operands in the compute dtype, a number made a tile like the other
-    (the helper converts both to float64)."""
-    like = x if isinstance(x, Value) else q
-    x, q = (v if isinstance(v, Value) else OPS["full_like"](b, like, v) for v in (x, q))
+    """The zeta op of operands in the compute dtype, each a whole tile (the helper works
+    on tiles: a number or a kernel's float argument is added to zeros like the other)."""
+    like = max((v for v in (x, q) if isinstance(v, Value)), key=lambda v: v.type.rank)
+    zeros = OPS["zeros_like"](b, like)
+    x, q = (v if _whole(v, like) else b.elementwise("add", zeros, v) for v in (x, q))
     return b.elementwise("zeta", x, q)
+
+
+def _whole(v: Operand, like: Value) -> bool:
+    return isinstance(v, Value) and v.type.rank == like.type.rank
 
 
 def _trigamma(b: Builder, x: Value) -> Value:
