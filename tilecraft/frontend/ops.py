@@ -233,10 +233,13 @@ def _clamp(b: Builder, x: Value, min: Operand | None = None, max: Operand | None
     return out
 
 
+# methods whose function takes the method's first argument before the tensor
+SECOND = {"where", "polygamma"}  # x.where(c, y): torch.where(c, x, y); x.polygamma(n)
+
+
 def method_operands(name: str, obj: Any, args: list[Any]) -> list[Any]:
-    """The operands of method `name` of `obj` in the order of its function's handler:
-    `x.where(c, y)` is `torch.where(c, x, y)` (the rest take `obj` first)."""
-    if name == "where" and args:
+    """The operands of method `name` of `obj` in the order of its function's handler."""
+    if name in SECOND and args:
         return [args[0], obj, *args[1:]]
     return [obj, *args]
 

@@ -317,13 +317,11 @@ def _nan_to_num(
 
 
 @op("polygamma")
-def _polygamma(b: Builder, n: Operand | int, x: Operand) -> Value:
+def _polygamma(b: Builder, n: Operand, x: Operand) -> Value:
     """torch.polygamma(n, x) (or x.polygamma(n)), as PyTorch's kernels: digamma at n = 0;
     at 1 their trigamma (reflected below 1/2, six steps of the recurrence, the asymptotic
     series), in the compute dtype; beyond, (-1)^(n+1) n! zeta(n + 1, x) (zeta rounded to a
     16-bit dtype first, as theirs)."""
-    if isinstance(n, Value):  # the method's order: x.polygamma(n)
-        n, x = x, n
     if not isinstance(n, int) or isinstance(n, bool):
         raise UnsupportedOperation("polygamma(n, x) needs a constant int n", b.loc)
     if n < 0:

@@ -5,6 +5,7 @@ says which PyTorch behaviour it reproduces."""
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -274,6 +275,7 @@ def _zeta_term(lanes: str) -> str:
             f"        live = live & ~({lanes} & (tl.abs(b / s) < {TINY}))")  # fmt: skip
 
 
+@functools.cache
 def zeta(dtype: torch.dtype) -> str:
     """The zeta helper's source for a compute dtype: the summation, then the
     Euler-Maclaurin tail unrolled."""
