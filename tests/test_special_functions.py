@@ -23,6 +23,9 @@ EDGES += [88.0, 89.0, -89.0, 700.0, 709.0, 710.0, INF, -INF, NAN]
 # kernels compute in float32 (a few ulps off)
 TOLERANCE = {torch.float32: (4e-6, 1e-37), torch.float64: (1e-11, 1e-300)}
 TOLERANCE |= {torch.bfloat16: (1e-2, 1e-37), torch.float16: (2e-3, 1e-7)}
+# bfloat16 results that round twice (polygamma's zeta, xlog1py's log1p): PyTorch's CPU
+# kernels round the inner value to bfloat16 first, as tilecraft does, its CUDA ones do not
+TWO_ULPS = {torch.bfloat16: 2.5e-2}
 
 
 @tc.kernel
@@ -75,8 +78,8 @@ def test_ndtri(mode, dtype: torch.dtype) -> None:
     smallest = -300 if dtype == torch.float64 else -37
     tail = torch.logspace(smallest, -1, 600, dtype=torch.float64)
     near_half = 0.5 + torch.tensor([1e-7, -1e-7, 3e-9, -2e-4], dtype=torch.float64)
-    x = torch.cat([grid(0.0, 1.0, torch.float64), tail, 1 - tail[-300:], near_half])
-    check(mode, "ndtri", x.to(dtype))
+    x = torch.cat([grid(0.0, 1.0, torch.float64).cpu(), tail, 1 - tail[-300:], near_half])
+    check(mode, "ndtri", x.to(DEVICE, dtype))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -104,7 +107,7 @@ def test_xlog1py(mode, dtype: torch.dtype, k: float) -> None:
     y = ys.repeat(len(values)).to(DEVICE, dtype)
     number = torch.tensor(k, dtype=dtype)
     expected = torch.special.xlog1py(x, y) + torch.special.xlog1py(number, y)
-    rtol, atol = TOLERANCE[dtype]
+    rtol, atol = TWO_ULPS.get(dtype, TOLERANCE[dtype][0]), TOLERANCE[dtype][1]
     found = mode(x_log1p_y)(x, y, k)
     torch.testing.assert_close(found, expected, rtol=rtol, atol=atol, equal_nan=True)
 
@@ -181,7 +184,7 @@ def test_polygamma(mode, n: int, dtype: torch.dtype) -> None:
 
 
 def check_polygamma(mode, n: int, x: torch.Tensor, rtol: float | None = None) -> None:
-    rtol, atol = rtol or TOLERANCE[x.dtype][0], TOLERANCE[x.dtype][1]
+    rtol, atol = rtol or TWO_ULPS.get(x.dtype, TOLERANCE[x.dtype][0]), TOLERANCE[x.dtype][1]
     expected = torch.polygamma(n, x) + x.polygamma(n) * 0.5
     found = mode(polygamma_of)(x, n)
     torch.testing.assert_close(found, expected, rtol=rtol, atol=atol, equal_nan=True)
