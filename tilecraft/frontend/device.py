@@ -29,9 +29,10 @@ from tilecraft.frontend.inline import HostCallable
 from tilecraft.frontend.loops import Loops, static_range
 from tilecraft.frontend.memory import MemoryLowering
 from tilecraft.frontend.operators import BINOPS, Operators
-from tilecraft.frontend.ops import OPS, lookup, method_operands, unsupported
+from tilecraft.frontend.ops import OPS, lookup, method_operands
 from tilecraft.frontend.pyforms import LocalFunction, PythonForms, sum_of_tiles
 from tilecraft.frontend.refs import HostTensor, TileRef, on_device
+from tilecraft.frontend.refusals import unsupported
 from tilecraft.frontend.signatures import check_arguments, without_inplace
 from tilecraft.frontend.source import KernelSource
 from tilecraft.frontend.whiles import Whiles
