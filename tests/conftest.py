@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 import tempfile
@@ -35,6 +36,11 @@ sys.path.insert(0, str(EXAMPLES))
 
 # TILECRAFT_TEST_DEVICE=cuda runs the op tests on a GPU (compiled there, eager on it too)
 DEVICE = os.environ.get("TILECRAFT_TEST_DEVICE", "cpu")
+# tests that compile for sm_90 on the CPU (`tilecraft.testing.compile_for_gpu`)
+needs_nvidia_backend = pytest.mark.skipif(
+    importlib.util.find_spec("triton.backends.nvidia") is None,
+    reason="this Triton has no NVIDIA backend",
+)
 # References in full float32 on a GPU, as tilecraft's float32 products are (PyTorch lets
 # cuDNN convolutions round float32 inputs to TF32 by default; matmuls it does not)
 torch.backends.cudnn.allow_tf32 = False

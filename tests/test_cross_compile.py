@@ -3,13 +3,13 @@ compiler, to the binary, for sm_90, where the interpreter would run what a GPU r
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import needs_nvidia_backend
 
 import tilecraft as tc
 from tilecraft.exc import LoweringError
@@ -17,10 +17,7 @@ from tilecraft.runtime import crosscompile
 from tilecraft.runtime.guard import SlowCompileWarning
 from tilecraft.testing import check_modes, compile_for_gpu
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("triton.backends.nvidia") is None,
-    reason="this Triton has no NVIDIA backend",
-)
+pytestmark = needs_nvidia_backend
 
 
 @tc.kernel

@@ -4,12 +4,11 @@ normals, infinities and NaN, in every float dtype PyTorch takes."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 
 import pytest
 import torch
-from conftest import DEVICE
+from conftest import DEVICE, needs_nvidia_backend
 
 import tilecraft as tc
 from tilecraft.exc import DtypeError
@@ -136,10 +135,7 @@ def test_frexp_of_integers_is_refused_at_the_line() -> None:
     assert "torch.frexp(x[tile]).mantissa" in str(caught.value)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("triton.backends.nvidia") is None,
-    reason="this Triton has no NVIDIA backend",
-)
+@needs_nvidia_backend
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_every_function_compiles_for_sm90(dtype: torch.dtype) -> None:
     """Bit casts of each float dtype to its integers and back: Triton's compiler takes

@@ -6,11 +6,9 @@ All of them were refused (`UnsupportedOperation`) before."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
-from conftest import DEVICE
+from conftest import DEVICE, needs_nvidia_backend
 
 import tilecraft as tc
 from tilecraft.exc import DtypeError, UnsupportedOperation
@@ -233,10 +231,7 @@ def test_16_bit_erfcx_ndtri_and_log_ndtr_are_refused_at_the_line(name: str) -> N
         run_mode(special, (x, name), "eager")
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("triton.backends.nvidia") is None,
-    reason="this Triton has no NVIDIA backend",
-)
+@needs_nvidia_backend
 def test_every_function_compiles_for_sm90() -> None:
     """The helpers run on a GPU too (float64 inside, zeta's summation a loop whose length
     a reduction over the tile sets): Triton's compiler takes them, for sm_90."""
