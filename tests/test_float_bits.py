@@ -121,6 +121,18 @@ def test_isclose(dtype: torch.dtype, tolerances: tuple, nan: bool) -> None:
     check_modes(near, args, reference, None)
 
 
+@pytest.mark.parametrize("given", [[], [-0.7]], ids=["none", "one"])
+def test_of_no_element_and_one(given: list) -> None:
+    """Each of the four on empty and one-element tensors, in both modes."""
+    x = torch.tensor(given, device=DEVICE)
+    check_modes(parts, (x,), lambda x: tuple(torch.frexp(x)), None)
+    e = torch.ones(len(given), dtype=torch.int32, device=DEVICE)
+    check_modes(scaled, (x, e), torch.ldexp, None)
+    check_modes(neighbour, (x, x * 3), torch.nextafter, None)
+    args = (x, x * 3, 1e-5, 1e-8, False)
+    check_modes(near, args, lambda x, y, *_: torch.isclose(x, y), None)
+
+
 @tc.kernel
 def parts_of_ints(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)

@@ -374,6 +374,23 @@ def test_binary_ops_agree_with_pytorch(name: str, dtype: torch.dtype) -> None:
     check_modes(binary, (x, y, name), lambda x, y, n: BINARY[n](x, y), tolerance(fn(x, y)))
 
 
+@tc.kernel
+def typed_as(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(x.shape, dtype=like.dtype, device=x.device)
+    for tile in tc.tile(x.size(0)):
+        out[tile] = (x[tile] * 3).type_as(like)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.int32, torch.float64])
+def test_type_as_of_a_tensor_argument(dtype: torch.dtype) -> None:
+    """`tile.type_as(t)` of a kernel's tensor argument (not a tile): the tensor's dtype."""
+    x = values(torch.float32).to(DEVICE)
+    x = x[x.isfinite() & (x.abs() < 1e9)] if dtype == torch.int32 else x
+    like = torch.zeros(1, dtype=dtype, device=DEVICE)
+    check_modes(typed_as, (x, like), lambda x, like: (x * 3).type_as(like), tolerance(like))
+
+
 @pytest.mark.parametrize("name", list(BINARY))
 @pytest.mark.parametrize("given", [[], [-0.7]], ids=["none", "one"])
 def test_binary_ops_of_no_element_and_one(name: str, given: list) -> None:

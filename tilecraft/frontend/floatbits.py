@@ -11,10 +11,11 @@ import torch
 from tilecraft.exc import DtypeError, UnsupportedOperation
 from tilecraft.frontend.builder import Builder, Operand, promote
 from tilecraft.frontend.ops import OPS, op
+from tilecraft.frontend.piecewise import _floats_only
+from tilecraft.frontend.special import _number, _scalar
 from tilecraft.frontend.views import bitcast
 from tilecraft.ir.nodes import Value
 
-B = torch.bool
 # float dtype -> (its bits' int dtype, mantissa bits, exponent mask, exponent of [0.5, 1))
 LAYOUTS = {
     torch.float64: (torch.int64, 52, 0x7FF, 1022),
@@ -31,15 +32,13 @@ class MantissaExponent(NamedTuple):
     exponent: Value
 
 
-def _e(b: Builder, name: str, *operands: Operand, dtype: torch.dtype | None = None) -> Value:
-    return b.elementwise(name, *operands, dtype=dtype)
+def _e(b: Builder, name: str, *operands: Operand) -> Value:
+    return b.elementwise(name, *operands)
 
 
-def _floats_only(b: Builder, name: str, x: Value) -> torch.dtype:
-    dtype = x.type.dtype
-    if not dtype.is_floating_point:
-        raise DtypeError(f"{name} needs float tiles, not {dtype} (PyTorch refuses too)", b.loc)
-    return dtype
+def _bool(b: Builder, name: str, *operands: Operand) -> Value:
+    """A comparison or a logical op of bool tiles."""
+    return b.elementwise(name, *operands, dtype=torch.bool)
 
 
 @op("frexp")
@@ -48,19 +47,20 @@ def _frexp(b: Builder, input: Value) -> MantissaExponent:  # noqa: A002
     int32: the exponent field read from the bits (of float32's for 16-bit floats), and the
     mantissa the same bits with that field set to 2^-1's. Subnormals are first scaled into
     the normal range; 0, inf and NaN are their own mantissa, with exponent 0."""
-    dtype = _floats_only(b, "frexp", input)
+    _floats_only(b, "frexp", input)
+    dtype = input.type.dtype
     wide = torch.float64 if dtype == torch.float64 else torch.float32
     ints, bits, mask, half = LAYOUTS[wide]
     x = b.cast(input, wide)
-    tiny = _e(b, "lt", OPS["abs"](b, x), torch.finfo(wide).tiny, dtype=torch.bool)
+    tiny = _bool(b, "lt", OPS["abs"](b, x), torch.finfo(wide).tiny)
     scaled = _e(b, "where", tiny, _e(b, "mul", x, 2.0 ** (bits + 1)), x)
     word = bitcast(b, scaled, ints)  # type: ignore[arg-type]
     field = _e(b, "and", _e(b, "rshift", word, bits), mask)
     exponent = _e(b, "sub", field, _e(b, "where", tiny, half + bits + 1, half))
     kept = _e(b, "and", word, ~(mask << bits))
     mantissa = bitcast(b, _e(b, "or", kept, half << bits), wide)
-    special = _e(b, "or", _e(b, "eq", x, 0.0, dtype=torch.bool), OPS["isinf"](b, x), dtype=B)
-    special = _e(b, "or", special, OPS["isnan"](b, x), dtype=B)
+    special = _bool(b, "or", _bool(b, "eq", x, 0.0), OPS["isinf"](b, x))
+    special = _bool(b, "or", special, OPS["isnan"](b, x))
     mantissa = _e(b, "where", special, x, mantissa)
     exponent = _e(b, "where", special, 0, exponent)
     return MantissaExponent(b.cast(mantissa, dtype), b.cast(exponent, torch.int32))  # type: ignore[arg-type]
@@ -94,15 +94,15 @@ def _nextafter(b: Builder, input: Value, other: Value) -> Value:  # noqa: A002
     x, y = b.cast(input, dtype), b.cast(other, dtype)
     ints = LAYOUTS[dtype][0]
     word = bitcast(b, x, ints)  # type: ignore[arg-type]
-    away = _e(b, "eq", _e(b, "gt", y, x, dtype=B), _e(b, "gt", x, 0.0, dtype=B), dtype=B)
+    away = _bool(b, "eq", _bool(b, "gt", y, x), _bool(b, "gt", x, 0.0))
     delta = b.cast(_e(b, "where", away, 1, -1), ints)
     step = bitcast(b, _e(b, "add", word, delta), dtype)  # type: ignore[arg-type]
     sign = -(2 ** (8 * dtype.itemsize - 1))  # the sign bit, as a signed integer
-    smallest = _e(b, "where", _e(b, "gt", y, 0.0, dtype=B), 1, sign + 1)  # (as bits)
+    smallest = _e(b, "where", _bool(b, "gt", y, 0.0), 1, sign + 1)  # (as bits)
     from_zero = bitcast(b, b.cast(smallest, ints), dtype)  # type: ignore[arg-type]
-    out = _e(b, "where", _e(b, "eq", x, 0.0, dtype=torch.bool), from_zero, step)
-    out = _e(b, "where", _e(b, "eq", x, y, dtype=torch.bool), y, out)
-    nan = _e(b, "or", OPS["isnan"](b, x), OPS["isnan"](b, y), dtype=B)
+    out = _e(b, "where", _bool(b, "eq", x, 0.0), from_zero, step)
+    out = _e(b, "where", _bool(b, "eq", x, y), y, out)
+    nan = _bool(b, "or", OPS["isnan"](b, x), OPS["isnan"](b, y))
     return _e(b, "where", nan, _e(b, "add", x, y), out)
 
 
@@ -121,26 +121,15 @@ def _isclose(
     if not all(type(t) in (int, float) or _scalar(t) for t in (rtol, atol)):
         raise UnsupportedOperation("isclose(rtol=, atol=) need numbers", b.loc)
     x, y = (b.cast(v, torch.float32) if _not_float(v) else v for v in (input, other))
-    close = _e(b, "eq", x, y, dtype=torch.bool)
+    close = _bool(b, "eq", x, y)
     if equal_nan and promote(x, y).is_floating_point:
-        both = _e(b, "and", OPS["isnan"](b, x), _nan(b, y), dtype=torch.bool)
-        close = _e(b, "or", close, both, dtype=torch.bool)
-    if not _scalar(rtol) and rtol == 0 and atol == 0:  # (the rule below gives the same)
-        return close
+        both = _bool(b, "and", OPS["isnan"](b, x), _nan(b, y))
+        close = _bool(b, "or", close, both)
     allowed = _e(b, "add", OPS["abs"](b, _e(b, "mul", y, _number(rtol))), _number(atol))
     actual = OPS["abs"](b, _e(b, "sub", x, y))
-    within = _e(b, "le", actual, allowed, dtype=torch.bool)
-    within = _e(b, "and", OPS["isfinite"](b, actual), within, dtype=torch.bool)
-    return _e(b, "or", close, within, dtype=torch.bool)
-
-
-def _scalar(v: object) -> bool:
-    """A number that is a launch argument (a float argument of the kernel)."""
-    return isinstance(v, Value) and v.type.rank == 0
-
-
-def _number(v: Operand) -> Operand:
-    return v if isinstance(v, Value) else float(v)
+    within = _bool(b, "le", actual, allowed)
+    within = _bool(b, "and", OPS["isfinite"](b, actual), within)
+    return _bool(b, "or", close, within)
 
 
 def _not_float(v: Operand) -> bool:

@@ -39,8 +39,8 @@ def check_arguments(
         bound = signature.bind(None, *args, **kwargs)
     except TypeError as e:
         raise UnsupportedOperation(f"`{name}` on tiles cannot take these arguments: {e}") from None
-    if bound.arguments.get("inplace") is not None:  # given by position: F.elu(x, 1.0, True)
-        without_inplace(name, {"inplace": bound.arguments["inplace"]})
+    if "inplace" in bound.arguments:  # given by position: F.elu(x, 1.0, True)
+        _refuse_in_place(name, bound.arguments["inplace"])
     for key, value in bound.arguments.items():
         if params[key].annotation == "Value" and not isinstance(value, Value):
             raise UnsupportedOperation(
@@ -55,11 +55,15 @@ def without_inplace(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     to it (eager mode's tensors too)."""
     if "inplace" not in kwargs:
         return kwargs
-    if kwargs["inplace"] is not False:
+    _refuse_in_place(name, kwargs["inplace"])
+    return {k: v for k, v in kwargs.items() if k != "inplace"}
+
+
+def _refuse_in_place(name: str, inplace: object) -> None:
+    if inplace is not False:
         raise UnsupportedOperation(
             f"`{name}(..., inplace=True)` on a tile: tiles are values; write `x = {name}(x)`"
         )
-    return {k: v for k, v in kwargs.items() if k != "inplace"}
 
 
 def _takes(params: Any, key: str, open_keywords: bool) -> bool:

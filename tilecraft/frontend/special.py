@@ -293,6 +293,11 @@ def _number(value: Operand) -> Operand:
     return value if isinstance(value, Value) else float(value)
 
 
+def _scalar(value: object) -> bool:
+    """A number that is a launch argument (a float argument of the kernel)."""
+    return isinstance(value, Value) and value.type.rank == 0
+
+
 @op("nan_to_num")
 def _nan_to_num(
     b: Builder,
@@ -306,8 +311,7 @@ def _nan_to_num(
     if not dtype.is_floating_point:
         return x
     for value in (nan, posinf, neginf):
-        scalar = isinstance(value, Value) and value.type.rank == 0
-        if value is not None and not scalar and not isinstance(value, (int, float)):
+        if value is not None and not _scalar(value) and not isinstance(value, (int, float)):
             raise UnsupportedOperation("nan_to_num(nan=, posinf=, neginf=) need numbers", b.loc)
     top = torch.finfo(dtype).max
     out = _where(b, OPS["isnan"](b, x), _number(nan), x)
@@ -368,16 +372,12 @@ def _trigamma(b: Builder, x: Value) -> Value:
     y: Value = b.elementwise("where", below, b.elementwise("sub", 1.0, x), x)
     total: Value = b.elementwise("where", below, reflected, 0.0)
     for _ in range(6):
-        total = b.elementwise("add", total, b.elementwise("truediv", 1.0, _square(b, y)))
+        total = b.elementwise("add", total, b.elementwise("truediv", 1.0, OPS["square"](b, y)))
         y = b.elementwise("add", y, 1.0)
-    inverse = b.elementwise("truediv", 1.0, _square(b, y))
+    inverse = b.elementwise("truediv", 1.0, OPS["square"](b, y))
     inner = b.elementwise("sub", 1 / 30, b.elementwise("mul", inverse, 1 / 42))
     inner = b.elementwise("sub", 1 / 6, b.elementwise("mul", inverse, inner))
     series = b.elementwise("add", 1.0, b.elementwise("truediv", 0.5, y))
     series = b.elementwise("add", series, b.elementwise("mul", inverse, inner))
     total = b.elementwise("add", total, b.elementwise("truediv", series, y))
     return b.elementwise("where", below, OPS["neg"](b, total), total)  # type: ignore[no-any-return]
-
-
-def _square(b: Builder, y: Value) -> Value:
-    return b.elementwise("mul", y, y)
